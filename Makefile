@@ -1,0 +1,195 @@
+# caliper — build, test and sanitizer entry points.
+#
+#   make            build build/caliper and libcaliper.a
+#   make run        install deps (once), build, run the main job on the built-in engine
+#   make test       unit tests (cmocka), fuzz corpus replay, end-to-end tests
+#   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
+#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each
+#   make bench      build the benchmarks in bench/ (run them one by one)
+#   make deps       install Debian packages (root); prints the list elsewhere
+#   make install PREFIX=/usr/local
+#
+# Every directory is discovered by wildcard: a new file in lib/<module>/,
+# engine/, server/, src/, tests/unit/test_*.c, tests/e2e/*.sh,
+# tests/fuzz/fuzz_*.c or bench/*.c is built without touching this file.
+
+PREFIX   ?= /usr/local
+BUILD    ?= build
+CC       ?= cc
+SAN      ?=
+PKGS     := libcurl jansson sqlite3 openblas libmicrohttpd
+VERSION  := 0.1.0
+COMMIT   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+DIRTY    := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+OPT      ?= -O2
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla
+CPPFLAGS += -Iinclude -I. -D_GNU_SOURCE $(PKG_CFLAGS) \
+            -DCAL_VERSION='"$(VERSION)"' -DCAL_COMMIT='"$(COMMIT)$(DIRTY)"' \
+            -DCAL_BUILD_FLAGS='"$(OPT) $(SAN_FLAGS)"'
+CFLAGS   += -std=c11 -g $(OPT) $(WARN) -pthread $(SAN_FLAGS)
+LDLIBS   += $(PKG_LIBS) -ldl -lm -pthread
+# The engine's kernels are built for this CPU: the reference engine is measured
+# where it is built. Correctness tests compare against naive references.
+ENGINE_CFLAGS ?= -O3 -march=native -fno-math-errno
+
+ifeq ($(SAN),address)
+  SAN_FLAGS := -fsanitize=address -fno-omit-frame-pointer
+  CPPFLAGS  += -DCAL_SANITIZER='"address"'
+endif
+ifeq ($(SAN),undefined)
+  SAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  CPPFLAGS  += -DCAL_SANITIZER='"undefined"'
+endif
+ifeq ($(SAN),thread)
+  SAN_FLAGS := -fsanitize=thread
+  CPPFLAGS  += -DCAL_SANITIZER='"thread"'
+endif
+
+LIB_SRC    := $(sort $(wildcard lib/*/*.c engine/*.c server/*.c))
+CLI_SRC    := $(sort $(filter-out src/main.c,$(wildcard src/*.c)))
+UNIT_SRC   := $(sort $(wildcard tests/unit/test_*.c))
+HELPER_SRC := $(sort $(wildcard tests/helpers/*.c))
+SHLIB_SRC  := $(sort $(wildcard tests/helpers/shlib/*.c))
+FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+BENCH_SRC  := $(sort $(wildcard bench/*.c))
+E2E        := $(sort $(wildcard tests/e2e/test_*.sh))
+
+OBJ        := $(BUILD)/obj
+LIB_OBJ    := $(LIB_SRC:%.c=$(OBJ)/%.o)
+CLI_OBJ    := $(CLI_SRC:%.c=$(OBJ)/%.o)
+LIBCAL     := $(BUILD)/libcaliper.a
+LIBCLI     := $(BUILD)/libcaliper-cli.a
+BIN        := $(BUILD)/caliper
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/helpers/%)
+SHLIB_BIN  := $(SHLIB_SRC:tests/helpers/shlib/%.c=$(BUILD)/tests/helpers/lib%.so)
+REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay_%)
+BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all run test unit e2e fuzz-replay asan ubsan tsan fuzz bench deps install clean check-deps
+all: $(BIN)
+
+$(OBJ)/engine/%.o: engine/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ENGINE_CFLAGS) -MMD -MP -c $< -o $@
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIBCAL): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBCLI): $(CLI_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BIN): $(OBJ)/src/main.o $(LIBCLI) $(LIBCAL)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(OBJ)/tests/unit/%.o $(LIBCLI) $(LIBCAL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/helpers/lib%.so: tests/helpers/shlib/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -o $@ $<
+
+$(BUILD)/tests/helpers/%: $(OBJ)/tests/helpers/%.o $(LIBCAL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Fuzz targets also build as plain programs that replay their corpus, so
+# `make test` exercises every parser's corpus with gcc and no libFuzzer.
+$(BUILD)/tests/replay_%: $(OBJ)/tests/fuzz/%.o $(OBJ)/tests/fuzz/replay_main.o $(LIBCLI) $(LIBCAL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench/%: $(OBJ)/bench/%.o $(LIBCLI) $(LIBCAL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+unit: $(UNIT_BIN)
+	@fail=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t || fail=1; done; exit $$fail
+
+fuzz-replay: $(REPLAY_BIN)
+	@fail=0; for t in $(REPLAY_BIN); do n=$${t##*/replay_}; \
+	  $$t tests/fuzz/corpus/$$n || fail=1; done; exit $$fail
+
+e2e: $(BIN) $(HELPER_BIN) $(SHLIB_BIN)
+	@fail=0; for t in $(E2E); do echo "== $$t"; \
+	  CALIPER=$(abspath $(BIN)) BUILD=$(abspath $(BUILD)) bash $$t || { echo "FAILED: $$t"; fail=1; }; \
+	done; exit $$fail
+
+# The closing line counts both kinds: cmocka binaries print their own summaries.
+test: check-deps
+	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(REPLAY_BIN) $(HELPER_BIN) $(SHLIB_BIN)
+	@bash tests/run_all.sh "$(BUILD)" "$(UNIT_BIN)" "$(REPLAY_BIN)" "$(E2E)"
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=address test
+ubsan:
+	@$(MAKE) --no-print-directory BUILD=build/ubsan SAN=undefined test
+tsan:
+	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread test
+
+FUZZ_SECONDS ?= 20
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang \
+	  SAN_FLAGS='-fsanitize=fuzzer-no-link,address,undefined' \
+	  ENGINE_CFLAGS='-O1' $(addprefix build/fuzz/obj/tests/fuzz/,$(notdir $(FUZZ_SRC:.c=.o))) \
+	  build/fuzz/libcaliper.a build/fuzz/libcaliper-cli.a
+	@set -e; for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  clang -fsanitize=fuzzer,address,undefined -o build/fuzz/$$n build/fuzz/obj/tests/fuzz/$$n.o \
+	    build/fuzz/libcaliper-cli.a build/fuzz/libcaliper.a $(LDLIBS); \
+	  mkdir -p build/fuzz/corpus/$$n; \
+	  echo "== fuzz $$n for $(FUZZ_SECONDS)s"; \
+	  build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    build/fuzz/corpus/$$n tests/fuzz/corpus/$$n; done
+
+bench: $(BENCH_BIN) $(BIN)
+
+check-deps:
+	@pkg-config --exists $(PKGS) cmocka || { \
+	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
+
+DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
+            libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev \
+            clang libclang-rt-dev sqlite3 curl
+deps:
+	@if command -v apt-get >/dev/null 2>&1; then \
+	  if pkg-config --exists $(PKGS) cmocka && command -v clang >/dev/null; then \
+	    echo "deps: all present"; \
+	  else \
+	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	    $$SUDO apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEB_PKGS); \
+	  fi; \
+	else \
+	  echo "Not a Debian system. Install the equivalents of:"; \
+	  echo "  Debian:   apt-get install $(DEB_PKGS)"; \
+	  echo "  macOS:    brew install curl jansson sqlite openblas libmicrohttpd cmocka pkg-config llvm"; \
+	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt"; \
+	fi
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@bash scripts/make-run.sh $(BIN)
+
+install: $(BIN) $(LIBCAL)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/caliper
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/caliper
+	install -m 644 $(LIBCAL) $(DESTDIR)$(PREFIX)/lib/libcaliper.a
+	install -m 644 include/caliper/*.h $(DESTDIR)$(PREFIX)/include/caliper/
+	@if [ -f docs/caliper.1 ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
+	  install -m 644 docs/caliper.1 $(DESTDIR)$(PREFIX)/share/man/man1/; fi
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

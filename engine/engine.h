@@ -1,0 +1,115 @@
+/* caliper reference engine — a decoder-only transformer computed for real on
+ * the CPU (RMSNorm, RoPE, grouped-query attention over a KV cache, SwiGLU MLP,
+ * and a Qwen3-MoE style mixture of experts), F32, synthetic weights generated
+ * deterministically from a seed. Matrix products go through OpenBLAS.
+ *
+ * Ownership: cal_engine_open allocates everything once (weights, KV cache for
+ * max_seqs slots × max_ctx positions, activations for the largest step);
+ * cal_engine_close frees it and NULLs the caller's pointer. Nothing allocates
+ * per token. An engine is used by one thread at a time (the scheduler's). */
+#ifndef CALIPER_ENGINE_H
+#define CALIPER_ENGINE_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cal_model_config {
+    char     name[32];      /* preset name or "custom" */
+    int      dim;           /* model width */
+    int      n_layers;
+    int      n_heads;       /* query heads; head_dim = dim / n_heads */
+    int      n_kv_heads;    /* key/value heads (GQA: n_heads % n_kv_heads == 0) */
+    int      ffn_dim;       /* SwiGLU hidden width (per expert for MoE) */
+    int      n_experts;     /* 0 = dense MLP */
+    int      top_k;         /* experts active per token (MoE only) */
+    int      vocab;         /* vocabulary size: sets embedding and logits cost */
+    int      max_ctx;       /* positions per sequence (KV cache depth) */
+    int      tied_embeddings; /* output projection shares the embedding matrix */
+    float    rope_theta;
+    float    norm_eps;
+    uint64_t seed;          /* weights are a pure function of (shape, seed) */
+} cal_model_config;
+
+/* Fill *out with a preset: "tiny" (< 5 M params), "small" (25–50 M), "base"
+ * (dim 768, 12 layers, 12 heads, 4 KV heads, FFN 2048, vocab 32000, tied),
+ * "moe" (dim 512, 8 layers, 8 experts of FFN 1024, top-2, vocab 151936).
+ * CAL_ENOTFOUND for an unknown name. */
+int  cal_model_preset(const char *name, cal_model_config *out);
+/* CAL_EINVAL with a field name in *why (static string) when a shape is
+ * impossible (heads not dividing dim, top_k > n_experts, ...). */
+int  cal_model_validate(const cal_model_config *c, const char **why);
+int64_t cal_model_n_params(const cal_model_config *c);
+/* Bytes of weights read for one decode token (all dense weights, top_k
+ * experts' weights, the output projection). The bandwidth roofline's input. */
+int64_t cal_model_decode_bytes_per_token(const cal_model_config *c);
+/* Multiply-add FLOPs (2 per MAC) for one token at context position pos. */
+double  cal_model_flops_per_token(const cal_model_config *c, int pos);
+
+typedef struct cal_engine cal_engine;
+
+/* Allocate and generate the model; max_seqs KV slots of max_ctx positions;
+ * max_step_tokens bounds the tokens of one cal_engine_step call (prefill
+ * chunk plus decodes). CAL_EINVAL for a bad config, CAL_ENOMEM. */
+int  cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens,
+                     cal_engine **out);
+void cal_engine_close(cal_engine **e);
+const cal_model_config *cal_engine_config(const cal_engine *e);
+
+/* One entry of a step: n_tokens new tokens of the sequence in KV slot `slot`,
+ * at positions pos .. pos+n_tokens−1 (a prefill chunk when n_tokens > 1, a
+ * decode when 1). If logits is non-NULL it receives vocab floats for the
+ * entry's last token. */
+typedef struct cal_step_entry {
+    int            slot;
+    int            pos;
+    int            n_tokens;
+    const int32_t *tokens;   /* [n_tokens] */
+    float         *logits;   /* [vocab] or NULL */
+} cal_step_entry;
+
+/* Run one forward step over all entries together: one pass over the weights
+ * serves every sequence in the step (continuous batching's unit of work).
+ * CAL_EINVAL for a slot/pos/token out of range or too many tokens. */
+int  cal_engine_step(cal_engine *e, const cal_step_entry *entries, int n_entries);
+
+/* Per-op profile: time, calls, FLOPs and bytes moved per op kind since open
+ * or the last reset. JSON format documented in docs/profile.md. The string is
+ * malloc'd; the caller frees it. */
+char *cal_engine_profile_json(const cal_engine *e);
+void  cal_engine_profile_reset(cal_engine *e);
+
+/* ---- tokenizer: lossless for any byte string ------------------------------
+ * Ids 0..255 are the bytes. Ids 256..vocab−1 are deterministic printable
+ * ASCII pieces; encode is greedy longest-match over bytes and pieces, so
+ * decode(encode(s)) == s for every s, and decoded output is valid UTF-8
+ * whenever the ids came from sampling (see cal_tok_decode). */
+typedef struct cal_tokenizer cal_tokenizer;
+int  cal_tok_open(int vocab, cal_tokenizer **out);
+void cal_tok_close(cal_tokenizer **t);
+/* Encode n bytes of text into ids[cap]; returns the count, or CAL_ETOOBIG
+ * when more than cap ids would be needed. */
+int  cal_tok_encode(const cal_tokenizer *t, const char *text, size_t n,
+                    int32_t *ids, int cap);
+/* Streaming decode: append the bytes of `id` to out[cap] and return the
+ * count written. Sampled ids can split a UTF-8 sequence; the decoder keeps
+ * up to 3 pending bytes in *state (zero-initialise) and emits only complete,
+ * valid UTF-8, replacing invalid sequences with U+FFFD. */
+typedef struct cal_tok_state { unsigned char pend[4]; int npend; } cal_tok_state;
+int  cal_tok_decode(const cal_tokenizer *t, cal_tok_state *st, int32_t id,
+                    char *out, int cap);
+/* Flush pending bytes at the end of a stream (as U+FFFD if incomplete). */
+int  cal_tok_flush(cal_tok_state *st, char *out, int cap);
+int  cal_tok_eos(const cal_tokenizer *t);   /* the end-of-sequence id */
+
+/* ---- sampler ----------------------------------------------------------- */
+typedef struct cal_sampler_params {
+    float    temperature;   /* 0 = greedy */
+    float    top_p;         /* 1 = off */
+    uint64_t seed;
+} cal_sampler_params;
+/* Pick a token from logits[vocab]; *rng is the per-sequence state
+ * (initialise from params.seed). scratch holds vocab floats + vocab ints. */
+int32_t cal_sample(const float *logits, int vocab, const cal_sampler_params *p,
+                   uint64_t *rng, void *scratch);
+size_t  cal_sample_scratch_bytes(int vocab);
+
+#endif

@@ -1,0 +1,124 @@
+/* caliper probe — the HTTP/SSE client that measures an OpenAI-compatible
+ * server. libcurl's multi interface drives every concurrent stream from one
+ * thread; each chunk gets a CLOCK_MONOTONIC timestamp (ns) taken when its
+ * bytes arrive, before any parsing.
+ *
+ * Ownership: cal_probe_open copies the config; results are filled into the
+ * caller's array and own their heap fields (free with cal_req_result_free).
+ * Every request ends in exactly one status: the counts always add up. */
+#ifndef CALIPER_PROBE_H
+#define CALIPER_PROBE_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum cal_api { CAL_API_COMPLETIONS = 0, CAL_API_CHAT = 1 } cal_api;
+
+typedef enum cal_req_status {
+    CAL_REQ_OK = 0,
+    CAL_REQ_HTTP_ERROR,     /* non-2xx: status and body kept */
+    CAL_REQ_TIMEOUT,        /* connect or idle timeout, or run deadline */
+    CAL_REQ_CONNECT_ERROR,  /* could not connect / refused / reset before reply */
+    CAL_REQ_STREAM_ERROR,   /* truncated, malformed, reset mid-stream, no [DONE] */
+    CAL_REQ_CANCELLED,      /* the run was stopped (Ctrl-C) before it ended */
+    CAL_REQ_N_STATUS
+} cal_req_status;
+const char *cal_req_status_name(cal_req_status s);   /* "ok", "http_error", ... */
+
+typedef enum cal_tok_source {
+    CAL_TOKSRC_USAGE = 0,   /* the server's usage object */
+    CAL_TOKSRC_CHUNKS = 1   /* counted content chunks (no usage given) */
+} cal_tok_source;
+
+typedef struct cal_probe_config {
+    const char *base_url;       /* "http://127.0.0.1:8080" (no /v1 suffix needed) */
+    cal_api     api;
+    const char *model;          /* NULL: omit the field */
+    const char *api_key;        /* NULL: no Authorization header; never stored */
+    const char *extra_body;     /* JSON object merged into each request, or NULL */
+    int         ignore_eos;     /* send ignore_eos (and min_tokens = max_tokens) */
+    int64_t     connect_timeout_ns;  /* 0 = default 10 s */
+    int64_t     idle_timeout_ns;     /* no bytes for this long = timeout; 0 = 60 s */
+    int         keep_chunks;    /* keep every chunk timestamp in the result */
+    int         keep_text;      /* keep the generated text in the result */
+} cal_probe_config;
+
+/* One request to send. sched_ns is when it is due (CLOCK_MONOTONIC); for a
+ * closed loop the probe fills it at release time. */
+typedef struct cal_request {
+    const char *prompt;         /* text (completions) or the user message (chat) */
+    int         max_tokens;
+    int64_t     sched_ns;       /* 0 = as soon as a concurrency slot is free */
+} cal_request;
+
+typedef struct cal_req_result {
+    cal_req_status status;
+    int      http_status;       /* 0 when no response */
+    char    *error;             /* body (capped) or message; NULL when ok */
+    int64_t  sched_ns;          /* when it was due */
+    int64_t  send_ns;           /* when curl was handed the request */
+    int64_t  first_token_ns;    /* first chunk carrying generated text; 0 if none */
+    int64_t  last_token_ns;     /* last chunk carrying generated text */
+    int64_t  end_ns;            /* transfer done (after [DONE]/usage) */
+    int      prompt_tokens;     /* from usage; -1 when unknown */
+    int      output_tokens;     /* see tok_source; -1 when unknown */
+    cal_tok_source tok_source;
+    int      n_chunks;          /* content chunks received */
+    int64_t *chunk_ns;          /* [n_chunks] arrival times, when keep_chunks */
+    char    *text;              /* generated text, when keep_text */
+    /* llama.cpp-style server timings when the server sends them; -1 if not */
+    double   server_prefill_ms, server_decode_ms;
+    int      server_decode_tokens;
+} cal_req_result;
+void cal_req_result_free(cal_req_result *r);
+
+/* Load shape: closed loop (concurrency > 0, rate = 0) keeps `concurrency`
+ * requests in flight; open loop (rate > 0) sends at Poisson arrivals with
+ * mean rate req/s (seeded), latency counted from the scheduled time so
+ * client-side queueing is not hidden; concurrency then caps in-flight
+ * requests (0 = no cap). */
+typedef struct cal_load {
+    int      concurrency;
+    double   rate;              /* req/s, 0 = closed loop */
+    uint64_t seed;
+    int64_t  deadline_ns;       /* absolute; 0 = none. Unsent requests at the
+                                   deadline end as cancelled. */
+} cal_load;
+
+/* The probe's self-check over one cal_probe_run call. */
+typedef struct cal_probe_stats {
+    int64_t cpu_ns;             /* probe thread CPU time */
+    int64_t wall_ns;
+    int64_t chunks;             /* all chunks parsed */
+    double  send_lag_p50_ms, send_lag_p99_ms;   /* send − sched */
+} cal_probe_stats;
+
+typedef struct cal_probe cal_probe;
+int  cal_probe_open(const cal_probe_config *cfg, cal_probe **out);
+void cal_probe_close(cal_probe **p);
+
+/* Progress callback after each request ends (may be NULL). */
+typedef void (*cal_probe_progress_fn)(void *ud, size_t done, size_t total);
+
+/* Send reqs[0..n) under the load shape; fill results[0..n). Returns CAL_OK
+ * when every request has a result (whatever their statuses), CAL_ECANCEL if
+ * *stop became non-zero (the rest end as cancelled, still with results), or
+ * an error for a bad configuration. */
+int  cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
+                   const cal_load *load, cal_req_result *results,
+                   volatile int *stop, cal_probe_progress_fn progress, void *ud,
+                   cal_probe_stats *stats);
+
+/* ---- SSE parser (exposed for tests and the fuzz target) ------------------
+ * Feed bytes in any split; LF or CRLF or CR line ends, comments (":..."),
+ * multi-line data (joined by "\n"), events dispatched on a blank line. Each
+ * dispatched event's data goes to on_event. Lines are capped (CAL_ETOOBIG). */
+typedef int (*cal_sse_event_fn)(void *ud, const char *data, size_t len);
+typedef struct cal_sse cal_sse;
+int  cal_sse_open(size_t max_event_bytes, cal_sse_event_fn fn, void *ud, cal_sse **out);
+int  cal_sse_feed(cal_sse *s, const char *bytes, size_t n);
+/* End of stream: dispatch a pending event per the spec (discarded if not
+ * terminated by a blank line), return whether the stream ended cleanly. */
+int  cal_sse_finish(cal_sse *s);
+void cal_sse_close(cal_sse **s);
+
+#endif

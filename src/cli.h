@@ -1,0 +1,62 @@
+/* caliper command line — shared helpers for the subcommands (src/cmd_*.c).
+ * Exit codes everywhere: 0 ok, 1 the run or a check failed, 2 usage error.
+ * Usage errors name the flag and the value:
+ *   caliper run: --concurrency: "0" is not a positive integer
+ * and end with a one-line hint to --help. Numbers go to stdout, progress and
+ * diagnostics to stderr. */
+#ifndef CALIPER_CLI_H
+#define CALIPER_CLI_H
+#include <stddef.h>
+#include <stdio.h>
+#include "caliper/units.h"
+
+#define CLI_OK    0
+#define CLI_FAIL  1
+#define CLI_USAGE 2
+
+/* One entry per subcommand; main() dispatches through this table. */
+typedef struct cli_cmd {
+    const char *name;
+    int (*fn)(int argc, char **argv);   /* argv[0] is the subcommand name */
+    const char *summary;                /* one line for `caliper --help` */
+} cli_cmd;
+
+int cmd_run(int argc, char **argv);
+int cmd_runs(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_calc(int argc, char **argv);
+int cmd_fit(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+
+/* Print "caliper CMD: MESSAGE" and the --help hint to stderr; returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Print "caliper CMD: MESSAGE" to stderr; returns 1. */
+int cli_fail(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Flag parsers: on success store into *out and return 0; on failure print a
+ * usage error naming cmd, flag and value, and return 2. */
+int cli_parse_unit(const char *cmd, const char *flag, const char *arg,
+                   cal_unit u, const char *bare_unit, double *out);
+int cli_parse_long(const char *cmd, const char *flag, const char *arg,
+                   long min, long max, long *out);
+/* Comma list of integers ("1,4,8,32", with k/M suffixes) into out[cap];
+ * *n gets the count. Each must lie in [min, max]. */
+int cli_parse_long_list(const char *cmd, const char *flag, const char *arg,
+                        long min, long max, long *out, size_t cap, size_t *n);
+
+/* Colour and progress only on a TTY and without NO_COLOR. */
+int cli_stderr_is_tty(void);
+int cli_use_color(FILE *f);
+
+/* "caliper 0.1.0 (commit abc, -O2, asan)" — what every stored run records. */
+const char *cli_build_string(void);
+/* Non-NULL when this is a sanitizer or unoptimised build: a warning line. */
+const char *cli_build_warning(void);
+
+#endif

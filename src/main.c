@@ -1,0 +1,51 @@
+/* caliper — entry point: pick the subcommand, hand over. */
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+static const cli_cmd COMMANDS[] = {
+    {"run",     cmd_run,     "benchmark a target: shots, sweeps, telemetry, into the store"},
+    {"runs",    cmd_runs,    "list stored runs"},
+    {"show",    cmd_show,    "print a stored run again"},
+    {"export",  cmd_export,  "export a stored run as JSON or CSV"},
+    {"serve",   cmd_serve,   "the built-in reference engine behind an OpenAI-compatible API"},
+    {"sample",  cmd_sample,  "hardware telemetry on its own, or around a command"},
+    {"calc",    cmd_calc,    "the field notes' formulas from flags"},
+    {"fit",     cmd_fit,     "fits over stored runs or CSV (prefill, memory, leak...)"},
+    {"compare", cmd_compare, "results side by side; ratios only where protocols match"},
+    {"report",  cmd_report,  "HTML, Markdown, CSV or JSON report of stored runs"},
+};
+#define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: caliper COMMAND [ARGS]\n\n"
+               "caliper measures LLM inference and records the protocol of every number.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    fprintf(f, "\n'caliper COMMAND --help' for each command's flags; "
+               "'caliper --version' for the build.\n");
+}
+
+int main(int argc, char **argv)
+{
+    setlocale(LC_ALL, "");
+    setlocale(LC_NUMERIC, "C");    /* numbers print with '.', always */
+    if (argc < 2) { usage(stderr); return CLI_USAGE; }
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+        printf("%s\n", cli_build_string());
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, COMMANDS[i].name))
+            return COMMANDS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "caliper: '%s' is not a command\nTry 'caliper --help'.\n", name);
+    return CLI_USAGE;
+}

@@ -1,0 +1,34 @@
+# Shared helpers for end-to-end scripts: source it, call ok/not_ok/check,
+# and end with `finish`. Every script runs real processes on loopback only.
+set -u
+: "${CALIPER:?CALIPER must point at the caliper binary}"
+E2E_FAILS=0
+E2E_TMP=$(mktemp -d)
+E2E_PIDS=()
+cleanup_e2e() {
+  for p in "${E2E_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$E2E_TMP"
+}
+trap cleanup_e2e EXIT
+ok()     { echo "ok - $*"; }
+not_ok() { echo "not ok - $*"; E2E_FAILS=$((E2E_FAILS + 1)); }
+# check "name" command...: ok when the command exits 0
+check()  { local n=$1; shift; if "$@"; then ok "$n"; else not_ok "$n"; fi; }
+finish() { [ "$E2E_FAILS" -eq 0 ]; exit $?; }
+
+# start_serve ARGS...: starts `caliper serve --port 0 ARGS`, waits for its
+# "listening on http://127.0.0.1:PORT" line, sets SERVE_URL and SERVE_PID.
+start_serve() {
+  local out="$E2E_TMP/serve.$$.$RANDOM"
+  "$CALIPER" serve --port 0 "$@" >"$out" 2>&1 &
+  SERVE_PID=$!; E2E_PIDS+=("$SERVE_PID")
+  local i
+  for i in $(seq 1 200); do
+    SERVE_URL=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$out" | head -1)
+    [ -n "$SERVE_URL" ] && return 0
+    kill -0 "$SERVE_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "serve did not start:"; cat "$out"; return 1
+}
