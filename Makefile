@@ -150,6 +150,7 @@ fuzz:
 	  mkdir -p build/fuzz/corpus/$$n; \
 	  echo "== fuzz $$n for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=build/fuzz/$$n- \
 	    build/fuzz/corpus/$$n tests/fuzz/corpus/$$n; done
 
 bench: $(BENCH_BIN) $(BIN)

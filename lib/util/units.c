@@ -115,6 +115,10 @@ static char *fmt_num(double v, int sig, const char *sym, const char *suffix,
 {
     double a = fabs(v);
     int decimals = 0;
+    if (a >= 1e9 || (a > 0 && a < 1e-3)) {  /* beyond the unit range: scientific */
+        snprintf(buf, n, "%.*e%s%s%s", sig - 1, v, *sym || *suffix ? " " : "", sym, suffix);
+        return buf;
+    }
     if (a > 0) {
         int mag = (int)floor(log10(a)) + 1;     /* digits before the point */
         decimals = sig - mag;
