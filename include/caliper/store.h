@@ -198,11 +198,11 @@ int  cal_store_add_telemetry(cal_store *st, int64_t run_id, int64_t t_ns,
                              const char *unit, double value);
 int  cal_store_flush(cal_store *st);
 
-typedef struct cal_tel_sample {
+typedef struct cal_store_tel_row {
     int64_t t_ns;
     char    backend[24], metric[32], unit[12];
     double  value;
-} cal_tel_sample;
+} cal_store_tel_row;
 
 /* ---- reads ------------------------------------------------------------ */
 
@@ -221,7 +221,7 @@ typedef struct cal_run_data {
     size_t          n_cells;
     cal_req_result *reqs;    /* [n_reqs], grouped by cell (cell.req_first) */
     size_t          n_reqs;
-    cal_tel_sample *tel;     /* [n_tel], by time */
+    cal_store_tel_row *tel;     /* [n_tel], by time */
     size_t          n_tel;
 } cal_run_data;
 
