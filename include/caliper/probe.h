@@ -10,16 +10,20 @@
 #define CALIPER_PROBE_H
 #include <stddef.h>
 #include <stdint.h>
+#include "caliper/buf.h"
 
 typedef enum cal_api { CAL_API_COMPLETIONS = 0, CAL_API_CHAT = 1 } cal_api;
 
 typedef enum cal_req_status {
     CAL_REQ_OK = 0,
     CAL_REQ_HTTP_ERROR,     /* non-2xx: status and body kept */
-    CAL_REQ_TIMEOUT,        /* connect or idle timeout, or run deadline */
+    CAL_REQ_TIMEOUT,        /* connect timeout, or no bytes for idle_timeout */
     CAL_REQ_CONNECT_ERROR,  /* could not connect / refused / reset before reply */
-    CAL_REQ_STREAM_ERROR,   /* truncated, malformed, reset mid-stream, no [DONE] */
-    CAL_REQ_CANCELLED,      /* the run was stopped (Ctrl-C) before it ended */
+    CAL_REQ_STREAM_ERROR,   /* truncated, malformed, reset mid-stream, error
+                               event, or closed with neither [DONE] nor a
+                               finish_reason/usage chunk */
+    CAL_REQ_CANCELLED,      /* *stop or the load deadline came first (unsent
+                               requests too: their send_ns is 0) */
     CAL_REQ_N_STATUS
 } cal_req_status;
 const char *cal_req_status_name(cal_req_status s);   /* "ok", "http_error", ... */
@@ -40,6 +44,9 @@ typedef struct cal_probe_config {
     int64_t     idle_timeout_ns;     /* no bytes for this long = timeout; 0 = 60 s */
     int         keep_chunks;    /* keep every chunk timestamp in the result */
     int         keep_text;      /* keep the generated text in the result */
+    int         keep_send_ns;   /* keep each content chunk's top-level "send_ns"
+                                   (a pacing server's send time) in
+                                   chunk_send_ns; for measuring the probe */
 } cal_probe_config;
 
 /* One request to send. sched_ns is when it is due (CLOCK_MONOTONIC); for a
@@ -68,6 +75,9 @@ typedef struct cal_req_result {
     /* llama.cpp-style server timings when the server sends them; -1 if not */
     double   server_prefill_ms, server_decode_ms;
     int      server_decode_tokens;
+    int64_t  first_byte_ns;     /* first response byte (headers); 0 if none */
+    int64_t *chunk_send_ns;     /* [n_chunks] server send_ns, when keep_send_ns
+                                   (-1 where a chunk had none) */
 } cal_req_result;
 void cal_req_result_free(cal_req_result *r);
 
@@ -90,6 +100,9 @@ typedef struct cal_probe_stats {
     int64_t wall_ns;
     int64_t chunks;             /* all chunks parsed */
     double  send_lag_p50_ms, send_lag_p99_ms;   /* send − sched */
+    double  send_lag_max_ms;
+    int64_t bytes;              /* response bytes received */
+    int     max_in_flight;      /* most requests in flight at once */
 } cal_probe_stats;
 
 typedef struct cal_probe cal_probe;
@@ -116,9 +129,43 @@ typedef int (*cal_sse_event_fn)(void *ud, const char *data, size_t len);
 typedef struct cal_sse cal_sse;
 int  cal_sse_open(size_t max_event_bytes, cal_sse_event_fn fn, void *ud, cal_sse **out);
 int  cal_sse_feed(cal_sse *s, const char *bytes, size_t n);
-/* End of stream: dispatch a pending event per the spec (discarded if not
- * terminated by a blank line), return whether the stream ended cleanly. */
+/* End of stream. An event not terminated by a blank line is discarded (per
+ * the spec) and reported: CAL_OK when the stream ended on an event boundary,
+ * CAL_EPROTO when it was cut inside one. Resets the parser for a new stream.
+ * cal_sse_feed returns the first non-zero value on_event returned (and stops
+ * there), CAL_ETOOBIG past the cap, else CAL_OK. */
 int  cal_sse_finish(cal_sse *s);
 void cal_sse_close(cal_sse **s);
+
+/* ---- Chunk interpreter (exposed for tests and the fuzz target) ----------
+ * One SSE event's data (or a whole non-streaming JSON body) in the OpenAI
+ * shapes: completions choices[i].text; chat choices[i].delta.content,
+ * .reasoning_content/.reasoning and tool-call arguments (all generated text);
+ * non-streaming choices[i].message.*; usage; llama.cpp timings; in-stream
+ * errors ({"error":...} or {"object":"error",...}). A role-only chat chunk
+ * carries no text and so is not a token chunk. */
+enum {
+    CAL_CHUNK_DONE    = 1 << 0,   /* the "[DONE]" sentinel */
+    CAL_CHUNK_TEXT    = 1 << 1,   /* non-empty generated text */
+    CAL_CHUNK_USAGE   = 1 << 2,   /* a usage object with completion_tokens */
+    CAL_CHUNK_TIMINGS = 1 << 3,   /* llama.cpp timings object */
+    CAL_CHUNK_ERROR   = 1 << 4,   /* an error object: message in error[] */
+    CAL_CHUNK_FINISH  = 1 << 5,   /* a non-null finish_reason */
+    CAL_CHUNK_SEND_NS = 1 << 6    /* a top-level integer "send_ns" */
+};
+typedef struct cal_chunk {
+    unsigned flags;             /* CAL_CHUNK_* */
+    size_t   text_bytes;        /* generated text bytes in this chunk */
+    int      prompt_tokens;     /* usage; -1 when absent */
+    int      completion_tokens; /* usage; -1 when absent */
+    double   prefill_ms, decode_ms;   /* timings.prompt_ms / predicted_ms; -1 */
+    int      decode_tokens;     /* timings.predicted_n; -1 */
+    int64_t  send_ns;           /* "send_ns"; -1 when absent */
+    char     error[256];        /* error message (truncated), "" otherwise */
+} cal_chunk;
+/* Interpret data[0..len). Appends the generated text to *text when text is
+ * non-NULL (CAL_ETOOBIG past its cap, with the chunk still filled). Returns
+ * CAL_OK, or CAL_EPROTO when data is neither [DONE] nor a JSON object. */
+int  cal_chunk_parse(const char *data, size_t len, cal_chunk *out, cal_buf *text);
 
 #endif

@@ -1,0 +1,789 @@
+/* The probe: libcurl's multi interface in event-driven form (socket_action
+ * over one epoll set, O(active sockets) per wakeup, so 2048 streams cost what
+ * their traffic costs) drives every request from the calling thread. Each
+ * write callback stamps CLOCK_MONOTONIC before it parses anything. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include "caliper/buf.h"
+#include "caliper/clock.h"
+#include "caliper/error.h"
+#include "caliper/probe.h"
+#include "caliper/stats.h"
+
+#define MAX_EVENT_BYTES   ((size_t)1 << 20)   /* one SSE event */
+#define MAX_ERROR_BYTES   ((size_t)4096)      /* kept error body */
+#define MAX_JSON_BYTES    ((size_t)16 << 20)  /* a non-streaming body */
+#define MAX_TEXT_BYTES    ((size_t)16 << 20)  /* kept generated text */
+#define MAX_CHUNKS        (1 << 22)           /* timestamps kept per request */
+#define DEFAULT_CONNECT_NS (10LL * 1000000000)
+#define DEFAULT_IDLE_NS    (60LL * 1000000000)
+#define MAX_WAIT_NS        (100LL * 1000000)  /* longest sleep between checks */
+
+const char *cal_req_status_name(cal_req_status s)
+{
+    static const char *names[CAL_REQ_N_STATUS] = {
+        "ok", "http_error", "timeout", "connect_error", "stream_error", "cancelled"};
+    return (unsigned)s < CAL_REQ_N_STATUS ? names[s] : "unknown";
+}
+
+void cal_req_result_free(cal_req_result *r)
+{
+    if (!r) return;
+    free(r->error);
+    free(r->chunk_ns);
+    free(r->chunk_send_ns);
+    free(r->text);
+    r->error = r->text = NULL;
+    r->chunk_ns = r->chunk_send_ns = NULL;
+}
+
+struct cal_probe {
+    cal_probe_config cfg;        /* strings below are owned copies */
+    char    *url;
+    json_t  *tmpl;               /* the body without prompt and max_tokens */
+    struct curl_slist *headers;
+};
+
+enum { MODE_UNKNOWN, MODE_SSE, MODE_JSON, MODE_ERRBODY };
+
+typedef struct run run;
+typedef struct slot {
+    CURL    *easy;
+    cal_sse *sse;
+    run     *r;
+    size_t   idx;                /* request index while busy */
+    cal_req_result *res;
+    char    *body;               /* request body (json_dumps) */
+    cal_buf  in;                 /* error body or non-streaming body */
+    cal_buf  text;               /* generated text, when kept */
+    int      mode;
+    int      done_seen, finish_seen, usage_seen;
+    int      fail;               /* a status decided while parsing, or -1 */
+    char     fail_msg[320];
+    int64_t  now;                /* the stamp of the bytes being parsed */
+    int64_t  last_byte_ns;
+    int      chunk_cap;
+    char     errbuf[CURL_ERROR_SIZE];
+} slot;
+
+struct run {
+    cal_probe *p;
+    CURLM   *multi;
+    int      epfd;
+    int64_t  timer_at;           /* curl's timer, absolute ns; -1 none */
+    slot   **slots;              /* all slots ever made */
+    size_t   nslots;
+    slot   **freel;              /* free slots (stack) */
+    size_t   nfree;
+    size_t   cap;                /* in-flight cap */
+    size_t   in_flight;
+    cal_probe_stats *st;
+    size_t   done;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_init_rc;
+static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) ? CAL_EINTERNAL : CAL_OK; }
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static void probe_free(cal_probe *p)
+{
+    if (!p) return;
+    free((char *)p->cfg.base_url);
+    free((char *)p->cfg.model);
+    free((char *)p->cfg.api_key);
+    free((char *)p->cfg.extra_body);
+    free(p->url);
+    json_decref(p->tmpl);
+    curl_slist_free_all(p->headers);
+    free(p);
+}
+
+int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
+{
+    if (!cfg || !out || !cfg->base_url || !*cfg->base_url) return CAL_EINVAL;
+    if (cfg->api != CAL_API_COMPLETIONS && cfg->api != CAL_API_CHAT) return CAL_EINVAL;
+    if (cfg->connect_timeout_ns < 0 || cfg->idle_timeout_ns < 0) return CAL_ERANGE;
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc) return curl_init_rc;
+    cal_probe *p = calloc(1, sizeof *p);
+    if (!p) return CAL_ENOMEM;
+    p->cfg = *cfg;
+    p->cfg.base_url = dup_or_null(cfg->base_url);
+    p->cfg.model = dup_or_null(cfg->model);
+    p->cfg.api_key = dup_or_null(cfg->api_key);
+    p->cfg.extra_body = dup_or_null(cfg->extra_body);
+    if (!p->cfg.connect_timeout_ns) p->cfg.connect_timeout_ns = DEFAULT_CONNECT_NS;
+    if (!p->cfg.idle_timeout_ns) p->cfg.idle_timeout_ns = DEFAULT_IDLE_NS;
+    int rc = CAL_ENOMEM;
+    if (!p->cfg.base_url || (cfg->model && !p->cfg.model) || (cfg->api_key && !p->cfg.api_key)
+        || (cfg->extra_body && !p->cfg.extra_body)) goto fail;
+
+    /* URL: base without trailing '/', "/v1" added unless already there */
+    size_t bl = strlen(cfg->base_url);
+    while (bl && cfg->base_url[bl - 1] == '/') bl--;
+    int has_v1 = bl >= 3 && memcmp(cfg->base_url + bl - 3, "/v1", 3) == 0;
+    const char *path = cfg->api == CAL_API_CHAT ? "/chat/completions" : "/completions";
+    cal_buf u = CAL_BUF_INIT(4096);
+    if (cal_buf_append(&u, cfg->base_url, bl) || cal_buf_puts(&u, has_v1 ? "" : "/v1")
+        || cal_buf_puts(&u, path)) { cal_buf_free(&u); rc = CAL_EINVAL; goto fail; }
+    p->url = u.data;
+
+    /* body template */
+    p->tmpl = json_object();
+    if (!p->tmpl) goto fail;
+    if (cfg->model) json_object_set_new(p->tmpl, "model", json_string(cfg->model));
+    json_object_set_new(p->tmpl, "stream", json_true());
+    json_t *so = json_object();
+    json_object_set_new(so, "include_usage", json_true());
+    json_object_set_new(p->tmpl, "stream_options", so);
+    if (cfg->ignore_eos) json_object_set_new(p->tmpl, "ignore_eos", json_true());
+    if (cfg->extra_body && *cfg->extra_body) {
+        json_error_t je;
+        json_t *x = json_loads(cfg->extra_body, 0, &je);
+        if (!json_is_object(x)) { json_decref(x); rc = CAL_EINVAL; goto fail; }
+        json_object_update(p->tmpl, x);
+        json_decref(x);
+    }
+
+    p->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (!p->headers) goto fail;
+    struct curl_slist *h = curl_slist_append(p->headers, "Accept: text/event-stream");
+    if (h) h = curl_slist_append(h, "Expect:");   /* no 100-continue round trip */
+    if (!h) goto fail;
+    if (cfg->api_key && *cfg->api_key) {
+        cal_buf a = CAL_BUF_INIT(8192);
+        if (cal_buf_printf(&a, "Authorization: Bearer %s", cfg->api_key)) { cal_buf_free(&a); goto fail; }
+        h = curl_slist_append(p->headers, a.data);
+        cal_buf_free(&a);
+        if (!h) goto fail;
+    }
+    *out = p;
+    return CAL_OK;
+fail:
+    probe_free(p);
+    return rc;
+}
+
+void cal_probe_close(cal_probe **pp)
+{
+    if (!pp || !*pp) return;
+    probe_free(*pp);
+    *pp = NULL;
+}
+
+/* ---- per-request parsing ----------------------------------------------- */
+
+static void set_fail(slot *s, cal_req_status st, const char *fmt, const char *arg)
+{
+    if (s->fail >= 0) return;
+    s->fail = (int)st;
+    snprintf(s->fail_msg, sizeof s->fail_msg, fmt, arg ? arg : "");
+}
+
+static int push_chunk(slot *s, int64_t send_ns)
+{
+    cal_req_result *res = s->res;
+    const cal_probe_config *cfg = &s->r->p->cfg;
+    if ((cfg->keep_chunks || cfg->keep_send_ns) && res->n_chunks < MAX_CHUNKS) {
+        if (res->n_chunks >= s->chunk_cap) {    /* grow geometrically */
+            int nc = s->chunk_cap ? s->chunk_cap * 2 : 64;
+            if (cfg->keep_chunks) {
+                int64_t *a = realloc(res->chunk_ns, (size_t)nc * sizeof *a);
+                if (!a) return CAL_ENOMEM;
+                res->chunk_ns = a;
+            }
+            if (cfg->keep_send_ns) {
+                int64_t *a = realloc(res->chunk_send_ns, (size_t)nc * sizeof *a);
+                if (!a) return CAL_ENOMEM;
+                res->chunk_send_ns = a;
+            }
+            s->chunk_cap = nc;
+        }
+        if (cfg->keep_chunks) res->chunk_ns[res->n_chunks] = s->now;
+        if (cfg->keep_send_ns) res->chunk_send_ns[res->n_chunks] = send_ns;
+    }
+    if (res->first_token_ns == 0) res->first_token_ns = s->now;
+    res->last_token_ns = s->now;
+    res->n_chunks++;
+    return CAL_OK;
+}
+
+static void apply_chunk(slot *s, const cal_chunk *c)
+{
+    cal_req_result *res = s->res;
+    if (c->flags & CAL_CHUNK_USAGE) {
+        s->usage_seen = 1;
+        res->output_tokens = c->completion_tokens;
+        if (c->prompt_tokens >= 0) res->prompt_tokens = c->prompt_tokens;
+    }
+    if (c->flags & CAL_CHUNK_TIMINGS) {
+        res->server_prefill_ms = c->prefill_ms;
+        res->server_decode_ms = c->decode_ms;
+        res->server_decode_tokens = c->decode_tokens;
+    }
+    if (c->flags & CAL_CHUNK_FINISH) s->finish_seen = 1;
+}
+
+static int on_event(void *ud, const char *data, size_t len)
+{
+    slot *s = ud;
+    s->r->st->chunks++;
+    if (s->done_seen) return CAL_OK;            /* anything after [DONE] */
+    cal_chunk c;
+    int rc = cal_chunk_parse(data, len, &c, s->r->p->cfg.keep_text ? &s->text : NULL);
+    if (rc == CAL_EPROTO) {
+        char head[64];
+        size_t n = len < sizeof head - 1 ? len : sizeof head - 1;
+        for (size_t i = 0; i < n; i++)
+            head[i] = (data[i] >= 32 && data[i] < 127) ? data[i] : '?';
+        head[n] = '\0';
+        set_fail(s, CAL_REQ_STREAM_ERROR, "malformed event: %s", head);
+        return CAL_EPROTO;
+    }
+    if (c.flags & CAL_CHUNK_DONE) { s->done_seen = 1; return CAL_OK; }
+    if (c.flags & CAL_CHUNK_ERROR) {
+        set_fail(s, CAL_REQ_STREAM_ERROR, "error event: %s", c.error);
+        return CAL_EPROTO;
+    }
+    if (c.flags & CAL_CHUNK_TEXT) {
+        if (push_chunk(s, c.send_ns)) {
+            set_fail(s, CAL_REQ_STREAM_ERROR, "%sout of memory for chunk timestamps", "");
+            return CAL_ENOMEM;
+        }
+    }
+    apply_chunk(s, &c);
+    return CAL_OK;
+}
+
+static void append_capped(cal_buf *b, const char *p, size_t n)
+{
+    size_t room = b->max - b->len;
+    cal_buf_append(b, p, n < room ? n : room);
+}
+
+static size_t on_header(char *ptr, size_t sz, size_t nm, void *ud)
+{
+    int64_t now = cal_now_ns();
+    slot *s = ud;
+    s->last_byte_ns = now;
+    if (!s->res->first_byte_ns) s->res->first_byte_ns = now;
+    s->r->st->bytes += (int64_t)(sz * nm);
+    (void)ptr;
+    return sz * nm;
+}
+
+static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud)
+{
+    int64_t now = cal_now_ns();                 /* before any parsing */
+    slot *s = ud;
+    size_t n = sz * nm;
+    s->now = now;
+    s->last_byte_ns = now;
+    s->r->st->bytes += (int64_t)n;
+    if (s->mode == MODE_UNKNOWN) {
+        long code = 0;
+        char *ct = NULL;
+        curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_getinfo(s->easy, CURLINFO_CONTENT_TYPE, &ct);
+        s->res->http_status = (int)code;
+        if (code < 200 || code >= 300) {
+            s->mode = MODE_ERRBODY;
+            s->in.max = MAX_ERROR_BYTES;
+        } else if (ct && strstr(ct, "event-stream")) {
+            s->mode = MODE_SSE;
+        } else {
+            /* a server that ignored stream:true answers with one JSON body */
+            size_t i = 0;
+            while (i < n && (ptr[i] == ' ' || ptr[i] == '\n' || ptr[i] == '\r' || ptr[i] == '\t')) i++;
+            int json = (ct && strstr(ct, "json")) || (i < n && ptr[i] == '{');
+            s->mode = json ? MODE_JSON : MODE_SSE;
+            s->in.max = MAX_JSON_BYTES;
+        }
+    }
+    switch (s->mode) {
+    case MODE_ERRBODY:
+        append_capped(&s->in, ptr, n);
+        return n;
+    case MODE_JSON:
+        if (cal_buf_append(&s->in, ptr, n)) {
+            set_fail(s, CAL_REQ_STREAM_ERROR, "%sresponse body over its cap", "");
+            return 0;
+        }
+        return n;
+    default: break;
+    }
+    int rc = cal_sse_feed(s->sse, ptr, n);
+    if (rc == CAL_ETOOBIG) set_fail(s, CAL_REQ_STREAM_ERROR, "%sSSE event over its cap", "");
+    else if (rc) set_fail(s, CAL_REQ_STREAM_ERROR, "%smalformed stream", "");
+    return rc ? 0 : n;
+}
+
+/* ---- the event loop ------------------------------------------------------ */
+
+static int on_socket(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
+{
+    run *r = ud;
+    (void)e; (void)sockp;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
+        return 0;
+    }
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.data.fd = fd;
+    if (what & CURL_POLL_IN) ev.events |= EPOLLIN;
+    if (what & CURL_POLL_OUT) ev.events |= EPOLLOUT;
+    if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT)
+        epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
+    return 0;
+}
+
+static int on_timer(CURLM *m, long timeout_ms, void *ud)
+{
+    run *r = ud;
+    (void)m;
+    r->timer_at = timeout_ms < 0 ? -1 : cal_now_ns() + (int64_t)timeout_ms * 1000000;
+    return 0;
+}
+
+static slot *slot_get(run *r)
+{
+    if (r->nfree) return r->freel[--r->nfree];
+    slot *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->r = r;
+    s->in = (cal_buf)CAL_BUF_INIT(MAX_JSON_BYTES);
+    s->text = (cal_buf)CAL_BUF_INIT(MAX_TEXT_BYTES);
+    s->easy = curl_easy_init();
+    if (!s->easy || cal_sse_open(MAX_EVENT_BYTES, on_event, s, &s->sse)) {
+        if (s->easy) curl_easy_cleanup(s->easy);
+        free(s);
+        return NULL;
+    }
+    const cal_probe *p = r->p;
+    CURL *e = s->easy;
+    curl_easy_setopt(e, CURLOPT_URL, p->url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, s);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)((p->cfg.connect_timeout_ns + 999999) / 1000000));
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    if (r->nslots % 64 == 0) {
+        slot **a = realloc(r->slots, (r->nslots + 64) * sizeof *a);
+        slot **f = realloc(r->freel, (r->nslots + 64) * sizeof *f);
+        if (a) r->slots = a;
+        if (f) r->freel = f;
+        if (!a || !f) { cal_sse_close(&s->sse); curl_easy_cleanup(e); free(s); return NULL; }
+    }
+    r->slots[r->nslots++] = s;
+    return s;
+}
+
+static void slot_free(slot *s)
+{
+    if (!s) return;
+    curl_easy_cleanup(s->easy);
+    cal_sse_close(&s->sse);
+    cal_buf_free(&s->in);
+    cal_buf_free(&s->text);
+    free(s->body);
+    free(s);
+}
+
+static void result_init(cal_req_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->status = CAL_REQ_CANCELLED;
+    res->prompt_tokens = res->output_tokens = -1;
+    res->tok_source = CAL_TOKSRC_CHUNKS;
+    res->server_prefill_ms = res->server_decode_ms = -1.0;
+    res->server_decode_tokens = -1;
+}
+
+static char *dup_msg(const char *s, size_t n)
+{
+    char *m = malloc(n + 1);
+    if (!m) return NULL;
+    memcpy(m, s, n);
+    m[n] = '\0';
+    return m;
+}
+
+/* Decide the one status of a finished transfer (curl result rc). */
+static void classify(slot *s, CURLcode rc)
+{
+    cal_req_result *res = s->res;
+    long code = 0;
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (code) res->http_status = (int)code;
+    res->end_ns = s->last_byte_ns;
+    const char *msg = NULL;
+    char tmp[320];
+    if (s->fail >= 0) {
+        res->status = (cal_req_status)s->fail;
+        msg = s->fail_msg;
+    } else if (res->http_status && (res->http_status < 200 || res->http_status >= 300)) {
+        res->status = CAL_REQ_HTTP_ERROR;
+        if (s->in.len) res->error = dup_msg(s->in.data, s->in.len);
+        else { snprintf(tmp, sizeof tmp, "HTTP %d with an empty body", res->http_status); msg = tmp; }
+    } else if (rc == CURLE_OK) {
+        if (s->mode == MODE_JSON) {
+            cal_chunk c;
+            int prc = cal_chunk_parse(s->in.data ? s->in.data : "", s->in.len, &c,
+                                      s->r->p->cfg.keep_text ? &s->text : NULL);
+            if (prc == CAL_EPROTO) {
+                res->status = CAL_REQ_STREAM_ERROR;
+                msg = "response body is not a JSON object";
+            } else if (c.flags & CAL_CHUNK_ERROR) {
+                res->status = CAL_REQ_STREAM_ERROR;
+                snprintf(tmp, sizeof tmp, "error body: %s", c.error);
+                msg = tmp;
+            } else {
+                /* The whole answer arrived at once: first = last = end. */
+                s->now = s->last_byte_ns;
+                if (c.flags & CAL_CHUNK_TEXT) push_chunk(s, c.send_ns);
+                apply_chunk(s, &c);
+                res->status = CAL_REQ_OK;
+            }
+        } else {
+            int clean = cal_sse_finish(s->sse) == CAL_OK;
+            if (s->mode == MODE_UNKNOWN) {
+                res->status = CAL_REQ_STREAM_ERROR;
+                msg = "empty response body";
+            } else if (s->done_seen) {
+                res->status = CAL_REQ_OK;
+            } else if (!clean) {
+                res->status = CAL_REQ_STREAM_ERROR;
+                msg = "stream truncated inside an event";
+            } else if (s->finish_seen || s->usage_seen) {
+                res->status = CAL_REQ_OK;      /* complete, only [DONE] missing */
+            } else {
+                res->status = CAL_REQ_STREAM_ERROR;
+                msg = "stream closed without [DONE] or finish_reason";
+            }
+        }
+    } else {
+        switch (rc) {
+        case CURLE_OPERATION_TIMEDOUT:
+            res->status = CAL_REQ_TIMEOUT; break;
+        case CURLE_COULDNT_CONNECT: case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            res->status = CAL_REQ_CONNECT_ERROR; break;
+        case CURLE_GOT_NOTHING: case CURLE_SEND_ERROR: case CURLE_RECV_ERROR:
+            /* reset before any reply byte is a connection failure; after the
+             * status line it cuts a stream */
+            res->status = res->first_byte_ns ? CAL_REQ_STREAM_ERROR : CAL_REQ_CONNECT_ERROR;
+            break;
+        default:
+            res->status = CAL_REQ_STREAM_ERROR; break;
+        }
+        snprintf(tmp, sizeof tmp, "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc));
+        msg = tmp;
+    }
+    if (msg && !res->error) res->error = dup_msg(msg, strlen(msg));
+}
+
+/* Fill the token fields and hand the slot back. */
+static void finish_slot(run *r, slot *s)
+{
+    cal_req_result *res = s->res;
+    if (s->usage_seen && res->output_tokens >= 0) {
+        res->tok_source = CAL_TOKSRC_USAGE;
+    } else {
+        res->tok_source = CAL_TOKSRC_CHUNKS;
+        res->output_tokens = res->n_chunks;
+    }
+    if (r->p->cfg.keep_text && s->text.len) res->text = dup_msg(s->text.data, s->text.len);
+    free(s->body);
+    s->body = NULL;
+    s->res = NULL;
+    r->freel[r->nfree++] = s;
+    r->in_flight--;
+    r->done++;
+}
+
+/* End an in-flight request now with status st (idle timeout, cancel). */
+static void end_now(run *r, slot *s, cal_req_status st, const char *msg)
+{
+    curl_multi_remove_handle(r->multi, s->easy);
+    cal_sse_finish(s->sse);
+    s->res->status = st;
+    s->res->end_ns = cal_now_ns();
+    if (msg) s->res->error = dup_msg(msg, strlen(msg));
+    finish_slot(r, s);
+}
+
+static int start_request(run *r, const cal_request *rq, cal_req_result *res, int64_t sched_ns,
+                         double *lags, size_t *nlags)
+{
+    slot *s = slot_get(r);
+    if (!s) return CAL_ENOMEM;
+    s->res = res;
+    s->mode = MODE_UNKNOWN;
+    s->done_seen = s->finish_seen = s->usage_seen = 0;
+    s->fail = -1;
+    s->fail_msg[0] = '\0';
+    s->errbuf[0] = '\0';
+    s->chunk_cap = 0;
+    cal_buf_reset(&s->in);
+    s->in.max = MAX_JSON_BYTES;
+    cal_buf_reset(&s->text);
+    res->sched_ns = sched_ns;
+
+    json_t *o = json_copy(r->p->tmpl);
+    if (!o) { r->freel[r->nfree++] = s; return CAL_ENOMEM; }
+    if (r->p->cfg.api == CAL_API_CHAT) {
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("user"));
+        json_object_set_new(m, "content", json_string(rq->prompt));
+        json_object_set_new(o, "messages", json_pack("[o]", m));
+    } else {
+        json_object_set_new(o, "prompt", json_string(rq->prompt));
+    }
+    if (rq->max_tokens > 0) {
+        json_object_set_new(o, "max_tokens", json_integer(rq->max_tokens));
+        if (r->p->cfg.ignore_eos) json_object_set_new(o, "min_tokens", json_integer(rq->max_tokens));
+    }
+    s->body = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!s->body) { r->freel[r->nfree++] = s; return CAL_ENOMEM; }
+    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
+    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(s->body));
+
+    res->send_ns = cal_now_ns();
+    s->last_byte_ns = res->send_ns;
+    lags[(*nlags)++] = (double)(res->send_ns - sched_ns) / 1e6;
+    r->in_flight++;
+    if ((int)r->in_flight > r->st->max_in_flight) r->st->max_in_flight = (int)r->in_flight;
+    if (curl_multi_add_handle(r->multi, s->easy) != CURLM_OK) {
+        res->status = CAL_REQ_CONNECT_ERROR;
+        res->error = dup_msg("could not add the transfer", 26);
+        s->usage_seen = 0;
+        finish_slot(r, s);
+    }
+    return CAL_OK;
+}
+
+static void drain_done(run *r, int64_t *ring, size_t *ring_tail, size_t ring_cap,
+                       cal_probe_progress_fn progress, void *ud, size_t n)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(r->multi, &left))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        slot *s = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+        CURLcode rc = m->data.result;
+        curl_multi_remove_handle(r->multi, s->easy);   /* m is invalid now */
+        classify(s, rc);
+        int64_t end = s->last_byte_ns;
+        finish_slot(r, s);
+        if (ring) ring[(*ring_tail)++ % ring_cap] = end;
+        if (progress) progress(ud, r->done, n);
+    }
+}
+
+/* splitmix64: a small seeded generator for Poisson arrivals */
+static uint64_t next_u64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static void raise_nofile(size_t need)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need) return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
+                  const cal_load *load, cal_req_result *results,
+                  volatile int *stop, cal_probe_progress_fn progress, void *ud,
+                  cal_probe_stats *stats)
+{
+    if (!p || !load || (n && (!reqs || !results))) return CAL_EINVAL;
+    cal_probe_stats st_local;
+    cal_probe_stats *st = stats ? stats : &st_local;
+    memset(st, 0, sizeof *st);
+    for (size_t i = 0; i < n; i++) result_init(&results[i]);
+    int open_loop = load->rate > 0;
+    if (!isfinite(load->rate) || load->rate < 0 || load->concurrency < 0
+        || (!open_loop && load->concurrency == 0)) return CAL_EINVAL;
+    for (size_t i = 0; i < n; i++) {           /* fail before anything is sent */
+        json_t *js = reqs[i].prompt ? json_string(reqs[i].prompt) : NULL;
+        if (!js) return CAL_EINVAL;            /* NULL or not UTF-8 */
+        json_decref(js);
+    }
+    if (n == 0) return CAL_OK;
+
+    size_t cap = load->concurrency > 0 ? (size_t)load->concurrency : n;
+    if (cap > n) cap = n;
+    raise_nofile(cap + 256);
+    int64_t t_wall0 = cal_now_ns(), t_cpu0 = cal_thread_cpu_ns();
+
+    run r;
+    memset(&r, 0, sizeof r);
+    r.p = p;
+    r.cap = cap;
+    r.st = st;
+    r.timer_at = -1;
+    r.epfd = epoll_create1(EPOLL_CLOEXEC);
+    r.multi = curl_multi_init();
+    double *lags = malloc(n * sizeof *lags);
+    int64_t *ring = open_loop ? NULL : malloc(cap * sizeof *ring);
+    int rc = CAL_OK;
+    if (r.epfd < 0 || !r.multi || !lags || (!open_loop && !ring)) { rc = CAL_ENOMEM; goto out; }
+    curl_multi_setopt(r.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(r.multi, CURLMOPT_SOCKETDATA, &r);
+    curl_multi_setopt(r.multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(r.multi, CURLMOPT_TIMERDATA, &r);
+    curl_multi_setopt(r.multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cap);
+    curl_multi_setopt(r.multi, CURLMOPT_MAXCONNECTS, (long)cap);
+
+    size_t nlags = 0, next = 0, ring_head = 0, ring_tail = 0;
+    int64_t t0 = cal_now_ns();
+    if (ring) for (size_t i = 0; i < cap; i++) ring[ring_tail++ % cap] = t0;
+    uint64_t seed = load->seed;
+    int64_t arrival = t0;                       /* open loop: next arrival */
+    int64_t next_sched = 0;                     /* sched of reqs[next] */
+    int have_sched = 0;
+    const int64_t idle_ns = p->cfg.idle_timeout_ns;
+    int64_t scan_every = idle_ns / 8;
+    if (scan_every > 50000000) scan_every = 50000000;
+    if (scan_every < 1000000) scan_every = 1000000;
+    int64_t next_scan = t0 + scan_every;
+    struct epoll_event evs[256];
+    int stopped = 0;
+
+    while (r.done < n) {
+        int64_t now = cal_now_ns();
+        if ((stop && *stop) || (load->deadline_ns && now >= load->deadline_ns)) {
+            stopped = stop && *stop ? 1 : 2;
+            break;
+        }
+        /* release every request that is due and has a slot */
+        while (next < n) {
+            if (!have_sched) {
+                if (open_loop) {
+                    double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
+                    arrival += (int64_t)(-log1p(-u) / load->rate * 1e9);
+                    next_sched = reqs[next].sched_ns ? reqs[next].sched_ns : arrival;
+                } else if (r.in_flight < cap) {
+                    /* closed loop: due when a slot was freed (its last byte) */
+                    int64_t freed = ring[ring_head++ % cap];
+                    next_sched = reqs[next].sched_ns > freed ? reqs[next].sched_ns : freed;
+                } else {
+                    break;
+                }
+                have_sched = 1;
+            }
+            if (next_sched > now || r.in_flight >= cap) break;
+            have_sched = 0;
+            rc = start_request(&r, &reqs[next], &results[next], next_sched, lags, &nlags);
+            if (rc) goto out;
+            next++;
+        }
+        if (r.done >= n) break;
+
+        int64_t wait = MAX_WAIT_NS;
+        if (r.timer_at >= 0 && r.timer_at - now < wait) wait = r.timer_at - now;
+        if (next < n && r.in_flight < cap && have_sched && next_sched - now < wait)
+            wait = next_sched - now;
+        if (next_scan - now < wait) wait = next_scan - now;
+        if (load->deadline_ns && load->deadline_ns - now < wait) wait = load->deadline_ns - now;
+        if (wait < 0) wait = 0;
+        struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
+        int nev = epoll_pwait2(r.epfd, evs, (int)(sizeof evs / sizeof evs[0]), &ts, NULL);
+        int running;
+        for (int i = 0; i < nev; i++) {
+            int flags = 0;
+            if (evs[i].events & (EPOLLIN | EPOLLHUP)) flags |= CURL_CSELECT_IN;
+            if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+            if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
+            curl_multi_socket_action(r.multi, evs[i].data.fd, flags, &running);
+        }
+        now = cal_now_ns();
+        if (r.timer_at >= 0 && now >= r.timer_at) {
+            r.timer_at = -1;
+            curl_multi_socket_action(r.multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        drain_done(&r, ring, &ring_tail, cap, progress, ud, n);
+        now = cal_now_ns();
+        if (now >= next_scan) {                 /* idle timeout: no bytes */
+            next_scan = now + scan_every;
+            for (size_t i = 0; i < r.nslots; i++) {
+                slot *s = r.slots[i];
+                if (!s->res || now - s->last_byte_ns < idle_ns) continue;
+                char m[96];
+                snprintf(m, sizeof m, "no bytes for %.0f ms (idle timeout)",
+                         (double)(now - s->last_byte_ns) / 1e6);
+                int64_t end = now;
+                end_now(&r, s, CAL_REQ_TIMEOUT, m);
+                if (ring) ring[ring_tail++ % cap] = end;
+                if (progress) progress(ud, r.done, n);
+            }
+        }
+    }
+    if (stopped) {                              /* cancel in flight, then unsent */
+        const char *why = stopped == 1 ? "cancelled: the run was stopped"
+                                       : "cancelled: the load deadline passed";
+        for (size_t i = 0; i < r.nslots; i++) {
+            slot *s = r.slots[i];
+            if (s->res) end_now(&r, s, CAL_REQ_CANCELLED, why);
+        }
+        for (; next < n; next++) {
+            results[next].status = CAL_REQ_CANCELLED;
+            r.done++;
+        }
+        if (progress) progress(ud, r.done, n);
+        if (stopped == 1) rc = CAL_ECANCEL;
+    }
+    st->wall_ns = cal_now_ns() - t_wall0;
+    st->cpu_ns = cal_thread_cpu_ns() - t_cpu0;
+    if (nlags) {
+        cal_stats_sort(lags, nlags);
+        st->send_lag_p50_ms = cal_stats_percentile_sorted(lags, nlags, 50);
+        st->send_lag_p99_ms = cal_stats_percentile_sorted(lags, nlags, 99);
+        st->send_lag_max_ms = lags[nlags - 1];
+    }
+out:
+    if (rc && rc != CAL_ECANCEL) {               /* internal failure: end all */
+        for (size_t i = 0; i < r.nslots; i++)
+            if (r.slots[i]->res) end_now(&r, r.slots[i], CAL_REQ_CANCELLED, "cancelled: probe failure");
+    }
+    for (size_t i = 0; i < r.nslots; i++) {
+        if (r.multi) curl_multi_remove_handle(r.multi, r.slots[i]->easy);
+        slot_free(r.slots[i]);
+    }
+    free(r.slots);
+    free(r.freel);
+    if (r.multi) curl_multi_cleanup(r.multi);
+    if (r.epfd >= 0) close(r.epfd);
+    free(lags);
+    free(ring);
+    return rc;
+}
