@@ -80,6 +80,7 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
         c->flags = CAL_CHUNK_DONE;
         return CAL_OK;
     }
+    if (a == b) return CAL_OK;              /* an empty event says nothing */
     json_error_t jerr;
     json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) return CAL_EPROTO;

@@ -1,0 +1,335 @@
+/* A misbehaving OpenAI-compatible server for the probe's tests, on a real
+ * loopback socket. The first path segment picks the fault: /normal/v1/...,
+ * /drip/v1/..., /reset/v1/... (see MODES below). Prints "port N" once
+ * listening; ends with its parent (or SIGTERM). One thread per connection. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N_TOKENS 8
+
+static const char *MODES =
+    "normal chat-aware SSE over chunked encoding, keep-alive\n"
+    "drip       the same stream one byte per write (Connection: close)\n"
+    "truncate   closes mid-event (Connection: close)\n"
+    "truncchunk closes mid-stream without the last chunk (chunked)\n"
+    "reset      RST (SO_LINGER 0) after two events\n"
+    "resetearly RST before any reply byte\n"
+    "garbage    200 event-stream whose events are binary junk\n"
+    "garbagehttp junk bytes instead of an HTTP reply\n"
+    "429 / 500  JSON error bodies\n"
+    "hang       accepts, reads the request, never answers\n"
+    "nodone     complete events without finish_reason, usage or [DONE]\n"
+    "finishnodone finish_reason and usage but no [DONE]\n"
+    "slowfirst  300 ms before the first byte, then normal\n"
+    "errorevent an in-stream {\"error\":...} event\n"
+    "json       a non-streaming JSON body\n"
+    "llama      llama.cpp shape with timings\n"
+    "keepalive  CRLF line ends, comments, multi-line data\n";
+
+static void sleep_us(long us)
+{
+    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0) { if (errno == EINTR) continue; return -1; }
+        p += w; n -= (size_t)w;
+    }
+    return 0;
+}
+static int send_str(int fd, const char *s) { return send_all(fd, s, strlen(s)); }
+
+static int send_chunked(int fd, const char *p, size_t n)
+{
+    char hdr[32];
+    int h = snprintf(hdr, sizeof hdr, "%zx\r\n", n);
+    if (send_all(fd, hdr, (size_t)h)) return -1;
+    if (send_all(fd, p, n)) return -1;
+    return send_all(fd, "\r\n", 2);
+}
+
+/* The events of one answer: role chunk (chat), N content chunks, a finish
+ * chunk, a usage chunk. Returned as a NULL-terminated array of "data: ..\n\n". */
+typedef struct { char ev[N_TOKENS + 4][512]; int n; } events;
+
+static void make_events(events *e, int chat, int finish, int usage, int llama)
+{
+    e->n = 0;
+    if (chat)
+        snprintf(e->ev[e->n++], 512, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\","
+                 "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                 "\"finish_reason\":null}]}\n\n");
+    for (int i = 0; i < N_TOKENS; i++) {
+        if (chat)
+            snprintf(e->ev[e->n++], 512, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\","
+                     "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d \"},"
+                     "\"finish_reason\":null}]}\n\n", i);
+        else
+            snprintf(e->ev[e->n++], 512, "data: {\"id\":\"x\",\"object\":\"text_completion\","
+                     "\"choices\":[{\"index\":0,\"text\":\"tok%d \",\"finish_reason\":null}]}\n\n", i);
+    }
+    if (finish) {
+        if (llama)
+            snprintf(e->ev[e->n++], 512, "data: {\"choices\":[{\"index\":0,\"delta\":{},"
+                     "\"finish_reason\":\"length\"}],\"timings\":{\"prompt_n\":5,\"prompt_ms\":12.5,"
+                     "\"predicted_n\":%d,\"predicted_ms\":40.0}}\n\n", N_TOKENS);
+        else
+            snprintf(e->ev[e->n++], 512, "data: {\"choices\":[{\"index\":0,%s,"
+                     "\"finish_reason\":\"length\"}]}\n\n", chat ? "\"delta\":{}" : "\"text\":\"\"");
+    }
+    if (usage)
+        snprintf(e->ev[e->n++], 512, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,"
+                 "\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n", N_TOKENS, N_TOKENS + 5);
+}
+
+static const char *SSE_CLOSE =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    "Connection: close\r\n\r\n";
+static const char *SSE_CHUNKED =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    "Transfer-Encoding: chunked\r\n\r\n";
+
+static void rst_close(int fd)
+{
+    struct linger lg = { 1, 0 };
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd);
+}
+
+/* Read one request; fills path. 0 ok, -1 closed or broken. */
+static int read_request(int fd, char *path, size_t pathsz)
+{
+    char buf[65536];
+    size_t len = 0;
+    char *hend = NULL;
+    while (!hend) {
+        struct pollfd pf = { fd, POLLIN, 0 };
+        if (poll(&pf, 1, 10000) <= 0) return -1;
+        ssize_t r = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        if (r <= 0) return -1;
+        len += (size_t)r;
+        buf[len] = '\0';
+        hend = strstr(buf, "\r\n\r\n");
+        if (!hend && len >= sizeof buf - 1) return -1;
+    }
+    size_t clen = 0;
+    const char *cl = strcasestr(buf, "\r\nContent-Length:");
+    if (cl) clen = strtoul(cl + 17, NULL, 10);
+    size_t have = len - (size_t)(hend + 4 - buf);
+    while (have < clen) {                   /* drain the body */
+        char tmp[65536];
+        struct pollfd pf = { fd, POLLIN, 0 };
+        if (poll(&pf, 1, 10000) <= 0) return -1;
+        ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+        if (r <= 0) return -1;
+        have += (size_t)r;
+    }
+    if (sscanf(buf, "%*s %1023s", path) != 1) return -1;
+    (void)pathsz;
+    return 0;
+}
+
+static int stream_events(int fd, const events *e, int chunked, long gap_us)
+{
+    for (int i = 0; i < e->n; i++) {
+        size_t n = strlen(e->ev[i]);
+        if (chunked ? send_chunked(fd, e->ev[i], n) : send_all(fd, e->ev[i], n)) return -1;
+        if (gap_us) sleep_us(gap_us);
+    }
+    const char *done = "data: [DONE]\n\n";
+    return chunked ? send_chunked(fd, done, strlen(done)) : send_all(fd, done, strlen(done));
+}
+
+static void send_json(int fd, int status, const char *reason, const char *body)
+{
+    char h[256];
+    snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n", status, reason, strlen(body));
+    if (send_str(fd, h) == 0) send_str(fd, body);
+}
+
+/* Serve one request; returns 1 to keep the connection for another. */
+static int serve(int fd, const char *path)
+{
+    char mode[64] = "normal";
+    sscanf(path, "/%63[^/]", mode);
+    int chat = strstr(path, "/chat/") != NULL;
+    events e;
+    make_events(&e, chat, 1, 1, 0);
+    if (!strcmp(mode, "slowfirst")) { sleep_us(300000); strcpy(mode, "normal"); }
+
+    if (!strcmp(mode, "normal") || !strcmp(mode, "v1")) {
+        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 2000)) return 0;
+        return send_str(fd, "0\r\n\r\n") == 0;
+    }
+    if (!strcmp(mode, "drip")) {
+        if (send_str(fd, SSE_CLOSE)) return 0;
+        for (int i = 0; i <= e.n; i++) {
+            const char *p = i < e.n ? e.ev[i] : "data: [DONE]\n\n";
+            for (; *p; p++) { if (send_all(fd, p, 1)) return 0; sleep_us(50); }
+        }
+        return 0;
+    }
+    if (!strcmp(mode, "truncate")) {
+        if (send_str(fd, SSE_CLOSE)) return 0;
+        for (int i = 0; i < 3; i++) send_str(fd, e.ev[i]);
+        send_all(fd, e.ev[3], strlen(e.ev[3]) / 2);
+        return 0;
+    }
+    if (!strcmp(mode, "truncchunk")) {
+        if (send_str(fd, SSE_CHUNKED)) return 0;
+        for (int i = 0; i < 3; i++) send_chunked(fd, e.ev[i], strlen(e.ev[i]));
+        return 0;
+    }
+    if (!strcmp(mode, "reset")) {
+        if (send_str(fd, SSE_CLOSE)) return 0;
+        send_str(fd, e.ev[0]);
+        send_str(fd, e.ev[1]);
+        sleep_us(20000);
+        rst_close(fd);
+        return -1;
+    }
+    if (!strcmp(mode, "resetearly")) { rst_close(fd); return -1; }
+    if (!strcmp(mode, "garbage")) {
+        static const char junk[] = "data: \x89PNG\r\n\x1a\n\x00\xff\xfe garbage }{\n\n"
+                                   "\xde\xad\xbe\xef\n\n";
+        if (send_str(fd, SSE_CLOSE) == 0) send_all(fd, junk, sizeof junk - 1);
+        return 0;
+    }
+    if (!strcmp(mode, "garbagehttp")) {
+        static const char junk[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http at all\r\n\r\n";
+        send_all(fd, junk, sizeof junk - 1);
+        return 0;
+    }
+    if (!strcmp(mode, "429")) {
+        send_json(fd, 429, "Too Many Requests",
+                  "{\"error\":{\"message\":\"rate limit reached\",\"type\":\"rate_limit_error\",\"code\":429}}");
+        return 1;
+    }
+    if (!strcmp(mode, "500")) {
+        send_json(fd, 500, "Internal Server Error",
+                  "{\"object\":\"error\",\"message\":\"engine died\",\"type\":\"InternalServerError\",\"code\":500}");
+        return 1;
+    }
+    if (!strcmp(mode, "hang")) {
+        char tmp[256];
+        struct pollfd pf = { fd, POLLIN, 0 };
+        while (poll(&pf, 1, 30000) > 0 && recv(fd, tmp, sizeof tmp, 0) > 0) {}
+        return 0;
+    }
+    if (!strcmp(mode, "nodone") || !strcmp(mode, "finishnodone")) {
+        int fin = mode[0] == 'f';
+        make_events(&e, chat, fin, fin, 0);
+        if (send_str(fd, SSE_CLOSE)) return 0;
+        for (int i = 0; i < e.n; i++) send_str(fd, e.ev[i]);
+        return 0;
+    }
+    if (!strcmp(mode, "errorevent")) {
+        if (send_str(fd, SSE_CLOSE)) return 0;
+        send_str(fd, e.ev[0]);
+        send_str(fd, e.ev[1]);
+        send_str(fd, "data: {\"error\":{\"message\":\"engine crashed\",\"code\":500}}\n\n");
+        send_str(fd, "data: [DONE]\n\n");
+        return 0;
+    }
+    if (!strcmp(mode, "json")) {
+        send_json(fd, 200, "OK", chat
+            ? "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hello world\"},"
+              "\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}"
+            : "{\"choices\":[{\"index\":0,\"text\":\"hello world\",\"finish_reason\":\"length\"}],"
+              "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}");
+        return 1;
+    }
+    if (!strcmp(mode, "llama")) {
+        make_events(&e, chat, 1, 0, 1);
+        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 1000)) return 0;
+        return send_str(fd, "0\r\n\r\n") == 0;
+    }
+    if (!strcmp(mode, "keepalive")) {
+        if (send_str(fd, SSE_CLOSE)) return 0;
+        send_str(fd, ": ping\r\n\r\n");
+        for (int i = 0; i < e.n; i++) {
+            /* split the JSON over two data lines; they join with "\n" */
+            char *ev = e.ev[i] + 6;                 /* past "data: " */
+            size_t n = strlen(ev) - 2;              /* minus "\n\n" */
+            char *comma = memchr(ev, ',', n);
+            size_t cut = comma ? (size_t)(comma - ev) + 1 : n;
+            char out[1200];
+            int k = snprintf(out, sizeof out, "data: %.*s\r\ndata: %.*s\r\n: keep-alive\r\n\r\n",
+                             (int)cut, ev, (int)(n - cut), ev + cut);
+            send_all(fd, out, (size_t)k);
+        }
+        send_str(fd, "data: [DONE]\r\n\r\n");
+        return 0;
+    }
+    send_json(fd, 404, "Not Found", "{\"error\":{\"message\":\"unknown fault mode\"}}");
+    return 1;
+}
+
+static void *conn_main(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char path[1024];
+    int keep = 1;
+    while (keep == 1 && read_request(fd, path, sizeof path) == 0) keep = serve(fd, path);
+    if (keep != -1) close(fd);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int port = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--port") && i + 1 < argc) port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--help")) { printf("usage: faultserver [--port N]\nmodes:\n%s", MODES); return 0; }
+        else { fprintf(stderr, "faultserver: unknown argument \"%s\"\n", argv[i]); return 2; }
+    }
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    signal(SIGPIPE, SIG_IGN);
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    socklen_t al = sizeof a;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 1024)
+        || getsockname(ls, (struct sockaddr *)&a, &al)) {
+        perror("faultserver: listen");
+        return 1;
+    }
+    printf("port %d\n", ntohs(a.sin_port));
+    fflush(stdout);
+    for (;;) {
+        int fd = accept(ls, NULL, NULL);
+        if (fd < 0) { if (errno == EINTR || errno == ECONNABORTED) continue; perror("accept"); return 1; }
+        pthread_t t;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&at, 256 * 1024);
+        if (pthread_create(&t, &at, conn_main, (void *)(intptr_t)fd) != 0) close(fd);
+        pthread_attr_destroy(&at);
+    }
+}
