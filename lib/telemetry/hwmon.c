@@ -45,11 +45,13 @@ static int add_sensor(sensors *s, const char *path, double scale, const char *un
     if (s->n >= MAX_SENSORS) return -1;
     int fd = tel_open(path);
     if (fd < 0) return fd;
-    sensor *x = &s->s[s->n++];
+    sensor *x = &s->s[s->n];
+    int w = snprintf(x->metric, sizeof x->metric, "%s_%s%d_%s", chip, kind, idx, suffix);
+    if (w < 0 || (size_t)w >= sizeof x->metric) { close(fd); return -1; }
     x->fd = fd;
     x->scale = scale;
     x->unit = unit;
-    snprintf(x->metric, sizeof x->metric, "%s_%s%d_%s", chip, kind, idx, suffix);
+    s->n++;
     return 0;
 }
 
