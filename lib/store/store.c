@@ -1,0 +1,816 @@
+/* The SQLite result store: open + migrations, runs, cells with their
+ * requests, telemetry rows, and the reads `show`, `export`, `compare`,
+ * `fit` and `report` build on. docs/schema.md documents the tables. */
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "caliper/clock.h"
+#include "caliper/error.h"
+#include "caliper/store.h"
+
+#define TEL_BATCH 256
+#define BUSY_TIMEOUT_MS 10000
+
+struct cal_store {
+    sqlite3 *db;
+    int version;
+    cal_store_tel_row *tel;      /* queued telemetry rows [TEL_BATCH] */
+    int64_t *tel_run;         /* their run ids */
+    size_t n_tel;
+};
+
+/* ---- migrations: append only; never edit one that has shipped --------- */
+static const char *const MIGRATIONS[] = {
+    /* 1: the first schema */
+    "CREATE TABLE runs ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " label TEXT, started_wall_ns INTEGER NOT NULL, ended_wall_ns INTEGER,"
+    " t0_mono_ns INTEGER, status TEXT NOT NULL, build TEXT, host TEXT,"
+    " target TEXT, protocol TEXT, telemetry TEXT, verdicts TEXT);"
+    "CREATE INDEX runs_label ON runs(label);"
+    "CREATE TABLE cells ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " seq INTEGER NOT NULL, kind TEXT NOT NULL, target TEXT,"
+    " concurrency INTEGER, rate REAL, prompt_tokens INTEGER, prompt_exact INTEGER,"
+    " content TEXT, unique_prompts INTEGER, max_tokens INTEGER, output_fixed INTEGER,"
+    " shot_index INTEGER, shot_kind TEXT, rest_before_ns INTEGER, process_age_ns INTEGER,"
+    " start_ns INTEGER, end_ns INTEGER, start_wall_ns INTEGER, n_requests INTEGER,"
+    " cpu_ns INTEGER, chunks INTEGER, send_lag_p99_ms REAL,"
+    " duration REAL, completed INTEGER, failed INTEGER, n_http_error INTEGER,"
+    " n_timeout INTEGER, n_connect_error INTEGER, n_stream_error INTEGER,"
+    " n_cancelled INTEGER, total_input_tokens INTEGER, total_output_tokens INTEGER,"
+    " output_len_mismatch INTEGER, request_throughput REAL, output_throughput REAL,"
+    " per_request_output_throughput_median REAL,"
+    " mean_ttft_ms REAL, median_ttft_ms REAL, p95_ttft_ms REAL, p99_ttft_ms REAL,"
+    " mean_tpot_ms REAL, median_tpot_ms REAL, p99_tpot_ms REAL,"
+    " mean_itl_ms REAL, median_itl_ms REAL, p99_itl_ms REAL,"
+    " mean_e2el_ms REAL, median_e2el_ms REAL, p99_e2el_ms REAL,"
+    " prefill_tps_median REAL, decode_tps_median REAL, server_decode_tps_median REAL,"
+    " clock_mhz_mean REAL, power_w_mean REAL);"
+    "CREATE INDEX cells_run ON cells(run_id, seq);"
+    "CREATE TABLE requests ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,"
+    " idx INTEGER NOT NULL, status TEXT NOT NULL, http_status INTEGER, error TEXT,"
+    " sched_ns INTEGER, send_ns INTEGER, first_token_ns INTEGER, last_token_ns INTEGER,"
+    " end_ns INTEGER, prompt_tokens INTEGER, output_tokens INTEGER, token_source TEXT,"
+    " n_chunks INTEGER, chunks BLOB, server_prefill_ms REAL, server_decode_ms REAL,"
+    " server_decode_tokens INTEGER);"
+    "CREATE INDEX requests_cell ON requests(cell_id, idx);"
+    "CREATE TABLE telemetry ("
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " t_ns INTEGER NOT NULL, backend TEXT NOT NULL, metric TEXT NOT NULL,"
+    " unit TEXT, value REAL);"
+    "CREATE INDEX telemetry_run ON telemetry(run_id, t_ns);",
+};
+#define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
+
+/* ---- names ------------------------------------------------------------ */
+static const char *const RUN_STATUS[] = {"running", "ok", "interrupted", "failed"};
+static const char *const CELL_KIND[] = {"shots", "concurrency", "prompt-sweep", "rate"};
+static const char *const REQ_STATUS[CAL_REQ_N_STATUS] = {
+    "ok", "http_error", "timeout", "connect_error", "stream_error", "cancelled"};
+static const char *const SHOT_KIND[] = {"unknown", "cold", "warm", "rested", "warmup",
+                                        "consecutive"};
+
+const char *cal_run_status_name(cal_run_status s)
+{
+    return (unsigned)s < 4 ? RUN_STATUS[s] : "unknown";
+}
+const char *cal_cell_kind_name(cal_cell_kind k)
+{
+    return (unsigned)k < 4 ? CELL_KIND[k] : "unknown";
+}
+static int lookup(const char *const *names, int n, const char *s, int dflt)
+{
+    if (s)
+        for (int i = 0; i < n; i++)
+            if (!strcmp(names[i], s)) return i;
+    return dflt;
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+static int exec_sql(cal_store *st, const char *sql)
+{
+    return sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK ? CAL_OK : CAL_ESTORE;
+}
+
+static char *dupstr(const char *s)
+{
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static void bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+    if (v) sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
+    else sqlite3_bind_null(s, i);
+}
+static void bind_real(sqlite3_stmt *s, int i, double v)
+{
+    if (isfinite(v)) sqlite3_bind_double(s, i, v);
+    else sqlite3_bind_null(s, i);
+}
+static void bind_i64(sqlite3_stmt *s, int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
+/* -1 means unknown: stored as NULL */
+static void bind_opt(sqlite3_stmt *s, int i, int64_t v)
+{
+    if (v < 0) sqlite3_bind_null(s, i);
+    else sqlite3_bind_int64(s, i, v);
+}
+
+static double col_real(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
+}
+static int64_t col_opt(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, i);
+}
+static char *col_dup(sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? dupstr((const char *)t) : NULL;
+}
+static void col_copy(sqlite3_stmt *s, int i, char *dst, size_t n)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    snprintf(dst, n, "%s", t ? (const char *)t : "");
+}
+
+/* ---- open / migrate --------------------------------------------------- */
+static int read_version(cal_store *st, int *v)
+{
+    sqlite3_stmt *s = NULL;
+    *v = 0;
+    if (sqlite3_prepare_v2(st->db, "SELECT max(version) FROM schema_version", -1, &s,
+                           NULL) != SQLITE_OK)
+        return CAL_ESTORE;
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+        *v = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return CAL_OK;
+}
+
+static int migrate(cal_store *st)
+{
+    if (exec_sql(st, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"))
+        return CAL_ESTORE;
+    for (;;) {
+        /* Each step checks the version inside its own write transaction, so
+         * two processes opening a new file at once apply each step once. */
+        if (exec_sql(st, "BEGIN IMMEDIATE")) return CAL_ESTORE;
+        int v;
+        if (read_version(st, &v)) goto fail;
+        if (v > (int)N_MIGRATIONS) goto fail;   /* a newer caliper wrote it */
+        if (v == (int)N_MIGRATIONS) {
+            st->version = v;
+            return exec_sql(st, "COMMIT");
+        }
+        if (exec_sql(st, MIGRATIONS[v])) goto fail;
+        char sql[80];
+        snprintf(sql, sizeof sql, "INSERT INTO schema_version VALUES (%d)", v + 1);
+        if (exec_sql(st, sql) || exec_sql(st, "COMMIT")) goto fail;
+    }
+fail:
+    exec_sql(st, "ROLLBACK");
+    return CAL_ESTORE;
+}
+
+int cal_store_open(const char *path, cal_store **out)
+{
+    if (!out) return CAL_EINVAL;
+    *out = NULL;
+    if (!path || !*path) return CAL_EINVAL;
+    cal_store *st = calloc(1, sizeof *st);
+    if (!st) return CAL_ENOMEM;
+    st->tel = calloc(TEL_BATCH, sizeof *st->tel);
+    st->tel_run = calloc(TEL_BATCH, sizeof *st->tel_run);
+    if (!st->tel || !st->tel_run) {
+        free(st->tel); free(st->tel_run); free(st);
+        return CAL_ENOMEM;
+    }
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+        /* journal_mode answers with a row; WAL lets readers and one writer
+         * proceed together, the busy timeout queues the second writer */
+        if (exec_sql(st, "PRAGMA journal_mode=WAL") || exec_sql(st, "PRAGMA foreign_keys=ON") ||
+            exec_sql(st, "PRAGMA synchronous=NORMAL") || migrate(st))
+            rc = SQLITE_ERROR;
+    }
+    if (rc != SQLITE_OK) {
+        sqlite3_close(st->db);
+        free(st->tel); free(st->tel_run); free(st);
+        return CAL_ESTORE;
+    }
+    *out = st;
+    return CAL_OK;
+}
+
+void cal_store_close(cal_store **pst)
+{
+    if (!pst || !*pst) return;
+    cal_store *st = *pst;
+    cal_store_flush(st);
+    sqlite3_close(st->db);
+    free(st->tel);
+    free(st->tel_run);
+    free(st);
+    *pst = NULL;
+}
+
+int cal_store_schema_version(cal_store *st) { return st ? st->version : 0; }
+
+const char *cal_store_errmsg(cal_store *st)
+{
+    return st && st->db ? sqlite3_errmsg(st->db) : "no store";
+}
+
+/* ---- runs ------------------------------------------------------------- */
+void cal_run_clear(cal_run *r)
+{
+    if (!r) return;
+    free(r->label); free(r->build); free(r->host_json); free(r->target_json);
+    free(r->protocol_json); free(r->telemetry_json); free(r->verdicts_json);
+    memset(r, 0, sizeof *r);
+}
+
+int cal_store_begin_run(cal_store *st, cal_run *run)
+{
+    if (!st || !run) return CAL_EINVAL;
+    sqlite3_stmt *s = NULL;
+    const char *sql = "INSERT INTO runs (label, started_wall_ns, ended_wall_ns, t0_mono_ns,"
+                      " status, build, host, target, protocol, telemetry, verdicts)"
+                      " VALUES (?,?,NULL,?,?,?,?,?,?,?,?)";
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    if (!run->started_wall_ns) run->started_wall_ns = cal_wall_ns();
+    if (!run->t0_mono_ns) run->t0_mono_ns = cal_now_ns();
+    run->ended_wall_ns = -1;
+    run->status = CAL_RUN_RUNNING;
+    bind_text(s, 1, run->label);
+    bind_i64(s, 2, run->started_wall_ns);
+    bind_i64(s, 3, run->t0_mono_ns);
+    bind_text(s, 4, RUN_STATUS[CAL_RUN_RUNNING]);
+    bind_text(s, 5, run->build);
+    bind_text(s, 6, run->host_json);
+    bind_text(s, 7, run->target_json);
+    bind_text(s, 8, run->protocol_json);
+    bind_text(s, 9, run->telemetry_json);
+    bind_text(s, 10, run->verdicts_json);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? CAL_OK : CAL_ESTORE;
+    sqlite3_finalize(s);
+    if (rc == CAL_OK) run->id = sqlite3_last_insert_rowid(st->db);
+    return rc;
+}
+
+/* Final status, end time and verdicts of a run. */
+static int update_run(cal_store *st, int64_t run_id, cal_run_status status,
+                      const char *verdicts_json)
+{
+    sqlite3_stmt *s = NULL;
+    const char *sql = "UPDATE runs SET status=?, ended_wall_ns=?, verdicts=? WHERE id=?";
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    bind_text(s, 1, cal_run_status_name(status));
+    bind_i64(s, 2, cal_wall_ns());
+    bind_text(s, 3, verdicts_json);
+    bind_i64(s, 4, run_id);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? CAL_OK : CAL_ESTORE;
+    sqlite3_finalize(s);
+    if (rc == CAL_OK && sqlite3_changes(st->db) == 0) rc = CAL_ENOTFOUND;
+    return rc;
+}
+
+int cal_store_finish_run(cal_store *st, int64_t run_id, cal_run_status status,
+                         const char *verdicts_json)
+{
+    if (!st || (unsigned)status > CAL_RUN_FAILED) return CAL_EINVAL;
+    int rc = cal_store_flush(st);
+    int rc2 = update_run(st, run_id, status, verdicts_json);
+    return rc2 ? rc2 : rc;
+}
+
+/* ---- chunk blobs ------------------------------------------------------ */
+int cal_store_chunks_encode(int64_t send_ns, const int64_t *chunk_ns, int n,
+                            uint8_t **out, size_t *out_bytes)
+{
+    *out = NULL;
+    *out_bytes = 0;
+    if (n <= 0) return CAL_OK;
+    if (!chunk_ns) return CAL_EINVAL;
+    uint8_t *b = malloc((size_t)n * 4);
+    if (!b) return CAL_ENOMEM;
+    int64_t prev = send_ns;
+    for (int i = 0; i < n; i++) {
+        int64_t d = (chunk_ns[i] - prev) / 1000;
+        if (d < 0) d = 0;
+        if (d > UINT32_MAX) d = UINT32_MAX;
+        uint32_t u = (uint32_t)d;
+        b[4 * i] = u & 0xff;
+        b[4 * i + 1] = (u >> 8) & 0xff;
+        b[4 * i + 2] = (u >> 16) & 0xff;
+        b[4 * i + 3] = (u >> 24) & 0xff;
+        /* accumulate from the rounded value so decode error does not grow */
+        prev += (int64_t)u * 1000;
+    }
+    *out = b;
+    *out_bytes = (size_t)n * 4;
+    return CAL_OK;
+}
+
+int cal_store_chunks_decode(int64_t send_ns, const uint8_t *blob, size_t bytes,
+                            int64_t **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (bytes % 4) return CAL_EPROTO;
+    if (bytes == 0) return CAL_OK;
+    size_t k = bytes / 4;
+    int64_t *t = malloc(k * sizeof *t);
+    if (!t) return CAL_ENOMEM;
+    int64_t prev = send_ns;
+    for (size_t i = 0; i < k; i++) {
+        uint32_t u = (uint32_t)blob[4 * i] | (uint32_t)blob[4 * i + 1] << 8 |
+                     (uint32_t)blob[4 * i + 2] << 16 | (uint32_t)blob[4 * i + 3] << 24;
+        prev += (int64_t)u * 1000;
+        t[i] = prev;
+    }
+    *out = t;
+    *n = (int)k;
+    return CAL_OK;
+}
+
+/* ---- cells ------------------------------------------------------------ */
+#define CELL_FIXED_COLS \
+    "run_id, seq, kind, target, concurrency, rate, prompt_tokens, prompt_exact," \
+    " content, unique_prompts, max_tokens, output_fixed, shot_index, shot_kind," \
+    " rest_before_ns, process_age_ns, start_ns, end_ns, start_wall_ns, n_requests," \
+    " cpu_ns, chunks, send_lag_p99_ms"
+#define CELL_N_FIXED 23
+
+static int cell_sql(char *sql, size_t n, int select)
+{
+    size_t off = 0;
+    int w;
+    if (select) w = snprintf(sql, n, "SELECT id, " CELL_FIXED_COLS);
+    else w = snprintf(sql, n, "INSERT INTO cells (" CELL_FIXED_COLS);
+    off += (size_t)w;
+    for (size_t i = 0; i < cal_summary_n_fields && off < n; i++)
+        off += (size_t)snprintf(sql + off, n - off, ", %s", cal_summary_fields[i].name);
+    if (off >= n) return CAL_ETOOBIG;
+    if (select) {
+        off += (size_t)snprintf(sql + off, n - off, " FROM cells WHERE run_id=? ORDER BY seq, id");
+    } else {
+        off += (size_t)snprintf(sql + off, n - off, ") VALUES (?");
+        for (size_t i = 1; i < CELL_N_FIXED + cal_summary_n_fields && off < n; i++)
+            off += (size_t)snprintf(sql + off, n - off, ",?");
+        if (off < n) off += (size_t)snprintf(sql + off, n - off, ")");
+    }
+    return off < n ? CAL_OK : CAL_ETOOBIG;
+}
+
+static int insert_requests(cal_store *st, int64_t cell_id, const cal_req_result *r, size_t n)
+{
+    sqlite3_stmt *s = NULL;
+    const char *sql =
+        "INSERT INTO requests (cell_id, idx, status, http_status, error, sched_ns, send_ns,"
+        " first_token_ns, last_token_ns, end_ns, prompt_tokens, output_tokens, token_source,"
+        " n_chunks, chunks, server_prefill_ms, server_decode_ms, server_decode_tokens)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    int rc = CAL_OK;
+    for (size_t i = 0; i < n && rc == CAL_OK; i++) {
+        const cal_req_result *q = &r[i];
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        bind_i64(s, 1, cell_id);
+        bind_i64(s, 2, (int64_t)i);
+        bind_text(s, 3, (unsigned)q->status < CAL_REQ_N_STATUS ? REQ_STATUS[q->status] : "unknown");
+        if (q->http_status) bind_i64(s, 4, q->http_status);
+        bind_text(s, 5, q->error);
+        bind_opt(s, 6, q->sched_ns);
+        if (q->send_ns) bind_i64(s, 7, q->send_ns);
+        if (q->first_token_ns) bind_i64(s, 8, q->first_token_ns);
+        if (q->last_token_ns) bind_i64(s, 9, q->last_token_ns);
+        if (q->end_ns) bind_i64(s, 10, q->end_ns);
+        bind_opt(s, 11, q->prompt_tokens);
+        bind_opt(s, 12, q->output_tokens);
+        bind_text(s, 13, q->tok_source == CAL_TOKSRC_USAGE ? "usage" : "chunks");
+        bind_i64(s, 14, q->n_chunks);
+        uint8_t *blob = NULL;
+        size_t nb = 0;
+        if (q->chunk_ns && q->n_chunks > 0) {
+            rc = cal_store_chunks_encode(q->send_ns, q->chunk_ns, q->n_chunks, &blob, &nb);
+            if (rc) break;
+            sqlite3_bind_blob(s, 15, blob, (int)nb, free);
+        }
+        if (q->server_prefill_ms >= 0) bind_real(s, 16, q->server_prefill_ms);
+        if (q->server_decode_ms >= 0) bind_real(s, 17, q->server_decode_ms);
+        bind_opt(s, 18, q->server_decode_tokens);
+        if (sqlite3_step(s) != SQLITE_DONE) rc = CAL_ESTORE;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int cal_store_add_cell(cal_store *st, int64_t run_id, cal_cell *c,
+                       const cal_req_result *results, size_t n)
+{
+    if (!st || !c || (n && !results)) return CAL_EINVAL;
+    char sql[4096];
+    if (cell_sql(sql, sizeof sql, 0)) return CAL_EINTERNAL;
+    if (exec_sql(st, "BEGIN IMMEDIATE")) return CAL_ESTORE;
+    sqlite3_stmt *s = NULL;
+    int rc = CAL_ESTORE;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) goto out;
+    int k = 1;
+    bind_i64(s, k++, run_id);
+    bind_i64(s, k++, c->seq);
+    bind_text(s, k++, cal_cell_kind_name(c->kind));
+    bind_text(s, k++, c->target[0] ? c->target : NULL);
+    bind_i64(s, k++, c->concurrency);
+    bind_real(s, k++, c->rate);
+    bind_i64(s, k++, c->prompt_tokens);
+    bind_i64(s, k++, c->prompt_exact);
+    bind_text(s, k++, c->content);
+    bind_i64(s, k++, c->unique_prompts);
+    bind_i64(s, k++, c->max_tokens);
+    bind_i64(s, k++, c->output_fixed);
+    bind_i64(s, k++, c->shot_index);
+    bind_text(s, k++, (unsigned)c->shot_kind < 6 ? SHOT_KIND[c->shot_kind] : "unknown");
+    bind_i64(s, k++, c->rest_before_ns);
+    bind_opt(s, k++, c->process_age_ns);
+    bind_i64(s, k++, c->start_ns);
+    bind_i64(s, k++, c->end_ns);
+    bind_i64(s, k++, c->start_wall_ns);
+    bind_i64(s, k++, c->n_requests);
+    bind_i64(s, k++, c->cpu_ns);
+    bind_i64(s, k++, c->chunks);
+    bind_real(s, k++, c->send_lag_p99_ms);
+    for (size_t i = 0; i < cal_summary_n_fields; i++) {
+        const cal_field *f = &cal_summary_fields[i];
+        double v = cal_summary_get(&c->sum, f);
+        if (f->type == CAL_FIELD_INT) bind_i64(s, k++, (int64_t)v);
+        else bind_real(s, k++, v);
+    }
+    if (sqlite3_step(s) != SQLITE_DONE) goto out;
+    int64_t cell_id = sqlite3_last_insert_rowid(st->db);
+    rc = insert_requests(st, cell_id, results, n);
+    if (rc == CAL_OK) rc = exec_sql(st, "COMMIT");
+    if (rc == CAL_OK) {
+        c->id = cell_id;
+        c->run_id = run_id;
+    }
+out:
+    sqlite3_finalize(s);
+    if (rc != CAL_OK) exec_sql(st, "ROLLBACK");
+    return rc;
+}
+
+/* ---- telemetry -------------------------------------------------------- */
+int cal_store_add_telemetry(cal_store *st, int64_t run_id, int64_t t_ns,
+                            const char *backend, const char *metric,
+                            const char *unit, double value)
+{
+    if (!st || !backend || !metric) return CAL_EINVAL;
+    if (st->n_tel == TEL_BATCH) {
+        int rc = cal_store_flush(st);
+        if (rc) return rc;
+    }
+    cal_store_tel_row *t = &st->tel[st->n_tel];
+    t->t_ns = t_ns;
+    snprintf(t->backend, sizeof t->backend, "%s", backend);
+    snprintf(t->metric, sizeof t->metric, "%s", metric);
+    snprintf(t->unit, sizeof t->unit, "%s", unit ? unit : "");
+    t->value = value;
+    st->tel_run[st->n_tel++] = run_id;
+    return CAL_OK;
+}
+
+int cal_store_flush(cal_store *st)
+{
+    if (!st) return CAL_EINVAL;
+    if (st->n_tel == 0) return CAL_OK;
+    if (exec_sql(st, "BEGIN IMMEDIATE")) return CAL_ESTORE;
+    sqlite3_stmt *s = NULL;
+    int rc = CAL_ESTORE;
+    if (sqlite3_prepare_v2(st->db,
+                           "INSERT INTO telemetry (run_id, t_ns, backend, metric, unit, value)"
+                           " VALUES (?,?,?,?,?,?)", -1, &s, NULL) != SQLITE_OK)
+        goto out;
+    rc = CAL_OK;
+    for (size_t i = 0; i < st->n_tel && rc == CAL_OK; i++) {
+        sqlite3_reset(s);
+        bind_i64(s, 1, st->tel_run[i]);
+        bind_i64(s, 2, st->tel[i].t_ns);
+        bind_text(s, 3, st->tel[i].backend);
+        bind_text(s, 4, st->tel[i].metric);
+        bind_text(s, 5, st->tel[i].unit);
+        bind_real(s, 6, st->tel[i].value);
+        if (sqlite3_step(s) != SQLITE_DONE) rc = CAL_ESTORE;
+    }
+    if (rc == CAL_OK) rc = exec_sql(st, "COMMIT");
+out:
+    sqlite3_finalize(s);
+    if (rc != CAL_OK) exec_sql(st, "ROLLBACK");
+    else st->n_tel = 0;
+    return rc;
+}
+
+/* ---- reads ------------------------------------------------------------ */
+#define RUN_COLS "r.id, r.label, r.started_wall_ns, r.ended_wall_ns, r.t0_mono_ns, r.status," \
+                 " r.build, r.host, r.target, r.protocol, r.telemetry, r.verdicts," \
+                 " (SELECT count(*) FROM cells c WHERE c.run_id = r.id)"
+
+static int read_run_row(sqlite3_stmt *s, cal_run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->id = sqlite3_column_int64(s, 0);
+    r->label = col_dup(s, 1);
+    r->started_wall_ns = sqlite3_column_int64(s, 2);
+    r->ended_wall_ns = col_opt(s, 3);
+    r->t0_mono_ns = sqlite3_column_int64(s, 4);
+    r->status = (cal_run_status)lookup(RUN_STATUS, 4, (const char *)sqlite3_column_text(s, 5), 0);
+    r->build = col_dup(s, 6);
+    r->host_json = col_dup(s, 7);
+    r->target_json = col_dup(s, 8);
+    r->protocol_json = col_dup(s, 9);
+    r->telemetry_json = col_dup(s, 10);
+    r->verdicts_json = col_dup(s, 11);
+    r->n_cells = sqlite3_column_int(s, 12);
+    return CAL_OK;
+}
+
+int cal_store_list_runs(cal_store *st, size_t limit, cal_run **runs, size_t *n)
+{
+    if (!st || !runs || !n) return CAL_EINVAL;
+    *runs = NULL;
+    *n = 0;
+    sqlite3_stmt *s = NULL;
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT " RUN_COLS " FROM runs r ORDER BY r.id DESC LIMIT %lld",
+             limit ? (long long)limit : -1LL);
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    size_t cap = 0;
+    int rc = CAL_OK, step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            cal_run *g = realloc(*runs, nc * sizeof *g);
+            if (!g) { rc = CAL_ENOMEM; break; }
+            *runs = g;
+            cap = nc;
+        }
+        read_run_row(s, &(*runs)[(*n)++]);
+    }
+    if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+    sqlite3_finalize(s);
+    if (rc) {
+        cal_store_runs_free(*runs, *n);
+        *runs = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+void cal_store_runs_free(cal_run *runs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) cal_run_clear(&runs[i]);
+    free(runs);
+}
+
+int cal_store_find_run(cal_store *st, const char *ref, int64_t *run_id)
+{
+    if (!st || !ref || !*ref || !run_id) return CAL_EINVAL;
+    sqlite3_stmt *s = NULL;
+    const char *sql;
+    char *end = NULL;
+    long long id = strtoll(ref, &end, 10);
+    int by_id = end && *end == '\0' && id > 0;
+    if (by_id) sql = "SELECT id FROM runs WHERE id=?";
+    else if (!strcmp(ref, "latest") || !strcmp(ref, "last"))
+        sql = "SELECT id FROM runs ORDER BY id DESC LIMIT 1";
+    else sql = "SELECT id FROM runs WHERE label=? ORDER BY id DESC LIMIT 1";
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    if (by_id) sqlite3_bind_int64(s, 1, id);
+    else if (sqlite3_bind_parameter_count(s) == 1) bind_text(s, 1, ref);
+    int step = sqlite3_step(s);
+    int rc = step == SQLITE_ROW ? CAL_OK : step == SQLITE_DONE ? CAL_ENOTFOUND : CAL_ESTORE;
+    if (rc == CAL_OK) *run_id = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static void read_cell_row(sqlite3_stmt *s, cal_cell *c)
+{
+    memset(c, 0, sizeof *c);
+    int k = 0;
+    c->id = sqlite3_column_int64(s, k++);
+    c->run_id = sqlite3_column_int64(s, k++);
+    c->seq = sqlite3_column_int(s, k++);
+    c->kind = (cal_cell_kind)lookup(CELL_KIND, 4, (const char *)sqlite3_column_text(s, k++), 0);
+    col_copy(s, k++, c->target, sizeof c->target);
+    c->concurrency = sqlite3_column_int(s, k++);
+    c->rate = col_real(s, k++);
+    if (isnan(c->rate)) c->rate = 0;
+    c->prompt_tokens = sqlite3_column_int(s, k++);
+    c->prompt_exact = sqlite3_column_int(s, k++);
+    col_copy(s, k++, c->content, sizeof c->content);
+    c->unique_prompts = sqlite3_column_int(s, k++);
+    c->max_tokens = sqlite3_column_int(s, k++);
+    c->output_fixed = sqlite3_column_int(s, k++);
+    c->shot_index = sqlite3_column_int(s, k++);
+    c->shot_kind = (cal_shot_kind)lookup(SHOT_KIND, 6, (const char *)sqlite3_column_text(s, k++), 0);
+    c->rest_before_ns = sqlite3_column_int64(s, k++);
+    c->process_age_ns = col_opt(s, k++);
+    c->start_ns = sqlite3_column_int64(s, k++);
+    c->end_ns = sqlite3_column_int64(s, k++);
+    c->start_wall_ns = sqlite3_column_int64(s, k++);
+    c->n_requests = sqlite3_column_int64(s, k++);
+    c->cpu_ns = sqlite3_column_int64(s, k++);
+    c->chunks = sqlite3_column_int64(s, k++);
+    c->send_lag_p99_ms = col_real(s, k++);
+    cal_summary_init(&c->sum);
+    for (size_t i = 0; i < cal_summary_n_fields; i++, k++) {
+        const cal_field *f = &cal_summary_fields[i];
+        char *p = (char *)&c->sum + f->offset;
+        if (f->type == CAL_FIELD_INT) {
+            int64_t v = sqlite3_column_int64(s, k);
+            memcpy(p, &v, sizeof v);
+        } else {
+            double v = col_real(s, k);
+            memcpy(p, &v, sizeof v);
+        }
+    }
+}
+
+static void free_req(cal_req_result *q)
+{
+    free(q->error);
+    free(q->chunk_ns);
+    free(q->text);
+    memset(q, 0, sizeof *q);
+}
+
+void cal_run_data_free(cal_run_data **pd)
+{
+    if (!pd || !*pd) return;
+    cal_run_data *d = *pd;
+    cal_run_clear(&d->run);
+    free(d->cells);
+    for (size_t i = 0; i < d->n_reqs; i++) free_req(&d->reqs[i]);
+    free(d->reqs);
+    free(d->tel);
+    free(d);
+    *pd = NULL;
+}
+
+/* Grow *arr (element size sz) to hold at least need elements. */
+static int grow(void **arr, size_t *cap, size_t need, size_t sz)
+{
+    if (need <= *cap) return CAL_OK;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    void *g = realloc(*arr, nc * sz);
+    if (!g) return CAL_ENOMEM;
+    *arr = g;
+    *cap = nc;
+    return CAL_OK;
+}
+
+static int load_requests(cal_store *st, cal_run_data *d, int flags)
+{
+    sqlite3_stmt *s = NULL;
+    const char *sql =
+        "SELECT status, http_status, error, sched_ns, send_ns, first_token_ns, last_token_ns,"
+        " end_ns, prompt_tokens, output_tokens, token_source, n_chunks, chunks,"
+        " server_prefill_ms, server_decode_ms, server_decode_tokens"
+        " FROM requests WHERE cell_id=? ORDER BY idx";
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    size_t cap = 0;
+    int rc = CAL_OK;
+    for (size_t c = 0; c < d->n_cells && rc == CAL_OK; c++) {
+        cal_cell *cell = &d->cells[c];
+        cell->req_first = d->n_reqs;
+        sqlite3_reset(s);
+        sqlite3_bind_int64(s, 1, cell->id);
+        int step;
+        while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+            if ((rc = grow((void **)&d->reqs, &cap, d->n_reqs + 1, sizeof *d->reqs))) break;
+            cal_req_result *q = &d->reqs[d->n_reqs];
+            memset(q, 0, sizeof *q);
+            d->n_reqs++;
+            q->status = (cal_req_status)lookup(REQ_STATUS, CAL_REQ_N_STATUS,
+                                               (const char *)sqlite3_column_text(s, 0),
+                                               CAL_REQ_STREAM_ERROR);
+            q->http_status = sqlite3_column_int(s, 1);
+            q->error = col_dup(s, 2);
+            q->sched_ns = col_opt(s, 3);
+            q->send_ns = sqlite3_column_int64(s, 4);
+            q->first_token_ns = sqlite3_column_int64(s, 5);
+            q->last_token_ns = sqlite3_column_int64(s, 6);
+            q->end_ns = sqlite3_column_int64(s, 7);
+            q->prompt_tokens = (int)col_opt(s, 8);
+            q->output_tokens = (int)col_opt(s, 9);
+            const char *src = (const char *)sqlite3_column_text(s, 10);
+            q->tok_source = src && !strcmp(src, "chunks") ? CAL_TOKSRC_CHUNKS : CAL_TOKSRC_USAGE;
+            q->n_chunks = sqlite3_column_int(s, 11);
+            if (flags & CAL_LOAD_CHUNKS) {
+                const void *blob = sqlite3_column_blob(s, 12);
+                int nb = sqlite3_column_bytes(s, 12);
+                if (blob && nb > 0) {
+                    int nn = 0;
+                    rc = cal_store_chunks_decode(q->send_ns, blob, (size_t)nb, &q->chunk_ns, &nn);
+                    if (rc) break;
+                }
+            }
+            double sp = col_real(s, 13), sd = col_real(s, 14);
+            q->server_prefill_ms = isnan(sp) ? -1 : sp;
+            q->server_decode_ms = isnan(sd) ? -1 : sd;
+            q->server_decode_tokens = (int)col_opt(s, 15);
+        }
+        if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static int load_telemetry(cal_store *st, cal_run_data *d)
+{
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT t_ns, backend, metric, unit, value FROM telemetry"
+                           " WHERE run_id=? ORDER BY t_ns, rowid", -1, &s, NULL) != SQLITE_OK)
+        return CAL_ESTORE;
+    sqlite3_bind_int64(s, 1, d->run.id);
+    size_t cap = 0;
+    int rc = CAL_OK, step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = grow((void **)&d->tel, &cap, d->n_tel + 1, sizeof *d->tel))) break;
+        cal_store_tel_row *t = &d->tel[d->n_tel++];
+        t->t_ns = sqlite3_column_int64(s, 0);
+        col_copy(s, 1, t->backend, sizeof t->backend);
+        col_copy(s, 2, t->metric, sizeof t->metric);
+        col_copy(s, 3, t->unit, sizeof t->unit);
+        t->value = col_real(s, 4);
+    }
+    if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int cal_store_load_run(cal_store *st, int64_t run_id, int flags, cal_run_data **out)
+{
+    if (!st || !out) return CAL_EINVAL;
+    *out = NULL;
+    cal_store_flush(st);
+    cal_run_data *d = calloc(1, sizeof *d);
+    if (!d) return CAL_ENOMEM;
+    sqlite3_stmt *s = NULL;
+    int rc = CAL_ESTORE;
+    /* one read transaction: a consistent snapshot while others write */
+    if (exec_sql(st, "BEGIN")) { free(d); return CAL_ESTORE; }
+    if (sqlite3_prepare_v2(st->db, "SELECT " RUN_COLS " FROM runs r WHERE r.id=?", -1, &s,
+                           NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_int64(s, 1, run_id);
+    int step = sqlite3_step(s);
+    if (step != SQLITE_ROW) {
+        rc = step == SQLITE_DONE ? CAL_ENOTFOUND : CAL_ESTORE;
+        goto out;
+    }
+    read_run_row(s, &d->run);
+    sqlite3_finalize(s);
+    s = NULL;
+
+    char sql[4096];
+    if (cell_sql(sql, sizeof sql, 1)) { rc = CAL_EINTERNAL; goto out; }
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) goto out;
+    sqlite3_bind_int64(s, 1, run_id);
+    size_t cap = 0;
+    rc = CAL_OK;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = grow((void **)&d->cells, &cap, d->n_cells + 1, sizeof *d->cells))) break;
+        read_cell_row(s, &d->cells[d->n_cells++]);
+    }
+    if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+    sqlite3_finalize(s);
+    s = NULL;
+    if (rc == CAL_OK && !(flags & CAL_LOAD_NO_REQS)) rc = load_requests(st, d, flags);
+    if (rc == CAL_OK) rc = load_telemetry(st, d);
+out:
+    sqlite3_finalize(s);
+    exec_sql(st, "COMMIT");
+    if (rc != CAL_OK) {
+        cal_run_data_free(&d);
+        return rc;
+    }
+    *out = d;
+    return CAL_OK;
+}

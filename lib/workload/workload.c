@@ -1,0 +1,239 @@
+/* Prompts of an exact token length: the project's texts (embedded from
+ * data/ at build time), a unique nonce line per request, and a search for
+ * the text prefix that the server's tokenizer counts as N tokens. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "caliper/error.h"
+#include "caliper/workload.h"
+
+/* The texts live in data/ as plain files; the assembler embeds them so the
+ * binary needs no data directory at run time. (Built from the repo root.) */
+__asm__(".section .rodata\n"
+        ".global cal_data_prose\n"
+        "cal_data_prose:\n"
+        ".incbin \"data/prose.txt\"\n"
+        ".byte 0\n"
+        ".global cal_data_code\n"
+        "cal_data_code:\n"
+        ".incbin \"data/code.txt\"\n"
+        ".byte 0\n"
+        ".previous\n");
+extern const char cal_data_prose[];
+extern const char cal_data_code[];
+
+#define MAX_PROMPT_TOKENS (1 << 20)
+#define CHARS_PER_TOKEN 4      /* the approximation when no tokenizer answers */
+#define NUDGE_STEPS 24         /* characters tried either side of the search */
+
+struct cal_workload {
+    cal_workload_config cfg;
+    char  *base;        /* the source text repeated to cover the longest prompt */
+    size_t base_len;
+    size_t prefix;      /* characters of base that make prompt_tokens with a nonce */
+    int    exact;
+    int    calls;
+};
+
+static const char *const NAMES[] = {"prose", "code", "random"};
+
+const char *cal_content_name(cal_content c) { return (unsigned)c < 3 ? NAMES[c] : "unknown"; }
+
+int cal_content_parse(const char *s, cal_content *out)
+{
+    for (int i = 0; s && i < 3; i++)
+        if (!strcmp(s, NAMES[i])) {
+            *out = (cal_content)i;
+            return CAL_OK;
+        }
+    return CAL_EINVAL;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Random lower-case words of 2–9 letters with occasional punctuation: text
+ * no tokenizer has a merge for, so every token is paid for. */
+static char random_text[24576];
+
+const char *cal_content_text(cal_content c, size_t *len)
+{
+    const char *t;
+    if (c == CAL_CONTENT_CODE) t = cal_data_code;
+    else if (c == CAL_CONTENT_RANDOM) {
+        if (!random_text[0]) {
+            uint64_t s = 20261130;
+            size_t k = 0;
+            while (k + 12 < sizeof random_text) {
+                int wl = 2 + (int)(splitmix(&s) % 8);
+                for (int i = 0; i < wl; i++)
+                    random_text[k++] = (char)('a' + splitmix(&s) % 26);
+                uint64_t r = splitmix(&s) % 16;
+                if (r == 0) random_text[k++] = '.';
+                else if (r == 1) random_text[k++] = ',';
+                random_text[k++] = r == 2 ? '\n' : ' ';
+            }
+            random_text[k] = '\0';
+        }
+        t = random_text;
+    } else t = cal_data_prose;
+    if (len) *len = strlen(t);
+    return t;
+}
+
+/* The nonce line of request index: fixed width, so every request's nonce
+ * has the same shape (and almost always the same token count). */
+static int nonce_line(const cal_workload *w, uint64_t index, char *out, size_t n)
+{
+    if (!w->cfg.unique) {
+        out[0] = '\0';
+        return 0;
+    }
+    uint64_t s = w->cfg.seed ^ (index * 0x9e3779b97f4a7c15ULL);
+    uint64_t h = splitmix(&s);
+    return snprintf(out, n, "request %016llx\n", (unsigned long long)h);
+}
+
+static char *build(const cal_workload *w, uint64_t index, size_t prefix)
+{
+    char nl[64];
+    int k = nonce_line(w, index, nl, sizeof nl);
+    if (prefix > w->base_len) prefix = w->base_len;
+    char *p = malloc((size_t)k + prefix + 1);
+    if (!p) return NULL;
+    memcpy(p, nl, (size_t)k);
+    memcpy(p + k, w->base, prefix);
+    p[(size_t)k + prefix] = '\0';
+    return p;
+}
+
+static int count_prefix(cal_workload *w, uint64_t index, size_t prefix, int *n)
+{
+    char *p = build(w, index, prefix);
+    if (!p) return CAL_ENOMEM;
+    w->calls++;
+    int rc = w->cfg.count(w->cfg.count_ud, p, n);
+    free(p);
+    return rc;
+}
+
+/* The prefix with exactly want tokens, near a first guess: bisect to the
+ * shortest prefix with >= want tokens, then look a few characters either
+ * side (a merge at the cut can skip a count). *found = 0 when none has it
+ * exactly; *prefix is then the nearest below. */
+static int search(cal_workload *w, uint64_t index, int want, size_t *prefix, int *found)
+{
+    size_t lo = 0, hi = w->base_len;
+    int n;
+    int rc = count_prefix(w, index, hi, &n);
+    if (rc) return rc;
+    if (n < want) return CAL_ERANGE;    /* the base text is too short */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((rc = count_prefix(w, index, mid, &n))) return rc;
+        if (n >= want) hi = mid;
+        else lo = mid + 1;
+    }
+    if ((rc = count_prefix(w, index, lo, &n))) return rc;
+    *found = n == want;
+    *prefix = lo;
+    for (size_t d = 1; !*found && d <= NUDGE_STEPS; d++) {
+        if (lo >= d) {
+            if ((rc = count_prefix(w, index, lo - d, &n))) return rc;
+            if (n == want) { *prefix = lo - d; *found = 1; break; }
+        }
+        if (lo + d <= w->base_len) {
+            if ((rc = count_prefix(w, index, lo + d, &n))) return rc;
+            if (n == want) { *prefix = lo + d; *found = 1; break; }
+        }
+    }
+    if (!*found && lo > 0) *prefix = lo - 1;
+    return CAL_OK;
+}
+
+int cal_workload_open(const cal_workload_config *cfg, cal_workload **out)
+{
+    *out = NULL;
+    if (!cfg || cfg->prompt_tokens < 1 || cfg->prompt_tokens > MAX_PROMPT_TOKENS ||
+        (unsigned)cfg->content > CAL_CONTENT_RANDOM)
+        return CAL_EINVAL;
+    cal_workload *w = calloc(1, sizeof *w);
+    if (!w) return CAL_ENOMEM;
+    w->cfg = *cfg;
+    size_t tl;
+    const char *t = cal_content_text(cfg->content, &tl);
+    /* cover the longest plausible prompt: a token is rarely over 8 chars */
+    size_t need = (size_t)cfg->prompt_tokens * 8 + 64;
+    if (need < tl) need = tl;
+    w->base = malloc(need + 1);
+    if (!w->base) { free(w); return CAL_ENOMEM; }
+    while (w->base_len < need) {
+        size_t k = tl < need - w->base_len ? tl : need - w->base_len;
+        memcpy(w->base + w->base_len, t, k);
+        w->base_len += k;
+    }
+    w->base[w->base_len] = '\0';
+
+    int rc = CAL_EABSENT;
+    if (cfg->count) {
+        int found = 0;
+        rc = search(w, 0, cfg->prompt_tokens, &w->prefix, &found);
+        if (rc == CAL_OK) w->exact = 1;
+    }
+    if (rc == CAL_EABSENT) {
+        char nl[64];
+        int k = nonce_line(w, 0, nl, sizeof nl);
+        long chars = (long)cfg->prompt_tokens * CHARS_PER_TOKEN - k;
+        w->prefix = chars > 0 ? (size_t)chars : 0;
+        w->exact = 0;
+        rc = CAL_OK;
+    }
+    if (rc != CAL_OK) {
+        cal_workload_close(&w);
+        return rc;
+    }
+    *out = w;
+    return CAL_OK;
+}
+
+void cal_workload_close(cal_workload **pw)
+{
+    if (!pw || !*pw) return;
+    free((*pw)->base);
+    free(*pw);
+    *pw = NULL;
+}
+
+int cal_workload_exact(const cal_workload *w) { return w ? w->exact : 0; }
+int cal_workload_count_calls(const cal_workload *w) { return w ? w->calls : 0; }
+
+int cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_tokens)
+{
+    *out = NULL;
+    if (n_tokens) *n_tokens = -1;
+    size_t prefix = w->prefix;
+    if (w->exact) {
+        int n;
+        int rc = count_prefix(w, index, prefix, &n);
+        if (rc) return rc;
+        if (n != w->cfg.prompt_tokens) {
+            /* this nonce tokenised differently: search near the base prefix */
+            int found = 0;
+            if ((rc = search(w, index, w->cfg.prompt_tokens, &prefix, &found))) return rc;
+            if (!found) {
+                if ((rc = count_prefix(w, index, prefix, &n))) return rc;
+                if (n_tokens) *n_tokens = n;
+                *out = build(w, index, prefix);
+                return *out ? CAL_OK : CAL_ENOMEM;
+            }
+        }
+        if (n_tokens) *n_tokens = w->cfg.prompt_tokens;
+    }
+    *out = build(w, index, prefix);
+    return *out ? CAL_OK : CAL_ENOMEM;
+}
