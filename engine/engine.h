@@ -43,6 +43,8 @@ int64_t cal_model_n_params(const cal_model_config *c);
 int64_t cal_model_decode_bytes_per_token(const cal_model_config *c);
 /* Multiply-add FLOPs (2 per MAC) for one token at context position pos. */
 double  cal_model_flops_per_token(const cal_model_config *c, int pos);
+/* KV cache bytes per token: 2 × layers × kv_heads × head_dim × 4 (F32). */
+int64_t cal_model_kv_bytes_per_token(const cal_model_config *c);
 
 typedef struct cal_engine cal_engine;
 
@@ -70,6 +72,16 @@ typedef struct cal_step_entry {
  * serves every sequence in the step (continuous batching's unit of work).
  * CAL_EINVAL for a slot/pos/token out of range or too many tokens. */
 int  cal_engine_step(cal_engine *e, const cal_step_entry *entries, int n_entries);
+/* Step rules beyond the ranges: a slot appears at most once per step, and pos
+ * is at most the number of positions the slot already holds (pos 0 starts the
+ * slot over; pos < held rewinds it). A failed step changes nothing. */
+
+/* The last failed step's reason, naming the field and the value
+ * ("slot: 9 is outside 0..7"); "" after a successful step. Owned by e. */
+const char *cal_engine_last_error(const cal_engine *e);
+/* The limits the engine was opened with. */
+int  cal_engine_max_seqs(const cal_engine *e);
+int  cal_engine_max_step_tokens(const cal_engine *e);
 
 /* Per-op profile: time, calls, FLOPs and bytes moved per op kind since open
  * or the last reset. JSON format documented in docs/profile.md. The string is
@@ -99,6 +111,13 @@ int  cal_tok_decode(const cal_tokenizer *t, cal_tok_state *st, int32_t id,
 /* Flush pending bytes at the end of a stream (as U+FFFD if incomplete). */
 int  cal_tok_flush(cal_tok_state *st, char *out, int cap);
 int  cal_tok_eos(const cal_tokenizer *t);   /* the end-of-sequence id */
+/* Bytes any single cal_tok_decode or cal_tok_flush call can write at most. */
+#define CAL_TOK_DECODE_MAX 32
+/* The raw bytes of one id (not UTF-8 checked; NULL for an id out of range).
+ * Concatenating the pieces of encode(s) gives s back byte for byte, even when
+ * s is not UTF-8. *len receives the length. Owned by t. */
+const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len);
+int  cal_tok_vocab(const cal_tokenizer *t);
 
 /* ---- sampler ----------------------------------------------------------- */
 typedef struct cal_sampler_params {
@@ -111,5 +130,9 @@ typedef struct cal_sampler_params {
 int32_t cal_sample(const float *logits, int vocab, const cal_sampler_params *p,
                    uint64_t *rng, void *scratch);
 size_t  cal_sample_scratch_bytes(int vocab);
+/* cal_sample with the engine's own scratch, timed as the "sampling" op of
+ * the profile. Same result as cal_sample; CAL_EINVAL for NULL arguments. */
+int32_t cal_engine_sample(cal_engine *e, const float *logits,
+                          const cal_sampler_params *p, uint64_t *rng);
 
 #endif

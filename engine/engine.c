@@ -1,0 +1,776 @@
+/* caliper reference engine — presets and shape arithmetic, the one-time
+ * allocation of weights / KV cache / activations, the batched forward step
+ * (dense projections through OpenBLAS, one weight pass per step for every
+ * sequence in it) and the per-op profile. */
+#include "engine/engine.h"
+#include "engine/internal.h"
+#include "engine/kernels.h"
+#include "caliper/clock.h"
+#include "caliper/error.h"
+#include <cblas.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- shapes ------------------------------------------------------------ */
+
+static const cal_model_config presets[] = {
+    /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed */
+    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42},
+    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42},
+    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42},
+    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42},
+};
+
+int cal_model_preset(const char *name, cal_model_config *out)
+{
+    if (!name || !out)
+        return CAL_EINVAL;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(presets[i].name, name) == 0) {
+            *out = presets[i];
+            return CAL_OK;
+        }
+    return CAL_ENOTFOUND;
+}
+
+static int64_t layer_params(const cal_model_config *c, int active_only)
+{
+    int64_t d = c->dim, hd = c->dim / c->n_heads;
+    int64_t qd = d, kvd = hd * c->n_kv_heads, f = c->ffn_dim;
+    int64_t p = 2 * d + d * (qd + 2 * kvd) + qd * d;
+    if (c->n_experts > 0) {
+        int64_t ne = active_only ? c->top_k : c->n_experts;
+        p += (int64_t)c->n_experts * d + ne * 3 * d * f;
+    } else {
+        p += 3 * d * f;
+    }
+    return p;
+}
+
+int cal_model_validate(const cal_model_config *c, const char **why)
+{
+    const char *w = NULL;
+    if (!c)
+        w = "config";
+    else if (c->dim < 2 || c->dim > 65536)
+        w = "dim";
+    else if (c->n_layers < 1 || c->n_layers > 1024)
+        w = "n_layers";
+    else if (c->n_heads < 1 || c->dim % c->n_heads != 0 || (c->dim / c->n_heads) % 2 != 0)
+        w = "n_heads";
+    else if (c->n_kv_heads < 1 || c->n_heads % c->n_kv_heads != 0)
+        w = "n_kv_heads";
+    else if (c->ffn_dim < 1 || c->ffn_dim > 1 << 20)
+        w = "ffn_dim";
+    else if (c->n_experts < 0 || c->n_experts > 1024)
+        w = "n_experts";
+    else if (c->n_experts > 0 ? (c->top_k < 1 || c->top_k > c->n_experts) : c->top_k != 0)
+        w = "top_k";
+    else if (c->vocab < 257 || c->vocab > 1 << 24)
+        w = "vocab";
+    else if (c->max_ctx < 1 || c->max_ctx > 1 << 20)
+        w = "max_ctx";
+    else if (c->tied_embeddings != 0 && c->tied_embeddings != 1)
+        w = "tied_embeddings";
+    else if (!(c->rope_theta > 1.0f) || !isfinite(c->rope_theta))
+        w = "rope_theta";
+    else if (!(c->norm_eps > 0.0f) || !(c->norm_eps < 1.0f))
+        w = "norm_eps";
+    else if (cal_model_n_params(c) > (int64_t)4 << 30)
+        w = "n_params";
+    if (why)
+        *why = w;
+    return w ? CAL_EINVAL : CAL_OK;
+}
+
+int64_t cal_model_n_params(const cal_model_config *c)
+{
+    int64_t emb = (int64_t)c->vocab * c->dim;
+    return emb * (c->tied_embeddings ? 1 : 2) + c->dim +
+           (int64_t)c->n_layers * layer_params(c, 0);
+}
+
+int64_t cal_model_decode_bytes_per_token(const cal_model_config *c)
+{
+    int64_t floats = (int64_t)c->n_layers * layer_params(c, 1) + c->dim /* final norm */
+                     + (int64_t)c->vocab * c->dim /* output projection */
+                     + c->dim /* one embedding row */;
+    return floats * (int64_t)sizeof(float);
+}
+
+int64_t cal_model_kv_bytes_per_token(const cal_model_config *c)
+{
+    int64_t hd = c->dim / c->n_heads;
+    return 2 * (int64_t)c->n_layers * c->n_kv_heads * hd * (int64_t)sizeof(float);
+}
+
+double cal_model_flops_per_token(const cal_model_config *c, int pos)
+{
+    double d = c->dim, hd = (double)c->dim / c->n_heads;
+    double qd = d, kvd = hd * c->n_kv_heads, f = c->ffn_dim;
+    double mac = d * (qd + 2 * kvd) + qd * d;      /* QKV and output projections */
+    mac += 2.0 * qd * (pos + 1);                   /* scores and weighted sum */
+    if (c->n_experts > 0)
+        mac += (double)c->n_experts * d + c->top_k * 3 * d * f;
+    else
+        mac += 3 * d * f;
+    return 2.0 * (c->n_layers * mac + (double)c->vocab * d);
+}
+
+/* ---- the engine -------------------------------------------------------- */
+
+enum {
+    OP_EMBED, OP_NORM, OP_ROPE, OP_ATTN, OP_PROJ, OP_ACT,
+    OP_ROUTER, OP_EXPERTS, OP_LOGITS, OP_SAMPLE, OP_COUNT
+};
+static const char *const op_names[OP_COUNT] = {
+    "embedding", "norm", "rope", "attention", "dense_proj", "activation",
+    "moe_router", "moe_experts", "logits", "sampling",
+};
+
+typedef struct op_prof {
+    int64_t ns, calls;
+    double  flops, bytes;
+} op_prof;
+
+typedef struct layer {
+    float *attn_norm, *wqkv, *wo, *ffn_norm, *w13, *w2, *router;
+} layer;
+
+struct cal_engine {
+    cal_model_config c;
+    int   max_seqs, max_step;
+    int   hd, qd, kvd, qkv_ld;     /* head_dim, q width, kv width, QKV row */
+    float *weights;                /* one allocation holding every tensor */
+    int64_t n_weights;
+    float *emb, *out, *final_norm; /* [vocab][dim], [vocab][dim], [dim] */
+    layer *layers;                 /* [n_layers] */
+    float *kcache, *vcache;        /* [n_layers][max_seqs][n_kv][max_ctx][hd] */
+    int   *slot_len;               /* [max_seqs] positions filled */
+    float *rope_cos, *rope_sin;    /* [max_ctx][hd/2] */
+    /* activations for the largest step: S = max_step tokens */
+    float *x, *xn;                 /* [S][dim] residual stream, normed */
+    float *qkv;                    /* [S][qkv_ld] */
+    float *att;                    /* [S][qd] */
+    float *h13;                    /* [S][2·ffn] */
+    float *act;                    /* [S][ffn] */
+    float *scores;                 /* [ATT_BLOCK][max_ctx] */
+    float *gin, *gout;             /* MoE gather/scatter [S][dim] */
+    float *rlogits, *rprobs;       /* [S][n_experts], [n_experts] */
+    int   *topi;                   /* [S][top_k] */
+    float *topw;                   /* [S][top_k] */
+    int   *elist;                  /* [n_experts][S] token rows per expert */
+    float *ewt;                    /* [n_experts][S] their weights */
+    int   *ecount;                 /* [n_experts] */
+    float *lhid;                   /* [max_seqs][dim] rows that want logits */
+    float *lout;                   /* [max_seqs][vocab] */
+    int   *lrow;                   /* [max_seqs] */
+    unsigned char *seen;           /* [max_seqs] duplicate-slot check */
+    void  *sscratch;               /* sampler scratch */
+    op_prof prof[OP_COUNT];
+    int64_t steps, step_tokens, step_ns;
+    char  err[160];
+};
+
+/* Q and K rows are drawn QK_GAIN times larger than V rows: sharper attention
+ * makes the output depend on position and context, not only on the last token. */
+#define QK_GAIN 2.0f
+#define ATT_BLOCK 64     /* query rows per attention GEMM block */
+#define ATT_GEMM_MIN 8   /* chunks at least this long use GEMM attention */
+
+static void *xalloc(size_t n)
+{
+    /* 64-byte alignment for the vector loads; zeroed so the KV cache pages
+     * are touched only when written. */
+    size_t r = (n + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, r ? r : 64);
+    if (p)
+        memset(p, 0, r ? r : 64);
+    return p;
+}
+
+const cal_model_config *cal_engine_config(const cal_engine *e)
+{
+    return e ? &e->c : NULL;
+}
+
+int cal_engine_max_seqs(const cal_engine *e) { return e ? e->max_seqs : 0; }
+int cal_engine_max_step_tokens(const cal_engine *e) { return e ? e->max_step : 0; }
+const char *cal_engine_last_error(const cal_engine *e) { return e ? e->err : ""; }
+
+static void fill(float *p, int64_t n, uint64_t key, float std)
+{
+    for (int64_t i = 0; i < n; i++)
+        p[i] = cal_k_normal_at(key, (uint64_t)i) * std;
+}
+
+static void fill_norm(float *p, int64_t n, uint64_t key)
+{
+    for (int64_t i = 0; i < n; i++)
+        p[i] = 1.0f + 0.1f * cal_k_normal_at(key, (uint64_t)i);
+}
+
+/* Weights are a pure function of (shape, seed): each tensor has its own key
+ * derived from the seed and the tensor's index. Fan-in scaling keeps each
+ * projection's output near unit variance; residual branches are damped by
+ * 1/sqrt(2·layers) so the stream stays bounded at any depth. */
+static void generate(cal_engine *e)
+{
+    const cal_model_config *c = &e->c;
+    uint64_t s = c->seed;
+    uint64_t tensor = 0;
+#define KEY() (s ^ cal_k_splitmix64(&(uint64_t){ (tensor++) * 0x632be59bd9b4e019ull }))
+    float emb_std = 2.0f / sqrtf((float)c->dim);
+    float branch = 1.0f / sqrtf(2.0f * c->n_layers);
+    int64_t d = c->dim, f = c->ffn_dim;
+    fill(e->emb, (int64_t)c->vocab * d, KEY(), emb_std);
+    uint64_t out_key = KEY();
+    if (!c->tied_embeddings)
+        fill(e->out, (int64_t)c->vocab * d, out_key, emb_std);
+    fill_norm(e->final_norm, d, KEY());
+    int ne = c->n_experts > 0 ? c->n_experts : 1;
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *L = &e->layers[l];
+        fill_norm(L->attn_norm, d, KEY());
+        uint64_t kq = KEY();
+        fill(L->wqkv, (int64_t)(e->qd + e->kvd) * d, kq, QK_GAIN / sqrtf((float)d));
+        fill(L->wqkv + (int64_t)(e->qd + e->kvd) * d, (int64_t)e->kvd * d, kq ^ 1,
+             1.0f / sqrtf((float)d));
+        fill(L->wo, d * e->qd, KEY(), branch / sqrtf((float)e->qd));
+        fill_norm(L->ffn_norm, d, KEY());
+        fill(L->w13, ne * 2 * f * d, KEY(), 1.0f / sqrtf((float)d));
+        fill(L->w2, ne * d * f, KEY(), branch / sqrtf((float)f));
+        if (L->router)
+            fill(L->router, (int64_t)c->n_experts * d, KEY(), 1.0f / sqrtf((float)d));
+    }
+#undef KEY
+}
+
+void cal_engine_close(cal_engine **pe)
+{
+    if (!pe || !*pe)
+        return;
+    cal_engine *e = *pe;
+    free(e->weights); free(e->layers); free(e->kcache); free(e->vcache);
+    free(e->slot_len); free(e->rope_cos); free(e->rope_sin);
+    free(e->x); free(e->xn); free(e->qkv); free(e->att); free(e->h13);
+    free(e->act); free(e->scores); free(e->gin); free(e->gout);
+    free(e->rlogits); free(e->rprobs); free(e->topi); free(e->topw);
+    free(e->elist); free(e->ewt); free(e->ecount); free(e->lhid);
+    free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch);
+    free(e);
+    *pe = NULL;
+}
+
+int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens,
+                    cal_engine **out)
+{
+    if (!out)
+        return CAL_EINVAL;
+    *out = NULL;
+    if (cal_model_validate(c, NULL) != CAL_OK)
+        return CAL_EINVAL;
+    if (max_seqs < 1 || max_seqs > 4096 || max_step_tokens < 1 ||
+        max_step_tokens > 1 << 16)
+        return CAL_EINVAL;
+    cal_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return CAL_ENOMEM;
+    e->c = *c;
+    e->c.name[sizeof e->c.name - 1] = 0;
+    e->max_seqs = max_seqs;
+    e->max_step = max_step_tokens;
+    e->hd = c->dim / c->n_heads;
+    e->qd = c->dim;
+    e->kvd = e->hd * c->n_kv_heads;
+    e->qkv_ld = e->qd + 2 * e->kvd;
+
+    int64_t d = c->dim, f = c->ffn_dim, V = c->vocab;
+    int ne = c->n_experts > 0 ? c->n_experts : 1;
+    /* every tensor rounded up to 16 floats so each starts 64-byte aligned */
+#define R16(n) ((((int64_t)(n)) + 15) & ~(int64_t)15)
+    int64_t per_layer = R16(d) * 2 + R16(e->qkv_ld * d) + R16(d * e->qd) +
+                        R16(ne * 2 * f * d) + R16(ne * d * f) +
+                        (c->n_experts > 0 ? R16(c->n_experts * d) : 0);
+    e->n_weights = R16(V * d) * (c->tied_embeddings ? 1 : 2) + R16(d) +
+                   per_layer * c->n_layers;
+    e->weights = xalloc((size_t)e->n_weights * sizeof(float));
+    e->layers = calloc((size_t)c->n_layers, sizeof(layer));
+    int64_t kv_floats = (int64_t)c->n_layers * max_seqs * e->kvd * c->max_ctx;
+    e->kcache = xalloc((size_t)kv_floats * sizeof(float));
+    e->vcache = xalloc((size_t)kv_floats * sizeof(float));
+    e->slot_len = calloc((size_t)max_seqs, sizeof(int));
+    e->rope_cos = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));
+    e->rope_sin = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));
+    int64_t S = max_step_tokens;
+    int nl = max_seqs < max_step_tokens ? max_seqs : max_step_tokens;
+    e->x = xalloc((size_t)(S * d) * sizeof(float));
+    e->xn = xalloc((size_t)(S * d) * sizeof(float));
+    e->qkv = xalloc((size_t)(S * e->qkv_ld) * sizeof(float));
+    e->att = xalloc((size_t)(S * e->qd) * sizeof(float));
+    e->h13 = xalloc((size_t)(S * 2 * f) * sizeof(float));
+    e->act = xalloc((size_t)(S * f) * sizeof(float));
+    e->scores = xalloc((size_t)ATT_BLOCK * c->max_ctx * sizeof(float));
+    e->lhid = xalloc((size_t)(nl * d) * sizeof(float));
+    e->lout = xalloc((size_t)((int64_t)nl * V) * sizeof(float));
+    e->lrow = calloc((size_t)nl, sizeof(int));
+    e->seen = calloc((size_t)max_seqs, 1);
+    e->sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
+    int ok = e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
+             e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
+             e->h13 && e->act && e->scores && e->lhid && e->lout && e->lrow &&
+             e->seen && e->sscratch;
+    if (ok && c->n_experts > 0) {
+        int E = c->n_experts, k = c->top_k;
+        e->gin = xalloc((size_t)(S * d) * sizeof(float));
+        e->gout = xalloc((size_t)(S * d) * sizeof(float));
+        e->rlogits = xalloc((size_t)(S * E) * sizeof(float));
+        e->rprobs = xalloc((size_t)E * sizeof(float));
+        e->topi = calloc((size_t)(S * k), sizeof(int));
+        e->topw = xalloc((size_t)(S * k) * sizeof(float));
+        e->elist = calloc((size_t)(E * S), sizeof(int));
+        e->ewt = xalloc((size_t)(E * S) * sizeof(float));
+        e->ecount = calloc((size_t)E, sizeof(int));
+        ok = e->gin && e->gout && e->rlogits && e->rprobs && e->topi && e->topw &&
+             e->elist && e->ewt && e->ecount;
+    }
+    if (!ok) {
+        cal_engine_close(&e);
+        return CAL_ENOMEM;
+    }
+
+    float *p = e->weights;
+#define TAKE(n) (p += R16(n), p - R16(n))
+    e->emb = TAKE(V * d);
+    e->out = c->tied_embeddings ? e->emb : TAKE(V * d);
+    e->final_norm = TAKE(d);
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *L = &e->layers[l];
+        L->attn_norm = TAKE(d);
+        L->wqkv = TAKE(e->qkv_ld * d);
+        L->wo = TAKE(d * e->qd);
+        L->ffn_norm = TAKE(d);
+        L->w13 = TAKE(ne * 2 * f * d);
+        L->w2 = TAKE(ne * d * f);
+        L->router = c->n_experts > 0 ? TAKE(c->n_experts * d) : NULL;
+    }
+#undef TAKE
+#undef R16
+    int half = e->hd / 2;
+    for (int pos = 0; pos < c->max_ctx; pos++)
+        for (int i = 0; i < half; i++) {
+            double fr = pow((double)c->rope_theta, -2.0 * i / e->hd);
+            e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
+            e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
+        }
+    generate(e);
+    *out = e;
+    return CAL_OK;
+}
+
+void cal_engine_weights(const cal_engine *e, cal_model_weights *m)
+{
+    m->embedding = e->emb;
+    m->output = e->out;
+    m->final_norm = e->final_norm;
+    m->n_layers = e->c.n_layers;
+}
+
+void cal_engine_layer_weights(const cal_engine *e, int l, cal_layer_weights *w)
+{
+    const layer *L = &e->layers[l];
+    w->attn_norm = L->attn_norm;
+    w->wqkv = L->wqkv;
+    w->wo = L->wo;
+    w->ffn_norm = L->ffn_norm;
+    w->w13 = L->w13;
+    w->w2 = L->w2;
+    w->router = L->router;
+}
+
+/* ---- the forward step -------------------------------------------------- */
+
+static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
+                            double bytes)
+{
+    op_prof *p = &e->prof[op];
+    p->ns += cal_now_ns() - t0;
+    p->calls++;
+    p->flops += flops;
+    p->bytes += bytes;
+}
+
+/* Y[M][out] (row stride ldy) = beta·Y + X[M][in] (row stride ldx) · W[out][in]ᵀ.
+ * One pass over W serves all M rows; M = 1 is a matrix-vector product. */
+static void matmul(float *y, int ldy, const float *x, int ldx, const float *w,
+                   int n_out, int n_in, int m, float beta)
+{
+    if (m == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_out, n_in, 1.0f, w, n_in, x,
+                    1, beta, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_out, n_in, 1.0f,
+                    x, ldx, w, n_in, beta, y, ldy);
+}
+
+static double mm_bytes(int n_out, int n_in, int m)
+{
+    return 4.0 * ((double)n_out * n_in + (double)m * (n_in + n_out));
+}
+
+static int fail(cal_engine *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof e->err, fmt, ap);
+    va_end(ap);
+    return CAL_EINVAL;
+}
+
+static int validate_step(cal_engine *e, const cal_step_entry *en, int n, int *total)
+{
+    if (n < 0 || n > e->max_seqs)
+        return fail(e, "n_entries: %d is outside 0..%d", n, e->max_seqs);
+    if (n > 0 && !en)
+        return fail(e, "entries: NULL with %d entries", n);
+    memset(e->seen, 0, (size_t)e->max_seqs);
+    int64_t t = 0;
+    for (int i = 0; i < n; i++) {
+        const cal_step_entry *s = &en[i];
+        if (s->slot < 0 || s->slot >= e->max_seqs)
+            return fail(e, "slot: %d is outside 0..%d", s->slot, e->max_seqs - 1);
+        if (e->seen[s->slot])
+            return fail(e, "slot: %d appears twice in one step (entry %d)", s->slot, i);
+        e->seen[s->slot] = 1;
+        if (s->n_tokens < 1 || !s->tokens)
+            return fail(e, "n_tokens: %d in entry %d (need >= 1 and tokens)", s->n_tokens, i);
+        if (s->pos < 0 || s->pos > e->slot_len[s->slot])
+            return fail(e, "pos: %d is beyond the %d cached positions of the slot",
+                        s->pos, e->slot_len[s->slot]);
+        if ((int64_t)s->pos + s->n_tokens > e->c.max_ctx)
+            return fail(e, "pos: %d + n_tokens exceeds max_ctx %d", s->pos, e->c.max_ctx);
+        for (int j = 0; j < s->n_tokens; j++)
+            if (s->tokens[j] < 0 || s->tokens[j] >= e->c.vocab)
+                return fail(e, "tokens: id %d is outside 0..%d", s->tokens[j],
+                            e->c.vocab - 1);
+        t += s->n_tokens;
+    }
+    if (t > e->max_step)
+        return fail(e, "n_tokens: %d in one step exceeds max_step_tokens %d", (int)t,
+                    e->max_step);
+    *total = (int)t;
+    return CAL_OK;
+}
+
+static float *kv_at(const cal_engine *e, float *cache, int l, int slot)
+{
+    return cache + (((size_t)l * e->max_seqs + slot) * e->c.n_kv_heads) *
+                       (size_t)e->c.max_ctx * e->hd;
+}
+
+/* Attention of a prefill chunk through GEMM: per head and per block of query
+ * rows, S = Q·Kᵀ over the cached positions the block can see, causal mask and
+ * softmax per row, then O = S·V. Blocks keep the masked waste near 1/8. */
+static void attention_chunk(cal_engine *e, int l, const cal_step_entry *s, int row0)
+{
+    const cal_model_config *c = &e->c;
+    int hd = e->hd, group = c->n_heads / c->n_kv_heads, n = s->n_tokens;
+    float scale = 1.0f / sqrtf((float)hd);
+    const float *kc = kv_at(e, e->kcache, l, s->slot);
+    const float *vc = kv_at(e, e->vcache, l, s->slot);
+    for (int h = 0; h < c->n_heads; h++) {
+        const float *kh = kc + (size_t)(h / group) * c->max_ctx * hd;
+        const float *vh = vc + (size_t)(h / group) * c->max_ctx * hd;
+        for (int b0 = 0; b0 < n; b0 += ATT_BLOCK) {
+            int nb = n - b0 < ATT_BLOCK ? n - b0 : ATT_BLOCK;
+            int P = s->pos + b0 + nb;
+            const float *q = e->qkv + (size_t)(row0 + b0) * e->qkv_ld + (size_t)h * hd;
+            float *o = e->att + (size_t)(row0 + b0) * e->qd + (size_t)h * hd;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, P, hd, scale, q,
+                        e->qkv_ld, kh, hd, 0.0f, e->scores, P);
+            for (int i = 0; i < nb; i++) {
+                float *row = e->scores + (size_t)i * P;
+                int valid = s->pos + b0 + i + 1;
+                cal_k_softmax(row, valid);
+                if (P > valid)
+                    memset(row + valid, 0, sizeof(float) * (size_t)(P - valid));
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, hd, P, 1.0f,
+                        e->scores, P, vh, hd, 0.0f, o, e->qd);
+        }
+    }
+}
+
+static void attention(cal_engine *e, int l, const cal_step_entry *en, int n_en)
+{
+    const cal_model_config *c = &e->c;
+    int64_t t0 = cal_now_ns();
+    double flops = 0, bytes = 0;
+    int row = 0;
+    for (int i = 0; i < n_en; i++) {
+        const cal_step_entry *s = &en[i];
+        float *kc = kv_at(e, e->kcache, l, s->slot);
+        float *vc = kv_at(e, e->vcache, l, s->slot);
+        /* append this step's keys and values to the cache */
+        for (int j = 0; j < s->n_tokens; j++) {
+            const float *r = e->qkv + (size_t)(row + j) * e->qkv_ld;
+            for (int g = 0; g < c->n_kv_heads; g++) {
+                size_t at = ((size_t)g * c->max_ctx + s->pos + j) * e->hd;
+                memcpy(kc + at, r + e->qd + (size_t)g * e->hd, sizeof(float) * e->hd);
+                memcpy(vc + at, r + e->qd + e->kvd + (size_t)g * e->hd,
+                       sizeof(float) * e->hd);
+            }
+        }
+        if (s->n_tokens >= ATT_GEMM_MIN) {
+            attention_chunk(e, l, s, row);
+        } else {
+            for (int j = 0; j < s->n_tokens; j++)
+                cal_k_attention(e->qkv + (size_t)(row + j) * e->qkv_ld, kc, vc,
+                                c->n_heads, c->n_kv_heads, e->hd, c->max_ctx,
+                                s->pos + j + 1, e->scores,
+                                e->att + (size_t)(row + j) * e->qd);
+        }
+        for (int j = 0; j < s->n_tokens; j++) {
+            double np = s->pos + j + 1;
+            flops += 4.0 * e->qd * np;
+            bytes += 4.0 * 2 * e->kvd * np;
+        }
+        row += s->n_tokens;
+    }
+    prof_add(e, OP_ATTN, t0, flops, bytes);
+}
+
+static void moe(cal_engine *e, const layer *L, int T)
+{
+    const cal_model_config *c = &e->c;
+    int E = c->n_experts, k = c->top_k, d = c->dim, f = c->ffn_dim;
+    int64_t t0 = cal_now_ns();
+    matmul(e->rlogits, E, e->xn, d, L->router, E, d, T, 0.0f);
+    memset(e->ecount, 0, sizeof(int) * (size_t)E);
+    for (int t = 0; t < T; t++) {
+        int *ti = e->topi + (size_t)t * k;
+        float *tw = e->topw + (size_t)t * k;
+        cal_k_route_topk(e->rlogits + (size_t)t * E, E, k, e->rprobs, ti, tw);
+        for (int j = 0; j < k; j++) {
+            int x = ti[j];
+            e->elist[(size_t)x * e->max_step + e->ecount[x]] = t;
+            e->ewt[(size_t)x * e->max_step + e->ecount[x]] = tw[j];
+            e->ecount[x]++;
+        }
+    }
+    prof_add(e, OP_ROUTER, t0, 2.0 * T * E * d, mm_bytes(E, d, T));
+
+    t0 = cal_now_ns();
+    double flops = 0, bytes = 0;
+    for (int x = 0; x < E; x++) {
+        int m = e->ecount[x];
+        if (m == 0)
+            continue;
+        const int *rows = e->elist + (size_t)x * e->max_step;
+        const float *wt = e->ewt + (size_t)x * e->max_step;
+        for (int i = 0; i < m; i++)
+            memcpy(e->gin + (size_t)i * d, e->xn + (size_t)rows[i] * d, sizeof(float) * d);
+        const float *w13 = L->w13 + (size_t)x * 2 * f * d;
+        const float *w2 = L->w2 + (size_t)x * d * f;
+        matmul(e->h13, 2 * f, e->gin, d, w13, 2 * f, d, m, 0.0f);
+        for (int i = 0; i < m; i++)
+            cal_k_swiglu(e->act + (size_t)i * f, e->h13 + (size_t)i * 2 * f,
+                         e->h13 + (size_t)i * 2 * f + f, f);
+        matmul(e->gout, d, e->act, f, w2, d, f, m, 0.0f);
+        for (int i = 0; i < m; i++)
+            cal_k_axpy(e->x + (size_t)rows[i] * d, wt[i], e->gout + (size_t)i * d, d);
+        flops += 2.0 * m * 3.0 * d * f;
+        bytes += mm_bytes(2 * f, d, m) + mm_bytes(d, f, m);
+    }
+    prof_add(e, OP_EXPERTS, t0, flops, bytes);
+}
+
+int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
+{
+    if (!e)
+        return CAL_EINVAL;
+    int T = 0;
+    int rc = validate_step(e, en, n_en, &T);
+    if (rc != CAL_OK)
+        return rc;
+    e->err[0] = 0;
+    if (T == 0)
+        return CAL_OK;
+    const cal_model_config *c = &e->c;
+    int d = c->dim, f = c->ffn_dim, hd = e->hd, half = hd / 2;
+    int64_t step0 = cal_now_ns();
+
+    int64_t t0 = cal_now_ns();
+    int row = 0;
+    for (int i = 0; i < n_en; i++)
+        for (int j = 0; j < en[i].n_tokens; j++, row++)
+            for (int k = 0, tk = en[i].tokens[j]; k < d; k++)
+                e->x[(size_t)row * d + k] = e->emb[(size_t)tk * d + k] * CAL_ENGINE_EMBED_SCALE;
+    prof_add(e, OP_EMBED, t0, 0, 8.0 * T * d);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const layer *L = &e->layers[l];
+        t0 = cal_now_ns();
+        for (int t = 0; t < T; t++)
+            cal_k_rmsnorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->attn_norm, d,
+                          c->norm_eps);
+        prof_add(e, OP_NORM, t0, 4.0 * T * d, 4.0 * (2.0 * T * d + d));
+
+        t0 = cal_now_ns();
+        matmul(e->qkv, e->qkv_ld, e->xn, d, L->wqkv, e->qkv_ld, d, T, 0.0f);
+        prof_add(e, OP_PROJ, t0, 2.0 * T * e->qkv_ld * d, mm_bytes(e->qkv_ld, d, T));
+
+        t0 = cal_now_ns();
+        row = 0;
+        for (int i = 0; i < n_en; i++)
+            for (int j = 0; j < en[i].n_tokens; j++, row++) {
+                size_t pr = (size_t)(en[i].pos + j) * half;
+                float *r = e->qkv + (size_t)row * e->qkv_ld;
+                cal_k_rope(r, c->n_heads, hd, e->rope_cos + pr, e->rope_sin + pr);
+                cal_k_rope(r + e->qd, c->n_kv_heads, hd, e->rope_cos + pr,
+                           e->rope_sin + pr);
+            }
+        prof_add(e, OP_ROPE, t0, 6.0 * T * (e->qd + e->kvd) / 2,
+                 8.0 * T * (e->qd + e->kvd));
+
+        attention(e, l, en, n_en);
+
+        t0 = cal_now_ns();
+        matmul(e->x, d, e->att, e->qd, L->wo, d, e->qd, T, 1.0f);
+        prof_add(e, OP_PROJ, t0, 2.0 * T * d * e->qd, mm_bytes(d, e->qd, T));
+
+        t0 = cal_now_ns();
+        for (int t = 0; t < T; t++)
+            cal_k_rmsnorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ffn_norm, d,
+                          c->norm_eps);
+        prof_add(e, OP_NORM, t0, 4.0 * T * d, 4.0 * (2.0 * T * d + d));
+
+        if (c->n_experts > 0) {
+            moe(e, L, T);
+        } else {
+            t0 = cal_now_ns();
+            matmul(e->h13, 2 * f, e->xn, d, L->w13, 2 * f, d, T, 0.0f);
+            prof_add(e, OP_PROJ, t0, 2.0 * T * 2 * f * d, mm_bytes(2 * f, d, T));
+            t0 = cal_now_ns();
+            for (int t = 0; t < T; t++)
+                cal_k_swiglu(e->act + (size_t)t * f, e->h13 + (size_t)t * 2 * f,
+                             e->h13 + (size_t)t * 2 * f + f, f);
+            prof_add(e, OP_ACT, t0, 4.0 * T * f, 12.0 * T * f);
+            t0 = cal_now_ns();
+            matmul(e->x, d, e->act, f, L->w2, d, f, T, 1.0f);
+            prof_add(e, OP_PROJ, t0, 2.0 * T * d * f, mm_bytes(d, f, T));
+        }
+    }
+
+    /* final norm and logits only for the rows that asked for them */
+    t0 = cal_now_ns();
+    int nl = 0;
+    row = 0;
+    for (int i = 0; i < n_en; i++) {
+        row += en[i].n_tokens;
+        if (en[i].logits) {
+            cal_k_rmsnorm(e->lhid + (size_t)nl * d, e->x + (size_t)(row - 1) * d,
+                          e->final_norm, d, c->norm_eps);
+            e->lrow[nl++] = i;
+        }
+    }
+    prof_add(e, OP_NORM, t0, 4.0 * nl * d, 4.0 * (2.0 * nl * d + d));
+    if (nl > 0) {
+        t0 = cal_now_ns();
+        if (nl == 1) {
+            matmul(en[e->lrow[0]].logits, c->vocab, e->lhid, d, e->out, c->vocab, d, 1,
+                   0.0f);
+        } else {
+            matmul(e->lout, c->vocab, e->lhid, d, e->out, c->vocab, d, nl, 0.0f);
+            for (int i = 0; i < nl; i++)
+                memcpy(en[e->lrow[i]].logits, e->lout + (size_t)i * c->vocab,
+                       sizeof(float) * (size_t)c->vocab);
+        }
+        prof_add(e, OP_LOGITS, t0, 2.0 * nl * c->vocab * d, mm_bytes(c->vocab, d, nl));
+    }
+    for (int i = 0; i < n_en; i++)
+        e->slot_len[en[i].slot] = en[i].pos + en[i].n_tokens;
+    e->steps++;
+    e->step_tokens += T;
+    e->step_ns += cal_now_ns() - step0;
+    return CAL_OK;
+}
+
+int32_t cal_engine_sample(cal_engine *e, const float *logits,
+                          const cal_sampler_params *p, uint64_t *rng)
+{
+    if (!e || !logits || !p || !rng)
+        return CAL_EINVAL;
+    int64_t t0 = cal_now_ns();
+    int32_t id = cal_sample(logits, e->c.vocab, p, rng, e->sscratch);
+    prof_add(e, OP_SAMPLE, t0, 0, 4.0 * e->c.vocab);
+    return id;
+}
+
+/* ---- profile ----------------------------------------------------------- */
+
+void cal_engine_profile_reset(cal_engine *e)
+{
+    if (!e)
+        return;
+    memset(e->prof, 0, sizeof e->prof);
+    e->steps = e->step_tokens = e->step_ns = 0;
+}
+
+char *cal_engine_profile_json(const cal_engine *e)
+{
+    if (!e)
+        return NULL;
+    const cal_model_config *c = &e->c;
+    json_t *root = json_object();
+    json_t *model = json_object();
+    json_t *ops = json_array();
+    if (!root || !model || !ops) {
+        json_decref(root); json_decref(model); json_decref(ops);
+        return NULL;
+    }
+    json_object_set_new(model, "name", json_string(c->name));
+    json_object_set_new(model, "dim", json_integer(c->dim));
+    json_object_set_new(model, "n_layers", json_integer(c->n_layers));
+    json_object_set_new(model, "n_heads", json_integer(c->n_heads));
+    json_object_set_new(model, "n_kv_heads", json_integer(c->n_kv_heads));
+    json_object_set_new(model, "ffn_dim", json_integer(c->ffn_dim));
+    json_object_set_new(model, "n_experts", json_integer(c->n_experts));
+    json_object_set_new(model, "top_k", json_integer(c->top_k));
+    json_object_set_new(model, "vocab", json_integer(c->vocab));
+    json_object_set_new(model, "max_ctx", json_integer(c->max_ctx));
+    json_object_set_new(model, "n_params", json_integer(cal_model_n_params(c)));
+    json_object_set_new(model, "decode_bytes_per_token",
+                        json_integer(cal_model_decode_bytes_per_token(c)));
+    int64_t covered = 0;
+    for (int i = 0; i < OP_COUNT; i++) {
+        const op_prof *p = &e->prof[i];
+        if (i != OP_SAMPLE)
+            covered += p->ns;
+        json_t *o = json_object();
+        json_object_set_new(o, "op", json_string(op_names[i]));
+        json_object_set_new(o, "calls", json_integer(p->calls));
+        json_object_set_new(o, "time_ns", json_integer(p->ns));
+        json_object_set_new(o, "flops", json_real(p->flops));
+        json_object_set_new(o, "bytes", json_real(p->bytes));
+        json_object_set_new(o, "share_of_step",
+                            json_real(e->step_ns > 0 && i != OP_SAMPLE
+                                          ? (double)p->ns / (double)e->step_ns : 0.0));
+        json_array_append_new(ops, o);
+    }
+    json_object_set_new(root, "format", json_string("caliper.engine.profile/1"));
+    json_object_set_new(root, "model", model);
+    json_object_set_new(root, "steps", json_integer(e->steps));
+    json_object_set_new(root, "tokens", json_integer(e->step_tokens));
+    json_object_set_new(root, "step_time_ns", json_integer(e->step_ns));
+    json_object_set_new(root, "unattributed_ns",
+                        json_integer(e->step_ns > covered ? e->step_ns - covered : 0));
+    json_object_set_new(root, "ops", ops);
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return s;
+}

@@ -1,0 +1,35 @@
+/* caliper reference engine — read-only views of an open engine's weights and
+ * KV cache, for the engine's own unit tests (a naive whole-model reference
+ * recomputes the forward pass from the same tensors). Not installed. */
+#ifndef CALIPER_ENGINE_INTERNAL_H
+#define CALIPER_ENGINE_INTERNAL_H
+#include "engine/engine.h"
+
+/* The embedding row enters the residual stream scaled by this. With tied
+ * embeddings an unscaled row would make every token vote for itself in the
+ * logits and greedy output would collapse into repeats; the first RMSNorm is
+ * scale-invariant, so the layers still see the token in full. */
+#define CAL_ENGINE_EMBED_SCALE 0.1f
+
+typedef struct cal_layer_weights {
+    const float *attn_norm;  /* [dim] */
+    const float *wqkv;       /* [q_dim + 2·kv_dim][dim]: Q rows, then K, then V */
+    const float *wo;         /* [dim][q_dim] */
+    const float *ffn_norm;   /* [dim] */
+    const float *w13;        /* dense: [2·ffn][dim], gate rows then up rows;
+                                MoE: [n_experts][2·ffn][dim] */
+    const float *w2;         /* dense: [dim][ffn]; MoE: [n_experts][dim][ffn] */
+    const float *router;     /* MoE: [n_experts][dim]; NULL when dense */
+} cal_layer_weights;
+
+typedef struct cal_model_weights {
+    const float *embedding;  /* [vocab][dim] */
+    const float *output;     /* [vocab][dim]; == embedding when tied */
+    const float *final_norm; /* [dim] */
+    int n_layers;
+} cal_model_weights;
+
+void cal_engine_weights(const cal_engine *e, cal_model_weights *m);
+void cal_engine_layer_weights(const cal_engine *e, int layer, cal_layer_weights *w);
+
+#endif

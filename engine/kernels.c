@@ -1,0 +1,168 @@
+/* caliper reference engine — element-wise kernels (RMSNorm, RoPE, softmax,
+ * SwiGLU), the attention inner loops over the KV cache, MoE top-k routing,
+ * and the counter-based random numbers behind the synthetic weights.
+ * Matrix products are not here: they go through OpenBLAS in engine.c. */
+#include "engine/kernels.h"
+#include <math.h>
+#include <string.h>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+uint64_t cal_k_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float cal_k_normal_at(uint64_t key, uint64_t i)
+{
+    uint64_t s = key + i * 0x9e3779b97f4a7c15ull;
+    uint64_t z = cal_k_splitmix64(&s);
+    /* Irwin–Hall(4): sum of four uniforms has mean 2, variance 1/3. */
+    float u = (float)(z & 0xffff) + (float)((z >> 16) & 0xffff) +
+              (float)((z >> 32) & 0xffff) + (float)(z >> 48);
+    u = (u + 2.0f) * (1.0f / 65536.0f);
+    return (u - 2.0f) * 1.7320508f;
+}
+
+float cal_k_dot(const float *a, const float *b, int n)
+{
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    }
+    for (; i + 16 <= n; i += 16)
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+#elif defined(__AVX2__)
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    s0 = _mm256_add_ps(s0, s1);
+    float t[8];
+    _mm256_storeu_ps(t, s0);
+    float s = t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+#else
+    float s = 0;
+#endif
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+void cal_k_axpy(float *y, float a, const float *x, int n)
+{
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 va = _mm512_set1_ps(a);
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i),
+                                                _mm512_loadu_ps(y + i)));
+#elif defined(__AVX2__)
+    __m256 va = _mm256_set1_ps(a);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i),
+                                                _mm256_loadu_ps(y + i)));
+#endif
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+void cal_k_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    float ss = cal_k_dot(x, x, n);
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] * r * w[i];
+}
+
+void cal_k_softmax(float *x, int n)
+{
+    if (n <= 0)
+        return;
+    float m = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > m)
+            m = x[i];
+    float s = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    float r = 1.0f / s;
+    for (int i = 0; i < n; i++)
+        x[i] *= r;
+}
+
+void cal_k_rope(float *v, int n_heads, int head_dim, const float *cos_t,
+                const float *sin_t)
+{
+    int half = head_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *p = v + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            float a = p[2 * i], b = p[2 * i + 1];
+            p[2 * i]     = a * cos_t[i] - b * sin_t[i];
+            p[2 * i + 1] = a * sin_t[i] + b * cos_t[i];
+        }
+    }
+}
+
+void cal_k_swiglu(float *out, const float *gate, const float *up, int n)
+{
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void cal_k_attention(const float *q, const float *k, const float *v,
+                     int n_heads, int n_kv, int head_dim, int kv_stride,
+                     int n_pos, float *scores, float *out)
+{
+    int group = n_heads / n_kv;
+    float scale = 1.0f / sqrtf((float)head_dim);
+    for (int h = 0; h < n_heads; h++) {
+        const float *qh = q + (size_t)h * head_dim;
+        const float *kh = k + (size_t)(h / group) * kv_stride * head_dim;
+        const float *vh = v + (size_t)(h / group) * kv_stride * head_dim;
+        float *oh = out + (size_t)h * head_dim;
+        for (int j = 0; j < n_pos; j++)
+            scores[j] = cal_k_dot(qh, kh + (size_t)j * head_dim, head_dim) * scale;
+        cal_k_softmax(scores, n_pos);
+        memset(oh, 0, sizeof(float) * (size_t)head_dim);
+        for (int j = 0; j < n_pos; j++)
+            cal_k_axpy(oh, scores[j], vh + (size_t)j * head_dim, head_dim);
+    }
+}
+
+void cal_k_route_topk(const float *logits, int n, int top_k, float *probs,
+                      int *idx, float *w)
+{
+    memcpy(probs, logits, sizeof(float) * (size_t)n);
+    cal_k_softmax(probs, n);
+    float sum = 0;
+    for (int j = 0; j < top_k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++)
+                taken |= idx[t] == i;
+            if (!taken && (best < 0 || probs[i] > probs[best]))
+                best = i;
+        }
+        idx[j] = best;
+        w[j] = probs[best];
+        sum += probs[best];
+    }
+    for (int j = 0; j < top_k; j++)
+        w[j] /= sum;
+}
