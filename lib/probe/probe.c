@@ -757,6 +757,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         }
         for (; next < n; next++) {
             results[next].status = CAL_REQ_CANCELLED;
+            results[next].error = dup_msg(why, strlen(why));
             r.done++;
         }
         if (progress) progress(ud, r.done, n);

@@ -1,0 +1,412 @@
+/* The probe against a misbehaving server over real loopback sockets
+ * (tests/helpers/faultserver): each fault ends in its one status, the counts
+ * add up, nothing hangs (short idle/connect timeouts); load shapes, stop and
+ * deadline; and `caliper serve --preset tiny` when that binary starts. */
+#include <arpa/inet.h>
+#include <libgen.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "caliper/clock.h"
+#include "caliper/error.h"
+#include "caliper/probe.h"
+
+static char g_bindir[4096];
+static pid_t g_server = -1;
+static int g_port;
+
+/* Start argv[0] with stdout on a pipe; read until a line holds the port (after
+ * `prefix`), up to timeout_ms. Returns the pid or -1. */
+static pid_t spawn_port(char *const argv[], const char *prefix, int timeout_ms, int *port)
+{
+    int pfd[2];
+    if (pipe(pfd)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char buf[4096];
+    size_t len = 0;
+    int64_t end = cal_now_ns() + (int64_t)timeout_ms * 1000000;
+    *port = 0;
+    while (cal_now_ns() < end && len < sizeof buf - 1) {
+        fd_set rs;
+        FD_ZERO(&rs);
+        FD_SET(pfd[0], &rs);
+        struct timeval tv = { 0, 50000 };
+        if (select(pfd[0] + 1, &rs, NULL, NULL, &tv) <= 0) continue;
+        ssize_t r = read(pfd[0], buf + len, sizeof buf - 1 - len);
+        if (r <= 0) break;
+        len += (size_t)r;
+        buf[len] = '\0';
+        char *at = strstr(buf, prefix);
+        if (at && strchr(at, '\n')) { *port = atoi(at + strlen(prefix)); break; }
+    }
+    close(pfd[0]);
+    if (*port <= 0) { kill(pid, SIGKILL); waitpid(pid, NULL, 0); return -1; }
+    return pid;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/helpers/faultserver", g_bindir);
+    char *argv[] = { path, NULL };
+    signal(SIGPIPE, SIG_IGN);
+    g_server = spawn_port(argv, "port ", 5000, &g_port);
+    return g_server > 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_server > 0) { kill(g_server, SIGTERM); waitpid(g_server, NULL, 0); }
+    return 0;
+}
+
+typedef struct outcome {
+    int count[CAL_REQ_N_STATUS];
+    int rc;
+    int64_t wall_ns;
+    cal_probe_stats st;
+} outcome;
+
+static outcome run_mode(const char *mode, cal_api api, size_t n, int conc, double rate,
+                        int64_t idle_ms, cal_req_result *res, const cal_request *reqs_in,
+                        int64_t deadline_ns, volatile int *stop,
+                        cal_probe_progress_fn prog, void *ud)
+{
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/%s", g_port, mode);
+    cal_probe_config cfg = {
+        .base_url = url, .api = api, .model = "m", .ignore_eos = 1,
+        .connect_timeout_ns = 1000000000, .idle_timeout_ns = idle_ms * 1000000,
+        .keep_chunks = 1, .keep_text = 1,
+    };
+    cal_probe *p = NULL;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
+    cal_request *reqs = malloc(n * sizeof *reqs);
+    for (size_t i = 0; i < n; i++)
+        reqs[i] = reqs_in ? reqs_in[i] : (cal_request){ .prompt = "Say something.", .max_tokens = 8 };
+    cal_load load = { .concurrency = conc, .rate = rate, .seed = 7, .deadline_ns = deadline_ns };
+    outcome o;
+    memset(&o, 0, sizeof o);
+    int64_t t0 = cal_now_ns();
+    o.rc = cal_probe_run(p, reqs, n, &load, res, stop, prog, ud, &o.st);
+    o.wall_ns = cal_now_ns() - t0;
+    int total = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true((unsigned)res[i].status < CAL_REQ_N_STATUS);
+        o.count[res[i].status]++;
+        total++;
+        /* every non-ok request says why */
+        if (res[i].status != CAL_REQ_OK) assert_non_null(res[i].error);
+    }
+    assert_int_equal(total, (int)n);             /* the counts add up */
+    free(reqs);
+    cal_probe_close(&p);
+    assert_null(p);
+    return o;
+}
+
+static void free_all(cal_req_result *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) cal_req_result_free(&r[i]);
+}
+
+static void expect_all(const char *mode, cal_api api, cal_req_status want, int64_t idle_ms)
+{
+    cal_req_result res[4];
+    outcome o = run_mode(mode, api, 4, 2, 0, idle_ms, res, NULL, 0, NULL, NULL, NULL);
+    if (o.count[want] != 4) {
+        fail_msg("mode %s: %d of 4 ended %s; first: %s (%s, http %d)", mode, o.count[want],
+                 cal_req_status_name(want), cal_req_status_name(res[0].status),
+                 res[0].error ? res[0].error : "-", res[0].http_status);
+    }
+    assert_int_equal(o.rc, CAL_OK);
+    /* nothing hangs: far less than the test's own limits */
+    assert_true(o.wall_ns < 5000000000LL);
+    free_all(res, 4);
+}
+
+static void test_normal_completions_and_chat(void **state)
+{
+    (void)state;
+    for (int api = 0; api < 2; api++) {
+        cal_req_result res[6];
+        outcome o = run_mode("normal", (cal_api)api, 6, 3, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+        assert_int_equal(o.count[CAL_REQ_OK], 6);
+        for (int i = 0; i < 6; i++) {
+            cal_req_result *r = &res[i];
+            assert_int_equal(r->http_status, 200);
+            assert_int_equal(r->output_tokens, 8);
+            assert_int_equal(r->tok_source, CAL_TOKSRC_USAGE);
+            assert_int_equal(r->prompt_tokens, 5);
+            /* the chat role-only chunk is not a token chunk */
+            assert_int_equal(r->n_chunks, 8);
+            assert_string_equal(r->text, "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 ");
+            assert_true(r->sched_ns <= r->send_ns);
+            assert_true(r->send_ns < r->first_byte_ns);
+            assert_true(r->first_byte_ns <= r->first_token_ns);
+            assert_true(r->first_token_ns < r->last_token_ns);
+            assert_true(r->last_token_ns <= r->end_ns);
+            assert_true(r->first_token_ns == r->chunk_ns[0]);
+            for (int k = 1; k < r->n_chunks; k++) {
+                /* the server spaces chunks 2 ms apart; stamps follow them */
+                assert_true(r->chunk_ns[k] - r->chunk_ns[k - 1] >= 1000000);
+            }
+            assert_null(r->error);
+        }
+        assert_true(o.st.chunks >= 6 * 10);
+        assert_true(o.st.cpu_ns > 0 && o.st.wall_ns > 0);
+        assert_int_equal(o.st.max_in_flight, 3);
+        assert_true(o.st.send_lag_p99_ms >= 0 && o.st.send_lag_p99_ms < 50);
+        free_all(res, 6);
+    }
+}
+
+static void test_drip_feed_parses(void **state)
+{
+    (void)state;
+    cal_req_result res[2];
+    outcome o = run_mode("drip", CAL_API_CHAT, 2, 2, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(res[i].n_chunks, 8);
+        assert_int_equal(res[i].output_tokens, 8);
+        assert_string_equal(res[i].text, "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 ");
+    }
+    free_all(res, 2);
+}
+
+static void test_faults(void **state)
+{
+    (void)state;
+    expect_all("truncate", CAL_API_COMPLETIONS, CAL_REQ_STREAM_ERROR, 2000);
+    expect_all("truncchunk", CAL_API_COMPLETIONS, CAL_REQ_STREAM_ERROR, 2000);
+    expect_all("reset", CAL_API_CHAT, CAL_REQ_STREAM_ERROR, 2000);
+    expect_all("resetearly", CAL_API_CHAT, CAL_REQ_CONNECT_ERROR, 2000);
+    expect_all("garbage", CAL_API_COMPLETIONS, CAL_REQ_STREAM_ERROR, 2000);
+    expect_all("garbagehttp", CAL_API_COMPLETIONS, CAL_REQ_STREAM_ERROR, 2000);
+    expect_all("nodone", CAL_API_COMPLETIONS, CAL_REQ_STREAM_ERROR, 2000);
+    expect_all("finishnodone", CAL_API_CHAT, CAL_REQ_OK, 2000);
+    expect_all("errorevent", CAL_API_CHAT, CAL_REQ_STREAM_ERROR, 2000);
+    expect_all("keepalive", CAL_API_CHAT, CAL_REQ_OK, 2000);
+    expect_all("hang", CAL_API_COMPLETIONS, CAL_REQ_TIMEOUT, 300);
+    expect_all("slowfirst", CAL_API_COMPLETIONS, CAL_REQ_TIMEOUT, 150);
+    expect_all("slowfirst", CAL_API_COMPLETIONS, CAL_REQ_OK, 1000);
+}
+
+static void test_http_errors_keep_status_and_body(void **state)
+{
+    (void)state;
+    const char *modes[] = { "429", "500" };
+    int codes[] = { 429, 500 };
+    const char *words[] = { "rate limit reached", "engine died" };
+    for (int m = 0; m < 2; m++) {
+        cal_req_result res[3];
+        outcome o = run_mode(modes[m], CAL_API_COMPLETIONS, 3, 1, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+        assert_int_equal(o.count[CAL_REQ_HTTP_ERROR], 3);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(res[i].http_status, codes[m]);
+            assert_non_null(strstr(res[i].error, words[m]));
+        }
+        free_all(res, 3);
+    }
+}
+
+static void test_json_and_llama_timings(void **state)
+{
+    (void)state;
+    cal_req_result res[2];
+    outcome o = run_mode("json", CAL_API_CHAT, 2, 1, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 2);
+    assert_int_equal(res[0].output_tokens, 2);
+    assert_int_equal(res[0].tok_source, CAL_TOKSRC_USAGE);
+    assert_string_equal(res[0].text, "hello world");
+    assert_true(res[0].first_token_ns == res[0].end_ns);
+    free_all(res, 2);
+    o = run_mode("llama", CAL_API_CHAT, 2, 2, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 2);
+    /* no usage in this shape: tokens are counted chunks, and say so */
+    assert_int_equal(res[1].tok_source, CAL_TOKSRC_CHUNKS);
+    assert_int_equal(res[1].output_tokens, 8);
+    assert_true(res[1].server_decode_ms == 40.0);
+    assert_true(res[1].server_prefill_ms == 12.5);
+    assert_int_equal(res[1].server_decode_tokens, 8);
+    free_all(res, 2);
+}
+
+static void test_connection_refused(void **state)
+{
+    (void)state;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    close(fd);                                   /* nobody listens there now */
+    int saved = g_port;
+    g_port = ntohs(a.sin_port);
+    expect_all("normal", CAL_API_COMPLETIONS, CAL_REQ_CONNECT_ERROR, 2000);
+    g_port = saved;
+}
+
+static void test_open_loop_poisson(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    cal_req_result res[N];
+    outcome o = run_mode("normal", CAL_API_COMPLETIONS, N, 0, 400.0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], N);
+    /* arrivals are scheduled ahead, increasing, and the run spans them:
+     * mean gap 2.5 ms, so 40 arrivals take about 100 ms */
+    for (int i = 1; i < N; i++) assert_true(res[i].sched_ns >= res[i - 1].sched_ns);
+    double span_ms = (double)(res[N - 1].sched_ns - res[0].sched_ns) / 1e6;
+    assert_true(span_ms > 20 && span_ms < 500);
+    for (int i = 0; i < N; i++) assert_true(res[i].send_ns >= res[i].sched_ns);
+    /* with no in-flight cap, requests overlap (each lasts ≥ 16 ms) */
+    assert_true(o.st.max_in_flight > 1);
+    int64_t off[N];
+    for (int i = 0; i < N; i++) off[i] = res[i].sched_ns - res[0].sched_ns;
+    free_all(res, N);
+    /* the same seed gives the same schedule */
+    run_mode("normal", CAL_API_COMPLETIONS, N, 0, 400.0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    for (int i = 0; i < N; i++) assert_true(res[i].sched_ns - res[0].sched_ns == off[i]);
+    free_all(res, N);
+}
+
+static void stop_after_three(void *ud, size_t done, size_t total)
+{
+    (void)total;
+    if (done >= 3) *(volatile int *)ud = 1;
+}
+
+static void test_stop_and_deadline(void **state)
+{
+    (void)state;
+    enum { N = 20 };
+    cal_req_result res[N];
+    volatile int stop = 0;
+    outcome o = run_mode("normal", CAL_API_COMPLETIONS, N, 2, 0, 2000, res, NULL, 0, &stop,
+                         stop_after_three, (void *)&stop);
+    assert_int_equal(o.rc, CAL_ECANCEL);
+    assert_true(o.count[CAL_REQ_OK] >= 3 && o.count[CAL_REQ_OK] < N);
+    assert_int_equal(o.count[CAL_REQ_OK] + o.count[CAL_REQ_CANCELLED], N);
+    assert_int_equal(res[N - 1].status, CAL_REQ_CANCELLED);
+    assert_int_equal(res[N - 1].send_ns, 0);          /* never sent */
+    free_all(res, N);
+    /* deadline: a hanging server, in-flight and unsent end as cancelled */
+    int64_t dl = cal_now_ns() + 200000000;
+    o = run_mode("hang", CAL_API_COMPLETIONS, N, 4, 0, 5000, res, NULL, dl, NULL, NULL, NULL);
+    assert_int_equal(o.rc, CAL_OK);
+    assert_int_equal(o.count[CAL_REQ_CANCELLED], N);
+    assert_true(o.wall_ns < 1000000000);
+    int sent = 0;
+    for (int i = 0; i < N; i++) sent += res[i].send_ns != 0;
+    assert_int_equal(sent, 4);
+    free_all(res, N);
+}
+
+static void test_bad_config(void **state)
+{
+    (void)state;
+    cal_probe *p = NULL;
+    cal_probe_config cfg = { .base_url = "http://127.0.0.1:1", .extra_body = "[1]" };
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_EINVAL);     /* not an object */
+    assert_null(p);
+    cfg.extra_body = "{\"temperature\":0}";
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
+    cal_request rq = { .prompt = "\xff\xfe not utf-8", .max_tokens = 4 };
+    cal_req_result r;
+    cal_load closed0 = { .concurrency = 0 };
+    assert_int_equal(cal_probe_run(p, &rq, 1, &closed0, &r, NULL, NULL, NULL, NULL), CAL_EINVAL);
+    cal_load one = { .concurrency = 1 };
+    assert_int_equal(cal_probe_run(p, &rq, 1, &one, &r, NULL, NULL, NULL, NULL), CAL_EINVAL);
+    assert_int_equal(r.status, CAL_REQ_CANCELLED);               /* still a status */
+    cal_probe_close(&p);
+    cfg.base_url = NULL;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_EINVAL);
+}
+
+static void test_many_streams(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    cal_req_result *res = calloc(N, sizeof *res);
+    outcome o = run_mode("normal", CAL_API_COMPLETIONS, N, 100, 0, 3000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], N);
+    assert_int_equal(o.st.max_in_flight, 100);
+    free_all(res, N);
+    free(res);
+}
+
+/* The built-in engine, when this build has it. */
+static void test_against_caliper_serve(void **state)
+{
+    (void)state;
+    char bin[4200];
+    snprintf(bin, sizeof bin, "%s/../caliper", g_bindir);
+    char *argv[] = { bin, "serve", "--port", "0", "--preset", "tiny", NULL };
+    int port = 0;
+    pid_t pid = access(bin, X_OK) == 0 ? spawn_port(argv, "http://127.0.0.1:", 15000, &port) : -1;
+    if (pid < 0) {
+        print_message("# SKIP caliper serve --preset tiny did not start in this build\n");
+        skip();
+        return;
+    }
+    int saved = g_port;
+    g_port = port;
+    cal_req_result res[4];
+    outcome o = run_mode("", CAL_API_COMPLETIONS, 4, 2, 0, 20000, res, NULL, 0, NULL, NULL, NULL);
+    g_port = saved;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    if (o.count[CAL_REQ_OK] != 4)
+        fail_msg("caliper serve: %d of 4 ok; first %s: %s", o.count[CAL_REQ_OK],
+                 cal_req_status_name(res[0].status), res[0].error ? res[0].error : "-");
+    for (int i = 0; i < 4; i++) {
+        assert_true(res[i].output_tokens > 0 && res[i].output_tokens <= 8);
+        assert_true(res[i].n_chunks > 0);
+        assert_true(res[i].first_token_ns > res[i].send_ns);
+    }
+    free_all(res, 4);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", argv[0]);
+    snprintf(g_bindir, sizeof g_bindir, "%s", dirname(tmp));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_normal_completions_and_chat),
+        cmocka_unit_test(test_drip_feed_parses),
+        cmocka_unit_test(test_faults),
+        cmocka_unit_test(test_http_errors_keep_status_and_body),
+        cmocka_unit_test(test_json_and_llama_timings),
+        cmocka_unit_test(test_connection_refused),
+        cmocka_unit_test(test_open_loop_poisson),
+        cmocka_unit_test(test_stop_and_deadline),
+        cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_many_streams),
+        cmocka_unit_test(test_against_caliper_serve),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
