@@ -1,0 +1,244 @@
+/* caliper — results as compare and report see them, the comparison that
+ * refuses ratios across protocols, and the report writers (HTML with inline
+ * SVG, Markdown, CSV, JSON).
+ *
+ * A result is one measured run (or one foreign tool's file): who was measured,
+ * where, by what, plus its summary cells. A cell is one protocol setting
+ * (a shot range, a concurrency cell, a prompt-length point) with its
+ * fingerprint, its summary numbers and, where they exist, the samples behind
+ * them. One table of metrics (cal_metric_info) drives every output, so the
+ * terminal, CSV, JSON and HTML cannot disagree.
+ *
+ * Ownership: a cal_result owns all its arrays; cal_result_free releases them
+ * and NULLs the caller's pointer. Writers append to a caller-owned cal_buf
+ * and never print. */
+#ifndef CALIPER_REPORT_H
+#define CALIPER_REPORT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "caliper/buf.h"
+#include "caliper/fingerprint.h"
+
+/* ---- the metric schema ---------------------------------------------------- */
+
+/* Sample series a cell may carry (the values behind its summary numbers). */
+typedef enum cal_series {
+    CAL_S_AGG_TOKS = 0,  /* per-shot aggregate output tok/s */
+    CAL_S_REQ_TOKS,      /* per-request output tok/s (tokens ÷ own duration) */
+    CAL_S_PREFILL_TOKS,  /* per-request or per-shot prefill tok/s */
+    CAL_S_DECODE_TOKS,   /* per-request or per-shot decode tok/s */
+    CAL_S_TTFT_MS,       /* time to first token, ms */
+    CAL_S_ITL_MS,        /* inter-chunk gaps, ms */
+    CAL_S_TPOT_MS,       /* (E2E − TTFT) ÷ (tokens − 1), ms */
+    CAL_S_E2E_MS,        /* whole request, ms */
+    CAL_S__N
+} cal_series;
+
+typedef enum cal_metric {
+    CAL_M_AGG_TOKS = 0, CAL_M_REQ_TOKS, CAL_M_PREFILL_TOKS, CAL_M_DECODE_TOKS,
+    CAL_M_TTFT_P50, CAL_M_TTFT_P95, CAL_M_TTFT_P99,
+    CAL_M_ITL_P50, CAL_M_ITL_P99, CAL_M_TPOT_P50,
+    CAL_M_E2E_P50, CAL_M_E2E_P99,
+    CAL_M_CLOCK_MHZ, CAL_M_POWER_W,
+    CAL_M__N
+} cal_metric;
+
+typedef struct cal_metric_info {
+    const char *key;       /* JSON/CSV name; vLLM's where the meaning is the same */
+    const char *label;     /* table label: "aggregate tok/s", "TTFT p95" */
+    const char *unit;      /* "tok/s", "ms", "MHz", "W" */
+    cal_column column;     /* which column the number belongs to */
+    int   higher_better;   /* 1: throughput; 0: latency; -1: neither */
+    int   series;          /* cal_series behind it, or -1 */
+    double pct;            /* the statistic over that series: 50, 95, 99 */
+} cal_metric_info;
+
+/* Never NULL for m < CAL_M__N. */
+const cal_metric_info *cal_metric_get(cal_metric m);
+/* Index of a metric key, or -1. */
+int cal_metric_find(const char *key);
+const char *cal_series_key(cal_series s);   /* "ttft_ms", ... */
+int cal_series_find(const char *key);       /* -1 when unknown */
+
+/* ---- results -------------------------------------------------------------- */
+
+typedef enum cal_sweep {
+    CAL_SWEEP_SHOTS = 0,    /* a shot range at one workload */
+    CAL_SWEEP_CONCURRENCY,  /* one point of a concurrency sweep */
+    CAL_SWEEP_PROMPT,       /* one point of a prompt-length sweep */
+    CAL_SWEEP_OTHER         /* anything else (an imported file) */
+} cal_sweep;
+const char *cal_sweep_name(cal_sweep s);    /* "shots", "concurrency", "prompt", "other" */
+
+typedef struct cal_rcell {
+    cal_sweep sweep;
+    cal_fingerprint fp;      /* column is set per metric when compared */
+    double v[CAL_M__N];      /* summary numbers; NAN = absent */
+    double *s[CAL_S__N];     /* sample arrays (owned), NULL when absent */
+    size_t  ns[CAL_S__N];
+    long    completed, failed;   /* requests; -1 unknown */
+    double  duration_s;          /* the cell's wall clock; NAN unknown */
+} cal_rcell;
+
+typedef struct cal_shot {
+    int    index;            /* 1-based in its series */
+    cal_shot_kind kind;
+    double t_s;              /* start, seconds since the run began; NAN unknown */
+    double dur_s;            /* NAN unknown */
+    double agg_tok_s, prefill_tok_s, decode_tok_s, ttft_ms;   /* NAN absent */
+    double clock_mhz, power_w;   /* mean over the shot; NAN = not sampled */
+} cal_shot;
+
+typedef struct cal_tel_point {
+    double t_s;              /* seconds since the run began */
+    double clock_mhz;        /* NAN absent */
+    double power_w;          /* NAN absent */
+} cal_tel_point;
+
+#define CAL_RES_STR 160
+#define CAL_RES_MAX_VERDICTS 16
+
+typedef struct cal_result {
+    char    id[64];                  /* store run id or file name */
+    char    label[CAL_RES_STR];      /* --label, else the target name */
+    char    target_name[CAL_RES_STR];
+    char    target_version[CAL_RES_STR];  /* "" unknown */
+    char    target_url[CAL_RES_STR];      /* URL or launch command */
+    char    host[CAL_RES_STR];
+    char    probe[CAL_RES_STR];      /* "caliper 0.1.0", "vllm bench serve" */
+    char    build[CAL_RES_STR];      /* caliper's build string when caliper measured */
+    char    telemetry[CAL_RES_STR];  /* sources used, "" none */
+    int64_t created_unix;            /* when measured; 0 unknown */
+    char    verdicts[CAL_RES_MAX_VERDICTS][256];
+    size_t  n_verdicts;
+    cal_rcell      *cells;   size_t n_cells;
+    cal_shot      *shots;   size_t n_shots;
+    cal_tel_point *tel;     size_t n_tel;
+} cal_result;
+
+/* A zeroed result (no cells). NULL on allocation failure. */
+cal_result *cal_result_new(void);
+void cal_result_free(cal_result **r);
+/* Append a cell with every number NAN, no samples, fingerprint unknown;
+ * returns it (valid until the next add) or NULL (CAL_ENOMEM, r unchanged). */
+cal_rcell *cal_result_add_cell(cal_result *r, cal_sweep sweep);
+/* Append a shot / telemetry point (copied). CAL_ENOMEM leaves r unchanged. */
+int cal_result_add_shot(cal_result *r, const cal_shot *s);
+int cal_result_add_tel(cal_result *r, const cal_tel_point *p);
+int cal_result_add_verdict(cal_result *r, const char *text);
+/* Copy n samples into a cell's series (replacing any). CAL_ENOMEM. */
+int cal_cell_set_samples(cal_rcell *c, cal_series s, const double *x, size_t n);
+/* Fill every absent summary number computable from the cell's samples
+ * (percentiles type 7, medians). Present numbers are kept. */
+void cal_cell_fill_from_samples(cal_rcell *c);
+
+/* ---- reading results -------------------------------------------------------- */
+
+/* Parse a JSON document into a result. Accepts caliper's own result JSON
+ * (what cal_result_to_json writes; "format": "caliper-result"), a
+ * `caliper export RUN --json` / `caliper run --json` file, and a vLLM
+ * `bench serve` result. name labels the result when the file has no label
+ * (a file name; may be NULL). On failure returns CAL_EPROTO / CAL_EINVAL /
+ * CAL_ENOMEM and writes a message naming the field into err[errn]. */
+int cal_result_from_json(const char *text, size_t len, const char *name,
+                         cal_result **out, char *err, size_t errn);
+
+/* Read a vLLM `vllm bench serve --save-result` JSON (fields: date, backend,
+ * model_id, num_prompts, request_rate, max_concurrency, duration, completed,
+ * failed, total_input_tokens, total_output_tokens, output_throughput,
+ * {mean,median,std,p99}_{ttft,tpot,itl,e2el}_ms, and with --save-detailed
+ * input_lens, output_lens, ttfts, itls, latencies). Labelled with that tool's
+ * protocol: shot kind "mean of consecutive requests, no cold/warm split",
+ * probe "vllm bench serve", warm-up/content/host unknown. Same failures as
+ * cal_result_from_json. */
+int cal_import_vllm(const char *text, size_t len, const char *name,
+                    cal_result **out, char *err, size_t errn);
+
+/* Convert a `caliper export RUN --json` document (the store's shape) into a
+ * result; the same errors. Exposed for the store adapter and its tests. */
+int cal_result_from_export(const char *text, size_t len, const char *name,
+                           cal_result **out, char *err, size_t errn);
+
+/* ---- comparing ---------------------------------------------------------------- */
+
+#define CAL_CMP_MAX 16   /* results in one comparison */
+
+typedef struct cal_compare_opts {
+    int     force;        /* ratio even across differing fingerprints */
+    double  stale_s;      /* flag results older than this (s); 0 = never */
+    int64_t now_unix;     /* "now" for the stale check; 0 = time(NULL) */
+    int     boot_iters;   /* bootstrap resamples for the CI; 0 = 2000 */
+    uint64_t seed;        /* bootstrap seed; 0 = a fixed default */
+} cal_compare_opts;
+
+typedef struct cal_cmp_entry {
+    int    present;       /* this result has a cell on this row */
+    double value;         /* its number (NAN when absent) */
+    int    comparable;    /* fingerprint equals the baseline's */
+    double ratio;         /* value ÷ baseline; NAN when refused */
+    double ci_lo, ci_hi;  /* bootstrap 95 % CI of the ratio; NAN without samples */
+    size_t n_diff;        /* fields differing from the baseline cell */
+    cal_fp_difference diff[CAL_FPF__N];
+    char   note[384];     /* why there is no number: "has no cold shots" */
+} cal_cmp_entry;
+
+typedef struct cal_cmp_row {
+    cal_metric metric;
+    cal_fingerprint fp;           /* the baseline's (or first present) cell */
+    char label[192];              /* "decode tok/s · c1 · 512 tok · warm 2–6" */
+    cal_cmp_entry e[CAL_CMP_MAX]; /* one per result; e[0] is the baseline */
+} cal_cmp_row;
+
+typedef struct cal_comparison {
+    size_t n_results;
+    cal_cmp_row *rows;  size_t n_rows;
+    size_t n_ratios;              /* ratios computed between matching cells */
+    size_t n_refused;             /* pairs refused (or forced) for differences */
+    double age_days[CAL_CMP_MAX]; /* NAN when the date is unknown */
+    int    stale[CAL_CMP_MAX];    /* older than opts.stale_s */
+    char   flags[CAL_CMP_MAX][256]; /* per-result warnings ("" none) */
+} cal_comparison;
+
+/* Compare results res[0..n) against res[0], the baseline (n in 2..CAL_CMP_MAX).
+ * Rows pair cells one to one per metric, nearest fingerprint first; a pair
+ * gets a ratio only when the fingerprints are equal (or opts->force, with the
+ * differences kept). *out is owned by the caller (cal_comparison_free).
+ * CAL_EINVAL for n out of range, CAL_ENOMEM. */
+int cal_compare(const cal_result *const *res, size_t n,
+                const cal_compare_opts *opts, cal_comparison **out);
+void cal_comparison_free(cal_comparison **c);
+
+/* Bootstrap 95 % CI of stat(b) ÷ stat(a), stat = percentile pct (type 7),
+ * iters resamples with a fixed seed. CAL_EINVAL when na or nb < 2. */
+int cal_ratio_ci(const double *a, size_t na, const double *b, size_t nb,
+                 double pct, int iters, uint64_t seed, double *lo, double *hi);
+
+/* ---- fits and verdicts ------------------------------------------------------- */
+
+/* Least squares t = a + b·x over n points (n >= 2, x not all equal).
+ * r2 may be NULL. CAL_EINVAL otherwise. */
+int cal_report_linfit(const double *x, const double *y, size_t n,
+                      double *a, double *b, double *r2);
+
+/* Verdicts read off a result (plain sentences, appended to out[cap] of 256
+ * bytes each): warm drop against shot 1, which column to read, prefill fixed
+ * cost and per-token cost, telemetry absent. Returns how many. */
+size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap);
+
+/* ---- writers ------------------------------------------------------------------ */
+
+typedef enum cal_report_format {
+    CAL_REPORT_HTML = 0, CAL_REPORT_MD, CAL_REPORT_CSV, CAL_REPORT_JSON
+} cal_report_format;
+
+/* Write results res[0..n) (n >= 1) in the given format into out.
+ * HTML is one self-contained page: inline CSS and SVG, no scripts, no URL.
+ * CAL_ETOOBIG when out's cap is reached, CAL_ENOMEM, CAL_EINVAL (n == 0). */
+int cal_report_write(const cal_result *const *res, size_t n,
+                     cal_report_format fmt, cal_buf *out);
+
+/* One result as caliper's result JSON ("format": "caliper-result"),
+ * readable back by cal_result_from_json. */
+int cal_result_to_json(const cal_result *r, cal_buf *out);
+
+#endif

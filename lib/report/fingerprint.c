@@ -1,0 +1,230 @@
+/* caliper — protocol fingerprints: the field list, their text, and the
+ * field-by-field comparison that decides whether two numbers may be divided
+ * (SPEC 1.5 item 5: same shot, rest, tool, cell, content, length, column). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "caliper/error.h"
+#include "caliper/fingerprint.h"
+
+static const char *const FIELD_NAMES[CAL_FPF__N] = {
+    "shot kind", "shot range", "rest", "warm-up", "concurrency",
+    "request rate", "column", "prompt length", "content", "output policy",
+    "streaming", "API", "probe", "host",
+};
+
+void cal_fp_init(cal_fingerprint *fp)
+{
+    memset(fp, 0, sizeof *fp);
+    fp->shot_kind = CAL_SHOT_UNKNOWN;
+    fp->rest_s = NAN;
+    fp->warmup = -1;
+    fp->request_rate = NAN;
+    fp->column = CAL_COL_AGGREGATE;
+    fp->streaming = -1;
+}
+
+void cal_fp_set(char dst[CAL_FP_STR], const char *s)
+{
+    snprintf(dst, CAL_FP_STR, "%s", s ? s : "");
+}
+
+const char *cal_fp_field_name(cal_fp_field f)
+{
+    return (unsigned)f < CAL_FPF__N ? FIELD_NAMES[f] : "?";
+}
+
+const char *cal_shot_kind_name(cal_shot_kind k)
+{
+    switch (k) {
+    case CAL_SHOT_COLD:        return "cold";
+    case CAL_SHOT_WARM:        return "warm";
+    case CAL_SHOT_RESTED:      return "rested";
+    case CAL_SHOT_WARMUP:      return "warm-up";
+    case CAL_SHOT_CONSECUTIVE: return "mean of consecutive requests, no cold/warm split";
+    case CAL_SHOT_UNKNOWN:     break;
+    }
+    return "unknown";
+}
+
+int cal_shot_kind_parse(const char *s, cal_shot_kind *out)
+{
+    static const struct { const char *n; cal_shot_kind k; } T[] = {
+        {"cold", CAL_SHOT_COLD}, {"warm", CAL_SHOT_WARM},
+        {"rested", CAL_SHOT_RESTED}, {"warmup", CAL_SHOT_WARMUP},
+        {"warm-up", CAL_SHOT_WARMUP}, {"consecutive", CAL_SHOT_CONSECUTIVE},
+        {"unknown", CAL_SHOT_UNKNOWN},
+    };
+    if (!s) return CAL_EINVAL;
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+        if (!strcmp(s, T[i].n)) { *out = T[i].k; return CAL_OK; }
+    if (!strncmp(s, "mean of consecutive", 19)) { *out = CAL_SHOT_CONSECUTIVE; return CAL_OK; }
+    return CAL_EINVAL;
+}
+
+const char *cal_column_name(cal_column c)
+{
+    return c == CAL_COL_PER_REQUEST ? "per-request" : "aggregate";
+}
+
+static const char *str_or_unknown(const char *s)
+{
+    return s[0] ? s : "unknown";
+}
+
+/* Seconds printed the way the unit table would read them back. */
+static void fmt_seconds(double s, char *buf, size_t n)
+{
+    if (isnan(s)) snprintf(buf, n, "unknown");
+    else if (s == 0) snprintf(buf, n, "0 s");
+    else if (s < 1) snprintf(buf, n, "%.0f ms", s * 1e3);
+    else snprintf(buf, n, "%g s", s);
+}
+
+char *cal_fp_field_value(const cal_fingerprint *fp, cal_fp_field f,
+                         char *buf, size_t n)
+{
+    if (!n) return buf;
+    switch (f) {
+    case CAL_FPF_SHOT_KIND:
+        snprintf(buf, n, "%s", cal_shot_kind_name(fp->shot_kind));
+        break;
+    case CAL_FPF_SHOT_RANGE:
+        if (fp->shot_first <= 0) snprintf(buf, n, "unknown");
+        else if (fp->shot_last <= fp->shot_first) snprintf(buf, n, "%d", fp->shot_first);
+        else snprintf(buf, n, "%d–%d", fp->shot_first, fp->shot_last);
+        break;
+    case CAL_FPF_REST:
+        fmt_seconds(fp->rest_s, buf, n);
+        break;
+    case CAL_FPF_WARMUP:
+        if (fp->warmup < 0) snprintf(buf, n, "unknown");
+        else snprintf(buf, n, "%d", fp->warmup);
+        break;
+    case CAL_FPF_CONCURRENCY:
+        if (fp->concurrency <= 0) snprintf(buf, n, "unbounded/unknown");
+        else snprintf(buf, n, "%d", fp->concurrency);
+        break;
+    case CAL_FPF_RATE:
+        if (isnan(fp->request_rate)) snprintf(buf, n, "unknown");
+        else if (isinf(fp->request_rate)) snprintf(buf, n, "all at once");
+        else if (fp->request_rate == 0) snprintf(buf, n, "closed loop");
+        else snprintf(buf, n, "%g req/s", fp->request_rate);
+        break;
+    case CAL_FPF_COLUMN:
+        snprintf(buf, n, "%s", cal_column_name(fp->column));
+        break;
+    case CAL_FPF_PROMPT:
+        if (fp->prompt_tokens <= 0) snprintf(buf, n, "unknown");
+        else snprintf(buf, n, "%ld tok", fp->prompt_tokens);
+        break;
+    case CAL_FPF_CONTENT:   snprintf(buf, n, "%s", str_or_unknown(fp->content)); break;
+    case CAL_FPF_OUTPUT:    snprintf(buf, n, "%s", str_or_unknown(fp->output_policy)); break;
+    case CAL_FPF_STREAMING:
+        snprintf(buf, n, "%s", fp->streaming < 0 ? "unknown" : fp->streaming ? "yes" : "no");
+        break;
+    case CAL_FPF_API:       snprintf(buf, n, "%s", str_or_unknown(fp->api)); break;
+    case CAL_FPF_PROBE:     snprintf(buf, n, "%s", str_or_unknown(fp->probe)); break;
+    case CAL_FPF_HOST:      snprintf(buf, n, "%s", str_or_unknown(fp->host)); break;
+    default:                snprintf(buf, n, "?"); break;
+    }
+    return buf;
+}
+
+static int dbl_eq(double a, double b)
+{
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b)) return a == b;
+    double m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    return fabs(a - b) <= 1e-9 * (m > 1 ? m : 1);
+}
+
+static int field_equal(const cal_fingerprint *a, const cal_fingerprint *b,
+                       cal_fp_field f)
+{
+    switch (f) {
+    case CAL_FPF_SHOT_KIND:   return a->shot_kind == b->shot_kind;
+    case CAL_FPF_SHOT_RANGE:  return a->shot_first == b->shot_first &&
+                                     a->shot_last == b->shot_last;
+    case CAL_FPF_REST:        return dbl_eq(a->rest_s, b->rest_s);
+    case CAL_FPF_WARMUP:      return a->warmup == b->warmup;
+    case CAL_FPF_CONCURRENCY: return a->concurrency == b->concurrency;
+    case CAL_FPF_RATE:        return dbl_eq(a->request_rate, b->request_rate);
+    case CAL_FPF_COLUMN:      return a->column == b->column;
+    case CAL_FPF_PROMPT:      return a->prompt_tokens == b->prompt_tokens;
+    case CAL_FPF_CONTENT:     return !strcmp(a->content, b->content);
+    case CAL_FPF_OUTPUT:      return !strcmp(a->output_policy, b->output_policy);
+    case CAL_FPF_STREAMING:   return a->streaming == b->streaming;
+    case CAL_FPF_API:         return !strcmp(a->api, b->api);
+    case CAL_FPF_PROBE:       return !strcmp(a->probe, b->probe);
+    case CAL_FPF_HOST:        return !strcmp(a->host, b->host);
+    default:                  return 1;
+    }
+}
+
+size_t cal_fp_diff(const cal_fingerprint *a, const cal_fingerprint *b,
+                   cal_fp_difference *out, size_t cap)
+{
+    size_t nd = 0;
+    for (int f = 0; f < CAL_FPF__N; f++) {
+        if (field_equal(a, b, (cal_fp_field)f)) continue;
+        if (out && nd < cap) {
+            out[nd].field = (cal_fp_field)f;
+            cal_fp_field_value(a, (cal_fp_field)f, out[nd].a, sizeof out[nd].a);
+            cal_fp_field_value(b, (cal_fp_field)f, out[nd].b, sizeof out[nd].b);
+        }
+        nd++;
+    }
+    return nd;
+}
+
+char *cal_fp_diff_text(const cal_fp_difference *d, size_t nd,
+                       char *buf, size_t n)
+{
+    if (!n) return buf;
+    buf[0] = 0;
+    size_t used = 0;
+    for (size_t i = 0; i < nd && used < n; i++) {
+        int w = snprintf(buf + used, n - used, "%s%s %s vs %s", i ? "; " : "",
+                         cal_fp_field_name(d[i].field), d[i].a, d[i].b);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+char *cal_fp_describe(const cal_fingerprint *fp, char *buf, size_t n)
+{
+    char shots[64], rest[32], rate[32];
+    if (!n) return buf;
+    if (fp->shot_kind == CAL_SHOT_CONSECUTIVE)
+        snprintf(shots, sizeof shots, "mean of consecutive requests (no cold/warm split)");
+    else if (fp->shot_first > 0 && fp->shot_last > fp->shot_first)
+        snprintf(shots, sizeof shots, "%s shots %d–%d",
+                 cal_shot_kind_name(fp->shot_kind), fp->shot_first, fp->shot_last);
+    else if (fp->shot_first > 0)
+        snprintf(shots, sizeof shots, "%s shot %d",
+                 cal_shot_kind_name(fp->shot_kind), fp->shot_first);
+    else
+        snprintf(shots, sizeof shots, "shots %s", cal_shot_kind_name(fp->shot_kind));
+    fmt_seconds(fp->rest_s, rest, sizeof rest);
+    cal_fp_field_value(fp, CAL_FPF_RATE, rate, sizeof rate);
+    char conc[48];
+    if (fp->concurrency > 0) snprintf(conc, sizeof conc, "c%d", fp->concurrency);
+    else snprintf(conc, sizeof conc, "concurrency unbounded");
+    char warm[24];
+    if (fp->warmup < 0) snprintf(warm, sizeof warm, "warm-up ?");
+    else snprintf(warm, sizeof warm, "warm-up %d", fp->warmup);
+    char prompt[48];
+    if (fp->prompt_tokens > 0) snprintf(prompt, sizeof prompt, "%ld tok", fp->prompt_tokens);
+    else snprintf(prompt, sizeof prompt, "prompt ? tok");
+    snprintf(buf, n, "%s · rest %s · %s · %s%s%s · %s %s · out %s · %s · %s · %s · %s",
+             shots, rest, warm, conc,
+             (!isnan(fp->request_rate) && fp->request_rate != 0) ? " · " : "",
+             (!isnan(fp->request_rate) && fp->request_rate != 0) ? rate : "",
+             prompt, str_or_unknown(fp->content), str_or_unknown(fp->output_policy),
+             fp->streaming < 0 ? "stream ?" : fp->streaming ? "stream" : "no stream",
+             str_or_unknown(fp->api), str_or_unknown(fp->probe),
+             str_or_unknown(fp->host));
+    return buf;
+}

@@ -1,0 +1,370 @@
+/* caliper — results to and from JSON (jansson): caliper's own result format
+ * ("format": "caliper-result", written by `caliper report --format json` and
+ * read back by compare), and the dispatch that recognises a store export or a
+ * vLLM bench file. Absent numbers are null or left out, never zero. */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "caliper/error.h"
+#include "caliper/report.h"
+#include "report_internal.h"
+
+#define FORMAT_NAME "caliper-result"
+
+const char *cal_report_shot_key(cal_shot_kind k)
+{
+    switch (k) {
+    case CAL_SHOT_COLD:        return "cold";
+    case CAL_SHOT_WARM:        return "warm";
+    case CAL_SHOT_RESTED:      return "rested";
+    case CAL_SHOT_WARMUP:      return "warmup";
+    case CAL_SHOT_CONSECUTIVE: return "consecutive";
+    default:                   return "unknown";
+    }
+}
+
+void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
+{
+    if (!err || !errn) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errn, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static json_t *num_or_null(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static int set_num(json_t *o, const char *k, double v)
+{
+    if (!isfinite(v)) return 0;
+    return json_object_set_new(o, k, json_real(v));
+}
+
+static json_t *fp_to_json(const cal_fingerprint *fp)
+{
+    json_t *o = json_object();
+    if (!o) return NULL;
+    json_object_set_new(o, "shot_kind", json_string(cal_report_shot_key(fp->shot_kind)));
+    if (fp->shot_first > 0) {
+        json_object_set_new(o, "shot_first", json_integer(fp->shot_first));
+        json_object_set_new(o, "shot_last", json_integer(fp->shot_last));
+    }
+    json_object_set_new(o, "rest_s", num_or_null(fp->rest_s));
+    json_object_set_new(o, "warmup", fp->warmup < 0 ? json_null() : json_integer(fp->warmup));
+    json_object_set_new(o, "concurrency", json_integer(fp->concurrency));
+    if (isinf(fp->request_rate))
+        json_object_set_new(o, "request_rate", json_string("inf"));
+    else
+        json_object_set_new(o, "request_rate", num_or_null(fp->request_rate));
+    json_object_set_new(o, "prompt_tokens", json_integer(fp->prompt_tokens));
+    json_object_set_new(o, "content", json_string(fp->content));
+    json_object_set_new(o, "output_policy", json_string(fp->output_policy));
+    json_object_set_new(o, "streaming", fp->streaming < 0 ? json_null() : json_boolean(fp->streaming));
+    json_object_set_new(o, "api", json_string(fp->api));
+    json_object_set_new(o, "probe", json_string(fp->probe));
+    json_object_set_new(o, "host", json_string(fp->host));
+    return o;
+}
+
+static json_t *doubles(const double *x, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) json_array_append_new(a, num_or_null(x[i]));
+    return a;
+}
+
+static json_t *result_to_json(const cal_result *r)
+{
+    json_t *o = json_object();
+    if (!o) return NULL;
+    json_object_set_new(o, "format", json_string(FORMAT_NAME));
+    json_object_set_new(o, "format_version", json_integer(1));
+    json_object_set_new(o, "id", json_string(r->id));
+    json_object_set_new(o, "label", json_string(r->label));
+    json_t *t = json_object();
+    json_object_set_new(t, "name", json_string(r->target_name));
+    json_object_set_new(t, "version", json_string(r->target_version));
+    json_object_set_new(t, "url", json_string(r->target_url));
+    json_object_set_new(o, "target", t);
+    json_object_set_new(o, "host", json_string(r->host));
+    json_object_set_new(o, "probe", json_string(r->probe));
+    json_object_set_new(o, "build", json_string(r->build));
+    json_object_set_new(o, "telemetry", json_string(r->telemetry));
+    json_object_set_new(o, "created_unix", json_integer(r->created_unix));
+    json_t *v = json_array();
+    for (size_t i = 0; i < r->n_verdicts; i++) json_array_append_new(v, json_string(r->verdicts[i]));
+    json_object_set_new(o, "verdicts", v);
+
+    json_t *cells = json_array();
+    for (size_t i = 0; i < r->n_cells; i++) {
+        const cal_rcell *c = &r->cells[i];
+        json_t *co = json_object();
+        json_object_set_new(co, "sweep", json_string(cal_sweep_name(c->sweep)));
+        json_object_set_new(co, "fingerprint", fp_to_json(&c->fp));
+        if (c->completed >= 0) json_object_set_new(co, "completed", json_integer(c->completed));
+        if (c->failed >= 0) json_object_set_new(co, "failed", json_integer(c->failed));
+        set_num(co, "duration_s", c->duration_s);
+        json_t *m = json_object();
+        for (int k = 0; k < CAL_M__N; k++) set_num(m, cal_metric_get((cal_metric)k)->key, c->v[k]);
+        json_object_set_new(co, "metrics", m);
+        json_t *s = json_object();
+        for (int k = 0; k < CAL_S__N; k++)
+            if (c->ns[k]) json_object_set_new(s, cal_series_key((cal_series)k), doubles(c->s[k], c->ns[k]));
+        json_object_set_new(co, "samples", s);
+        json_array_append_new(cells, co);
+    }
+    json_object_set_new(o, "cells", cells);
+
+    json_t *shots = json_array();
+    for (size_t i = 0; i < r->n_shots; i++) {
+        const cal_shot *s = &r->shots[i];
+        json_t *so = json_object();
+        json_object_set_new(so, "index", json_integer(s->index));
+        json_object_set_new(so, "kind", json_string(cal_report_shot_key(s->kind)));
+        set_num(so, "t_s", s->t_s);
+        set_num(so, "dur_s", s->dur_s);
+        set_num(so, "output_throughput", s->agg_tok_s);
+        set_num(so, "prefill_tok_s", s->prefill_tok_s);
+        set_num(so, "decode_tok_s", s->decode_tok_s);
+        set_num(so, "ttft_ms", s->ttft_ms);
+        set_num(so, "clock_mhz", s->clock_mhz);
+        set_num(so, "power_w", s->power_w);
+        json_array_append_new(shots, so);
+    }
+    json_object_set_new(o, "shots", shots);
+    json_t *tel = json_array();
+    for (size_t i = 0; i < r->n_tel; i++) {
+        json_t *to = json_object();
+        set_num(to, "t_s", r->tel[i].t_s);
+        set_num(to, "clock_mhz", r->tel[i].clock_mhz);
+        set_num(to, "power_w", r->tel[i].power_w);
+        json_array_append_new(tel, to);
+    }
+    json_object_set_new(o, "telemetry_samples", tel);
+    return o;
+}
+
+int cal_result_to_json(const cal_result *r, cal_buf *out)
+{
+    json_t *o = result_to_json(r);
+    if (!o) return CAL_ENOMEM;
+    char *s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(o);
+    if (!s) return CAL_ENOMEM;
+    int e = cal_buf_puts(out, s);
+    free(s);
+    return e;
+}
+
+/* The JSON of several results: one result alone, several as an array. */
+int cal_report_write_json(const cal_result *const *res, size_t n, cal_buf *out)
+{
+    if (n == 1) {
+        int e = cal_result_to_json(res[0], out);
+        return e ? e : cal_buf_puts(out, "\n");
+    }
+    json_t *a = json_array();
+    if (!a) return CAL_ENOMEM;
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, result_to_json(res[i]));
+    char *s = json_dumps(a, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(a);
+    if (!s) return CAL_ENOMEM;
+    int e = cal_buf_puts(out, s);
+    free(s);
+    return e ? e : cal_buf_puts(out, "\n");
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+double cal_report_jnum(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    if (json_is_number(v)) return json_number_value(v);
+    if (json_is_string(v) && !strcmp(json_string_value(v), "inf")) return INFINITY;
+    return NAN;
+}
+
+void cal_report_jstr(const json_t *o, const char *k, char *dst, size_t n)
+{
+    const json_t *v = json_object_get(o, k);
+    snprintf(dst, n, "%s", json_is_string(v) ? json_string_value(v) : "");
+}
+
+/* Read an array of numbers (nulls skipped) into a cell series. */
+int cal_report_jseries(cal_rcell *c, cal_series s, const json_t *arr)
+{
+    if (!json_is_array(arr)) return CAL_OK;
+    size_t n = json_array_size(arr), k = 0;
+    if (!n) return CAL_OK;
+    double *x = malloc(n * sizeof *x);
+    if (!x) return CAL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(arr, i);
+        if (json_is_number(v) && isfinite(json_number_value(v))) x[k++] = json_number_value(v);
+    }
+    int e = cal_cell_set_samples(c, s, x, k);
+    free(x);
+    return e;
+}
+
+static int fp_from_json(const json_t *o, cal_fingerprint *fp, char *err, size_t errn)
+{
+    cal_fp_init(fp);
+    if (!json_is_object(o)) { cal_report_errf(err, errn, "cell: \"fingerprint\" is missing"); return CAL_EPROTO; }
+    const json_t *k = json_object_get(o, "shot_kind");
+    if (json_is_string(k) && cal_shot_kind_parse(json_string_value(k), &fp->shot_kind)) {
+        cal_report_errf(err, errn, "fingerprint: \"shot_kind\": \"%s\" is not cold, warm, rested, warmup, consecutive or unknown",
+                        json_string_value(k));
+        return CAL_EPROTO;
+    }
+    double v;
+    if (isfinite(v = cal_report_jnum(o, "shot_first"))) fp->shot_first = (int)v;
+    if (isfinite(v = cal_report_jnum(o, "shot_last")))  fp->shot_last = (int)v;
+    fp->rest_s = cal_report_jnum(o, "rest_s");
+    if (isfinite(v = cal_report_jnum(o, "warmup"))) fp->warmup = (int)v;
+    if (isfinite(v = cal_report_jnum(o, "concurrency"))) fp->concurrency = (int)v;
+    fp->request_rate = cal_report_jnum(o, "request_rate");
+    if (isfinite(v = cal_report_jnum(o, "prompt_tokens"))) fp->prompt_tokens = (long)v;
+    cal_report_jstr(o, "content", fp->content, sizeof fp->content);
+    cal_report_jstr(o, "output_policy", fp->output_policy, sizeof fp->output_policy);
+    const json_t *st = json_object_get(o, "streaming");
+    fp->streaming = json_is_boolean(st) ? json_is_true(st) : -1;
+    cal_report_jstr(o, "api", fp->api, sizeof fp->api);
+    cal_report_jstr(o, "probe", fp->probe, sizeof fp->probe);
+    cal_report_jstr(o, "host", fp->host, sizeof fp->host);
+    return CAL_OK;
+}
+
+static int sweep_parse(const char *s, cal_sweep *out)
+{
+    static const char *const N[] = {"shots", "concurrency", "prompt", "other"};
+    for (int i = 0; i < 4; i++) if (!strcmp(s, N[i])) { *out = (cal_sweep)i; return CAL_OK; }
+    return CAL_EINVAL;
+}
+
+static int own_from_json(const json_t *root, const char *name, cal_result **out,
+                         char *err, size_t errn)
+{
+    cal_result *r = cal_result_new();
+    if (!r) return CAL_ENOMEM;
+    int e = CAL_OK;
+    cal_report_jstr(root, "id", r->id, sizeof r->id);
+    cal_report_jstr(root, "label", r->label, sizeof r->label);
+    const json_t *t = json_object_get(root, "target");
+    cal_report_jstr(t, "name", r->target_name, sizeof r->target_name);
+    cal_report_jstr(t, "version", r->target_version, sizeof r->target_version);
+    cal_report_jstr(t, "url", r->target_url, sizeof r->target_url);
+    cal_report_jstr(root, "host", r->host, sizeof r->host);
+    cal_report_jstr(root, "probe", r->probe, sizeof r->probe);
+    cal_report_jstr(root, "build", r->build, sizeof r->build);
+    cal_report_jstr(root, "telemetry", r->telemetry, sizeof r->telemetry);
+    double cu = cal_report_jnum(root, "created_unix");
+    r->created_unix = isfinite(cu) ? (int64_t)cu : 0;
+    if (!r->label[0]) snprintf(r->label, sizeof r->label, "%s", r->target_name[0] ? r->target_name : name ? name : "result");
+    if (!r->id[0] && name) snprintf(r->id, sizeof r->id, "%s", name);
+    size_t i;
+    const json_t *v;
+    json_array_foreach(json_object_get(root, "verdicts"), i, v)
+        if (json_is_string(v)) cal_result_add_verdict(r, json_string_value(v));
+
+    const json_t *cells = json_object_get(root, "cells");
+    if (!json_is_array(cells)) {
+        cal_report_errf(err, errn, "\"cells\" is missing or not an array");
+        e = CAL_EPROTO; goto fail;
+    }
+    json_array_foreach(cells, i, v) {
+        cal_sweep sw = CAL_SWEEP_OTHER;
+        const json_t *swj = json_object_get(v, "sweep");
+        if (json_is_string(swj) && sweep_parse(json_string_value(swj), &sw)) {
+            cal_report_errf(err, errn, "cells[%zu]: \"sweep\": \"%s\" is not shots, concurrency, prompt or other",
+                            i, json_string_value(swj));
+            e = CAL_EPROTO; goto fail;
+        }
+        cal_rcell *c = cal_result_add_cell(r, sw);
+        if (!c) { e = CAL_ENOMEM; goto fail; }
+        if ((e = fp_from_json(json_object_get(v, "fingerprint"), &c->fp, err, errn))) goto fail;
+        double d;
+        if (isfinite(d = cal_report_jnum(v, "completed"))) c->completed = (long)d;
+        if (isfinite(d = cal_report_jnum(v, "failed"))) c->failed = (long)d;
+        c->duration_s = cal_report_jnum(v, "duration_s");
+        const json_t *m = json_object_get(v, "metrics");
+        for (int k = 0; k < CAL_M__N; k++) {
+            double x = cal_report_jnum(m, cal_metric_get((cal_metric)k)->key);
+            c->v[k] = isfinite(x) ? x : NAN;
+        }
+        const json_t *s = json_object_get(v, "samples");
+        for (int k = 0; k < CAL_S__N; k++)
+            if ((e = cal_report_jseries(c, (cal_series)k, json_object_get(s, cal_series_key((cal_series)k))))) goto fail;
+    }
+    json_array_foreach(json_object_get(root, "shots"), i, v) {
+        cal_shot s;
+        s.index = (int)cal_report_jnum(v, "index");
+        if (cal_shot_kind_parse(json_is_string(json_object_get(v, "kind")) ?
+                                json_string_value(json_object_get(v, "kind")) : "unknown", &s.kind))
+            s.kind = CAL_SHOT_UNKNOWN;
+        s.t_s = cal_report_jnum(v, "t_s");
+        s.dur_s = cal_report_jnum(v, "dur_s");
+        s.agg_tok_s = cal_report_jnum(v, "output_throughput");
+        s.prefill_tok_s = cal_report_jnum(v, "prefill_tok_s");
+        s.decode_tok_s = cal_report_jnum(v, "decode_tok_s");
+        s.ttft_ms = cal_report_jnum(v, "ttft_ms");
+        s.clock_mhz = cal_report_jnum(v, "clock_mhz");
+        s.power_w = cal_report_jnum(v, "power_w");
+        if ((e = cal_result_add_shot(r, &s))) goto fail;
+    }
+    json_array_foreach(json_object_get(root, "telemetry_samples"), i, v) {
+        cal_tel_point p = { cal_report_jnum(v, "t_s"), cal_report_jnum(v, "clock_mhz"),
+                            cal_report_jnum(v, "power_w") };
+        if ((e = cal_result_add_tel(r, &p))) goto fail;
+    }
+    *out = r;
+    return CAL_OK;
+fail:
+    if (e == CAL_ENOMEM) cal_report_errf(err, errn, "out of memory");
+    if (e == CAL_ETOOBIG) cal_report_errf(err, errn, "too many cells, shots or samples");
+    cal_result_free(&r);
+    return e;
+}
+
+int cal_report_parse(const char *text, size_t len, json_t **root, char *err, size_t errn)
+{
+    json_error_t je;
+    *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!*root) {
+        cal_report_errf(err, errn, "JSON: %s at line %d column %d", je.text, je.line, je.column);
+        return CAL_EPROTO;
+    }
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        cal_report_errf(err, errn, "JSON: the top level is not an object");
+        return CAL_EPROTO;
+    }
+    return CAL_OK;
+}
+
+int cal_result_from_json(const char *text, size_t len, const char *name,
+                         cal_result **out, char *err, size_t errn)
+{
+    json_t *root;
+    int e = cal_report_parse(text, len, &root, err, errn);
+    if (e) return e;
+    const json_t *fmt = json_object_get(root, "format");
+    if (json_is_string(fmt) && !strcmp(json_string_value(fmt), FORMAT_NAME)) {
+        e = own_from_json(root, name, out, err, errn);
+        json_decref(root);
+        return e;
+    }
+    int vllm = json_object_get(root, "backend") && json_object_get(root, "duration") &&
+               (json_object_get(root, "median_ttft_ms") || json_object_get(root, "output_throughput"));
+    json_decref(root);
+    if (vllm) return cal_import_vllm(text, len, name, out, err, errn);
+    return cal_result_from_export(text, len, name, out, err, errn);
+}

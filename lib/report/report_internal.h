@@ -1,0 +1,40 @@
+/* caliper — helpers shared by the files of lib/report; not part of the
+ * public contract (include/caliper/report.h is). */
+#ifndef CALIPER_REPORT_INTERNAL_H
+#define CALIPER_REPORT_INTERNAL_H
+#include <jansson.h>
+#include <stddef.h>
+#include "caliper/buf.h"
+#include "caliper/report.h"
+
+/* "cold", "warm", "rested", "warmup", "consecutive", "unknown". */
+const char *cal_report_shot_key(cal_shot_kind k);
+void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Parse text as a JSON object; message into err on failure. */
+int cal_report_parse(const char *text, size_t len, json_t **root, char *err, size_t errn);
+/* A number field (a string "inf" reads as INFINITY); NAN when absent. */
+double cal_report_jnum(const json_t *o, const char *k);
+/* A string field into dst[n]; "" when absent. */
+void cal_report_jstr(const json_t *o, const char *k, char *dst, size_t n);
+/* An array of numbers into a cell series (nulls and non-numbers skipped). */
+int cal_report_jseries(cal_rcell *c, cal_series s, const json_t *arr);
+
+int cal_report_write_json(const cal_result *const *res, size_t n, cal_buf *out);
+int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out);
+int cal_report_write_csv(const cal_result *const *res, size_t n, cal_buf *out);
+int cal_report_write_html(const cal_result *const *res, size_t n, cal_buf *out);
+
+/* Prefill time of a cell in ms (TTFT p50, else prompt ÷ prefill tok/s). */
+double cal_report_prefill_ms(const cal_rcell *c);
+/* Least-squares prefill line over the prompt-sweep cells, ms and ms/token. */
+int cal_report_prefill_fit(const cal_result *r, double *a_ms, double *b_ms, double *r2,
+                           size_t *npts);
+int cal_report_has_clock(const cal_result *r);
+int cal_report_has_power(const cal_result *r);
+/* A shot's throughput: aggregate, else decode, else prefill; *what names it. */
+double cal_report_shot_value(const cal_shot *s, const char **what);
+
+/* Escape s for HTML text and attributes. */
+int cal_report_html_esc(cal_buf *b, const char *s);
+#endif

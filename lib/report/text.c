@@ -1,0 +1,159 @@
+/* caliper — Markdown and CSV reports, driven by the one metric table so
+ * their columns match the terminal, JSON and HTML. Absent numbers print "—"
+ * (Markdown) or an empty field (CSV), never 0. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "caliper/error.h"
+#include "caliper/report.h"
+#include "report_internal.h"
+
+#define TRY(x) do { int e_ = (x); if (e_) return e_; } while (0)
+
+static int csv_field(cal_buf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) return cal_buf_puts(b, s);
+    TRY(cal_buf_puts(b, "\""));
+    for (const char *p = s; *p; p++) {
+        if (*p == '"') TRY(cal_buf_puts(b, "\"\""));
+        else TRY(cal_buf_append(b, p, 1));
+    }
+    return cal_buf_puts(b, "\"");
+}
+
+static const cal_fp_field CSV_FP[] = {
+    CAL_FPF_SHOT_KIND, CAL_FPF_SHOT_RANGE, CAL_FPF_REST, CAL_FPF_WARMUP,
+    CAL_FPF_CONCURRENCY, CAL_FPF_RATE, CAL_FPF_PROMPT, CAL_FPF_CONTENT,
+    CAL_FPF_OUTPUT, CAL_FPF_STREAMING, CAL_FPF_API, CAL_FPF_PROBE, CAL_FPF_HOST,
+};
+#define N_CSV_FP (sizeof CSV_FP / sizeof CSV_FP[0])
+
+int cal_report_write_csv(const cal_result *const *res, size_t n, cal_buf *out)
+{
+    TRY(cal_buf_puts(out, "run,label,target,sweep"));
+    for (size_t f = 0; f < N_CSV_FP; f++) {
+        char h[64];
+        snprintf(h, sizeof h, ",%s", cal_fp_field_name(CSV_FP[f]));
+        for (char *p = h; *p; p++) if (*p == ' ' || *p == '-') *p = '_';
+        TRY(cal_buf_puts(out, h));
+    }
+    TRY(cal_buf_puts(out, ",completed,failed,duration_s"));
+    for (int m = 0; m < CAL_M__N; m++)
+        TRY(cal_buf_printf(out, ",%s", cal_metric_get((cal_metric)m)->key));
+    TRY(cal_buf_puts(out, "\n"));
+    for (size_t i = 0; i < n; i++) {
+        const cal_result *r = res[i];
+        for (size_t k = 0; k < r->n_cells; k++) {
+            const cal_rcell *c = &r->cells[k];
+            TRY(csv_field(out, r->id));
+            TRY(cal_buf_puts(out, ","));
+            TRY(csv_field(out, r->label));
+            TRY(cal_buf_puts(out, ","));
+            TRY(csv_field(out, r->target_name));
+            TRY(cal_buf_printf(out, ",%s", cal_sweep_name(c->sweep)));
+            for (size_t f = 0; f < N_CSV_FP; f++) {
+                char v[CAL_FP_STR];
+                cal_fp_field_value(&c->fp, CSV_FP[f], v, sizeof v);
+                TRY(cal_buf_puts(out, ","));
+                TRY(csv_field(out, v));
+            }
+            TRY(cal_buf_puts(out, ","));
+            if (c->completed >= 0) TRY(cal_buf_printf(out, "%ld", c->completed));
+            TRY(cal_buf_puts(out, ","));
+            if (c->failed >= 0) TRY(cal_buf_printf(out, "%ld", c->failed));
+            TRY(cal_buf_puts(out, ","));
+            if (isfinite(c->duration_s)) TRY(cal_buf_printf(out, "%.6g", c->duration_s));
+            for (int m = 0; m < CAL_M__N; m++) {
+                TRY(cal_buf_puts(out, ","));
+                if (isfinite(c->v[m])) TRY(cal_buf_printf(out, "%.6g", c->v[m]));
+            }
+            TRY(cal_buf_puts(out, "\n"));
+        }
+    }
+    return CAL_OK;
+}
+
+static int md_num(cal_buf *b, double v)
+{
+    if (!isfinite(v)) return cal_buf_puts(b, " — |");
+    if (fabs(v) >= 100) return cal_buf_printf(b, " %.0f |", v);
+    if (fabs(v) >= 10) return cal_buf_printf(b, " %.1f |", v);
+    return cal_buf_printf(b, " %.2f |", v);
+}
+
+static const cal_metric MD_COLS[] = {
+    CAL_M_AGG_TOKS, CAL_M_REQ_TOKS, CAL_M_PREFILL_TOKS, CAL_M_DECODE_TOKS,
+    CAL_M_TTFT_P50, CAL_M_TTFT_P95, CAL_M_TTFT_P99, CAL_M_ITL_P50, CAL_M_ITL_P99,
+    CAL_M_TPOT_P50, CAL_M_E2E_P50, CAL_M_E2E_P99, CAL_M_CLOCK_MHZ, CAL_M_POWER_W,
+};
+#define N_MD_COLS (sizeof MD_COLS / sizeof MD_COLS[0])
+
+int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cal_result *r = res[i];
+        TRY(cal_buf_printf(out, "%s# %s\n\n", i ? "\n" : "", r->label));
+        TRY(cal_buf_printf(out, "- target: %s%s%s%s%s\n", r->target_name,
+                           r->target_version[0] ? " " : "", r->target_version,
+                           r->target_url[0] ? " · " : "", r->target_url));
+        if (r->host[0]) TRY(cal_buf_printf(out, "- host: %s\n", r->host));
+        if (r->probe[0]) TRY(cal_buf_printf(out, "- probe: %s\n", r->probe));
+        if (r->build[0]) TRY(cal_buf_printf(out, "- build: %s\n", r->build));
+        TRY(cal_buf_printf(out, "- telemetry: %s\n\n", r->telemetry[0] ? r->telemetry : "none"));
+        char v[16][256];
+        size_t nv = cal_report_verdicts(r, v, 16);
+        if (nv) {
+            TRY(cal_buf_puts(out, "## Verdicts\n\n"));
+            for (size_t k = 0; k < nv; k++) TRY(cal_buf_printf(out, "- %s\n", v[k]));
+            TRY(cal_buf_puts(out, "\n"));
+        }
+        for (int sw = 0; sw <= CAL_SWEEP_OTHER; sw++) {
+            int any = 0;
+            for (size_t k = 0; k < r->n_cells; k++) any |= r->cells[k].sweep == (cal_sweep)sw;
+            if (!any) continue;
+            TRY(cal_buf_printf(out, "## %s\n\n| protocol |", sw == CAL_SWEEP_SHOTS ? "Shots" :
+                               sw == CAL_SWEEP_CONCURRENCY ? "Concurrency sweep" :
+                               sw == CAL_SWEEP_PROMPT ? "Prompt-length sweep" : "Other cells"));
+            /* only the columns some cell of this table has */
+            int show[N_MD_COLS] = {0};
+            for (size_t m = 0; m < N_MD_COLS; m++)
+                for (size_t k = 0; k < r->n_cells; k++)
+                    if (r->cells[k].sweep == (cal_sweep)sw && isfinite(r->cells[k].v[MD_COLS[m]])) show[m] = 1;
+            for (size_t m = 0; m < N_MD_COLS; m++)
+                if (show[m]) {
+                    const cal_metric_info *mi = cal_metric_get(MD_COLS[m]);
+                    if (strstr(mi->label, mi->unit)) TRY(cal_buf_printf(out, " %s |", mi->label));
+                    else TRY(cal_buf_printf(out, " %s %s |", mi->label, mi->unit));
+                }
+            TRY(cal_buf_puts(out, " ok/failed |\n|---|"));
+            for (size_t m = 0; m < N_MD_COLS; m++) if (show[m]) TRY(cal_buf_puts(out, "---:|"));
+            TRY(cal_buf_puts(out, "---:|\n"));
+            for (size_t k = 0; k < r->n_cells; k++) {
+                const cal_rcell *c = &r->cells[k];
+                if (c->sweep != (cal_sweep)sw) continue;
+                char d[512];
+                cal_fp_describe(&c->fp, d, sizeof d);
+                for (char *p = d; *p; p++) if (*p == '|') *p = '/';
+                TRY(cal_buf_printf(out, "| %s |", d));
+                for (size_t m = 0; m < N_MD_COLS; m++) if (show[m]) TRY(md_num(out, c->v[MD_COLS[m]]));
+                if (c->completed >= 0) TRY(cal_buf_printf(out, " %ld/%ld |\n", c->completed, c->failed < 0 ? 0 : c->failed));
+                else TRY(cal_buf_puts(out, " — |\n"));
+            }
+            TRY(cal_buf_puts(out, "\n"));
+        }
+    }
+    return CAL_OK;
+}
+
+int cal_report_write(const cal_result *const *res, size_t n,
+                     cal_report_format fmt, cal_buf *out)
+{
+    if (!res || !n || !out) return CAL_EINVAL;
+    switch (fmt) {
+    case CAL_REPORT_HTML: return cal_report_write_html(res, n, out);
+    case CAL_REPORT_MD:   return cal_report_write_md(res, n, out);
+    case CAL_REPORT_CSV:  return cal_report_write_csv(res, n, out);
+    case CAL_REPORT_JSON: return cal_report_write_json(res, n, out);
+    }
+    return CAL_EINVAL;
+}
