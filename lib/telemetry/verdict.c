@@ -24,11 +24,11 @@ cal_freq_kind cal_tel_freq_verdict(double cold, double warm, double f_cold, doub
     o->predicted = cold * (f_warm / f_cold);
     o->error = (warm - o->predicted) / o->predicted;
     double drop = cold - warm;
-    if (drop > o->tolerance * cold) o->explained = (cold - o->predicted) / drop;
+    /* Anything under half a percent is noise, not a slowdown or a clock change. */
+    int slowed = drop > 0.005 * cold, clock_fell = f_warm < f_cold * 0.995;
+    if (drop > 0) o->explained = (cold - o->predicted) / drop;
     if (fabs(o->error) <= o->tolerance)
-        return o->kind = drop > o->tolerance * cold ? CAL_FREQ_EXPLAINED : CAL_FREQ_NO_DROP;
-    if (drop <= o->tolerance * cold && warm >= o->predicted)
-        return o->kind = CAL_FREQ_NO_DROP;   /* faster than the clock predicts, not slower */
+        return o->kind = slowed || clock_fell ? CAL_FREQ_EXPLAINED : CAL_FREQ_NO_DROP;
     return o->kind = CAL_FREQ_NOT_EXPLAINED;
 }
 
