@@ -21,25 +21,49 @@ static int32_t argmax(const float *x, int n)
     return b;
 }
 
-/* max-heap of ids ordered by p (ties: the lower id first) */
+/* total order: higher probability first, ties to the lower id */
 static int before(const float *p, int32_t a, int32_t b)
 {
     return p[a] > p[b] || (p[a] == p[b] && a < b);
 }
 
-static void sift(int32_t *h, int n, int i, const float *p)
+/* Reorders ids[n] so that ids[0..k) is the nucleus: the fewest most probable
+ * ids whose mass reaches top_p (quickselect on mass, expected O(n), so a
+ * flat distribution over a 150k vocabulary costs a few passes, not a sort).
+ * Returns k; *mass receives the nucleus mass. */
+static int nucleus(int32_t *ids, int n, const float *p, float top_p, float *mass)
 {
-    for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && before(p, h[l], h[m]))
-            m = l;
-        if (r < n && before(p, h[r], h[m]))
-            m = r;
-        if (m == i)
-            return;
-        int32_t t = h[i]; h[i] = h[m]; h[m] = t;
-        i = m;
+    int lo = 0, hi = n;
+    float taken = 0;
+    while (lo < hi) {
+        int32_t pivot = ids[lo + (hi - lo) / 2];
+        /* ids before the pivot to the front of [lo, hi) */
+        int m = lo;
+        float ml = 0;
+        for (int i = lo; i < hi; i++)
+            if (before(p, ids[i], pivot)) {
+                int32_t t = ids[i]; ids[i] = ids[m]; ids[m] = t;
+                ml += p[ids[m]];
+                m++;
+            }
+        if (taken + ml >= top_p) {
+            hi = m;         /* the nucleus ends inside the front part */
+            continue;
+        }
+        /* the front part and the pivot are all in: place the pivot at m */
+        for (int i = m; i < hi; i++)
+            if (ids[i] == pivot) {
+                ids[i] = ids[m];
+                ids[m] = pivot;
+                break;
+            }
+        taken += ml + p[pivot];
+        lo = m + 1;
+        if (taken >= top_p)
+            break;
     }
+    *mass = taken;
+    return lo > 0 ? lo : 1;
 }
 
 int32_t cal_sample(const float *logits, int vocab, const cal_sampler_params *p,
@@ -77,26 +101,15 @@ int32_t cal_sample(const float *logits, int vocab, const cal_sampler_params *p,
             ids[n++] = i;
     if (n == 0)
         return argmax(prob, vocab);
-    for (int i = n / 2 - 1; i >= 0; i--)
-        sift(ids, n, i, prob);
-    /* pop the largest until the nucleus holds top_p; popped ids collect at
-     * the end of the array, largest last */
     float mass = 0;
-    int heap = n;
-    while (heap > 0) {
-        int32_t top = ids[0];
-        ids[0] = ids[--heap];
-        ids[heap] = top;
-        sift(ids, heap, 0, prob);
-        mass += prob[top];
-        if (mass >= top_p)
-            break;
-    }
+    int k = nucleus(ids, n, prob, top_p, &mass);
+    if (k == 1 || !(mass > 0.0f))
+        return ids[0];
     float r = u * mass, c = 0;
-    for (int i = n - 1; i >= heap; i--) {
+    for (int i = 0; i < k; i++) {
         c += prob[ids[i]];
         if (r < c)
             return ids[i];
     }
-    return ids[heap];
+    return ids[k - 1]; /* rounding left r at the very top */
 }

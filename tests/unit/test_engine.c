@@ -1,0 +1,718 @@
+/* Unit tests of the reference engine: each kernel against a naive double
+ * precision reference, a whole forward pass (dense and MoE) against a naive
+ * whole-model reference, KV cache and batching invariants, stable greedy
+ * output, the profile JSON, and validation of bad shapes and steps. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include "caliper/error.h"
+#include "engine/engine.h"
+#include "engine/internal.h"
+#include "engine/kernels.h"
+
+static uint64_t rng_state = 12345;
+static float frand(void) /* uniform in [-1, 1) */
+{
+    return (float)(cal_k_splitmix64(&rng_state) >> 40) / 8388608.0f - 1.0f;
+}
+static void frand_fill(float *p, int n, float scale)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = frand() * scale;
+}
+
+/* |a − b| <= tol · (1 + |b|) elementwise; returns the worst ratio */
+static double max_err(const float *a, const double *b, int n)
+{
+    double w = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (1.0 + fabs(b[i]));
+        if (e > w || isnan(e))
+            w = isnan(e) ? INFINITY : e;
+    }
+    return w;
+}
+static double max_err_ff(const float *a, const float *b, int n)
+{
+    double w = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (1.0 + fabs((double)b[i]));
+        if (e > w || isnan(e))
+            w = isnan(e) ? INFINITY : e;
+    }
+    return w;
+}
+
+/* ---- naive references ---------------------------------------------------- */
+
+static void ref_rmsnorm(double *out, const double *x, const float *w, int n, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double r = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] * r * w[i];
+}
+
+static void ref_softmax(double *x, int n)
+{
+    double m = x[0], s = 0;
+    for (int i = 1; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    for (int i = 0; i < n; i++)
+        s += (x[i] = exp(x[i] - m));
+    for (int i = 0; i < n; i++)
+        x[i] /= s;
+}
+
+static void ref_rope(double *v, int n_heads, int hd, int pos, double theta)
+{
+    for (int h = 0; h < n_heads; h++)
+        for (int i = 0; i < hd / 2; i++) {
+            double ang = pos * pow(theta, -2.0 * i / hd);
+            double a = v[h * hd + 2 * i], b = v[h * hd + 2 * i + 1];
+            v[h * hd + 2 * i] = a * cos(ang) - b * sin(ang);
+            v[h * hd + 2 * i + 1] = a * sin(ang) + b * cos(ang);
+        }
+}
+
+/* y[out] = W[out][in] · x[in] */
+static void ref_mv(double *y, const float *w, const double *x, int n_out, int n_in)
+{
+    for (int o = 0; o < n_out; o++) {
+        double s = 0;
+        for (int i = 0; i < n_in; i++)
+            s += (double)w[(size_t)o * n_in + i] * x[i];
+        y[o] = s;
+    }
+}
+
+static double silu(double g) { return g / (1.0 + exp(-g)); }
+
+/* top-k by a full sort of (prob desc, index asc) */
+static void ref_topk(const double *probs, int n, int k, int *idx, double *w)
+{
+    int order[1024];
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (probs[order[j]] > probs[order[i]] ||
+                (probs[order[j]] == probs[order[i]] && order[j] < order[i])) {
+                int t = order[i]; order[i] = order[j]; order[j] = t;
+            }
+    double s = 0;
+    for (int j = 0; j < k; j++)
+        s += probs[order[j]];
+    for (int j = 0; j < k; j++) {
+        idx[j] = order[j];
+        w[j] = probs[order[j]] / s;
+    }
+}
+
+/* The whole model, token by token, in double, straight from the weights:
+ * logits[vocab] for the last of tokens[n]. */
+static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *logits)
+{
+    const cal_model_config *c = cal_engine_config(e);
+    int d = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = d / H, f = c->ffn_dim;
+    int qd = d, kvd = KV * hd, L = c->n_layers;
+    cal_model_weights mw;
+    cal_engine_weights(e, &mw);
+    double *K = calloc((size_t)L * n * kvd, sizeof(double));
+    double *V = calloc((size_t)L * n * kvd, sizeof(double));
+    double *x = calloc((size_t)d, sizeof(double)), *xn = calloc((size_t)d, sizeof(double));
+    double *qkv = calloc((size_t)(qd + 2 * kvd), sizeof(double));
+    double *att = calloc((size_t)qd, sizeof(double)), *o = calloc((size_t)d, sizeof(double));
+    double *sc = calloc((size_t)n, sizeof(double));
+    double *h13 = calloc((size_t)2 * f, sizeof(double)), *a = calloc((size_t)f, sizeof(double));
+    double *r = calloc((size_t)(c->n_experts + 1), sizeof(double));
+    assert_non_null(K); assert_non_null(V); assert_non_null(sc);
+    for (int p = 0; p < n; p++) {
+        for (int i = 0; i < d; i++)
+            x[i] = (double)mw.embedding[(size_t)tok[p] * d + i] * CAL_ENGINE_EMBED_SCALE;
+        for (int l = 0; l < L; l++) {
+            cal_layer_weights w;
+            cal_engine_layer_weights(e, l, &w);
+            ref_rmsnorm(xn, x, w.attn_norm, d, c->norm_eps);
+            ref_mv(qkv, w.wqkv, xn, qd + 2 * kvd, d);
+            ref_rope(qkv, H, hd, p, c->rope_theta);
+            ref_rope(qkv + qd, KV, hd, p, c->rope_theta);
+            memcpy(K + ((size_t)l * n + p) * kvd, qkv + qd, sizeof(double) * kvd);
+            memcpy(V + ((size_t)l * n + p) * kvd, qkv + qd + kvd, sizeof(double) * kvd);
+            for (int h = 0; h < H; h++) {
+                int g = h / (H / KV);
+                for (int j = 0; j <= p; j++) {
+                    double s = 0;
+                    for (int i = 0; i < hd; i++)
+                        s += qkv[h * hd + i] * K[((size_t)l * n + j) * kvd + g * hd + i];
+                    sc[j] = s / sqrt((double)hd);
+                }
+                ref_softmax(sc, p + 1);
+                for (int i = 0; i < hd; i++) {
+                    double s = 0;
+                    for (int j = 0; j <= p; j++)
+                        s += sc[j] * V[((size_t)l * n + j) * kvd + g * hd + i];
+                    att[h * hd + i] = s;
+                }
+            }
+            ref_mv(o, w.wo, att, d, qd);
+            for (int i = 0; i < d; i++)
+                x[i] += o[i];
+            ref_rmsnorm(xn, x, w.ffn_norm, d, c->norm_eps);
+            int ne = c->n_experts > 0 ? c->top_k : 1;
+            int idx[64] = {0};
+            double wt[64] = {1.0};
+            if (c->n_experts > 0) {
+                ref_mv(r, w.router, xn, c->n_experts, d);
+                ref_softmax(r, c->n_experts);
+                ref_topk(r, c->n_experts, c->top_k, idx, wt);
+            }
+            for (int k = 0; k < ne; k++) {
+                const float *w13 = w.w13 + (size_t)idx[k] * 2 * f * d;
+                const float *w2 = w.w2 + (size_t)idx[k] * d * f;
+                ref_mv(h13, w13, xn, 2 * f, d);
+                for (int i = 0; i < f; i++)
+                    a[i] = silu(h13[i]) * h13[f + i];
+                ref_mv(o, w2, a, d, f);
+                for (int i = 0; i < d; i++)
+                    x[i] += wt[k] * o[i];
+            }
+        }
+    }
+    ref_rmsnorm(xn, x, mw.final_norm, d, c->norm_eps);
+    ref_mv(logits, mw.output, xn, c->vocab, d);
+    free(K); free(V); free(x); free(xn); free(qkv); free(att); free(o); free(sc);
+    free(h13); free(a); free(r);
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+
+static void test_kernel_rmsnorm(void **state)
+{
+    (void)state;
+    for (int n = 1; n < 200; n += 37) {
+        float x[200], w[200], out[200];
+        double xd[200], ref[200];
+        frand_fill(x, n, 3.0f);
+        frand_fill(w, n, 1.0f);
+        for (int i = 0; i < n; i++)
+            xd[i] = x[i];
+        cal_k_rmsnorm(out, x, w, n, 1e-5f);
+        ref_rmsnorm(ref, xd, w, n, 1e-5);
+        assert_true(max_err(out, ref, n) < 1e-5);
+        cal_k_rmsnorm(x, x, w, n, 1e-5f); /* in place */
+        assert_true(max_err(x, ref, n) < 1e-5);
+    }
+}
+
+static void test_kernel_softmax(void **state)
+{
+    (void)state;
+    float x[300];
+    double ref[300];
+    frand_fill(x, 300, 20.0f);
+    x[7] = 80.0f; /* large values must not overflow */
+    for (int i = 0; i < 300; i++)
+        ref[i] = x[i];
+    cal_k_softmax(x, 300);
+    ref_softmax(ref, 300);
+    assert_true(max_err(x, ref, 300) < 1e-6);
+    double s = 0;
+    for (int i = 0; i < 300; i++)
+        s += x[i];
+    assert_true(fabs(s - 1.0) < 1e-5);
+}
+
+static void test_kernel_rope(void **state)
+{
+    (void)state;
+    int H = 3, hd = 16, half = hd / 2;
+    float v[48], cs[8], sn[8];
+    double ref[48];
+    for (int pos = 0; pos < 300; pos += 61) {
+        frand_fill(v, H * hd, 1.0f);
+        for (int i = 0; i < H * hd; i++)
+            ref[i] = v[i];
+        for (int i = 0; i < half; i++) {
+            double fr = pow(10000.0, -2.0 * i / hd);
+            cs[i] = (float)cos(pos * fr);
+            sn[i] = (float)sin(pos * fr);
+        }
+        cal_k_rope(v, H, hd, cs, sn);
+        ref_rope(ref, H, hd, pos, 10000.0);
+        assert_true(max_err(v, ref, H * hd) < 1e-5);
+    }
+}
+
+static void test_kernel_swiglu(void **state)
+{
+    (void)state;
+    float g[100], u[100], out[100];
+    double ref[100];
+    frand_fill(g, 100, 6.0f);
+    frand_fill(u, 100, 2.0f);
+    for (int i = 0; i < 100; i++)
+        ref[i] = silu(g[i]) * u[i];
+    cal_k_swiglu(out, g, u, 100);
+    assert_true(max_err(out, ref, 100) < 1e-5);
+}
+
+static void test_kernel_attention_gqa(void **state)
+{
+    (void)state;
+    /* 8 query heads over 2 KV heads: each KV head serves a group of 4 */
+    enum { H = 8, KV = 2, HD = 24, STRIDE = 50 };
+    static float k[KV * STRIDE * HD], v[KV * STRIDE * HD], q[H * HD], out[H * HD];
+    float scores[STRIDE];
+    double ref[H * HD], sc[STRIDE];
+    frand_fill(k, KV * STRIDE * HD, 1.0f);
+    frand_fill(v, KV * STRIDE * HD, 1.0f);
+    frand_fill(q, H * HD, 2.0f);
+    for (int n_pos = 1; n_pos <= 41; n_pos += 20) {
+        for (int h = 0; h < H; h++) {
+            int g = h / (H / KV);
+            for (int j = 0; j < n_pos; j++) {
+                double s = 0;
+                for (int i = 0; i < HD; i++)
+                    s += (double)q[h * HD + i] * k[(g * STRIDE + j) * HD + i];
+                sc[j] = s / sqrt((double)HD);
+            }
+            ref_softmax(sc, n_pos);
+            for (int i = 0; i < HD; i++) {
+                double s = 0;
+                for (int j = 0; j < n_pos; j++)
+                    s += sc[j] * v[(g * STRIDE + j) * HD + i];
+                ref[h * HD + i] = s;
+            }
+        }
+        cal_k_attention(q, k, v, H, KV, HD, STRIDE, n_pos, scores, out);
+        assert_true(max_err(out, ref, H * HD) < 1e-5);
+    }
+}
+
+static void test_kernel_moe_topk(void **state)
+{
+    (void)state;
+    for (int rep = 0; rep < 50; rep++) {
+        int n = 2 + rep % 15, k = 1 + rep % n;
+        float logits[16], probs[16], w[16];
+        double pd[16], wr[16];
+        int idx[16], ir[16];
+        frand_fill(logits, n, 4.0f);
+        if (rep % 5 == 0)
+            logits[1] = logits[0]; /* a tie goes to the lower index */
+        for (int i = 0; i < n; i++)
+            pd[i] = logits[i];
+        ref_softmax(pd, n);
+        ref_topk(pd, n, k, ir, wr);
+        cal_k_route_topk(logits, n, k, probs, idx, w);
+        double sum = 0;
+        for (int j = 0; j < k; j++) {
+            assert_int_equal(idx[j], ir[j]);
+            assert_true(fabs(w[j] - wr[j]) < 1e-5);
+            sum += w[j];
+        }
+        assert_true(fabs(sum - 1.0) < 1e-5);
+    }
+}
+
+static void test_kernel_dot_axpy(void **state)
+{
+    (void)state;
+    float a[77], b[77], y[77];
+    frand_fill(a, 77, 1.0f);
+    frand_fill(b, 77, 1.0f);
+    for (int n = 0; n <= 77; n += 11) {
+        double s = 0;
+        for (int i = 0; i < n; i++)
+            s += (double)a[i] * b[i];
+        assert_true(fabs(cal_k_dot(a, b, n) - s) < 1e-4);
+        memcpy(y, b, sizeof y);
+        cal_k_axpy(y, 0.5f, a, n);
+        for (int i = 0; i < 77; i++)
+            assert_true(fabs(y[i] - (i < n ? b[i] + 0.5f * a[i] : b[i])) < 1e-6);
+    }
+}
+
+/* ---- whole model --------------------------------------------------------- */
+
+static cal_engine *open_preset(const char *name, int seqs, int step)
+{
+    cal_model_config c;
+    assert_int_equal(cal_model_preset(name, &c), CAL_OK);
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, seqs, step, &e), CAL_OK);
+    assert_non_null(e);
+    return e;
+}
+
+static void prompt(int32_t *t, int n, int vocab, uint64_t seed)
+{
+    for (int i = 0; i < n; i++)
+        t[i] = (int32_t)(cal_k_splitmix64(&seed) % (uint64_t)vocab);
+}
+
+static int run(cal_engine *e, int slot, int pos, const int32_t *t, int n, float *logits)
+{
+    cal_step_entry s = {.slot = slot, .pos = pos, .n_tokens = n, .tokens = t,
+                        .logits = logits};
+    return cal_engine_step(e, &s, 1);
+}
+
+static void check_vs_reference(cal_engine *e, int n, int chunk)
+{
+    int V = cal_engine_config(e)->vocab;
+    int32_t t[64];
+    prompt(t, n, V, 99);
+    float *lg = malloc(sizeof(float) * V);
+    double *ref = malloc(sizeof(double) * V);
+    for (int p = 0; p < n; p += chunk) {
+        int m = n - p < chunk ? n - p : chunk;
+        assert_int_equal(run(e, 0, p, t + p, m, lg), CAL_OK);
+    }
+    ref_forward(e, t, n, ref);
+    double err = max_err(lg, ref, V);
+    assert_true(err < 2e-4);
+    /* the logits are not degenerate: they spread over a real range */
+    double lo = ref[0], hi = ref[0];
+    for (int i = 1; i < V; i++) {
+        lo = ref[i] < lo ? ref[i] : lo;
+        hi = ref[i] > hi ? ref[i] : hi;
+    }
+    assert_true(hi - lo > 1.0);
+    free(lg);
+    free(ref);
+}
+
+static void test_forward_tiny_vs_reference(void **state)
+{
+    (void)state;
+    cal_engine *e = open_preset("tiny", 2, 64);
+    check_vs_reference(e, 37, 37); /* one chunk: GEMM attention */
+    check_vs_reference(e, 13, 1);  /* token by token: cache attention */
+    cal_engine_close(&e);
+    assert_null(e);
+}
+
+static void test_forward_moe_vs_reference(void **state)
+{
+    (void)state;
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("moe", &c), CAL_OK);
+    strcpy(c.name, "custom");
+    c.dim = 64; c.n_layers = 2; c.n_heads = 4; c.n_kv_heads = 2; c.ffn_dim = 96;
+    c.n_experts = 6; c.top_k = 2; c.vocab = 700; c.max_ctx = 64;
+    c.tied_embeddings = 0;
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, 2, 32, &e), CAL_OK);
+    check_vs_reference(e, 20, 20);
+    check_vs_reference(e, 9, 3);
+    cal_engine_close(&e);
+}
+
+static void test_prefill_chunk_equals_tokenwise(void **state)
+{
+    (void)state;
+    cal_engine *e = open_preset("tiny", 3, 128);
+    int V = cal_engine_config(e)->vocab, n = 100;
+    int32_t t[100];
+    prompt(t, n, V, 7);
+    float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V),
+          *c = malloc(sizeof(float) * V);
+    assert_int_equal(run(e, 0, 0, t, n, a), CAL_OK);
+    for (int p = 0; p < n; p++)
+        assert_int_equal(run(e, 1, p, t + p, 1, p == n - 1 ? b : NULL), CAL_OK);
+    for (int p = 0; p < n; p += 30)
+        assert_int_equal(run(e, 2, p, t + p, n - p < 30 ? n - p : 30, c), CAL_OK);
+    assert_true(max_err_ff(b, a, V) < 1e-4);
+    assert_true(max_err_ff(c, a, V) < 1e-4);
+    /* the cache of slot 0 continues correctly: one more decode agrees */
+    int32_t next = 5;
+    assert_int_equal(run(e, 0, n, &next, 1, a), CAL_OK);
+    assert_int_equal(run(e, 1, n, &next, 1, b), CAL_OK);
+    assert_true(max_err_ff(b, a, V) < 1e-4);
+    free(a); free(b); free(c);
+    cal_engine_close(&e);
+}
+
+static void test_batched_equals_alone(void **state)
+{
+    (void)state;
+    enum { NS = 4 };
+    cal_engine *e = open_preset("tiny", 2 * NS, 128);
+    int V = cal_engine_config(e)->vocab;
+    int32_t t[NS][40];
+    int len[NS] = {40, 3, 17, 9};
+    float *alone[NS], *batch[NS];
+    for (int s = 0; s < NS; s++) {
+        prompt(t[s], len[s], V, 100 + s);
+        alone[s] = malloc(sizeof(float) * V);
+        batch[s] = malloc(sizeof(float) * V);
+    }
+    /* alone: slots 0..3, each its prompt then one decode of token 42 */
+    int32_t dec = 42;
+    for (int s = 0; s < NS; s++) {
+        assert_int_equal(run(e, s, 0, t[s], len[s] - 1, NULL), CAL_OK);
+        assert_int_equal(run(e, s, len[s] - 1, &t[s][len[s] - 1], 1, NULL), CAL_OK);
+        assert_int_equal(run(e, s, len[s], &dec, 1, alone[s]), CAL_OK);
+    }
+    /* together in slots 4..7: step 1 mixes a prefill chunk with decodes */
+    cal_step_entry en[NS];
+    for (int s = 0; s < NS; s++)
+        en[s] = (cal_step_entry){.slot = NS + s, .pos = 0, .n_tokens = len[s] - 1,
+                                 .tokens = t[s], .logits = NULL};
+    assert_int_equal(cal_engine_step(e, en, NS), CAL_OK);
+    for (int s = 0; s < NS; s++)
+        en[s] = (cal_step_entry){.slot = NS + s, .pos = len[s] - 1, .n_tokens = 1,
+                                 .tokens = &t[s][len[s] - 1], .logits = NULL};
+    assert_int_equal(cal_engine_step(e, en, NS), CAL_OK);
+    for (int s = 0; s < NS; s++)
+        en[s] = (cal_step_entry){.slot = NS + s, .pos = len[s], .n_tokens = 1,
+                                 .tokens = &dec, .logits = batch[s]};
+    assert_int_equal(cal_engine_step(e, en, NS), CAL_OK);
+    for (int s = 0; s < NS; s++) {
+        assert_true(max_err_ff(batch[s], alone[s], V) < 1e-4);
+        free(alone[s]);
+        free(batch[s]);
+    }
+    cal_engine_close(&e);
+}
+
+/* Greedy continuation of a fixed prompt on tiny (seed 42), computed once by
+ * this engine and frozen here: any change in numerics shows up. */
+static const int32_t tiny_greedy_expected[16] = {
+    3402, 1211, 2622, 4008, 1715, 853, 1523, 2432,
+    1145, 3763, 3166, 294, 2615, 3766, 3763, 312,
+};
+
+static void test_greedy_stable(void **state)
+{
+    (void)state;
+    cal_engine *e = open_preset("tiny", 1, 64);
+    cal_tokenizer *tk = NULL;
+    int V = cal_engine_config(e)->vocab;
+    assert_int_equal(cal_tok_open(V, &tk), CAL_OK);
+    const char *text = "The quick brown fox jumps over the lazy dog.";
+    int32_t ids[64];
+    int n = cal_tok_encode(tk, text, strlen(text), ids, 64);
+    assert_true(n > 0 && n < 44);
+    float *lg = malloc(sizeof(float) * V);
+    assert_int_equal(run(e, 0, 0, ids, n, lg), CAL_OK);
+    cal_sampler_params sp = {.temperature = 0, .top_p = 1, .seed = 1};
+    uint64_t rng = sp.seed;
+    int32_t out[16];
+    int distinct = 0;
+    for (int i = 0; i < 16; i++) {
+        out[i] = cal_engine_sample(e, lg, &sp, &rng);
+        assert_true(out[i] >= 0 && out[i] < V);
+        if (i > 0 && out[i] != out[0])
+            distinct = 1;
+        assert_int_equal(run(e, 0, n + i, &out[i], 1, lg), CAL_OK);
+    }
+#ifdef PRINT_GREEDY
+    for (int i = 0; i < 16; i++)
+        print_message("%d, ", out[i]);
+    print_message("\n");
+#endif
+    assert_true(distinct); /* greedy does not collapse to one token */
+    assert_memory_equal(out, tiny_greedy_expected, sizeof out);
+    free(lg);
+    cal_tok_close(&tk);
+    cal_engine_close(&e);
+}
+
+static void test_presets_and_formulas(void **state)
+{
+    (void)state;
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("nope", &c), CAL_ENOTFOUND);
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    assert_int_equal(cal_model_validate(&c, NULL), CAL_OK);
+    assert_true(cal_model_n_params(&c) < 5000000);
+    assert_int_equal(cal_model_preset("small", &c), CAL_OK);
+    assert_true(cal_model_n_params(&c) >= 25000000 && cal_model_n_params(&c) <= 50000000);
+    assert_int_equal(cal_model_preset("base", &c), CAL_OK);
+    assert_int_equal(c.dim, 768); assert_int_equal(c.n_layers, 12);
+    assert_int_equal(c.n_heads, 12); assert_int_equal(c.n_kv_heads, 4);
+    assert_int_equal(c.ffn_dim, 2048); assert_int_equal(c.vocab, 32000);
+    assert_int_equal(c.tied_embeddings, 1);
+    /* base by hand: embedding + per layer (2 norms, QKV 768×1280, O 768×768,
+     * FFN 3×768×2048) + final norm */
+    int64_t layer = 2 * 768 + 768 * 1280 + 768 * 768 + 3 * 768 * 2048;
+    int64_t p = 32000LL * 768 + 12 * layer + 768;
+    assert_true(cal_model_n_params(&c) == p);
+    assert_true(cal_model_decode_bytes_per_token(&c) == 4 * (p + 768));
+    /* SPEC 1.4: KV per token = 2 × layers × kv_heads × head_dim × bytes */
+    assert_true(cal_model_kv_bytes_per_token(&c) == 2 * 12 * 4 * 64 * 4);
+    double f0 = cal_model_flops_per_token(&c, 0), f1 = cal_model_flops_per_token(&c, 100);
+    assert_true(fabs((f1 - f0) - 2.0 * 12 * 2 * 768 * 100) < 1);
+    assert_int_equal(cal_model_preset("moe", &c), CAL_OK);
+    assert_int_equal(c.n_experts, 8); assert_int_equal(c.top_k, 2);
+    assert_int_equal(c.vocab, 151936); assert_int_equal(c.dim, 512);
+    assert_int_equal(c.n_layers, 8); assert_int_equal(c.ffn_dim, 1024);
+    /* decode reads only the active experts */
+    int64_t all = cal_model_n_params(&c) * 4, active = cal_model_decode_bytes_per_token(&c);
+    assert_true(active < all);
+    assert_true(all - active >= 8LL * 6 * 3 * 512 * 1024 * 4 - 8LL * 4096);
+}
+
+static void expect_invalid(cal_model_config c, const char *field)
+{
+    const char *why = NULL;
+    assert_int_equal(cal_model_validate(&c, &why), CAL_EINVAL);
+    assert_non_null(why);
+    assert_string_equal(why, field);
+    cal_engine *e = (cal_engine *)&c; /* must be NULLed on failure */
+    assert_int_equal(cal_engine_open(&c, 1, 8, &e), CAL_EINVAL);
+    assert_null(e);
+}
+
+static void test_validation(void **state)
+{
+    (void)state;
+    cal_model_config c, b;
+    assert_int_equal(cal_model_preset("tiny", &b), CAL_OK);
+    c = b; c.n_heads = 3; expect_invalid(c, "n_heads");        /* 128 % 3 */
+    c = b; c.n_kv_heads = 3; expect_invalid(c, "n_kv_heads");  /* 4 % 3 */
+    c = b; c.dim = 0; expect_invalid(c, "dim");
+    c = b; c.n_experts = 4; c.top_k = 5; expect_invalid(c, "top_k");
+    c = b; c.n_experts = 0; c.top_k = 2; expect_invalid(c, "top_k");
+    c = b; c.vocab = 100; expect_invalid(c, "vocab");
+    c = b; c.max_ctx = 0; expect_invalid(c, "max_ctx");
+    c = b; c.n_layers = -1; expect_invalid(c, "n_layers");
+    c = b; c.ffn_dim = 0; expect_invalid(c, "ffn_dim");
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&b, 0, 8, &e), CAL_EINVAL);
+    assert_int_equal(cal_engine_open(&b, 1, 0, &e), CAL_EINVAL);
+
+    e = open_preset("tiny", 2, 16);
+    int V = b.vocab;
+    int32_t t[20];
+    prompt(t, 20, V, 3);
+    float *ref = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+    assert_int_equal(run(e, 0, 0, t, 10, NULL), CAL_OK);
+    int32_t bad = V;
+    cal_step_entry two[2] = {{0, 10, 1, t, NULL}, {0, 11, 1, t, NULL}};
+    assert_int_equal(run(e, 2, 0, t, 1, NULL), CAL_EINVAL);     /* slot */
+    assert_non_null(strstr(cal_engine_last_error(e), "slot"));
+    assert_int_equal(run(e, -1, 0, t, 1, NULL), CAL_EINVAL);
+    assert_int_equal(run(e, 0, 11, t, 1, NULL), CAL_EINVAL);    /* hole in the cache */
+    assert_non_null(strstr(cal_engine_last_error(e), "pos"));
+    assert_int_equal(run(e, 0, 10, &bad, 1, NULL), CAL_EINVAL); /* token id */
+    assert_non_null(strstr(cal_engine_last_error(e), "tokens"));
+    assert_int_equal(run(e, 0, 10, t, 17, NULL), CAL_EINVAL);   /* > max_step */
+    assert_int_equal(run(e, 0, 10, t, 0, NULL), CAL_EINVAL);
+    assert_int_equal(run(e, 0, 10, NULL, 1, NULL), CAL_EINVAL);
+    assert_int_equal(run(e, 1, b.max_ctx - 1 + 1, t, 1, NULL), CAL_EINVAL);
+    assert_int_equal(cal_engine_step(e, two, 2), CAL_EINVAL);   /* slot twice */
+    assert_int_equal(cal_engine_step(e, two, 3), CAL_EINVAL);   /* > max_seqs */
+    assert_int_equal(cal_engine_step(e, NULL, 1), CAL_EINVAL);
+    assert_int_equal(cal_engine_step(e, NULL, 0), CAL_OK);
+    /* the failed steps changed nothing: continuing equals a fresh run */
+    assert_int_equal(run(e, 0, 10, t + 10, 1, lg), CAL_OK);
+    assert_int_equal(run(e, 1, 0, t, 11, ref), CAL_OK);
+    assert_true(max_err_ff(lg, ref, V) < 1e-4);
+    assert_string_equal(cal_engine_last_error(e), "");
+    free(ref); free(lg);
+    cal_engine_close(&e);
+    cal_engine_close(&e); /* closing NULL is a no-op */
+}
+
+static void test_profile_json(void **state)
+{
+    (void)state;
+    cal_engine *e = open_preset("tiny", 1, 32);
+    int V = cal_engine_config(e)->vocab;
+    int32_t t[20];
+    prompt(t, 20, V, 5);
+    float *lg = malloc(sizeof(float) * V);
+    assert_int_equal(run(e, 0, 0, t, 20, lg), CAL_OK);
+    cal_sampler_params sp = {.temperature = 0.8f, .top_p = 0.9f, .seed = 3};
+    uint64_t rng = sp.seed;
+    int32_t id = cal_engine_sample(e, lg, &sp, &rng);
+    assert_true(id >= 0 && id < V);
+    assert_int_equal(run(e, 0, 20, &id, 1, lg), CAL_OK);
+    char *s = cal_engine_profile_json(e);
+    assert_non_null(s);
+    json_error_t err;
+    json_t *j = json_loads(s, 0, &err);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "format")),
+                        "caliper.engine.profile/1");
+    assert_int_equal(json_integer_value(json_object_get(j, "steps")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "tokens")), 21);
+    json_t *ops = json_object_get(j, "ops");
+    assert_true(json_is_array(ops));
+    const char *want[] = {"attention", "dense_proj", "norm", "rope", "embedding",
+                          "logits", "sampling", "moe_router", "moe_experts"};
+    int64_t sum = 0;
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        json_t *found = NULL, *o;
+        size_t i;
+        json_array_foreach(ops, i, o)
+            if (strcmp(json_string_value(json_object_get(o, "op")), want[w]) == 0)
+                found = o;
+        assert_non_null(found);
+        int64_t calls = json_integer_value(json_object_get(found, "calls"));
+        if (w < 7) {
+            assert_true(calls > 0);
+            assert_true(json_integer_value(json_object_get(found, "time_ns")) >= 0);
+        } else {
+            assert_int_equal(calls, 0); /* a dense model routes nothing */
+        }
+    }
+    json_t *o;
+    size_t i;
+    json_array_foreach(ops, i, o) {
+        if (strcmp(json_string_value(json_object_get(o, "op")), "sampling") != 0)
+            sum += json_integer_value(json_object_get(o, "time_ns"));
+        if (strcmp(json_string_value(json_object_get(o, "op")), "dense_proj") == 0) {
+            /* 2 steps × 4 layers × (QKV, O, FFN up, FFN down) */
+            assert_int_equal(json_integer_value(json_object_get(o, "calls")), 2 * 4 * 4);
+            double fl = json_real_value(json_object_get(o, "flops"));
+            double expect = 21.0 * 2 * 4 * (128 * 256 + 128 * 128 + 3 * 128 * 384);
+            assert_true(fabs(fl - expect) < 1);
+        }
+    }
+    assert_true(sum <= json_integer_value(json_object_get(j, "step_time_ns")));
+    json_decref(j);
+    free(s);
+    cal_engine_profile_reset(e);
+    s = cal_engine_profile_json(e);
+    j = json_loads(s, 0, &err);
+    assert_int_equal(json_integer_value(json_object_get(j, "steps")), 0);
+    json_decref(j);
+    free(s);
+    free(lg);
+    cal_engine_close(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_rmsnorm),
+        cmocka_unit_test(test_kernel_softmax),
+        cmocka_unit_test(test_kernel_rope),
+        cmocka_unit_test(test_kernel_swiglu),
+        cmocka_unit_test(test_kernel_attention_gqa),
+        cmocka_unit_test(test_kernel_moe_topk),
+        cmocka_unit_test(test_kernel_dot_axpy),
+        cmocka_unit_test(test_forward_tiny_vs_reference),
+        cmocka_unit_test(test_forward_moe_vs_reference),
+        cmocka_unit_test(test_prefill_chunk_equals_tokenwise),
+        cmocka_unit_test(test_batched_equals_alone),
+        cmocka_unit_test(test_greedy_stable),
+        cmocka_unit_test(test_presets_and_formulas),
+        cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_profile_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
