@@ -1,3 +1,249 @@
-/* caliper serve — placeholder until the module lands. */
+/* caliper serve — the built-in reference engine behind an OpenAI-compatible
+ * HTTP API: parse flags, open the server (server/server.h), print the one
+ * "listening on" line, wait for SIGINT/SIGTERM, write the profile, stop. */
+#include <cblas.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include "caliper/clock.h"
+#include "caliper/error.h"
 #include "cli.h"
-int cmd_serve(int argc, char **argv) { (void)argc; (void)argv; return cli_fail("serve", "not in this build yet"); }
+#include "engine/engine.h"
+#include "server/server.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: caliper serve [--preset tiny|small|base|moe] [shape flags] [--port N]\n"
+        "\n"
+        "The reference engine (a real CPU transformer, synthetic weights) behind an\n"
+        "OpenAI-compatible API: /v1/completions, /v1/chat/completions, /v1/models,\n"
+        "/health, /metrics, /tokenize, /profile. Prints one line,\n"
+        "  caliper serve: listening on http://HOST:PORT (model NAME, N params)\n"
+        "then serves until SIGINT or SIGTERM.\n"
+        "\n"
+        "model:\n"
+        "  --preset NAME        tiny (< 5 M params, default), small, base, moe\n"
+        "  --layers N --dim N --heads N --kv-heads N --ffn N --experts N --top-k N\n"
+        "  --vocab N --context N --seed N\n"
+        "                       override one field of the preset's shape\n"
+        "  --model-name NAME    the served model id (default caliper-PRESET)\n"
+        "server:\n"
+        "  --host ADDR          bind address (default 127.0.0.1: loopback only)\n"
+        "  --port N             TCP port; 0 picks a free one (default 8080)\n"
+        "  --max-batch N        running sequences per step, vLLM's --max-num-seqs (default 16)\n"
+        "  --max-queue N        waiting requests beyond the batch; more get 503 (default 256)\n"
+        "  --prefill-chunk N    prompt tokens prefilled per engine step (default 256)\n"
+        "  --threads N          compute threads (OpenBLAS); default: all cores\n"
+        "  --max-body BYTES     request body limit, e.g. 4MiB (default); larger gets 413\n"
+        "  --http-threads N     HTTP event-loop threads (default 1; 2 with --pace-ms)\n"
+        "  --max-connections N  concurrent connections (default 1024; 8192 with --pace-ms)\n"
+        "  --profile FILE       write the engine's per-op profile JSON at shutdown\n"
+        "  --pace-ms N          pacing mode: no model compute; each request streams\n"
+        "                       max_tokens chunks, chunk k due at arrival + N*(k+1) ms,\n"
+        "                       each carrying the server's send time \"send_ns\"\n"
+        "\n"
+        "Exit status: 0 after a clean stop, 1 when the server cannot start, 2 usage.\n"
+        "Details: docs/serve.md\n");
+}
+
+enum {
+    O_PRESET = 256, O_LAYERS, O_DIM, O_HEADS, O_KVHEADS, O_FFN, O_EXPERTS, O_TOPK,
+    O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
+    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_HELP
+};
+
+static const struct option OPTS[] = {
+    {"preset", required_argument, 0, O_PRESET},
+    {"layers", required_argument, 0, O_LAYERS},
+    {"dim", required_argument, 0, O_DIM},
+    {"heads", required_argument, 0, O_HEADS},
+    {"kv-heads", required_argument, 0, O_KVHEADS},
+    {"ffn", required_argument, 0, O_FFN},
+    {"experts", required_argument, 0, O_EXPERTS},
+    {"top-k", required_argument, 0, O_TOPK},
+    {"vocab", required_argument, 0, O_VOCAB},
+    {"context", required_argument, 0, O_CONTEXT},
+    {"seed", required_argument, 0, O_SEED},
+    {"host", required_argument, 0, O_HOST},
+    {"port", required_argument, 0, O_PORT},
+    {"max-batch", required_argument, 0, O_MAXBATCH},
+    {"max-queue", required_argument, 0, O_MAXQUEUE},
+    {"threads", required_argument, 0, O_THREADS},
+    {"profile", required_argument, 0, O_PROFILE},
+    {"pace-ms", required_argument, 0, O_PACE},
+    {"model-name", required_argument, 0, O_MODELNAME},
+    {"prefill-chunk", required_argument, 0, O_CHUNK},
+    {"max-body", required_argument, 0, O_MAXBODY},
+    {"http-threads", required_argument, 0, O_HTTPTHREADS},
+    {"max-connections", required_argument, 0, O_MAXCONN},
+    {"help", no_argument, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+/* Shape overrides: which field, and the flag that set it (-1 = not given). */
+typedef struct shape_flags {
+    long layers, dim, heads, kv_heads, ffn, experts, top_k, vocab, context, seed;
+} shape_flags;
+
+static int write_profile(const char *path, const char *json)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return CAL_EIO;
+    int ok = fputs(json, f) >= 0 && fputc('\n', f) != EOF;
+    if (fclose(f) != 0) ok = 0;
+    return ok ? CAL_OK : CAL_EIO;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    const char *preset = "tiny", *host = "127.0.0.1", *profile = NULL, *model_name = NULL;
+    long port = 8080, max_batch = 16, max_queue = 256, threads = 0, pace_ms = 0,
+         chunk = 256, http_threads = 0, max_conn = 0;
+    double max_body = 4.0 * 1024 * 1024;
+    shape_flags sf = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    const char *C = "serve";
+    int rc, opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", OPTS, NULL)) != -1) {
+        rc = 0;
+        switch (opt) {
+        case O_PRESET:   preset = optarg; break;
+        case O_LAYERS:   rc = cli_parse_long(C, "--layers", optarg, 1, 1024, &sf.layers); break;
+        case O_DIM:      rc = cli_parse_long(C, "--dim", optarg, 1, 1 << 16, &sf.dim); break;
+        case O_HEADS:    rc = cli_parse_long(C, "--heads", optarg, 1, 1024, &sf.heads); break;
+        case O_KVHEADS:  rc = cli_parse_long(C, "--kv-heads", optarg, 1, 1024, &sf.kv_heads); break;
+        case O_FFN:      rc = cli_parse_long(C, "--ffn", optarg, 1, 1 << 18, &sf.ffn); break;
+        case O_EXPERTS:  rc = cli_parse_long(C, "--experts", optarg, 0, 1024, &sf.experts); break;
+        case O_TOPK:     rc = cli_parse_long(C, "--top-k", optarg, 1, 1024, &sf.top_k); break;
+        case O_VOCAB:    rc = cli_parse_long(C, "--vocab", optarg, 257, 1 << 22, &sf.vocab); break;
+        case O_CONTEXT:  rc = cli_parse_long(C, "--context", optarg, 2, 1 << 20, &sf.context); break;
+        case O_SEED:     rc = cli_parse_long(C, "--seed", optarg, 0, LONG_MAX, &sf.seed); break;
+        case O_HOST:     host = optarg; break;
+        case O_PORT:     rc = cli_parse_long(C, "--port", optarg, 0, 65535, &port); break;
+        case O_MAXBATCH: rc = cli_parse_long(C, "--max-batch", optarg, 1, 4096, &max_batch); break;
+        case O_MAXQUEUE: rc = cli_parse_long(C, "--max-queue", optarg, 0, 1 << 20, &max_queue); break;
+        case O_THREADS:  rc = cli_parse_long(C, "--threads", optarg, 1, 1024, &threads); break;
+        case O_PROFILE:  profile = optarg; break;
+        case O_PACE:     rc = cli_parse_long(C, "--pace-ms", optarg, 1, 3600000, &pace_ms); break;
+        case O_MODELNAME: model_name = optarg; break;
+        case O_CHUNK:    rc = cli_parse_long(C, "--prefill-chunk", optarg, 1, 1 << 16, &chunk); break;
+        case O_MAXBODY:
+            rc = cli_parse_unit(C, "--max-body", optarg, CAL_U_BYTES, "B", &max_body);
+            if (!rc && (max_body < 1024 || max_body > 1024.0 * 1024 * 1024))
+                rc = cli_usage_error(C, "--max-body: \"%s\" is outside 1KiB..1GiB", optarg);
+            break;
+        case O_HTTPTHREADS:
+            rc = cli_parse_long(C, "--http-threads", optarg, 1, 64, &http_threads);
+            break;
+        case O_MAXCONN:
+            rc = cli_parse_long(C, "--max-connections", optarg, 1, 1 << 20, &max_conn);
+            break;
+        case 'h':
+        case O_HELP:     usage(stdout); return CLI_OK;
+        case ':':
+            return cli_usage_error(C, "%s: a value is required", argv[optind - 1]);
+        default:
+            return cli_usage_error(C, "%s: not a flag of serve", argv[optind - 1]);
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc)
+        return cli_usage_error(C, "\"%s\": serve takes no arguments", argv[optind]);
+
+    cal_server_config sc = {0};
+    if (cal_model_preset(preset, &sc.model) != CAL_OK)
+        return cli_usage_error(C, "--preset: \"%s\" is not tiny, small, base or moe", preset);
+    int custom = 0;
+#define OVERRIDE(field, v) do { if ((v) >= 0) { sc.model.field = (int)(v); custom = 1; } } while (0)
+    OVERRIDE(n_layers, sf.layers);
+    OVERRIDE(dim, sf.dim);
+    OVERRIDE(n_heads, sf.heads);
+    OVERRIDE(n_kv_heads, sf.kv_heads);
+    OVERRIDE(ffn_dim, sf.ffn);
+    OVERRIDE(n_experts, sf.experts);
+    OVERRIDE(top_k, sf.top_k);
+    OVERRIDE(vocab, sf.vocab);
+    OVERRIDE(max_ctx, sf.context);
+#undef OVERRIDE
+    if (sf.experts == 0) sc.model.top_k = 0;
+    if (sf.seed >= 0) sc.model.seed = (uint64_t)sf.seed;
+    if (custom) snprintf(sc.model.name, sizeof sc.model.name, "custom");
+    const char *why = NULL;
+    if (cal_model_validate(&sc.model, &why) != CAL_OK)
+        return cli_usage_error(C, "the model shape is impossible: %s", why ? why : "?");
+
+    char name[128];
+    if (!model_name) {
+        snprintf(name, sizeof name, "caliper-%s", custom ? "custom" : preset);
+        model_name = name;
+    }
+    sc.model_name = model_name;
+    sc.preset = preset;
+    sc.host = host;
+    sc.port = (int)port;
+    sc.max_batch = (int)max_batch;
+    sc.max_queue = (int)max_queue;
+    sc.prefill_chunk = (int)chunk;
+    sc.pace_ns = (int64_t)pace_ms * 1000000;
+    sc.max_body_bytes = (size_t)max_body;
+    sc.http_threads = (int)http_threads;
+    sc.max_connections = (int)max_conn;
+    if (threads > 0) openblas_set_num_threads((int)threads);
+
+    /* thousands of paced streams need as many descriptors as the system allows */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* signals go to sigwait below, not to the server's threads */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    cal_server *srv = NULL;
+    char reason[256];
+    rc = cal_server_open(&sc, &srv, reason, sizeof reason);
+    if (rc != CAL_OK) {
+        if (rc == CAL_EINVAL && strncmp(reason, "--", 2) == 0)
+            return cli_usage_error(C, "%s", reason);
+        return cli_fail(C, "%s", reason[0] ? reason : cal_strerror(rc));
+    }
+    const char *warn = cli_build_warning();
+    if (warn) fprintf(stderr, "caliper serve: warning: %s\n", warn);
+    int v6 = strchr(host, ':') != NULL;
+    printf("caliper serve: listening on http://%s%s%s:%d (model %s, %lld params)\n",
+           v6 ? "[" : "", host, v6 ? "]" : "", cal_server_port(srv), model_name,
+           (long long)cal_server_n_params(srv));
+    fflush(stdout);
+    if (pace_ms > 0)
+        fprintf(stderr, "caliper serve: pacing mode, one chunk every %ld ms, no model compute\n",
+                pace_ms);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "caliper serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    int status = CLI_OK;
+    if (profile) {
+        char *json = cal_server_profile_json(srv);
+        if (!json) {
+            status = cli_fail(C, "--profile: no profile (%s)", pace_ms > 0
+                              ? "pacing mode runs no engine" : "the engine gave none");
+        } else {
+            if (write_profile(profile, json) != CAL_OK)
+                status = cli_fail(C, "--profile: cannot write \"%s\"", profile);
+            free(json);
+        }
+    }
+    cal_server_close(&srv);
+    return status;
+}

@@ -1,0 +1,599 @@
+/* caliper serve — the HTTP front (see server.h): libmicrohttpd in epoll mode
+ * with suspend/resume. A streaming response is a content-reader callback that
+ * drains its job's bytes and suspends the connection when there are none; the
+ * scheduler or pacer resumes it when it appends more. A client that goes away
+ * marks its job cancelled, and the scheduler frees the sequence before the
+ * next step. */
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "caliper/clock.h"
+#include "caliper/error.h"
+#include "server/job.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/sched.h"
+#include "server/server.h"
+
+#define DEFAULT_MAX_BODY   (4u << 20)
+#define STREAM_BLOCK_BYTES 4096
+
+enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS,
+             R_TOKENIZE, R_PROFILE };
+
+static const struct { const char *path; const char *method; enum route r; } ROUTES[] = {
+    {"/v1/completions",      "POST", R_COMPLETIONS},
+    {"/v1/chat/completions", "POST", R_CHAT},
+    {"/v1/models",           "GET",  R_MODELS},
+    {"/health",              "GET",  R_HEALTH},
+    {"/metrics",             "GET",  R_METRICS},
+    {"/tokenize",            "POST", R_TOKENIZE},
+    {"/profile",             "GET",  R_PROFILE},
+};
+#define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
+
+struct cal_server {
+    cal_model_config  model;
+    char              model_name[128];
+    char              preset[32];
+    int64_t           n_params;
+    size_t            max_body;
+    cal_tokenizer    *tok;
+    cal_sched        *sched;      /* engine mode */
+    cal_pacer        *pacer;      /* pacing mode */
+    cal_srv_metrics   m;
+    struct MHD_Daemon *d;
+    int               port;
+    atomic_int        stopping;
+    atomic_int        n_active;   /* requests with a context (in flight) */
+    atomic_ullong     next_id;
+    uint64_t          seed_base;
+};
+
+/* Per-request state, MHD's req_cls. */
+typedef struct conn_ctx {
+    enum route r;
+    cal_buf    body;
+    int        too_big;
+    cal_job   *job;        /* a non-streamed job we are waiting on */
+} conn_ctx;
+
+/* ---- responses ---------------------------------------------------------- */
+
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
+                                 const char *ctype, const char *body, size_t n)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) return MHD_NO;
+    enum MHD_Result ret = send_body(c, status, "application/json", s, strlen(s));
+    free(s);
+    return ret;
+}
+
+static enum MHD_Result send_error(cal_server *s, struct MHD_Connection *c,
+                                  const cal_srv_error *e)
+{
+    atomic_fetch_add_explicit(&s->m.requests_rejected, 1, memory_order_relaxed);
+    char *body = cal_srv_error_json(e);
+    if (!body) return MHD_NO;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(body); return MHD_NO; }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (e->status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (e->status == 405) {
+        /* the one method the path accepts, as the message names it */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+                                strstr(e->message, "(use GET)") ? "GET, HEAD" : "POST");
+    }
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)e->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- streaming ---------------------------------------------------------- */
+
+/* Producer side (scheduler or pacer), j->mu held: resume the connection. */
+static void wake_conn(cal_job *j)
+{
+    if (j->conn) MHD_resume_connection((struct MHD_Connection *)j->conn);
+    j->parked = 0;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    cal_job *j = cls;
+    cal_server *s = j->wake_ctx;
+    pthread_mutex_lock(&j->mu);
+    if (s->pacer && cal_pacer_fill(s->pacer, j) != CAL_OK) {
+        j->cancelled = 1;
+        pthread_mutex_unlock(&j->mu);
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (j->out.len > 0) {
+        size_t n = j->out.len < max ? j->out.len : max;
+        memcpy(buf, j->out.data, n);
+        cal_buf_consume(&j->out, n);
+        pthread_mutex_unlock(&j->mu);
+        return (ssize_t)n;
+    }
+    if (j->done || !j->conn) {
+        pthread_mutex_unlock(&j->mu);
+        return j->done ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    /* nothing yet: park until the producer appends (MHD's documented
+     * pattern: suspend, then return 0) */
+    j->parked = 1;
+    MHD_suspend_connection((struct MHD_Connection *)j->conn);
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+static void stream_free(void *cls) { cal_job_unref(cls); }
+
+/* ---- completions -------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static enum MHD_Result handle_completion(cal_server *s, struct MHD_Connection *c,
+                                         conn_ctx *cx)
+{
+    cal_srv_error e;
+    cal_srv_request req;
+    cal_srv_limits lim = {s->model.vocab, s->model.max_ctx};
+    cal_srv_api api = cx->r == R_CHAT ? CAL_SRV_CHAT : CAL_SRV_COMPLETIONS;
+    int rc = cal_srv_parse_request(api, cx->body.data, cx->body.len, &lim, &req, &e);
+    if (rc != CAL_OK) return send_error(s, c, &e);
+    int64_t arrival = cal_now_ns();
+
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if (req.prompt_ids) {
+        ids = req.prompt_ids;
+        n_ids = req.n_prompt_ids;
+        req.prompt_ids = NULL;
+    } else {
+        int cap = s->model.max_ctx;
+        ids = malloc((size_t)cap * sizeof *ids);
+        if (!ids) {
+            cal_srv_request_free(&req);
+            cal_srv_error_set(&e, 500, "server_error", "", NULL, "out of memory");
+            return send_error(s, c, &e);
+        }
+        n_ids = cal_tok_encode(s->tok, req.prompt, req.prompt_len, ids, cap);
+        if (n_ids == CAL_ETOOBIG) n_ids = cap;   /* no room left: rejected below */
+        if (n_ids < 0) {
+            free(ids);
+            cal_srv_request_free(&req);
+            cal_srv_error_set(&e, 400, "invalid_request_error", api == CAL_SRV_CHAT
+                              ? "messages" : "prompt", NULL, "the prompt cannot be tokenized");
+            return send_error(s, c, &e);
+        }
+    }
+    if (cal_srv_check_context(&req, n_ids, s->model.max_ctx, &e) != CAL_OK) {
+        free(ids);
+        cal_srv_request_free(&req);
+        return send_error(s, c, &e);
+    }
+    uint64_t id = atomic_fetch_add(&s->next_id, 1) + 1;
+    if (!req.has_seed) req.seed = mix64(s->seed_base ^ id);
+    cal_job *j = cal_job_new(&req, ids, n_ids, s->model_name);
+    if (!j) {
+        free(ids);
+        cal_srv_request_free(&req);
+        cal_srv_error_set(&e, 500, "server_error", "", NULL, "out of memory");
+        return send_error(s, c, &e);
+    }
+    snprintf(j->id, sizeof j->id, "%s-%llx", api == CAL_SRV_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)mix64(s->seed_base + id));
+    j->created_s = (int64_t)time(NULL);
+    j->arrival_ns = arrival;
+    j->conn = c;
+    j->wake = wake_conn;
+    j->wake_ctx = s;
+
+    rc = atomic_load(&s->stopping) ? CAL_ECANCEL
+         : s->pacer ? cal_pacer_submit(s->pacer, j) : cal_sched_submit(s->sched, j);
+    if (rc != CAL_OK) {
+        cal_job_unref(j);
+        if (rc == CAL_EFULL)
+            cal_srv_error_set(&e, 503, "server_overloaded", "", "queue_full",
+                              "the queue is full (max-batch running, max-queue waiting); "
+                              "retry later");
+        else
+            cal_srv_error_set(&e, 503, "server_overloaded", "", "shutting_down",
+                              "the server is shutting down");
+        return send_error(s, c, &e);
+    }
+    if (j->req.stream) {
+        cal_job_ref(j);                        /* the response's reference */
+        struct MHD_Response *r = MHD_create_response_from_callback(
+            MHD_SIZE_UNKNOWN, STREAM_BLOCK_BYTES, stream_reader, j, stream_free);
+        if (!r) {
+            pthread_mutex_lock(&j->mu);
+            j->cancelled = 1;
+            j->conn = NULL;
+            pthread_mutex_unlock(&j->mu);
+            cal_job_unref(j);
+            cal_job_unref(j);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        cx->job = j;                           /* the context's reference */
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    /* non-streamed: park until the job is done, answer when resumed */
+    cx->job = j;
+    pthread_mutex_lock(&j->mu);
+    if (!j->done) {
+        j->parked = 1;
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return MHD_YES;
+}
+
+/* Called again after a non-streamed job's connection was resumed. */
+static enum MHD_Result finish_nonstream(cal_server *s, struct MHD_Connection *c,
+                                       conn_ctx *cx)
+{
+    cal_job *j = cx->job;
+    pthread_mutex_lock(&j->mu);
+    if (s->pacer) cal_pacer_fill(s->pacer, j);
+    if (!j->done) {                 /* woken early: wait again */
+        j->parked = 1;
+        MHD_suspend_connection(c);
+        pthread_mutex_unlock(&j->mu);
+        return MHD_YES;
+    }
+    enum MHD_Result ret;
+    if (j->out.len > 0 && j->finish != 3) {
+        ret = send_body(c, MHD_HTTP_OK, "application/json", j->out.data, j->out.len);
+    } else {
+        pthread_mutex_unlock(&j->mu);
+        cal_srv_error e;
+        cal_srv_error_set(&e, 503, "server_overloaded", "", "shutting_down",
+                          "the request was aborted before it finished");
+        return send_error(s, c, &e);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return ret;
+}
+
+/* ---- the other endpoints ------------------------------------------------ */
+
+static enum MHD_Result handle_models(cal_server *s, struct MHD_Connection *c)
+{
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(s->model_name));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer((json_int_t)time(NULL)));
+    json_object_set_new(m, "owned_by", json_string("caliper"));
+    json_object_set_new(m, "max_model_len", json_integer(s->model.max_ctx));
+    json_object_set_new(m, "params", json_integer(s->n_params));
+    json_object_set_new(m, "preset", s->preset[0] ? json_string(s->preset) : json_null());
+    json_object_set_new(m, "pace_mode", json_boolean(s->pacer != NULL));
+    json_t *shape = json_object();
+    json_object_set_new(shape, "dim", json_integer(s->model.dim));
+    json_object_set_new(shape, "layers", json_integer(s->model.n_layers));
+    json_object_set_new(shape, "heads", json_integer(s->model.n_heads));
+    json_object_set_new(shape, "kv_heads", json_integer(s->model.n_kv_heads));
+    json_object_set_new(shape, "ffn", json_integer(s->model.ffn_dim));
+    json_object_set_new(shape, "experts", json_integer(s->model.n_experts));
+    json_object_set_new(shape, "top_k", json_integer(s->model.top_k));
+    json_object_set_new(shape, "vocab", json_integer(s->model.vocab));
+    json_object_set_new(shape, "context", json_integer(s->model.max_ctx));
+    json_object_set_new(shape, "seed", json_integer((json_int_t)s->model.seed));
+    json_object_set_new(m, "shape", shape);
+    json_t *arr = json_array();
+    json_array_append_new(arr, m);
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", arr);
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result handle_metrics(cal_server *s, struct MHD_Connection *c)
+{
+    cal_buf b = CAL_BUF_INIT(1u << 20);
+    if (cal_srv_metrics_render(&s->m, s->model_name, &b) != CAL_OK) {
+        cal_buf_free(&b);
+        return MHD_NO;
+    }
+    enum MHD_Result ret = send_body(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                                    b.data, b.len);
+    cal_buf_free(&b);
+    return ret;
+}
+
+static enum MHD_Result handle_tokenize(cal_server *s, struct MHD_Connection *c, conn_ctx *cx)
+{
+    cal_srv_error e;
+    char *text;
+    size_t len;
+    if (cal_srv_parse_tokenize(cx->body.data, cx->body.len, &text, &len, &e) != CAL_OK)
+        return send_error(s, c, &e);
+    int cap = (int)(len < (1u << 24) ? len : (1u << 24)) + 1;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    int n = ids ? cal_tok_encode(s->tok, text, len, ids, cap) : CAL_ENOMEM;
+    free(text);
+    if (n < 0) {
+        free(ids);
+        cal_srv_error_set(&e, n == CAL_ENOMEM ? 500 : 400, "invalid_request_error", "prompt",
+                          NULL, "the text cannot be tokenized (%s)", cal_strerror(n));
+        return send_error(s, c, &e);
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
+    free(ids);
+    json_t *o = json_object();
+    json_object_set_new(o, "tokens", arr);
+    json_object_set_new(o, "count", json_integer(n));
+    json_object_set_new(o, "max_model_len", json_integer(s->model.max_ctx));
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result handle_profile(cal_server *s, struct MHD_Connection *c)
+{
+    char *p = cal_server_profile_json(s);
+    if (!p) {
+        cal_srv_error e;
+        cal_srv_error_set(&e, 404, "not_found_error", "", NULL,
+                          s->pacer ? "pacing mode runs no engine: there is no profile"
+                                   : "the profile is not available");
+        return send_error(s, c, &e);
+    }
+    enum MHD_Result ret = send_body(c, MHD_HTTP_OK, "application/json", p, strlen(p));
+    free(p);
+    return ret;
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **req_cls)
+{
+    cal_server *s = cls;
+    conn_ctx *cx = *req_cls;
+    cal_srv_error e;
+    if (!cx) {
+        cx = calloc(1, sizeof *cx);
+        if (!cx) return MHD_NO;
+        cx->body.max = s->max_body;
+        *req_cls = cx;
+        atomic_fetch_add(&s->n_active, 1);
+        int path_known = 0;
+        for (size_t i = 0; i < N_ROUTES; i++) {
+            if (strcmp(url, ROUTES[i].path)) continue;
+            path_known = 1;
+            if (!strcmp(method, ROUTES[i].method) ||
+                (!strcmp(ROUTES[i].method, "GET") && !strcmp(method, "HEAD")))
+                cx->r = ROUTES[i].r;
+            else
+                cal_srv_error_set(&e, 405, "invalid_request_error", "", "method_not_allowed",
+                                  "%s %s: method not allowed (use %s)", method, url,
+                                  ROUTES[i].method);
+        }
+        if (!path_known) {
+            cal_srv_error_set(&e, 404, "not_found_error", "", NULL, "%s %s: no such endpoint",
+                              method, url);
+            return send_error(s, c, &e);
+        }
+        if (cx->r == R_NONE) return send_error(s, c, &e);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > s->max_body) {
+            cal_srv_error_set(&e, 413, "invalid_request_error", "", NULL,
+                              "the body of %s bytes exceeds the limit of %zu", cl, s->max_body);
+            return send_error(s, c, &e);
+        }
+        return MHD_YES;
+    }
+    if (cx->job) return finish_nonstream(s, c, cx);
+    if (*upload_data_size) {
+        if (!cx->too_big && cal_buf_append(&cx->body, upload_data, *upload_data_size) != CAL_OK)
+            cx->too_big = 1;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (cx->too_big) {
+        cal_srv_error_set(&e, 413, "invalid_request_error", "", NULL,
+                          "the body exceeds the limit of %zu bytes", s->max_body);
+        return send_error(s, c, &e);
+    }
+    switch (cx->r) {
+    case R_COMPLETIONS:
+    case R_CHAT:     return handle_completion(s, c, cx);
+    case R_MODELS:   return handle_models(s, c);
+    case R_HEALTH: {
+        json_t *o = json_object();
+        json_object_set_new(o, "status", json_string(atomic_load(&s->stopping) ? "stopping" : "ok"));
+        return send_json(c, MHD_HTTP_OK, o);
+    }
+    case R_METRICS:  return handle_metrics(s, c);
+    case R_TOKENIZE: return handle_tokenize(s, c, cx);
+    case R_PROFILE:  return handle_profile(s, c);
+    default:         return MHD_NO;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    cal_server *s = cls;
+    conn_ctx *cx = *req_cls;
+    if (!cx) return;
+    if (cx->job) {
+        cal_job *j = cx->job;
+        pthread_mutex_lock(&j->mu);
+        j->conn = NULL;
+        j->parked = 0;
+        if (!j->done) j->cancelled = 1;   /* the scheduler drops it before its next step */
+        pthread_mutex_unlock(&j->mu);
+        cal_job_unref(j);
+    }
+    cal_buf_free(&cx->body);
+    free(cx);
+    *req_cls = NULL;
+    atomic_fetch_sub(&s->n_active, 1);
+}
+
+/* ---- lifetime ----------------------------------------------------------- */
+
+static int fail(char *why, size_t cap, int rc, const char *fmt, const char *a)
+{
+    if (why && cap) snprintf(why, cap, fmt, a ? a : "");
+    return rc;
+}
+
+int cal_server_open(const cal_server_config *c, cal_server **out, char *why, size_t why_cap)
+{
+    *out = NULL;
+    if (why && why_cap) why[0] = 0;
+    const char *bad = NULL;
+    if (cal_model_validate(&c->model, &bad) != CAL_OK)
+        return fail(why, why_cap, CAL_EINVAL, "model shape: %s", bad);
+    const char *name = c->model_name && *c->model_name ? c->model_name : c->model.name;
+    if (strlen(name) >= sizeof ((cal_server *)0)->model_name)
+        return fail(why, why_cap, CAL_EINVAL, "--model-name: \"%s\" is too long", name);
+    for (const char *p = name; *p; p++)
+        if (*p < 33 || *p > 126 || *p == '"' || *p == '\\')
+            return fail(why, why_cap, CAL_EINVAL,
+                        "--model-name: \"%s\" must be printable ASCII without spaces, "
+                        "quotes or backslashes", name);
+    if (c->port < 0 || c->port > 65535)
+        return fail(why, why_cap, CAL_EINVAL, "--port: outside 0..65535%s", NULL);
+
+    cal_server *s = calloc(1, sizeof *s);
+    if (!s) return CAL_ENOMEM;
+    s->model = c->model;
+    snprintf(s->model_name, sizeof s->model_name, "%s", name);
+    snprintf(s->preset, sizeof s->preset, "%s", c->preset ? c->preset : "");
+    s->n_params = cal_model_n_params(&c->model);
+    s->max_body = c->max_body_bytes ? c->max_body_bytes : DEFAULT_MAX_BODY;
+    s->seed_base = mix64((uint64_t)cal_wall_ns() ^ (uint64_t)cal_now_ns());
+    int pace = c->pace_ns > 0;
+    int rc = cal_srv_metrics_init(&s->m, pace);
+    if (rc == CAL_OK) rc = cal_tok_open(c->model.vocab, &s->tok);
+    if (rc != CAL_OK) {
+        cal_server_close(&s);
+        return fail(why, why_cap, rc, "tokenizer: %s", cal_strerror(rc));
+    }
+    if (pace) {
+        rc = cal_pacer_open(c->pace_ns, &s->m, &s->pacer);
+    } else {
+        cal_sched_config sc = {
+            .model = &s->model, .tok = s->tok,
+            .max_batch = c->max_batch > 0 ? c->max_batch : 16,
+            .max_queue = c->max_queue >= 0 ? c->max_queue : 256,
+            .prefill_chunk = c->prefill_chunk > 0 ? c->prefill_chunk : 256,
+            .metrics = &s->m};
+        const char *ewhy = NULL;
+        rc = cal_sched_open(&sc, &s->sched, &ewhy);
+        if (rc != CAL_OK) {
+            cal_server_close(&s);
+            return fail(why, why_cap, rc, "engine: %s", ewhy ? ewhy : cal_strerror(rc));
+        }
+    }
+    if (rc != CAL_OK) {
+        cal_server_close(&s);
+        return fail(why, why_cap, rc, "pacer: %s", cal_strerror(rc));
+    }
+
+    const char *host = c->host && *c->host ? c->host : "127.0.0.1";
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", c->port);
+    if (getaddrinfo(host, portstr, &hints, &ai) != 0 || !ai) {
+        cal_server_close(&s);
+        return fail(why, why_cap, CAL_EINVAL, "--host: \"%s\" is not an address", host);
+    }
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    unsigned threads = c->http_threads > 0 ? (unsigned)c->http_threads : pace ? 2u : 1u;
+    unsigned conns = c->max_connections > 0 ? (unsigned)c->max_connections
+                                            : pace ? 8192u : 1024u;
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conns, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, 600, NULL},
+        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096, NULL},
+        {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                            MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        cal_server_close(&s);
+        return fail(why, why_cap, CAL_EIO,
+                    "cannot listen on %s (address in use, or not this machine's)", host);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : c->port;
+    *out = s;
+    return CAL_OK;
+}
+
+int cal_server_port(const cal_server *s) { return s->port; }
+int64_t cal_server_n_params(const cal_server *s) { return s->n_params; }
+
+char *cal_server_profile_json(cal_server *s)
+{
+    return s->sched ? cal_sched_profile(s->sched) : NULL;
+}
+
+void cal_server_close(cal_server **ps)
+{
+    cal_server *s = ps ? *ps : NULL;
+    if (!s) return;
+    atomic_store(&s->stopping, 1);
+    /* end every stream first: no connection may stay suspended when the
+     * daemon stops */
+    if (s->sched) cal_sched_stop(s->sched);
+    if (s->pacer) cal_pacer_stop(s->pacer);
+    if (s->d) {
+        MHD_quiesce_daemon(s->d);
+        for (int i = 0; i < 100 && atomic_load(&s->n_active) > 0; i++)
+            cal_sleep_ns(10 * 1000 * 1000, NULL);
+        MHD_stop_daemon(s->d);
+        s->d = NULL;
+    }
+    cal_sched_close(&s->sched);
+    cal_pacer_close(&s->pacer);
+    cal_tok_close(&s->tok);
+    cal_srv_metrics_free(&s->m);
+    free(s);
+    *ps = NULL;
+}
