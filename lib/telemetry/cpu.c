@@ -152,7 +152,7 @@ static int cpuinfo_probe(const tel_ctx *ctx, void **state, char *why, size_t wn)
      * not a measurement: read a few times and keep it only if it changes. */
     int moved = 0;
     for (int r = 0; r < 5 && !moved; r++) {
-        struct timespec ts = { 0, 4000000 };
+        struct timespec ts = { 0, 8000000 };
         nanosleep(&ts, NULL);
         int m = parse_cpuinfo(s->path, b, MAX_CPUS);
         for (int i = 0; i < m && i < n; i++) if (b[i] != a[i]) moved = 1;

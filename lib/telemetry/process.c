@@ -60,7 +60,10 @@ static int parse_stat(const char *b, double *cpu_s, double *threads, double *rss
     while (*p && k < 30) {
         while (*p == ' ') p++;
         if (!*p) break;
-        if (k == 3) { p++; k++; continue; }   /* state: one letter */
+        if (k == 3) {   /* state: one letter; a zombie's zero RSS is no reading */
+            if (*p == 'Z' || *p == 'X') return -1;
+            p++; k++; continue;
+        }
         char *end;
         long long v = strtoll(p, &end, 10);
         if (end == p) return -1;

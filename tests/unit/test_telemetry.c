@@ -6,6 +6,8 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -279,19 +281,25 @@ static void test_vm_tree_all_absent(void **st)
     assert_null(t);
 }
 
-/* Rewrites cpuinfo with a moving clock while the probe reads it. */
-static volatile int g_stop_writer;
+/* Rewrites cpuinfo with a moving clock while the probe reads it; each
+ * version is renamed into place so that no read sees a half-written file. */
+static atomic_int g_stop_writer, g_writes;
 static void *cpuinfo_writer(void *arg)
 {
     const char *root = arg;
     int k = 0;
-    while (!g_stop_writer) {
+    while (!atomic_load(&g_stop_writer)) {
         char b[256];
         snprintf(b, sizeof b, "processor\t: 0\ncpu MHz\t\t: %d.000\n\nprocessor\t: 1\ncpu MHz\t\t: %d.500\n\n",
                  2000 + (k % 7) * 100, 2100 + (k % 5) * 100);
-        write_file(root, "proc/cpuinfo", b);
+        write_file(root, "proc/cpuinfo.new", b);
+        char a[PATH_MAX], c[PATH_MAX];
+        snprintf(a, sizeof a, "%s/proc/cpuinfo.new", root);
+        snprintf(c, sizeof c, "%s/proc/cpuinfo", root);
+        if (rename(a, c) != 0) fail_msg("rename %s", a);
+        atomic_fetch_add(&g_writes, 1);
         k++;
-        cal_sleep_ns(500000, NULL);
+        sched_yield();
     }
     return NULL;
 }
@@ -303,13 +311,15 @@ static void test_cpuinfo_moving(void **st)
     copy_tree("vm_empty", root, sizeof root);
     static char rootbuf[PATH_MAX];
     snprintf(rootbuf, sizeof rootbuf, "%s", root);
-    g_stop_writer = 0;
+    atomic_store(&g_stop_writer, 0);
     pthread_t th;
+    atomic_store(&g_writes, 0);
     assert_int_equal(pthread_create(&th, NULL, cpuinfo_writer, rootbuf), 0);
+    while (atomic_load(&g_writes) < 2) cal_sleep_ns(1000000, NULL);
     cal_tel_config cfg = { .root = root, .only = "cpuinfo" };
     cal_tel *t = NULL;
     assert_int_equal(cal_tel_open(&t, &cfg), CAL_OK);
-    g_stop_writer = 1;
+    atomic_store(&g_stop_writer, 1);
     pthread_join(th, NULL);
     assert_true(info(t, "cpuinfo")->available);
     assert_non_null(strstr(info(t, "cpuinfo")->reason, "moves"));
@@ -471,14 +481,14 @@ static void test_nvml_reason_words(void **st)
 }
 
 /* Readers hammer the queries while the thread fills a small ring. */
-typedef struct reader_arg { cal_tel *t; volatile int stop; size_t reads; uint64_t lost; } reader_arg;
+typedef struct reader_arg { cal_tel *t; atomic_int stop; size_t reads; uint64_t lost; } reader_arg;
 static void *reader(void *p)
 {
     reader_arg *a = p;
     cal_tel_sample buf[8];
     uint64_t cur = 0;
     int64_t last_t = 0;
-    while (!a->stop) {
+    while (!atomic_load(&a->stop)) {
         size_t k = cal_tel_read(a->t, &cur, buf, 8, &a->lost);
         for (size_t i = 0; i < k; i++) {
             if (buf[i].t_ns < last_t) fail_msg("samples out of order");
@@ -503,6 +513,7 @@ static void test_sampler_thread(void **st)
     assert_int_equal(cal_tel_open(&t, &cfg), CAL_OK);
     assert_int_equal(cal_tel_interval_ns(t), CAL_TEL_INTERVAL_MIN_NS);   /* raised to 10 ms */
     reader_arg a = { .t = t };
+    atomic_init(&a.stop, 0);
     pthread_t th;
     int64_t t0 = cal_now_ns();
     assert_int_equal(cal_tel_start(t), CAL_OK);
@@ -510,7 +521,7 @@ static void test_sampler_thread(void **st)
     assert_int_equal(cal_tel_tick(t), CAL_EINVAL);
     assert_int_equal(pthread_create(&th, NULL, reader, &a), 0);
     cal_sleep_ns(250000000, NULL);
-    a.stop = 1;
+    atomic_store(&a.stop, 1);
     pthread_join(th, NULL);
     assert_int_equal(cal_tel_stop(t), CAL_OK);
     int64_t t1 = cal_now_ns();
