@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# caliper sample end to end: --list names every backend and why it is absent,
+# sampling around a command writes rows for its lifetime and returns its exit
+# code, captured trees are read through --root, Prometheus serves the latest
+# values, and bad flags exit 2 naming the flag and the value.
+source "$(dirname "$0")/lib.sh"
+DATA="$(cd "$(dirname "$0")/../data/sysfs" && pwd)"
+T=$E2E_TMP
+
+# --list: every backend, each with a status and a reason
+"$CALIPER" sample --list >"$T/list" 2>&1; rc=$?
+check "--list exits 0" [ "$rc" -eq 0 ]
+for b in cpufreq cpuinfo rapl hwmon thermal throttle nvml amdgpu apple process; do
+  line=$(grep -E "^$b " "$T/list")
+  if [ -n "$line" ] && echo "$line" | grep -qE ' (available|absent) +[^ ]'; then ok "--list names $b with a reason"
+  else not_ok "--list names $b with a reason"; cat "$T/list"; fi
+done
+check "apple is absent: not macOS" grep -qE '^apple +absent +not macOS' "$T/list"
+check "process is absent without a target" grep -qE '^process +absent +no target process' "$T/list"
+if [ ! -d /sys/class/powercap ]; then
+  check "rapl absent names the missing directory" grep -qE '^rapl +absent +no such file: /sys/class/powercap' "$T/list"
+fi
+if ! grep -q 'cpu MHz' /proc/cpuinfo || [ -e /sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq ]; then
+  ok "cpuinfo check skipped (cpufreq present or no cpu MHz)"
+else
+  check "cpuinfo is absent or moving, never a static nominal reading" \
+    grep -qE '^cpuinfo +(absent +static|available .*moves)' "$T/list"
+fi
+
+# around a command: ~20 ticks at 100 ms over `sleep 2`, RSS and CPU time rows
+"$CALIPER" sample --interval 100ms --csv "$T/x.csv" -- sleep 2 2>"$T/err"; rc=$?
+check "sample -- sleep 2 exits 0" [ "$rc" -eq 0 ]
+check "CSV header" grep -qx 't_s,backend,metric,unit,value,note' "$T/x.csv"
+n=$(grep -c ',process,rss_bytes,B,' "$T/x.csv")
+if [ "$n" -ge 15 ] && [ "$n" -le 22 ]; then ok "about 20 RSS rows ($n)"; else not_ok "about 20 RSS rows ($n)"; fi
+check "CPU time rows" grep -q ',process,cpu_time_s,s,' "$T/x.csv"
+check "RSS is a positive number" awk -F, '$3=="rss_bytes" && $5>0 {f=1} END{exit !f}' "$T/x.csv"
+check "no sample from an absent backend" bash -c "! grep -qE ',(nvml|apple),' '$T/x.csv'"
+
+# the command's exit code comes back, also when it is killed
+"$CALIPER" sample --interval 50ms --csv "$T/y.csv" -- sh -c 'sleep 0.2; exit 3' 2>/dev/null; rc=$?
+check "exit code 3 propagated" [ "$rc" -eq 3 ]
+"$CALIPER" sample --interval 50ms --csv "$T/y.csv" -- sh -c 'kill -TERM $$' 2>/dev/null; rc=$?
+check "a signalled command gives 128+signal" [ "$rc" -eq 143 ]
+"$CALIPER" sample --csv "$T/y.csv" -- /nonexistent/cmd 2>/dev/null; rc=$?
+check "a command that cannot start gives 127" [ "$rc" -eq 127 ]
+
+# JSON: one document with backends and samples
+"$CALIPER" sample --interval 50ms --json "$T/x.json" -- sleep 0.4 2>/dev/null; rc=$?
+check "--json exits 0" [ "$rc" -eq 0 ]
+if command -v python3 >/dev/null; then
+  check "--json is valid JSON with process samples" python3 -c "
+import json,sys; d=json.load(open('$T/x.json'))
+assert len(d['backends'])==10
+s=[x for x in d['samples'] if x['metric']=='rss_bytes']
+assert len(s)>=4 and all(x['value']>0 for x in s), len(s)"
+fi
+
+# a captured tree through --root: what an Intel desktop exposes
+"$CALIPER" sample --list --root "$DATA/intel_desktop" >"$T/l2" 2>&1
+check "captured tree: cpufreq available, 4 cores" grep -qE '^cpufreq +available +4 cores' "$T/l2"
+check "captured tree: rapl 5 zones" grep -qE '^rapl +available +5 zones' "$T/l2"
+"$CALIPER" sample --root "$DATA/intel_desktop" --pid 4242 --interval 20ms --duration 0.2s \
+  --csv "$T/d.csv" 2>/dev/null; rc=$?
+check "--duration ends a stand-alone run" [ "$rc" -eq 0 ]
+check "captured tree: cpu0 at 3600 MHz" grep -q ',cpufreq,cpu0_mhz,MHz,3600,' "$T/d.csv"
+check "captured tree: process RSS from VmRSS" grep -q ',process,rss_bytes,B,1688965120,' "$T/d.csv"
+
+# Prometheus: the latest values over loopback
+"$CALIPER" sample --root "$DATA/intel_desktop" --interval 50ms --duration 3s \
+  --prometheus 127.0.0.1:0 --csv "$T/p.csv" 2>"$T/p.err" &
+E2E_PIDS+=($!)
+port=
+for i in $(seq 1 60); do
+  port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$T/p.err" | head -1 | cut -d: -f2)
+  [ -n "$port" ] && break; sleep 0.05
+done
+if [ -n "$port" ] && command -v curl >/dev/null; then
+  sleep 0.2
+  curl -s "http://127.0.0.1:$port/metrics" >"$T/metrics"
+  check "prometheus serves cpu_mhz_mean" grep -q '^caliper_telemetry{backend="cpufreq",metric="cpu_mhz_mean",unit="MHz"} 3000$' "$T/metrics"
+  check "prometheus lists absent backends as 0" grep -q '^caliper_telemetry_backend_available{backend="nvml"} 0$' "$T/metrics"
+else
+  not_ok "prometheus did not start"; cat "$T/p.err"
+fi
+
+# usage errors: exit 2, flag and value named
+bad() { # name expected-text args...
+  local name=$1 want=$2; shift 2
+  "$CALIPER" sample "$@" >/dev/null 2>"$T/bad"; local rc=$?
+  if [ "$rc" -eq 2 ] && grep -qF -- "$want" "$T/bad"; then ok "$name"; else not_ok "$name (rc $rc)"; cat "$T/bad"; fi
+}
+bad "--interval 5ms is refused" '--interval: "5ms"' --interval 5ms -- true
+bad "--interval abc is refused" '--interval: "abc"' --interval abc
+bad "--pid abc is refused" '--pid: "abc"' --pid abc
+bad "--pid of no process is refused" '--pid: "999999"' --pid 999999
+bad "--prometheus needs IPv4:PORT" '--prometheus: "localhost"' --prometheus localhost
+bad "--csv with --json is refused" '--json: "b"' --csv a --json b
+bad "--duration 0 is refused" '--duration: "0"' --duration 0
+bad "an unknown flag is named" '--frobnicate' --frobnicate
+bad "a command without -- is refused" '"sleep"' sleep 1
+"$CALIPER" sample --help >"$T/help"; rc=$?
+check "--help exits 0 on stdout" [ "$rc" -eq 0 ]
+check "--help shows usage" grep -q '^usage: caliper sample' "$T/help"
+finish
