@@ -1,5 +1,6 @@
 /* caliper serve — counters and histograms (see metrics.h) and their
  * Prometheus text rendering. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "caliper/error.h"
@@ -59,7 +60,9 @@ double cal_srv_metrics_late_ms(const cal_srv_metrics *m, double q)
     long long n = atomic_load_explicit(&m->late_n, memory_order_relaxed);
     if (n <= 0) return 0;
     if (q >= 1) return (double)atomic_load_explicit(&m->late_max_ns, memory_order_relaxed) / 1e6;
-    long long want = (long long)(q * (double)n) + 1, seen = 0;
+    /* nearest rank: the smallest value with at least q·n samples at or below */
+    long long want = (long long)ceil(q * (double)n), seen = 0;
+    if (want < 1) want = 1;
     if (want > n) want = n;
     for (int i = 0; i <= CAL_SRV_LATE_BUCKETS; i++) {
         seen += atomic_load_explicit(&m->late_bucket[i], memory_order_relaxed);

@@ -322,7 +322,7 @@ int cal_srv_parse_request(cal_srv_api api, const char *body, size_t n,
     out->temperature = 1.0f;
     out->top_p = 1.0f;
     json_error_t je;
-    json_t *o = body ? json_loadb(body, n, JSON_REJECT_DUPLICATES, &je) : NULL;
+    json_t *o = body ? json_loadb(body, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je) : NULL;
     if (!o) {
         cal_srv_error_set(err, 400, "invalid_request_error", "", NULL,
                           "the body is not valid JSON: %s (line %d, column %d)",
@@ -369,7 +369,7 @@ int cal_srv_parse_tokenize(const char *body, size_t n, char **text, size_t *len,
     *text = NULL;
     *len = 0;
     json_error_t je;
-    json_t *o = body ? json_loadb(body, n, JSON_REJECT_DUPLICATES, &je) : NULL;
+    json_t *o = body ? json_loadb(body, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je) : NULL;
     if (!o || !json_is_object(o)) {
         cal_srv_error_set(err, 400, "invalid_request_error", "", NULL,
                           "the body must be a JSON object with \"prompt\" or \"content\"");
