@@ -313,8 +313,11 @@ static int r_leak(const fit_def *d, const char *cmd, fit_opts *o, dataset *sets,
     span = x1 - x0;
     int detected = f->b_lo > 0 || f->b_hi < 0;
     /* The slope to reason about: the fitted one when detected, else the
-     * largest slope the CI still allows (a leak that could hide here). */
+     * largest slope these samples cannot rule out — the CI's far end, and
+     * never less than one reading step over the span (identical readings
+     * from a coarse gauge have zero spread but prove nothing). */
     double s = detected ? fabs(f->b) : fmax(fabs(f->b_lo), fabs(f->b_hi));
+    if (!detected && o->has_resolution && span > 0) s = fmax(s, o->resolution / span);
     double watch = NAN;
     if (o->has_resolution && s > 0) watch = o->resolution / s;
     if (o->json) {
@@ -332,16 +335,22 @@ static int r_leak(const fit_def *d, const char *cmd, fit_opts *o, dataset *sets,
     print_coef("slope", CAL_U_BANDWIDTH, f->b, f->b_lo, f->b_hi, f, "");
     printf("  = %s per hour, %s per day\n", fmtq(CAL_U_BYTES, f->b * 3600, 3),
            fmtq(CAL_U_BYTES, f->b * 86400, 3));
-    if (detected)
+    if (detected) {
         printf("Memory %s at %s per hour: the CI excludes zero.", f->b > 0 ? "grows" : "shrinks",
                fmtq(CAL_U_BYTES, fabs(f->b) * 3600, 3));
-    else
-        printf("No slope detectable over %s: a leak up to %s per hour could hide in these "
-               "samples.", fmtq(CAL_U_TIME, span, 3), fmtq(CAL_U_BYTES, s * 3600, 3));
-    if (o->has_resolution && isfinite(watch))
-        printf(" At a reading resolution of %s one must watch at least %s to see it move%s",
-               fmtq(CAL_U_BYTES, o->resolution, 3), fmtq(CAL_U_TIME, watch, 3),
-               span < watch ? "; these samples span less than that." : ".");
+        if (o->has_resolution && isfinite(watch))
+            printf(" At a reading resolution of %s it moves one step every %s%s",
+                   fmtq(CAL_U_BYTES, o->resolution, 3), fmtq(CAL_U_TIME, watch, 3),
+                   span < watch ? "; these samples span less than that." : ".");
+    } else if (s > 0) {
+        printf("No slope detectable over %s: these samples rule out only leaks faster than %s "
+               "per hour; a slower one needs a longer watch (caliper calc leak-watch "
+               "--resolution R --slope S gives how long).", fmtq(CAL_U_TIME, span, 3),
+               fmtq(CAL_U_BYTES, s * 3600, 3));
+    } else {
+        printf("Every reading is the same: with no --resolution this proves nothing about a "
+               "leak slower than one reading step per %s.", fmtq(CAL_U_TIME, span, 3));
+    }
     printf("\n");
     return CLI_OK;
 }
