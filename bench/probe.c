@@ -1,0 +1,512 @@
+/* bench/probe — the probe's timestamp accuracy and CPU cost against a pacing
+ * server, each beside a floor measured in the same run by a minimal epoll
+ * reader (raw sockets, no HTTP library, no JSON). Error = client receive
+ * stamp − the server's CLOCK_MONOTONIC send_ns carried in each chunk.
+ *
+ *   bench/probe [--quick] [--seconds S] [--chunks K] [--url URL]
+ *
+ * The pacer is built in (a forked single-threaded epoll + timerfd + min-heap
+ * process, Connection: close streams, send_ns read just before send()), so
+ * both clients meet the same server; --url points both at another pacing
+ * server instead (e.g. `caliper serve --pace-ms N`, whose pace then rules). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "caliper/clock.h"
+#include "caliper/error.h"
+#include "caliper/probe.h"
+#include "caliper/stats.h"
+
+#define MAX_FD 16384
+
+/* ---- the pacer (child process) ------------------------------------------ */
+
+typedef struct { int64_t due; int fd; uint32_t gen; int k; } hent;
+typedef struct { uint32_t gen; int open, streaming; char *hdr; size_t hlen; size_t body_left; } pconn;
+
+static hent  *g_heap;
+static size_t g_hn, g_hcap;
+static pconn  g_pc[MAX_FD];
+
+static void heap_push(hent e)
+{
+    if (g_hn == g_hcap) {
+        g_hcap = g_hcap ? g_hcap * 2 : 4096;
+        g_heap = realloc(g_heap, g_hcap * sizeof *g_heap);
+        if (!g_heap) _exit(3);
+    }
+    size_t i = g_hn++;
+    while (i && g_heap[(i - 1) / 2].due > e.due) { g_heap[i] = g_heap[(i - 1) / 2]; i = (i - 1) / 2; }
+    g_heap[i] = e;
+}
+
+static hent heap_pop(void)
+{
+    hent top = g_heap[0], last = g_heap[--g_hn];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= g_hn) break;
+        if (c + 1 < g_hn && g_heap[c + 1].due < g_heap[c].due) c++;
+        if (g_heap[c].due >= last.due) break;
+        g_heap[i] = g_heap[c];
+        i = c;
+    }
+    if (g_hn) g_heap[i] = last;
+    return top;
+}
+
+static void pconn_close(int epfd, int fd)
+{
+    epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+    close(fd);
+    g_pc[fd].open = 0;
+    g_pc[fd].gen++;
+    free(g_pc[fd].hdr);
+    g_pc[fd].hdr = NULL;
+}
+
+static void arm(int tfd)
+{
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (g_hn) {
+        int64_t d = g_heap[0].due;
+        if (d <= 0) d = 1;
+        its.it_value.tv_sec = d / 1000000000;
+        its.it_value.tv_nsec = d % 1000000000;
+    }
+    timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+/* Serve until SIGTERM; then write "late_p50 late_p99 late_max short_sends
+ * chunks" (ms) to outfd and exit. */
+static void pacer_main(int lfd, int outfd, int64_t pace_ns, int chunks)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGTERM);
+    sigprocmask(SIG_BLOCK, &ss, NULL);
+    int sfd = signalfd(-1, &ss, SFD_CLOEXEC);
+    int epfd = epoll_create1(0);
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+    struct epoll_event ev = { .events = EPOLLIN };
+    ev.data.fd = lfd; epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev);
+    ev.data.fd = tfd; epoll_ctl(epfd, EPOLL_CTL_ADD, tfd, &ev);
+    ev.data.fd = sfd; epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev);
+    size_t lcap = 1 << 22, ln = 0;
+    double *late = malloc(lcap * sizeof *late);
+    long short_sends = 0, sent_chunks = 0;
+    static const char hdr[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                              "Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
+    struct epoll_event evs[512];
+    for (;;) {
+        int n = epoll_wait(epfd, evs, 512, -1);
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == sfd) {
+                double p50 = NAN, p99 = NAN, mx = NAN;
+                if (ln) {
+                    cal_stats_sort(late, ln);
+                    p50 = cal_stats_percentile_sorted(late, ln, 50);
+                    p99 = cal_stats_percentile_sorted(late, ln, 99);
+                    mx = late[ln - 1];
+                }
+                dprintf(outfd, "%.4f %.4f %.4f %ld %ld\n", p50, p99, mx, short_sends, sent_chunks);
+                _exit(0);
+            } else if (fd == lfd) {
+                int c;
+                while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+                    if (c >= MAX_FD) { close(c); continue; }
+                    int one = 1;
+                    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                    g_pc[c].open = 1; g_pc[c].streaming = 0; g_pc[c].hlen = 0;
+                    g_pc[c].body_left = (size_t)-1;
+                    g_pc[c].hdr = malloc(8192);
+                    struct epoll_event ce = { .events = EPOLLIN, .data.fd = c };
+                    epoll_ctl(epfd, EPOLL_CTL_ADD, c, &ce);
+                }
+            } else if (fd == tfd) {
+                uint64_t x;
+                if (read(tfd, &x, sizeof x) < 0) {}
+                int64_t now = cal_now_ns();
+                while (g_hn && g_heap[0].due <= now) {
+                    hent e = heap_pop();
+                    if (!g_pc[e.fd].open || g_pc[e.fd].gen != e.gen) continue;
+                    int last = e.k == chunks - 1;
+                    char buf[512];
+                    int64_t send_ns = cal_now_ns();
+                    int len = snprintf(buf, sizeof buf,
+                        "data: {\"id\":\"cmpl-pace\",\"object\":\"text_completion\",\"created\":0,"
+                        "\"model\":\"pace\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,"
+                        "\"finish_reason\":%s}],\"send_ns\":%lld}\n\n%s",
+                        last ? "\"length\"" : "null", (long long)send_ns, last ? "data: [DONE]\n\n" : "");
+                    ssize_t w = send(e.fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                    if (w < 0 && errno != EAGAIN) { pconn_close(epfd, e.fd); continue; }
+                    if (w != len) short_sends++;
+                    sent_chunks++;
+                    if (ln < lcap) late[ln++] = (double)(send_ns - e.due) / 1e6;
+                    if (last) pconn_close(epfd, e.fd);
+                    else heap_push((hent){ e.due + pace_ns, e.fd, e.gen, e.k + 1 });
+                    now = cal_now_ns();
+                }
+                arm(tfd);
+            } else {
+                pconn *pc = &g_pc[fd];
+                char tmp[16384];
+                ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+                if (r <= 0) { if (r == 0 || errno != EAGAIN) pconn_close(epfd, fd); continue; }
+                if (pc->streaming) continue;
+                if (pc->body_left == (size_t)-1) {
+                    size_t take = (size_t)r < 8191 - pc->hlen ? (size_t)r : 8191 - pc->hlen;
+                    memcpy(pc->hdr + pc->hlen, tmp, take);
+                    pc->hlen += take;
+                    pc->hdr[pc->hlen] = '\0';
+                    char *end = strstr(pc->hdr, "\r\n\r\n");
+                    if (!end) { if (pc->hlen >= 8191) pconn_close(epfd, fd); continue; }
+                    char *cl = strcasestr(pc->hdr, "\r\nContent-Length:");
+                    size_t clen = cl ? strtoul(cl + 17, NULL, 10) : 0;
+                    size_t got = pc->hlen - (size_t)(end + 4 - pc->hdr) + ((size_t)r - take);
+                    pc->body_left = clen > got ? clen - got : 0;
+                } else {
+                    pc->body_left = (size_t)r >= pc->body_left ? 0 : pc->body_left - (size_t)r;
+                }
+                if (pc->body_left == 0) {             /* request complete: start the stream */
+                    pc->streaming = 1;
+                    if (send(fd, hdr, sizeof hdr - 1, MSG_NOSIGNAL) < 0) { pconn_close(epfd, fd); continue; }
+                    int64_t arrival = cal_now_ns();
+                    int was_empty = g_hn == 0 || arrival + pace_ns < g_heap[0].due;
+                    heap_push((hent){ arrival + pace_ns, fd, pc->gen, 0 });
+                    if (was_empty) arm(tfd);
+                }
+            }
+        }
+    }
+}
+
+typedef struct pacer { pid_t pid; int port; int outfd; } pacer;
+
+static void pin(pid_t pid, int cpu)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    sched_setaffinity(pid, sizeof s, &s);
+}
+
+static int pacer_start(pacer *pc, int64_t pace_ns, int chunks)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    int one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    if (bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 4096)
+        || getsockname(lfd, (struct sockaddr *)&a, &al)) return -1;
+    int p[2];
+    if (pipe(p)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) { close(p[0]); pin(0, 0); pacer_main(lfd, p[1], pace_ns, chunks); _exit(0); }
+    close(p[1]);
+    close(lfd);
+    pc->pid = pid;
+    pc->port = ntohs(a.sin_port);
+    pc->outfd = p[0];
+    return 0;
+}
+
+static void pacer_stop(pacer *pc, double late[3], long *short_sends)
+{
+    kill(pc->pid, SIGTERM);
+    char buf[256] = "";
+    ssize_t r = read(pc->outfd, buf, sizeof buf - 1);
+    buf[r > 0 ? r : 0] = '\0';
+    long chunks = 0;
+    late[0] = late[1] = late[2] = NAN;
+    *short_sends = 0;
+    sscanf(buf, "%lf %lf %lf %ld %ld", &late[0], &late[1], &late[2], short_sends, &chunks);
+    close(pc->outfd);
+    waitpid(pc->pid, NULL, 0);
+}
+
+/* ---- measurements -------------------------------------------------------- */
+
+typedef struct samples {
+    double *err_ms;             /* receive − send */
+    int64_t *send_ns;
+    size_t n, cap;
+} samples;
+
+static void add(samples *s, int64_t recv, int64_t send)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 65536;
+        s->err_ms = realloc(s->err_ms, s->cap * sizeof *s->err_ms);
+        s->send_ns = realloc(s->send_ns, s->cap * sizeof *s->send_ns);
+        if (!s->err_ms || !s->send_ns) { fprintf(stderr, "out of memory\n"); exit(1); }
+    }
+    s->err_ms[s->n] = (double)(recv - send) / 1e6;
+    s->send_ns[s->n++] = send;
+}
+
+typedef struct result {
+    double p50, p99, max, cpu_us, chunks_s, early_p50, late_p50;
+    size_t chunks;
+    int errors;
+} result;
+
+static void summarize(samples *s, int64_t t0, int64_t dur_ns, int64_t cpu_ns, result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->chunks = s->n;
+    r->chunks_s = (double)s->n / ((double)dur_ns / 1e9);
+    r->cpu_us = s->n ? (double)cpu_ns / 1e3 / (double)s->n : NAN;
+    /* backlog check: median error of chunks sent in the first vs last third */
+    double *a = malloc((s->n + 1) * sizeof *a), *b = malloc((s->n + 1) * sizeof *b);
+    size_t na = 0, nb = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->send_ns[i] < t0 + dur_ns / 3) a[na++] = s->err_ms[i];
+        else if (s->send_ns[i] >= t0 + 2 * dur_ns / 3) b[nb++] = s->err_ms[i];
+    }
+    r->early_p50 = cal_stats_median(a, na);
+    r->late_p50 = cal_stats_median(b, nb);
+    free(a); free(b);
+    cal_stats_sort(s->err_ms, s->n);
+    r->p50 = cal_stats_percentile_sorted(s->err_ms, s->n, 50);
+    r->p99 = cal_stats_percentile_sorted(s->err_ms, s->n, 99);
+    r->max = s->n ? s->err_ms[s->n - 1] : NAN;
+}
+
+static char g_body[4096];
+static char g_request[8192];
+static size_t g_request_len;
+
+static void build_request(const char *host, int port, const char *path_prefix)
+{
+    cal_buf pr = CAL_BUF_INIT(2048);
+    for (int i = 0; pr.len < 1500; i++) cal_buf_printf(&pr, "word%d ", i);
+    snprintf(g_body, sizeof g_body, "{\"model\":\"pace\",\"prompt\":\"%s\",\"max_tokens\":64,"
+             "\"stream\":true,\"stream_options\":{\"include_usage\":true}}", pr.data);
+    g_request_len = (size_t)snprintf(g_request, sizeof g_request,
+        "POST %s/v1/completions HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+        "Accept: text/event-stream\r\nContent-Length: %zu\r\n\r\n%s",
+        path_prefix, host, port, strlen(g_body), g_body);
+    cal_buf_free(&pr);
+}
+
+/* The floor: c raw connections on one epoll set; a request ends at EOF or
+ * "[DONE]", then the connection is replaced. Stamp right after read(). */
+typedef struct fconn { int fd; size_t len; char buf[8192]; } fconn;
+
+static int floor_connect(int epfd, struct sockaddr_in *a, fconn *fc)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)a, sizeof *a) != 0
+        || send(fd, g_request, g_request_len, MSG_NOSIGNAL) != (ssize_t)g_request_len) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    fc->fd = fd;
+    fc->len = 0;
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = fc };
+    epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+    return 0;
+}
+
+static void run_floor(int port, int conc, int64_t dur_ns, samples *s, int64_t *cpu_ns, int *errors)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                             .sin_port = htons((uint16_t)port) };
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    fconn *fc = calloc((size_t)conc, sizeof *fc);
+    int64_t cpu0 = cal_thread_cpu_ns(), t0 = cal_now_ns(), end = t0 + dur_ns;
+    *errors = 0;
+    for (int i = 0; i < conc; i++) if (floor_connect(epfd, &a, &fc[i])) { (*errors)++; fc[i].fd = -1; }
+    static const char key[] = "\"send_ns\":";
+    struct epoll_event evs[512];
+    for (;;) {
+        int64_t now = cal_now_ns();
+        if (now >= end) break;
+        int n = epoll_wait(epfd, evs, 512, (int)((end - now) / 1000000) + 1);
+        for (int i = 0; i < n; i++) {
+            fconn *c = evs[i].data.ptr;
+            ssize_t r = read(c->fd, c->buf + c->len, sizeof c->buf - 1 - c->len);
+            int64_t t = cal_now_ns();
+            if (r < 0 && errno == EAGAIN) continue;
+            int done = r <= 0;
+            if (r > 0) {
+                c->len += (size_t)r;
+                c->buf[c->len] = '\0';
+                char *p = c->buf, *keep = NULL, *k;
+                while ((k = strstr(p, key))) {
+                    char *d = k + sizeof key - 1, *q = d;
+                    while (*q >= '0' && *q <= '9') q++;
+                    if (*q == '\0') { keep = k; break; }  /* digits may go on */
+                    add(s, t, strtoll(d, NULL, 10));
+                    p = q;
+                }
+                if (strstr(p, "[DONE]")) done = 1;
+                if (!keep) {                  /* keep what may start a key */
+                    size_t rem = strlen(p);
+                    keep = rem > 16 ? p + rem - 16 : p;
+                }
+                size_t tail = strlen(keep);
+                memmove(c->buf, keep, tail);
+                c->len = tail;
+            }
+            if (done) {
+                epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+                close(c->fd);
+                if (cal_now_ns() < end && floor_connect(epfd, &a, c)) (*errors)++;
+            }
+        }
+    }
+    *cpu_ns = cal_thread_cpu_ns() - cpu0;
+    for (int i = 0; i < conc; i++) if (fc[i].fd >= 0) close(fc[i].fd);
+    close(epfd);
+    free(fc);
+}
+
+static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns, int chunks,
+                      samples *s, int64_t *cpu_ns, int *errors)
+{
+    cal_probe_config cfg = { .base_url = url, .api = CAL_API_COMPLETIONS, .model = "pace",
+                             .keep_send_ns = 1, .keep_chunks = 1,
+                             .idle_timeout_ns = 10000000000LL };
+    cal_probe *p = NULL;
+    if (cal_probe_open(&cfg, &p)) { fprintf(stderr, "probe: cannot open\n"); exit(1); }
+    size_t per = (size_t)(dur_ns / (pace_ns * chunks)) + 2;
+    size_t n = (size_t)conc * per;
+    cal_request *rq = calloc(n, sizeof *rq);
+    cal_req_result *res = calloc(n, sizeof *res);
+    const char *prompt = strstr(g_body, "word0");   /* the same prompt as the floor's */
+    char *pr = strndup(prompt, (size_t)(strchr(prompt, '"') - prompt));
+    for (size_t i = 0; i < n; i++) rq[i] = (cal_request){ .prompt = pr, .max_tokens = chunks };
+    int64_t t0 = cal_now_ns();
+    cal_load load = { .concurrency = conc, .deadline_ns = t0 + dur_ns };
+    cal_probe_stats st;
+    int rc = cal_probe_run(p, rq, n, &load, res, NULL, NULL, NULL, &st);
+    if (rc) fprintf(stderr, "probe: run: %s\n", cal_strerror(rc));
+    *errors = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].status != CAL_REQ_OK && res[i].status != CAL_REQ_CANCELLED) (*errors)++;
+        int kept = res[i].n_chunks;
+        for (int k = 0; k < kept && res[i].chunk_send_ns; k++)
+            if (res[i].chunk_send_ns[k] > 0) add(s, res[i].chunk_ns[k], res[i].chunk_send_ns[k]);
+        cal_req_result_free(&res[i]);
+    }
+    *cpu_ns = st.cpu_ns;
+    free(pr); free(rq); free(res);
+    cal_probe_close(&p);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench/probe [--quick] [--seconds S] [--chunks K] [--levels 1,64,512,2048]\n"
+               "                   [--url URL --pace-ms N] [--only floor|probe]\n");
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = 4;
+    int chunks = 64, quick = 0;
+    const char *url = NULL;
+    int ext_pace_ms = 0, only = -1;
+    int levels[8] = { 1, 64, 512, 2048 }, nlev = 4;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--chunks") && i + 1 < argc) chunks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--url") && i + 1 < argc) url = argv[++i];
+        else if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) ext_pace_ms = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = !strcmp(argv[++i], "probe");
+        else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
+            nlev = 0;
+            for (char *t = strtok(argv[++i], ","); t && nlev < 8; t = strtok(NULL, ","))
+                levels[nlev++] = atoi(t);
+        } else if (!strcmp(argv[i], "--help")) { usage(stdout); return 0; }
+        else { fprintf(stderr, "bench/probe: unknown argument \"%s\"\n", argv[i]); usage(stderr); return 2; }
+    }
+    if (quick) { seconds = 1.5; chunks = 32; }
+    if (seconds <= 0 || chunks < 2 || nlev == 0 || (url && ext_pace_ms <= 0)) { usage(stderr); return 2; }
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max < 16384 ? rl.rlim_max : 16384;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    signal(SIGPIPE, SIG_IGN);
+    pin(0, 1);
+
+    printf("bench/probe: receive − send per chunk (ms), client CPU per chunk; %s, %.1f s per run, "
+           "%d chunks per request\n", url ? url : "built-in pacer (Connection: close)", seconds, chunks);
+    printf("%-6s %5s %-6s %10s %10s %8s %8s %8s %9s %9s %7s %15s\n", "conc", "pace", "client",
+           "chunks/s", "nominal", "p50", "p99", "max", "µs/chunk", "p50 1st⅓", "last⅓", "pacer late p99");
+    int rc_exit = 0;
+    for (int li = 0; li < nlev; li++) {
+        int conc = levels[li];
+        int pace_ms = url ? ext_pace_ms : conc >= 2048 ? 40 : 20;
+        int64_t pace_ns = (int64_t)pace_ms * 1000000, dur = (int64_t)(seconds * 1e9);
+        result r[2];
+        double late[2][3];
+        int errs[2];
+        memset(r, 0, sizeof r);
+        for (int which = 0; which < 2; which++) {   /* 0 = floor, 1 = probe */
+            if (only >= 0 && which != only) continue;
+            pacer pc = { 0 };
+            char base[128];
+            int port;
+            if (url) {
+                snprintf(base, sizeof base, "%s", url);
+                const char *c = strrchr(url, ':');
+                port = c ? atoi(c + 1) : 80;
+            } else {
+                if (pacer_start(&pc, pace_ns, chunks)) { perror("pacer"); return 1; }
+                port = pc.port;
+                snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
+            }
+            build_request("127.0.0.1", port, "");
+            samples s = { 0 };
+            int64_t cpu = 0, t0 = cal_now_ns();
+            if (which == 0) run_floor(port, conc, dur, &s, &cpu, &errs[0]);
+            else run_probe(base, conc, dur, pace_ns, chunks, &s, &cpu, &errs[1]);
+            summarize(&s, t0, dur, cpu, &r[which]);
+            free(s.err_ms); free(s.send_ns);
+            long shorts = 0;
+            if (!url) pacer_stop(&pc, late[which], &shorts);
+            else late[which][0] = late[which][1] = late[which][2] = NAN;
+            double nominal = (double)conc * 1000.0 / pace_ms;
+            printf("%-6d %3dms %-6s %10.0f %10.0f %8.3f %8.3f %8.2f %9.2f %9.3f %7.3f %15.3f%s\n",
+                   conc, pace_ms, which ? "probe" : "floor", r[which].chunks_s, nominal,
+                   r[which].p50, r[which].p99, r[which].max, r[which].cpu_us,
+                   r[which].early_p50, r[which].late_p50, late[which][1],
+                   errs[which] ? "  (errors)" : "");
+            fflush(stdout);
+            if (errs[which]) rc_exit = 1;
+        }
+        printf("%-6d ratio probe/floor: p99 %.2fx, CPU/chunk %.2fx, chunks/s %.3f\n", conc,
+               r[1].p99 / r[0].p99, r[1].cpu_us / r[0].cpu_us, r[1].chunks_s / r[0].chunks_s);
+    }
+    return rc_exit;
+}
