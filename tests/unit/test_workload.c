@@ -1,0 +1,167 @@
+/* Unit tests: prompts of exact token length against a fake tokenizer whose
+ * counts jump at merges (as BPE does), unique nonces, the approximate mode
+ * when no tokenizer answers, and the project's texts. */
+#include <ctype.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "caliper/error.h"
+#include "caliper/workload.h"
+
+/* A fake tokenizer: each run of letters is one token per 4 letters (so a
+ * longer word can be one count higher than a cut of it), each digit, space
+ * run, punctuation mark and newline one token. */
+static int fake_count(void *ud, const char *t, int *n)
+{
+    int *calls = ud;
+    if (calls) (*calls)++;
+    int k = 0;
+    while (*t) {
+        if (isalpha((unsigned char)*t)) {
+            int len = 0;
+            while (isalpha((unsigned char)*t)) { t++; len++; }
+            k += (len + 3) / 4;
+        } else if (*t == ' ') {
+            while (*t == ' ') t++;
+            k++;
+        } else {
+            t++;
+            k++;
+        }
+    }
+    *n = k;
+    return CAL_OK;
+}
+static int absent_count(void *ud, const char *t, int *n) { (void)ud; (void)t; (void)n; return CAL_EABSENT; }
+static int broken_count(void *ud, const char *t, int *n) { (void)ud; (void)t; (void)n; return CAL_ECONNECT; }
+
+static void test_exact_lengths(void **state)
+{
+    (void)state;
+    const int lengths[] = {16, 128, 512, 2048};
+    for (int c = 0; c < 3; c++)
+        for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+            int calls = 0;
+            cal_workload_config cfg = {.content = (cal_content)c, .prompt_tokens = lengths[li],
+                                       .unique = 1, .seed = 42, .count = fake_count,
+                                       .count_ud = &calls};
+            cal_workload *w;
+            assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+            assert_true(cal_workload_exact(w));
+            char *prev = NULL;
+            for (uint64_t i = 0; i < 6; i++) {
+                char *p;
+                int n;
+                assert_int_equal(cal_workload_prompt(w, i, &p, &n), CAL_OK);
+                int check;
+                fake_count(NULL, p, &check);
+                if (n == lengths[li]) assert_int_equal(check, lengths[li]);
+                else assert_int_equal(check, n);   /* nearest, and says so */
+                assert_true(abs(check - lengths[li]) <= 1);
+                assert_true(p[8] == '\n');
+                if (prev) assert_string_not_equal(prev, p);   /* unique */
+                free(prev);
+                prev = p;
+            }
+            free(prev);
+            assert_int_equal(cal_workload_count_calls(w), calls);
+            assert_true(calls > 6);
+            cal_workload_close(&w);
+            assert_null(w);
+        }
+}
+
+static void test_exact_most_of_the_time(void **state)
+{
+    (void)state;
+    cal_workload_config cfg = {.content = CAL_CONTENT_PROSE, .prompt_tokens = 300, .unique = 1,
+                               .seed = 7, .count = fake_count};
+    cal_workload *w;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    int exact = 0;
+    for (uint64_t i = 0; i < 50; i++) {
+        char *p;
+        int n;
+        assert_int_equal(cal_workload_prompt(w, i, &p, &n), CAL_OK);
+        int check;
+        fake_count(NULL, p, &check);
+        if (check == 300) exact++;
+        free(p);
+    }
+    assert_true(exact >= 45);
+    cal_workload_close(&w);
+}
+
+static void test_shared_prefix_and_approx(void **state)
+{
+    (void)state;
+    cal_workload_config cfg = {.content = CAL_CONTENT_CODE, .prompt_tokens = 100, .unique = 0,
+                               .count = fake_count};
+    cal_workload *w;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    char *a, *b;
+    int n;
+    assert_int_equal(cal_workload_prompt(w, 0, &a, &n), CAL_OK);
+    assert_int_equal(cal_workload_prompt(w, 1, &b, &n), CAL_OK);
+    assert_string_equal(a, b);            /* --allow-prefix-cache: identical */
+    assert_true(a[8] != '\n');
+    free(a); free(b);
+    cal_workload_close(&w);
+
+    /* no tokenizer: 4 characters per token, marked approximate */
+    cfg.unique = 1;
+    cfg.count = absent_count;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    assert_false(cal_workload_exact(w));
+    assert_int_equal(cal_workload_prompt(w, 3, &a, &n), CAL_OK);
+    assert_int_equal(n, -1);
+    assert_int_equal((int)strlen(a), 400);
+    free(a);
+    cal_workload_close(&w);
+    cfg.count = NULL;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    assert_false(cal_workload_exact(w));
+    cal_workload_close(&w);
+
+    /* a tokenizer that fails otherwise is an error, not a silent guess */
+    cfg.count = broken_count;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_ECONNECT);
+    assert_null(w);
+    cfg.prompt_tokens = 0;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_EINVAL);
+}
+
+static void test_texts(void **state)
+{
+    (void)state;
+    size_t n;
+    const char *p = cal_content_text(CAL_CONTENT_PROSE, &n);
+    assert_true(n > 4000);
+    assert_non_null(strstr(p, "lighthouse"));
+    p = cal_content_text(CAL_CONTENT_CODE, &n);
+    assert_true(n > 4000);
+    assert_non_null(strstr(p, "pthread_mutex_lock"));
+    const char *r1 = cal_content_text(CAL_CONTENT_RANDOM, &n);
+    assert_true(n > 20000);
+    assert_ptr_equal(r1, cal_content_text(CAL_CONTENT_RANDOM, NULL));
+    cal_content c;
+    assert_int_equal(cal_content_parse("code", &c), CAL_OK);
+    assert_int_equal(c, CAL_CONTENT_CODE);
+    assert_int_equal(cal_content_parse("poetry", &c), CAL_EINVAL);
+    assert_string_equal(cal_content_name(CAL_CONTENT_RANDOM), "random");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_lengths),
+        cmocka_unit_test(test_exact_most_of_the_time),
+        cmocka_unit_test(test_shared_prefix_and_approx),
+        cmocka_unit_test(test_texts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
