@@ -33,7 +33,8 @@
  *   gpu0_util_pct, gpu0_mem_util_pct, gpu0_power_limit_w,
  *   gpu0_clocks_event_reasons (bit mask; cal_tel_nvml_reasons() words)
  *   amdgpu0_sclk_mhz, amdgpu0_mclk_mhz, amdgpu0_w, amdgpu0_temp_c, amdgpu0_busy_pct
- *   gpu_mhz, gpu_active_pct, cpu_w, gpu_w, dram_w, machine_w (apple)
+ *   gpu_mhz, gpu_active_pct, cpu_w, gpu_w, dram_w, ane_w, thermal_pressure (apple;
+ *   machine_w / machine_energy_j are reserved for a whole-machine source) 
  *   rss_bytes, cpu_time_s, threads                      (process) */
 typedef struct cal_tel_sample {
     int64_t     t_ns;                      /* CLOCK_MONOTONIC of the read */
@@ -175,8 +176,10 @@ char *cal_tel_nvml_reasons(uint64_t mask, char *buf, size_t n);
 
 typedef enum cal_freq_kind {
     CAL_FREQ_CANNOT_JUDGE = 0, /* no clock source, or an input is missing/non-positive */
-    CAL_FREQ_NO_DROP,          /* warm is not slower than cold (within tolerance) */
-    CAL_FREQ_EXPLAINED,        /* |measured − predicted| <= tolerance × predicted */
+    CAL_FREQ_NO_DROP,          /* matches the prediction, and neither throughput
+                                  nor clock fell (by more than 0.5 %) */
+    CAL_FREQ_EXPLAINED,        /* |measured − predicted| <= tolerance × predicted
+                                  and throughput or clock fell */
     CAL_FREQ_NOT_EXPLAINED     /* frequency explains only part (or more) of the drop */
 } cal_freq_kind;
 
@@ -187,7 +190,7 @@ typedef struct cal_freq_verdict {
     double predicted;         /* SPEC 1.4: cold × f_warm ÷ f_cold */
     double error;             /* (warm − predicted) ÷ predicted */
     double explained;         /* share of the drop frequency explains:
-                                 (cold − predicted) ÷ (cold − warm); NAN when no drop */
+                                 (cold − predicted) ÷ (cold − warm); NAN when warm >= cold */
     double tolerance;         /* relative, e.g. 0.03 */
 } cal_freq_verdict;
 /* Judge whether the clock explains the cold→warm slowdown. f_cold/f_warm

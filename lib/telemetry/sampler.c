@@ -48,6 +48,26 @@ struct cal_tel {
     int              running, stop;
 };
 
+/* Platform edge: wait on the condition until CLOCK_MONOTONIC reaches
+ * deadline_ns. macOS has no pthread_condattr_setclock; it waits relative. */
+#ifdef __APPLE__
+static void cond_use_monotonic(pthread_condattr_t *ca) { (void)ca; }
+static void cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns)
+{
+    int64_t d = deadline_ns - cal_now_ns();
+    if (d <= 0) return;
+    struct timespec ts = { (time_t)(d / 1000000000LL), (long)(d % 1000000000LL) };
+    pthread_cond_timedwait_relative_np(cv, mu, &ts);
+}
+#else
+static void cond_use_monotonic(pthread_condattr_t *ca) { pthread_condattr_setclock(ca, CLOCK_MONOTONIC); }
+static void cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns)
+{
+    struct timespec ts = { (time_t)(deadline_ns / 1000000000LL), (long)(deadline_ns % 1000000000LL) };
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+#endif
+
 int cal_tel_open(cal_tel **out, const cal_tel_config *cfg)
 {
     if (!out) return CAL_EINVAL;
@@ -80,7 +100,7 @@ int cal_tel_open(cal_tel **out, const cal_tel_config *cfg)
     t->jit = calloc(JIT_CAP, sizeof *t->jit);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    cond_use_monotonic(&ca);
     int ok = t->ring && t->scratch && t->latest && t->jit &&
              pthread_mutex_init(&t->mu, NULL) == 0;
     if (ok && pthread_cond_init(&t->cv, &ca) != 0) { pthread_mutex_destroy(&t->mu); ok = 0; }
@@ -219,8 +239,7 @@ static void *thread_main(void *arg)
         while (!t->stop) {
             int64_t now = cal_now_ns();
             if (now >= next) break;
-            struct timespec ts = { (time_t)(next / 1000000000LL), (long)(next % 1000000000LL) };
-            pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+            cond_wait_until(&t->cv, &t->mu, next);
         }
         if (t->stop) break;
         int64_t late = cal_now_ns() - next;
