@@ -1,3 +1,244 @@
-/* caliper compare — placeholder until the module lands. */
+/* caliper compare — results side by side, one column per engine, with a ratio
+ * only where the protocols match and the differing fields named where they
+ * do not (SPEC 1.1, 1.2, 1.5 item 5). Exit 0 when at least one ratio between
+ * matching protocols was printed, 1 when nothing was comparable (or a result
+ * could not be read), 2 on a usage error. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "caliper/error.h"
+#include "caliper/report.h"
 #include "cli.h"
-int cmd_compare(int argc, char **argv) { (void)argc; (void)argv; return cli_fail("compare", "not in this build yet"); }
+
+#define CMD "compare"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: caliper compare [OPTIONS] A B [C ...]\n"
+        "\n"
+        "Results side by side, the first (A) as the baseline. A ratio is printed only\n"
+        "between numbers measured under the same protocol (shot kind and range, rest,\n"
+        "warm-up, concurrency, column, prompt length and content, output policy,\n"
+        "streaming, API, probe, host); otherwise the differing fields are named.\n"
+        "\n"
+        "A, B, ...           a run id, a label or \"latest\" in the store, or a JSON file\n"
+        "                    (`caliper report --format json`, `caliper export RUN --json`,\n"
+        "                    or a vLLM bench result)\n"
+        "  --db FILE         the store (default caliper.db)\n"
+        "  --import TOOL FILE  add a foreign tool's result file; TOOL: vllm\n"
+        "                    (vllm bench serve --save-result JSON)\n"
+        "  --force           print the ratio even where protocols differ, with the\n"
+        "                    differences beside it\n"
+        "  --stale AGE       flag results older than AGE (default 30d; 0 = never)\n"
+        "  --format FMT      text (default) or md\n"
+        "  --no-ci           skip the bootstrap confidence intervals\n"
+        "  -h, --help        this text\n"
+        "\n"
+        "Exit: 0 at least one ratio between matching protocols, 1 nothing comparable\n"
+        "or a result could not be read, 2 usage error.\n");
+}
+
+static void fmt_num(double v, char *buf, size_t n)
+{
+    if (!isfinite(v)) snprintf(buf, n, "—");
+    else if (fabs(v) >= 1000) snprintf(buf, n, "%.0f", v);
+    else if (fabs(v) >= 100) snprintf(buf, n, "%.1f", v);
+    else if (fabs(v) >= 10) snprintf(buf, n, "%.2f", v);
+    else snprintf(buf, n, "%.3f", v);
+}
+
+/* "1.05× (CI 1.02–1.07)", "not comparable: shot kind cold vs warm",
+ * "0.94× forced — differs: rest 0 s vs 15 s" */
+static void fmt_entry(const cal_cmp_entry *e, char *buf, size_t n)
+{
+    if (isfinite(e->ratio)) {
+        char ci[64] = "";
+        if (isfinite(e->ci_lo)) snprintf(ci, sizeof ci, " (CI %.2f–%.2f)", e->ci_lo, e->ci_hi);
+        if (e->comparable) snprintf(buf, n, "%.2f×%s", e->ratio, ci);
+        else {
+            char d[320];
+            cal_fp_diff_text(e->diff, e->n_diff, d, sizeof d);
+            snprintf(buf, n, "%.2f×%s FORCED, differs: %s", e->ratio, ci, d);
+        }
+    } else snprintf(buf, n, "%s", e->note[0] ? e->note : "—");
+}
+
+/* Display width of a UTF-8 string (code points; the table holds no wide glyphs). */
+static int width(const char *s)
+{
+    int w = 0;
+    for (; *s; s++) if (((unsigned char)*s & 0xC0) != 0x80) w++;
+    return w;
+}
+
+static void pad(FILE *f, const char *s, int w, int right)
+{
+    int k = w - width(s);
+    if (right) for (int i = 0; i < k; i++) fputc(' ', f);
+    fputs(s, f);
+    if (!right) for (int i = 0; i < k; i++) fputc(' ', f);
+}
+
+static void print_text(const cal_comparison *c, const cal_result *const *res, size_t n, int md)
+{
+    int w0 = 4;
+    int wv[CAL_CMP_MAX];
+    for (size_t j = 0; j < n; j++) wv[j] = width(res[j]->label) > 8 ? width(res[j]->label) : 8;
+    for (size_t r = 0; r < c->n_rows; r++) {
+        if (width(c->rows[r].label) > w0) w0 = width(c->rows[r].label);
+        for (size_t j = 0; j < n; j++) {
+            char v[32];
+            fmt_num(c->rows[r].e[j].value, v, sizeof v);
+            if (width(v) > wv[j]) wv[j] = width(v);
+        }
+    }
+    const char *ratio_head = n == 2 ? "ratio" : "ratios to the baseline";
+    if (md) {
+        printf("| cell |");
+        for (size_t j = 0; j < n; j++) printf(" %s |", res[j]->label);
+        printf(" %s |\n|---|", ratio_head);
+        for (size_t j = 0; j < n; j++) printf("---:|");
+        printf("---|\n");
+    } else {
+        pad(stdout, "cell", w0, 0);
+        for (size_t j = 0; j < n; j++) { fputs("  ", stdout); pad(stdout, res[j]->label, wv[j], 1); }
+        printf("  %s\n", ratio_head);
+    }
+    for (size_t r = 0; r < c->n_rows; r++) {
+        const cal_cmp_row *row = &c->rows[r];
+        if (md) printf("| %s |", row->label);
+        else pad(stdout, row->label, w0, 0);
+        for (size_t j = 0; j < n; j++) {
+            char v[32];
+            fmt_num(row->e[j].value, v, sizeof v);
+            if (md) printf(" %s |", v);
+            else { fputs("  ", stdout); pad(stdout, v, wv[j], 1); }
+        }
+        char all[2048] = "";
+        size_t used = 0;
+        for (size_t j = 1; j < n && used < sizeof all; j++) {
+            char one[700];
+            const cal_cmp_entry *e = &row->e[j];
+            if (!row->e[0].present) {   /* a row the baseline lacks */
+                if (!e->present) continue;
+                fmt_entry(&row->e[0], one, sizeof one);
+            } else fmt_entry(e, one, sizeof one);
+            if (n == 2) used += (size_t)snprintf(all + used, sizeof all - used, "%s", one);
+            else used += (size_t)snprintf(all + used, sizeof all - used, "%s%s: %s",
+                                          used ? " · " : "", res[j]->label, one);
+        }
+        if (md) printf(" %s |\n", all);
+        else printf("  %s\n", all);
+    }
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    static const struct option OPTS[] = {
+        {"db", required_argument, 0, 'd'}, {"import", required_argument, 0, 'i'},
+        {"force", no_argument, 0, 'f'}, {"stale", required_argument, 0, 's'},
+        {"format", required_argument, 0, 'F'}, {"no-ci", no_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    const char *db = "caliper.db";
+    const char *imports[CAL_CMP_MAX];
+    size_t n_imports = 0;
+    cal_compare_opts o = {0};
+    o.stale_s = 30 * 86400.0;
+    int md = 0, no_ci = 0, ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "+h", OPTS, NULL)) != -1) {
+        switch (ch) {
+        case 'd': db = optarg; break;
+        case 'i':
+            if (strcmp(optarg, "vllm"))
+                return cli_usage_error(CMD, "--import: \"%s\" is not a tool caliper imports (vllm)", optarg);
+            if (optind >= argc)
+                return cli_usage_error(CMD, "--import vllm: the FILE is missing");
+            if (n_imports >= CAL_CMP_MAX)
+                return cli_usage_error(CMD, "--import: more than %d results", CAL_CMP_MAX);
+            imports[n_imports++] = argv[optind++];
+            break;
+        case 'f': o.force = 1; break;
+        case 's': {
+            double s;
+            if (cli_parse_unit(CMD, "--stale", optarg, CAL_U_TIME, "d", &s)) return CLI_USAGE;
+            if (s < 0) return cli_usage_error(CMD, "--stale: \"%s\" is negative", optarg);
+            o.stale_s = s;
+            break;
+        }
+        case 'F':
+            if (!strcmp(optarg, "md")) md = 1;
+            else if (strcmp(optarg, "text"))
+                return cli_usage_error(CMD, "--format: \"%s\" is not text or md", optarg);
+            break;
+        case 'n': no_ci = 1; break;
+        case 'h': usage(stdout); return CLI_OK;
+        default:
+            return cli_usage_error(CMD, "\"%s\" is not an option of compare", argv[optind - 1]);
+        }
+    }
+    size_t n_pos = (size_t)(argc - optind), n = n_pos + n_imports;
+    if (n < 2)
+        return cli_usage_error(CMD, "needs at least two results to compare (got %zu)", n);
+    if (n > CAL_CMP_MAX)
+        return cli_usage_error(CMD, "at most %d results at once (got %zu)", CAL_CMP_MAX, n);
+    if (no_ci) o.boot_iters = -1;
+
+    cal_result *res[CAL_CMP_MAX] = {0};
+    int rc = CLI_OK;
+    char err[512];
+    for (size_t i = 0; i < n; i++) {
+        int e = i < n_pos ? cal_result_load(argv[optind + (int)i], db, &res[i], err, sizeof err)
+                          : cal_result_import("vllm", imports[i - n_pos], &res[i], err, sizeof err);
+        if (e) { rc = cli_fail(CMD, "%s", err); goto out; }
+    }
+    /* the same label twice would make the columns ambiguous: add the id */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (!strcmp(res[i]->label, res[j]->label)) {
+                char l[CAL_RES_STR];
+                snprintf(l, sizeof l, "%.100s#%.40s", res[j]->label, res[j]->id);
+                if (!strcmp(l, res[i]->label)) snprintf(l, sizeof l, "%.100s#%zu", res[j]->label, j + 1);
+                snprintf(res[j]->label, sizeof res[j]->label, "%s", l);
+            }
+
+    cal_comparison *c = NULL;
+    int e = cal_compare((const cal_result *const *)res, n, &o, &c);
+    if (e) { rc = cli_fail(CMD, "%s", cal_strerror(e)); goto out; }
+
+    printf("baseline: %s", res[0]->label);
+    for (size_t j = 0; j < n; j++) {
+        char when[32] = "date unknown";
+        if (res[j]->created_unix > 0) {
+            time_t t = (time_t)res[j]->created_unix;
+            struct tm tm;
+            gmtime_r(&t, &tm);
+            strftime(when, sizeof when, "%Y-%m-%d", &tm);
+        }
+        printf("%s%s: %s · %s · %s", j ? "\n  " : "\n  ", res[j]->label,
+               res[j]->probe[0] ? res[j]->probe : "probe unknown", res[j]->host[0] ? res[j]->host : "host unknown", when);
+    }
+    printf("\n\n");
+    print_text(c, (const cal_result *const *)res, n, md);
+    printf("\n");
+    for (size_t j = 0; j < n; j++)
+        if (c->flags[j][0]) printf("! %s: %s\n", res[j]->label, c->flags[j]);
+    printf("%zu ratio%s between matching protocols; %zu pair%s %s for protocol differences%s\n",
+           c->n_ratios, c->n_ratios == 1 ? "" : "s", c->n_refused, c->n_refused == 1 ? "" : "s",
+           o.force ? "forced despite" : "refused",
+           o.force || !c->n_refused ? "" : " (--force prints them with the differences)");
+    if (!c->n_ratios) {
+        fprintf(stderr, "caliper compare: nothing comparable: every pair differs in protocol (fields named above)\n");
+        rc = CLI_FAIL;
+    }
+    cal_comparison_free(&c);
+out:
+    for (size_t i = 0; i < n; i++) cal_result_free(&res[i]);
+    return rc;
+}

@@ -1,3 +1,115 @@
-/* caliper report — placeholder until the module lands. */
+/* caliper report — stored runs (or result files) as one self-contained HTML
+ * page with SVG charts, or as Markdown, CSV or JSON, all from the same
+ * metric table. Exit 0 written, 1 a run could not be read or the file not
+ * written, 2 usage error. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "caliper/error.h"
+#include "caliper/report.h"
 #include "cli.h"
-int cmd_report(int argc, char **argv) { (void)argc; (void)argv; return cli_fail("report", "not in this build yet"); }
+
+#define CMD "report"
+#define MAX_RESULTS 16
+#define MAX_OUT_BYTES (512u << 20)
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: caliper report [OPTIONS] RUN|FILE ...\n"
+        "\n"
+        "One page per set of runs: verdicts first, then per run the shots with clock\n"
+        "and power on one time axis, the concurrency curve with both columns, TTFT\n"
+        "and ITL distributions, prefill time against prompt length with its fitted\n"
+        "line; every chart captioned with the protocol it was measured under.\n"
+        "\n"
+        "RUN|FILE            a run id, label or \"latest\" in the store, or a result\n"
+        "                    JSON file (caliper's, or a vLLM bench result)\n"
+        "  --db FILE         the store (default caliper.db)\n"
+        "  --import TOOL FILE  add a foreign tool's result file; TOOL: vllm\n"
+        "  -o, --output FILE write here (default: stdout)\n"
+        "  --format FMT      html, md, csv or json (default: from -o's extension, else html)\n"
+        "  -h, --help        this text\n"
+        "\n"
+        "The HTML page needs no network and no JavaScript: inline CSS and SVG only.\n");
+}
+
+static int fmt_of(const char *s, cal_report_format *f)
+{
+    if (!strcmp(s, "html")) *f = CAL_REPORT_HTML;
+    else if (!strcmp(s, "md") || !strcmp(s, "markdown")) *f = CAL_REPORT_MD;
+    else if (!strcmp(s, "csv")) *f = CAL_REPORT_CSV;
+    else if (!strcmp(s, "json")) *f = CAL_REPORT_JSON;
+    else return -1;
+    return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    static const struct option OPTS[] = {
+        {"db", required_argument, 0, 'd'}, {"import", required_argument, 0, 'i'},
+        {"output", required_argument, 0, 'o'}, {"format", required_argument, 0, 'F'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+    };
+    const char *db = "caliper.db", *outp = NULL;
+    const char *imports[MAX_RESULTS];
+    size_t n_imports = 0;
+    int have_fmt = 0, ch;
+    cal_report_format fmt = CAL_REPORT_HTML;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "+ho:", OPTS, NULL)) != -1) {
+        switch (ch) {
+        case 'd': db = optarg; break;
+        case 'o': outp = optarg; break;
+        case 'i':
+            if (strcmp(optarg, "vllm"))
+                return cli_usage_error(CMD, "--import: \"%s\" is not a tool caliper imports (vllm)", optarg);
+            if (optind >= argc) return cli_usage_error(CMD, "--import vllm: the FILE is missing");
+            if (n_imports >= MAX_RESULTS) return cli_usage_error(CMD, "--import: more than %d results", MAX_RESULTS);
+            imports[n_imports++] = argv[optind++];
+            break;
+        case 'F':
+            if (fmt_of(optarg, &fmt))
+                return cli_usage_error(CMD, "--format: \"%s\" is not html, md, csv or json", optarg);
+            have_fmt = 1;
+            break;
+        case 'h': usage(stdout); return CLI_OK;
+        default:
+            return cli_usage_error(CMD, "\"%s\" is not an option of report", argv[optind - 1]);
+        }
+    }
+    if (!have_fmt && outp) {
+        const char *dot = strrchr(outp, '.');
+        if (dot && fmt_of(dot + 1, &fmt)) fmt = CAL_REPORT_HTML;
+    }
+    size_t n_pos = (size_t)(argc - optind), n = n_pos + n_imports;
+    if (n == 0) return cli_usage_error(CMD, "which run? give a run id, a label, \"latest\" or a result file");
+    if (n > MAX_RESULTS) return cli_usage_error(CMD, "at most %d runs in one report (got %zu)", MAX_RESULTS, n);
+
+    cal_result *res[MAX_RESULTS] = {0};
+    cal_buf out = CAL_BUF_INIT(MAX_OUT_BYTES);
+    int rc = CLI_OK;
+    char err[512];
+    for (size_t i = 0; i < n; i++) {
+        int e = i < n_pos ? cal_result_load(argv[optind + (int)i], db, &res[i], err, sizeof err)
+                          : cal_result_import("vllm", imports[i - n_pos], &res[i], err, sizeof err);
+        if (e) { rc = cli_fail(CMD, "%s", err); goto done; }
+    }
+    int e = cal_report_write((const cal_result *const *)res, n, fmt, &out);
+    if (e) { rc = cli_fail(CMD, "writing the report: %s", cal_strerror(e)); goto done; }
+    if (outp && strcmp(outp, "-")) {
+        FILE *f = fopen(outp, "wb");
+        if (!f) { rc = cli_fail(CMD, "-o: cannot write \"%s\"", outp); goto done; }
+        size_t w = out.len ? fwrite(out.data, 1, out.len, f) : 0;
+        if (fclose(f) != 0 || w != out.len) { rc = cli_fail(CMD, "-o: writing \"%s\" failed", outp); goto done; }
+        fprintf(stderr, "wrote %s (%zu bytes, %zu run%s)\n", outp, out.len, n, n == 1 ? "" : "s");
+    } else if (out.len && fwrite(out.data, 1, out.len, stdout) != out.len) {
+        rc = cli_fail(CMD, "writing to stdout failed");
+    }
+done:
+    cal_buf_free(&out);
+    for (size_t i = 0; i < n; i++) cal_result_free(&res[i]);
+    return rc;
+}

@@ -159,6 +159,30 @@ int cal_import_vllm(const char *text, size_t len, const char *name,
 int cal_result_from_export(const char *text, size_t len, const char *name,
                            cal_result **out, char *err, size_t errn);
 
+/* A stored run (store.h): resolve ref ("7", "latest", a label) in st and
+ * load it with its requests and chunk times. The store's cells (one shot of
+ * one configuration each) are grouped by configuration and shot kind into
+ * summary cells (cold 1, warm 2–6, ...); warm-up shots are left out; a group
+ * of several shots gets the median over its shots for the aggregate column
+ * and pooled per-request samples for the rest. CAL_ENOTFOUND (no such run),
+ * CAL_ESTORE, CAL_ENOMEM; message in err. */
+struct cal_store;
+struct cal_run_data;
+int cal_result_from_store(struct cal_store *st, const char *ref, cal_result **out,
+                          char *err, size_t errn);
+int cal_result_from_run_data(const struct cal_run_data *d, cal_result **out,
+                             char *err, size_t errn);
+
+/* What the user typed: an existing file (any JSON cal_result_from_json
+ * reads), else a run reference looked up in the store at db_path.
+ * CAL_ENOTFOUND (neither), CAL_EPROTO (unreadable file), CAL_ESTORE... */
+int cal_result_load(const char *ref, const char *db_path, cal_result **out,
+                    char *err, size_t errn);
+/* A foreign tool's file: tool "vllm" (cal_import_vllm). CAL_EINVAL for an
+ * unknown tool, else as cal_import_vllm. */
+int cal_result_import(const char *tool, const char *path, cal_result **out,
+                      char *err, size_t errn);
+
 /* ---- comparing ---------------------------------------------------------------- */
 
 #define CAL_CMP_MAX 16   /* results in one comparison */
@@ -167,7 +191,7 @@ typedef struct cal_compare_opts {
     int     force;        /* ratio even across differing fingerprints */
     double  stale_s;      /* flag results older than this (s); 0 = never */
     int64_t now_unix;     /* "now" for the stale check; 0 = time(NULL) */
-    int     boot_iters;   /* bootstrap resamples for the CI; 0 = 2000 */
+    int     boot_iters;   /* bootstrap resamples; 0 = 2000, < 0 = no CI */
     uint64_t seed;        /* bootstrap seed; 0 = a fixed default */
 } cal_compare_opts;
 

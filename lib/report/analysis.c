@@ -23,6 +23,19 @@ int cal_report_linfit(const double *x, const double *y, size_t n,
     return CAL_OK;
 }
 
+/* The shot kind most cells of a sweep have (warm when tied), so one curve
+ * never mixes cold and warm points. */
+cal_shot_kind cal_report_main_kind(const cal_result *r, cal_sweep sw)
+{
+    int cnt[CAL_SHOT_CONSECUTIVE + 1] = {0};
+    for (size_t i = 0; i < r->n_cells; i++)
+        if (r->cells[i].sweep == sw && (unsigned)r->cells[i].fp.shot_kind <= CAL_SHOT_CONSECUTIVE)
+            cnt[r->cells[i].fp.shot_kind]++;
+    int best = CAL_SHOT_WARM;
+    for (int k = 0; k <= CAL_SHOT_CONSECUTIVE; k++) if (cnt[k] > cnt[best]) best = k;
+    return (cal_shot_kind)best;
+}
+
 /* Prefill time of a prompt-sweep cell, ms: TTFT p50 (an upper bound on
  * prefill: it also holds queueing and the first decode step), else
  * prompt ÷ prefill tok/s. NAN when neither is there. */
@@ -39,9 +52,11 @@ int cal_report_prefill_fit(const cal_result *r, double *a_ms, double *b_ms, doub
 {
     double x[64], y[64];
     size_t n = 0;
+    cal_shot_kind kind = cal_report_main_kind(r, CAL_SWEEP_PROMPT);
     for (size_t i = 0; i < r->n_cells && n < 64; i++) {
         const cal_rcell *c = &r->cells[i];
         if (c->sweep != CAL_SWEEP_PROMPT || c->fp.prompt_tokens <= 0) continue;
+        if (c->fp.shot_kind != kind) continue;   /* one shot kind per line */
         double t = cal_report_prefill_ms(c);
         if (!isfinite(t)) continue;
         x[n] = (double)c->fp.prompt_tokens;
@@ -117,7 +132,7 @@ size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap)
                          lo, hi, drop > 0 ? "below" : "above", fi,
                          drop > 0 ? "quote warm figures, not shot 1" : "shot 1 was slow (warm-up)");
             else
-                snprintf(fmt, sizeof fmt, "shots %d–%d within noise of shot %d (%%.1f %%%%, band ±%%.1f %%%%): no wall seen",
+                snprintf(fmt, sizeof fmt, "shots %d–%d within noise of shot %d (%%+.1f %%%%, band ±%%.1f %%%%): no wall seen",
                          lo, hi, fi);
             n = add(out, cap, n, fmt, fabs(drop) > band ? fabs(drop) : -drop, band, 0, 0);
         }

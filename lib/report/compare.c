@@ -117,8 +117,10 @@ static void row_label(cal_cmp_row *row)
         snprintf(conc, sizeof conc, " · %g req/s", fp->request_rate);
     else if (isinf(fp->request_rate)) snprintf(conc, sizeof conc, " · all at once");
     if (fp->prompt_tokens > 0) snprintf(prompt, sizeof prompt, " · %ld tok", fp->prompt_tokens);
-    snprintf(row->label, sizeof row->label, "%s%s%s · %s",
-             cal_metric_get(row->metric)->label, conc, prompt, shots);
+    const cal_metric_info *mi = cal_metric_get(row->metric);
+    snprintf(row->label, sizeof row->label, "%s%s%s%s%s · %s", mi->label,
+             strstr(mi->label, mi->unit) ? "" : " ", strstr(mi->label, mi->unit) ? "" : mi->unit,
+             conc, prompt, shots);
 }
 
 static void entry_absent(cal_cmp_entry *e)
@@ -210,7 +212,7 @@ static void fill_pair(cal_comparison *c, cal_cmp_row *row, size_t j,
     e->ratio = e->value / vb;
     if (e->comparable) c->n_ratios++;
     const cal_metric_info *mi = cal_metric_get(m);
-    if (mi->series >= 0) {
+    if (mi->series >= 0 && o->boot_iters >= 0) {
         cal_series s = (cal_series)mi->series;
         double lo, hi;
         if (cal_ratio_ci(base->s[s], base->ns[s], oc->s[s], oc->ns[s], mi->pct,

@@ -187,23 +187,25 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
         if (isfinite(s->clock_mhz)) { cx[nc] = x; cy[nc++] = s->clock_mhz; }
         if (isfinite(s->power_w)) { px[np] = x; py[np++] = s->power_w; }
     }
-    if (timed && r->n_tel) {
-        tx = malloc(r->n_tel * sizeof *tx);
+    if (timed && r->n_tel) {   /* clock and power sampled apart: each its own line */
+        tx = malloc(2 * r->n_tel * sizeof *tx);
         tc = malloc(r->n_tel * sizeof *tc);
         tp = malloc(r->n_tel * sizeof *tp);
         if (!tx || !tc || !tp) { rc = CAL_ENOMEM; goto out; }
+        double *tcx = tx, *tpx = tx + r->n_tel;
+        size_t ntc = 0, ntp = 0;
         for (size_t i = 0; i < r->n_tel; i++) {
-            tx[i] = r->tel[i].t_s; tc[i] = r->tel[i].clock_mhz; tp[i] = r->tel[i].power_w;
-        }
-        p2.s[p2.ns++] = (svg_series){"sampled", tx, tc, r->n_tel, SVG_LINE, 5, 0};
-        p3.s[p3.ns++] = (svg_series){"sampled", tx, tp, r->n_tel, SVG_LINE, 3, 0};
-        for (size_t i = 0; i < r->n_tel; i++) {
-            if (!isfinite(tx[i])) continue;
-            if (isfinite(tc[i]) || isfinite(tp[i])) {
-                if (tx[i] < xmin) xmin = tx[i];
-                if (tx[i] > xmax) xmax = tx[i];
+            const cal_tel_point *q = &r->tel[i];
+            if (!isfinite(q->t_s)) continue;
+            if (isfinite(q->clock_mhz)) { tcx[ntc] = q->t_s; tc[ntc++] = q->clock_mhz; }
+            if (isfinite(q->power_w)) { tpx[ntp] = q->t_s; tp[ntp++] = q->power_w; }
+            if (isfinite(q->clock_mhz) || isfinite(q->power_w)) {
+                if (q->t_s < xmin) xmin = q->t_s;
+                if (q->t_s > xmax) xmax = q->t_s;
             }
         }
+        if (ntc) p2.s[p2.ns++] = (svg_series){"sampled", tcx, tc, ntc, SVG_LINE, 5, 0};
+        if (ntp) p3.s[p3.ns++] = (svg_series){"sampled", tpx, tp, ntp, SVG_LINE, 3, 0};
     }
     if (nc) p2.s[p2.ns++] = (svg_series){"mean over shot", cx, cy, nc, SVG_POINTS, 4, 0};
     if (np) p3.s[p3.ns++] = (svg_series){"mean over shot", px, py, np, SVG_POINTS, 4, 0};
@@ -240,8 +242,10 @@ static int chart_concurrency(cal_buf *b, const cal_result *r, int idx)
     int rc = CAL_OK;
     const cal_rcell *cells[64];
     size_t n = 0;
+    cal_shot_kind kind = cal_report_main_kind(r, CAL_SWEEP_CONCURRENCY);
     for (size_t i = 0; i < r->n_cells && n < 64; i++)
-        if (r->cells[i].sweep == CAL_SWEEP_CONCURRENCY && r->cells[i].fp.concurrency > 0)
+        if (r->cells[i].sweep == CAL_SWEEP_CONCURRENCY && r->cells[i].fp.concurrency > 0 &&
+            r->cells[i].fp.shot_kind == kind)
             cells[n++] = &r->cells[i];
     qsort(cells, n, sizeof cells[0], cmp_conc);
     double x[64], agg[64], req[64];
@@ -373,9 +377,10 @@ static int chart_prefill(cal_buf *b, const cal_result *r, int idx)
     double x[64], y[64], fx[2], fy[2];
     size_t n = 0;
     const cal_rcell *first = NULL;
+    cal_shot_kind kind = cal_report_main_kind(r, CAL_SWEEP_PROMPT);
     for (size_t i = 0; i < r->n_cells && n < 64; i++) {
         const cal_rcell *c = &r->cells[i];
-        if (c->sweep != CAL_SWEEP_PROMPT || c->fp.prompt_tokens <= 0) continue;
+        if (c->sweep != CAL_SWEEP_PROMPT || c->fp.prompt_tokens <= 0 || c->fp.shot_kind != kind) continue;
         double t = cal_report_prefill_ms(c);
         if (!isfinite(t)) continue;
         if (!first) first = c;

@@ -35,6 +35,12 @@ int cal_report_has_power(const cal_result *r);
 /* A shot's throughput: aggregate, else decode, else prefill; *what names it. */
 double cal_report_shot_value(const cal_shot *s, const char **what);
 
+/* Read a whole file (capped at 256 MiB); *text malloc'd, NUL-terminated. */
+int cal_report_read_file(const char *path, char **text, size_t *len, char *err, size_t errn);
+
+/* The shot kind most cells of a sweep have (warm when tied). */
+cal_shot_kind cal_report_main_kind(const cal_result *r, cal_sweep sw);
+
 /* Escape s for HTML text and attributes. */
 int cal_report_html_esc(cal_buf *b, const char *s);
 #endif

@@ -195,7 +195,7 @@ int svg_panel_write(cal_buf *b, const svg_panel *p)
         for (size_t k = 0; k < p->y.n_ticks; k++) {
             double v = p->y.ticks[k], y = tr(&sy, v);
             char t[32];
-            fmt_tick(v, 1, t, sizeof t);
+            snprintf(t, sizeof t, "%g", v);   /* explicit ticks: as given */
             TRY(cal_buf_printf(b, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eceef1\"/>"
                                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
                                px0, px1, y, y, px0 - 5, y + 3.5, t));
@@ -227,7 +227,8 @@ int svg_panel_write(cal_buf *b, const svg_panel *p)
                            x, x, py0, py1, x, x, py1, py1 + 4));
         if (p->x_tick_labels) {
             char t[32];
-            fmt_tick(v, (sx.log2 || p->x.ticks) ? 1 : xst, t, sizeof t);
+            if (sx.log2 || p->x.ticks) snprintf(t, sizeof t, "%g", v);
+            else fmt_tick(v, xst, t, sizeof t);
             double half = 3.2 * (double)strlen(t);
             if (x - half < last_label_end + 4) continue;   /* never overlap labels */
             last_label_end = x + half;

@@ -1,0 +1,86 @@
+/* caliper — finds a result by what the user typed: a JSON file on disk
+ * (caliper's result JSON, a `caliper export` file, a vLLM bench file), or a
+ * run in the store ("7", "latest", a label). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "caliper/error.h"
+#include "caliper/report.h"
+#include "caliper/store.h"
+#include "report_internal.h"
+
+#define MAX_FILE_BYTES (256u << 20)
+
+int cal_report_read_file(const char *path, char **text, size_t *len, char *err, size_t errn)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { cal_report_errf(err, errn, "%s: cannot open", path); return CAL_ENOTFOUND; }
+    cal_buf b = CAL_BUF_INIT(MAX_FILE_BYTES);
+    char chunk[65536];
+    size_t n;
+    int e = CAL_OK;
+    while (!e && (n = fread(chunk, 1, sizeof chunk, f)) > 0) e = cal_buf_append(&b, chunk, n);
+    if (!e && ferror(f)) e = CAL_EIO;
+    fclose(f);
+    if (e) {
+        cal_report_errf(err, errn, "%s: %s", path, e == CAL_ETOOBIG ? "larger than 256 MiB" : cal_strerror(e));
+        cal_buf_free(&b);
+        return e;
+    }
+    *text = b.data ? b.data : calloc(1, 1);
+    *len = b.len;
+    return *text ? CAL_OK : CAL_ENOMEM;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+int cal_result_load(const char *ref, const char *db_path, cal_result **out,
+                    char *err, size_t errn)
+{
+    struct stat st;
+    if (stat(ref, &st) == 0 && S_ISREG(st.st_mode)) {
+        char *text;
+        size_t len;
+        int e = cal_report_read_file(ref, &text, &len, err, errn);
+        if (e) return e;
+        e = cal_result_from_json(text, len, base_name(ref), out, err, errn);
+        free(text);
+        if (e && err && errn) {   /* say which file */
+            char tmp[512];
+            snprintf(tmp, sizeof tmp, "%s: %s", ref, err);
+            snprintf(err, errn, "%s", tmp);
+        }
+        return e;
+    }
+    if (!db_path || stat(db_path, &st) != 0) {
+        cal_report_errf(err, errn, "\"%s\" is not a file, and there is no store at %s to look it up in",
+                        ref, db_path ? db_path : "(none)");
+        return CAL_ENOTFOUND;
+    }
+    cal_store *s = NULL;
+    int e = cal_store_open(db_path, &s);
+    if (e) { cal_report_errf(err, errn, "%s: cannot open the store", db_path); return e; }
+    e = cal_result_from_store(s, ref, out, err, errn);
+    cal_store_close(&s);
+    return e;
+}
+
+int cal_result_import(const char *tool, const char *path, cal_result **out, char *err, size_t errn)
+{
+    if (strcmp(tool, "vllm")) {
+        cal_report_errf(err, errn, "\"%s\" is not a tool caliper imports (vllm)", tool);
+        return CAL_EINVAL;
+    }
+    char *text;
+    size_t len;
+    int e = cal_report_read_file(path, &text, &len, err, errn);
+    if (e) return e;
+    e = cal_import_vllm(text, len, base_name(path), out, err, errn);
+    free(text);
+    return e;
+}

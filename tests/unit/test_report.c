@@ -1,0 +1,297 @@
+/* Unit tests: the report writers (HTML structure: every chart, caption and
+ * the verdicts first, nothing external; Markdown; CSV; JSON round trip), the
+ * prefill fit and verdicts, and the vLLM import on a file in vLLM's format.
+ * Set CALIPER_REPORT_DEMO=path.html to keep the demo page for a look. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "caliper/error.h"
+#include "caliper/report.h"
+#include "report_demo.h"
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static char *render(const cal_result *const *rs, size_t n, cal_report_format f)
+{
+    cal_buf b = CAL_BUF_INIT(0);
+    assert_int_equal(cal_report_write(rs, n, f, &b), CAL_OK);
+    assert_non_null(b.data);
+    return b.data;
+}
+
+static void test_html_structure(void **state)
+{
+    (void)state;
+    cal_result *r = demo_result("demo", 1.0, 1);
+    const cal_result *rs[1] = {r};
+    char *h = render(rs, 1, CAL_REPORT_HTML);
+    const char *keep = getenv("CALIPER_REPORT_DEMO");
+    if (keep) { FILE *f = fopen(keep, "w"); if (f) { fputs(h, f); fclose(f); } }
+    assert_non_null(strstr(h, "<!DOCTYPE html>"));
+    assert_int_equal(count(h, "<svg "), 5);
+    assert_int_equal(count(h, "</svg>"), 5);
+    assert_int_equal(count(h, "<figure "), 5);
+    assert_int_equal(count(h, "<figcaption>"), 5);
+    assert_int_equal(count(h, "</b> Protocol: "), 5);
+    static const char *const IDS[] = {"chart-shots-0", "chart-concurrency-0", "chart-prefill-0",
+                                      "chart-ttft-0", "chart-itl-0"};
+    for (int i = 0; i < 5; i++) assert_non_null(strstr(h, IDS[i]));
+    /* verdicts come before the first chart */
+    assert_true(strstr(h, "id=\"verdicts\"") < strstr(h, "<svg "));
+    assert_non_null(strstr(h, "below shot 1"));
+    assert_non_null(strstr(h, "read per-request speed at low concurrency"));
+    assert_non_null(strstr(h, "prefill: fixed cost"));
+    /* self-contained: no script, no URL, no external resource */
+    assert_null(strstr(h, "<script"));
+    assert_null(strstr(h, "http://"));
+    assert_null(strstr(h, "https://"));
+    assert_null(strstr(h, " src="));
+    assert_null(strstr(h, "<link"));
+    /* axes with units and legends */
+    assert_non_null(strstr(h, "time since run start (s)"));
+    assert_non_null(strstr(h, "clock (MHz)"));
+    assert_non_null(strstr(h, "power (W)"));
+    assert_non_null(strstr(h, "output (tok/s)"));
+    assert_non_null(strstr(h, "aggregate (all tokens"));
+    assert_non_null(strstr(h, "per-request (median)"));
+    assert_non_null(strstr(h, "fit: "));
+    assert_null(strstr(h, "clock: absent"));
+    /* every number is finite in the SVG (no nan/inf coordinates) */
+    assert_null(strstr(h, "nan"));
+    assert_null(strstr(h, "inf "));
+    free(h);
+
+    /* without telemetry the page says so instead of drawing nothing */
+    cal_result *q = demo_result("no-sensors", 1.0, 0);
+    rs[0] = q;
+    h = render(rs, 1, CAL_REPORT_HTML);
+    assert_non_null(strstr(h, "clock: absent"));
+    assert_non_null(strstr(h, "power: absent"));
+    assert_int_equal(count(h, "<svg "), 5);
+    free(h);
+    cal_result_free(&q);
+    cal_result_free(&r);
+}
+
+static void test_html_empty_run(void **state)
+{
+    (void)state;
+    cal_result *r = cal_result_new();
+    snprintf(r->label, sizeof r->label, "empty <run> & co");
+    const cal_result *rs[1] = {r};
+    char *h = render(rs, 1, CAL_REPORT_HTML);
+    assert_int_equal(count(h, "<svg "), 5);        /* every chart, saying absent */
+    assert_non_null(strstr(h, "absent: this run has no concurrency sweep"));
+    assert_non_null(strstr(h, "absent: this run has no prompt-length sweep"));
+    assert_non_null(strstr(h, "empty &lt;run&gt; &amp; co"));   /* escaped */
+    assert_null(strstr(h, "<run>"));
+    free(h);
+    cal_result_free(&r);
+    assert_int_equal(cal_report_write(rs, 0, CAL_REPORT_HTML, NULL), CAL_EINVAL);
+}
+
+static void test_md_csv(void **state)
+{
+    (void)state;
+    cal_result *r = demo_result("demo", 1.0, 1);
+    const cal_result *rs[1] = {r};
+    char *m = render(rs, 1, CAL_REPORT_MD);
+    assert_non_null(strstr(m, "# demo"));
+    assert_non_null(strstr(m, "## Verdicts"));
+    assert_non_null(strstr(m, "## Concurrency sweep"));
+    assert_non_null(strstr(m, "## Prompt-length sweep"));
+    assert_non_null(strstr(m, "aggregate tok/s"));
+    free(m);
+    char *c = render(rs, 1, CAL_REPORT_CSV);
+    assert_int_equal(count(c, "\n"), r->n_cells + 1);
+    assert_non_null(strstr(c, "output_throughput"));
+    assert_non_null(strstr(c, "shot_kind"));
+    assert_non_null(strstr(c, "median_ttft_ms"));
+    /* the host has a comma: quoted */
+    assert_non_null(strstr(c, "\"AMD EPYC 7B13 (2 cores), 24 GiB\""));
+    free(c);
+    cal_result_free(&r);
+}
+
+static void test_json_round_trip(void **state)
+{
+    (void)state;
+    cal_result *r = demo_result("demo", 1.0, 1);
+    cal_buf b = CAL_BUF_INIT(0);
+    assert_int_equal(cal_result_to_json(r, &b), CAL_OK);
+    cal_result *q = NULL;
+    char err[256] = "";
+    assert_int_equal(cal_result_from_json(b.data, b.len, "x.json", &q, err, sizeof err), CAL_OK);
+    assert_string_equal(q->label, r->label);
+    assert_int_equal(q->n_cells, r->n_cells);
+    assert_int_equal(q->n_shots, r->n_shots);
+    assert_int_equal(q->n_tel, r->n_tel);
+    assert_int_equal(q->created_unix, r->created_unix);
+    for (size_t i = 0; i < r->n_cells; i++) {
+        assert_int_equal(cal_fp_diff(&r->cells[i].fp, &q->cells[i].fp, NULL, 0), 0);
+        assert_int_equal(q->cells[i].sweep, r->cells[i].sweep);
+        for (int m = 0; m < CAL_M__N; m++) {
+            double x = r->cells[i].v[m], y = q->cells[i].v[m];
+            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x));
+        }
+        for (int s = 0; s < CAL_S__N; s++) assert_int_equal(q->cells[i].ns[s], r->cells[i].ns[s]);
+    }
+    cal_result_free(&q);
+    /* a damaged file names what is wrong */
+    const char *bad = "{\"format\":\"caliper-result\",\"cells\":[{\"sweep\":\"sideways\",\"fingerprint\":{}}]}";
+    assert_int_equal(cal_result_from_json(bad, strlen(bad), NULL, &q, err, sizeof err), CAL_EPROTO);
+    assert_non_null(strstr(err, "sweep"));
+    assert_non_null(strstr(err, "sideways"));
+    assert_int_equal(cal_result_from_json("[1,2", 4, NULL, &q, err, sizeof err), CAL_EPROTO);
+    assert_non_null(strstr(err, "line"));
+    const char *other = "{\"hello\": 1}";
+    assert_int_equal(cal_result_from_json(other, strlen(other), "o.json", &q, err, sizeof err), CAL_EPROTO);
+    cal_buf_free(&b);
+    cal_result_free(&r);
+}
+
+static void test_fit_and_verdicts(void **state)
+{
+    (void)state;
+    double x[4] = {128, 512, 1024, 2048}, y[4], a, b, r2;
+    for (int i = 0; i < 4; i++) y[i] = 40 + 0.9 * x[i];
+    assert_int_equal(cal_report_linfit(x, y, 4, &a, &b, &r2), CAL_OK);
+    assert_true(fabs(a - 40) < 1e-9 && fabs(b - 0.9) < 1e-12 && fabs(r2 - 1) < 1e-12);
+    assert_int_equal(cal_report_linfit(x, y, 1, &a, &b, &r2), CAL_EINVAL);
+    double same[3] = {5, 5, 5};
+    assert_int_equal(cal_report_linfit(same, y, 3, &a, &b, &r2), CAL_EINVAL);
+
+    cal_result *r = demo_result("demo", 1.0, 1);
+    char v[16][256];
+    size_t n = cal_report_verdicts(r, v, 16);
+    int drop = 0, column = 0, prefill = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strstr(v[i], "shots 2–6 run") && strstr(v[i], "below shot 1")) drop = 1;
+        if (strstr(v[i], "per-request speed at low concurrency")) column = 1;
+        if (strstr(v[i], "prefill: fixed cost")) {
+            prefill = 1;
+            double fa = 0, fb = 0;
+            const char *p = strstr(v[i], "cost ");
+            assert_int_equal(sscanf(p, "cost %lf ms + %lf", &fa, &fb), 2);
+            /* the line through the fixture's own points, and near the 0.9 ms/token it was built on */
+            double px[4], py[4], ea, eb;
+            size_t k = 0;
+            for (size_t j = 0; j < r->n_cells; j++)
+                if (r->cells[j].sweep == CAL_SWEEP_PROMPT) {
+                    px[k] = (double)r->cells[j].fp.prompt_tokens;
+                    py[k++] = r->cells[j].v[CAL_M_TTFT_P50];
+                }
+            assert_int_equal(k, 4);
+            assert_int_equal(cal_report_linfit(px, py, 4, &ea, &eb, NULL), CAL_OK);
+            assert_true(fabs(fa - ea) < 0.06 && fabs(fb - eb) < 0.0006);
+            assert_true(fabs(fb - 0.9) < 0.05);
+        }
+    }
+    assert_true(drop && column && prefill);
+    cal_result_free(&r);
+}
+
+/* A `vllm bench serve --save-result --save-detailed` file, in vLLM's field
+ * names and units (seconds for ttfts/itls, "inf" for an unbounded rate). */
+static const char VLLM_JSON[] =
+    "{\"date\": \"20251115-101530\", \"endpoint_type\": \"openai\", \"backend\": \"vllm\","
+    " \"label\": null, \"model_id\": \"meta-llama/Llama-3.1-8B-Instruct\","
+    " \"tokenizer_id\": \"meta-llama/Llama-3.1-8B-Instruct\", \"num_prompts\": 4,"
+    " \"request_rate\": \"inf\", \"burstiness\": 1.0, \"max_concurrency\": 4,"
+    " \"duration\": 2.5, \"completed\": 4, \"failed\": 0, \"total_input_tokens\": 2048,"
+    " \"total_output_tokens\": 256, \"request_throughput\": 1.6, \"request_goodput\": null,"
+    " \"output_throughput\": 102.4, \"total_token_throughput\": 921.6,"
+    " \"max_output_tokens_per_s\": 120.0, \"max_concurrent_requests\": 4,"
+    " \"mean_ttft_ms\": 210.0, \"median_ttft_ms\": 205.0, \"std_ttft_ms\": 12.0, \"p99_ttft_ms\": 228.0,"
+    " \"mean_tpot_ms\": 30.1, \"median_tpot_ms\": 30.0, \"std_tpot_ms\": 1.1, \"p99_tpot_ms\": 32.5,"
+    " \"mean_itl_ms\": 30.0, \"median_itl_ms\": 29.5, \"std_itl_ms\": 2.0, \"p99_itl_ms\": 36.0,"
+    " \"mean_e2el_ms\": 2100.0, \"median_e2el_ms\": 2095.0, \"std_e2el_ms\": 20.0, \"p99_e2el_ms\": 2130.0,"
+    " \"input_lens\": [512, 512, 512, 512], \"output_lens\": [64, 64, 64, 64],"
+    " \"ttfts\": [0.200, 0.205, 0.206, 0.228],"
+    " \"itls\": [[0.029, 0.030, 0.031], [0.028, 0.030], [0.029, 0.036], [0.030]],"
+    " \"generated_texts\": [\"a\", \"b\", \"c\", \"d\"], \"errors\": [\"\", \"\", \"\", \"\"]}";
+
+static void test_vllm_import(void **state)
+{
+    (void)state;
+    cal_result *r = NULL;
+    char err[256] = "";
+    assert_int_equal(cal_result_from_json(VLLM_JSON, strlen(VLLM_JSON), "vllm.json", &r, err, sizeof err), CAL_OK);
+    assert_string_equal(r->probe, "vllm bench serve");
+    assert_string_equal(r->target_name, "meta-llama/Llama-3.1-8B-Instruct");
+    assert_true(r->created_unix > 1763000000);
+    assert_int_equal(r->n_cells, 1);
+    const cal_rcell *c = &r->cells[0];
+    assert_int_equal(c->fp.shot_kind, CAL_SHOT_CONSECUTIVE);
+    assert_string_equal(c->fp.probe, "vllm bench serve");
+    assert_int_equal(c->fp.concurrency, 4);
+    assert_true(isinf(c->fp.request_rate));
+    assert_int_equal(c->fp.prompt_tokens, 512);
+    assert_int_equal(c->fp.streaming, 1);
+    assert_string_equal(c->fp.api, "completions");
+    assert_int_equal(c->fp.warmup, -1);
+    assert_string_equal(c->fp.host, "");
+    assert_true(fabs(c->v[CAL_M_AGG_TOKS] - 102.4) < 1e-9);
+    assert_true(fabs(c->v[CAL_M_TTFT_P50] - 205.0) < 1e-9);
+    assert_true(fabs(c->v[CAL_M_ITL_P99] - 36.0) < 1e-9);
+    assert_true(fabs(c->v[CAL_M_E2E_P50] - 2095.0) < 1e-9);
+    assert_int_equal(c->ns[CAL_S_TTFT_MS], 4);
+    assert_true(fabs(c->s[CAL_S_TTFT_MS][0] - 200.0) < 1e-9);   /* seconds -> ms */
+    assert_int_equal(c->ns[CAL_S_ITL_MS], 8);
+    assert_int_equal(c->completed, 4);
+    assert_int_equal(c->failed, 0);
+
+    /* beside a caliper run at c4: not comparable, and the fields named */
+    cal_result *mine = demo_result("mine", 1.0, 0);
+    const cal_result *rs[2] = {mine, r};
+    cal_comparison *cmp = NULL;
+    assert_int_equal(cal_compare(rs, 2, NULL, &cmp), CAL_OK);
+    assert_int_equal(cmp->n_ratios, 0);
+    int seen = 0;
+    for (size_t i = 0; i < cmp->n_rows; i++) {
+        const cal_cmp_entry *e = &cmp->rows[i].e[1];
+        if (!e->present || !cmp->rows[i].e[0].present) continue;   /* pairs only */
+        seen++;
+        assert_non_null(strstr(e->note, "shot kind"));
+        assert_non_null(strstr(e->note, "mean of consecutive requests"));
+        assert_non_null(strstr(e->note, "probe caliper 0.1.0 vs vllm bench serve"));
+        if (cmp->rows[i].metric == CAL_M_AGG_TOKS) assert_int_equal(cmp->rows[i].fp.concurrency, 4);
+    }
+    assert_true(seen > 0);
+    cal_comparison_free(&cmp);
+    cal_result_free(&mine);
+    cal_result_free(&r);
+
+    /* a file without a required field names it */
+    const char *bad = "{\"backend\": \"vllm\", \"duration\": 1, \"output_throughput\": 5, \"total_input_tokens\": 1}";
+    assert_int_equal(cal_import_vllm(bad, strlen(bad), NULL, &r, err, sizeof err), CAL_EPROTO);
+    assert_non_null(strstr(err, "\"completed\" is missing"));
+    const char *neg = "{\"backend\": \"vllm\", \"completed\": -1, \"duration\": 1, \"output_throughput\": 5, \"total_input_tokens\": 1}";
+    assert_int_equal(cal_import_vllm(neg, strlen(neg), NULL, &r, err, sizeof err), CAL_EPROTO);
+    assert_non_null(strstr(err, "\"completed\" is not a non-negative number"));
+    assert_null(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_html_structure),
+        cmocka_unit_test(test_html_empty_run),
+        cmocka_unit_test(test_md_csv),
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_fit_and_verdicts),
+        cmocka_unit_test(test_vllm_import),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
