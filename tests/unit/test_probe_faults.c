@@ -167,10 +167,10 @@ static void test_normal_completions_and_chat(void **state)
             assert_true(r->first_token_ns < r->last_token_ns);
             assert_true(r->last_token_ns <= r->end_ns);
             assert_true(r->first_token_ns == r->chunk_ns[0]);
-            for (int k = 1; k < r->n_chunks; k++) {
-                /* the server spaces chunks 2 ms apart; stamps follow them */
-                assert_true(r->chunk_ns[k] - r->chunk_ns[k - 1] >= 1000000);
-            }
+            /* stamps never go back; the server spaces chunks >= 2 ms apart,
+             * so the span holds most of 7 gaps even if a read joins two */
+            for (int k = 1; k < r->n_chunks; k++) assert_true(r->chunk_ns[k] >= r->chunk_ns[k - 1]);
+            assert_true(r->chunk_ns[7] - r->chunk_ns[0] >= 7000000);
             assert_null(r->error);
         }
         assert_true(o.st.chunks >= 6 * 10);
