@@ -303,7 +303,7 @@ static size_t g_request_len;
 static void build_request(const char *host, int port, const char *path_prefix)
 {
     cal_buf pr = CAL_BUF_INIT(2048);
-    for (int i = 0; pr.len < 1500; i++) cal_buf_printf(&pr, "word%d ", i);
+    for (int i = 0; pr.len < 300; i++) cal_buf_printf(&pr, "word%d ", i);
     snprintf(g_body, sizeof g_body, "{\"model\":\"pace\",\"prompt\":\"%s\",\"max_tokens\":64,"
              "\"stream\":true,\"stream_options\":{\"include_usage\":true}}", pr.data);
     g_request_len = (size_t)snprintf(g_request, sizeof g_request,
@@ -412,7 +412,9 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
     if (rc) fprintf(stderr, "probe: run: %s\n", cal_strerror(rc));
     *errors = 0;
     for (size_t i = 0; i < n; i++) {
-        if (res[i].status != CAL_REQ_OK && res[i].status != CAL_REQ_CANCELLED) (*errors)++;
+        if (res[i].status != CAL_REQ_OK && res[i].status != CAL_REQ_CANCELLED && (*errors)++ == 0)
+            fprintf(stderr, "probe: request %zu: %s: %s\n", i, cal_req_status_name(res[i].status),
+                    res[i].error ? res[i].error : "-");
         int kept = res[i].n_chunks;
         for (int k = 0; k < kept && res[i].chunk_send_ns; k++)
             if (res[i].chunk_send_ns[k] > 0) add(s, res[i].chunk_ns[k], res[i].chunk_send_ns[k]);

@@ -42,7 +42,8 @@ typedef struct cal_probe_config {
     int         ignore_eos;     /* send ignore_eos (and min_tokens = max_tokens) */
     int64_t     connect_timeout_ns;  /* 0 = default 10 s */
     int64_t     idle_timeout_ns;     /* no bytes for this long = timeout; 0 = 60 s */
-    int         keep_chunks;    /* keep every chunk timestamp in the result */
+    int         keep_chunks;    /* keep every chunk timestamp in the result (up to
+                                   4 Mi chunks a request; more is a stream_error) */
     int         keep_text;      /* keep the generated text in the result */
     int         keep_send_ns;   /* keep each content chunk's top-level "send_ns"
                                    (a pacing server's send time) in

@@ -196,7 +196,9 @@ static int push_chunk(slot *s, int64_t send_ns)
 {
     cal_req_result *res = s->res;
     const cal_probe_config *cfg = &s->r->p->cfg;
-    if ((cfg->keep_chunks || cfg->keep_send_ns) && res->n_chunks < MAX_CHUNKS) {
+    if (cfg->keep_chunks || cfg->keep_send_ns) {
+        /* chunk_ns stays [n_chunks]: past the cap the request fails instead */
+        if (res->n_chunks >= MAX_CHUNKS) return CAL_ETOOBIG;
         if (res->n_chunks >= s->chunk_cap) {    /* grow geometrically */
             int nc = s->chunk_cap ? s->chunk_cap * 2 : 64;
             if (cfg->keep_chunks) {
@@ -258,9 +260,12 @@ static int on_event(void *ud, const char *data, size_t len)
         return CAL_EPROTO;
     }
     if (c.flags & CAL_CHUNK_TEXT) {
-        if (push_chunk(s, c.send_ns)) {
-            set_fail(s, CAL_REQ_STREAM_ERROR, "%sout of memory for chunk timestamps", "");
-            return CAL_ENOMEM;
+        int prc = push_chunk(s, c.send_ns);
+        if (prc) {
+            set_fail(s, CAL_REQ_STREAM_ERROR, "%s", prc == CAL_ETOOBIG
+                     ? "more content chunks than the probe keeps timestamps for"
+                     : "out of memory for chunk timestamps");
+            return prc;
         }
     }
     apply_chunk(s, &c);
