@@ -35,7 +35,7 @@ void cal_job_unref(cal_job *j)
     free(j->prompt);
     cal_buf_free(&j->out);
     cal_buf_free(&j->text);
-    if (j->pace_tmpl) json_decref((json_t *)j->pace_tmpl);
+    free(j->pace_tmpl);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -122,6 +122,36 @@ int cal_fmt_chunk(cal_job *j, const char *text, size_t n, int64_t send_ns)
     if (send_ns > 0) json_object_set_new(o, "send_ns", json_integer(send_ns));
     j->n_chunks++;
     return emit(j, o, 1);
+}
+
+/* Pace mode sends tens of thousands of identical chunks a second, differing
+ * only in send_ns: jansson builds the chunk once per job, with send_ns last,
+ * and each chunk splices the number in place of its placeholder. */
+int cal_fmt_pace_chunk(cal_job *j, const char *text, size_t n, int64_t send_ns)
+{
+    if (j->req.api == CAL_SRV_CHAT && j->n_chunks == 0)   /* carries the role */
+        return cal_fmt_chunk(j, text, n, send_ns);
+    if (!j->pace_tmpl) {
+        json_t *o = chunk_head(j);
+        if (!o) return CAL_ENOMEM;
+        json_t *arr = json_array();
+        json_array_append_new(arr, choice(j, text, n, 0, 0));
+        json_object_set_new(o, "choices", arr);
+        json_object_set_new(o, "send_ns", json_integer(0));
+        char *t = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        size_t k = t ? strlen(t) : 0;
+        if (k < 3 || strcmp(t + k - 2, "0}") != 0) { free(t); return CAL_ENOMEM; }
+        t[k - 2] = 0;                 /* keep `…"send_ns":` */
+        j->pace_tmpl = t;
+    }
+    char num[32];
+    int k = snprintf(num, sizeof num, "%lld}\n\n", (long long)send_ns);
+    int rc = cal_buf_append(&j->out, "data: ", 6);
+    if (rc == CAL_OK) rc = cal_buf_puts(&j->out, j->pace_tmpl);
+    if (rc == CAL_OK) rc = cal_buf_append(&j->out, num, (size_t)k);
+    if (rc == CAL_OK) j->n_chunks++;
+    return rc;
 }
 
 static double ms(int64_t a, int64_t b) { return b > a ? (double)(b - a) / 1e6 : 0.0; }

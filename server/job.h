@@ -59,7 +59,7 @@ struct cal_job {
     int64_t         prefill_start_ns, prefill_end_ns, last_tok_ns;
     cal_buf         text;          /* non-streaming: the generated text */
     int             pace_sent;     /* pace mode: chunks already formatted (HTTP side) */
-    void           *pace_tmpl;     /* pace mode: json_t chunk reused per chunk */
+    char           *pace_tmpl;     /* pace mode: the chunk JSON up to send_ns's value */
 };
 
 /* A new job with one reference; NULL on ENOMEM. Takes ownership of *req
@@ -74,6 +74,8 @@ void     cal_job_unref(cal_job *j);
  * Each appends to j->out and returns CAL_OK or CAL_ETOOBIG/CAL_ENOMEM.
  * Callers hold j->mu. send_ns > 0 adds a top-level "send_ns" (pace mode). */
 int cal_fmt_chunk(cal_job *j, const char *text, size_t n, int64_t send_ns);
+/* The same chunk for pace mode, cheaper: built once per job, send_ns spliced. */
+int cal_fmt_pace_chunk(cal_job *j, const char *text, size_t n, int64_t send_ns);
 /* The last chunk(s) of a stream: finish_reason and timings, the usage chunk
  * when asked for, then "data: [DONE]". */
 int cal_fmt_stream_end(cal_job *j);

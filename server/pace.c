@@ -178,7 +178,7 @@ int cal_pacer_fill(cal_pacer *p, cal_job *j)
                                     : j->arrival_ns + p->pace_ns * j->max_tokens;
         int64_t now = cal_now_ns();   /* just before MHD writes these bytes */
         if (j->req.stream) {
-            rc = cal_fmt_chunk(j, PACE_TEXT, sizeof PACE_TEXT - 1, now);
+            rc = cal_fmt_pace_chunk(j, PACE_TEXT, sizeof PACE_TEXT - 1, now);
             cal_srv_metrics_late(p->m, now - due);
             j->pace_sent++;
         } else {

@@ -2,6 +2,8 @@
  * HTTP API: parse flags, open the server (server/server.h), print the one
  * "listening on" line, wait for SIGINT/SIGTERM, write the profile, stop. */
 #include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "cli.h"
@@ -89,6 +92,21 @@ static const struct option OPTS[] = {
 typedef struct shape_flags {
     long layers, dim, heads, kv_heads, ffn, experts, top_k, vocab, context, seed;
 } shape_flags;
+
+/* SIGINT/SIGTERM land in whichever thread the kernel picks (OpenBLAS starts
+ * its threads before main, with no mask), so the handler only records the
+ * signal and wakes the main thread through a pipe. */
+static int g_sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t g_sig;
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    g_sig = sig;
+    char c = 1;
+    if (write(g_sig_pipe[1], &c, 1) < 0) { /* the pipe is full: already woken */ }
+    errno = saved;
+}
 
 static int write_profile(const char *path, const char *json)
 {
@@ -202,12 +220,15 @@ int cmd_serve(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    /* signals go to sigwait below, not to the server's threads */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    if (pipe2(g_sig_pipe, O_CLOEXEC) != 0) return cli_fail(C, "pipe: %s", strerror(errno));
+    fcntl(g_sig_pipe[1], F_SETFL, O_NONBLOCK);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     cal_server *srv = NULL;
@@ -229,8 +250,9 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "caliper serve: pacing mode, one chunk every %ld ms, no model compute\n",
                 pace_ms);
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    char c;
+    while (read(g_sig_pipe[0], &c, 1) < 0 && errno == EINTR) {}
+    int sig = g_sig;
     fprintf(stderr, "caliper serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     int status = CLI_OK;
     if (profile) {
@@ -245,5 +267,7 @@ int cmd_serve(int argc, char **argv)
         }
     }
     cal_server_close(&srv);
+    close(g_sig_pipe[0]);
+    close(g_sig_pipe[1]);
     return status;
 }
