@@ -85,6 +85,7 @@ typedef struct cal_shot {
     cal_shot_kind kind;
     double t_s;              /* start, seconds since the run began; NAN unknown */
     double dur_s;            /* NAN unknown */
+    double req_tok_s;        /* median per-request output tok/s; NAN absent */
     double agg_tok_s, prefill_tok_s, decode_tok_s, ttft_ms;   /* NAN absent */
     double clock_mhz, power_w;   /* mean over the shot; NAN = not sampled */
 } cal_shot;
@@ -113,6 +114,8 @@ typedef struct cal_result {
     size_t  n_verdicts;
     cal_rcell      *cells;   size_t n_cells;
     cal_shot      *shots;   size_t n_shots;
+    cal_fingerprint shots_fp;  /* the workload the shots ran (shot kind and
+                                  range aside); shot_kind UNKNOWN = not known */
     cal_tel_point *tel;     size_t n_tel;
 } cal_result;
 

@@ -23,19 +23,6 @@ int cal_report_linfit(const double *x, const double *y, size_t n,
     return CAL_OK;
 }
 
-/* The shot kind most cells of a sweep have (warm when tied), so one curve
- * never mixes cold and warm points. */
-cal_shot_kind cal_report_main_kind(const cal_result *r, cal_sweep sw)
-{
-    int cnt[CAL_SHOT_CONSECUTIVE + 1] = {0};
-    for (size_t i = 0; i < r->n_cells; i++)
-        if (r->cells[i].sweep == sw && (unsigned)r->cells[i].fp.shot_kind <= CAL_SHOT_CONSECUTIVE)
-            cnt[r->cells[i].fp.shot_kind]++;
-    int best = CAL_SHOT_WARM;
-    for (int k = 0; k <= CAL_SHOT_CONSECUTIVE; k++) if (cnt[k] > cnt[best]) best = k;
-    return (cal_shot_kind)best;
-}
-
 /* Prefill time of a prompt-sweep cell, ms: TTFT p50 (an upper bound on
  * prefill: it also holds queueing and the first decode step), else
  * prompt ÷ prefill tok/s. NAN when neither is there. */
@@ -47,20 +34,104 @@ double cal_report_prefill_ms(const cal_rcell *c)
     return NAN;
 }
 
+/* The shot kind most non-shot-series cells have (warm when tied). */
+static cal_shot_kind sweep_kind(const cal_result *r)
+{
+    int cnt[CAL_SHOT_CONSECUTIVE + 1] = {0};
+    for (size_t i = 0; i < r->n_cells; i++)
+        if (r->cells[i].sweep != CAL_SWEEP_SHOTS && (unsigned)r->cells[i].fp.shot_kind <= CAL_SHOT_CONSECUTIVE)
+            cnt[r->cells[i].fp.shot_kind]++;
+    int best = CAL_SHOT_WARM;
+    for (int k = 0; k <= CAL_SHOT_CONSECUTIVE; k++) if (cnt[k] > cnt[best]) best = k;
+    return (cal_shot_kind)best;
+}
+
+static int by_conc(const void *a, const void *b)
+{
+    const cal_rcell *x = *(const cal_rcell *const *)a, *y = *(const cal_rcell *const *)b;
+    return (x->fp.concurrency > y->fp.concurrency) - (x->fp.concurrency < y->fp.concurrency);
+}
+
+static int by_prompt(const void *a, const void *b)
+{
+    const cal_rcell *x = *(const cal_rcell *const *)a, *y = *(const cal_rcell *const *)b;
+    return (x->fp.prompt_tokens > y->fp.prompt_tokens) - (x->fp.prompt_tokens < y->fp.prompt_tokens);
+}
+
+size_t cal_report_pick_concurrency(const cal_result *r, const cal_rcell **out, size_t cap)
+{
+    /* Cells of one shot kind and one prompt length: the length swept over
+     * the most concurrencies (the larger on a tie). */
+    cal_shot_kind kind = sweep_kind(r);
+    long best_prompt = -1;
+    size_t best_n = 0;
+    for (size_t i = 0; i < r->n_cells; i++) {
+        const cal_rcell *c = &r->cells[i];
+        if (c->sweep == CAL_SWEEP_SHOTS || c->fp.shot_kind != kind || c->fp.concurrency <= 0) continue;
+        size_t n = 0;
+        for (size_t j = 0; j < r->n_cells; j++) {
+            const cal_rcell *d = &r->cells[j];
+            if (d->sweep != CAL_SWEEP_SHOTS && d->fp.shot_kind == kind && d->fp.concurrency > 0 &&
+                d->fp.prompt_tokens == c->fp.prompt_tokens) n++;
+        }
+        if (n > best_n || (n == best_n && c->fp.prompt_tokens > best_prompt)) {
+            best_n = n;
+            best_prompt = c->fp.prompt_tokens;
+        }
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_cells && n < cap; i++) {
+        const cal_rcell *c = &r->cells[i];
+        if (c->sweep == CAL_SWEEP_SHOTS || c->fp.shot_kind != kind || c->fp.concurrency <= 0 ||
+            c->fp.prompt_tokens != best_prompt) continue;
+        int dup = 0;
+        for (size_t k = 0; k < n; k++) dup |= out[k]->fp.concurrency == c->fp.concurrency;
+        if (!dup) out[n++] = c;
+    }
+    qsort(out, n, sizeof *out, by_conc);
+    return n;
+}
+
+size_t cal_report_pick_prompt(const cal_result *r, const cal_rcell **out, size_t cap)
+{
+    /* Cells of one shot kind at the lowest concurrency, one per prompt
+     * length, with a prefill time; the prompt-sweep cells when there are
+     * two or more of them. */
+    cal_shot_kind kind = sweep_kind(r);
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int minc = 0;
+        for (size_t i = 0; i < r->n_cells; i++) {
+            const cal_rcell *c = &r->cells[i];
+            if (c->sweep == CAL_SWEEP_SHOTS || (pass == 0 && c->sweep != CAL_SWEEP_PROMPT)) continue;
+            if (c->fp.shot_kind == kind && c->fp.concurrency > 0 && (!minc || c->fp.concurrency < minc))
+                minc = c->fp.concurrency;
+        }
+        n = 0;
+        for (size_t i = 0; i < r->n_cells && n < cap; i++) {
+            const cal_rcell *c = &r->cells[i];
+            if (c->sweep == CAL_SWEEP_SHOTS || (pass == 0 && c->sweep != CAL_SWEEP_PROMPT)) continue;
+            if (c->fp.shot_kind != kind || c->fp.concurrency != minc || c->fp.prompt_tokens <= 0) continue;
+            if (!isfinite(cal_report_prefill_ms(c))) continue;
+            int dup = 0;
+            for (size_t k = 0; k < n; k++) dup |= out[k]->fp.prompt_tokens == c->fp.prompt_tokens;
+            if (!dup) out[n++] = c;
+        }
+        if (n >= 2) break;
+    }
+    qsort(out, n, sizeof *out, by_prompt);
+    return n;
+}
+
 int cal_report_prefill_fit(const cal_result *r, double *a_ms, double *b_ms, double *r2,
                            size_t *npts)
 {
+    const cal_rcell *cells[64];
     double x[64], y[64];
-    size_t n = 0;
-    cal_shot_kind kind = cal_report_main_kind(r, CAL_SWEEP_PROMPT);
-    for (size_t i = 0; i < r->n_cells && n < 64; i++) {
-        const cal_rcell *c = &r->cells[i];
-        if (c->sweep != CAL_SWEEP_PROMPT || c->fp.prompt_tokens <= 0) continue;
-        if (c->fp.shot_kind != kind) continue;   /* one shot kind per line */
-        double t = cal_report_prefill_ms(c);
-        if (!isfinite(t)) continue;
-        x[n] = (double)c->fp.prompt_tokens;
-        y[n++] = t;
+    size_t n = cal_report_pick_prompt(r, cells, 64);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (double)cells[i]->fp.prompt_tokens;
+        y[i] = cal_report_prefill_ms(cells[i]);
     }
     *npts = n;
     return cal_report_linfit(x, y, n, a_ms, b_ms, r2);
@@ -87,6 +158,7 @@ int cal_report_has_power(const cal_result *r) { return has_power(r); }
  * else prefill tok/s. */
 double cal_report_shot_value(const cal_shot *s, const char **what)
 {
+    if (isfinite(s->req_tok_s)) { if (what) *what = "per-request tok/s"; return s->req_tok_s; }
     if (isfinite(s->agg_tok_s)) { if (what) *what = "output tok/s"; return s->agg_tok_s; }
     if (isfinite(s->decode_tok_s)) { if (what) *what = "decode tok/s"; return s->decode_tok_s; }
     if (isfinite(s->prefill_tok_s)) { if (what) *what = "prefill tok/s"; return s->prefill_tok_s; }
@@ -139,13 +211,13 @@ size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap)
     }
 
     /* SPEC 1.2: both columns; which one to read where. */
+    const cal_rcell *cc[64];
+    size_t ncc = cal_report_pick_concurrency(r, cc, 64);
     const cal_rcell *lowc = NULL, *highc = NULL;
-    for (size_t i = 0; i < r->n_cells; i++) {
-        const cal_rcell *c = &r->cells[i];
-        if (c->sweep != CAL_SWEEP_CONCURRENCY || c->fp.concurrency <= 0) continue;
-        if (!isfinite(c->v[CAL_M_AGG_TOKS]) || !isfinite(c->v[CAL_M_REQ_TOKS])) continue;
-        if (!lowc || c->fp.concurrency < lowc->fp.concurrency) lowc = c;
-        if (!highc || c->fp.concurrency > highc->fp.concurrency) highc = c;
+    for (size_t i = 0; i < ncc; i++) {
+        if (!isfinite(cc[i]->v[CAL_M_AGG_TOKS]) || !isfinite(cc[i]->v[CAL_M_REQ_TOKS])) continue;
+        if (!lowc) lowc = cc[i];
+        highc = cc[i];
     }
     if (lowc && highc && lowc != highc && n < cap) {
         snprintf(out[n++], 256,

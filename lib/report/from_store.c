@@ -43,6 +43,15 @@ static void probe_of_build(const char *build, char *dst, size_t n)
     else snprintf(dst, n, "caliper");
 }
 
+/* The same workload configuration, whatever the shot. */
+static int same_workload(const cal_cell *a, const cal_cell *b)
+{
+    return a->kind == b->kind && !strcmp(a->target, b->target) &&
+           a->concurrency == b->concurrency && a->rate == b->rate &&
+           a->prompt_tokens == b->prompt_tokens && !strcmp(a->content, b->content) &&
+           a->max_tokens == b->max_tokens && a->output_fixed == b->output_fixed;
+}
+
 static int same_config(const cal_cell *a, const cal_cell *b)
 {
     return a->kind == b->kind && !strcmp(a->target, b->target) &&
@@ -50,16 +59,6 @@ static int same_config(const cal_cell *a, const cal_cell *b)
            a->prompt_tokens == b->prompt_tokens && !strcmp(a->content, b->content) &&
            a->max_tokens == b->max_tokens && a->output_fixed == b->output_fixed &&
            a->shot_kind == b->shot_kind;
-}
-
-static cal_sweep sweep_of(cal_cell_kind k)
-{
-    switch (k) {
-    case CAL_CELL_SHOTS:        return CAL_SWEEP_SHOTS;
-    case CAL_CELL_CONCURRENCY:  return CAL_SWEEP_CONCURRENCY;
-    case CAL_CELL_PROMPT_SWEEP: return CAL_SWEEP_PROMPT;
-    default:                    return CAL_SWEEP_OTHER;
-    }
 }
 
 /* Summary field -> our metric, for groups without loaded requests. */
@@ -119,10 +118,10 @@ static int pool_requests(const cal_run_data *d, const cal_cell *sc, pool *pl)
 }
 
 static int add_group(cal_result *res, const cal_run_data *d, const size_t *idx, size_t n,
-                     int warmup, const char *api)
+                     int warmup, const char *api, cal_sweep sweep)
 {
     const cal_cell *c0 = &d->cells[idx[0]];
-    cal_rcell *c = cal_result_add_cell(res, sweep_of(c0->kind));
+    cal_rcell *c = cal_result_add_cell(res, sweep);
     if (!c) return CAL_ENOMEM;
     cal_fingerprint *fp = &c->fp;
     fp->shot_kind = c0->shot_kind;
@@ -263,13 +262,32 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     char *done = calloc(n ? n : 1, 1);
     size_t *idx = malloc((n ? n : 1) * sizeof *idx);
     if (!done || !idx) { e = CAL_ENOMEM; goto out; }
+    /* What the run swept decides how its cells are read: several
+     * concurrencies make a concurrency curve, several prompt lengths a
+     * prefill line, neither a shot series. */
+    int nconc = 0, nprompt = 0;
+    size_t ref = 0;   /* the shot chart's workload: lowest concurrency, longest prompt */
+    for (size_t i = 0; i < n; i++) {
+        const cal_cell *ci = &d->cells[i];
+        int seen_c = 0, seen_p = 0;
+        for (size_t j = 0; j < i; j++) {
+            seen_c |= d->cells[j].concurrency == ci->concurrency;
+            seen_p |= d->cells[j].prompt_tokens == ci->prompt_tokens;
+        }
+        nconc += !seen_c;
+        nprompt += !seen_p;
+        const cal_cell *cr = &d->cells[ref];
+        if (ci->concurrency < cr->concurrency ||
+            (ci->concurrency == cr->concurrency && ci->prompt_tokens > cr->prompt_tokens)) ref = i;
+    }
     for (size_t i = 0; i < n && !e; i++) {
         const cal_cell *ci = &d->cells[i];
-        if (ci->kind == CAL_CELL_SHOTS) {   /* every shot is a point on the shot chart */
+        if (same_workload(ci, &d->cells[ref])) {   /* every shot of it is a point on the shot chart */
             cal_shot s = {
                 .index = ci->shot_index, .kind = ci->shot_kind,
                 .t_s = (double)(ci->start_ns - d->run.t0_mono_ns) / 1e9,
                 .dur_s = (double)(ci->end_ns - ci->start_ns) / 1e9,
+                .req_tok_s = ci->sum.per_request_output_throughput_median,
                 .agg_tok_s = ci->sum.output_throughput,
                 .prefill_tok_s = ci->sum.prefill_tps_median,
                 .decode_tok_s = ci->sum.decode_tps_median,
@@ -282,7 +300,12 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
         size_t m = 0;
         for (size_t j = i; j < n; j++)
             if (!done[j] && same_config(ci, &d->cells[j])) { idx[m++] = j; done[j] = 1; }
-        e = add_group(r, d, idx, m, warmup, api);
+        cal_sweep sw = ci->kind == CAL_CELL_PROMPT_SWEEP ? CAL_SWEEP_PROMPT :
+                       nconc > 1 ? CAL_SWEEP_CONCURRENCY : nprompt > 1 ? CAL_SWEEP_PROMPT :
+                       ci->kind == CAL_CELL_RATE ? CAL_SWEEP_OTHER : CAL_SWEEP_SHOTS;
+        e = add_group(r, d, idx, m, warmup, api, sw);
+        if (!e && same_workload(ci, &d->cells[ref]) && r->shots_fp.concurrency <= 0)
+            r->shots_fp = r->cells[r->n_cells - 1].fp;   /* the shots' workload */
     }
     if (e) goto out;
     const char *clk = pick(d, CLOCK_PREF, 4, "MHz"), *pw = pick(d, POWER_PREF, 6, "W");

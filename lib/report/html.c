@@ -220,8 +220,22 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
     TRY(svg_end(b));
     char proto[600], cap[200];
     const cal_rcell *c = first_cell(r, CAL_SWEEP_SHOTS);
-    if (c) describe_except(&c->fp, SKIP(CAL_FPF_SHOT_KIND) | SKIP(CAL_FPF_SHOT_RANGE), proto, sizeof proto);
-    else snprintf(proto, sizeof proto, "no shot series in this run");
+    const cal_fingerprint *sfp = r->shots_fp.concurrency > 0 || r->shots_fp.prompt_tokens > 0 ? &r->shots_fp :
+                                 c ? &c->fp : NULL;
+    if (sfp && n) {
+        char kinds[160] = "";
+        size_t used = 0;
+        for (size_t kk = 0; kk < sizeof KINDS / sizeof KINDS[0] && used < sizeof kinds; kk++) {
+            int lo = 0, hi = 0;
+            for (size_t i = 0; i < n; i++)
+                if (r->shots[i].kind == KINDS[kk]) { if (!lo) lo = r->shots[i].index; hi = r->shots[i].index; }
+            if (!lo) continue;
+            if (hi > lo) used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d–%d", used ? ", " : "", KNAMES[kk], lo, hi);
+            else used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d", used ? ", " : "", KNAMES[kk], lo);
+        }
+        size_t l = (size_t)snprintf(proto, sizeof proto, "shots %s · ", kinds);
+        describe_except(sfp, SKIP(CAL_FPF_SHOT_KIND) | SKIP(CAL_FPF_SHOT_RANGE), proto + l, sizeof proto - l);
+    } else snprintf(proto, sizeof proto, "no shot series in this run");
     snprintf(cap, sizeof cap, "Each shot's %s over its duration (cold red, warm blue, rested green); "
              "clock and power below share the time axis.", what);
     TRY(fig_end(b, cap, proto));
@@ -231,23 +245,11 @@ out:
     return rc;
 }
 
-static int cmp_conc(const void *a, const void *b)
-{
-    const cal_rcell *x = *(const cal_rcell *const *)a, *y = *(const cal_rcell *const *)b;
-    return (x->fp.concurrency > y->fp.concurrency) - (x->fp.concurrency < y->fp.concurrency);
-}
-
 static int chart_concurrency(cal_buf *b, const cal_result *r, int idx)
 {
     int rc = CAL_OK;
     const cal_rcell *cells[64];
-    size_t n = 0;
-    cal_shot_kind kind = cal_report_main_kind(r, CAL_SWEEP_CONCURRENCY);
-    for (size_t i = 0; i < r->n_cells && n < 64; i++)
-        if (r->cells[i].sweep == CAL_SWEEP_CONCURRENCY && r->cells[i].fp.concurrency > 0 &&
-            r->cells[i].fp.shot_kind == kind)
-            cells[n++] = &r->cells[i];
-    qsort(cells, n, sizeof cells[0], cmp_conc);
+    size_t n = cal_report_pick_concurrency(r, cells, 64);
     double x[64], agg[64], req[64];
     for (size_t i = 0; i < n; i++) {
         x[i] = cells[i]->fp.concurrency;
@@ -265,6 +267,7 @@ static int chart_concurrency(cal_buf *b, const cal_result *r, int idx)
     if (n < 2 || x[n - 1] / x[0] < 4) p.x.log2 = 0;
     p.x_tick_labels = 1;
     p.empty = "absent: this run has no concurrency sweep";
+    if (n < 2) n = 0;   /* one point is not a curve */
     p.s[p.ns++] = (svg_series){"aggregate (all tokens ÷ wall clock)", x, agg, n, SVG_LINE_POINTS, 0, 0};
     p.s[p.ns++] = (svg_series){"per-request (median)", x, req, n, SVG_LINE_POINTS, 1, 1};
     TRY(svg_panel_write(b, &p));
@@ -278,6 +281,7 @@ static int chart_concurrency(cal_buf *b, const cal_result *r, int idx)
         size_t l = strlen(proto);
         snprintf(proto + l, sizeof proto - l, " · concurrency %s", list);
     } else snprintf(proto, sizeof proto, "no concurrency cells");
+
     TRY(fig_end(b, "At low concurrency read the per-request column; at high concurrency the aggregate one.", proto));
 out:
     return rc;
@@ -304,7 +308,8 @@ static size_t cdf(const double *v, size_t n, double *x, double *y)
 static void cell_name(const cal_rcell *c, char *buf, size_t n)
 {
     const cal_fingerprint *fp = &c->fp;
-    if (c->sweep == CAL_SWEEP_CONCURRENCY && fp->concurrency > 0) snprintf(buf, n, "c%d", fp->concurrency);
+    if (fp->concurrency > 0 && c->sweep != CAL_SWEEP_SHOTS && c->sweep != CAL_SWEEP_PROMPT)
+        snprintf(buf, n, "c%d", fp->concurrency);
     else if (c->sweep == CAL_SWEEP_PROMPT && fp->prompt_tokens > 0) snprintf(buf, n, "%ld tok", fp->prompt_tokens);
     else if (fp->shot_first > 0 && fp->shot_last > fp->shot_first)
         snprintf(buf, n, "%s %d–%d", cal_shot_kind_name(fp->shot_kind), fp->shot_first, fp->shot_last);
@@ -318,15 +323,14 @@ static int chart_dist(cal_buf *b, const cal_result *r, int idx, cal_series s,
                       const char *id_base, const char *title, const char *qty)
 {
     int rc = CAL_OK;
-    /* which cells: the concurrency sweep if it has the data, else any */
-    const cal_rcell *cells[6];
-    size_t n = 0;
-    for (int pass = 0; pass < 2 && n == 0; pass++)
-        for (size_t i = 0; i < r->n_cells && n < 6; i++) {
-            const cal_rcell *c = &r->cells[i];
-            if (pass == 0 && c->sweep != CAL_SWEEP_CONCURRENCY) continue;
-            if (c->ns[s] || isfinite(c->v[p50])) cells[n++] = c;
-        }
+    /* which cells: the concurrency curve's if they have the data, else any */
+    const cal_rcell *cells[6], *pick[64];
+    size_t n = 0, np = cal_report_pick_concurrency(r, pick, 64);
+    for (size_t i = 0; i < np && n < 6; i++)
+        if (pick[i]->ns[s] || isfinite(pick[i]->v[p50])) cells[n++] = pick[i];
+    if (n == 0)
+        for (size_t k = 0; k < r->n_cells && n < 6; k++)
+            if (r->cells[k].ns[s] || isfinite(r->cells[k].v[p50])) cells[n++] = &r->cells[k];
     static char names[6][48];
     double *xs = calloc(6 * 240, sizeof *xs), *ys = calloc(6 * 240, sizeof *ys);
     if (!xs || !ys) { rc = CAL_ENOMEM; goto out; }
@@ -375,18 +379,14 @@ static int chart_prefill(cal_buf *b, const cal_result *r, int idx)
 {
     int rc = CAL_OK;
     double x[64], y[64], fx[2], fy[2];
-    size_t n = 0;
-    const cal_rcell *first = NULL;
-    cal_shot_kind kind = cal_report_main_kind(r, CAL_SWEEP_PROMPT);
-    for (size_t i = 0; i < r->n_cells && n < 64; i++) {
-        const cal_rcell *c = &r->cells[i];
-        if (c->sweep != CAL_SWEEP_PROMPT || c->fp.prompt_tokens <= 0 || c->fp.shot_kind != kind) continue;
-        double t = cal_report_prefill_ms(c);
-        if (!isfinite(t)) continue;
-        if (!first) first = c;
-        x[n] = (double)c->fp.prompt_tokens;
-        y[n++] = t;
+    const cal_rcell *cells[64];
+    size_t n = cal_report_pick_prompt(r, cells, 64);
+    const cal_rcell *first = n ? cells[0] : NULL;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (double)cells[i]->fp.prompt_tokens;
+        y[i] = cal_report_prefill_ms(cells[i]);
     }
+    if (n < 2) n = 0;
     double a = NAN, bb = NAN, r2 = NAN;
     size_t np = 0;
     int fitted = cal_report_prefill_fit(r, &a, &bb, &r2, &np) == CAL_OK;

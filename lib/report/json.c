@@ -130,6 +130,7 @@ static json_t *result_to_json(const cal_result *r)
         json_object_set_new(so, "kind", json_string(cal_report_shot_key(s->kind)));
         set_num(so, "t_s", s->t_s);
         set_num(so, "dur_s", s->dur_s);
+        set_num(so, "request_tok_s", s->req_tok_s);
         set_num(so, "output_throughput", s->agg_tok_s);
         set_num(so, "prefill_tok_s", s->prefill_tok_s);
         set_num(so, "decode_tok_s", s->decode_tok_s);
@@ -139,6 +140,7 @@ static json_t *result_to_json(const cal_result *r)
         json_array_append_new(shots, so);
     }
     json_object_set_new(o, "shots", shots);
+    json_object_set_new(o, "shots_fingerprint", fp_to_json(&r->shots_fp));
     json_t *tel = json_array();
     for (size_t i = 0; i < r->n_tel; i++) {
         json_t *to = json_object();
@@ -311,6 +313,7 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
             s.kind = CAL_SHOT_UNKNOWN;
         s.t_s = cal_report_jnum(v, "t_s");
         s.dur_s = cal_report_jnum(v, "dur_s");
+        s.req_tok_s = cal_report_jnum(v, "request_tok_s");
         s.agg_tok_s = cal_report_jnum(v, "output_throughput");
         s.prefill_tok_s = cal_report_jnum(v, "prefill_tok_s");
         s.decode_tok_s = cal_report_jnum(v, "decode_tok_s");
@@ -319,6 +322,8 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
         s.power_w = cal_report_jnum(v, "power_w");
         if ((e = cal_result_add_shot(r, &s))) goto fail;
     }
+    if (json_is_object(json_object_get(root, "shots_fingerprint")) &&
+        (e = fp_from_json(json_object_get(root, "shots_fingerprint"), &r->shots_fp, err, errn))) goto fail;
     json_array_foreach(json_object_get(root, "telemetry_samples"), i, v) {
         cal_tel_point p = { cal_report_jnum(v, "t_s"), cal_report_jnum(v, "clock_mhz"),
                             cal_report_jnum(v, "power_w") };

@@ -32,14 +32,18 @@ int cal_report_prefill_fit(const cal_result *r, double *a_ms, double *b_ms, doub
                            size_t *npts);
 int cal_report_has_clock(const cal_result *r);
 int cal_report_has_power(const cal_result *r);
-/* A shot's throughput: aggregate, else decode, else prefill; *what names it. */
+/* A shot's throughput: per-request, else aggregate, else decode, else
+ * prefill; *what names it. */
 double cal_report_shot_value(const cal_shot *s, const char **what);
 
 /* Read a whole file (capped at 256 MiB); *text malloc'd, NUL-terminated. */
 int cal_report_read_file(const char *path, char **text, size_t *len, char *err, size_t errn);
 
-/* The shot kind most cells of a sweep have (warm when tied). */
-cal_shot_kind cal_report_main_kind(const cal_result *r, cal_sweep sw);
+/* The cells a chart draws, sorted: one prompt length across concurrencies
+ * (the concurrency curve), and one concurrency across prompt lengths (the
+ * prefill line); one shot kind each. Return how many (<= cap). */
+size_t cal_report_pick_concurrency(const cal_result *r, const cal_rcell **out, size_t cap);
+size_t cal_report_pick_prompt(const cal_result *r, const cal_rcell **out, size_t cap);
 
 /* Escape s for HTML text and attributes. */
 int cal_report_html_esc(cal_buf *b, const char *s);

@@ -69,7 +69,9 @@ const char *cal_sweep_name(cal_sweep s)
 
 cal_result *cal_result_new(void)
 {
-    return calloc(1, sizeof(cal_result));
+    cal_result *r = calloc(1, sizeof(cal_result));
+    if (r) cal_fp_init(&r->shots_fp);
+    return r;
 }
 
 static void cell_free(cal_rcell *c)

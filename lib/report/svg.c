@@ -161,6 +161,19 @@ static int legend(cal_buf *b, const svg_panel *p, double px0, double px1)
     return CAL_OK;
 }
 
+/* The panel's "absent: …" line, over a white box so no grid line crosses it. */
+static int absent(cal_buf *b, const svg_panel *p, double px0, double px1, double py0, double py1)
+{
+    const char *t = p->empty ? p->empty : "no data";
+    double w = 7.0 * (double)strlen(t) * 0.92 + 16, cx = (px0 + px1) / 2, cy = (py0 + py1) / 2;
+    TRY(cal_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"22\" fill=\"#fff\"/>",
+                       cx - w / 2, cy - 11, w));
+    TRY(cal_buf_printf(b, "<text class=\"absent\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#777\" font-size=\"13\">",
+                       cx, cy + 4));
+    TRY(svg_esc(b, t));
+    return cal_buf_puts(b, "</text>\n</g>\n");
+}
+
 int svg_panel_write(cal_buf *b, const svg_panel *p)
 {
     double px0 = p->x0 + ML, px1 = p->x0 + p->w - MR;
@@ -178,12 +191,9 @@ int svg_panel_write(cal_buf *b, const svg_panel *p)
         TRY(axis_title(b, &p->x));
         TRY(cal_buf_puts(b, "</text>\n"));
     }
-    if (!has_data(p)) {
-        TRY(cal_buf_printf(b, "<text class=\"absent\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#777\" font-size=\"13\">",
-                           (px0 + px1) / 2, (py0 + py1) / 2 + 4));
-        TRY(svg_esc(b, p->empty ? p->empty : "no data"));
-        return cal_buf_puts(b, "</text>\n</g>\n");
-    }
+    int data = has_data(p);
+    /* a stacked panel without data still carries the shared time axis */
+    if (!data && !(p->x_tick_labels && isfinite(p->x.min) && isfinite(p->x.max))) return absent(b, p, px0, px1, py0, py1);
     double xlo, xhi, xst, ylo, yhi, yst;
     axis_range(p, 1, &xlo, &xhi, &xst);
     axis_range(p, 0, &ylo, &yhi, &yst);
@@ -191,7 +201,9 @@ int svg_panel_write(cal_buf *b, const svg_panel *p)
     scale sy = {ylo, yhi, py1, py0, p->y.log2};
 
     /* y ticks and grid */
-    if (sy.log2 || p->y.ticks) {
+    if (!data) {
+        /* no y scale without data */
+    } else if (sy.log2 || p->y.ticks) {
         for (size_t k = 0; k < p->y.n_ticks; k++) {
             double v = p->y.ticks[k], y = tr(&sy, v);
             char t[32];
@@ -236,6 +248,7 @@ int svg_panel_write(cal_buf *b, const svg_panel *p)
                                x, py1 + 16, t));
         }
     }
+    if (!data) return absent(b, p, px0, px1, py0, py1);
     /* series, clipped to the plot */
     static unsigned clip_id;
     unsigned cid = ++clip_id;

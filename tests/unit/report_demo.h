@@ -66,6 +66,7 @@ static cal_result *demo_result(const char *label, double speed, int with_clock)
         s.dur_s = 4.0;
         s.prefill_tok_s = SHOT[i] * speed;
         s.agg_tok_s = NAN;
+        s.req_tok_s = NAN;
         s.decode_tok_s = NAN;   /* prefill shots, as in SPEC 1.1 */
         s.ttft_ms = 4096 / s.prefill_tok_s * 1e3;
         s.clock_mhz = with_clock ? (i == 0 ? 1296 : 1296 * SHOT[i] / 980) : NAN;
@@ -85,6 +86,7 @@ static cal_result *demo_result(const char *label, double speed, int with_clock)
     demo_rng = 1442695040888963407ULL;   /* the same draws below, telemetry or not */
     cal_rcell *c = cal_result_add_cell(r, CAL_SWEEP_SHOTS);
     demo_fp(&c->fp, CAL_SHOT_COLD, 1, 1, 1, 4096);
+    r->shots_fp = c->fp;
     c->v[CAL_M_PREFILL_TOKS] = SHOT[0] * speed;
     c->v[CAL_M_DECODE_TOKS] = 61.5 * speed;
     c->completed = 1; c->failed = 0;
