@@ -5,6 +5,7 @@
 #include "engine/engine.h"
 #include "engine/internal.h"
 #include "engine/kernels.h"
+#include "engine/pool.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include <cblas.h>
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 /* ---- shapes ------------------------------------------------------------ */
 
@@ -158,7 +161,9 @@ struct cal_engine {
     float *att;                    /* [S][qd] */
     float *h13;                    /* [S][2·ffn] */
     float *act;                    /* [S][ffn] */
-    float *scores;                 /* [ATT_BLOCK][max_ctx] */
+    float *scores;                 /* [threads][ATT_BLOCK][max_ctx] */
+    cal_pool *pool;                /* every core: matrix products, attention */
+    int   nt;                      /* threads in the pool */
     float *gin, *gout;             /* MoE gather/scatter [S][dim] */
     float *rlogits, *rprobs;       /* [S][n_experts], [n_experts] */
     int   *topi;                   /* [S][top_k] */
@@ -262,6 +267,7 @@ void cal_engine_close(cal_engine **pe)
     free(e->rlogits); free(e->rprobs); free(e->topi); free(e->topw);
     free(e->elist); free(e->ewt); free(e->ecount); free(e->lhid);
     free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch);
+    cal_pool_close(&e->pool);
     free(e);
     *pe = NULL;
 }
@@ -314,7 +320,17 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->att = xalloc((size_t)(S * e->qd) * sizeof(float));
     e->h13 = xalloc((size_t)(S * 2 * f) * sizeof(float));
     e->act = xalloc((size_t)(S * f) * sizeof(float));
-    e->scores = xalloc((size_t)ATT_BLOCK * c->max_ctx * sizeof(float));
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+    if (cal_pool_open(nt, &e->pool) != CAL_OK) {
+        cal_engine_close(&e);
+        return CAL_ENOMEM;
+    }
+    e->nt = cal_pool_threads(e->pool);
+    /* The pool splits every product across the cores; OpenBLAS runs one
+     * thread inside each part, so the two never oversubscribe. */
+    openblas_set_num_threads(1);
+    e->scores = xalloc((size_t)e->nt * ATT_BLOCK * c->max_ctx * sizeof(float));
     e->lhid = xalloc((size_t)(nl * d) * sizeof(float));
     e->lout = xalloc((size_t)((int64_t)nl * V) * sizeof(float));
     e->lrow = calloc((size_t)nl, sizeof(int));
@@ -406,8 +422,8 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
 
 /* Y[M][out] (row stride ldy) = beta·Y + X[M][in] (row stride ldx) · W[out][in]ᵀ.
  * One pass over W serves all M rows; M = 1 is a matrix-vector product. */
-static void matmul(float *y, int ldy, const float *x, int ldx, const float *w,
-                   int n_out, int n_in, int m, float beta)
+static void matmul1(float *y, int ldy, const float *x, int ldx, const float *w,
+                    int n_out, int n_in, int m, float beta)
 {
     if (m == 1)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n_out, n_in, 1.0f, w, n_in, x,
@@ -416,6 +432,37 @@ static void matmul(float *y, int ldy, const float *x, int ldx, const float *w,
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_out, n_in, 1.0f,
                     x, ldx, w, n_in, beta, y, ldy);
 }
+
+typedef struct mm_job {
+    float *y;
+    const float *x, *w;
+    int ldy, ldx, n_out, n_in, m;
+    float beta;
+} mm_job;
+
+/* each thread takes a band of W's rows (64-byte aligned): one streaming
+ * pass over the weights, split across the cores */
+static void mm_part(void *a, int tid, int nt)
+{
+    const mm_job *j = a;
+    int band = ((j->n_out + nt - 1) / nt + 15) & ~15;
+    int r0 = tid * band, r1 = r0 + band < j->n_out ? r0 + band : j->n_out;
+    if (r0 < r1)
+        matmul1(j->y + r0, j->ldy, j->x, j->ldx, j->w + (size_t)r0 * j->n_in, r1 - r0,
+                j->n_in, j->m, j->beta);
+}
+
+static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
+                     const float *w, int n_out, int n_in, int m, float beta)
+{
+    mm_job j = {y, x, w, ldy, ldx, n_out, n_in, m, beta};
+    if (e->nt == 1 || (double)n_out * n_in * m < 65536.0 || n_out < 32)
+        matmul1(y, ldy, x, ldx, w, n_out, n_in, m, beta);
+    else
+        cal_pool_run(e->pool, mm_part, &j);
+}
+#define matmul(y, ldy, x, ldx, w, n_out, n_in, m, beta) \
+    matmul_p(e, y, ldy, x, ldx, w, n_out, n_in, m, beta)
 
 static double mm_bytes(int n_out, int n_in, int m)
 {
@@ -472,17 +519,19 @@ static float *kv_at(const cal_engine *e, float *cache, int l, int slot)
                        (size_t)e->c.max_ctx * e->hd;
 }
 
-/* Attention of a prefill chunk through GEMM: per head and per block of query
- * rows, S = Q·Kᵀ over the cached positions the block can see, causal mask and
- * softmax per row, then O = S·V. Blocks keep the masked waste near 1/8. */
-static void attention_chunk(cal_engine *e, int l, const cal_step_entry *s, int row0)
+/* Attention of a prefill chunk through GEMM, for query heads h0 .. h1−1:
+ * per head and per block of query rows, S = Q·Kᵀ over the cached positions
+ * the block can see, causal mask and softmax per row, then O = S·V. Blocks
+ * keep the masked waste near 1/8. */
+static void attention_chunk(cal_engine *e, int l, const cal_step_entry *s, int row0,
+                            int h0, int h1, float *scores)
 {
     const cal_model_config *c = &e->c;
     int hd = e->hd, group = c->n_heads / c->n_kv_heads, n = s->n_tokens;
     float scale = 1.0f / sqrtf((float)hd);
     const float *kc = kv_at(e, e->kcache, l, s->slot);
     const float *vc = kv_at(e, e->vcache, l, s->slot);
-    for (int h = 0; h < c->n_heads; h++) {
+    for (int h = h0; h < h1; h++) {
         const float *kh = kc + (size_t)(h / group) * c->max_ctx * hd;
         const float *vh = vc + (size_t)(h / group) * c->max_ctx * hd;
         for (int b0 = 0; b0 < n; b0 += ATT_BLOCK) {
@@ -491,17 +540,50 @@ static void attention_chunk(cal_engine *e, int l, const cal_step_entry *s, int r
             const float *q = e->qkv + (size_t)(row0 + b0) * e->qkv_ld + (size_t)h * hd;
             float *o = e->att + (size_t)(row0 + b0) * e->qd + (size_t)h * hd;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, P, hd, scale, q,
-                        e->qkv_ld, kh, hd, 0.0f, e->scores, P);
+                        e->qkv_ld, kh, hd, 0.0f, scores, P);
             for (int i = 0; i < nb; i++) {
-                float *row = e->scores + (size_t)i * P;
+                float *row = scores + (size_t)i * P;
                 int valid = s->pos + b0 + i + 1;
                 cal_k_softmax(row, valid);
                 if (P > valid)
                     memset(row + valid, 0, sizeof(float) * (size_t)(P - valid));
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, hd, P, 1.0f,
-                        e->scores, P, vh, hd, 0.0f, o, e->qd);
+                        scores, P, vh, hd, 0.0f, o, e->qd);
         }
+    }
+}
+
+typedef struct att_job {
+    cal_engine *e;
+    const cal_step_entry *en;
+    int n_en, l;
+} att_job;
+
+/* each thread takes a contiguous range of query heads of every entry, so
+ * heads that share a KV head mostly stay on one core */
+static void att_part(void *a, int tid, int nt)
+{
+    const att_job *j = a;
+    cal_engine *e = j->e;
+    const cal_model_config *c = &e->c;
+    int h0 = tid * c->n_heads / nt, h1 = (tid + 1) * c->n_heads / nt;
+    float *scores = e->scores + (size_t)tid * ATT_BLOCK * c->max_ctx;
+    int row = 0;
+    for (int i = 0; i < j->n_en; i++) {
+        const cal_step_entry *s = &j->en[i];
+        if (h0 < h1 && s->n_tokens >= ATT_GEMM_MIN) {
+            attention_chunk(e, j->l, s, row, h0, h1, scores);
+        } else if (h0 < h1) {
+            const float *kc = kv_at(e, e->kcache, j->l, s->slot);
+            const float *vc = kv_at(e, e->vcache, j->l, s->slot);
+            for (int t = 0; t < s->n_tokens; t++)
+                cal_k_attention_heads(e->qkv + (size_t)(row + t) * e->qkv_ld, kc, vc,
+                                      c->n_heads, c->n_kv_heads, e->hd, c->max_ctx,
+                                      s->pos + t + 1, h0, h1, scores,
+                                      e->att + (size_t)(row + t) * e->qd);
+        }
+        row += s->n_tokens;
     }
 }
 
@@ -524,23 +606,14 @@ static void attention(cal_engine *e, int l, const cal_step_entry *en, int n_en)
                 memcpy(vc + at, r + e->qd + e->kvd + (size_t)g * e->hd,
                        sizeof(float) * e->hd);
             }
-        }
-        if (s->n_tokens >= ATT_GEMM_MIN) {
-            attention_chunk(e, l, s, row);
-        } else {
-            for (int j = 0; j < s->n_tokens; j++)
-                cal_k_attention(e->qkv + (size_t)(row + j) * e->qkv_ld, kc, vc,
-                                c->n_heads, c->n_kv_heads, e->hd, c->max_ctx,
-                                s->pos + j + 1, e->scores,
-                                e->att + (size_t)(row + j) * e->qd);
-        }
-        for (int j = 0; j < s->n_tokens; j++) {
             double np = s->pos + j + 1;
             flops += 4.0 * e->qd * np;
             bytes += 4.0 * 2 * e->kvd * np;
         }
         row += s->n_tokens;
     }
+    att_job j = {e, en, n_en, l};
+    cal_pool_run(e->pool, att_part, &j);
     prof_add(e, OP_ATTN, t0, flops, bytes);
 }
 
@@ -711,6 +784,39 @@ int32_t cal_engine_sample(cal_engine *e, const float *logits,
     return id;
 }
 
+/* ---- OpenBLAS kernels --------------------------------------------------- */
+
+const char *cal_engine_blas_core(void)
+{
+    const char *n = openblas_get_corename();
+    return n ? n : "unknown";
+}
+
+const char *cal_engine_blas_coretype_advice(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    const char *n = cal_engine_blas_core();
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *const avx2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+                                       "SapphireRapids"};
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+        for (size_t i = 0; i < sizeof avx512 / sizeof avx512[0]; i++)
+            if (strcasecmp(n, avx512[i]) == 0)
+                return NULL;
+        return "SkylakeX";
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        for (size_t i = 0; i < sizeof avx2 / sizeof avx2[0]; i++)
+            if (strcasecmp(n, avx2[i]) == 0)
+                return NULL;
+        return "Haswell";
+    }
+#endif
+    return NULL;
+}
+
 /* ---- profile ----------------------------------------------------------- */
 
 void cal_engine_profile_reset(cal_engine *e)
@@ -764,6 +870,11 @@ char *cal_engine_profile_json(const cal_engine *e)
     }
     json_object_set_new(root, "format", json_string("caliper.engine.profile/1"));
     json_object_set_new(root, "model", model);
+    json_t *blas = json_object();
+    json_object_set_new(blas, "library", json_string("OpenBLAS"));
+    json_object_set_new(blas, "core", json_string(cal_engine_blas_core()));
+    json_object_set_new(blas, "engine_threads", json_integer(e->nt));
+    json_object_set_new(root, "blas", blas);
     json_object_set_new(root, "steps", json_integer(e->steps));
     json_object_set_new(root, "tokens", json_integer(e->step_tokens));
     json_object_set_new(root, "step_time_ns", json_integer(e->step_ns));

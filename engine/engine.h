@@ -89,6 +89,17 @@ int  cal_engine_max_step_tokens(const cal_engine *e);
 char *cal_engine_profile_json(const cal_engine *e);
 void  cal_engine_profile_reset(cal_engine *e);
 
+/* OpenBLAS picks its kernels once, when it is loaded, from the CPU model; a
+ * CPU newer than the library can be taken for a generic one (this machine's
+ * AVX-512 Xeon runs as "Prescott", SSE3, at a quarter of the speed).
+ * cal_engine_blas_core: the kernel set in use. cal_engine_blas_coretype_advice:
+ * the OPENBLAS_CORETYPE value that would give this CPU its proper kernels
+ * ("SkylakeX", "Haswell"), or NULL when the choice is already right. A
+ * command can set it in the environment and re-execute itself before any
+ * engine exists; the library never does. */
+const char *cal_engine_blas_core(void);
+const char *cal_engine_blas_coretype_advice(void);
+
 /* ---- tokenizer: lossless for any byte string ------------------------------
  * Ids 0..255 are the bytes. Ids 256..vocab−1 are deterministic printable
  * ASCII pieces; encode is greedy longest-match over bytes and pieces, so

@@ -124,13 +124,13 @@ void cal_k_swiglu(float *out, const float *gate, const float *up, int n)
     }
 }
 
-void cal_k_attention(const float *q, const float *k, const float *v,
-                     int n_heads, int n_kv, int head_dim, int kv_stride,
-                     int n_pos, float *scores, float *out)
+void cal_k_attention_heads(const float *q, const float *k, const float *v,
+                           int n_heads, int n_kv, int head_dim, int kv_stride,
+                           int n_pos, int h0, int h1, float *scores, float *out)
 {
     int group = n_heads / n_kv;
     float scale = 1.0f / sqrtf((float)head_dim);
-    for (int h = 0; h < n_heads; h++) {
+    for (int h = h0; h < h1; h++) {
         const float *qh = q + (size_t)h * head_dim;
         const float *kh = k + (size_t)(h / group) * kv_stride * head_dim;
         const float *vh = v + (size_t)(h / group) * kv_stride * head_dim;
@@ -142,6 +142,14 @@ void cal_k_attention(const float *q, const float *k, const float *v,
         for (int j = 0; j < n_pos; j++)
             cal_k_axpy(oh, scores[j], vh + (size_t)j * head_dim, head_dim);
     }
+}
+
+void cal_k_attention(const float *q, const float *k, const float *v,
+                     int n_heads, int n_kv, int head_dim, int kv_stride,
+                     int n_pos, float *scores, float *out)
+{
+    cal_k_attention_heads(q, k, v, n_heads, n_kv, head_dim, kv_stride, n_pos, 0,
+                          n_heads, scores, out);
 }
 
 void cal_k_route_topk(const float *logits, int n, int top_k, float *probs,

@@ -41,6 +41,11 @@ void cal_k_attention(const float *q, const float *k, const float *v,
                      int n_heads, int n_kv, int head_dim, int kv_stride,
                      int n_pos, float *scores, float *out);
 
+/* The same for query heads h0 .. h1−1 only (a thread's share). */
+void cal_k_attention_heads(const float *q, const float *k, const float *v,
+                           int n_heads, int n_kv, int head_dim, int kv_stride,
+                           int n_pos, int h0, int h1, float *scores, float *out);
+
 /* Mixture-of-experts routing of one token: probs = softmax(logits[n]),
  * the top_k largest (ties to the lower index) into idx[top_k] in descending
  * order, their weights renormalised to sum 1 into w[top_k].

@@ -1,0 +1,147 @@
+/* caliper reference engine — fork-join thread pool. Workers spin on a
+ * generation counter for about a millisecond after each job (the next one of
+ * the same step usually follows within microseconds), then sleep on a
+ * condition variable so an idle server costs no CPU. */
+#include "engine/pool.h"
+#include "caliper/error.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define RELAX() _mm_pause()
+#else
+#define RELAX() ((void)0)
+#endif
+
+#define SPIN_LIMIT 20000
+
+typedef struct worker {
+    struct cal_pool *pool;
+    int tid;
+} worker;
+
+struct cal_pool {
+    int n;
+    pthread_t *th;
+    worker *w;
+    int started;
+    cal_pool_fn fn;           /* published by the release on gen */
+    void *arg;
+    atomic_uint gen;
+    atomic_int pending;
+    atomic_int sleepers;
+    atomic_int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void *work(void *a)
+{
+    worker *w = a;
+    cal_pool *p = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load(&p->gen)) == seen) {
+            if (++spins < SPIN_LIMIT) {
+                RELAX();
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while ((g = atomic_load(&p->gen)) == seen)
+                pthread_cond_wait(&p->cv, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        seen = g;
+        if (atomic_load(&p->stop))
+            return NULL;
+        p->fn(p->arg, w->tid, p->n);
+        atomic_fetch_sub(&p->pending, 1);
+    }
+}
+
+int cal_pool_open(int n_threads, cal_pool **out)
+{
+    if (!out || n_threads < 1 || n_threads > 256)
+        return CAL_EINVAL;
+    *out = NULL;
+    cal_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CAL_ENOMEM;
+    p->n = n_threads;
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->stop, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->th = calloc((size_t)n_threads, sizeof *p->th);
+    p->w = calloc((size_t)n_threads, sizeof *p->w);
+    if (!p->th || !p->w) {
+        cal_pool_close(&p);
+        return CAL_ENOMEM;
+    }
+    for (int i = 1; i < n_threads; i++) {
+        p->w[i] = (worker){p, i};
+        if (pthread_create(&p->th[i], NULL, work, &p->w[i]) != 0) {
+            p->n = i; /* run with the threads we have */
+            break;
+        }
+        p->started = i;
+    }
+    *out = p;
+    return CAL_OK;
+}
+
+void cal_pool_close(cal_pool **pp)
+{
+    if (!pp || !*pp)
+        return;
+    cal_pool *p = *pp;
+    atomic_store(&p->stop, 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add(&p->gen, 1);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i <= p->started; i++)
+        pthread_join(p->th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->th);
+    free(p->w);
+    free(p);
+    *pp = NULL;
+}
+
+int cal_pool_threads(const cal_pool *p) { return p ? p->n : 1; }
+
+void cal_pool_run(cal_pool *p, cal_pool_fn fn, void *arg)
+{
+    if (p->n == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->arg = arg;
+    atomic_store(&p->pending, p->n - 1);
+    atomic_fetch_add(&p->gen, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    fn(arg, 0, p->n);
+    int spins = 0;
+    while (atomic_load(&p->pending) > 0) {
+        if (++spins < SPIN_LIMIT)
+            RELAX();
+        else
+            sched_yield(); /* a worker was descheduled: give it the core */
+    }
+}

@@ -1,0 +1,21 @@
+/* caliper reference engine — a fixed pool of worker threads that run one
+ * function on every thread at once (fork-join), so each step's matrix
+ * products and attention use every core. Internal to engine/. */
+#ifndef CALIPER_ENGINE_POOL_H
+#define CALIPER_ENGINE_POOL_H
+
+typedef struct cal_pool cal_pool;
+/* fn runs once on each of n_threads threads with tid 0 .. n_threads−1. */
+typedef void (*cal_pool_fn)(void *arg, int tid, int n_threads);
+
+/* n_threads ≥ 1 (the caller counts as thread 0; n_threads − 1 workers are
+ * started). CAL_EINVAL, CAL_ENOMEM. */
+int  cal_pool_open(int n_threads, cal_pool **out);
+/* Stops and joins the workers; NULLs *p. */
+void cal_pool_close(cal_pool **p);
+int  cal_pool_threads(const cal_pool *p);
+/* Runs fn on all threads and returns when every call has returned. Workers
+ * spin briefly between calls (a step issues many in a row) and then sleep. */
+void cal_pool_run(cal_pool *p, cal_pool_fn fn, void *arg);
+
+#endif
