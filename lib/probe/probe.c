@@ -550,6 +550,7 @@ static int start_request(run *r, const cal_request *rq, cal_req_result *res, int
     s->fail_msg[0] = '\0';
     s->errbuf[0] = '\0';
     s->chunk_cap = 0;
+    cal_sse_finish(s->sse);                     /* drop what a failed stream left */
     cal_buf_reset(&s->in);
     s->in.max = MAX_JSON_BYTES;
     cal_buf_reset(&s->text);
@@ -583,8 +584,9 @@ static int start_request(run *r, const cal_request *rq, cal_req_result *res, int
     if (curl_multi_add_handle(r->multi, s->easy) != CURLM_OK) {
         res->status = CAL_REQ_CONNECT_ERROR;
         res->error = dup_msg("could not add the transfer", 26);
-        s->usage_seen = 0;
+        res->end_ns = cal_now_ns();
         finish_slot(r, s);
+        return 1;                               /* ended at once: caller frees its slot */
     }
     return CAL_OK;
 }
@@ -709,6 +711,11 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
             if (next_sched > now || r.in_flight >= cap) break;
             have_sched = 0;
             rc = start_request(&r, &reqs[next], &results[next], next_sched, lags, &nlags);
+            if (rc == 1) {                      /* failed to start: its slot frees now */
+                rc = CAL_OK;
+                if (ring) ring[ring_tail++ % cap] = results[next].end_ns;
+                if (progress) progress(ud, r.done, n);
+            }
             if (rc) goto out;
             next++;
         }
