@@ -13,7 +13,8 @@
  * Text with one record per line; fields split by ',', ';', tab or spaces.
  * Blank lines and lines starting with '#' are skipped. When the first record
  * has a field that is not a number it is the header and columns are found
- * by name; otherwise columns are named by position, "1", "2", ...
+ * by name; otherwise (and for names the header lacks) "1", "2", ... name
+ * columns by position.
  * Each cell parses through the unit table as `unit`, with `bare_unit` the
  * meaning of a bare number (NULL: a bare number is taken as-is). */
 typedef struct cal_csv_col {

@@ -108,6 +108,11 @@ int cal_csv_columns(const char *text, size_t len, cal_csv_col *cols, size_t ncol
                 for (size_t c = 0; c < ncols; c++) {
                     size_t i;
                     for (i = 0; i < nf; i++) if (!strcmp(f[i], cols[c].name)) break;
+                    if (i == nf) {   /* "1", "2"... name a column by position */
+                        char *end;
+                        long k = strtol(cols[c].name, &end, 10);
+                        if (!*end && k >= 1 && (size_t)k <= nf) i = (size_t)k - 1;
+                    }
                     if (i == nf)
                         return fail(why, why_len, CAL_ENOTFOUND, "no column \"%s\" in the "
                                     "header (%s)", cols[c].name, hdr_copy);
