@@ -164,8 +164,9 @@ static enum MHD_Result prom_handler(void *cls, struct MHD_Connection *c, const c
             cal_buf_printf(&b, "caliper_telemetry{backend=\"%s\",metric=\"%s\",unit=\"%s\"} %.10g\n",
                            s[i].backend, s[i].metric, s[i].unit, s[i].value);
         free(s);
-        const cal_tel_backend_info *bi;
-        size_t nb = cal_tel_backends(t, &bi);
+        cal_tel_backend_info bi[32];
+        size_t nb = cal_tel_backends_copy(t, bi, 32);
+        if (nb > 32) nb = 32;
         cal_buf_puts(&b, "# HELP caliper_telemetry_backend_available 1 if the backend is read, 0 if absent.\n"
                          "# TYPE caliper_telemetry_backend_available gauge\n");
         for (size_t i = 0; i < nb; i++)

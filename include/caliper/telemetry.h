@@ -74,8 +74,12 @@ int  cal_tel_open(cal_tel **out, const cal_tel_config *cfg);
 /* Stops the thread if running, frees everything, sets *t = NULL. NULL-safe. */
 void cal_tel_close(cal_tel **t);
 
-/* Backends in a fixed order; *out points into t (valid until close). */
+/* Backends in a fixed order; *out points into t (valid until close). Not
+ * to be read while another thread calls cal_tel_set_pid(): use the copy. */
 size_t cal_tel_backends(const cal_tel *t, const cal_tel_backend_info **out);
+/* The same list copied under the lock, safe from any thread. Returns the
+ * number of backends (copies at most cap). */
+size_t cal_tel_backends_copy(cal_tel *t, cal_tel_backend_info *out, size_t cap);
 /* Names of the available backends, comma-separated ("cpufreq,process"),
  * for stored runs. Writes at most n bytes; returns buf. */
 char  *cal_tel_sources(const cal_tel *t, char *buf, size_t n);

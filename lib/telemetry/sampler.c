@@ -162,6 +162,16 @@ size_t cal_tel_backends(const cal_tel *t, const cal_tel_backend_info **out)
     return t->nb;
 }
 
+size_t cal_tel_backends_copy(cal_tel *t, cal_tel_backend_info *out, size_t cap)
+{
+    if (!t) return 0;
+    pthread_mutex_lock(&t->mu);
+    size_t k = t->nb < cap ? t->nb : cap;
+    memcpy(out, t->info, k * sizeof *out);
+    pthread_mutex_unlock(&t->mu);
+    return t->nb;
+}
+
 char *cal_tel_sources(const cal_tel *t, char *buf, size_t n)
 {
     if (!n) return buf;

@@ -499,6 +499,8 @@ static void *reader(void *p)
         cal_tel_window(a->t, "rss_bytes", 0, INT64_MAX, &s);
         cal_tel_sample l[8];
         cal_tel_latest(a->t, l, 8);
+        cal_tel_backend_info bi[16];
+        if (cal_tel_backends_copy(a->t, bi, 16) != 10) fail_msg("backend count");
         cal_sleep_ns(3000000, NULL);
     }
     return NULL;
@@ -520,7 +522,10 @@ static void test_sampler_thread(void **st)
     assert_int_equal(cal_tel_start(t), CAL_EINVAL);
     assert_int_equal(cal_tel_tick(t), CAL_EINVAL);
     assert_int_equal(pthread_create(&th, NULL, reader, &a), 0);
-    cal_sleep_ns(250000000, NULL);
+    for (int i = 0; i < 5; i++) {   /* retarget while the thread and a reader run */
+        cal_sleep_ns(50000000, NULL);
+        assert_int_equal(cal_tel_set_pid(t, i % 2 ? (int)getpid() : (int)getppid()), CAL_OK);
+    }
     atomic_store(&a.stop, 1);
     pthread_join(th, NULL);
     assert_int_equal(cal_tel_stop(t), CAL_OK);
@@ -530,7 +535,7 @@ static void test_sampler_thread(void **st)
     cal_tel_self_stats(t, &self);
     /* 250 ms at 10 ms: ~25 ticks (at least 10 on a busy machine) */
     assert_true(self.ticks >= 10 && self.ticks <= (uint64_t)((t1 - t0) / 10000000 + 2));
-    assert_true(self.samples >= 3 * self.ticks - 3);   /* rss, cpu time, threads */
+    assert_true(self.samples >= 3 * self.ticks - 6);   /* rss, cpu time, threads */
     assert_true(self.overwritten > 0);                 /* 16-sample ring */
     assert_int_equal(self.dropped, 0);
     assert_true(self.jitter_p50_ns >= 0 && self.jitter_p99_ns >= self.jitter_p50_ns);
