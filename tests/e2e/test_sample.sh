@@ -27,6 +27,18 @@ else
     grep -qE '^cpuinfo +(absent +static|available .*moves)' "$T/list"
 fi
 
+# with a target process, process is available; a backend whose source is
+# missing on this host is absent (on a GPU-less VM: all but process)
+"$CALIPER" sample --list --pid $$ >"$T/list2" 2>&1
+check "process available with --pid" grep -qE "^process +available +pid $$" "$T/list2"
+[ -d /sys/class/powercap ] || check "rapl absent here" grep -qE '^rapl +absent' "$T/list2"
+[ -d /sys/class/hwmon ] || check "hwmon absent here" grep -qE '^hwmon +absent' "$T/list2"
+[ -d /sys/class/drm ] || check "amdgpu absent here" grep -qE '^amdgpu +absent' "$T/list2"
+ls /sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq >/dev/null 2>&1 || \
+  check "cpufreq absent here" grep -qE '^cpufreq +absent' "$T/list2"
+ldconfig -p 2>/dev/null | grep -q libnvidia-ml.so.1 || \
+  check "nvml absent here" grep -qE '^nvml +absent +no such library' "$T/list2"
+
 # around a command: ~20 ticks at 100 ms over `sleep 2`, RSS and CPU time rows
 "$CALIPER" sample --interval 100ms --csv "$T/x.csv" -- sleep 2 2>"$T/err"; rc=$?
 check "sample -- sleep 2 exits 0" [ "$rc" -eq 0 ]
