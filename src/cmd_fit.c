@@ -505,10 +505,18 @@ int cmd_fit(int argc, char **argv)
     opterr = 0;
     int c;
     argc--; argv++;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    /* "-": inputs come back in the order given, positional or --csv */
+    while ((c = getopt_long(argc, argv, "-h", opts, NULL)) != -1) {
         int rc = 0;
+        struct stat st;
         switch (c) {
         case 'h': usage(stdout); return CLI_OK;
+        case 1:
+            if (nin == d->max_sets)
+                return cli_usage_error(cmd, "\"%s\": at most %zu inputs", optarg, d->max_sets);
+            inputs[nin] = optarg;
+            is_csv[nin++] = stat(optarg, &st) == 0 && S_ISREG(st.st_mode);
+            break;
         case 'c':
             if (nin == d->max_sets)
                 return cli_usage_error(cmd, "--csv: at most %zu inputs", d->max_sets);
@@ -547,13 +555,6 @@ int cmd_fit(int argc, char **argv)
             return cli_usage_error(cmd, "unknown flag or missing value: %s", argv[optind - 1]);
         }
         if (rc) return rc;
-    }
-    for (; optind < argc; optind++) {
-        if (nin == d->max_sets)
-            return cli_usage_error(cmd, "\"%s\": at most %zu inputs", argv[optind], d->max_sets);
-        struct stat st;
-        inputs[nin] = argv[optind];
-        is_csv[nin++] = stat(argv[optind], &st) == 0 && S_ISREG(st.st_mode);
     }
     /* bare-unit names must be units of the column's kind */
     double probe;
