@@ -9,6 +9,29 @@
 #include <immintrin.h>
 #endif
 
+#if defined(__AVX512F__)
+/* e^x for 16 lanes: x = n·ln2 + r with |r| ≤ ln2/2, e^r by a degree-6
+ * polynomial (relative error ~2e-7), then scaled by 2^n. Inputs below −87
+ * flush towards 0, as expf would underflow. */
+static inline __m512 exp16(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
 uint64_t cal_k_splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
@@ -93,12 +116,22 @@ void cal_k_softmax(float *x, int n)
         if (x[i] > m)
             m = x[i];
     float s = 0;
-    for (int i = 0; i < n; i++) {
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 vm = _mm512_set1_ps(m), vs = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        _mm512_storeu_ps(x + i, v);
+        vs = _mm512_add_ps(vs, v);
+    }
+    s = _mm512_reduce_add_ps(vs);
+#endif
+    for (; i < n; i++) {
         x[i] = expf(x[i] - m);
         s += x[i];
     }
     float r = 1.0f / s;
-    for (int i = 0; i < n; i++)
+    for (i = 0; i < n; i++)
         x[i] *= r;
 }
 
@@ -118,7 +151,17 @@ void cal_k_rope(float *v, int n_heads, int head_dim, const float *cos_t,
 
 void cal_k_swiglu(float *out, const float *gate, const float *up, int n)
 {
-    for (int i = 0; i < n; i++) {
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= n; i += 16) {
+        __m512 g = _mm512_loadu_ps(gate + i);
+        __m512 den = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g)));
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(g, den),
+                                                _mm512_loadu_ps(up + i)));
+    }
+#endif
+    for (; i < n; i++) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
