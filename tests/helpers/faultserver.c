@@ -328,7 +328,7 @@ int main(int argc, char **argv)
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&at, 256 * 1024);
+        pthread_attr_setstacksize(&at, 1 << 20);   /* sanitizers need room */
         if (pthread_create(&t, &at, conn_main, (void *)(intptr_t)fd) != 0) close(fd);
         pthread_attr_destroy(&at);
     }
