@@ -161,4 +161,18 @@ run "fit --json" 0 fit memory --csv "$T/mem.csv" --budget 72GB --json
 has out '"n_max":' "json n_max"
 run "fit missing column" 2 fit leak --csv "$T/mem.csv"
 has err 'no column "t"' "names the missing column"
+# --- fit on stored runs: two prompt sweeps of the built-in engine ----------
+for l in sweepA sweepB; do
+  "$CALIPER" run --preset tiny --prompt-tokens 32,64,128 --max-tokens 2 --requests 2 \
+    --no-telemetry --label $l --db "$T/c.db" >"$T/run.$l" 2>&1 || { not_ok "run $l"; cat "$T/run.$l"; }
+done
+run "fit prefill two stored runs" 0 fit prefill sweepA sweepB --db "$T/c.db"
+has out "run 1 (sweepA, prompt sweep): 3 points" "reads the prompt sweep cells"
+has out "verdict:" "before/after verdict from the store"
+run "fit prefill --field" 0 fit prefill 1 --db "$T/c.db" --field median_e2el_ms --json
+has out '"source": "run 1' "json from a stored run"
+run "fit prefill unknown run" 2 fit prefill 99 --db "$T/c.db"
+has err '"99" is neither a CSV file nor a run' "unknown run named"
+run "fit prefill non-time field" 2 fit prefill 1 --db "$T/c.db" --field output_throughput
+has err "--field" "a field that is not a time"
 finish
