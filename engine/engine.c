@@ -207,17 +207,31 @@ int cal_engine_max_seqs(const cal_engine *e) { return e ? e->max_seqs : 0; }
 int cal_engine_max_step_tokens(const cal_engine *e) { return e ? e->max_step : 0; }
 const char *cal_engine_last_error(const cal_engine *e) { return e ? e->err : ""; }
 
-static void fill(float *p, int64_t n, uint64_t key, float std)
+typedef struct fill_job {
+    float *p;
+    int64_t n;
+    uint64_t key;
+    float std, mean;
+} fill_job;
+
+static void fill_part(void *a, int tid, int nt)
 {
-    for (int64_t i = 0; i < n; i++)
-        p[i] = cal_k_normal_at(key, (uint64_t)i) * std;
+    const fill_job *j = a;
+    int64_t b0 = j->n * tid / nt, b1 = j->n * (tid + 1) / nt;
+    for (int64_t i = b0; i < b1; i++)
+        j->p[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)i) * j->std;
 }
 
-static void fill_norm(float *p, int64_t n, uint64_t key)
+/* every element is a pure function of (key, index), so the cores can split
+ * a tensor without changing a single value */
+static void fill_mean(cal_engine *e, float *p, int64_t n, uint64_t key, float mean,
+                      float std)
 {
-    for (int64_t i = 0; i < n; i++)
-        p[i] = 1.0f + 0.1f * cal_k_normal_at(key, (uint64_t)i);
+    fill_job j = {p, n, key, std, mean};
+    cal_pool_run(e->pool, fill_part, &j);
 }
+#define fill(p, n, key, std) fill_mean(e, p, n, key, 0.0f, std)
+#define fill_norm(p, n, key) fill_mean(e, p, n, key, 1.0f, 0.1f)
 
 /* Weights are a pure function of (shape, seed): each tensor has its own key
  * derived from the seed and the tensor's index. Fan-in scaling keeps each
