@@ -50,8 +50,11 @@ typedef struct cal_probe_config {
                                    chunk_send_ns; for measuring the probe */
 } cal_probe_config;
 
-/* One request to send. sched_ns is when it is due (CLOCK_MONOTONIC); for a
- * closed loop the probe fills it at release time. */
+/* One request to send. sched_ns is when it is due (CLOCK_MONOTONIC). Closed
+ * loop: the probe releases a request when a slot frees and records as its
+ * sched_ns the last byte of the request that held the slot (run start for the
+ * first ones), or the given sched_ns if later. Open loop: a non-zero sched_ns
+ * replaces the drawn Poisson arrival. Requests are sent in index order. */
 typedef struct cal_request {
     const char *prompt;         /* text (completions) or the user message (chat) */
     int         max_tokens;
@@ -106,6 +109,14 @@ typedef struct cal_probe_stats {
     int     max_in_flight;      /* most requests in flight at once */
 } cal_probe_stats;
 
+/* The body sent: {model, prompt | messages:[{role:"user",content}],
+ * max_tokens (when > 0), stream:true, stream_options:{include_usage:true},
+ * ignore_eos:true and min_tokens = max_tokens (when ignore_eos)}, then the
+ * extra_body keys on top (they win). URL: base_url + "/v1" (unless base_url
+ * already ends in /v1) + "/completions" or "/chat/completions".
+ * cal_probe_open: CAL_EINVAL for a missing base_url, an unknown api or an
+ * extra_body that is not a JSON object; CAL_ERANGE for negative timeouts;
+ * CAL_ENOMEM. cal_probe_close NULLs *p; NULL is fine. */
 typedef struct cal_probe cal_probe;
 int  cal_probe_open(const cal_probe_config *cfg, cal_probe **out);
 void cal_probe_close(cal_probe **p);
@@ -113,10 +124,15 @@ void cal_probe_close(cal_probe **p);
 /* Progress callback after each request ends (may be NULL). */
 typedef void (*cal_probe_progress_fn)(void *ud, size_t done, size_t total);
 
-/* Send reqs[0..n) under the load shape; fill results[0..n). Returns CAL_OK
- * when every request has a result (whatever their statuses), CAL_ECANCEL if
- * *stop became non-zero (the rest end as cancelled, still with results), or
- * an error for a bad configuration. */
+/* Send reqs[0..n) under the load shape; fill results[0..n) (each is
+ * initialised first, so every one has a status even on failure: free each
+ * with cal_req_result_free). Returns CAL_OK when every request has a result
+ * (whatever their statuses; a passed deadline too), CAL_ECANCEL if *stop
+ * became non-zero (the rest end as cancelled), CAL_EINVAL for a bad load
+ * (closed loop with concurrency 0, negative rate) or a NULL / non-UTF-8
+ * prompt (checked before anything is sent), CAL_ENOMEM. stop may be NULL;
+ * it is polled at least every 100 ms. Raises RLIMIT_NOFILE's soft limit when
+ * the concurrency needs it. Not thread-safe per probe; one run at a time. */
 int  cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
                    const cal_load *load, cal_req_result *results,
                    volatile int *stop, cal_probe_progress_fn progress, void *ud,
