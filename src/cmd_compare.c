@@ -36,6 +36,8 @@ static void usage(FILE *f)
         "  --stale AGE       flag results older than AGE (default 30d; 0 = never)\n"
         "  --format FMT      text (default) or md\n"
         "  --no-ci           skip the bootstrap confidence intervals\n"
+        "  --all             every metric (default: aggregate, per-request, prefill,\n"
+        "                    decode, TTFT p50/p99, ITL p50, E2E p99)\n"
         "  -h, --help        this text\n"
         "\n"
         "Exit: 0 at least one ratio between matching protocols, 1 nothing comparable\n"
@@ -167,7 +169,7 @@ int cmd_compare(int argc, char **argv)
     static const struct option OPTS[] = {
         {"db", required_argument, 0, 'd'},
         {"force", no_argument, 0, 'f'}, {"stale", required_argument, 0, 's'},
-        {"format", required_argument, 0, 'F'}, {"no-ci", no_argument, 0, 'n'},
+        {"format", required_argument, 0, 'F'}, {"no-ci", no_argument, 0, 'n'}, {"all", no_argument, 0, 'a'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *db = "caliper.db";
@@ -175,7 +177,7 @@ int cmd_compare(int argc, char **argv)
     size_t n_imports = 0;
     cal_compare_opts o = {0};
     o.stale_s = 30 * 86400.0;
-    int md = 0, no_ci = 0, ch;
+    int md = 0, no_ci = 0, all = 0, ch;
     if (lift_imports(&argc, argv, imports, CAL_CMP_MAX, &n_imports)) return CLI_USAGE;
     optind = 1;
     opterr = 0;
@@ -196,6 +198,7 @@ int cmd_compare(int argc, char **argv)
                 return cli_usage_error(CMD, "--format: \"%s\" is not text or md", optarg);
             break;
         case 'n': no_ci = 1; break;
+        case 'a': all = 1; break;
         case 'h': usage(stdout); return CLI_OK;
         default:
             return cli_usage_error(CMD, "\"%s\" is not an option of compare", argv[optind - 1]);
@@ -207,6 +210,10 @@ int cmd_compare(int argc, char **argv)
     if (n > CAL_CMP_MAX)
         return cli_usage_error(CMD, "at most %d results at once (got %zu)", CAL_CMP_MAX, n);
     if (no_ci) o.boot_iters = -1;
+    if (!all)   /* the numbers people quote; --all for every percentile */
+        o.metrics = 1u << CAL_M_AGG_TOKS | 1u << CAL_M_REQ_TOKS | 1u << CAL_M_PREFILL_TOKS |
+                    1u << CAL_M_DECODE_TOKS | 1u << CAL_M_TTFT_P50 | 1u << CAL_M_TTFT_P99 |
+                    1u << CAL_M_ITL_P50 | 1u << CAL_M_E2E_P99;
 
     cal_result *res[CAL_CMP_MAX] = {0};
     int rc = CLI_OK;

@@ -97,7 +97,7 @@ typedef struct cal_tel_point {
 } cal_tel_point;
 
 #define CAL_RES_STR 160
-#define CAL_RES_MAX_VERDICTS 16
+#define CAL_RES_MAX_VERDICTS 24
 
 typedef struct cal_result {
     char    id[64];                  /* store run id or file name */
@@ -196,6 +196,7 @@ typedef struct cal_compare_opts {
     int64_t now_unix;     /* "now" for the stale check; 0 = time(NULL) */
     int     boot_iters;   /* bootstrap resamples; 0 = 2000, < 0 = no CI */
     uint64_t seed;        /* bootstrap seed; 0 = a fixed default */
+    unsigned metrics;     /* bit (1u << cal_metric) per metric to compare; 0 = all */
 } cal_compare_opts;
 
 typedef struct cal_cmp_entry {

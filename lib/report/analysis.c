@@ -176,7 +176,8 @@ static size_t add(char (*out)[256], size_t cap, size_t n, const char *fmt, doubl
 size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap)
 {
     size_t n = 0;
-    for (size_t i = 0; i < r->n_verdicts && n < cap; i++)
+    /* the run's own verdicts first, leaving room for the four read here */
+    for (size_t i = 0; i < r->n_verdicts && n + 4 < cap; i++)
         snprintf(out[n++], 256, "%s", r->verdicts[i]);
 
     /* SPEC 1.1: shot 1 against the median of the later shots. */

@@ -313,6 +313,8 @@ static void flags(cal_comparison *c, const cal_result *const *res, size_t n,
             if (i == j || !r->target_name[0] || strcmp(r->target_name, res[i]->target_name)) continue;
             if (!r->target_version[0] || !res[i]->target_version[0] ||
                 !strcmp(r->target_version, res[i]->target_version)) continue;
+            /* a version that is only the run's label says nothing about the engine */
+            if (!strcmp(r->target_version, r->label) || !strcmp(res[i]->target_version, res[i]->label)) continue;
             used += (size_t)snprintf(f + used, 256 - used, "%sengine version %.40s, not %.40s as in %.40s",
                                      used ? "; " : "", r->target_version, res[i]->target_version, res[i]->label);
             break;
@@ -339,7 +341,8 @@ int cal_compare(const cal_result *const *res, size_t n,
     c->n_results = n;
     builder b = {c, 0, NULL};
     int e = CAL_OK;
-    for (int m = 0; m < CAL_M__N && !e; m++) e = compare_metric(&b, res, n, (cal_metric)m, &o);
+    for (int m = 0; m < CAL_M__N && !e; m++)
+        if (!o.metrics || (o.metrics & (1u << m))) e = compare_metric(&b, res, n, (cal_metric)m, &o);
     if (!e && c->n_rows > 1) {
         /* order rows by cell, then metric, so a cell's numbers sit together */
         int *idx = malloc(c->n_rows * sizeof *idx);

@@ -496,8 +496,8 @@ int cal_report_write_html(const cal_result *const *res, size_t n, cal_buf *out)
 
     TRY(cal_buf_puts(out, "<section class=\"verdicts\" id=\"verdicts\">\n<h2>Verdicts</h2>\n"));
     for (size_t i = 0; i < n; i++) {
-        char v[16][256];
-        size_t nv = cal_report_verdicts(res[i], v, 16);
+        char v[32][256];
+        size_t nv = cal_report_verdicts(res[i], v, 32);
         if (n > 1) { TRY(cal_buf_puts(out, "<h3>")); TRY(svg_esc(out, res[i]->label)); TRY(cal_buf_puts(out, "</h3>\n")); }
         TRY(cal_buf_puts(out, "<ul>\n"));
         if (!nv) TRY(cal_buf_puts(out, "<li>no verdicts: nothing to judge in this run</li>\n"));

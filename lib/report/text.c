@@ -100,8 +100,8 @@ int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
         if (r->probe[0]) TRY(cal_buf_printf(out, "- probe: %s\n", r->probe));
         if (r->build[0]) TRY(cal_buf_printf(out, "- build: %s\n", r->build));
         TRY(cal_buf_printf(out, "- telemetry: %s\n\n", r->telemetry[0] ? r->telemetry : "none"));
-        char v[16][256];
-        size_t nv = cal_report_verdicts(r, v, 16);
+        char v[32][256];
+        size_t nv = cal_report_verdicts(r, v, 32);
         if (nv) {
             TRY(cal_buf_puts(out, "## Verdicts\n\n"));
             for (size_t k = 0; k < nv; k++) TRY(cal_buf_printf(out, "- %s\n", v[k]));
