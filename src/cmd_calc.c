@@ -661,11 +661,11 @@ static void e_kv(calc_ctx *c)
     double kd = out(c, "k_dim"), vd = out(c, "v_dim");
     if (c->extra) {
         json_t *j = c->extra;
+        const char *arch = json_string_value(json_object_get(j, "arch"));
+        const char *mname = json_string_value(json_object_get(j, "name"));
         say(c, "from %s: %s%s%s, %s layers, %s KV heads, head dim %s%s\n",
-            json_string_value(json_object_get(j, "source")),
-            json_string_value(json_object_get(j, "arch")),
-            *json_string_value(json_object_get(j, "name")) ? " · " : "",
-            json_string_value(json_object_get(j, "name")), N(out(c, "layers")),
+            json_string_value(json_object_get(j, "source")), *arch ? arch : "(no architecture)",
+            *mname ? " · " : "", mname, N(out(c, "layers")),
             N(out(c, "kv_heads")), N(kd), json_is_true(json_object_get(j, "kv_heads_per_layer"))
                 ? " (KV heads vary per layer: the largest is used)" : "");
     }
