@@ -505,6 +505,9 @@ static int c_amdahl_share(calc_ctx *c)
                    "%s: give the end-to-end change once, as --e2e 1.055 or --e2e-gain 5.5%%",
                    given(c, "e2e") ? "cannot be given with --e2e" : "or --e2e-gain is required");
     e = given(c, "e2e") ? in(c, "e2e") : 1 + in(c, "e2e-gain");
+    if (!(e > 0))
+        return why(c, given(c, "e2e") ? "e2e" : "e2e-gain", "is not a possible end-to-end "
+                   "change: the speedup must be > 0 (a gain above -100 %%)");
     double p;
     int rc = cal_f_amdahl_share(in(c, "kernel-speedup"), e, &p, &c->bad);
     if (rc == CAL_ERANGE && c->bad && !strcmp(c->bad, "e2e")) {
