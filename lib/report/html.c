@@ -43,9 +43,9 @@ static const char CSS[] =
     ".tablewrap{overflow-x:auto;background:#fff;border:1px solid #d0d7de;border-radius:6px;margin-top:18px}"
     "table{border-collapse:collapse;font-size:12.5px;font-variant-numeric:tabular-nums;width:100%}"
     "th,td{padding:5px 8px;border-bottom:1px solid #eaecef;text-align:right;white-space:nowrap}"
-    "th{background:#f3f4f6;font-weight:600}"
-    "td.p,th.p{text-align:left;white-space:normal;min-width:280px}"
-    "caption{text-align:left;font-weight:600;padding:8px 8px 4px}"
+    "th{background:#f3f4f6;font-weight:600;white-space:normal;vertical-align:bottom}"
+    "td.p,th.p{text-align:left}"
+    "caption{text-align:left;padding:8px 8px 6px;font-size:12.5px;color:#444}caption b{font-size:13.5px;color:#1f2328}"
     "footer{margin-top:32px;color:#57606a;font-size:12.5px}";
 
 int cal_report_html_esc(cal_buf *b, const char *s)
@@ -54,7 +54,7 @@ int cal_report_html_esc(cal_buf *b, const char *s)
 }
 
 /* "rest 0 s · warm-up 1 · concurrency 1 · …", every field except those in skip. */
-static void describe_except(const cal_fingerprint *fp, unsigned skip, char *buf, size_t n)
+void cal_report_describe_except(const cal_fingerprint *fp, unsigned skip, char *buf, size_t n)
 {
     static const cal_fp_field F[] = {
         CAL_FPF_SHOT_KIND, CAL_FPF_SHOT_RANGE, CAL_FPF_REST, CAL_FPF_WARMUP,
@@ -234,7 +234,7 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
             else used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d", used ? ", " : "", KNAMES[kk], lo);
         }
         size_t l = (size_t)snprintf(proto, sizeof proto, "shots %s · ", kinds);
-        describe_except(sfp, SKIP(CAL_FPF_SHOT_KIND) | SKIP(CAL_FPF_SHOT_RANGE), proto + l, sizeof proto - l);
+        cal_report_describe_except(sfp, SKIP(CAL_FPF_SHOT_KIND) | SKIP(CAL_FPF_SHOT_RANGE), proto + l, sizeof proto - l);
     } else snprintf(proto, sizeof proto, "no shot series in this run");
     snprintf(cap, sizeof cap, "Each shot's %s over its duration (cold red, warm blue, rested green); "
              "clock and power below share the time axis.", what);
@@ -277,7 +277,7 @@ static int chart_concurrency(cal_buf *b, const cal_result *r, int idx)
     for (size_t i = 0; i < n && used < sizeof list; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? ", " : "", cells[i]->fp.concurrency);
     if (n) {
-        describe_except(&cells[0]->fp, SKIP(CAL_FPF_CONCURRENCY), proto, sizeof proto);
+        cal_report_describe_except(&cells[0]->fp, SKIP(CAL_FPF_CONCURRENCY), proto, sizeof proto);
         size_t l = strlen(proto);
         snprintf(proto + l, sizeof proto - l, " · concurrency %s", list);
     } else snprintf(proto, sizeof proto, "no concurrency cells");
@@ -365,7 +365,7 @@ static int chart_dist(cal_buf *b, const cal_result *r, int idx, cal_series s,
     TRY(svg_panel_write(b, &p));
     TRY(svg_end(b));
     char proto[600], cap[240];
-    if (n) describe_except(&cells[0]->fp, n > 1 ? SKIP(CAL_FPF_CONCURRENCY) : 0, proto, sizeof proto);
+    if (n) cal_report_describe_except(&cells[0]->fp, n > 1 ? SKIP(CAL_FPF_CONCURRENCY) : 0, proto, sizeof proto);
     else snprintf(proto, sizeof proto, "no cells with %s", qty);
     snprintf(cap, sizeof cap, "Cumulative distribution of %s per cell%s.", qty,
              approx ? " (lines through p50/p95/p99 where only percentiles were recorded)" : "");
@@ -413,7 +413,7 @@ static int chart_prefill(cal_buf *b, const cal_result *r, int idx)
     TRY(svg_panel_write(b, &p));
     TRY(svg_end(b));
     char proto[600];
-    if (first) describe_except(&first->fp, SKIP(CAL_FPF_PROMPT), proto, sizeof proto);
+    if (first) cal_report_describe_except(&first->fp, SKIP(CAL_FPF_PROMPT), proto, sizeof proto);
     else snprintf(proto, sizeof proto, "no prompt-length sweep");
     TRY(fig_end(b, "t(n) = a + b·n by least squares: a is the fixed cost, b the cost per prompt token. "
                    "TTFT also holds queueing and the first decode step, so it bounds prefill from above.", proto));
@@ -438,32 +438,77 @@ static int num_td(cal_buf *b, double v)
     return cal_buf_printf(b, "<td>%.2f</td>", v);
 }
 
+/* Which fingerprint fields differ between the cells of one table. */
+unsigned cal_report_varying(const cal_result *r, cal_sweep sw)
+{
+    unsigned mask = 0;
+    const cal_rcell *first = NULL;
+    for (size_t k = 0; k < r->n_cells; k++) {
+        const cal_rcell *c = &r->cells[k];
+        if (c->sweep != sw) continue;
+        if (!first) { first = c; continue; }
+        cal_fp_difference d[CAL_FPF__N];
+        size_t nd = cal_fp_diff(&first->fp, &c->fp, d, CAL_FPF__N);
+        for (size_t i = 0; i < nd && i < CAL_FPF__N; i++) mask |= 1u << d[i].field;
+    }
+    return mask;
+}
+
+/* A row's name: only what varies in its table ("warm 2–3 · c4 · 128 tok"). */
+void cal_report_row_name(const cal_fingerprint *fp, unsigned vary, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    if (vary & (SKIP(CAL_FPF_SHOT_KIND) | SKIP(CAL_FPF_SHOT_RANGE))) {
+        char range[32];
+        cal_fp_field_value(fp, CAL_FPF_SHOT_RANGE, range, sizeof range);
+        used += (size_t)snprintf(buf + used, n - used, "%s %s", cal_shot_kind_name(fp->shot_kind), range);
+    }
+    for (int f = CAL_FPF_REST; f < CAL_FPF__N && used < n; f++) {
+        if (!(vary & (1u << f))) continue;
+        char v[CAL_FP_STR];
+        cal_fp_field_value(fp, (cal_fp_field)f, v, sizeof v);
+        const char *sep = used ? " · " : "";
+        if (f == CAL_FPF_CONCURRENCY) used += (size_t)snprintf(buf + used, n - used, "%sc%s", sep, v);
+        else if (f == CAL_FPF_PROMPT) used += (size_t)snprintf(buf + used, n - used, "%s%s", sep, v);
+        else used += (size_t)snprintf(buf + used, n - used, "%s%s %s", sep, cal_fp_field_name((cal_fp_field)f), v);
+    }
+    if (!buf[0]) snprintf(buf, n, "all");
+}
+
 static int tables(cal_buf *b, const cal_result *r)
 {
     static const char *const TITLES[] = {"Shots", "Concurrency sweep", "Prompt-length sweep", "Other cells"};
     for (int sw = 0; sw <= CAL_SWEEP_OTHER; sw++) {
         int show[N_TCOLS] = {0}, any = 0;
+        const cal_rcell *first = NULL;
         for (size_t k = 0; k < r->n_cells; k++) {
             if (r->cells[k].sweep != (cal_sweep)sw) continue;
             any = 1;
+            if (!first) first = &r->cells[k];
             for (size_t m = 0; m < N_TCOLS; m++) if (isfinite(r->cells[k].v[TCOLS[m]])) show[m] = 1;
         }
         if (!any) continue;
-        TRYR(cal_buf_printf(b, "<div class=\"tablewrap\"><table><caption>%s</caption>\n<tr><th class=\"p\">protocol</th>", TITLES[sw]));
+        unsigned vary = cal_report_varying(r, (cal_sweep)sw);
+        char common[700];
+        cal_report_describe_except(&first->fp, vary, common, sizeof common);
+        TRYR(cal_buf_printf(b, "<div class=\"tablewrap\"><table><caption><b>%s</b> — every row: ", TITLES[sw]));
+        TRYR(svg_esc(b, common));
+        TRYR(cal_buf_puts(b, "</caption>\n<tr><th class=\"p\">cell</th>"));
         for (size_t m = 0; m < N_TCOLS; m++) {
             if (!show[m]) continue;
             const cal_metric_info *mi = cal_metric_get(TCOLS[m]);
             TRYR(cal_buf_puts(b, "<th>"));
             TRYR(svg_esc(b, mi->label));
-            if (!strstr(mi->label, mi->unit)) TRYR(cal_buf_printf(b, "<br>%s", mi->unit));
+            if (!strstr(mi->label, mi->unit)) TRYR(cal_buf_printf(b, " %s", mi->unit));
             TRYR(cal_buf_puts(b, "</th>"));
         }
         TRYR(cal_buf_puts(b, "<th>ok / failed</th></tr>\n"));
         for (size_t k = 0; k < r->n_cells; k++) {
             const cal_rcell *c = &r->cells[k];
             if (c->sweep != (cal_sweep)sw) continue;
-            char d[600];
-            cal_fp_describe(&c->fp, d, sizeof d);
+            char d[400];
+            cal_report_row_name(&c->fp, vary, d, sizeof d);
             TRYR(cal_buf_puts(b, "<tr><td class=\"p\">"));
             TRYR(svg_esc(b, d));
             TRYR(cal_buf_puts(b, "</td>"));

@@ -45,6 +45,14 @@ int cal_report_read_file(const char *path, char **text, size_t *len, char *err, 
 size_t cal_report_pick_concurrency(const cal_result *r, const cal_rcell **out, size_t cap);
 size_t cal_report_pick_prompt(const cal_result *r, const cal_rcell **out, size_t cap);
 
+/* Table helpers: the fingerprint fields that differ between the cells of
+ * one sweep (a bit per cal_fp_field); a row named by those fields only
+ * ("warm 2–3 · c4 · 128 tok"); every field except those in skip, as
+ * "rest 0 s · warm-up 0 · …". */
+unsigned cal_report_varying(const cal_result *r, cal_sweep sw);
+void cal_report_row_name(const cal_fingerprint *fp, unsigned vary, char *buf, size_t n);
+void cal_report_describe_except(const cal_fingerprint *fp, unsigned skip, char *buf, size_t n);
+
 /* Escape s for HTML text and attributes. */
 int cal_report_html_esc(cal_buf *b, const char *s);
 #endif

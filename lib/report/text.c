@@ -111,9 +111,14 @@ int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
             int any = 0;
             for (size_t k = 0; k < r->n_cells; k++) any |= r->cells[k].sweep == (cal_sweep)sw;
             if (!any) continue;
-            TRY(cal_buf_printf(out, "## %s\n\n| protocol |", sw == CAL_SWEEP_SHOTS ? "Shots" :
+            unsigned vary = cal_report_varying(r, (cal_sweep)sw);
+            const cal_rcell *first = NULL;
+            for (size_t k = 0; k < r->n_cells && !first; k++) if (r->cells[k].sweep == (cal_sweep)sw) first = &r->cells[k];
+            char common[700];
+            cal_report_describe_except(&first->fp, vary, common, sizeof common);
+            TRY(cal_buf_printf(out, "## %s\n\nEvery row: %s\n\n| cell |", sw == CAL_SWEEP_SHOTS ? "Shots" :
                                sw == CAL_SWEEP_CONCURRENCY ? "Concurrency sweep" :
-                               sw == CAL_SWEEP_PROMPT ? "Prompt-length sweep" : "Other cells"));
+                               sw == CAL_SWEEP_PROMPT ? "Prompt-length sweep" : "Other cells", common));
             /* only the columns some cell of this table has */
             int show[N_MD_COLS] = {0};
             for (size_t m = 0; m < N_MD_COLS; m++)
@@ -131,8 +136,8 @@ int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
             for (size_t k = 0; k < r->n_cells; k++) {
                 const cal_rcell *c = &r->cells[k];
                 if (c->sweep != (cal_sweep)sw) continue;
-                char d[512];
-                cal_fp_describe(&c->fp, d, sizeof d);
+                char d[400];
+                cal_report_row_name(&c->fp, vary, d, sizeof d);
                 for (char *p = d; *p; p++) if (*p == '|') *p = '/';
                 TRY(cal_buf_printf(out, "| %s |", d));
                 for (size_t m = 0; m < N_MD_COLS; m++) if (show[m]) TRY(md_num(out, c->v[MD_COLS[m]]));
