@@ -11,12 +11,12 @@
 #include <cblas.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 /* ---- shapes ------------------------------------------------------------ */
 
@@ -187,6 +187,38 @@ struct cal_engine {
 #define ATT_BLOCK 64     /* query rows per attention GEMM block */
 #define ATT_GEMM_MIN 8   /* chunks at least this long use GEMM attention */
 
+/* The engine runs as many threads as OpenBLAS was set to use when the first
+ * engine opened (openblas_set_num_threads, OPENBLAS_NUM_THREADS; default all
+ * cores). Its pool splits every product across them and OpenBLAS runs one
+ * thread inside each part, so the two never oversubscribe; the last engine
+ * to close gives OpenBLAS its setting back. */
+static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
+static int blas_users, blas_threads;
+
+static int blas_take_threads(void)
+{
+    pthread_mutex_lock(&blas_mu);
+    if (blas_users++ == 0) {
+        blas_threads = openblas_get_num_threads();
+        if (blas_threads < 1)
+            blas_threads = 1;
+        if (blas_threads > 64)
+            blas_threads = 64;
+        openblas_set_num_threads(1);
+    }
+    int n = blas_threads;
+    pthread_mutex_unlock(&blas_mu);
+    return n;
+}
+
+static void blas_give_threads(void)
+{
+    pthread_mutex_lock(&blas_mu);
+    if (blas_users > 0 && --blas_users == 0)
+        openblas_set_num_threads(blas_threads);
+    pthread_mutex_unlock(&blas_mu);
+}
+
 static void *xalloc(size_t n)
 {
     /* 64-byte alignment for the vector loads; zeroed so the KV cache pages
@@ -281,7 +313,10 @@ void cal_engine_close(cal_engine **pe)
     free(e->rlogits); free(e->rprobs); free(e->topi); free(e->topw);
     free(e->elist); free(e->ewt); free(e->ecount); free(e->lhid);
     free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch);
-    cal_pool_close(&e->pool);
+    if (e->pool) {
+        cal_pool_close(&e->pool);
+        blas_give_threads();
+    }
     free(e);
     *pe = NULL;
 }
@@ -334,16 +369,13 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->att = xalloc((size_t)(S * e->qd) * sizeof(float));
     e->h13 = xalloc((size_t)(S * 2 * f) * sizeof(float));
     e->act = xalloc((size_t)(S * f) * sizeof(float));
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+    int nt = blas_take_threads();
     if (cal_pool_open(nt, &e->pool) != CAL_OK) {
+        blas_give_threads();
         cal_engine_close(&e);
         return CAL_ENOMEM;
     }
     e->nt = cal_pool_threads(e->pool);
-    /* The pool splits every product across the cores; OpenBLAS runs one
-     * thread inside each part, so the two never oversubscribe. */
-    openblas_set_num_threads(1);
     e->scores = xalloc((size_t)e->nt * ATT_BLOCK * c->max_ctx * sizeof(float));
     e->lhid = xalloc((size_t)(nl * d) * sizeof(float));
     e->lout = xalloc((size_t)((int64_t)nl * V) * sizeof(float));

@@ -6,7 +6,14 @@
  * Ownership: cal_engine_open allocates everything once (weights, KV cache for
  * max_seqs slots × max_ctx positions, activations for the largest step);
  * cal_engine_close frees it and NULLs the caller's pointer. Nothing allocates
- * per token. An engine is used by one thread at a time (the scheduler's). */
+ * per token. An engine is used by one thread at a time (the scheduler's).
+ *
+ * Threads: each engine runs a pool of as many threads as OpenBLAS was set to
+ * use when the first engine opened (openblas_set_num_threads before open, or
+ * OPENBLAS_NUM_THREADS; default all cores) and splits every matrix product
+ * and the attention across them, with OpenBLAS single-threaded inside each
+ * part while any engine is open; the last close restores the setting. Open
+ * and close engines from one thread. */
 #ifndef CALIPER_ENGINE_H
 #define CALIPER_ENGINE_H
 #include <stddef.h>
