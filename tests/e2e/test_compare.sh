@@ -25,6 +25,13 @@ grep -q '(CI [0-9.]*–[0-9.]*)' same.out && ok "ratios carry a bootstrap CI" ||
 grep -q 'per-request tok/s (median) · c2 · 64 tok · cold 1' same.out && ok "rows name their cell" || not_ok "row labels"
 grep -q 'not comparable' same.out && not_ok "same protocol: nothing refused" || ok "same protocol: nothing refused"
 
+# an exported run reads exactly as the stored one
+"$CALIPER" export A --db "$DB" --json >A-export.json 2>/dev/null
+"$CALIPER" compare A A-export.json --db "$DB" --all >exp.out 2>&1; rc=$?
+rows=$(grep -c ' · c[12] · ' exp.out); ones=$(grep -cE '  1\.00×|baseline is 0' exp.out)
+[ $rc -eq 0 ] && [ "$rows" -gt 0 ] && [ "$rows" -eq "$ones" ] && ok "export file = stored run ($rows rows at 1.00×)" \
+  || { not_ok "export file vs stored run (rc $rc, $rows rows, $ones at 1.00×)"; head -20 exp.out; }
+
 # Must show: two runs that differ only in shot kind
 "$CALIPER" report A --db "$DB" --format json -o a.json 2>/dev/null
 sed -e 's/"shot_kind": "cold"/"shot_kind": "warm"/' -e 's/"label": "A"/"label": "A-warm"/' a.json >b.json
