@@ -865,12 +865,9 @@ static int c_overcommit(calc_ctx *c)
 static void e_overcommit(calc_ctx *c)
 {
     int i = idx(c, "limits");
-    double sum = 0;
     say(c, "overcommit = Σ cache limits ÷ physical memory = (");
-    for (size_t k = 0; k < c->nlist[i]; k++) {
+    for (size_t k = 0; k < c->nlist[i]; k++)
         say(c, "%s%s", k ? " + " : "", Q(CAL_U_BYTES, c->list[i][k]));
-        sum += c->list[i][k];
-    }
     say(c, ") ÷ %s = %s\n", Q(CAL_U_BYTES, in(c, "memory")), R(out(c, "overcommit")));
     if (out(c, "overcommit") > 1)
         mean_(c, "The processes may together cache %s× the machine's memory: each limit is "
