@@ -41,6 +41,7 @@ typedef struct fit_def {
     const char *y_col; cal_unit y_unit; const char *y_bare; const char *y_what;
     size_t min_points, max_sets;
     fit_report report;
+    int (*from_run)(const char *cmd, const fit_opts *o, const char *ref, dataset *s);
 } fit_def;
 
 static const char *fmtq(cal_unit u, double v, int sig)
@@ -355,24 +356,27 @@ static int r_leak(const fit_def *d, const char *cmd, fit_opts *o, dataset *sets,
     return CLI_OK;
 }
 
+static int run_prefill(const char *cmd, const fit_opts *o, const char *ref, dataset *s);
+static int run_leak(const char *cmd, const fit_opts *o, const char *ref, dataset *s);
+
 static const fit_def FITS[] = {
     {"prefill", "t(n) = a + b·n over prompt lengths: fixed overhead vs per-token cost; two "
      "inputs give the before/after verdict",
      "caliper fit prefill before.csv after.csv   |   caliper fit prefill 7 9 --db caliper.db",
      "n", CAL_U_COUNT, NULL, "prompt tokens", "seconds", CAL_U_TIME, "s", "prefill time",
-     3, 2, r_prefill},
+     3, 2, r_prefill, run_prefill},
     {"memory", "peak memory vs context: slope per token, usable context in --budget",
      "caliper fit memory --csv peak.csv --budget 64GB",
      "n", CAL_U_COUNT, NULL, "context tokens", "bytes", CAL_U_BYTES, "B", "peak memory",
-     2, 1, r_memory},
+     2, 1, r_memory, NULL},
     {"decode-context", "decode step time vs context: tok/s at --at, linearity check",
      "caliper fit decode-context --csv steps.csv --y step_ms --y-unit ms --at 256k",
      "n", CAL_U_COUNT, NULL, "context tokens", "seconds", CAL_U_TIME, "s", "step time",
-     3, 1, r_decode},
+     3, 1, r_decode, NULL},
     {"leak", "memory samples over time: slope with CI, how long to watch at --resolution",
-     "caliper fit leak --csv rss.csv --resolution 100MB",
+     "caliper fit leak --csv rss.csv --resolution 100MB   |   caliper fit leak 7 --resolution 1MB",
      "t", CAL_U_TIME, "s", "time", "bytes", CAL_U_BYTES, "B", "memory",
-     3, 1, r_leak},
+     3, 1, r_leak, run_leak},
 };
 #define N_FITS (sizeof FITS / sizeof FITS[0])
 
@@ -393,8 +397,9 @@ static void usage(FILE *f)
                "  --at N            decode-context: the target context length\n"
                "  --resolution B    leak: the smallest change a memory reading shows\n"
                "  --db FILE         the store for stored runs (default caliper.db)\n"
-               "  --field NAME      prefill from a run: the cell field in time units\n"
-               "                    (default median_ttft_ms)\n"
+               "  --field NAME      from a stored run — prefill: a time field of the cells\n"
+               "                    (default median_ttft_ms); leak: a telemetry metric\n"
+               "                    (default rss_bytes, the engine process's memory)\n"
                "  --json            machine-readable output\n\ncolumns:\n");
     for (size_t i = 0; i < N_FITS; i++)
         fprintf(f, "  %-15s x = %s (%s), y = %s (%s%s%s)\n", FITS[i].name, FITS[i].x_col,
@@ -417,15 +422,33 @@ static int load_csv(const fit_def *d, const char *cmd, const fit_opts *o, const 
     return 0;
 }
 
-/* Prompt-sweep cells of a stored run → (prompt tokens, median over shots of
- * the field, in seconds). Warm-up cells and cells without the field are
- * left out. */
-static int load_run(const char *cmd, const fit_opts *o, const char *ref, dataset *s)
+/* Open the store and load one run (cells and telemetry, no requests). */
+static int open_run(const char *cmd, const fit_opts *o, const char *ref, cal_run_data **rd)
 {
     struct stat st;
     if (stat(o->db, &st) != 0)
         return cli_usage_error(cmd, "\"%s\" is neither a CSV file nor a run: no store at %s "
                                "(--db)", ref, o->db);
+    cal_store *db = NULL;
+    int rc = cal_store_open(o->db, &db);
+    if (rc) return cli_fail(cmd, "%s: cannot open the store (%s)", o->db, cal_strerror(rc));
+    int64_t id;
+    rc = cal_store_find_run(db, ref, &id);
+    if (rc) {
+        cal_store_close(&db);
+        return cli_usage_error(cmd, "\"%s\" is neither a CSV file nor a run in %s", ref, o->db);
+    }
+    rc = cal_store_load_run(db, id, CAL_LOAD_NO_REQS, rd);
+    cal_store_close(&db);
+    if (rc) return cli_fail(cmd, "run %s: cannot load (%s)", ref, cal_strerror(rc));
+    return 0;
+}
+
+/* Prompt-sweep cells of a stored run → (prompt tokens, median over shots of
+ * the field, in seconds). Warm-up cells and cells without the field are
+ * left out. */
+static int run_prefill(const char *cmd, const fit_opts *o, const char *ref, dataset *s)
+{
     const char *fname = o->field ? o->field : "median_ttft_ms";
     const cal_field *fld = cal_summary_field(fname);
     if (!fld) return cli_usage_error(cmd, "--field: \"%s\" is not a cell field", fname);
@@ -433,19 +456,9 @@ static int load_run(const char *cmd, const fit_opts *o, const char *ref, dataset
     if (scale == 0)
         return cli_usage_error(cmd, "--field: \"%s\" is in %s, not a time", fname,
                                fld->unit[0] ? fld->unit : "no unit");
-    cal_store *db = NULL;
-    int rc = cal_store_open(o->db, &db);
-    if (rc) return cli_fail(cmd, "%s: cannot open the store (%s)", o->db, cal_strerror(rc));
-    int64_t id;
     cal_run_data *rd = NULL;
-    rc = cal_store_find_run(db, ref, &id);
-    if (rc) {
-        cal_store_close(&db);
-        return cli_usage_error(cmd, "\"%s\" is neither a CSV file nor a run in %s", ref, o->db);
-    }
-    rc = cal_store_load_run(db, id, CAL_LOAD_NO_REQS, &rd);
-    cal_store_close(&db);
-    if (rc) return cli_fail(cmd, "run %s: cannot load (%s)", ref, cal_strerror(rc));
+    int rc = open_run(cmd, o, ref, &rd);
+    if (rc) return rc;
     /* group by prompt length; the median over shots is the point */
     double vals[256];
     s->n = 0;
@@ -470,11 +483,45 @@ static int load_run(const char *cmd, const fit_opts *o, const char *ref, dataset
         s->x[s->n] = c->prompt_tokens;
         s->y[s->n++] = cal_stats_median(vals, nv);
     }
-    snprintf(s->name, sizeof s->name, "run %lld (%s%s)", (long long)id,
+    snprintf(s->name, sizeof s->name, "run %lld (%s%s)", (long long)rd->run.id,
              rd->run.label ? rd->run.label : "no label", sweep ? ", prompt sweep" : "");
     cal_run_data_free(&rd);
     if (s->n == 0)
         return cli_usage_error(cmd, "run %s has no cells with a prompt length and %s", ref, fname);
+    return 0;
+}
+
+/* A memory metric of a stored run's telemetry (default the engine process's
+ * rss_bytes) → (seconds since its first sample, bytes). Long runs are thinned
+ * evenly to MAX_POINTS samples. */
+static int run_leak(const char *cmd, const fit_opts *o, const char *ref, dataset *s)
+{
+    const char *metric = o->field ? o->field : "rss_bytes";
+    cal_run_data *rd = NULL;
+    int rc = open_run(cmd, o, ref, &rd);
+    if (rc) return rc;
+    size_t total = 0;
+    for (size_t i = 0; i < rd->n_tel; i++)
+        if (!strcmp(rd->tel[i].metric, metric) && isfinite(rd->tel[i].value)) total++;
+    size_t step = total > MAX_POINTS ? (total + MAX_POINTS - 1) / MAX_POINTS : 1, k = 0;
+    int64_t t0 = 0;
+    s->n = 0;
+    for (size_t i = 0; i < rd->n_tel && s->n < MAX_POINTS; i++) {
+        const cal_store_tel_row *r = &rd->tel[i];
+        if (strcmp(r->metric, metric) || !isfinite(r->value)) continue;
+        if (k++ % step) continue;
+        if (s->n == 0) t0 = r->t_ns;
+        /* two backends at one instant: keep the first */
+        if (s->n && (double)(r->t_ns - t0) / 1e9 == s->x[s->n - 1]) continue;
+        s->x[s->n] = (double)(r->t_ns - t0) / 1e9;
+        s->y[s->n++] = r->value;
+    }
+    snprintf(s->name, sizeof s->name, "run %lld (%s), telemetry %s", (long long)rd->run.id,
+             rd->run.label ? rd->run.label : "no label", metric);
+    cal_run_data_free(&rd);
+    if (s->n == 0)
+        return cli_usage_error(cmd, "run %s has no telemetry samples of \"%s\" (--field; was it "
+                               "run with --no-telemetry?)", ref, metric);
     return 0;
 }
 
@@ -569,8 +616,10 @@ int cmd_fit(int argc, char **argv)
     if (!sets) return cli_fail(cmd, "out of memory");
     int rc = 0;
     for (size_t i = 0; i < nin && !rc; i++) {
-        rc = is_csv[i] ? load_csv(d, cmd, &o, inputs[i], &sets[i])
-                       : load_run(cmd, &o, inputs[i], &sets[i]);
+        if (is_csv[i]) rc = load_csv(d, cmd, &o, inputs[i], &sets[i]);
+        else if (d->from_run) rc = d->from_run(cmd, &o, inputs[i], &sets[i]);
+        else rc = cli_usage_error(cmd, "\"%s\" is not a file: fit %s reads CSV (stored runs "
+                                  "feed fit prefill and fit leak)", inputs[i], d->name);
         if (rc) break;
         size_t di = 0, dj = 0;
         int e = cal_fit_line(sets[i].x, sets[i].y, sets[i].n, d->min_points, o.level,
