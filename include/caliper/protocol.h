@@ -46,8 +46,10 @@ typedef struct cal_shot_verdict {
     double first;          /* shot 1's value */
     double later_median;   /* median of the later shots */
     double drop;           /* (first − later_median) ÷ first; + = slower later */
-    double band;           /* noise band, relative: max(half the range of the
-                              later shots ÷ their median, the floor) */
+    double band;           /* noise band, relative: max(2 × 1.4826 × the
+                              median absolute deviation of the later shots
+                              ÷ their median — about 2 σ, robust to one
+                              disturbed shot — and the floor) */
     int    beyond_noise;   /* |drop| > band */
     int    judged;         /* 0: fewer than 2 shots with a value */
     char   text[256];      /* the verdict in words, always set */

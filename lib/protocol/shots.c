@@ -39,8 +39,12 @@ int cal_shot_series_verdict(const double *values, const int *shot_index, size_t 
     }
     v->judged = 1;
     v->later_median = cal_stats_median(later, nl);   /* sorts later[] */
-    double half_range = (later[nl - 1] - later[0]) / 2.0;
-    v->band = fmax(half_range / v->later_median, CAL_SHOT_NOISE_FLOOR);
+    /* the repeats' own spread, robust to one disturbed shot: 2 × the
+     * scaled median absolute deviation (≈ 2 σ for normal noise) */
+    double dev[MAX_SHOTS];
+    for (size_t i = 0; i < nl; i++) dev[i] = fabs(later[i] - v->later_median);
+    double mad = cal_stats_median(dev, nl);
+    v->band = fmax(2.0 * 1.4826 * mad / v->later_median, CAL_SHOT_NOISE_FLOOR);
     v->drop = (v->first - v->later_median) / v->first;
     v->beyond_noise = fabs(v->drop) > v->band;
     char range[32];
