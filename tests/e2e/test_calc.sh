@@ -74,6 +74,13 @@ for c in prefill-throughput warm-from-cold power-split whole-turn client-decode 
     || not_ok "calc $c --help"
 done
 ok "every calculator listed with --help"
+# every example printed by --help runs (those that need no files)
+while read -r c _; do
+  ex=$("$CALIPER" calc "$c" --help | awk '/^example:/{getline; sub(/^ *caliper /,""); print}')
+  case "$ex" in *.txt*|*.json*|*.gguf*|"") continue;; esac
+  eval "\"\$CALIPER\" $ex" >"$T/ex" 2>&1 || { not_ok "example of $c fails: $ex"; cat "$T/ex"; }
+done < <("$CALIPER" calc --list | tail -n +2)
+ok "the --help examples run"
 
 # --- misuse: exit 2, the flag and value named ------------------------------
 run "negative time" 2 calc whole-turn --ttft -1s --decode 10s --speedup 1.1
