@@ -366,6 +366,7 @@ static int start_side(ctx *c, side *s)
         return rc;
     }
     snprintf(s->url, sizeof s->url, "%s", cal_target_url(s->target));
+    if (s->tk) cal_http_tokenizer_retarget(s->tk, s->url);   /* a cold restart moves ports */
     s->process_start_ns = cal_target_spawn_ns(s->target);
     s->fresh = 1;
     if (c->tel && cal_target_pid(s->target) > 0) cal_tel_set_pid(c->tel, (int)cal_target_pid(s->target));
@@ -392,15 +393,18 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
     char **prompts = calloc(n, sizeof *prompts);
     int rc = CAL_ENOMEM;
     if (!reqs || !res || !prompts) goto out;
-    snprintf(c->progress_label, sizeof c->progress_label, "%s%sshot %d · %s %ld · %ld tok",
-             s->name, s->name[0] ? " · " : "", shot, o->rate > 0 ? "rate" : "c",
+    snprintf(c->progress_label, sizeof c->progress_label, "%s%sshot %d · %s%ld · %ld tok",
+             s->name, s->name[0] ? " · " : "", shot, o->rate > 0 ? "rate " : "c",
              o->rate > 0 ? (long)o->rate : conc, o->prompt[pi]);
     if (c->tty) fprintf(stderr, "\r%-48.48s preparing prompts...", c->progress_label);
     for (size_t i = 0; i < n; i++) {
         int ntok;
+        if (g_stop) { rc = CAL_ECANCEL; goto out; }
         rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
         if (rc) {
-            snprintf(c->fail_msg, sizeof c->fail_msg, "building prompt %zu: %s", i, cal_strerror(rc));
+            snprintf(c->fail_msg, sizeof c->fail_msg,
+                     "%s%sthe target %s stopped answering: counting the tokens of prompt %zu "
+                     "failed (%s)", s->name, s->name[0] ? " " : "", s->url, i, cal_strerror(rc));
             goto out;
         }
         reqs[i].prompt = prompts[i];
@@ -840,6 +844,7 @@ int cmd_run(int argc, char **argv)
                     long conc = o.rate > 0 ? (o.conc_given ? o.conc[0] : 0) : o.conc[ci];
                     rc = run_cell(&c, s, pi, conc, (int)shot, kind,
                                   ci == 0 && pi == 0 ? rest_ns : 0, ckind);
+                    if (rc == CAL_ECANCEL) break;     /* Ctrl-C while preparing */
                     if (rc) {
                         c.target_failed = 1;
                         break;
@@ -886,8 +891,11 @@ int cmd_run(int argc, char **argv)
             }
             if (jf) fclose(jf);
         }
+        /* --duration cuts the requests still in flight at the end of each
+         * cell: they are stored as cancelled, but are not a failure */
         int64_t failed = 0;
-        for (size_t i = 0; i < d->n_cells; i++) failed += d->cells[i].sum.failed;
+        for (size_t i = 0; i < d->n_cells; i++)
+            failed += d->cells[i].sum.failed - (o.duration_s > 0 ? d->cells[i].sum.n_cancelled : 0);
         if (failed && exit_code == CLI_OK) exit_code = CLI_FAIL;
         cal_run_data_free(&d);
     } else {

@@ -170,6 +170,25 @@ static size_t shot_verdicts(const group *g, cal_shot_verdict *v)
     }
     const char *what = per_request_cell(g->cells[0]) ? "per-request tok/s" : "aggregate tok/s";
     cal_shot_series_verdict(vals, idx, n, what, v);
+    /* --cold: every shot is a fresh process, so a difference is not a warm
+     * wall but a machine whose state changed between processes */
+    int all_cold = n >= 2;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->cells[i]->shot_kind != CAL_SHOT_WARMUP && g->cells[i]->shot_kind != CAL_SHOT_COLD)
+            all_cold = 0;
+    if (all_cold && v->judged) {
+        if (!v->beyond_noise)
+            snprintf(v->text, sizeof v->text,
+                     "cold shots %d–%d within noise of cold shot %d (%+.1f %%, band ±%.1f %%): "
+                     "fresh processes agree", v->later_first, v->later_last, v->first_shot,
+                     -100.0 * v->drop, 100.0 * v->band);
+        else
+            snprintf(v->text, sizeof v->text,
+                     "cold shots %d–%d run %.1f %% %s cold shot %d (band ±%.1f %%, %s): fresh "
+                     "processes disagree — the machine's state changed between them",
+                     v->later_first, v->later_last, 100.0 * fabs(v->drop),
+                     v->drop > 0 ? "below" : "above", v->first_shot, 100.0 * v->band, what);
+    }
     return n;
 }
 

@@ -50,9 +50,12 @@ int  cal_workload_count_calls(const cal_workload *w);
 
 /* Prompt number index: the nonce line (when unique) then the text prefix.
  * When exact, the prompt is counted and its prefix nudged until it has
- * prompt_tokens tokens; *n_tokens gets the count (-1 when approximate or
- * when no prefix gives exactly the count: the nearest is used and
- * *n_tokens is the count it has). *out is malloc'd. */
+ * prompt_tokens tokens — for the first 32 prompts, and for every prompt
+ * once any nonce needed a nudge (the nonce has one shape, so 32 clean
+ * counts in a row mean the base prefix holds without a round trip each).
+ * *n_tokens gets the count (-1 when approximate; when no prefix gives
+ * exactly the count, the nearest is used and *n_tokens is its count).
+ * *out is malloc'd. */
 int  cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_tokens);
 
 /* ---- the server's tokenizer over HTTP (POST /tokenize) ----------------
@@ -63,6 +66,9 @@ typedef struct cal_http_tokenizer cal_http_tokenizer;
 int  cal_http_tokenizer_open(const char *base_url, const char *model, const char *api_key,
                              cal_http_tokenizer **out);
 int  cal_http_tokenizer_count(void *tokenizer, const char *text, int *n_tokens);
+/* Point it at a new base URL (a restarted engine on another port); the
+ * workloads that hold it keep working. CAL_ETOOBIG for an over-long URL. */
+int  cal_http_tokenizer_retarget(cal_http_tokenizer *t, const char *base_url);
 void cal_http_tokenizer_close(cal_http_tokenizer **t);
 
 #endif

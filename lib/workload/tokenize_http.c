@@ -88,6 +88,16 @@ int cal_http_tokenizer_count(void *ud, const char *text, int *n_tokens)
     return rc;
 }
 
+int cal_http_tokenizer_retarget(cal_http_tokenizer *t, const char *base_url)
+{
+    if (!t || !base_url) return CAL_EINVAL;
+    if (strlen(base_url) + sizeof "/tokenize" > sizeof t->url) return CAL_ETOOBIG;
+    snprintf(t->url, sizeof t->url, "%s/tokenize", base_url);
+    curl_easy_setopt(t->c, CURLOPT_URL, t->url);
+    t->absent = 0;
+    return CAL_OK;
+}
+
 void cal_http_tokenizer_close(cal_http_tokenizer **pt)
 {
     if (!pt || !*pt) return;
