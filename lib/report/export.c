@@ -41,7 +41,9 @@ static int flag(const json_t *o, const char *k, int dflt)
     return dflt;
 }
 
-static int64_t ms_ns(double ms) { return (int64_t)llround(ms * 1e6); }
+/* ms or s to ns, clamped to ±100 days: a hostile file cannot overflow a cast. */
+static int64_t ms_ns(double ms) { return cal_report_i64(ms * 1e6, -8.64e15, 8.64e15, 0); }
+static int64_t s_ns(double s) { return cal_report_i64(s * 1e9, -8.64e15, 8.64e15, 0); }
 
 static void free_data(cal_run_data *d)
 {
@@ -58,14 +60,14 @@ static int read_request(const json_t *q, const cal_cell *c, cal_req_result *r)
     const json_t *st = json_object_get(q, "status");
     for (int s = 0; s < CAL_REQ_N_STATUS && json_is_string(st); s++)
         if (!strcmp(json_string_value(st), cal_req_status_name((cal_req_status)s))) r->status = (cal_req_status)s;
-    r->http_status = (int)num0(q, "http_status", 0);
+    r->http_status = (int)cal_report_jint(q, "http_status", 0, 999, 0);
     r->sched_ns = c->start_ns + ms_ns(num0(q, "sched_offset_ms", 0));
     r->send_ns = r->sched_ns + ms_ns(num0(q, "send_lag_ms", 0));
     double ttft = cal_report_jnum(q, "ttft_ms"), e2e = cal_report_jnum(q, "e2el_ms");
     r->first_token_ns = isfinite(ttft) ? r->sched_ns + ms_ns(ttft) : 0;
     r->end_ns = isfinite(e2e) ? r->sched_ns + ms_ns(e2e) : 0;
-    r->prompt_tokens = (int)num0(q, "prompt_tokens", -1);
-    r->output_tokens = (int)num0(q, "output_tokens", -1);
+    r->prompt_tokens = (int)cal_report_jint(q, "prompt_tokens", -1, 1 << 30, -1);
+    r->output_tokens = (int)cal_report_jint(q, "output_tokens", -1, 1 << 30, -1);
     r->server_prefill_ms = r->server_decode_ms = -1;
     r->server_decode_tokens = -1;
     r->last_token_ns = r->first_token_ns;
@@ -76,7 +78,8 @@ static int read_request(const json_t *q, const cal_cell *c, cal_req_result *r)
         if (!r->chunk_ns) return CAL_ENOMEM;
         r->chunk_ns[0] = r->first_token_ns;
         for (size_t i = 0; i < n; i++)
-            r->chunk_ns[i + 1] = r->chunk_ns[i] + ms_ns(json_number_value(json_array_get(itl, i)));
+            r->chunk_ns[i + 1] = r->chunk_ns[i] +   /* each gap within [0, 1000 s]: the sum cannot overflow */
+                cal_report_i64(json_number_value(json_array_get(itl, i)) * 1e6, 0, 1e12, 0);
         r->n_chunks = (int)n + 1;
         r->last_token_ns = r->chunk_ns[n];
     }
@@ -101,10 +104,10 @@ int cal_result_from_export(const char *text, size_t len, const char *name,
     }
     cal_run_data d;
     memset(&d, 0, sizeof d);
-    d.run.id = (int64_t)num0(run, "id", 0);
+    d.run.id = cal_report_jint(run, "id", 0, 1L << 50, 0);
     d.run.label = dup_str(run, "label");
     d.run.build = dup_str(run, "build");
-    d.run.started_wall_ns = (int64_t)(num0(run, "started_unix_s", 0) * 1e9);
+    d.run.started_wall_ns = cal_report_i64(num0(run, "started_unix_s", 0) * 1e9, 0, 9e18, 0);
     d.run.t0_mono_ns = T0_NS;
     d.run.host_json = dump_or_null(json_object_get(run, "host"));
     d.run.target_json = dump_or_null(json_object_get(run, "target"));
@@ -126,29 +129,29 @@ int cal_result_from_export(const char *text, size_t len, const char *name,
         for (int kk = 0; kk <= CAL_CELL_RATE && json_is_string(k); kk++)
             if (!strcmp(json_string_value(k), cal_cell_kind_name((cal_cell_kind)kk))) x->kind = (cal_cell_kind)kk;
         cal_report_jstr(c, "target", x->target, sizeof x->target);
-        x->concurrency = (int)num0(c, "concurrency", 0);
+        x->concurrency = (int)cal_report_jint(c, "concurrency", 0, 1 << 30, 0);
         x->rate = num0(c, "request_rate", 0);
-        x->prompt_tokens = (int)num0(c, "prompt_tokens", 0);
+        x->prompt_tokens = (int)cal_report_jint(c, "prompt_tokens", 0, 1 << 30, 0);
         x->prompt_exact = flag(c, "prompt_exact", 0);
         cal_report_jstr(c, "content", x->content, sizeof x->content);
         x->unique_prompts = flag(c, "unique_prompts", 1);
-        x->max_tokens = (int)num0(c, "max_tokens", 0);
+        x->max_tokens = (int)cal_report_jint(c, "max_tokens", 0, 1 << 30, 0);
         x->output_fixed = flag(c, "output_fixed", 0);
-        x->shot_index = (int)num0(c, "shot_index", 0);
+        x->shot_index = (int)cal_report_jint(c, "shot_index", 0, 1 << 30, 0);
         const json_t *sk = json_object_get(c, "shot_kind");
         if (!json_is_string(sk) || cal_shot_kind_parse(json_string_value(sk), &x->shot_kind))
             x->shot_kind = CAL_SHOT_UNKNOWN;
-        x->rest_before_ns = (int64_t)(num0(c, "rest_before_s", 0) * 1e9);
+        x->rest_before_ns = s_ns(num0(c, "rest_before_s", 0));
         x->process_age_ns = -1;
         cal_summary_init(&x->sum);
         for (size_t f = 0; f < cal_summary_n_fields; f++) {
             const cal_field *fl = &cal_summary_fields[f];
             double v = cal_report_jnum(c, fl->name);
-            if (fl->type == CAL_FIELD_INT) *(int64_t *)((char *)&x->sum + fl->offset) = isfinite(v) ? (int64_t)v : 0;
+            if (fl->type == CAL_FIELD_INT) *(int64_t *)((char *)&x->sum + fl->offset) = cal_report_i64(v, -9e15, 9e15, 0);
             else *(double *)((char *)&x->sum + fl->offset) = v;
         }
-        x->start_ns = T0_NS + (int64_t)(num0(c, "start_offset_s", 0) * 1e9);
-        x->end_ns = x->start_ns + (int64_t)(num0(c, "duration", 0) * 1e9);
+        x->start_ns = T0_NS + s_ns(num0(c, "start_offset_s", 0));
+        x->end_ns = x->start_ns + s_ns(num0(c, "duration", 0));
         x->req_first = d.n_reqs;
         size_t j;
         const json_t *q;

@@ -193,6 +193,19 @@ double cal_report_jnum(const json_t *o, const char *k)
     return NAN;
 }
 
+long cal_report_jint(const json_t *o, const char *k, long lo, long hi, long dflt)
+{
+    double v = cal_report_jnum(o, k);
+    if (!isfinite(v)) return dflt;
+    return v < (double)lo ? lo : v > (double)hi ? hi : (long)v;
+}
+
+int64_t cal_report_i64(double v, double lo, double hi, int64_t dflt)
+{
+    if (!isfinite(v)) return dflt;
+    return v < lo ? (int64_t)lo : v > hi ? (int64_t)hi : (int64_t)v;
+}
+
 void cal_report_jstr(const json_t *o, const char *k, char *dst, size_t n)
 {
     const json_t *v = json_object_get(o, k);
@@ -226,14 +239,13 @@ static int fp_from_json(const json_t *o, cal_fingerprint *fp, char *err, size_t 
                         json_string_value(k));
         return CAL_EPROTO;
     }
-    double v;
-    if (isfinite(v = cal_report_jnum(o, "shot_first"))) fp->shot_first = (int)v;
-    if (isfinite(v = cal_report_jnum(o, "shot_last")))  fp->shot_last = (int)v;
+    fp->shot_first = (int)cal_report_jint(o, "shot_first", 0, 1 << 30, 0);
+    fp->shot_last = (int)cal_report_jint(o, "shot_last", 0, 1 << 30, 0);
     fp->rest_s = cal_report_jnum(o, "rest_s");
-    if (isfinite(v = cal_report_jnum(o, "warmup"))) fp->warmup = (int)v;
-    if (isfinite(v = cal_report_jnum(o, "concurrency"))) fp->concurrency = (int)v;
+    fp->warmup = (int)cal_report_jint(o, "warmup", -1, 1 << 30, -1);
+    fp->concurrency = (int)cal_report_jint(o, "concurrency", 0, 1 << 30, 0);
     fp->request_rate = cal_report_jnum(o, "request_rate");
-    if (isfinite(v = cal_report_jnum(o, "prompt_tokens"))) fp->prompt_tokens = (long)v;
+    fp->prompt_tokens = cal_report_jint(o, "prompt_tokens", 0, 1L << 40, 0);
     cal_report_jstr(o, "content", fp->content, sizeof fp->content);
     cal_report_jstr(o, "output_policy", fp->output_policy, sizeof fp->output_policy);
     const json_t *st = json_object_get(o, "streaming");
@@ -267,8 +279,7 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
     cal_report_jstr(root, "probe", r->probe, sizeof r->probe);
     cal_report_jstr(root, "build", r->build, sizeof r->build);
     cal_report_jstr(root, "telemetry", r->telemetry, sizeof r->telemetry);
-    double cu = cal_report_jnum(root, "created_unix");
-    r->created_unix = isfinite(cu) ? (int64_t)cu : 0;
+    r->created_unix = cal_report_i64(cal_report_jnum(root, "created_unix"), 0, 1e13, 0);
     if (!r->label[0]) snprintf(r->label, sizeof r->label, "%s", r->target_name[0] ? r->target_name : name ? name : "result");
     if (!r->id[0] && name) snprintf(r->id, sizeof r->id, "%s", name);
     size_t i;
@@ -292,9 +303,8 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
         cal_rcell *c = cal_result_add_cell(r, sw);
         if (!c) { e = CAL_ENOMEM; goto fail; }
         if ((e = fp_from_json(json_object_get(v, "fingerprint"), &c->fp, err, errn))) goto fail;
-        double d;
-        if (isfinite(d = cal_report_jnum(v, "completed"))) c->completed = (long)d;
-        if (isfinite(d = cal_report_jnum(v, "failed"))) c->failed = (long)d;
+        c->completed = cal_report_jint(v, "completed", -1, 1L << 50, -1);
+        c->failed = cal_report_jint(v, "failed", -1, 1L << 50, -1);
         c->duration_s = cal_report_jnum(v, "duration_s");
         const json_t *m = json_object_get(v, "metrics");
         for (int k = 0; k < CAL_M__N; k++) {
@@ -307,7 +317,7 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
     }
     json_array_foreach(json_object_get(root, "shots"), i, v) {
         cal_shot s;
-        s.index = (int)cal_report_jnum(v, "index");
+        s.index = (int)cal_report_jint(v, "index", 0, 1 << 30, 0);
         if (cal_shot_kind_parse(json_is_string(json_object_get(v, "kind")) ?
                                 json_string_value(json_object_get(v, "kind")) : "unknown", &s.kind))
             s.kind = CAL_SHOT_UNKNOWN;

@@ -4,6 +4,7 @@
 #define CALIPER_REPORT_INTERNAL_H
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "caliper/buf.h"
 #include "caliper/report.h"
 
@@ -15,6 +16,11 @@ void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
 int cal_report_parse(const char *text, size_t len, json_t **root, char *err, size_t errn);
 /* A number field (a string "inf" reads as INFINITY); NAN when absent. */
 double cal_report_jnum(const json_t *o, const char *k);
+/* A number field as an integer clamped to [lo, hi]; dflt when absent or not
+ * finite. (A double outside an integer's range must never be cast.) */
+long cal_report_jint(const json_t *o, const char *k, long lo, long hi, long dflt);
+/* v clamped to [lo, hi] as int64; dflt when not finite. */
+int64_t cal_report_i64(double v, double lo, double hi, int64_t dflt);
 /* A string field into dst[n]; "" when absent. */
 void cal_report_jstr(const json_t *o, const char *k, char *dst, size_t n);
 /* An array of numbers into a cell series (nulls and non-numbers skipped). */

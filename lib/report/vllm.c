@@ -152,27 +152,26 @@ int cal_import_vllm(const char *text, size_t len, const char *name,
     if (!c) { e = CAL_ENOMEM; goto fail; }
     cal_fingerprint *fp = &c->fp;
     fp->shot_kind = CAL_SHOT_CONSECUTIVE;
-    fp->concurrency = isfinite(maxc) && maxc > 0 ? (int)maxc : 0;
+    fp->concurrency = (int)cal_report_jint(root, "max_concurrency", 0, 1 << 30, 0);
     fp->request_rate = cal_report_jnum(root, "request_rate");
     /* One prompt length only when every request had it (the random dataset
      * with a fixed --random-input-len); otherwise mixed = unknown. */
     const json_t *inl = json_object_get(root, "input_lens");
     if (json_array_size(inl)) {
-        long first = (long)json_number_value(json_array_get(inl, 0));
+        double first = json_number_value(json_array_get(inl, 0));
         int same = 1;
         size_t i;
         const json_t *v;
-        json_array_foreach(inl, i, v) if ((long)json_number_value(v) != first) same = 0;
-        fp->prompt_tokens = same ? first : 0;
+        json_array_foreach(inl, i, v) if (json_number_value(v) != first) same = 0;
+        fp->prompt_tokens = same && first >= 1 && first < 1e12 ? (long)first : 0;
     } else if (completed > 0) {
         fp->prompt_tokens = 0;
     }
     fp->streaming = 1;   /* bench serve always streams */
     cal_fp_set(fp->api, api_of_backend(backend));
     cal_fp_set(fp->probe, VLLM_PROBE);
-    c->completed = (long)completed;
-    double failed = cal_report_jnum(root, "failed");
-    c->failed = isfinite(failed) ? (long)failed : -1;
+    c->completed = cal_report_jint(root, "completed", 0, 1L << 50, 0);
+    c->failed = cal_report_jint(root, "failed", 0, 1L << 50, -1);
     c->duration_s = duration;
     for (size_t i = 0; i < sizeof VMAP / sizeof VMAP[0]; i++) {
         double x = cal_report_jnum(root, VMAP[i].vkey);
