@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include "caliper/error.h"
 #include "caliper/report.h"
+#include "caliper/store.h"
 #include "report_demo.h"
 
 static size_t count(const char *hay, const char *needle)
@@ -283,6 +284,102 @@ static void test_vllm_import(void **state)
     assert_null(r);
 }
 
+
+/* A stored run as the store hands it over: shots 1–4 of two concurrency
+ * cells, shot 1 a warm-up, shot 2 cold, 3–4 warm. Groups: cold 2 and warm
+ * 3–4 per concurrency; the warm-up left out; the shot chart on c1. */
+static void test_from_run_data(void **state)
+{
+    (void)state;
+    cal_run_data d;
+    memset(&d, 0, sizeof d);
+    d.run.id = 9;
+    d.run.label = (char *)"stored";
+    d.run.build = (char *)"caliper 0.1.0 (commit x, -O2)";
+    d.run.started_wall_ns = 1764400000LL * 1000000000LL;
+    d.run.t0_mono_ns = 1000;
+    d.run.host_json = (char *)"{\"cpu\":\"Test CPU\",\"cores\":2,\"memory_bytes\":2147483648,\"os\":\"Linux\"}";
+    d.run.target_json = (char *)"{\"kind\":\"builtin\",\"name\":\"tiny\",\"version\":\"stored\",\"api\":\"completions\"}";
+    d.run.protocol_json = (char *)"{\"warmup\":1}";
+    d.run.verdicts_json = (char *)"[\"c1: shots 3–4 run 10 % below shot 2\"]";
+    cal_cell cells[8];
+    cal_req_result reqs[16];
+    memset(cells, 0, sizeof cells);
+    memset(reqs, 0, sizeof reqs);
+    for (int i = 0; i < 8; i++) {
+        cal_cell *c = &cells[i];
+        int shot = i / 2 + 1, conc = i % 2 ? 4 : 1;
+        c->kind = CAL_CELL_CONCURRENCY;
+        c->concurrency = conc;
+        c->prompt_tokens = 256;
+        snprintf(c->content, sizeof c->content, "prose");
+        c->unique_prompts = 1;
+        c->max_tokens = 16;
+        c->output_fixed = 1;
+        c->shot_index = shot;
+        c->shot_kind = shot == 1 ? CAL_SHOT_WARMUP : shot == 2 ? CAL_SHOT_COLD : CAL_SHOT_WARM;
+        c->start_ns = 1000 + (int64_t)i * 1000000000LL;
+        c->end_ns = c->start_ns + 800000000LL;
+        cal_summary_init(&c->sum);
+        c->sum.output_throughput = 100.0 * conc + shot;
+        c->sum.per_request_output_throughput_median = 100.0 - shot;
+        c->sum.median_ttft_ms = 20 + shot;
+        c->sum.completed = 2;
+        c->n_requests = 2;
+        c->req_first = (size_t)i * 2;
+        for (int k = 0; k < 2; k++) {
+            cal_req_result *q = &reqs[i * 2 + k];
+            q->status = CAL_REQ_OK;
+            q->sched_ns = q->send_ns = c->start_ns + k * 1000000;
+            q->first_token_ns = q->send_ns + (20 + shot + k) * 1000000LL;
+            q->last_token_ns = q->first_token_ns + 150000000LL;
+            q->end_ns = q->last_token_ns + 1000000;
+            q->prompt_tokens = 256;
+            q->output_tokens = 16;
+        }
+    }
+    d.cells = cells;
+    d.n_cells = 8;
+    d.reqs = reqs;
+    d.n_reqs = 16;
+    cal_result *r = NULL;
+    char err[256] = "";
+    assert_int_equal(cal_result_from_run_data(&d, &r, err, sizeof err), CAL_OK);
+    assert_string_equal(r->label, "stored");
+    assert_string_equal(r->probe, "caliper 0.1.0");
+    assert_non_null(strstr(r->host, "Test CPU (2 cores)"));
+    assert_int_equal(r->n_verdicts, 1);
+    assert_int_equal(r->n_cells, 4);          /* cold 2 and warm 3–4, at c1 and c4 */
+    int seen_warm = 0;
+    for (size_t i = 0; i < r->n_cells; i++) {
+        const cal_rcell *c = &r->cells[i];
+        assert_int_equal(c->sweep, CAL_SWEEP_CONCURRENCY);
+        assert_int_equal(c->fp.warmup, 1);
+        assert_string_equal(c->fp.output_policy, "fixed 16");
+        assert_int_not_equal(c->fp.shot_kind, CAL_SHOT_WARMUP);
+        if (c->fp.shot_kind == CAL_SHOT_WARM) {
+            seen_warm++;
+            assert_int_equal(c->fp.shot_first, 3);
+            assert_int_equal(c->fp.shot_last, 4);
+            assert_int_equal(c->ns[CAL_S_AGG_TOKS], 2);       /* per-shot aggregates */
+            assert_int_equal(c->ns[CAL_S_TTFT_MS], 4);        /* pooled requests */
+            /* aggregate: the median over shots 3 and 4 */
+            double want = 100.0 * c->fp.concurrency + 3.5;
+            assert_true(fabs(c->v[CAL_M_AGG_TOKS] - want) < 1e-9);
+            assert_int_equal(c->completed, 4);
+        } else {
+            assert_int_equal(c->fp.shot_kind, CAL_SHOT_COLD);
+            assert_int_equal(c->fp.shot_first, 2);
+        }
+    }
+    assert_int_equal(seen_warm, 2);
+    assert_int_equal(r->n_shots, 4);           /* every shot of c1, warm-up included */
+    assert_int_equal(r->shots[0].kind, CAL_SHOT_WARMUP);
+    assert_true(fabs(r->shots[1].t_s - 2.0) < 1e-9);
+    assert_int_equal(r->shots_fp.concurrency, 1);
+    cal_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_fit_and_verdicts),
         cmocka_unit_test(test_vllm_import),
+        cmocka_unit_test(test_from_run_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
