@@ -204,9 +204,24 @@ static void pacer_main(int lfd, int outfd, int64_t pace_ns, int chunks)
 
 typedef struct pacer { pid_t pid; int port; int outfd; } pacer;
 
+/* Time this thread spent runnable but waiting for a CPU (ns), from
+ * /proc/thread-self/schedstat; -1 where the kernel does not say. On a shared
+ * host this is what separates a slow client from a starved one. */
+static int64_t runqueue_wait_ns(void)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    long long run = 0, wait = -1;
+    if (f) {
+        if (fscanf(f, "%lld %lld", &run, &wait) != 2) wait = -1;
+        fclose(f);
+    }
+    return wait;
+}
+
+static int g_pin = 1;
 static void pin(pid_t pid, int cpu)
 {
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+    if (!g_pin || sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
     cpu_set_t s;
     CPU_ZERO(&s);
     CPU_SET(cpu, &s);
@@ -458,7 +473,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: bench/probe [--quick] [--seconds S] [--chunks K] [--levels 1,64,512,2048]\n"
                "                   [--reps N (3; 1 with --quick)]\n"
-               "                   [--url URL --pace-ms N] [--only floor|probe] [--nice N]\n");
+               "                   [--url URL --pace-ms N] [--only floor|probe] [--nice N]\n"
+               "                   [--no-pin (default: pacer on CPU 0, clients on CPU 1)]\n");
 }
 
 int main(int argc, char **argv)
@@ -476,6 +492,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) ext_pace_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--nice") && i + 1 < argc) nice_inc = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-pin")) g_pin = 0;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = !strcmp(argv[++i], "probe");
         else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
             nlev = 0;
@@ -499,8 +516,9 @@ int main(int argc, char **argv)
 
     printf("bench/probe: receive − send per chunk (ms), client CPU per chunk; %s, %.1f s per run, "
            "%d chunks per request\n", url ? url : "built-in pacer (Connection: close)", seconds, chunks);
-    printf("%-6s %5s %-6s %10s %10s %8s %8s %8s %9s %9s %7s %15s\n", "conc", "pace", "client",
-           "chunks/s", "nominal", "p50", "p99", "max", "µs/chunk", "p50 1st⅓", "last⅓", "pacer late p99");
+    printf("%-6s %5s %-6s %10s %10s %8s %8s %8s %9s %9s %7s %15s %8s\n", "conc", "pace", "client",
+           "chunks/s", "nominal", "p50", "p99", "max", "µs/chunk", "p50 1st⅓", "last⅓", "pacer late p99",
+           "starved");
     int rc_exit = 0;
     for (int li = 0; li < nlev; li++) {
         int conc = levels[li];
@@ -528,17 +546,19 @@ int main(int argc, char **argv)
                 samples s = { 0 };
                 result r;
                 double late[3] = { NAN, NAN, NAN };
-                int64_t cpu = 0, t0 = cal_now_ns();
+                int64_t cpu = 0, t0 = cal_now_ns(), rq0 = runqueue_wait_ns();
                 if (which == 0) run_floor(port, conc, dur, pace_ns, &s, &cpu, &err);
                 else run_probe(base, conc, dur, pace_ns, chunks, &s, &cpu, &err);
+                int64_t rq1 = runqueue_wait_ns(), wall = cal_now_ns() - t0;
+                double starved = rq0 >= 0 && rq1 >= 0 ? 100.0 * (double)(rq1 - rq0) / (double)wall : NAN;
                 summarize(&s, t0, dur, cpu, &r);
                 free(s.err_ms); free(s.send_ns);
                 long shorts = 0;
                 if (!url) pacer_stop(&pc, late, &shorts);
                 double nominal = (double)conc * 1000.0 / pace_ms;
-                printf("%-6d %3dms %-6s %10.0f %10.0f %8.3f %8.3f %8.2f %9.2f %9.3f %7.3f %15.3f%s\n",
+                printf("%-6d %3dms %-6s %10.0f %10.0f %8.3f %8.3f %8.2f %9.2f %9.3f %7.3f %15.3f %7.0f%%%s\n",
                        conc, pace_ms, which ? "probe" : "floor", r.chunks_s, nominal,
-                       r.p50, r.p99, r.max, r.cpu_us, r.early_p50, r.late_p50, late[1],
+                       r.p50, r.p99, r.max, r.cpu_us, r.early_p50, r.late_p50, late[1], starved,
                        err ? "  (errors)" : "");
                 fflush(stdout);
                 if (err) rc_exit = 1;
