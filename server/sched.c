@@ -84,8 +84,19 @@ static void finish_job(cal_sched *s, int idx, int finish)
     if (j->slot >= 0) s->free_slots[s->n_free++] = j->slot;
     j->slot = -1;
     j->finish = finish;
+    /* the gauges move before the last bytes go out, so a client that reads
+     * /metrics right after [DONE] sees its request gone */
+    pthread_mutex_lock(&s->mu);
+    s->n_running = s->n_run;
+    pthread_mutex_unlock(&s->mu);
+    atomic_store_explicit(&s->m->running, s->n_run, memory_order_relaxed);
     pthread_mutex_lock(&j->mu);
-    if (!j->cancelled) {
+    int cancelled = j->cancelled;
+    if (finish == 3 || cancelled)
+        atomic_fetch_add_explicit(&s->m->requests_aborted, 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&s->m->requests_ok, 1, memory_order_relaxed);
+    if (!cancelled) {
         char tail[8];
         int n = cal_tok_flush(&j->tok_state, tail, sizeof tail);
         if (n > 0 && !j->req.stream) cal_buf_append(&j->text, tail, (size_t)n);
@@ -94,16 +105,7 @@ static void finish_job(cal_sched *s, int idx, int finish)
     }
     j->done = 1;
     wake_locked(j);
-    int cancelled = j->cancelled;
     pthread_mutex_unlock(&j->mu);
-    if (finish == 3 || cancelled)
-        atomic_fetch_add_explicit(&s->m->requests_aborted, 1, memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(&s->m->requests_ok, 1, memory_order_relaxed);
-    pthread_mutex_lock(&s->mu);
-    s->n_running = s->n_run;
-    pthread_mutex_unlock(&s->mu);
-    atomic_store_explicit(&s->m->running, s->n_run, memory_order_relaxed);
     cal_job_unref(j);
 }
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,9 +94,9 @@ typedef struct shape_flags {
     long layers, dim, heads, kv_heads, ffn, experts, top_k, vocab, context, seed;
 } shape_flags;
 
-/* SIGINT/SIGTERM land in whichever thread the kernel picks (OpenBLAS starts
- * its threads before main, with no mask), so the handler only records the
- * signal and wakes the main thread through a pipe. */
+/* SIGINT/SIGTERM: the handler only records the signal and wakes the main
+ * thread through a pipe (OpenBLAS starts threads before main, unmasked, so
+ * sigwait alone could lose the signal to one of them). */
 static int g_sig_pipe[2] = {-1, -1};
 static volatile sig_atomic_t g_sig;
 
@@ -226,14 +227,22 @@ int cmd_serve(int argc, char **argv)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = 0;          /* no SA_RESTART: the read below must see EINTR */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* the server's threads inherit a mask without SIGINT/SIGTERM, so the
+     * signal lands on this thread, which Linux also tries first */
+    sigset_t sigs, old;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old);
 
     cal_server *srv = NULL;
     char reason[256];
     rc = cal_server_open(&sc, &srv, reason, sizeof reason);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != CAL_OK) {
         if (rc == CAL_EINVAL && strncmp(reason, "--", 2) == 0)
             return cli_usage_error(C, "%s", reason);
