@@ -27,9 +27,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla
-CPPFLAGS += -Iinclude -I. -D_GNU_SOURCE $(PKG_CFLAGS) \
-            -DCAL_VERSION='"$(VERSION)"' -DCAL_COMMIT='"$(COMMIT)$(DIRTY)"' \
-            -DCAL_BUILD_FLAGS='"$(OPT) $(SAN_FLAGS)"'
+CPPFLAGS += -Iinclude -I. -I$(BUILD)/gen -D_GNU_SOURCE $(PKG_CFLAGS)
 CFLAGS   += -std=c11 -g $(OPT) $(WARN) -pthread $(SAN_FLAGS)
 LDLIBS   += $(PKG_LIBS) -ldl -lm -pthread
 # The engine's kernels are built for this CPU: the reference engine is measured
@@ -72,6 +70,17 @@ BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all run test unit e2e fuzz-replay asan ubsan tsan fuzz bench deps install clean check-deps
 all: $(BIN)
+
+# The build identity every stored run records; rewritten only when it changes,
+# so a new commit rebuilds exactly the one file that prints it.
+BUILD_ID := caliper $(VERSION) (commit $(COMMIT)$(DIRTY), $(strip $(OPT) $(SAN_FLAGS)))
+$(BUILD)/gen/build_id.h: FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define CAL_VERSION "%s"\n#define CAL_BUILD_ID "%s"\n' '$(VERSION)' '$(BUILD_ID)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+$(OBJ)/src/cli_util.o: $(BUILD)/gen/build_id.h
+.PHONY: FORCE
+FORCE:
 
 $(OBJ)/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
