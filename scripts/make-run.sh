@@ -6,8 +6,8 @@
 set -uo pipefail
 bin=${1:-build/caliper}
 shift || true
-"$bin" run --preset small --shots 4 --concurrency 1,4 --requests 8 \
-  --prompt-tokens 256 --max-tokens 32 "$@"
+"$bin" run --preset small --shots 4 --concurrency 1,4 --requests 4 \
+  --prompt-tokens 128 --max-tokens 32 "$@"
 rc=$?
 if [ $rc -eq 0 ] || [ $rc -eq 1 ]; then
   echo

@@ -267,10 +267,13 @@ static int parse_opts(int argc, char **argv, opts *o)
         }
     }
     if (optind < argc) return cli_usage_error(CMD, "\"%s\": unexpected argument", argv[optind]);
-    if (o->n_url && o->n_launch && !(o->n_url == 1 && o->n_launch == 1 && !o->ab)) {
-        return cli_usage_error(CMD, "--url and --launch together: give one kind of target "
-                                    "(--launch takes --url only to name where it listens)");
+    if (o->n_url && o->n_launch && o->n_url != o->n_launch) {
+        return cli_usage_error(CMD, "--url and --launch together: give one --url per --launch "
+                                    "(it names where that engine listens)");
     }
+    if (o->ab && o->n_launch == 2 && o->n_url != 2)
+        return cli_usage_error(CMD, "--ab with two --launch: give two --url, one for each "
+                                    "engine's address");
     if (o->ab && o->n_url != 2 && o->n_launch != 2)
         return cli_usage_error(CMD, "--ab: needs two --url or two --launch targets");
     if (!o->ab && (o->n_url == 2 || o->n_launch == 2))

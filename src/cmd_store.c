@@ -177,17 +177,20 @@ static size_t shot_verdicts(const group *g, cal_shot_verdict *v)
         if (g->cells[i]->shot_kind != CAL_SHOT_WARMUP && g->cells[i]->shot_kind != CAL_SHOT_COLD)
             all_cold = 0;
     if (all_cold && v->judged) {
+        char range[48];
+        if (v->later_first == v->later_last) snprintf(range, sizeof range, "cold shot %d", v->later_first);
+        else snprintf(range, sizeof range, "cold shots %d–%d", v->later_first, v->later_last);
         if (!v->beyond_noise)
             snprintf(v->text, sizeof v->text,
-                     "cold shots %d–%d within noise of cold shot %d (%+.1f %%, band ±%.1f %%): "
-                     "fresh processes agree", v->later_first, v->later_last, v->first_shot,
-                     -100.0 * v->drop, 100.0 * v->band);
+                     "%s within noise of cold shot %d (%+.1f %%, band ±%.1f %%): fresh processes "
+                     "agree", range, v->first_shot, -100.0 * v->drop, 100.0 * v->band);
         else
             snprintf(v->text, sizeof v->text,
-                     "cold shots %d–%d run %.1f %% %s cold shot %d (band ±%.1f %%, %s): fresh "
-                     "processes disagree — the machine's state changed between them",
-                     v->later_first, v->later_last, 100.0 * fabs(v->drop),
-                     v->drop > 0 ? "below" : "above", v->first_shot, 100.0 * v->band, what);
+                     "%s %s %.1f %% %s cold shot %d (band ±%.1f %%, %s): fresh processes "
+                     "disagree — the machine's state changed between them",
+                     range, v->later_first == v->later_last ? "runs" : "run",
+                     100.0 * fabs(v->drop), v->drop > 0 ? "below" : "above", v->first_shot,
+                     100.0 * v->band, what);
     }
     return n;
 }

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# caliper run's other targets and load shapes end to end: --launch (waited
+# on, timed, stopped), --cold (a fresh process per shot), --ab (two engines
+# alternated shot by shot, a paired ratio with its interval), --rate (open
+# loop), --duration, and the chat API.
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+T=$E2E_TMP
+DB=$T/t.db
+Q=(--prompt-tokens 32 --max-tokens 8 --db "$DB" --no-telemetry)
+port() { echo $(( 20000 + (RANDOM % 20000) )); }
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# --- --launch: started, waited on, load time recorded, stopped after ----------
+P=$(port)
+"$CALIPER" run --launch "$CALIPER serve --preset tiny --port $P" --port "$P" "${Q[@]}" \
+  --requests 3 --label launched >"$T/l.out" 2>"$T/l.err"
+check "--launch runs and exits 0" [ $? -eq 0 ]
+check "the header names the command and its load time" \
+  grep -q "target: \`$CALIPER serve --preset tiny --port $P\` (model caliper-tiny, loaded in" "$T/l.out"
+check "the launched engine is stopped at the end" bash -c "! (exec 3<>/dev/tcp/127.0.0.1/$P) 2>/dev/null"
+check "the target is stored as launch with a load time" \
+  [ "$(sqlite3 "$DB" "select json_extract(target,'\$.kind') || ':' || (json_extract(target,'\$.load_s') > 0) from runs where label='launched'")" = "launch:1" ]
+"$CALIPER" run --launch "exit 7" --port "$(port)" "${Q[@]}" >/dev/null 2>"$T/l7.err"
+rc=$?
+check "an engine that exits at once fails the run (exit 1) and says how" \
+  bash -c "[ $rc -eq 1 ] && grep -q 'exited with status 7' '$T/l7.err'"
+
+# --- --cold: a fresh engine process per shot ----------------------------------
+"$CALIPER" run --preset tiny "${Q[@]}" --requests 3 --shots 2 --cold --label cold >"$T/c.out" 2>&1
+check "--cold runs and exits 0" [ $? -eq 0 ]
+check "every --cold shot is cold, each in a young process" \
+  [ "$(sqlite3 "$DB" "select group_concat(shot_kind) || ':' || max(process_age_ns < 5e9) from cells c join runs r on r.id=c.run_id where r.label='cold'")" = "cold,cold:1" ]
+check "the cold series is judged as fresh processes" grep -qE "^verdict: cold shot 2 " "$T/c.out"
+
+# --- --ab: two engines alternated shot by shot ---------------------------------
+PA=$(port); PB=$((PA + 1))
+"$CALIPER" run --ab --launch "$CALIPER serve --preset tiny --port $PA" --url "http://127.0.0.1:$PA" \
+  --launch "$CALIPER serve --preset tiny --port $PB --threads 1" --url "http://127.0.0.1:$PB" \
+  "${Q[@]}" --requests 3 --shots 3 --label ab >"$T/ab.out" 2>"$T/ab.err"
+check "--ab runs and exits 0" [ $? -eq 0 ]
+check "--ab prints the paired ratio with a 95 % interval" \
+  grep -qE "^note: A/B c1 · 32 tok: B ÷ A = [0-9.]+× \(95 % CI [0-9.]+–[0-9.]+, 3 paired shots" "$T/ab.out"
+check "--ab alternates the order shot by shot (A B, B A, A B)" \
+  [ "$(sqlite3 "$DB" "select group_concat(t, '') from (select c.target as t from cells c join runs r on r.id=c.run_id where r.label='ab' order by seq)")" = "ABBAAB" ]
+check "both targets are stored" \
+  [ "$(sqlite3 "$DB" "select json_array_length(json_extract(target,'\$.ab')) from runs where label='ab'")" = 2 ]
+
+# --- open loop, duration, chat ---------------------------------------------------
+"$CALIPER" run --preset tiny "${Q[@]}" --rate 20 --requests 10 --label rate >"$T/r.out" 2>&1
+check "--rate runs an open-loop cell" \
+  [ "$(sqlite3 "$DB" "select kind || ':' || rate || ':' || completed from cells c join runs r on r.id=c.run_id where r.label='rate'")" = "rate:20.0:10" ]
+check "the open-loop table names its rate" grep -q "── cells · open loop" "$T/r.out"
+"$CALIPER" run --preset tiny "${Q[@]}" --duration 1s --concurrency 2 --label dur >"$T/d.out" 2>&1
+check "--duration runs for its time and exits 0" [ $? -eq 0 ]
+check "--duration cell has only requests that were sent, all accounted for" \
+  [ "$(sqlite3 "$DB" "select (n_requests > 2) || (n_requests = completed + failed) || (duration < 3) from cells c join runs r on r.id=c.run_id where r.label='dur'")" = 111 ]
+"$CALIPER" run --preset tiny "${Q[@]}" --api chat --requests 3 --label chat >"$T/ch.out" 2>&1
+check "--api chat runs and exits 0" [ $? -eq 0 ]
+check "--api chat returns the fixed output length" \
+  [ "$(sqlite3 "$DB" "select completed || ':' || output_len_mismatch from cells c join runs r on r.id=c.run_id where r.label='chat'")" = "3:0" ]
+finish
