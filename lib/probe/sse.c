@@ -89,9 +89,11 @@ int cal_sse_feed(cal_sse *s, const char *bytes, size_t n)
             s->skip_lf = 0;
             if (*p == '\n') { p++; continue; }
         }
-        /* find the next CR or LF */
-        const char *q = p;
-        while (q < end && *q != '\n' && *q != '\r') q++;
+        /* the next CR or LF: memchr scans a word at a time */
+        const char *q = memchr(p, '\n', (size_t)(end - p));
+        const char *cr = memchr(p, '\r', (size_t)((q ? q : end) - p));
+        if (cr) q = cr;
+        if (!q) q = end;
         if (q == end) {                 /* partial line: keep it */
             return cal_buf_append(&s->line, p, (size_t)(end - p));
         }
