@@ -528,6 +528,8 @@ static char *target_json(ctx *c)
         int64_t ln = cal_target_load_ns(s->target);
         json_object_set_new(t, "load_s", ln >= 0 ? json_real(ln / 1e9) : json_null());
         json_object_set_new(t, "api", json_string(c->o->api_name));
+        const char *det = cal_target_detail(s->target);
+        if (det) json_object_set_new(t, "detail", json_string(det));
         if (s->name[0]) json_object_set_new(t, "side", json_string(s->name));
         json_array_append_new(arr, t);
     }

@@ -310,7 +310,10 @@ static void header(FILE *f, const cal_run_data *d)
     char lo[48] = "";
     if (json_is_number(json_object_get(t, "load_s")))
         snprintf(lo, sizeof lo, ", loaded in %.2f s", load);
-    if (kind && !strcmp(kind, "builtin"))
+    const char *det = jstr(t, "detail");
+    if (kind && !strcmp(kind, "builtin") && det)
+        snprintf(tgt, sizeof tgt, "built-in engine `%s` %.200s%s", name ? name : "?", det, lo);
+    else if (kind && !strcmp(kind, "builtin"))
         snprintf(tgt, sizeof tgt, "built-in engine `%s` (model %s%s)", name ? name : "?",
                  model ? model : "?", lo);
     else if (kind && !strcmp(kind, "launch"))
@@ -387,7 +390,7 @@ static void shots_table(FILE *f, const group *g)
                                     "per-request tok/s", "prefill tok/s", "decode tok/s",
                                     "TTFT p50 ms", "clock MHz", "power W", "ok/failed"};
     static const size_t W[] = {4, 6, 7, 6, 15, 17, 13, 12, 11, 9, 7, 9};
-    for (size_t i = 0; i < 12; i++) { put(f, H[i], W[i], i > 1); fputs("  ", f); }
+    for (size_t i = 0; i < 12; i++) { if (i) fputs("  ", f); put(f, H[i], W[i], i > 1); }
     fputc('\n', f);
     for (size_t i = 0; i < g->n; i++) {
         const cal_cell *c = g->cells[i];
@@ -404,7 +407,7 @@ static void shots_table(FILE *f, const group *g)
         num(c->sum.clock_mhz_mean, 0, b[9], 48);
         num(c->sum.power_w_mean, 1, b[10], 48);
         snprintf(b[11], 48, "%lld/%lld", (long long)c->sum.completed, (long long)c->sum.failed);
-        for (size_t k = 0; k < 12; k++) { put(f, b[k], W[k], k > 1); fputs("  ", f); }
+        for (size_t k = 0; k < 12; k++) { if (k) fputs("  ", f); put(f, b[k], W[k], k > 1); }
         fputc('\n', f);
     }
     cal_shot_verdict v;

@@ -105,6 +105,9 @@ int64_t cal_target_spawn_ns(const cal_target *t);    /* monotonic; -1 url */
 pid_t   cal_target_pid(const cal_target *t);         /* 0 for url */
 /* 1 while a launched process lives (always 1 for url targets). */
 int     cal_target_alive(cal_target *t);
+/* builtin: what the engine said after its URL on the listening line
+ * ("(model caliper-small, 38211072 params)"); NULL otherwise. */
+const char *cal_target_detail(const cal_target *t);
 /* The engine's log (stdout + stderr); NULL for url targets. */
 const char *cal_target_log_path(const cal_target *t);
 /* SIGTERM the process group, SIGKILL after the grace period, reap, remove

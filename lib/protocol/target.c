@@ -27,6 +27,7 @@ struct cal_target {
     int     wstatus;
     int64_t spawn_ns, load_ns, grace_ns;
     char    log[256];
+    char    detail[256];   /* builtin: the rest of the listening line */
 };
 
 const char *cal_target_kind_name(cal_target_kind k)
@@ -222,6 +223,9 @@ static int find_listen_url(cal_target *t)
         if (len > 0 && len < sizeof t->url) {
             memcpy(t->url, p, len);
             t->url[len] = '\0';
+            const char *rest = p + len;
+            while (*rest == ' ' || *rest == '\t') rest++;
+            snprintf(t->detail, sizeof t->detail, "%.*s", (int)strcspn(rest, "\r\n"), rest);
             while (len > 0 && t->url[len - 1] == '/') t->url[--len] = '\0';
             found = 1;
         }
@@ -314,6 +318,11 @@ const char *cal_target_url(const cal_target *t) { return t ? t->url : ""; }
 int64_t cal_target_load_ns(const cal_target *t) { return t ? t->load_ns : -1; }
 int64_t cal_target_spawn_ns(const cal_target *t) { return t ? t->spawn_ns : -1; }
 pid_t cal_target_pid(const cal_target *t) { return t ? t->pid : 0; }
+const char *cal_target_detail(const cal_target *t)
+{
+    return t && t->detail[0] ? t->detail : NULL;
+}
+
 const char *cal_target_log_path(const cal_target *t)
 {
     return t && t->log[0] ? t->log : NULL;
