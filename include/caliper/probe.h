@@ -38,7 +38,8 @@ typedef struct cal_probe_config {
     cal_api     api;
     const char *model;          /* NULL: omit the field */
     const char *api_key;        /* NULL: no Authorization header; never stored */
-    const char *extra_body;     /* JSON object merged into each request, or NULL */
+    const char *extra_body;     /* JSON object merged into each request, or NULL;
+                                   a null value removes that field */
     int         ignore_eos;     /* send ignore_eos (and min_tokens = max_tokens) */
     int64_t     connect_timeout_ns;  /* 0 = default 10 s */
     int64_t     idle_timeout_ns;     /* no bytes for this long = timeout; 0 = 60 s */
@@ -112,7 +113,7 @@ typedef struct cal_probe_stats {
 /* The body sent: {model, prompt | messages:[{role:"user",content}],
  * max_tokens (when > 0), stream:true, stream_options:{include_usage:true},
  * ignore_eos:true and min_tokens = max_tokens (when ignore_eos)}, then the
- * extra_body keys on top (they win). URL: base_url + "/v1" (unless base_url
+ * extra_body keys on top (they win; a null deletes the field). URL: base_url + "/v1" (unless base_url
  * already ends in /v1) + "/completions" or "/chat/completions".
  * cal_probe_open: CAL_EINVAL for a missing base_url, an unknown api or an
  * extra_body that is not a JSON object; CAL_ERANGE for negative timeouts;

@@ -168,6 +168,12 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
         json_t *x = json_loads(cfg->extra_body, 0, &je);
         if (!json_is_object(x)) { json_decref(x); rc = CAL_EINVAL; goto fail; }
         json_object_update(p->tmpl, x);
+        /* a null in extra_body removes that field (servers that reject
+         * stream_options or ignore_eos) */
+        const char *key;
+        json_t *val;
+        json_object_foreach(x, key, val)
+            if (json_is_null(val)) json_object_del(p->tmpl, key);
         json_decref(x);
     }
 

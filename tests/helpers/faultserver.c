@@ -36,6 +36,7 @@ static const char *MODES =
     "slowfirst  300 ms before the first byte, then normal\n"
     "errorevent an in-stream {\"error\":...} event\n"
     "json       a non-streaming JSON body\n"
+    "echo       the raw request (headers and body) back as a JSON answer's text\n"
     "llama      llama.cpp shape with timings\n"
     "keepalive  CRLF line ends, comments, multi-line data\n";
 
@@ -113,21 +114,21 @@ static void rst_close(int fd)
     close(fd);
 }
 
-/* Read one request; fills path. 0 ok, -1 closed or broken. */
-static int read_request(int fd, char *path, size_t pathsz)
+/* Read one request into buf (NUL-terminated, headers and body, 64 KiB at
+ * most kept); fills path. 0 ok, -1 closed or broken. */
+static int read_request(int fd, char *path, size_t pathsz, char *buf, size_t *reqlen)
 {
-    char buf[65536];
     size_t len = 0;
     char *hend = NULL;
     while (!hend) {
         struct pollfd pf = { fd, POLLIN, 0 };
         if (poll(&pf, 1, 10000) <= 0) return -1;
-        ssize_t r = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        ssize_t r = recv(fd, buf + len, 65535 - len, 0);
         if (r <= 0) return -1;
         len += (size_t)r;
         buf[len] = '\0';
         hend = strstr(buf, "\r\n\r\n");
-        if (!hend && len >= sizeof buf - 1) return -1;
+        if (!hend && len >= 65535) return -1;
     }
     size_t clen = 0;
     const char *cl = strcasestr(buf, "\r\nContent-Length:");
@@ -139,8 +140,13 @@ static int read_request(int fd, char *path, size_t pathsz)
         if (poll(&pf, 1, 10000) <= 0) return -1;
         ssize_t r = recv(fd, tmp, sizeof tmp, 0);
         if (r <= 0) return -1;
+        size_t keep = (size_t)r < 65535 - len ? (size_t)r : 65535 - len;
+        memcpy(buf + len, tmp, keep);
+        len += keep;
+        buf[len] = '\0';
         have += (size_t)r;
     }
+    *reqlen = len;
     if (sscanf(buf, "%*s %1023s", path) != 1) return -1;
     (void)pathsz;
     return 0;
@@ -166,7 +172,7 @@ static void send_json(int fd, int status, const char *reason, const char *body)
 }
 
 /* Serve one request; returns 1 to keep the connection for another. */
-static int serve(int fd, const char *path)
+static int serve(int fd, const char *path, const char *req)
 {
     char mode[64] = "normal";
     sscanf(path, "/%63[^/]", mode);
@@ -249,6 +255,22 @@ static int serve(int fd, const char *path)
         send_str(fd, "data: [DONE]\n\n");
         return 0;
     }
+    if (!strcmp(mode, "echo")) {              /* the raw request back as the text */
+        size_t n = strlen(req), o = 0;
+        char *body = malloc(n * 6 + 256);
+        if (!body) return 0;
+        o += (size_t)sprintf(body, "{\"choices\":[{\"index\":0,\"text\":\"");
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)req[i];
+            if (c == '"' || c == '\\') { body[o++] = '\\'; body[o++] = (char)c; }
+            else if (c < 0x20) o += (size_t)sprintf(body + o, "\\u%04x", c);
+            else body[o++] = (char)c;
+        }
+        sprintf(body + o, "\",\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}");
+        send_json(fd, 200, "OK", body);
+        free(body);
+        return 1;
+    }
     if (!strcmp(mode, "json")) {
         send_json(fd, 200, "OK", chat
             ? "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hello world\"},"
@@ -289,8 +311,12 @@ static void *conn_main(void *arg)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     char path[1024];
+    char *req = malloc(65536);
+    size_t reqlen = 0;
     int keep = 1;
-    while (keep == 1 && read_request(fd, path, sizeof path) == 0) keep = serve(fd, path);
+    while (req && keep == 1 && read_request(fd, path, sizeof path, req, &reqlen) == 0)
+        keep = serve(fd, path, req);
+    free(req);
     if (keep != -1) close(fd);
     return NULL;
 }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
@@ -253,6 +254,71 @@ static void test_json_and_llama_timings(void **state)
     free_all(res, 2);
 }
 
+/* What goes on the wire: the fault server echoes the raw request. */
+static json_t *echo_request(const cal_probe_config *cfg0, const char *prompt, int max_tokens,
+                            char *head, size_t headsz)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/echo/", g_port);
+    cal_probe_config cfg = *cfg0;
+    cfg.base_url = url;
+    cfg.keep_text = 1;
+    cal_probe *p = NULL;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
+    cal_request rq = { .prompt = prompt, .max_tokens = max_tokens };
+    cal_req_result r;
+    cal_load one = { .concurrency = 1 };
+    assert_int_equal(cal_probe_run(p, &rq, 1, &one, &r, NULL, NULL, NULL, NULL), CAL_OK);
+    assert_int_equal(r.status, CAL_REQ_OK);
+    assert_non_null(r.text);
+    char *sep = strstr(r.text, "\r\n\r\n");
+    assert_non_null(sep);
+    snprintf(head, headsz, "%.*s", (int)(sep - r.text), r.text);
+    json_error_t je;
+    json_t *body = json_loads(sep + 4, 0, &je);
+    assert_non_null(body);
+    cal_req_result_free(&r);
+    cal_probe_close(&p);
+    return body;
+}
+
+static void test_request_body(void **state)
+{
+    (void)state;
+    char head[4096];
+    const char *prompt = "h\xc3\xa9llo \"q\"\n";
+    cal_probe_config chat = { .api = CAL_API_CHAT, .model = "m1", .api_key = "sk-test",
+                              .ignore_eos = 1,
+                              .extra_body = "{\"temperature\":0.5,\"stream_options\":null}" };
+    json_t *b = echo_request(&chat, prompt, 7, head, sizeof head);
+    assert_non_null(strstr(head, "POST /echo/v1/chat/completions HTTP/1.1"));
+    assert_non_null(strstr(head, "Authorization: Bearer sk-test"));
+    assert_non_null(strstr(head, "Content-Type: application/json"));
+    assert_string_equal(json_string_value(json_object_get(b, "model")), "m1");
+    json_t *m0 = json_array_get(json_object_get(b, "messages"), 0);
+    assert_string_equal(json_string_value(json_object_get(m0, "role")), "user");
+    assert_string_equal(json_string_value(json_object_get(m0, "content")), prompt);
+    assert_int_equal(json_integer_value(json_object_get(b, "max_tokens")), 7);
+    assert_int_equal(json_integer_value(json_object_get(b, "min_tokens")), 7);
+    assert_true(json_is_true(json_object_get(b, "ignore_eos")));
+    assert_true(json_is_true(json_object_get(b, "stream")));
+    assert_true(json_real_value(json_object_get(b, "temperature")) == 0.5);
+    assert_null(json_object_get(b, "stream_options"));          /* null removed it */
+    assert_null(json_object_get(b, "prompt"));
+    json_decref(b);
+
+    cal_probe_config comp = { .api = CAL_API_COMPLETIONS };
+    b = echo_request(&comp, "abc", 0, head, sizeof head);
+    assert_non_null(strstr(head, "POST /echo/v1/completions HTTP/1.1"));
+    assert_null(strstr(head, "Authorization"));
+    assert_string_equal(json_string_value(json_object_get(b, "prompt")), "abc");
+    assert_null(json_object_get(b, "model"));
+    assert_null(json_object_get(b, "max_tokens"));               /* 0: left to the server */
+    assert_null(json_object_get(b, "ignore_eos"));
+    assert_true(json_is_true(json_object_get(json_object_get(b, "stream_options"), "include_usage")));
+    json_decref(b);
+}
+
 static void test_connection_refused(void **state)
 {
     (void)state;
@@ -402,6 +468,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_http_errors_keep_status_and_body),
         cmocka_unit_test(test_json_and_llama_timings),
         cmocka_unit_test(test_connection_refused),
+        cmocka_unit_test(test_request_body),
         cmocka_unit_test(test_open_loop_poisson),
         cmocka_unit_test(test_stop_and_deadline),
         cmocka_unit_test(test_bad_config),
