@@ -63,6 +63,7 @@ static void usage(FILE *f)
         "  --rest T             rest between shots (default 0)\n"
         "  --warmup K           K shots first, recorded but left out of summaries\n"
         "  --cold               a fresh engine process for every shot (built-in or --launch)\n"
+        "  --noise-floor R      the smallest shot-to-shot drop worth calling (default 3%%)\n"
         "output:\n"
         "  --db FILE            the store (default caliper.db)\n"
         "  --json FILE          also write the whole run as JSON\n"
@@ -95,7 +96,7 @@ typedef struct opts {
     long requests;
     double duration_s, rate;
     long shots, warmup;
-    double rest_s;
+    double rest_s, noise_floor;
     int cold, ab, no_tel;
     const char *db, *json;
     double connect_s, idle_s, interval_s;
@@ -107,7 +108,7 @@ enum {
     O_URL = 256, O_LAUNCH, O_PORT, O_LTIMEOUT, O_PRESET, O_SERVEARGS, O_API, O_MODEL,
     O_KEYENV, O_BODY, O_LABEL, O_AB, O_CONTENT, O_PTOK, O_MAXTOK, O_FREE, O_PREFIX, O_CONC,
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_DB, O_JSON, O_CTIMEOUT,
-    O_ITIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_HELP
+    O_ITIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -127,7 +128,8 @@ static const struct option LONGOPTS[] = {
     {"connect-timeout", required_argument, 0, O_CTIMEOUT},
     {"idle-timeout", required_argument, 0, O_ITIMEOUT},
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
-    {"seed", required_argument, 0, O_SEED}, {"help", no_argument, 0, O_HELP},
+    {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
+    {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0}};
 
 static int parse_opts(int argc, char **argv, opts *o)
@@ -257,6 +259,11 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_long(CMD, "--seed", optarg, 0, LONG_MAX, &v)) return CLI_USAGE;
             o->seed = v;
             o->seed_given = 1;
+            break;
+        case O_FLOOR:
+            if (cli_parse_unit(CMD, "--noise-floor", optarg, CAL_U_RATIO, NULL, &o->noise_floor)) return CLI_USAGE;
+            if (!(o->noise_floor > 0 && o->noise_floor < 1))
+                return cli_usage_error(CMD, "--noise-floor: \"%s\" is not between 0 and 100 %%", optarg);
             break;
         case O_HELP: usage(stdout); return -1;
         default:
@@ -557,6 +564,7 @@ static char *protocol_json(ctx *c)
     json_object_set_new(p, "warmup", json_integer(o->warmup));
     json_object_set_new(p, "rest_s", json_real(o->rest_s));
     json_object_set_new(p, "cold", json_boolean(o->cold));
+    json_object_set_new(p, "noise_floor", json_real(o->noise_floor > 0 ? o->noise_floor : CAL_SHOT_NOISE_FLOOR));
     json_object_set_new(p, "concurrency", cl);
     json_object_set_new(p, "rate", o->rate > 0 ? json_real(o->rate) : json_null());
     json_object_set_new(p, "requests", o->requests ? json_integer(o->requests) : json_null());

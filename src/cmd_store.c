@@ -158,6 +158,16 @@ static void config_name(const cal_cell *c, char *buf, size_t n)
              c->target[0] ? " · " : "", load, c->prompt_tokens, c->content);
 }
 
+/* The run's --noise-floor (protocol JSON), so `show` judges as `run` did. */
+static double g_floor;
+static void set_floor(const cal_run_data *d)
+{
+    json_t *p = parse_obj(d->run.protocol_json);
+    json_t *f = json_object_get(p, "noise_floor");
+    g_floor = json_is_number(f) ? json_number_value(f) : 0;
+    json_decref(p);
+}
+
 static size_t shot_verdicts(const group *g, cal_shot_verdict *v)
 {
     double vals[512];
@@ -169,7 +179,7 @@ static size_t shot_verdicts(const group *g, cal_shot_verdict *v)
         idx[n++] = g->cells[i]->shot_index;
     }
     const char *what = per_request_cell(g->cells[0]) ? "per-request tok/s" : "aggregate tok/s";
-    cal_shot_series_verdict(vals, idx, n, what, v);
+    cal_shot_series_verdict(vals, idx, n, what, g_floor, v);
     /* --cold: every shot is a fresh process, so a difference is not a warm
      * wall but a machine whose state changed between processes */
     int all_cold = n >= 2;
@@ -216,6 +226,7 @@ static int freq_text(const group *g, const cal_shot_verdict *v, char *buf, size_
 char *run_view_verdicts_json(const cal_run_data *d)
 {
     static group g[MAX_GROUPS];
+    set_floor(d);
     size_t ng = make_groups(d, g, MAX_GROUPS);
     json_t *a = json_array();
     char line[600];
@@ -536,6 +547,7 @@ static void self_check(FILE *f, const cal_run_data *d)
 void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
 {
     static group g[MAX_GROUPS];
+    set_floor(d);
     header(f, d);
     size_t ng = make_groups(d, g, MAX_GROUPS);
     for (size_t k = 0; k < ng; k++)

@@ -37,7 +37,7 @@ int cal_summary_compute(const cal_req_result *r, size_t n, double duration_s,
 
 /* ---- shot series (SPEC 1.1) -------------------------------------------- */
 
-#define CAL_SHOT_NOISE_FLOOR 0.03   /* the band is never narrower than ±3 % */
+#define CAL_SHOT_NOISE_FLOOR 0.03   /* default: the band is never narrower than ±3 % */
 
 typedef struct cal_shot_verdict {
     int    n;              /* shots judged (warm-ups excluded) */
@@ -58,12 +58,14 @@ typedef struct cal_shot_verdict {
 /* Judge one series: values[i] is a throughput (higher is better) of shot
  * shot_index[i], in shot order, warm-ups already removed. NAN values are
  * skipped. what names the quantity ("per-request tok/s") for the text.
+ * floor: the narrowest band, relative (the smallest drop worth calling on
+ * this machine, `caliper run --noise-floor`); <= 0 means CAL_SHOT_NOISE_FLOOR.
  * Texts: "shots 2–6 run 14.0 % below shot 1 (band ±2.1 %): quote warm
  * figures, not shot 1"; "shots 2–6 within noise of shot 1 (−0.8 %, band
  * ±3.0 %): no wall seen"; "shots 2–6 run 9.0 % above shot 1 (…): shot 1 was
  * slow (warm-up): quote warm figures". Always fills *out; returns judged. */
 int cal_shot_series_verdict(const double *values, const int *shot_index, size_t n,
-                            const char *what, cal_shot_verdict *out);
+                            const char *what, double floor, cal_shot_verdict *out);
 
 /* ---- target lifecycle -------------------------------------------------- */
 

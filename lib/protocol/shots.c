@@ -10,8 +10,9 @@
 #define MAX_SHOTS 4096
 
 int cal_shot_series_verdict(const double *values, const int *shot_index, size_t n,
-                            const char *what, cal_shot_verdict *v)
+                            const char *what, double floor, cal_shot_verdict *v)
 {
+    if (!(floor > 0)) floor = CAL_SHOT_NOISE_FLOOR;
     memset(v, 0, sizeof *v);
     v->first = v->later_median = v->drop = v->band = NAN;
     double later[MAX_SHOTS];
@@ -44,7 +45,7 @@ int cal_shot_series_verdict(const double *values, const int *shot_index, size_t 
     double dev[MAX_SHOTS];
     for (size_t i = 0; i < nl; i++) dev[i] = fabs(later[i] - v->later_median);
     double mad = cal_stats_median(dev, nl);
-    v->band = fmax(2.0 * 1.4826 * mad / v->later_median, CAL_SHOT_NOISE_FLOOR);
+    v->band = fmax(2.0 * 1.4826 * mad / v->later_median, floor);
     v->drop = (v->first - v->later_median) / v->first;
     v->beyond_noise = fabs(v->drop) > v->band;
     char range[32];

@@ -4,12 +4,15 @@
 # must not. caliper and its engine (one compute thread) are pinned to one
 # core with taskset, and the hog is a busy loop pinned to that same core, so
 # the engine loses about half its core whatever else runs on the machine.
+# Shots of a fraction of a second on a machine shared with other work swing
+# by several per cent, so both runs call drops only beyond 12 % (--noise-floor);
+# the hog costs the engine about half its speed.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 T=$E2E_TMP
 DB=$T/s.db
 RUN=(--preset tiny --prompt-tokens 64 --max-tokens 24 --concurrency 1 --requests 6
-     --serve-args "--threads 1" --db "$DB" --no-telemetry)
+     --serve-args "--threads 1" --noise-floor 12% --db "$DB" --no-telemetry)
 PIN=()
 CORE=$(( $(nproc) - 1 ))
 command -v taskset >/dev/null && PIN=(taskset -c "$CORE")

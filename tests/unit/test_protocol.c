@@ -113,7 +113,7 @@ static void test_shot_verdict_seed(void **state)
     double v[] = {980, 939, 880, 881};
     int idx[] = {1, 2, 3, 4};
     cal_shot_verdict sv;
-    assert_int_equal(cal_shot_series_verdict(v, idx, 4, "prefill tok/s", &sv), 1);
+    assert_int_equal(cal_shot_series_verdict(v, idx, 4, "prefill tok/s", 0, &sv), 1);
     assert_true(sv.beyond_noise);
     assert_true(fabs(sv.later_median - 881) < 1e-9);
     assert_true(fabs(sv.drop - (980.0 - 881.0) / 980.0) < 1e-9);
@@ -122,7 +122,7 @@ static void test_shot_verdict_seed(void **state)
 
     /* one process per shot: 978–982 every time — no wall */
     double cold[] = {980, 978, 982, 979};
-    assert_int_equal(cal_shot_series_verdict(cold, idx, 4, "prefill tok/s", &sv), 1);
+    assert_int_equal(cal_shot_series_verdict(cold, idx, 4, "prefill tok/s", 0, &sv), 1);
     assert_false(sv.beyond_noise);
     assert_non_null(strstr(sv.text, "within noise"));
     assert_non_null(strstr(sv.text, "no wall seen"));
@@ -130,13 +130,13 @@ static void test_shot_verdict_seed(void **state)
 
     /* noisy repeats widen the band: a 5 % drop inside ±10 % noise is noise */
     double noisy[] = {1000, 850, 1050, 950};
-    assert_int_equal(cal_shot_series_verdict(noisy, idx, 4, "tok/s", &sv), 1);
+    assert_int_equal(cal_shot_series_verdict(noisy, idx, 4, "tok/s", 0, &sv), 1);
     assert_true(sv.band > 0.09);
     assert_false(sv.beyond_noise);
 
     /* later shots faster: shot 1 was the slow one */
     double rising[] = {800, 990, 1000, 995};
-    cal_shot_series_verdict(rising, idx, 4, "tok/s", &sv);
+    cal_shot_series_verdict(rising, idx, 4, "tok/s", 0, &sv);
     assert_true(sv.beyond_noise);
     assert_true(sv.drop < 0);
     assert_non_null(strstr(sv.text, "above shot 1"));
@@ -144,13 +144,18 @@ static void test_shot_verdict_seed(void **state)
     /* warm-ups removed by the caller: indices carry through */
     int idx2[] = {3, 4, 5};
     double w[] = {1000, 900, 905};
-    cal_shot_series_verdict(w, idx2, 3, "tok/s", &sv);
+    cal_shot_series_verdict(w, idx2, 3, "tok/s", 0, &sv);
     assert_non_null(strstr(sv.text, "shots 4–5"));
     assert_non_null(strstr(sv.text, "shot 3"));
 
+    /* a wider floor: a 10 % drop is not called on a machine that swings 15 % */
+    cal_shot_series_verdict(v, idx, 4, "tok/s", 0.15, &sv);
+    assert_false(sv.beyond_noise);
+    assert_true(fabs(sv.band - 0.15) < 1e-12);
+
     /* too little to judge; NAN values skipped */
     double one[] = {1000, NAN};
-    assert_int_equal(cal_shot_series_verdict(one, idx, 2, "tok/s", &sv), 0);
+    assert_int_equal(cal_shot_series_verdict(one, idx, 2, "tok/s", 0, &sv), 0);
     assert_false(sv.judged);
     assert_non_null(strstr(sv.text, "fewer than 2"));
 }
