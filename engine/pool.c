@@ -1,5 +1,5 @@
 /* caliper reference engine — fork-join thread pool. Workers spin on a
- * generation counter for about a millisecond after each job (the next one of
+ * generation counter for a fraction of a millisecond after each job (the next one of
  * the same step usually follows within microseconds), then sleep on a
  * condition variable so an idle server costs no CPU. */
 #include "engine/pool.h"
@@ -15,7 +15,12 @@
 #define RELAX() ((void)0)
 #endif
 
-#define SPIN_LIMIT 20000
+/* ~0.2 ms of PAUSE (about 25 ns each here): long enough to catch the next
+ * job of the same step, short enough not to hold a shared core when idle */
+#define SPIN_LIMIT 8000
+/* the caller gives its core away sooner: a late worker is usually one the
+ * scheduler has not run yet */
+#define WAIT_SPINS 2000
 
 typedef struct worker {
     struct cal_pool *pool;
@@ -139,7 +144,7 @@ void cal_pool_run(cal_pool *p, cal_pool_fn fn, void *arg)
     fn(arg, 0, p->n);
     int spins = 0;
     while (atomic_load(&p->pending) > 0) {
-        if (++spins < SPIN_LIMIT)
+        if (++spins < WAIT_SPINS)
             RELAX();
         else
             sched_yield(); /* a worker was descheduled: give it the core */
