@@ -15,6 +15,7 @@ static const cli_cmd COMMANDS[] = {
     {"fit",     cmd_fit,     "fits over stored runs or CSV (prefill, memory, leak...)"},
     {"compare", cmd_compare, "results side by side; ratios only where protocols match"},
     {"report",  cmd_report,  "HTML, Markdown, CSV or JSON report of stored runs"},
+    {"watch",   cmd_watch,   "operating point from a server's /metrics; memory slope of processes"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
