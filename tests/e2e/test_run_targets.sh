@@ -46,6 +46,21 @@ check "--ab alternates the order shot by shot (A B, B A, A B)" \
 check "both targets are stored" \
   [ "$(sqlite3 "$DB" "select json_array_length(json_extract(target,'\$.ab')) from runs where label='ab'")" = 2 ]
 
+# --- telemetry on (the default): samples stored, absent sources named ---------
+"$CALIPER" run --preset tiny --prompt-tokens 32 --max-tokens 16 --db "$DB" --requests 4 \
+  --shots 2 --interval 20ms --label tel >"$T/tel.out" 2>&1
+check "a run with telemetry exits 0" [ $? -eq 0 ]
+check "the engine process was sampled into the telemetry table" \
+  [ "$(sqlite3 "$DB" "select count(*) > 2 from telemetry t join runs r on r.id=t.run_id where r.label='tel' and t.backend='process' and t.metric='rss_bytes' and t.value > 0")" = 1 ]
+check "the header names the telemetry sources" grep -qE "^host: .* · telemetry: .*clock: .* · power: " "$T/tel.out"
+if sqlite3 "$DB" "select json_extract(telemetry,'\$.clock_metric') from runs where label='tel'" | grep -q .; then
+  check "a clock source fills the clock column" \
+    bash -c "sed -n '/── shots/,/^verdict/p' '$T/tel.out' | grep -E '^1 ' | grep -vq '—  *—'"
+else
+  check "no clock source: the clock and power columns say — (never 0)" \
+    bash -c "sed -n '/── shots/,/^verdict/p' '$T/tel.out' | grep -E '^1 ' | grep -q '—  *—'"
+fi
+
 # --- open loop, duration, chat ---------------------------------------------------
 "$CALIPER" run --preset tiny "${Q[@]}" --rate 20 --requests 10 --label rate >"$T/r.out" 2>&1
 check "--rate runs an open-loop cell" \
