@@ -219,15 +219,22 @@ static void blas_give_threads(void)
     pthread_mutex_unlock(&blas_mu);
 }
 
+/* 64-byte aligned and zeroed: activations and scratch */
 static void *xalloc(size_t n)
 {
-    /* 64-byte alignment for the vector loads; zeroed so the KV cache pages
-     * are touched only when written. */
     size_t r = (n + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, r ? r : 64);
     if (p)
         memset(p, 0, r ? r : 64);
     return p;
+}
+
+/* The KV cache: calloc hands large blocks over as untouched zero pages, so
+ * the process's resident memory grows with the positions actually cached, as
+ * a real engine's does (what a context-length memory fit measures). */
+static void *lazy_alloc(size_t n)
+{
+    return calloc(n ? n : 1, 1);
 }
 
 const cal_model_config *cal_engine_config(const cal_engine *e)
@@ -353,11 +360,12 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
                         (c->n_experts > 0 ? R16(c->n_experts * d) : 0);
     e->n_weights = R16(V * d) * (c->tied_embeddings ? 1 : 2) + R16(d) +
                    per_layer * c->n_layers;
-    e->weights = xalloc((size_t)e->n_weights * sizeof(float));
+    /* every weight is written by generate(): no need to zero them first */
+    e->weights = aligned_alloc(64, ((size_t)e->n_weights * sizeof(float) + 63) & ~(size_t)63);
     e->layers = calloc((size_t)c->n_layers, sizeof(layer));
     int64_t kv_floats = (int64_t)c->n_layers * max_seqs * e->kvd * c->max_ctx;
-    e->kcache = xalloc((size_t)kv_floats * sizeof(float));
-    e->vcache = xalloc((size_t)kv_floats * sizeof(float));
+    e->kcache = lazy_alloc((size_t)kv_floats * sizeof(float));
+    e->vcache = lazy_alloc((size_t)kv_floats * sizeof(float));
     e->slot_len = calloc((size_t)max_seqs, sizeof(int));
     e->rope_cos = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));
     e->rope_sin = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));
