@@ -16,6 +16,7 @@ static const cli_cmd COMMANDS[] = {
     {"compare", cmd_compare, "results side by side; ratios only where protocols match"},
     {"report",  cmd_report,  "HTML, Markdown, CSV or JSON report of stored runs"},
     {"watch",   cmd_watch,   "operating point from a server's /metrics; memory slope of processes"},
+    {"proxy",   cmd_proxy,   "between a chat client and an engine: per-turn prefix, TTFT, decode"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -1,0 +1,102 @@
+/* caliper — a recording proxy between a chat client and an engine (SPEC 1.3:
+ * what the client adds). Requests pass through unchanged and streamed
+ * replies go back chunk by chunk; for each /v1/chat/completions and
+ * /v1/completions turn it records the prefix composition (system prompt,
+ * tool definitions, history, the new message) and the turn's timing: TTFT,
+ * decode time, output tokens, the client-visible decode speed.
+ *
+ * Ownership: cal_proxy_open() starts the server (its own threads) and
+ * cal_proxy_close(&p) stops it, waits for open turns and NULLs the pointer.
+ * cal_proxy_prefix_parse() fills a cal_prefix whose texts it allocates;
+ * cal_prefix_free() releases them. Library code: nothing prints. */
+#ifndef CALIPER_PROXY_H
+#define CALIPER_PROXY_H
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+/* One part of the prefix a turn sends. */
+typedef struct cal_prefix_part {
+    long chars;        /* Unicode code points of the part's text */
+    long tokens;       /* by the upstream's /tokenize, or estimated */
+    int  estimated;    /* 1: tokens = ceil(chars ÷ 4), not counted */
+} cal_prefix_part;
+
+enum { CAL_PART_SYSTEM, CAL_PART_TOOLS, CAL_PART_HISTORY, CAL_PART_NEW, CAL_PART_N };
+extern const char *const cal_prefix_part_names[CAL_PART_N];  /* "system", "tools", ... */
+
+/* The composition of one request body. */
+typedef struct cal_prefix {
+    int             chat;          /* 1: messages (chat), 0: prompt (completions) */
+    int             stream;        /* the request asked for SSE */
+    size_t          n_messages;    /* chat: messages sent */
+    size_t          n_tools;       /* entries in the tools array */
+    char            new_role[16];  /* role of the last message ("user"; "" for completions) */
+    cal_prefix_part part[CAL_PART_N];
+    char           *text[CAL_PART_N];  /* the part's text (owned; "" when empty):
+                                          system: the system/developer messages' contents
+                                          joined by "\n"; tools: the tools array as compact
+                                          JSON; history: every other message before the
+                                          last (content, and tool_calls as compact JSON);
+                                          new: the last message, or the prompt */
+} cal_prefix;
+
+/* Parse a chat or completions request body. Token counts start estimated.
+ * CAL_OK; CAL_EPROTO when the body is not a JSON object with "messages"
+ * (an array) or "prompt" (a string or an array of strings) — why says which;
+ * CAL_ENOMEM. On failure out holds no allocation. */
+int  cal_prefix_parse(const char *body, size_t len, cal_prefix *out, char *why, size_t why_len);
+void cal_prefix_free(cal_prefix *p);
+/* Code points in s[len] (invalid UTF-8 bytes count one each). */
+long cal_utf8_chars(const char *s, size_t len);
+
+/* One recorded turn. Times are seconds from the moment the proxy had the
+ * whole request (and forwarded it); NAN where not applicable. */
+typedef struct cal_proxy_turn {
+    long       index;            /* 1, 2, ... in arrival order of completion */
+    char       path[128];        /* "/v1/chat/completions" */
+    int        status;           /* the upstream's HTTP status; 0: no answer */
+    char       error[160];       /* "" or why the turn failed */
+    cal_prefix prefix;           /* texts freed: only counts are valid here */
+    long       prefix_tokens;    /* Σ parts */
+    int        prefix_estimated; /* 1 when any part is estimated */
+    double     ttft_s;           /* first generated text (streaming); NAN otherwise */
+    double     decode_s;         /* first to last generated text; NAN when < 2 text chunks */
+    double     turn_s;           /* until the upstream's last byte */
+    long       output_tokens;    /* usage.completion_tokens, else text chunks; -1 unknown */
+    int        output_from_usage;/* 1: from usage, 0: counted chunks */
+    long       usage_prompt_tokens; /* usage.prompt_tokens; -1 absent */
+    long       text_chunks;      /* SSE events that carried generated text */
+    double     decode_tok_s;     /* SPEC 1.3 client formula: output tokens ÷ decode s */
+    double     ttft_share;       /* ttft ÷ turn */
+    int64_t    wall_ns;          /* CLOCK_REALTIME at the request, for the log */
+} cal_proxy_turn;
+
+/* The turn as one JSON object (new reference; NULL on ENOMEM): counts and
+ * times with their units in the key names. */
+json_t *cal_proxy_turn_json(const cal_proxy_turn *t);
+
+typedef void (*cal_proxy_turn_fn)(void *ud, const cal_proxy_turn *t);
+
+typedef struct cal_proxy_config {
+    const char       *host;      /* listen address, IPv4 (NULL: 127.0.0.1) */
+    int               port;      /* 0: a free port (see cal_proxy_port) */
+    const char       *upstream;  /* "http://127.0.0.1:8000" (no trailing path) */
+    int               tokenize;  /* 1: count tokens with POST upstream/tokenize */
+    size_t            max_body;  /* request body cap, bytes (0: 32 MiB) */
+    cal_proxy_turn_fn on_turn;   /* called once per turn, one call at a time,
+                                    from a proxy thread; may be NULL */
+    void             *ud;
+} cal_proxy_config;
+
+typedef struct cal_proxy cal_proxy;
+
+/* Start listening. CAL_OK; CAL_EINVAL (bad host or upstream: why says);
+ * CAL_EIO when the address cannot be bound; CAL_ENOMEM. */
+int  cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size_t why_len);
+/* The bound port. */
+int  cal_proxy_port(const cal_proxy *p);
+/* Stop accepting, finish open turns, free everything; NULL-safe. */
+void cal_proxy_close(cal_proxy **p);
+
+#endif
