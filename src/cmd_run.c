@@ -217,7 +217,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             o->conc_given = 1;
             break;
         case O_REQS:
-            if (cli_parse_long(CMD, "--requests", optarg, 1, 10000000, &o->requests)) return CLI_USAGE;
+            if (cli_parse_long(CMD, "--requests", optarg, 1, 1000000, &o->requests)) return CLI_USAGE;
             break;
         case O_DUR:
             if (cli_parse_unit(CMD, "--duration", optarg, CAL_U_TIME, "s", &o->duration_s)) return CLI_USAGE;
@@ -698,6 +698,10 @@ int cmd_run(int argc, char **argv)
     if (prc == -1) return CLI_OK;
     if (prc) return prc;
     if (!o.seed_given) o.seed = (long)(cal_wall_ns() & 0x7fffffff);
+    for (size_t i = 0; i < o.n_conc && o.requests && o.rate == 0; i++)
+        if (o.requests < o.conc[i])
+            fprintf(stderr, "caliper run: warning: --requests %ld is below --concurrency %ld: that "
+                            "cell never has %ld requests in flight\n", o.requests, o.conc[i], o.conc[i]);
 
     ctx c;
     memset(&c, 0, sizeof c);
