@@ -22,6 +22,7 @@
 
 #define DEFAULT_MAX_BODY   (4u << 20)
 #define STREAM_BLOCK_BYTES 4096
+#define TOKENIZE_MAX       (1u << 20)   /* ids one /tokenize answer may hold */
 
 enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS,
              R_TOKENIZE, R_PROFILE };
@@ -339,14 +340,21 @@ static enum MHD_Result handle_tokenize(cal_server *s, struct MHD_Connection *c, 
     size_t len;
     if (cal_srv_parse_tokenize(cx->body.data, cx->body.len, &text, &len, &e) != CAL_OK)
         return send_error(s, c, &e);
-    int cap = (int)(len < (1u << 24) ? len : (1u << 24)) + 1;
+    /* a byte-level tokenizer gives at most one id per byte; the JSON answer
+     * is bounded by TOKENIZE_MAX ids */
+    int cap = (int)(len < TOKENIZE_MAX ? len : TOKENIZE_MAX) + 1;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     int n = ids ? cal_tok_encode(s->tok, text, len, ids, cap) : CAL_ENOMEM;
     free(text);
     if (n < 0) {
         free(ids);
-        cal_srv_error_set(&e, n == CAL_ENOMEM ? 500 : 400, "invalid_request_error", "prompt",
-                          NULL, "the text cannot be tokenized (%s)", cal_strerror(n));
+        if (n == CAL_ETOOBIG)
+            cal_srv_error_set(&e, 413, "invalid_request_error", "prompt", NULL,
+                              "prompt: more than %u tokens", TOKENIZE_MAX);
+        else
+            cal_srv_error_set(&e, n == CAL_ENOMEM ? 500 : 400, "invalid_request_error",
+                              "prompt", NULL, "the text cannot be tokenized (%s)",
+                              cal_strerror(n));
         return send_error(s, c, &e);
     }
     json_t *arr = json_array();

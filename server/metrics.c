@@ -47,6 +47,7 @@ void cal_srv_metrics_late(cal_srv_metrics *m, int64_t late_ns)
     if (b > CAL_SRV_LATE_BUCKETS) b = CAL_SRV_LATE_BUCKETS;
     atomic_fetch_add_explicit(&m->late_bucket[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->late_n, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->late_sum_ns, late_ns, memory_order_relaxed);
     long long cur = atomic_load_explicit(&m->late_max_ns, memory_order_relaxed);
     while (late_ns > cur &&
            !atomic_compare_exchange_weak_explicit(&m->late_max_ns, &cur, late_ns,
@@ -158,6 +159,25 @@ int cal_srv_metrics_render(const cal_srv_metrics *m, const char *model, cal_buf 
             "caliper:pace_lateness_ms_count %lld\n",
             cal_srv_metrics_late_ms(m, 0.5), cal_srv_metrics_late_ms(m, 0.99),
             cal_srv_metrics_late_ms(m, 1.0), LD(m->late_n));
+        /* the same samples as cumulative buckets, so a client can difference
+         * two scrapes and get the lateness of its own run alone */
+        static const double LE_MS[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000};
+        rc |= cal_buf_printf(b,
+            "# HELP caliper:pace_lateness_window_ms The pace lateness as a histogram (ms).\n"
+            "# TYPE caliper:pace_lateness_window_ms histogram\n");
+        long long lcum = 0;
+        int bi = 0;
+        for (size_t k = 0; k < sizeof LE_MS / sizeof LE_MS[0]; k++) {
+            int upto = (int)(LE_MS[k] * 1e6 / CAL_SRV_LATE_BUCKET_NS);   /* buckets below le */
+            for (; bi < upto && bi <= CAL_SRV_LATE_BUCKETS; bi++)
+                lcum += atomic_load_explicit(&m->late_bucket[bi], memory_order_relaxed);
+            rc |= cal_buf_printf(b, "caliper:pace_lateness_window_ms_bucket{le=\"%g\"} %lld\n",
+                                 LE_MS[k], lcum);
+        }
+        rc |= cal_buf_printf(b, "caliper:pace_lateness_window_ms_bucket{le=\"+Inf\"} %lld\n"
+                                "caliper:pace_lateness_window_ms_sum %.6f\n"
+                                "caliper:pace_lateness_window_ms_count %lld\n",
+                             LD(m->late_n), (double)LD(m->late_sum_ns) / 1e6, LD(m->late_n));
     }
     return rc ? CAL_ETOOBIG : CAL_OK;
 }

@@ -34,6 +34,7 @@ typedef struct cal_srv_metrics {
     int          pace;               /* pacing mode: lateness is reported */
     atomic_llong late_n;             /* pace chunks sent */
     atomic_llong late_max_ns;
+    atomic_llong late_sum_ns;
     atomic_uint  *late_bucket;       /* [CAL_SRV_LATE_BUCKETS + 1] or NULL */
 } cal_srv_metrics;
 

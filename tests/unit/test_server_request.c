@@ -206,6 +206,10 @@ static void test_metrics(void **state)
     assert_non_null(strstr(b.data, "caliper:decode_step_seconds_bucket{model_name=\"x\",le=\"+Inf\"} 2\n"));
     assert_non_null(strstr(b.data, "caliper:decode_batch_size_max{model_name=\"x\"} 4\n"));
     assert_non_null(strstr(b.data, "caliper:pace_lateness_ms{quantile=\"1\"} 20.000\n"));
+    assert_non_null(strstr(b.data, "caliper:pace_lateness_window_ms_bucket{le=\"0.25\"} 98\n"));
+    assert_non_null(strstr(b.data, "caliper:pace_lateness_window_ms_bucket{le=\"10\"} 99\n"));
+    assert_non_null(strstr(b.data, "caliper:pace_lateness_window_ms_bucket{le=\"+Inf\"} 100\n"));
+    assert_non_null(strstr(b.data, "caliper:pace_lateness_window_ms_sum 34.800000\n"));
     cal_buf_free(&b);
     cal_srv_metrics_free(&m);
 }
