@@ -361,7 +361,7 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
 {
     shard *sh = ud;
     run *r = sh->r;
-    (void)e; (void)sockp;
+    (void)e;
     if (what == CURL_POLL_REMOVE) {
         epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
         return 0;
@@ -371,8 +371,14 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
     ev.data.u64 = (uint64_t)(uint32_t)sh->idx << 32 | (uint32_t)fd;
     if (what & CURL_POLL_IN) ev.events |= EPOLLIN;
     if (what & CURL_POLL_OUT) ev.events |= EPOLLOUT;
-    if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT)
-        epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
+    if (sockp) {                                /* known to the epoll set */
+        if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT)
+            epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
+    } else {
+        if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
+            epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev);
+        curl_multi_assign(sh->multi, fd, sh);   /* any non-NULL mark */
+    }
     return 0;
 }
 
