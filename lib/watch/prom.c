@@ -271,13 +271,26 @@ static int sample_line(parser *p, const char *l, size_t n, cal_prom_fn fn, void 
     size_t i = 0;
     int rc = take_name(p, l, n, &i, 1, s->name, "metric name");
     if (rc) return rc;
+    size_t after_name = i;
     skip_ws(l, n, &i);
-    if (i < n && l[i] == '{' && (rc = labels(p, l, n, &i))) return rc;
-    if (i >= n || !is_ws((unsigned char)l[i])) {
+    if (i < n && l[i] == '{') {
+        if ((rc = labels(p, l, n, &i))) {
+            /* name the metric too: "line 3: bad_metric: column 18: ..." */
+            if (p->why && p->why_len) {
+                char rest[512];
+                const char *c = strstr(p->why, ": ");
+                snprintf(rest, sizeof rest, "%s", c ? c + 2 : p->why);
+                snprintf(p->why, p->why_len, "line %zu: %s: %s", p->line, s->name, rest);
+            }
+            return rc;
+        }
+        after_name = i;
+        skip_ws(l, n, &i);
+    }
+    if (i == after_name) {
         if (i >= n) return fail(p, CAL_EPROTO, "%s: no value", s->name);
         return fail(p, CAL_EPROTO, "column %zu: %s: expected a space before the value", i + 1, s->name);
     }
-    skip_ws(l, n, &i);
     size_t v0 = i;
     while (i < n && !is_ws((unsigned char)l[i])) i++;
     if (v0 == i) return fail(p, CAL_EPROTO, "%s: no value", s->name);
