@@ -6,10 +6,12 @@
 #include "caliper/protocol.h"
 #include "caliper/stats.h"
 
-/* mean, median, p95, p99 of x[n] (sorted in place); NAN when n == 0 */
-static void pct(double *x, size_t n, double *mean, double *med, double *p95, double *p99)
+/* mean, sd, median, p95, p99 of x[n] (sorted in place); NAN when n == 0 */
+static void pct(double *x, size_t n, double *mean, double *sd, double *med, double *p95,
+                double *p99)
 {
     if (mean) *mean = cal_stats_mean(x, n);
+    if (sd) *sd = cal_stats_sd(x, n);
     cal_stats_sort(x, n);
     if (med) *med = cal_stats_percentile_sorted(x, n, 50);
     if (p95) *p95 = cal_stats_percentile_sorted(x, n, 95);
@@ -79,11 +81,13 @@ int cal_summary_compute(const cal_req_result *r, size_t n, double duration_s,
         s->duration = duration_s;
         s->request_throughput = s->completed / duration_s;
         s->output_throughput = s->total_output_tokens / duration_s;
+        s->total_token_throughput = (s->total_input_tokens + s->total_output_tokens) / duration_s;
     }
-    pct(ttft, nt, &s->mean_ttft_ms, &s->median_ttft_ms, &s->p95_ttft_ms, &s->p99_ttft_ms);
-    pct(tpot, np, &s->mean_tpot_ms, &s->median_tpot_ms, NULL, &s->p99_tpot_ms);
-    pct(itl, ni, &s->mean_itl_ms, &s->median_itl_ms, NULL, &s->p99_itl_ms);
-    pct(e2e, ne, &s->mean_e2el_ms, &s->median_e2el_ms, NULL, &s->p99_e2el_ms);
+    pct(ttft, nt, &s->mean_ttft_ms, &s->std_ttft_ms, &s->median_ttft_ms, &s->p95_ttft_ms,
+        &s->p99_ttft_ms);
+    pct(tpot, np, &s->mean_tpot_ms, &s->std_tpot_ms, &s->median_tpot_ms, NULL, &s->p99_tpot_ms);
+    pct(itl, ni, &s->mean_itl_ms, &s->std_itl_ms, &s->median_itl_ms, NULL, &s->p99_itl_ms);
+    pct(e2e, ne, &s->mean_e2el_ms, &s->std_e2el_ms, &s->median_e2el_ms, NULL, &s->p99_e2el_ms);
     s->per_request_output_throughput_median = cal_stats_median(prt, nr);
     s->prefill_tps_median = cal_stats_median(pre, npre);
     s->decode_tps_median = cal_stats_median(dec, nd);

@@ -65,6 +65,12 @@ static const char *const MIGRATIONS[] = {
     " t_ns INTEGER NOT NULL, backend TEXT NOT NULL, metric TEXT NOT NULL,"
     " unit TEXT, value REAL);"
     "CREATE INDEX telemetry_run ON telemetry(run_id, t_ns);",
+    /* 2: the rest of vLLM's bench summary (older cells keep NULL) */
+    "ALTER TABLE cells ADD COLUMN total_token_throughput REAL;"
+    "ALTER TABLE cells ADD COLUMN std_ttft_ms REAL;"
+    "ALTER TABLE cells ADD COLUMN std_tpot_ms REAL;"
+    "ALTER TABLE cells ADD COLUMN std_itl_ms REAL;"
+    "ALTER TABLE cells ADD COLUMN std_e2el_ms REAL;",
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 

@@ -42,6 +42,12 @@ const cal_field cal_summary_fields[] = {
     R(server_decode_tps_median, "tok/s", 1, "decode speed from the server's own timings, median"),
     R(clock_mhz_mean, "MHz", 0, "mean clock over the cell (telemetry)"),
     R(power_w_mean, "W", 1, "mean power over the cell (telemetry)"),
+    /* schema 2 */
+    R(total_token_throughput, "tok/s", 1, "(input + output tokens of ok requests) ÷ duration"),
+    R(std_ttft_ms, "ms", 1, "time to first token, sample standard deviation"),
+    R(std_tpot_ms, "ms", 2, "(E2E − TTFT) ÷ (output − 1), sample standard deviation"),
+    R(std_itl_ms, "ms", 2, "gap between consecutive content chunks, sample standard deviation"),
+    R(std_e2el_ms, "ms", 1, "end-to-end latency, sample standard deviation"),
 };
 const size_t cal_summary_n_fields = sizeof cal_summary_fields / sizeof cal_summary_fields[0];
 
