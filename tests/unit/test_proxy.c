@@ -1,0 +1,334 @@
+/* Unit tests: the prefix composition of chat and completions bodies, the
+ * turn record as JSON, and the proxy itself over loopback in front of a
+ * small upstream that drips SSE events 30 ms apart: the client must get the
+ * bytes unchanged, and the turn's TTFT, decode time and tokens must match
+ * the drip; an unreachable upstream answers 502. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include "caliper/buf.h"
+#include "caliper/error.h"
+#include "caliper/proxy.h"
+
+#define NEAR(got, want, tol) assert_true(fabs((got) - (want)) <= (tol))
+
+static const char *CHAT =
+    "{\"model\":\"m\",\"stream\":true,"
+    "\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},"
+    "{\"role\":\"user\",\"content\":\"h\xc3\xa9llo\"},"
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+    "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"},"
+    "{\"role\":\"developer\",\"content\":[{\"type\":\"text\",\"text\":\"Be kind.\"}]},"
+    "{\"role\":\"user\",\"content\":\"and now?\"}],"
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]}";
+
+static void test_prefix_chat(void **state)
+{
+    (void)state;
+    cal_prefix p;
+    char why[128];
+    assert_int_equal(cal_prefix_parse(CHAT, strlen(CHAT), &p, why, sizeof why), CAL_OK);
+    assert_true(p.chat);
+    assert_true(p.stream);
+    assert_int_equal(p.n_messages, 6);
+    assert_int_equal(p.n_tools, 1);
+    assert_string_equal(p.new_role, "user");
+    /* system + developer, joined by a newline */
+    assert_string_equal(p.text[CAL_PART_SYSTEM], "You are terse.\nBe kind.");
+    assert_int_equal(p.part[CAL_PART_SYSTEM].chars, 23);
+    /* history: "héllo" (5 code points, 6 bytes), the tool call as JSON, "42" */
+    const char *calls = "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]";
+    char want[256];
+    snprintf(want, sizeof want, "h\xc3\xa9llo\n%s\n42", calls);
+    assert_string_equal(p.text[CAL_PART_HISTORY], want);
+    assert_int_equal(p.part[CAL_PART_HISTORY].chars, (long)strlen(want) - 1);
+    assert_string_equal(p.text[CAL_PART_TOOLS],
+                        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]");
+    assert_string_equal(p.text[CAL_PART_NEW], "and now?");
+    /* estimates: ceil(chars / 4), marked */
+    assert_int_equal(p.part[CAL_PART_NEW].tokens, 2);
+    assert_true(p.part[CAL_PART_NEW].estimated);
+    assert_int_equal(p.part[CAL_PART_SYSTEM].tokens, 6);
+    cal_prefix_free(&p);
+    cal_prefix_free(&p);   /* idempotent */
+}
+
+static void test_prefix_completions_and_errors(void **state)
+{
+    (void)state;
+    cal_prefix p;
+    char why[128];
+    const char *c1 = "{\"prompt\":\"abcdefghi\"}";
+    assert_int_equal(cal_prefix_parse(c1, strlen(c1), &p, why, sizeof why), CAL_OK);
+    assert_false(p.chat);
+    assert_false(p.stream);
+    assert_int_equal(p.part[CAL_PART_NEW].chars, 9);
+    assert_int_equal(p.part[CAL_PART_NEW].tokens, 3);
+    assert_int_equal(p.part[CAL_PART_SYSTEM].chars, 0);
+    assert_false(p.part[CAL_PART_SYSTEM].estimated);
+    cal_prefix_free(&p);
+    const char *c2 = "{\"prompt\":[\"ab\",\"cd\"]}";
+    assert_int_equal(cal_prefix_parse(c2, strlen(c2), &p, why, sizeof why), CAL_OK);
+    assert_string_equal(p.text[CAL_PART_NEW], "ab\ncd");
+    cal_prefix_free(&p);
+    static const struct { const char *body, *needle; } BAD[] = {
+        {"[1,2]", "not a JSON object"},
+        {"{\"messages\":{}}", "messages: not an array"},
+        {"{\"messages\":[1]}", "messages[0]"},
+        {"{\"prompt\":[\"a\",3]}", "prompt[1]"},
+        {"{\"prompt\":3}", "prompt"},
+        {"{\"model\":\"x\"}", "neither"},
+        {"{\"messages\":[", "not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        assert_int_equal(cal_prefix_parse(BAD[i].body, strlen(BAD[i].body), &p, why, sizeof why), CAL_EPROTO);
+        assert_non_null(strstr(why, BAD[i].needle));
+        for (int k = 0; k < CAL_PART_N; k++) assert_null(p.text[k]);
+    }
+    assert_int_equal(cal_utf8_chars("\xe6\x97\xa5\xe6\x9c\xac", 6), 2);
+}
+
+static void test_turn_json(void **state)
+{
+    (void)state;
+    cal_proxy_turn t;
+    memset(&t, 0, sizeof t);
+    t.index = 3;
+    snprintf(t.path, sizeof t.path, "/v1/chat/completions");
+    t.status = 200;
+    t.prefix.part[CAL_PART_SYSTEM] = (cal_prefix_part){6036, 1509, 0};
+    t.prefix.part[CAL_PART_TOOLS] = (cal_prefix_part){26412, 6603, 1};
+    t.prefix_tokens = 8112;
+    t.prefix_estimated = 1;
+    t.ttft_s = 6.084;
+    t.decode_s = 10.003;
+    t.turn_s = 16.087;
+    t.output_tokens = 377;
+    t.output_from_usage = 1;
+    t.usage_prompt_tokens = -1;
+    t.decode_tok_s = 377 / 10.003;
+    t.ttft_share = 6.084 / 16.087;
+    json_t *o = cal_proxy_turn_json(&t);
+    assert_non_null(o);
+    NEAR(json_real_value(json_object_get(o, "decode_tok_s")), 37.69, 0.005);  /* SPEC 1.3 */
+    NEAR(json_real_value(json_object_get(o, "ttft_share")), 0.378, 0.001);
+    json_t *tools = json_object_get(json_object_get(o, "prefix"), "tools");
+    assert_int_equal(json_integer_value(json_object_get(tools, "tokens")), 6603);
+    assert_true(json_is_true(json_object_get(tools, "estimated")));
+    assert_true(json_is_null(json_object_get(o, "usage_prompt_tokens")));
+    assert_string_equal(json_string_value(json_object_get(o, "output_tokens_from")), "usage");
+    json_decref(o);
+}
+
+/* ---- a live proxy in front of a dripping upstream ----------------------- */
+
+#define DRIP_MS 30
+static const char *const EVENTS[] = {
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"one\"}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" two\"}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" three\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3,\"total_tokens\":43}}\n\n",
+    "data: [DONE]\n\n",
+};
+#define N_EVENTS (sizeof EVENTS / sizeof EVENTS[0])
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static ssize_t drip(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    size_t *i = cls;
+    if (*i >= N_EVENTS) return MHD_CONTENT_READER_END_OF_STREAM;
+    if (*i >= 1) sleep_ms(DRIP_MS);   /* the role chunk comes at once, text after */
+    size_t n = strlen(EVENTS[*i]);
+    if (n > max) return MHD_CONTENT_READER_END_WITH_ERROR;
+    memcpy(buf, EVENTS[*i], n);
+    (*i)++;
+    return (ssize_t)n;
+}
+
+static enum MHD_Result upstream(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                const char *version, const char *up, size_t *up_size, void **con_cls)
+{
+    if (!*con_cls) { *con_cls = (void *)1; return MHD_YES; }
+    if (*up_size) { *up_size = 0; return MHD_YES; }
+    struct MHD_Response *r;
+    unsigned status = 200;
+    if (!strcmp(url, "/v1/chat/completions")) {
+        size_t *i = calloc(1, sizeof *i);
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, drip, i, free);
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    } else if (!strcmp(url, "/v1/models")) {
+        const char *b = "{\"data\":[{\"id\":\"m\"}]}";
+        const char *q = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "x");
+        char body[128];
+        snprintf(body, sizeof body, "{\"q\":\"%s\",\"body\":%s}", q ? q : "", b);
+        r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+        MHD_add_response_header(r, "Content-Type", "application/json");
+    } else {
+        status = 404;
+        r = MHD_create_response_from_buffer(9, (void *)"not found", MHD_RESPMEM_PERSISTENT);
+    }
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+typedef struct got { int n; cal_proxy_turn t; } got;
+static void on_turn(void *ud, const cal_proxy_turn *t) { got *g = ud; g->n++; g->t = *t; }
+
+static size_t to_buf(char *p, size_t sz, size_t nm, void *ud)
+{
+    return cal_buf_append(ud, p, sz * nm) == CAL_OK ? sz * nm : 0;
+}
+
+static long fetch(const char *url, const char *body, cal_buf *out, char *ctype, size_t cn)
+{
+    CURL *h = curl_easy_init();
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    }
+    long st = -1;
+    if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+    char *ct = NULL;
+    curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
+    if (ctype) snprintf(ctype, cn, "%s", ct ? ct : "");
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    return st;
+}
+
+static void test_live_proxy(void **state)
+{
+    (void)state;
+    struct sockaddr_in sa;   /* loopback only */
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct MHD_Daemon *up = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+                                             0, NULL, NULL, upstream, NULL,
+                                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_END);
+    assert_non_null(up);
+    int up_port = MHD_get_daemon_info(up, MHD_DAEMON_INFO_BIND_PORT)->port;
+    char up_url[64], url[128];
+    snprintf(up_url, sizeof up_url, "http://127.0.0.1:%d/", up_port);   /* trailing '/' is dropped */
+    got g = {0};
+    cal_proxy_config cfg = {.port = 0, .upstream = up_url, .tokenize = 1, .on_turn = on_turn, .ud = &g};
+    cal_proxy *px = NULL;
+    char why[128];
+    assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_OK);
+    int port = cal_proxy_port(px);
+    assert_true(port > 0);
+
+    /* a streamed turn: the client gets every byte the upstream sent */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port);
+    cal_buf b = CAL_BUF_INIT(1 << 20);
+    char ct[128];
+    assert_int_equal(fetch(url, CHAT, &b, ct, sizeof ct), 200);
+    assert_string_equal(ct, "text/event-stream");
+    cal_buf want = CAL_BUF_INIT(1 << 20);
+    for (size_t i = 0; i < N_EVENTS; i++) cal_buf_puts(&want, EVENTS[i]);
+    assert_int_equal(b.len, want.len);
+    assert_memory_equal(b.data, want.data, want.len);
+    /* the turn is recorded after the client's last byte: wait for it */
+    for (int i = 0; i < 200 && !g.n; i++) sleep_ms(10);
+    assert_int_equal(g.n, 1);
+    const cal_proxy_turn *t = &g.t;
+    assert_int_equal(t->index, 1);
+    assert_int_equal(t->status, 200);
+    assert_string_equal(t->error, "");
+    assert_string_equal(t->path, "/v1/chat/completions");
+    /* the first text came one drip after the request; decode spans two more */
+    assert_true(t->ttft_s >= 0.9 * DRIP_MS / 1e3 && t->ttft_s < 1.0);
+    assert_true(t->decode_s >= 1.8 * DRIP_MS / 1e3 && t->decode_s < 2.0);
+    assert_true(t->turn_s >= t->ttft_s + t->decode_s - 1e-9);
+    assert_int_equal(t->text_chunks, 3);
+    assert_int_equal(t->output_tokens, 3);
+    assert_true(t->output_from_usage);
+    assert_int_equal(t->usage_prompt_tokens, 40);
+    NEAR(t->decode_tok_s, 3 / t->decode_s, 1e-9);
+    NEAR(t->ttft_share, t->ttft_s / t->turn_s, 1e-12);
+    /* this upstream has no /tokenize: counts stay estimated */
+    assert_true(t->prefix_estimated);
+    assert_int_equal(t->prefix.part[CAL_PART_SYSTEM].chars, 23);
+    assert_int_equal(t->prefix.part[CAL_PART_NEW].chars, 8);
+    long sum = 0;
+    for (int k = 0; k < CAL_PART_N; k++) { sum += t->prefix.part[k].tokens; assert_null(t->prefix.text[k]); }
+    assert_int_equal(t->prefix_tokens, sum);
+
+    /* other paths pass through with their query, and are not turns */
+    cal_buf_reset(&b);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/models?x=a%%20b", port);
+    assert_int_equal(fetch(url, NULL, &b, ct, sizeof ct), 200);
+    assert_non_null(strstr(b.data, "\"q\":\"a b\""));
+    assert_string_equal(ct, "application/json");
+    cal_buf_reset(&b);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/nowhere", port);
+    assert_int_equal(fetch(url, NULL, &b, NULL, 0), 404);
+    sleep_ms(50);
+    assert_int_equal(g.n, 1);
+    cal_proxy_close(&px);
+    assert_null(px);
+    MHD_stop_daemon(up);
+
+    /* an upstream that is not there: 502 with the reason, and a turn with the error */
+    cfg.upstream = up_url;   /* the port is closed now */
+    assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_OK);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", cal_proxy_port(px));
+    cal_buf_reset(&b);
+    assert_int_equal(fetch(url, CHAT, &b, NULL, 0), 502);
+    assert_non_null(strstr(b.data, "proxy_error"));
+    for (int i = 0; i < 200 && g.n < 2; i++) sleep_ms(10);
+    assert_int_equal(g.n, 2);
+    assert_non_null(strstr(g.t.error, "upstream"));
+    cal_proxy_close(&px);
+    cal_buf_free(&b);
+    cal_buf_free(&want);
+
+    /* bad configurations */
+    cfg.upstream = "ftp://x";
+    assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
+    assert_non_null(strstr(why, "ftp://x"));
+    cfg.upstream = up_url;
+    cfg.host = "localhost";
+    assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
+    assert_null(px);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefix_chat),
+        cmocka_unit_test(test_prefix_completions_and_errors),
+        cmocka_unit_test(test_turn_json),
+        cmocka_unit_test(test_live_proxy),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
