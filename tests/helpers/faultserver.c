@@ -37,6 +37,7 @@ static const char *MODES =
     "errorevent an in-stream {\"error\":...} event\n"
     "json       a non-streaming JSON body\n"
     "echo       the raw request (headers and body) back as a JSON answer's text\n"
+    "(.../health and .../v1/models answer normally in every mode; .../tokenize is 404)\n"
     "llama      llama.cpp shape with timings\n"
     "keepalive  CRLF line ends, comments, multi-line data\n";
 
@@ -174,6 +175,17 @@ static void send_json(int fd, int status, const char *reason, const char *body)
 /* Serve one request; returns 1 to keep the connection for another. */
 static int serve(int fd, const char *path, const char *req)
 {
+    /* the server is alive: only its completions misbehave */
+    size_t pl = strlen(path);
+    if (pl >= 7 && !strcmp(path + pl - 7, "/health")) { send_json(fd, 200, "OK", "{}"); return 1; }
+    if (pl >= 10 && !strcmp(path + pl - 10, "/v1/models")) {
+        send_json(fd, 200, "OK", "{\"object\":\"list\",\"data\":[{\"id\":\"m\",\"object\":\"model\"}]}");
+        return 1;
+    }
+    if ((pl >= 9 && !strcmp(path + pl - 9, "/tokenize")) || (pl >= 11 && !strcmp(path + pl - 11, "/detokenize"))) {
+        send_json(fd, 404, "Not Found", "{\"error\":{\"message\":\"no such endpoint\"}}");
+        return 1;
+    }
     char mode[64] = "normal";
     sscanf(path, "/%63[^/]", mode);
     int chat = strstr(path, "/chat/") != NULL;

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `caliper run` against the misbehaving fault server (tests/helpers/faultserver)
+# over real loopback sockets: each fault lands in its one category in the
+# stored JSON, the categories add up to the requests sent, the exit status
+# says a request failed, and nothing hangs (short idle/connect timeouts).
+. "$(dirname "$0")/lib.sh"
+
+FS="$BUILD/tests/helpers/faultserver"
+if [ ! -x "$FS" ] || ! command -v jq >/dev/null; then
+  ok "# SKIP faultserver or jq not available"; finish
+fi
+"$FS" >"$E2E_TMP/fs.out" 2>&1 &
+E2E_PIDS+=($!)
+for i in $(seq 1 100); do
+  PORT=$(grep -oE '^port [0-9]+' "$E2E_TMP/fs.out" | cut -d' ' -f2)
+  [ -n "$PORT" ] && break
+  sleep 0.05
+done
+[ -n "${PORT:-}" ] || { not_ok "fault server starts"; finish; }
+
+# run MODE API: 4 requests at concurrency 2 against /MODE; leaves $E2E_TMP/MODE.json
+run_mode() {
+  local mode=$1 api=$2
+  timeout 30 "$CALIPER" run --url "http://127.0.0.1:$PORT/$mode" --api "$api" --model m \
+    --requests 4 --concurrency 2 --max-tokens 8 --prompt-tokens 16 \
+    --idle-timeout 400ms --connect-timeout 1s --no-telemetry --seed 1 \
+    --db "$E2E_TMP/runs.db" --json "$E2E_TMP/$mode.json" >"$E2E_TMP/$mode.out" 2>&1
+}
+
+# expect MODE API FIELD EXIT: all 4 requests in FIELD, the sum is 4, exit EXIT
+expect() {
+  local mode=$1 api=$2 field=$3 want_rc=$4 rc
+  run_mode "$mode" "$api"; rc=$?
+  if [ "$rc" -eq 124 ]; then not_ok "$mode: caliper run hung"; return; fi
+  local j="$E2E_TMP/$mode.json"
+  if [ ! -s "$j" ]; then not_ok "$mode: no JSON written (exit $rc)"; sed 's/^/    /' "$E2E_TMP/$mode.out" | tail -5; return; fi
+  local got sum
+  got=$(jq ".cells[0].$field" "$j")
+  sum=$(jq '.cells[0] | .completed + .n_http_error + .n_timeout + .n_connect_error + .n_stream_error + .n_cancelled' "$j")
+  check "$mode ($api): 4 of 4 end as $field (got $got)" [ "$got" = 4 ]
+  check "$mode: the categories add up to 4 (got $sum)" [ "$sum" = 4 ]
+  check "$mode: exit status $want_rc (got $rc)" [ "$rc" = "$want_rc" ]
+}
+
+expect normal       completions completed       0
+expect drip         chat        completed       0
+expect keepalive    chat        completed       0
+expect truncate     completions n_stream_error  1
+expect reset        chat        n_stream_error  1
+expect garbage      completions n_stream_error  1
+expect nodone       completions n_stream_error  1
+expect errorevent   chat        n_stream_error  1
+expect 429          completions n_http_error    1
+expect 500          chat        n_http_error    1
+expect hang         completions n_timeout       1
+expect resetearly   completions n_connect_error 1
+
+# the stored requests keep what went wrong
+check "429: the status code is kept per request" \
+  [ "$(jq '[.cells[0].requests[].http_status] | unique | .[0]' "$E2E_TMP/429.json")" = 429 ]
+# drip feed: one byte per write still parses into 8 content chunks each
+check "drip: every request counted 8 content chunks" \
+  [ "$(jq '[.cells[0].requests[].n_chunks] | unique | .[0]' "$E2E_TMP/drip.json")" = 8 ]
+finish
