@@ -356,6 +356,17 @@ static void test_open_loop_poisson(void **state)
     run_mode("normal", CAL_API_COMPLETIONS, N, 0, 400.0, 2000, res, NULL, 0, NULL, NULL, NULL);
     for (int i = 0; i < N; i++) assert_true(res[i].sched_ns - res[0].sched_ns == off[i]);
     free_all(res, N);
+    /* an in-flight cap: arrivals at 1000/s meet 2 slots of >= 16 ms, so the
+     * client queues them, and the queueing shows as send lag, not hidden */
+    enum { M = 10 };
+    cal_req_result res3[M];
+    outcome o3 = run_mode("normal", CAL_API_COMPLETIONS, M, 2, 1000.0, 2000, res3, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o3.count[CAL_REQ_OK], M);
+    assert_int_equal(o3.st.max_in_flight, 2);
+    assert_true(o3.st.send_lag_max_ms > 20);
+    assert_true(res3[M - 1].send_ns - res3[M - 1].sched_ns > 20000000);
+    assert_true(res3[M - 1].first_token_ns - res3[M - 1].sched_ns > res3[M - 1].first_token_ns - res3[M - 1].send_ns);
+    free_all(res3, M);
 }
 
 static void stop_after_three(void *ud, size_t done, size_t total)
