@@ -161,7 +161,9 @@ struct cal_engine {
     float *att;                    /* [S][qd] */
     float *h13;                    /* [S][2·ffn] */
     float *act;                    /* [S][ffn] */
-    float *scores;                 /* [threads][ATT_BLOCK][max_ctx] */
+    float *scores;                 /* [threads][ATT_ROWS][max_ctx] */
+    float *qpack, *opack;          /* [threads][ATT_ROWS][head_dim] */
+    int   att_nb;                  /* query rows per GEMM attention block */
     cal_pool *pool;                /* every core: matrix products, attention */
     int   nt;                      /* threads in the pool */
     float *gin, *gout;             /* MoE gather/scatter [S][dim] */
@@ -184,7 +186,9 @@ struct cal_engine {
 /* Q and K rows are drawn QK_GAIN times larger than V rows: sharper attention
  * makes the output depend on position and context, not only on the last token. */
 #define QK_GAIN 2.0f
-#define ATT_BLOCK 64     /* query rows per attention GEMM block */
+/* GEMM attention stacks the query heads of one KV head: a block holds
+ * att_nb query rows × group heads ≈ ATT_ROWS rows of Q, one product with K */
+#define ATT_ROWS 192
 #define ATT_GEMM_MIN 8   /* chunks at least this long use GEMM attention */
 
 /* The engine runs as many threads as OpenBLAS was set to use when the first
@@ -317,6 +321,7 @@ void cal_engine_close(cal_engine **pe)
     free(e->slot_len); free(e->rope_cos); free(e->rope_sin);
     free(e->x); free(e->xn); free(e->qkv); free(e->att); free(e->h13);
     free(e->act); free(e->scores); free(e->gin); free(e->gout);
+    free(e->qpack); free(e->opack);
     free(e->rlogits); free(e->rprobs); free(e->topi); free(e->topw);
     free(e->elist); free(e->ewt); free(e->ecount); free(e->lhid);
     free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch);
@@ -384,7 +389,12 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         return CAL_ENOMEM;
     }
     e->nt = cal_pool_threads(e->pool);
-    e->scores = xalloc((size_t)e->nt * ATT_BLOCK * c->max_ctx * sizeof(float));
+    int group = c->n_heads / c->n_kv_heads;
+    e->att_nb = ATT_ROWS / group > 16 ? ATT_ROWS / group : 16;
+    size_t rows = (size_t)e->att_nb * group;
+    e->scores = xalloc((size_t)e->nt * rows * c->max_ctx * sizeof(float));
+    e->qpack = xalloc((size_t)e->nt * rows * e->hd * sizeof(float));
+    e->opack = xalloc((size_t)e->nt * rows * e->hd * sizeof(float));
     e->lhid = xalloc((size_t)(nl * d) * sizeof(float));
     e->lout = xalloc((size_t)((int64_t)nl * V) * sizeof(float));
     e->lrow = calloc((size_t)nl, sizeof(int));
@@ -392,7 +402,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
     int ok = e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
-             e->h13 && e->act && e->scores && e->lhid && e->lout && e->lrow &&
+             e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
              e->seen && e->sscratch;
     if (ok && c->n_experts > 0) {
         int E = c->n_experts, k = c->top_k;
@@ -589,37 +599,49 @@ static float *kv_at(const cal_engine *e, float *cache, int l, int slot)
                        (size_t)e->c.max_ctx * e->hd;
 }
 
-/* Attention of a prefill chunk through GEMM, for query heads h0 .. h1−1:
- * per head and per block of query rows, S = Q·Kᵀ over the cached positions
- * the block can see, causal mask and softmax per row, then O = S·V. Blocks
- * keep the masked waste near 1/8. */
+/* Attention of a prefill chunk through GEMM, for KV heads g0 .. g1−1. Per KV
+ * head and per block of query rows, the Q rows of all the heads that share
+ * it are packed into one matrix [rows × group][head_dim]; S = Q·Kᵀ over the
+ * cached positions the block can see, causal mask and softmax per row, then
+ * O = S·V, unpacked into the attention output. Blocks keep the masked waste
+ * small. */
 static void attention_chunk(cal_engine *e, int l, const cal_step_entry *s, int row0,
-                            int h0, int h1, float *scores)
+                            int g0, int g1, int tid)
 {
     const cal_model_config *c = &e->c;
     int hd = e->hd, group = c->n_heads / c->n_kv_heads, n = s->n_tokens;
+    size_t rows = (size_t)e->att_nb * group;
+    float *scores = e->scores + (size_t)tid * rows * c->max_ctx;
+    float *qp = e->qpack + (size_t)tid * rows * hd;
+    float *op = e->opack + (size_t)tid * rows * hd;
     float scale = 1.0f / sqrtf((float)hd);
     const float *kc = kv_at(e, e->kcache, l, s->slot);
     const float *vc = kv_at(e, e->vcache, l, s->slot);
-    for (int h = h0; h < h1; h++) {
-        const float *kh = kc + (size_t)(h / group) * c->max_ctx * hd;
-        const float *vh = vc + (size_t)(h / group) * c->max_ctx * hd;
-        for (int b0 = 0; b0 < n; b0 += ATT_BLOCK) {
-            int nb = n - b0 < ATT_BLOCK ? n - b0 : ATT_BLOCK;
-            int P = s->pos + b0 + nb;
-            const float *q = e->qkv + (size_t)(row0 + b0) * e->qkv_ld + (size_t)h * hd;
-            float *o = e->att + (size_t)(row0 + b0) * e->qd + (size_t)h * hd;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, P, hd, scale, q,
-                        e->qkv_ld, kh, hd, 0.0f, scores, P);
-            for (int i = 0; i < nb; i++) {
-                float *row = scores + (size_t)i * P;
-                int valid = s->pos + b0 + i + 1;
+    for (int g = g0; g < g1; g++) {
+        const float *kh = kc + (size_t)g * c->max_ctx * hd;
+        const float *vh = vc + (size_t)g * c->max_ctx * hd;
+        for (int b0 = 0; b0 < n; b0 += e->att_nb) {
+            int nb = n - b0 < e->att_nb ? n - b0 : e->att_nb;
+            int P = s->pos + b0 + nb, m = nb * group;
+            /* stacked row i·group + j = query row b0 + i, head g·group + j */
+            for (int i = 0; i < nb; i++)
+                memcpy(qp + (size_t)i * group * hd,
+                       e->qkv + (size_t)(row0 + b0 + i) * e->qkv_ld + (size_t)g * group * hd,
+                       sizeof(float) * (size_t)group * hd);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, P, hd, scale, qp, hd,
+                        kh, hd, 0.0f, scores, P);
+            for (int r = 0; r < m; r++) {
+                float *row = scores + (size_t)r * P;
+                int valid = s->pos + b0 + r / group + 1;
                 cal_k_softmax(row, valid);
                 if (P > valid)
                     memset(row + valid, 0, sizeof(float) * (size_t)(P - valid));
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, hd, P, 1.0f,
-                        scores, P, vh, hd, 0.0f, o, e->qd);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hd, P, 1.0f,
+                        scores, P, vh, hd, 0.0f, op, hd);
+            for (int i = 0; i < nb; i++)
+                memcpy(e->att + (size_t)(row0 + b0 + i) * e->qd + (size_t)g * group * hd,
+                       op + (size_t)i * group * hd, sizeof(float) * (size_t)group * hd);
         }
     }
 }
@@ -637,13 +659,21 @@ static void att_part(void *a, int tid, int nt)
     const att_job *j = a;
     cal_engine *e = j->e;
     const cal_model_config *c = &e->c;
+    int group = c->n_heads / c->n_kv_heads;
+    /* prefill chunks split by KV head (each thread packs whole groups);
+     * decodes split by query head */
+    int g0 = tid * c->n_kv_heads / nt, g1 = (tid + 1) * c->n_kv_heads / nt;
     int h0 = tid * c->n_heads / nt, h1 = (tid + 1) * c->n_heads / nt;
-    float *scores = e->scores + (size_t)tid * ATT_BLOCK * c->max_ctx;
+    float *scores = e->scores + (size_t)tid * e->att_nb * group * c->max_ctx;
     int row = 0;
     for (int i = 0; i < j->n_en; i++) {
         const cal_step_entry *s = &j->en[i];
-        if (h0 < h1 && s->n_tokens >= ATT_GEMM_MIN) {
-            attention_chunk(e, j->l, s, row, h0, h1, scores);
+        if (s->n_tokens >= ATT_GEMM_MIN && c->n_kv_heads >= nt) {
+            if (g0 < g1)
+                attention_chunk(e, j->l, s, row, g0, g1, tid);
+        } else if (s->n_tokens >= ATT_GEMM_MIN) {
+            if (tid == 0) /* fewer KV heads than threads: one thread, all */
+                attention_chunk(e, j->l, s, row, 0, c->n_kv_heads, tid);
         } else if (h0 < h1) {
             const float *kc = kv_at(e, e->kcache, j->l, s->slot);
             const float *vc = kv_at(e, e->vcache, j->l, s->slot);

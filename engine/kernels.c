@@ -111,28 +111,49 @@ void cal_k_softmax(float *x, int n)
 {
     if (n <= 0)
         return;
+#if defined(__AVX512F__)
+    /* three vector passes; the ragged end of each row through lane masks, so
+     * short rows (attention over a few positions) cost no scalar exp */
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1u);
+    if (tail)
+        vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(vmax, tail, x + i));
+    __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 vs = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 v = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        _mm512_storeu_ps(x + i, v);
+        vs = _mm512_add_ps(vs, v);
+    }
+    if (tail) {
+        __m512 v = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(vm, tail, x + i), vm));
+        v = _mm512_maskz_mov_ps(tail, v);
+        _mm512_mask_storeu_ps(x + i, tail, v);
+        vs = _mm512_add_ps(vs, v);
+    }
+    __m512 r = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+    for (i = 0; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), r));
+    if (tail)
+        _mm512_mask_storeu_ps(x + i, tail,
+                              _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), r));
+#else
     float m = x[0];
     for (int i = 1; i < n; i++)
         if (x[i] > m)
             m = x[i];
     float s = 0;
-    int i = 0;
-#if defined(__AVX512F__)
-    __m512 vm = _mm512_set1_ps(m), vs = _mm512_setzero_ps();
-    for (; i + 16 <= n; i += 16) {
-        __m512 v = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
-        _mm512_storeu_ps(x + i, v);
-        vs = _mm512_add_ps(vs, v);
-    }
-    s = _mm512_reduce_add_ps(vs);
-#endif
-    for (; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         x[i] = expf(x[i] - m);
         s += x[i];
     }
     float r = 1.0f / s;
-    for (i = 0; i < n; i++)
+    for (int i = 0; i < n; i++)
         x[i] *= r;
+#endif
 }
 
 void cal_k_rope(float *v, int n_heads, int head_dim, const float *cos_t,

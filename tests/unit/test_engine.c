@@ -229,6 +229,17 @@ static void test_kernel_softmax(void **state)
     for (int i = 0; i < 300; i++)
         s += x[i];
     assert_true(fabs(s - 1.0) < 1e-5);
+    /* every ragged length: vector body plus masked tail */
+    for (int n = 1; n <= 40; n++) {
+        frand_fill(x, n, 5.0f);
+        for (int i = 0; i < n; i++)
+            ref[i] = x[i];
+        x[n] = 123.0f; /* beyond the row: must stay untouched */
+        cal_k_softmax(x, n);
+        ref_softmax(ref, n);
+        assert_true(max_err(x, ref, n) < 1e-6);
+        assert_true(x[n] == 123.0f);
+    }
 }
 
 static void test_kernel_rope(void **state)
