@@ -478,10 +478,14 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
         goto out;
     }
     drain_telemetry(c);
-    fprintf(stderr, "%s: %lld ok, %lld failed, %.1f s, %.1f tok/s aggregate, %.1f tok/s per request\n",
+    char agg[32], per[32];
+    snprintf(agg, sizeof agg, isfinite(cell.sum.output_throughput) ? "%.1f" : "—",
+             cell.sum.output_throughput);
+    snprintf(per, sizeof per, isfinite(cell.sum.per_request_output_throughput_median) ? "%.1f" : "—",
+             cell.sum.per_request_output_throughput_median);
+    fprintf(stderr, "%s: %lld ok, %lld failed, %.1f s, %s tok/s aggregate, %s tok/s per request\n",
             c->progress_label, (long long)cell.sum.completed, (long long)cell.sum.failed,
-                isfinite(cell.sum.duration) ? cell.sum.duration : 0.0, cell.sum.output_throughput,
-                cell.sum.per_request_output_throughput_median);
+            isfinite(cell.sum.duration) ? cell.sum.duration : 0.0, agg, per);
     /* a target that died is reported, not waited on */
     if (!g_stop && kept > 0 && (!cal_target_alive(s->target) ||
                                 (cell.sum.completed == 0 && cell.sum.n_connect_error +
@@ -786,7 +790,9 @@ int cmd_run(int argc, char **argv)
         }
         /* prompts: exact lengths through the server's tokenizer */
         cal_http_tokenizer *tk = NULL;
-        cal_http_tokenizer_open(s->url, s->model[0] ? s->model : NULL, c.api_key, &tk);
+        /* bounded like a request: connect timeout plus one idle period */
+        cal_http_tokenizer_open(s->url, s->model[0] ? s->model : NULL, c.api_key,
+                                (int64_t)((o.connect_s + o.idle_s) * 1e9), &tk);
         for (size_t p = 0; p < o.n_prompt; p++) {
             cal_workload_config wc = {.content = o.content, .prompt_tokens = (int)o.prompt[p],
                                       .unique = !o.allow_prefix, .seed = (uint64_t)o.seed,

@@ -63,8 +63,10 @@ int  cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_tok
  * llama.cpp shapes at once) and reads "count" or the length of "tokens".
  * A 404/405/501 answer is CAL_EABSENT. */
 typedef struct cal_http_tokenizer cal_http_tokenizer;
+/* timeout_ns bounds each call, connecting included (0 = 30 s): a server
+ * that accepts and never answers must not stall the run. */
 int  cal_http_tokenizer_open(const char *base_url, const char *model, const char *api_key,
-                             cal_http_tokenizer **out);
+                             int64_t timeout_ns, cal_http_tokenizer **out);
 int  cal_http_tokenizer_count(void *tokenizer, const char *text, int *n_tokens);
 /* Point it at a new base URL (a restarted engine on another port); the
  * workloads that hold it keep working. CAL_ETOOBIG for an over-long URL. */

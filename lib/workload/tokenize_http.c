@@ -24,8 +24,10 @@ static size_t sink(char *p, size_t sz, size_t nm, void *ud)
 }
 
 int cal_http_tokenizer_open(const char *base_url, const char *model, const char *api_key,
-                            cal_http_tokenizer **out)
+                            int64_t timeout_ns, cal_http_tokenizer **out)
 {
+    long ms = timeout_ns > 0 ? (long)(timeout_ns / 1000000) : 30000L;
+    if (ms < 1) ms = 1;
     *out = NULL;
     if (!base_url) return CAL_EINVAL;
     cal_http_tokenizer *t = calloc(1, sizeof *t);
@@ -44,8 +46,8 @@ int cal_http_tokenizer_open(const char *base_url, const char *model, const char 
     curl_easy_setopt(t->c, CURLOPT_URL, t->url);
     curl_easy_setopt(t->c, CURLOPT_HTTPHEADER, t->headers);
     curl_easy_setopt(t->c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(t->c, CURLOPT_TIMEOUT_MS, 30000L);
-    curl_easy_setopt(t->c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(t->c, CURLOPT_TIMEOUT_MS, ms);
+    curl_easy_setopt(t->c, CURLOPT_CONNECTTIMEOUT_MS, ms);
     curl_easy_setopt(t->c, CURLOPT_WRITEFUNCTION, sink);
     curl_easy_setopt(t->c, CURLOPT_WRITEDATA, &t->body);
     *out = t;
