@@ -1,6 +1,7 @@
 /* The probe: libcurl's multi interface in event-driven form (socket_action
  * over one epoll set, O(active sockets) per wakeup, so 2048 streams cost what
- * their traffic costs) drives every request from the calling thread. Each
+ * their traffic costs; curl_multi_poll would walk every transfer on each
+ * wakeup) drives every request from the calling thread. Each
  * write callback stamps CLOCK_MONOTONIC before it parses anything. */
 #include <errno.h>
 #include <math.h>
@@ -75,7 +76,6 @@ typedef struct slot {
     cal_sse *sse;
     run     *r;
     shard   *sh;                 /* the multi handle this slot's transfers use */
-    size_t   idx;                /* request index while busy */
     cal_req_result *res;
     char    *body;               /* request body (json_dumps) */
     cal_buf  in;                 /* error body or non-streaming body */
