@@ -780,7 +780,9 @@ int cmd_run(int argc, char **argv)
         }
         side *s = &c.sides[i];
         if (o.model) snprintf(s->model, sizeof s->model, "%s", o.model);
-        else if (cal_target_models(s->url, c.api_key, 0, s->model, sizeof s->model, NULL) != CAL_OK)
+        else if (cal_target_models(s->url, c.api_key,
+                                   (int64_t)(fmin(5.0, o.connect_s + o.idle_s) * 1e9), s->model,
+                                   sizeof s->model, NULL) != CAL_OK)
             s->model[0] = '\0';
         s->pcfg.model = s->model[0] ? s->model : NULL;
         cal_probe_close(&s->probe);
