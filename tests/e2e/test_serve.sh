@@ -169,10 +169,10 @@ def main():
     elif cmd == "concurrent":
         n, res = int(sys.argv[3]), []
         def one(i):
-            st, _, out = stream(u, P, {"prompt": "request %d " % i * (i + 1), "max_tokens": 24,
+            st, _, out = stream(u, P, {"prompt": "request %d " % i * (i + 1), "max_tokens": 48,
                                        "stream": True, "ignore_eos": True,
                                        "stream_options": {"include_usage": True}})
-            check_stream(out, 24); res.append(i)
+            check_stream(out, 48); res.append(i)
         th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
         [t.start() for t in th]; [t.join() for t in th]
         assert len(res) == n, "%d of %d finished" % (len(res), n)
