@@ -164,6 +164,7 @@ struct cal_engine {
     float *scores;                 /* [threads][ATT_ROWS][max_ctx] */
     float *qpack, *opack;          /* [threads][ATT_ROWS][head_dim] */
     int   att_nb;                  /* query rows per GEMM attention block */
+    int   *rowpos;                 /* [S] position of each row of the step */
     cal_pool *pool;                /* every core: matrix products, attention */
     int   nt;                      /* threads in the pool */
     float *gin, *gout;             /* MoE gather/scatter [S][dim] */
@@ -321,7 +322,7 @@ void cal_engine_close(cal_engine **pe)
     free(e->slot_len); free(e->rope_cos); free(e->rope_sin);
     free(e->x); free(e->xn); free(e->qkv); free(e->att); free(e->h13);
     free(e->act); free(e->scores); free(e->gin); free(e->gout);
-    free(e->qpack); free(e->opack);
+    free(e->qpack); free(e->opack); free(e->rowpos);
     free(e->rlogits); free(e->rprobs); free(e->topi); free(e->topw);
     free(e->elist); free(e->ewt); free(e->ecount); free(e->lhid);
     free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch);
@@ -398,12 +399,13 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->lhid = xalloc((size_t)(nl * d) * sizeof(float));
     e->lout = xalloc((size_t)((int64_t)nl * V) * sizeof(float));
     e->lrow = calloc((size_t)nl, sizeof(int));
+    e->rowpos = calloc((size_t)S, sizeof(int));
     e->seen = calloc((size_t)max_seqs, 1);
     e->sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
     int ok = e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
              e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
-             e->seen && e->sscratch;
+             e->seen && e->sscratch && e->rowpos;
     if (ok && c->n_experts > 0) {
         int E = c->n_experts, k = c->top_k;
         e->gin = xalloc((size_t)(S * d) * sizeof(float));
@@ -762,6 +764,52 @@ static void moe(cal_engine *e, const layer *L, int T)
     prof_add(e, OP_EXPERTS, t0, flops, bytes);
 }
 
+/* Row-wise element ops of a step (RMSNorm, RoPE, SwiGLU), split by rows
+ * across the pool when the step is a prefill chunk. */
+enum { ROWS_NORM, ROWS_ROPE, ROWS_SWIGLU };
+typedef struct rows_job {
+    cal_engine *e;
+    int kind, T;
+    const float *w;
+} rows_job;
+
+static void rows_range(const rows_job *j, int r0, int r1)
+{
+    cal_engine *e = j->e;
+    const cal_model_config *c = &e->c;
+    int d = c->dim, f = c->ffn_dim, half = e->hd / 2;
+    for (int t = r0; t < r1; t++) {
+        if (j->kind == ROWS_NORM) {
+            cal_k_rmsnorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, j->w, d,
+                          c->norm_eps);
+        } else if (j->kind == ROWS_ROPE) {
+            size_t pr = (size_t)e->rowpos[t] * half;
+            float *r = e->qkv + (size_t)t * e->qkv_ld;
+            cal_k_rope(r, c->n_heads, e->hd, e->rope_cos + pr, e->rope_sin + pr);
+            cal_k_rope(r + e->qd, c->n_kv_heads, e->hd, e->rope_cos + pr,
+                       e->rope_sin + pr);
+        } else {
+            cal_k_swiglu(e->act + (size_t)t * f, e->h13 + (size_t)t * 2 * f,
+                         e->h13 + (size_t)t * 2 * f + f, f);
+        }
+    }
+}
+
+static void rows_part(void *a, int tid, int nt)
+{
+    const rows_job *j = a;
+    rows_range(j, j->T * tid / nt, j->T * (tid + 1) / nt);
+}
+
+static void rows(cal_engine *e, int kind, int T, const float *w)
+{
+    rows_job j = {e, kind, T, w};
+    if (T >= 32 && e->nt > 1)
+        cal_pool_run(e->pool, rows_part, &j);
+    else
+        rows_range(&j, 0, T);
+}
+
 int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
 {
     if (!e)
@@ -774,23 +822,23 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
     if (T == 0)
         return CAL_OK;
     const cal_model_config *c = &e->c;
-    int d = c->dim, f = c->ffn_dim, hd = e->hd, half = hd / 2;
+    int d = c->dim, f = c->ffn_dim;
     int64_t step0 = cal_now_ns();
 
     int64_t t0 = cal_now_ns();
     int row = 0;
     for (int i = 0; i < n_en; i++)
-        for (int j = 0; j < en[i].n_tokens; j++, row++)
+        for (int j = 0; j < en[i].n_tokens; j++, row++) {
+            e->rowpos[row] = en[i].pos + j;
             for (int k = 0, tk = en[i].tokens[j]; k < d; k++)
                 e->x[(size_t)row * d + k] = e->emb[(size_t)tk * d + k] * CAL_ENGINE_EMBED_SCALE;
+        }
     prof_add(e, OP_EMBED, t0, 0, 8.0 * T * d);
 
     for (int l = 0; l < c->n_layers; l++) {
         const layer *L = &e->layers[l];
         t0 = cal_now_ns();
-        for (int t = 0; t < T; t++)
-            cal_k_rmsnorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->attn_norm, d,
-                          c->norm_eps);
+        rows(e, ROWS_NORM, T, L->attn_norm);
         prof_add(e, OP_NORM, t0, 4.0 * T * d, 4.0 * (2.0 * T * d + d));
 
         t0 = cal_now_ns();
@@ -798,15 +846,7 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
         prof_add(e, OP_PROJ, t0, 2.0 * T * e->qkv_ld * d, mm_bytes(e->qkv_ld, d, T));
 
         t0 = cal_now_ns();
-        row = 0;
-        for (int i = 0; i < n_en; i++)
-            for (int j = 0; j < en[i].n_tokens; j++, row++) {
-                size_t pr = (size_t)(en[i].pos + j) * half;
-                float *r = e->qkv + (size_t)row * e->qkv_ld;
-                cal_k_rope(r, c->n_heads, hd, e->rope_cos + pr, e->rope_sin + pr);
-                cal_k_rope(r + e->qd, c->n_kv_heads, hd, e->rope_cos + pr,
-                           e->rope_sin + pr);
-            }
+        rows(e, ROWS_ROPE, T, NULL);
         prof_add(e, OP_ROPE, t0, 6.0 * T * (e->qd + e->kvd) / 2,
                  8.0 * T * (e->qd + e->kvd));
 
@@ -817,9 +857,7 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
         prof_add(e, OP_PROJ, t0, 2.0 * T * d * e->qd, mm_bytes(d, e->qd, T));
 
         t0 = cal_now_ns();
-        for (int t = 0; t < T; t++)
-            cal_k_rmsnorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ffn_norm, d,
-                          c->norm_eps);
+        rows(e, ROWS_NORM, T, L->ffn_norm);
         prof_add(e, OP_NORM, t0, 4.0 * T * d, 4.0 * (2.0 * T * d + d));
 
         if (c->n_experts > 0) {
@@ -829,9 +867,7 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
             matmul(e->h13, 2 * f, e->xn, d, L->w13, 2 * f, d, T, 0.0f);
             prof_add(e, OP_PROJ, t0, 2.0 * T * 2 * f * d, mm_bytes(2 * f, d, T));
             t0 = cal_now_ns();
-            for (int t = 0; t < T; t++)
-                cal_k_swiglu(e->act + (size_t)t * f, e->h13 + (size_t)t * 2 * f,
-                             e->h13 + (size_t)t * 2 * f + f, f);
+            rows(e, ROWS_SWIGLU, T, NULL);
             prof_add(e, OP_ACT, t0, 4.0 * T * f, 12.0 * T * f);
             t0 = cal_now_ns();
             matmul(e->x, d, e->act, f, L->w2, d, f, T, 1.0f);
