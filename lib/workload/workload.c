@@ -25,6 +25,7 @@ extern const char cal_data_code[];
 #define MAX_PROMPT_TOKENS (1 << 20)
 #define CHARS_PER_TOKEN 4      /* the approximation when no tokenizer answers */
 #define NUDGE_STEPS 24         /* characters tried either side of the search */
+#define VERIFY_FIRST 32        /* prompts counted one by one before trusting the nonce shape */
 
 struct cal_workload {
     cal_workload_config cfg;
@@ -33,6 +34,8 @@ struct cal_workload {
     size_t prefix;      /* characters of base that make prompt_tokens with a nonce */
     int    exact;
     int    calls;
+    int    verified;    /* prompts counted so far */
+    int    nudged;      /* some nonce needed a different prefix: count every prompt */
 };
 
 static const char *const NAMES[] = {"prose", "code", "random"};
@@ -221,12 +224,17 @@ int cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_toke
     *out = NULL;
     if (n_tokens) *n_tokens = -1;
     size_t prefix = w->prefix;
-    if (w->exact) {
+    /* Count each prompt until VERIFY_FIRST in a row needed no nudge: the
+     * nonce has one shape (8 letters and a newline), so after that the
+     * base prefix is trusted and no further round trips are spent. */
+    if (w->exact && (w->nudged || w->verified < VERIFY_FIRST)) {
         int n;
         int rc = count_prefix(w, index, prefix, &n);
         if (rc) return rc;
+        w->verified++;
         if (n != w->cfg.prompt_tokens) {
             /* this nonce tokenised differently: search near the base prefix */
+            w->nudged = 1;
             int found = 0;
             if ((rc = search(w, index, w->cfg.prompt_tokens, &prefix, &found))) return rc;
             if (!found) {
@@ -236,8 +244,8 @@ int cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_toke
                 return *out ? CAL_OK : CAL_ENOMEM;
             }
         }
-        if (n_tokens) *n_tokens = w->cfg.prompt_tokens;
     }
+    if (w->exact && n_tokens) *n_tokens = w->cfg.prompt_tokens;
     *out = build(w, index, prefix);
     return *out ? CAL_OK : CAL_ENOMEM;
 }
