@@ -465,9 +465,12 @@ static void cells_table(FILE *f, const cal_run_data *d, const group *g, size_t n
     char title[300], which[64];
     if (qf == ql) snprintf(which, sizeof which, "shot %d", qf);
     else snprintf(which, sizeof which, "shots %d–%d pooled", qf, ql);
-    snprintf(title, sizeof title, "cells · %s%s · output %d tok %s · %s",
-             c0->rate > 0 ? "open loop" : "closed loop", any_multi ? "" : "",
-             c0->max_tokens, c0->output_fixed ? "fixed" : "at most", which);
+    snprintf(title, sizeof title, "cells · %s · %s prompts (%s, %s) · output %d tok %s · %s",
+             c0->rate > 0 ? "open loop" : "closed loop", c0->content,
+             c0->unique_prompts ? "unique" : "shared prefix",
+             c0->prompt_exact ? "exact" : "approx.", c0->max_tokens,
+             c0->output_fixed ? "fixed" : "at most", which);
+    (void)any_multi;
     rule(f, title);
     if (ab) { put(f, "target", 6, 0); fputs("  ", f); }
     put(f, c0->rate > 0 ? "rate/s" : "conc", 6, 1);
