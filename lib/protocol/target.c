@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
@@ -193,6 +196,11 @@ static int spawn(cal_target *t, const cal_target_config *cfg, char *err, size_t 
     }
     if (pid == 0) {
         setpgid(0, 0);    /* its own group: SIGTERM reaches the whole engine */
+#ifdef __linux__
+        /* if caliper itself is killed (-9), the engine must not outlive it */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == 1) _exit(127);
+#endif
         int nul = open("/dev/null", O_RDONLY);
         if (nul >= 0) dup2(nul, 0);
         dup2(fd, 1);

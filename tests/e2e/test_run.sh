@@ -102,8 +102,9 @@ check "the interrupted run kept its requests, every one with one status" \
   [ "$(sqlite3 "$DB" "select (sum(completed) > 0) || (sum(n_requests) = (select count(*) from requests q join cells c2 on q.cell_id = c2.id where c2.run_id = r.id)) || (sum(n_requests) = sum(completed + failed)) from cells c join runs r on r.id = c.run_id where r.label = 'e2e-int'")" = 111 ]
 check "it stopped long before its 50 shots" \
   [ "$(sqlite3 "$DB" "select count(*) < 50 from cells c join runs r on r.id = c.run_id where r.label = 'e2e-int'")" = 1 ]
-check "no engine is left running after Ctrl-C" \
-  bash -c "! pgrep -f 'caliper serve --preset tiny --port 0' -P $pid >/dev/null"
+port=$(sqlite3 "$DB" "select json_extract(target,'\$.url') from runs where label='e2e-int'" | grep -oE '[0-9]+$')
+check "no engine is left answering after Ctrl-C" \
+  bash -c "[ -n '$port' ] && ! (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null"
 
 # --- a server killed mid-run: reported, not waited on -------------------------
 start_serve --preset tiny
