@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 
 /* ---- shapes ------------------------------------------------------------ */
 
@@ -234,6 +235,21 @@ static void *xalloc(size_t n)
     return p;
 }
 
+/* Weights sit on 2 MiB pages where the kernel offers them (transparent huge
+ * pages on request): a decode step streams every weight once, and with 4 KiB
+ * pages it would also walk a page table entry per 4 KiB read. */
+static void *weights_alloc(size_t n)
+{
+    size_t huge = (size_t)2 << 20;
+    size_t r = (n + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, r);
+#ifdef MADV_HUGEPAGE
+    if (p)
+        madvise(p, r, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 /* The KV cache: calloc hands large blocks over as untouched zero pages, so
  * the process's resident memory grows with the positions actually cached, as
  * a real engine's does (what a context-length memory fit measures). */
@@ -367,7 +383,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->n_weights = R16(V * d) * (c->tied_embeddings ? 1 : 2) + R16(d) +
                    per_layer * c->n_layers;
     /* every weight is written by generate(): no need to zero them first */
-    e->weights = aligned_alloc(64, ((size_t)e->n_weights * sizeof(float) + 63) & ~(size_t)63);
+    e->weights = weights_alloc((size_t)e->n_weights * sizeof(float));
     e->layers = calloc((size_t)c->n_layers, sizeof(layer));
     int64_t kv_floats = (int64_t)c->n_layers * max_seqs * e->kvd * c->max_ctx;
     e->kcache = lazy_alloc((size_t)kv_floats * sizeof(float));
