@@ -211,6 +211,11 @@ static void test_chunk_shapes(void **state)
     assert_int_equal(c.completion_tokens, -1);
     assert_true(c.flags & CAL_CHUNK_SEND_NS);
     assert_true(c.send_ns == 123456789012LL);
+    /* a NUL byte is valid JSON text (byte-level tokenizers emit it) */
+    const char *nulch = "{\"choices\":[{\"text\":\"\\u0000\"}]}";
+    assert_int_equal(cal_chunk_parse(nulch, strlen(nulch), &c, NULL), CAL_OK);
+    assert_true(c.flags & CAL_CHUNK_TEXT);
+    assert_int_equal(c.text_bytes, 1);
     /* the sentinel, with stray whitespace */
     assert_int_equal(cal_chunk_parse(" [DONE] ", 8, &c, NULL), CAL_OK);
     assert_int_equal(c.flags, CAL_CHUNK_DONE);
