@@ -79,6 +79,8 @@ $(BUILD)/gen/build_id.h: FORCE
 	@printf '#define CAL_VERSION "%s"\n#define CAL_BUILD_ID "%s"\n' '$(VERSION)' '$(BUILD_ID)' >$@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
 $(OBJ)/src/cli_util.o: $(BUILD)/gen/build_id.h
+# The prompt sets are built into the binary (.incbin).
+$(OBJ)/lib/workload/workload.o: $(wildcard data/*.txt)
 .PHONY: FORCE
 FORCE:
 
