@@ -54,7 +54,7 @@ check "prefix tokens = sum of parts" j '.prefix_tokens == ([.prefix[].tokens] | 
 check "TTFT <= turn time" j '.ttft_s > 0 and .ttft_s <= .turn_s'
 check "decode inside the turn" j '.decode_s > 0 and .ttft_s + .decode_s <= .turn_s + 1e-6'
 check "output tokens from usage" j '.output_tokens > 0 and .output_tokens_from == "usage"'
-check "decode speed = output tokens / decode s" j '(.decode_tok_s - .output_tokens / .decode_s | fabs) < 1e-6'
+check "decode speed = output tokens / decode s" j '(.decode_tok_s * .decode_s / .output_tokens - 1 | fabs) < 1e-6'
 check "stderr turn line" grep -qE '^turn 1: prefix [0-9]+ tok \(system [0-9]+, tools [0-9]+, history [0-9]+, new [0-9]+\), TTFT .* % of the turn, decode .* tok/s' "$E2E_TMP/proxy.err"
 grep '^turn 1' "$E2E_TMP/proxy.err"
 

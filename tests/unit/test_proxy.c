@@ -4,6 +4,7 @@
  * bytes unchanged, and the turn's TTFT, decode time and tokens must match
  * the drip; an unreachable upstream answers 502. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,8 +193,29 @@ static enum MHD_Result upstream(void *cls, struct MHD_Connection *c, const char 
     return ret;
 }
 
-typedef struct got { int n; cal_proxy_turn t; } got;
-static void on_turn(void *ud, const cal_proxy_turn *t) { got *g = ud; g->n++; g->t = *t; }
+/* Turns arrive on a proxy thread: the test reads them under a lock. */
+typedef struct got { pthread_mutex_t mu; int n; cal_proxy_turn t; } got;
+static void on_turn(void *ud, const cal_proxy_turn *t)
+{
+    got *g = ud;
+    pthread_mutex_lock(&g->mu);
+    g->n++;
+    g->t = *t;
+    pthread_mutex_unlock(&g->mu);
+}
+static int wait_turns(got *g, int n, cal_proxy_turn *out)
+{
+    int have = 0;
+    for (int i = 0; i < 300; i++) {
+        pthread_mutex_lock(&g->mu);
+        have = g->n;
+        if (have >= n && out) *out = g->t;
+        pthread_mutex_unlock(&g->mu);
+        if (have >= n) break;
+        sleep_ms(10);
+    }
+    return have;
+}
 
 static size_t to_buf(char *p, size_t sz, size_t nm, void *ud)
 {
@@ -236,7 +258,8 @@ static void test_live_proxy(void **state)
     int up_port = MHD_get_daemon_info(up, MHD_DAEMON_INFO_BIND_PORT)->port;
     char up_url[64], url[128];
     snprintf(up_url, sizeof up_url, "http://127.0.0.1:%d/", up_port);   /* trailing '/' is dropped */
-    got g = {0};
+    got g = {.n = 0};
+    pthread_mutex_init(&g.mu, NULL);
     cal_proxy_config cfg = {.port = 0, .upstream = up_url, .tokenize = 1, .on_turn = on_turn, .ud = &g};
     cal_proxy *px = NULL;
     char why[128];
@@ -255,9 +278,9 @@ static void test_live_proxy(void **state)
     assert_int_equal(b.len, want.len);
     assert_memory_equal(b.data, want.data, want.len);
     /* the turn is recorded after the client's last byte: wait for it */
-    for (int i = 0; i < 200 && !g.n; i++) sleep_ms(10);
-    assert_int_equal(g.n, 1);
-    const cal_proxy_turn *t = &g.t;
+    cal_proxy_turn turn;
+    assert_int_equal(wait_turns(&g, 1, &turn), 1);
+    const cal_proxy_turn *t = &turn;
     assert_int_equal(t->index, 1);
     assert_int_equal(t->status, 200);
     assert_string_equal(t->error, "");
@@ -290,7 +313,7 @@ static void test_live_proxy(void **state)
     snprintf(url, sizeof url, "http://127.0.0.1:%d/nowhere", port);
     assert_int_equal(fetch(url, NULL, &b, NULL, 0), 404);
     sleep_ms(50);
-    assert_int_equal(g.n, 1);
+    assert_int_equal(wait_turns(&g, 0, NULL), 1);
     cal_proxy_close(&px);
     assert_null(px);
     MHD_stop_daemon(up);
@@ -302,9 +325,8 @@ static void test_live_proxy(void **state)
     cal_buf_reset(&b);
     assert_int_equal(fetch(url, CHAT, &b, NULL, 0), 502);
     assert_non_null(strstr(b.data, "proxy_error"));
-    for (int i = 0; i < 200 && g.n < 2; i++) sleep_ms(10);
-    assert_int_equal(g.n, 2);
-    assert_non_null(strstr(g.t.error, "upstream"));
+    assert_int_equal(wait_turns(&g, 2, &turn), 2);
+    assert_non_null(strstr(turn.error, "upstream"));
     cal_proxy_close(&px);
     cal_buf_free(&b);
     cal_buf_free(&want);
@@ -317,6 +339,7 @@ static void test_live_proxy(void **state)
     cfg.host = "localhost";
     assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
     assert_null(px);
+    pthread_mutex_destroy(&g.mu);
 }
 
 int main(void)
