@@ -60,7 +60,6 @@ struct cal_sched {
     int                 *free_slots;  /* [max_batch] stack of free KV slots */
     int                  n_free;
     float               *logits;      /* [max_batch][vocab] */
-    void                *scratch;     /* sampler scratch */
     cal_plan_seq        *pseq;        /* [max_batch] */
     cal_plan_item       *items;       /* [max_batch] */
     cal_step_entry      *entries;     /* [max_batch] */
@@ -142,7 +141,7 @@ static int sample_emit(cal_sched *s, cal_job *j, float *logits, int64_t t_ns)
     int allow_eos = !j->req.ignore_eos && j->n_gen >= j->req.min_tokens;
     if (!allow_eos && s->eos >= 0 && s->eos < s->vocab) logits[s->eos] = -INFINITY;
     cal_sampler_params sp = {j->req.temperature, j->req.top_p, j->req.seed};
-    int32_t tok = cal_sample(logits, s->vocab, &sp, &j->rng, s->scratch);
+    int32_t tok = cal_engine_sample(s->eng, logits, &sp, &j->rng);  /* profiled */
     j->n_gen++;
     j->last_tok_ns = t_ns;
     atomic_fetch_add_explicit(&s->m->generation_tokens, 1, memory_order_relaxed);
@@ -302,12 +301,11 @@ int cal_sched_open(const cal_sched_config *c, cal_sched **out, const char **why)
     s->run = calloc(mb, sizeof *s->run);
     s->free_slots = calloc(mb, sizeof *s->free_slots);
     s->logits = malloc(mb * (size_t)s->vocab * sizeof *s->logits);
-    s->scratch = malloc(cal_sample_scratch_bytes(s->vocab));
     s->pseq = calloc(mb, sizeof *s->pseq);
     s->items = calloc(mb, sizeof *s->items);
     s->entries = calloc(mb, sizeof *s->entries);
     s->fin = calloc(mb, sizeof *s->fin);
-    if (!s->fin || !s->run || !s->free_slots || !s->logits || !s->scratch || !s->pseq || !s->items ||
+    if (!s->fin || !s->run || !s->free_slots || !s->logits || !s->pseq || !s->items ||
         !s->entries) {
         cal_sched_close(&s);
         return CAL_ENOMEM;
@@ -386,7 +384,6 @@ void cal_sched_close(cal_sched **ps)
     free(s->run);
     free(s->free_slots);
     free(s->logits);
-    free(s->scratch);
     free(s->pseq);
     free(s->items);
     free(s->entries);
