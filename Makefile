@@ -57,6 +57,14 @@ BENCH_SRC  := $(sort $(wildcard bench/*.c))
 E2E        := $(sort $(wildcard tests/e2e/test_*.sh))
 
 OBJ        := $(BUILD)/obj
+# Quiet by default; `make V=1` prints every command.
+ifeq ($(V),1)
+  Q :=
+  say = @true
+else
+  Q := @
+  say = @printf '  %-6s %s\n' $(1) $(2)
+endif
 LIB_OBJ    := $(LIB_SRC:%.c=$(OBJ)/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(OBJ)/%.o)
 LIBCAL     := $(BUILD)/libcaliper.a
@@ -86,26 +94,32 @@ FORCE:
 
 $(OBJ)/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(ENGINE_CFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(ENGINE_CFLAGS) -MMD -MP -c $< -o $@
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIBCAL): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(LIBCLI): $(CLI_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BIN): $(OBJ)/src/main.o $(LIBCLI) $(LIBCAL)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(OBJ)/tests/unit/%.o $(LIBCLI) $(LIBCAL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 $(BUILD)/tests/helpers/lib%.so: tests/helpers/shlib/%.c
 	@mkdir -p $(dir $@)
@@ -113,17 +127,20 @@ $(BUILD)/tests/helpers/lib%.so: tests/helpers/shlib/%.c
 
 $(BUILD)/tests/helpers/%: $(OBJ)/tests/helpers/%.o $(LIBCAL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Fuzz targets also build as plain programs that replay their corpus, so
 # `make test` exercises every parser's corpus with gcc and no libFuzzer.
 $(BUILD)/tests/replay_%: $(OBJ)/tests/fuzz/%.o $(OBJ)/tests/fuzz/replay_main.o $(LIBCLI) $(LIBCAL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bench/%: $(OBJ)/bench/%.o $(LIBCLI) $(LIBCAL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t || fail=1; done; exit $$fail
