@@ -52,6 +52,11 @@ int cli_parse_long(const char *cmd, const char *flag, const char *arg,
 int cli_parse_long_list(const char *cmd, const char *flag, const char *arg,
                         long min, long max, long *out, size_t cap, size_t *n);
 
+/* Remove every "--import vllm FILE" (or --import=vllm FILE) from argv,
+ * collecting FILE into files[cap]; argv keeps the rest in order. 0 or 2. */
+int cli_lift_imports(const char *cmd, int *argc, char **argv, const char **files,
+                     size_t cap, size_t *n);
+
 /* Colour and progress only on a TTY and without NO_COLOR. */
 int cli_stderr_is_tty(void);
 int cli_use_color(FILE *f);

@@ -98,3 +98,29 @@ const char *cli_build_warning(void)
     return NULL;
 #endif
 }
+
+/* "--import TOOL FILE" may stand anywhere among compare/report arguments;
+ * lift the files out before getopt sees them. */
+int cli_lift_imports(const char *cmd, int *argc, char **argv, const char **files,
+                     size_t cap, size_t *n)
+{
+    int w = 1;
+    *n = 0;
+    for (int i = 1; i < *argc; i++) {
+        const char *tool = NULL;
+        if (!strcmp(argv[i], "--")) { while (i < *argc) argv[w++] = argv[i++]; break; }
+        if (!strcmp(argv[i], "--import")) {
+            if (i + 1 >= *argc) return cli_usage_error(cmd, "--import: the TOOL is missing (vllm)");
+            tool = argv[++i];
+        } else if (!strncmp(argv[i], "--import=", 9)) tool = argv[i] + 9;
+        if (!tool) { argv[w++] = argv[i]; continue; }
+        if (strcmp(tool, "vllm"))
+            return cli_usage_error(cmd, "--import: \"%s\" is not a tool caliper imports (vllm)", tool);
+        if (i + 1 >= *argc) return cli_usage_error(cmd, "--import vllm: the FILE is missing");
+        if (*n >= cap) return cli_usage_error(cmd, "--import: more than %zu results", cap);
+        files[(*n)++] = argv[++i];
+    }
+    *argc = w;
+    argv[w] = NULL;
+    return 0;
+}

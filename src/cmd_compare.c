@@ -141,29 +141,6 @@ static void print_text(const cal_comparison *c, const cal_result *const *res, si
 /* `--import TOOL FILE` takes two values, which getopt cannot: lift the
  * triples out of argv first (keeping their order), then parse the rest,
  * options and runs in any order. Returns 0, or 2 after a usage error. */
-static int lift_imports(int *argc, char **argv, const char **files, size_t cap, size_t *n)
-{
-    int w = 1;
-    *n = 0;
-    for (int i = 1; i < *argc; i++) {
-        const char *tool = NULL;
-        if (!strcmp(argv[i], "--")) { while (i < *argc) argv[w++] = argv[i++]; break; }
-        if (!strcmp(argv[i], "--import")) {
-            if (i + 1 >= *argc) return cli_usage_error(CMD, "--import: the TOOL is missing (vllm)");
-            tool = argv[++i];
-        } else if (!strncmp(argv[i], "--import=", 9)) tool = argv[i] + 9;
-        if (!tool) { argv[w++] = argv[i]; continue; }
-        if (strcmp(tool, "vllm"))
-            return cli_usage_error(CMD, "--import: \"%s\" is not a tool caliper imports (vllm)", tool);
-        if (i + 1 >= *argc) return cli_usage_error(CMD, "--import vllm: the FILE is missing");
-        if (*n >= cap) return cli_usage_error(CMD, "--import: more than %zu results", cap);
-        files[(*n)++] = argv[++i];
-    }
-    *argc = w;
-    argv[w] = NULL;
-    return 0;
-}
-
 int cmd_compare(int argc, char **argv)
 {
     static const struct option OPTS[] = {
@@ -178,7 +155,7 @@ int cmd_compare(int argc, char **argv)
     cal_compare_opts o = {0};
     o.stale_s = 30 * 86400.0;
     int md = 0, no_ci = 0, all = 0, ch;
-    if (lift_imports(&argc, argv, imports, CAL_CMP_MAX, &n_imports)) return CLI_USAGE;
+    if (cli_lift_imports(CMD, &argc, argv, imports, CAL_CMP_MAX, &n_imports)) return CLI_USAGE;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", OPTS, NULL)) != -1) {

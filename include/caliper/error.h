@@ -3,6 +3,7 @@
  * Library code never prints and never exits: only the command decides. */
 #ifndef CALIPER_ERROR_H
 #define CALIPER_ERROR_H
+#include <stddef.h>
 
 typedef enum cal_err {
     CAL_OK        =   0,
@@ -27,5 +28,12 @@ typedef enum cal_err {
 
 /* Static English text for an error code; never NULL. */
 const char *cal_strerror(int err);
+
+/* Write a printf-style explanation into why[why_len] (when why is non-NULL
+ * and why_len > 0) and return code: `return cal_why(why, n, CAL_EPROTO,
+ * "field \"%s\": ...", name);`. The one way library calls that take a
+ * why-buffer fill it. */
+int cal_why(char *why, size_t why_len, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

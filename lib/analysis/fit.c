@@ -3,7 +3,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,18 +13,6 @@
 #define FIELD_CAP 64
 #define FILE_CAP  (16u << 20)
 
-static int fail(char *why, size_t why_len, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *why, size_t why_len, int code, const char *fmt, ...)
-{
-    if (why && why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* Split line (modified in place) into fields; returns the count (<= cap).
  * With a ',', ';' or tab anywhere those separate (empty fields kept);
@@ -84,13 +71,13 @@ int cal_csv_columns(const char *text, size_t len, cal_csv_col *cols, size_t ncol
         size_t ll = nl ? (size_t)(nl - (text + pos)) : len - pos;
         lineno++;
         if (ll >= LINE_CAP)
-            return fail(why, why_len, CAL_ETOOBIG, "line %zu is longer than %d bytes",
+            return cal_why(why, why_len, CAL_ETOOBIG, "line %zu is longer than %d bytes",
                         lineno, LINE_CAP - 1);
         memcpy(line, text + pos, ll);
         line[ll] = '\0';
         pos += ll + (nl ? 1 : 0);
         if (memchr(line, '\0', ll))
-            return fail(why, why_len, CAL_EPROTO, "line %zu holds a NUL byte", lineno);
+            return cal_why(why, why_len, CAL_EPROTO, "line %zu holds a NUL byte", lineno);
         char *s = line;
         while (isspace((unsigned char)*s)) s++;
         if (!*s || *s == '#') continue;
@@ -114,7 +101,7 @@ int cal_csv_columns(const char *text, size_t len, cal_csv_col *cols, size_t ncol
                         if (!*end && k >= 1 && (size_t)k <= nf) i = (size_t)k - 1;
                     }
                     if (i == nf)
-                        return fail(why, why_len, CAL_ENOTFOUND, "no column \"%s\" in the "
+                        return cal_why(why, why_len, CAL_ENOTFOUND, "no column \"%s\" in the "
                                     "header (%s)", cols[c].name, hdr_copy);
                     idx[c] = i;
                 }
@@ -124,21 +111,21 @@ int cal_csv_columns(const char *text, size_t len, cal_csv_col *cols, size_t ncol
                 char *end;
                 long k = strtol(cols[c].name, &end, 10);
                 if (*end || k < 1 || k > FIELD_CAP)
-                    return fail(why, why_len, CAL_ENOTFOUND, "no header line, so column "
+                    return cal_why(why, why_len, CAL_ENOTFOUND, "no header line, so column "
                                 "\"%s\" cannot be found (name columns 1, 2, ... or add a "
                                 "header)", cols[c].name);
                 idx[c] = (size_t)k - 1;
             }
         }
         if (rows == cap)
-            return fail(why, why_len, CAL_ETOOBIG, "more than %zu data rows", cap);
+            return cal_why(why, why_len, CAL_ETOOBIG, "more than %zu data rows", cap);
         for (size_t c = 0; c < ncols; c++) {
             if (idx[c] >= nf)
-                return fail(why, why_len, CAL_EPROTO, "line %zu has %zu fields, column "
+                return cal_why(why, why_len, CAL_EPROTO, "line %zu has %zu fields, column "
                             "\"%s\" is field %zu", lineno, nf, cols[c].name, idx[c] + 1);
             double v;
             if (cal_unit_parse(cols[c].unit, f[idx[c]], cols[c].bare_unit, &v) != CAL_OK)
-                return fail(why, why_len, CAL_EPROTO, "line %zu, column \"%s\": \"%s\" is "
+                return cal_why(why, why_len, CAL_EPROTO, "line %zu, column \"%s\": \"%s\" is "
                             "not a %s%s%s", lineno, cols[c].name, f[idx[c]],
                             cal_unit_name(cols[c].unit), cols[c].bare_unit ? " in " : "",
                             cols[c].bare_unit ? cols[c].bare_unit : "");
@@ -158,7 +145,7 @@ int cal_csv_columns_file(const char *path, cal_csv_col *cols, size_t ncols, size
     int is_stdin = !strcmp(path, "-");
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
-        return fail(why, why_len, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s",
+        return cal_why(why, why_len, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s",
                     path, strerror(errno));
     size_t alloc = 65536, n = 0;
     char *buf = malloc(alloc);
@@ -166,7 +153,7 @@ int cal_csv_columns_file(const char *path, cal_csv_col *cols, size_t ncols, size
     while (rc == CAL_OK) {
         if (n == alloc) {
             if (alloc >= FILE_CAP) {
-                rc = fail(why, why_len, CAL_ETOOBIG, "%s is over %u bytes", path, FILE_CAP);
+                rc = cal_why(why, why_len, CAL_ETOOBIG, "%s is over %u bytes", path, FILE_CAP);
                 break;
             }
             char *nb = realloc(buf, alloc * 2);
@@ -177,7 +164,7 @@ int cal_csv_columns_file(const char *path, cal_csv_col *cols, size_t ncols, size
         size_t got = fread(buf + n, 1, alloc - n, f);
         n += got;
         if (got == 0) {
-            if (ferror(f)) rc = fail(why, why_len, CAL_EIO, "%s: read failed", path);
+            if (ferror(f)) rc = cal_why(why, why_len, CAL_EIO, "%s: read failed", path);
             break;
         }
     }

@@ -3,7 +3,6 @@
  * fields under "text_config"; that object is used when the top level lacks
  * num_hidden_layers. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,18 +13,6 @@
 
 #define CONFIG_CAP (8u << 20)   /* a config.json is kilobytes; refuse more than 8 MiB */
 
-static int fail(char *why, size_t why_len, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *why, size_t why_len, int code, const char *fmt, ...)
-{
-    if (why && why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* A positive integer field: 1 found, 0 absent or null, -1 present but bad. */
 static int get_pos_int(json_t *o, const char *key, long *v)
@@ -66,16 +53,16 @@ int cal_hfconfig_read_mem(const char *buf, size_t len, cal_model_shape *out, cha
     if (why && why_len) why[0] = '\0';
     if (!out || (!buf && len)) return CAL_EINVAL;
     if (len > CONFIG_CAP)
-        return fail(why, why_len, CAL_ETOOBIG, "config.json is %zu bytes, over the %u cap",
+        return cal_why(why, why_len, CAL_ETOOBIG, "config.json is %zu bytes, over the %u cap",
                     len, CONFIG_CAP);
     json_error_t jerr;
     json_t *root = json_loadb(buf ? buf : "", len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
-        return fail(why, why_len, CAL_EPROTO, "config.json line %d column %d: %s",
+        return cal_why(why, why_len, CAL_EPROTO, "config.json line %d column %d: %s",
                     jerr.line, jerr.column, jerr.text);
     int rc = CAL_OK;
     if (!json_is_object(root)) {
-        rc = fail(why, why_len, CAL_EPROTO, "config.json is not a JSON object");
+        rc = cal_why(why, why_len, CAL_EPROTO, "config.json is not a JSON object");
         goto out;
     }
     json_t *o = root;
@@ -93,31 +80,31 @@ int cal_hfconfig_read_mem(const char *buf, size_t len, cal_model_shape *out, cha
     for (int i = 0; i < 5; i++) {
         have[i] = get_pos_int(o, names[i], dst[i]);
         if (have[i] < 0) {
-            rc = fail(why, why_len, CAL_ERANGE, "config.json: %s%s is not a positive "
+            rc = cal_why(why, why_len, CAL_ERANGE, "config.json: %s%s is not a positive "
                       "integer", where, names[i]);
             goto out;
         }
     }
     if (!have[0]) {
-        rc = fail(why, why_len, CAL_ENOTFOUND, "config.json: %snum_hidden_layers is "
+        rc = cal_why(why, why_len, CAL_ENOTFOUND, "config.json: %snum_hidden_layers is "
                   "missing", where);
         goto out;
     }
     if (!have[2] && !have[1]) {
-        rc = fail(why, why_len, CAL_ENOTFOUND, "config.json: %snum_key_value_heads and "
+        rc = cal_why(why, why_len, CAL_ENOTFOUND, "config.json: %snum_key_value_heads and "
                   "num_attention_heads are missing", where);
         goto out;
     }
     if (!have[2]) kvh = heads;
     if (!have[3]) {
         if (!have[1] || !have[4]) {
-            rc = fail(why, why_len, CAL_ENOTFOUND, "config.json: %shead_dim is missing "
+            rc = cal_why(why, why_len, CAL_ENOTFOUND, "config.json: %shead_dim is missing "
                       "and cannot be derived (needs hidden_size and num_attention_heads)",
                       where);
             goto out;
         }
         if (hidden % heads) {
-            rc = fail(why, why_len, CAL_ERANGE, "config.json: %shidden_size %ld is not a "
+            rc = cal_why(why, why_len, CAL_ERANGE, "config.json: %shidden_size %ld is not a "
                       "multiple of num_attention_heads %ld", where, hidden, heads);
             goto out;
         }
@@ -158,16 +145,16 @@ int cal_hfconfig_read_file(const char *path, cal_model_shape *out, char *why,
     if (!path || !out) return CAL_EINVAL;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(why, why_len, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s",
+        return cal_why(why, why_len, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s",
                     path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);
-        return fail(why, why_len, CAL_EIO, "%s: not a regular file", path);
+        return cal_why(why, why_len, CAL_EIO, "%s: not a regular file", path);
     }
     if ((unsigned long long)st.st_size > CONFIG_CAP) {
         fclose(f);
-        return fail(why, why_len, CAL_ETOOBIG, "%s is %lld bytes, over the %u cap", path,
+        return cal_why(why, why_len, CAL_ETOOBIG, "%s is %lld bytes, over the %u cap", path,
                     (long long)st.st_size, CONFIG_CAP);
     }
     size_t n = (size_t)st.st_size;
@@ -176,7 +163,7 @@ int cal_hfconfig_read_file(const char *path, cal_model_shape *out, char *why,
     size_t got = fread(buf, 1, n, f);
     fclose(f);
     int rc = got == n ? cal_hfconfig_read_mem(buf, n, out, why, why_len)
-                      : fail(why, why_len, CAL_EIO, "%s: short read", path);
+                      : cal_why(why, why_len, CAL_EIO, "%s: short read", path);
     free(buf);
     return rc;
 }

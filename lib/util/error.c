@@ -1,4 +1,6 @@
 /* Error code to text. */
+#include <stdarg.h>
+#include <stdio.h>
 #include "caliper/error.h"
 
 const char *cal_strerror(int err)
@@ -24,4 +26,15 @@ const char *cal_strerror(int err)
     case CAL_EINTERNAL: return "internal error";
     }
     return "unknown error";
+}
+
+int cal_why(char *why, size_t why_len, int code, const char *fmt, ...)
+{
+    if (why && why_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, why_len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
 }
