@@ -90,6 +90,8 @@ $(OBJ)/src/cli_util.o: $(BUILD)/gen/build_id.h
 # The prompt sets are built into the binary (.incbin).
 $(OBJ)/lib/workload/workload.o: $(wildcard data/*.txt)
 .PHONY: FORCE
+# Keep test and bench objects: they are intermediate files to make otherwise.
+.SECONDARY:
 FORCE:
 
 $(OBJ)/engine/%.o: engine/%.c
