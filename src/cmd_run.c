@@ -58,7 +58,7 @@ static void usage(FILE *f)
         "  --duration T         run each cell for T instead (e.g. 30s)\n"
         "  --rate R             open loop: Poisson arrivals at R req/s (latency from the\n"
         "                       scheduled time); --concurrency then caps in-flight requests\n"
-        "shots (SPEC 1.1):\n"
+        "shots (cold, warm and rested; docs/run.md):\n"
         "  --shots N            N consecutive shots of the whole workload (default 1)\n"
         "  --rest T             rest between shots (default 0)\n"
         "  --warmup K           K shots first, recorded but left out of summaries\n"

@@ -518,8 +518,7 @@ static void cells_table(FILE *f, const cal_run_data *d, const group *g, size_t n
         else hi = 1;
     }
     if (lo && hi)
-        fprintf(f, "read: at 1–4 users read the per-request column; at 8+ the aggregate one "
-                   "(SPEC 1.2).\n");
+        fprintf(f, "read: at 1–4 users read the per-request column; at 8+ the aggregate one.\n");
     else if (lo)
         fprintf(f, "read: at these concurrencies read the per-request column; the aggregate "
                    "one is diluted by the gaps between requests.\n");
