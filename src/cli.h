@@ -45,6 +45,10 @@ int cli_fail(const char *cmd, const char *fmt, ...)
  * usage error naming cmd, flag and value, and return 2. */
 int cli_parse_unit(const char *cmd, const char *flag, const char *arg,
                    cal_unit u, const char *bare_unit, double *out);
+/* A time flag that must lie in [min_s, max_s] seconds (max_s <= 0: no upper
+ * bound; min_s is exclusive when it is 0: "a positive time"). */
+int cli_parse_time_in(const char *cmd, const char *flag, const char *arg,
+                      const char *bare_unit, double min_s, double max_s, double *out);
 int cli_parse_long(const char *cmd, const char *flag, const char *arg,
                    long min, long max, long *out);
 /* Comma list of integers ("1,4,8,32", with k/M suffixes) into out[cap];

@@ -41,6 +41,24 @@ int cli_parse_unit(const char *cmd, const char *flag, const char *arg,
                            bare_unit ? bare_unit : "", bare_unit ? ")" : "");
 }
 
+int cli_parse_time_in(const char *cmd, const char *flag, const char *arg,
+                      const char *bare_unit, double min_s, double max_s, double *out)
+{
+    double v;
+    int rc = cli_parse_unit(cmd, flag, arg, CAL_U_TIME, bare_unit, &v);
+    if (rc) return rc;
+    char lim[32];
+    if (min_s <= 0 ? v <= 0 : v < min_s)
+        return min_s <= 0 ? cli_usage_error(cmd, "%s: \"%s\" is not a positive time", flag, arg)
+                          : cli_usage_error(cmd, "%s: \"%s\" is under %s", flag, arg,
+                                            cal_unit_format(CAL_U_TIME, min_s, 3, lim, sizeof lim));
+    if (max_s > 0 && v > max_s)
+        return cli_usage_error(cmd, "%s: \"%s\" is over %s", flag, arg,
+                               cal_unit_format(CAL_U_TIME, max_s, 3, lim, sizeof lim));
+    *out = v;
+    return 0;
+}
+
 int cli_parse_long(const char *cmd, const char *flag, const char *arg,
                    long min, long max, long *out)
 {

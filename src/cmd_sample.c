@@ -218,14 +218,11 @@ int cmd_sample(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         switch (c) {
         case 'i':
-            if ((rc = cli_parse_unit(CMD, "--interval", optarg, CAL_U_TIME, "ms", &interval_s))) return rc;
-            if (interval_s < 0.010 || interval_s > 3600)
-                return cli_usage_error(CMD, "--interval: \"%s\" is outside 10ms..1h", optarg);
+            if ((rc = cli_parse_time_in(CMD, "--interval", optarg, "ms", 0.010, 3600, &interval_s)))
+                return rc;
             break;
         case 'd':
-            if ((rc = cli_parse_unit(CMD, "--duration", optarg, CAL_U_TIME, "s", &duration_s))) return rc;
-            if (duration_s <= 0)
-                return cli_usage_error(CMD, "--duration: \"%s\" is not a positive time", optarg);
+            if ((rc = cli_parse_time_in(CMD, "--duration", optarg, "s", 0, 0, &duration_s))) return rc;
             break;
         case 'c': csv = optarg; break;
         case 'j': jsonf = optarg; break;

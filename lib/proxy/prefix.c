@@ -3,7 +3,6 @@
  * history rode along with every turn), and the turn record as JSON. */
 #include "caliper/proxy.h"
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +24,6 @@ long cal_utf8_chars(const char *s, size_t len)
 void cal_prefix_free(cal_prefix *p)
 {
     for (int k = 0; k < CAL_PART_N; k++) { free(p->text[k]); p->text[k] = NULL; }
-}
-
-static int why_set(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int why_set(char *why, size_t n, const char *fmt, ...)
-{
-    if (why && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, n, fmt, ap);
-        va_end(ap);
-    }
-    return CAL_EPROTO;
 }
 
 /* A message's content: a string, null, or an array of parts whose "text"
@@ -87,7 +74,7 @@ int cal_prefix_parse(const char *body, size_t len, cal_prefix *out, char *why, s
     json_t *o = body ? json_loadb(body, len, 0, &je) : NULL;
     if (!o || !json_is_object(o)) {
         json_decref(o);
-        return why_set(why, why_len, "the body is not a JSON object%s%s", o ? "" : ": ", o ? "" : je.text);
+        return cal_why(why, why_len, CAL_EPROTO, "the body is not a JSON object%s%s", o ? "" : ": ", o ? "" : je.text);
     }
     cal_buf b[CAL_PART_N];
     for (int k = 0; k < CAL_PART_N; k++) { b[k] = (cal_buf)CAL_BUF_INIT(PART_TEXT_MAX); }
@@ -97,12 +84,12 @@ int cal_prefix_parse(const char *body, size_t len, cal_prefix *out, char *why, s
     json_t *msgs = json_object_get(o, "messages");
     json_t *prompt = json_object_get(o, "prompt");
     if (msgs) {
-        if (!json_is_array(msgs)) { rc = why_set(why, why_len, "messages: not an array"); goto done; }
+        if (!json_is_array(msgs)) { rc = cal_why(why, why_len, CAL_EPROTO, "messages: not an array"); goto done; }
         out->chat = 1;
         out->n_messages = json_array_size(msgs);
         for (size_t i = 0; i < out->n_messages && !rc; i++) {
             json_t *m = json_array_get(msgs, i);
-            if (!json_is_object(m)) { rc = why_set(why, why_len, "messages[%zu]: not an object", i); break; }
+            if (!json_is_object(m)) { rc = cal_why(why, why_len, CAL_EPROTO, "messages[%zu]: not an object", i); break; }
             const char *role = json_string_value(json_object_get(m, "role"));
             if (!role) role = "";
             if (i + 1 == out->n_messages) {
@@ -126,18 +113,18 @@ int cal_prefix_parse(const char *body, size_t len, cal_prefix *out, char *why, s
             size_t i;
             json_t *p;
             json_array_foreach(prompt, i, p) {
-                if (!json_is_string(p)) { rc = why_set(why, why_len, "prompt[%zu]: not a string", i); break; }
+                if (!json_is_string(p)) { rc = cal_why(why, why_len, CAL_EPROTO, "prompt[%zu]: not a string", i); break; }
                 if ((i && (rc = cal_buf_puts(&b[CAL_PART_NEW], "\n"))) ||
                     (rc = cal_buf_append(&b[CAL_PART_NEW], json_string_value(p), json_string_length(p))))
                     break;
             }
         } else {
-            rc = why_set(why, why_len, "prompt: not a string or an array of strings");
+            rc = cal_why(why, why_len, CAL_EPROTO, "prompt: not a string or an array of strings");
         }
     } else {
-        rc = why_set(why, why_len, "neither \"messages\" nor \"prompt\" in the body");
+        rc = cal_why(why, why_len, CAL_EPROTO, "neither \"messages\" nor \"prompt\" in the body");
     }
-    if (rc == CAL_ETOOBIG) why_set(why, why_len, "a part of the prompt is over 64 MiB");
+    if (rc == CAL_ETOOBIG) cal_why(why, why_len, CAL_EPROTO, "a part of the prompt is over 64 MiB");
 done:
     json_decref(o);
     if (rc) {
