@@ -35,6 +35,13 @@
  * 2048). Shards of 64 keep that walk short; all shards share one epoll set
  * and one thread. */
 #define SHARD_TRANSFERS    64
+/* Deferred interpretation (see on_event): events wait, bytes and stamp kept,
+ * until the loop has nothing to read or the request ends. Caps per request
+ * and per run; past one, the request's waiting events are interpreted at once. */
+#define PEND_MAX_EVENTS    256
+#define PEND_MAX_BYTES     ((size_t)64 << 10)
+#define PEND_RUN_BYTES     ((size_t)8 << 20)
+#define FLUSH_BUDGET       8        /* events interpreted between looks */
 
 const char *cal_req_status_name(cal_req_status s)
 {
@@ -85,6 +92,11 @@ typedef struct slot {
     int      fail;               /* a status decided while parsing, or -1 */
     char     fail_msg[320];
     int64_t  now;                /* the stamp of the bytes being parsed */
+    int64_t  fail_ns;            /* the stamp of the bytes that decided fail */
+    cal_buf  pend;               /* data of events not yet interpreted */
+    struct pend_ev { int64_t ns; size_t off, len; } *pev;   /* their stamps */
+    int      npev, pev_cap;
+    int      queued;             /* on run.dirty */
     int64_t  last_byte_ns;
     int      chunk_cap;
     char     errbuf[CURL_ERROR_SIZE];
@@ -103,6 +115,9 @@ struct run {
     size_t   in_flight;
     cal_probe_stats *st;
     size_t   done;
+    slot   **dirty;              /* slots with waiting events (cap: nslots) */
+    size_t   ndirty;
+    size_t   pend_bytes;         /* waiting event bytes over all slots */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -209,6 +224,7 @@ static void set_fail(slot *s, cal_req_status st, const char *fmt, const char *ar
 {
     if (s->fail >= 0) return;
     s->fail = (int)st;
+    s->fail_ns = s->now;
     snprintf(s->fail_msg, sizeof s->fail_msg, fmt, arg ? arg : "");
 }
 
@@ -258,10 +274,9 @@ static void apply_chunk(slot *s, const cal_chunk *c)
     if (c->flags & CAL_CHUNK_FINISH) s->finish_seen = 1;
 }
 
-static int on_event(void *ud, const char *data, size_t len)
+/* Interpret one event whose bytes arrived at s->now. */
+static int interpret(slot *s, const char *data, size_t len)
 {
-    slot *s = ud;
-    s->r->st->chunks++;
     if (s->done_seen) return CAL_OK;            /* anything after [DONE] */
     cal_chunk c;
     int rc = cal_chunk_parse(data, len, &c, s->r->p->cfg.keep_text ? &s->text : NULL);
@@ -290,6 +305,58 @@ static int on_event(void *ud, const char *data, size_t len)
     }
     apply_chunk(s, &c);
     return CAL_OK;
+}
+
+/* Interpret s's waiting events in arrival order, each with its own stamp.
+ * Stops at the first one that decides a failure (s->fail is then set, as
+ * inline interpretation would have ended the transfer there) and returns
+ * that code. */
+static int flush_slot(slot *s)
+{
+    int rc = CAL_OK;
+    int64_t keep = s->now;
+    for (int i = 0; i < s->npev && rc == CAL_OK && s->fail < 0; i++) {
+        s->now = s->pev[i].ns;
+        rc = interpret(s, s->pend.data + s->pev[i].off, s->pev[i].len);
+    }
+    s->now = keep;
+    s->r->pend_bytes -= s->pend.len;
+    cal_buf_reset(&s->pend);
+    s->npev = 0;
+    return rc;
+}
+
+/* One SSE event. The write callback's stamp (s->now) is already taken; the
+ * JSON interpretation (a jansson tree per event, the costliest step) waits
+ * until the loop finds nothing to read or the request ends, so that one
+ * wakeup finding many sockets ready stamps them all before it parses any.
+ * Each waiting event keeps its own stamp, so chunk_ns, first_token_ns,
+ * counts and statuses are what inline interpretation gives. */
+static int on_event(void *ud, const char *data, size_t len)
+{
+    slot *s = ud;
+    run *r = s->r;
+    r->st->chunks++;
+    if (s->done_seen && !s->npev) return CAL_OK;   /* anything after [DONE] */
+    if (s->npev < PEND_MAX_EVENTS && s->pend.len + len <= PEND_MAX_BYTES
+        && r->pend_bytes + len <= PEND_RUN_BYTES) {
+        if (s->npev == s->pev_cap) {
+            int nc = s->pev_cap ? s->pev_cap * 2 : 16;
+            struct pend_ev *a = realloc(s->pev, (size_t)nc * sizeof *a);
+            if (!a) goto inline_now;
+            s->pev = a;
+            s->pev_cap = nc;
+        }
+        size_t off = s->pend.len;
+        if (cal_buf_append(&s->pend, data, len) != CAL_OK) goto inline_now;
+        s->pev[s->npev++] = (struct pend_ev){ s->now, off, len };
+        r->pend_bytes += len;
+        if (!s->queued) { s->queued = 1; r->dirty[r->ndirty++] = s; }
+        return CAL_OK;
+    }
+inline_now:;                                    /* over a cap: in order, now */
+    int rc = flush_slot(s);
+    return rc ? rc : interpret(s, data, len);
 }
 
 static void append_capped(cal_buf *b, const char *p, size_t n)
@@ -399,6 +466,7 @@ static slot *slot_get(run *r)
     s->sh = &r->shards[r->nslots % (size_t)r->nshards];   /* round robin */
     s->in = (cal_buf)CAL_BUF_INIT(MAX_JSON_BYTES);
     s->text = (cal_buf)CAL_BUF_INIT(MAX_TEXT_BYTES);
+    s->pend = (cal_buf)CAL_BUF_INIT(PEND_MAX_BYTES);
     s->easy = curl_easy_init();
     if (!s->easy || cal_sse_open(MAX_EVENT_BYTES, on_event, s, &s->sse)) {
         if (s->easy) curl_easy_cleanup(s->easy);
@@ -426,7 +494,9 @@ static slot *slot_get(run *r)
         slot **f = realloc(r->freel, (r->nslots + 64) * sizeof *f);
         if (a) r->slots = a;
         if (f) r->freel = f;
-        if (!a || !f) { cal_sse_close(&s->sse); curl_easy_cleanup(e); free(s); return NULL; }
+        slot **d = a && f ? realloc(r->dirty, (r->nslots + 64) * sizeof *d) : NULL;
+        if (d) r->dirty = d;
+        if (!a || !f || !d) { cal_sse_close(&s->sse); curl_easy_cleanup(e); free(s); return NULL; }
     }
     r->slots[r->nslots++] = s;
     return s;
@@ -439,6 +509,8 @@ static void slot_free(slot *s)
     cal_sse_close(&s->sse);
     cal_buf_free(&s->in);
     cal_buf_free(&s->text);
+    cal_buf_free(&s->pend);
+    free(s->pev);
     free(s->body);
     free(s);
 }
@@ -469,7 +541,7 @@ static void classify(slot *s, CURLcode rc)
     long code = 0;
     curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
     if (code) res->http_status = (int)code;
-    res->end_ns = s->last_byte_ns;
+    res->end_ns = s->fail >= 0 ? s->fail_ns : s->last_byte_ns;
     const char *msg = NULL;
     char tmp[320];
     if (s->fail >= 0) {
@@ -559,6 +631,13 @@ static void finish_slot(run *r, slot *s)
 static void end_now(run *r, slot *s, cal_req_status st, const char *msg)
 {
     curl_multi_remove_handle(s->sh->multi, s->easy);
+    if (flush_slot(s) != CAL_OK && s->fail >= 0) {
+        /* a waiting event had already ended it (inline, the transfer would
+         * have stopped there) */
+        classify(s, CURLE_WRITE_ERROR);
+        finish_slot(r, s);
+        return;
+    }
     cal_sse_finish(s->sse);
     s->res->status = st;
     s->res->end_ns = cal_now_ns();
@@ -578,6 +657,10 @@ static int start_request(run *r, const cal_request *rq, cal_req_result *res, int
     s->fail_msg[0] = '\0';
     s->errbuf[0] = '\0';
     s->chunk_cap = 0;
+    s->fail_ns = 0;
+    r->pend_bytes -= s->pend.len;               /* empty unless a run failed */
+    cal_buf_reset(&s->pend);
+    s->npev = 0;
     cal_sse_finish(s->sse);                     /* drop what a failed stream left */
     cal_buf_reset(&s->in);
     s->in.max = MAX_JSON_BYTES;
@@ -631,13 +714,41 @@ static void drain_done(run *r, int64_t *ring, size_t *ring_tail, size_t ring_cap
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
             CURLcode rc = m->data.result;
             curl_multi_remove_handle(s->sh->multi, s->easy);   /* m is invalid now */
+            if (flush_slot(s) != CAL_OK && rc == CURLE_OK) rc = CURLE_WRITE_ERROR;
             classify(s, rc);
-            int64_t end = s->last_byte_ns;
+            int64_t end = s->res->end_ns;
             finish_slot(r, s);
             if (ring) ring[(*ring_tail)++ % ring_cap] = end;
             if (progress) progress(ud, r->done, n);
         }
     }
+}
+
+/* The loop found nothing to read: interpret waiting events, the oldest
+ * requests' first, about `budget` events' worth, then let the loop look for
+ * bytes again (so a socket that turns ready meanwhile waits for a few
+ * events' work, not for all of them). A request that one of them ends (an
+ * error event, a malformed one) ends now, as it would have on arrival with
+ * inline interpretation, with its end_ns the stamp of that event's bytes. */
+static void flush_idle(run *r, int budget, int64_t *ring, size_t *ring_tail, size_t ring_cap,
+                       cal_probe_progress_fn progress, void *ud, size_t n)
+{
+    size_t nd = 0;
+    while (nd < r->ndirty && budget > 0) budget -= r->dirty[nd++]->npev;
+    for (size_t i = 0; i < nd; i++) {
+        slot *s = r->dirty[i];
+        s->queued = 0;
+        if (!s->res || !s->npev) continue;
+        if (flush_slot(s) == CAL_OK || s->fail < 0) continue;
+        curl_multi_remove_handle(s->sh->multi, s->easy);
+        classify(s, CURLE_WRITE_ERROR);
+        int64_t end = s->res->end_ns;
+        finish_slot(r, s);
+        if (ring) ring[(*ring_tail)++ % ring_cap] = end;
+        if (progress) progress(ud, r->done, n);
+    }
+    memmove(r->dirty, r->dirty + nd, (r->ndirty - nd) * sizeof *r->dirty);
+    r->ndirty -= nd;
 }
 
 /* splitmix64: a small seeded generator for Poisson arrivals */
@@ -770,8 +881,21 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         if (next_scan - now < wait) wait = next_scan - now;
         if (load->deadline_ns && load->deadline_ns - now < wait) wait = load->deadline_ns - now;
         if (wait < 0) wait = 0;
-        struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
-        int nev = epoll_pwait2(r.epfd, evs, (int)(sizeof evs / sizeof evs[0]), &ts, NULL);
+        const int maxev = (int)(sizeof evs / sizeof evs[0]);
+        int nev = -1;
+        if (r.ndirty) {                         /* events wait: anything to read first? */
+            static const struct timespec zero = { 0, 0 };
+            nev = epoll_pwait2(r.epfd, evs, maxev, &zero, NULL);
+            if (nev == 0) {                     /* idle: interpret some, look again */
+                flush_idle(&r, FLUSH_BUDGET, ring, &ring_tail, cap, progress, ud, n);
+                continue;
+            }
+        }
+        if (nev < 0) {
+            if (wait < 0) wait = 0;
+            struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
+            nev = epoll_pwait2(r.epfd, evs, maxev, &ts, NULL);
+        }
         int running;
         for (int i = 0; i < nev; i++) {
             int flags = 0;
@@ -845,6 +969,7 @@ out:
     }
     free(r.slots);
     free(r.freel);
+    free(r.dirty);
     for (int k = 0; r.shards && k < r.nshards; k++)
         if (r.shards[k].multi) curl_multi_cleanup(r.shards[k].multi);
     free(r.shards);

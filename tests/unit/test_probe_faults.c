@@ -3,6 +3,7 @@
  * add up, nothing hangs (short idle/connect timeouts); load shapes, stop and
  * deadline; and `caliper serve --preset tiny` when that binary starts. */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -13,11 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
@@ -25,6 +29,7 @@
 static char g_bindir[4096];
 static pid_t g_server = -1;
 static int g_port;
+static pid_t g_pace_server = -1;     /* test_deferred_interpretation's server */
 
 /* Start argv[0] with stdout on a pipe; read until a line holds the port (after
  * `prefix`), up to timeout_ms. Returns the pid or -1. */
@@ -78,6 +83,7 @@ static int teardown(void **state)
 {
     (void)state;
     if (g_server > 0) { kill(g_server, SIGTERM); waitpid(g_server, NULL, 0); }
+    if (g_pace_server > 0) { kill(g_pace_server, SIGKILL); waitpid(g_pace_server, NULL, 0); }
     return 0;
 }
 
@@ -466,6 +472,163 @@ static void test_against_caliper_serve(void **state)
     free_all(res, 4);
 }
 
+/* ---- deferred interpretation ---------------------------------------------
+ * The probe stamps each event when its bytes arrive and interprets the JSON
+ * later (when the loop is idle, or at the request's end). A small server of
+ * our own (a forked process per connection) sends shapes that only matter
+ * for that: events that wait behind a burst, more of them in one write than
+ * the probe lets wait, and an error event followed by silence. */
+static void pace_serve(int fd)
+{
+    char req[8192];
+    size_t len = 0;
+    char *hend = NULL;
+    while (len < sizeof req - 1 && !hend) {          /* headers (the body may follow) */
+        ssize_t r = recv(fd, req + len, sizeof req - 1 - len, 0);
+        if (r <= 0) return;
+        len += (size_t)r;
+        req[len] = '\0';
+        hend = strstr(req, "\r\n\r\n");
+    }
+    if (!hend) return;
+    const char *cl = strstr(req, "Content-Length: ");
+    size_t want = cl ? (size_t)atol(cl + 16) : 0, got = len - (size_t)(hend + 4 - req);
+    while (got < want) {
+        ssize_t r = recv(fd, req, sizeof req, 0);
+        if (r <= 0) return;
+        got += (size_t)r;
+    }
+    static const char hdr[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                              "Connection: close\r\n\r\n";
+    static const char role[] = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n";
+    cal_buf b = CAL_BUF_INIT(1 << 20);
+    cal_buf_puts(&b, hdr);
+    cal_buf_puts(&b, role);
+    for (int k = 0; k < 2; k++)
+        cal_buf_printf(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a%d \"}}]}\n\n", k);
+    if (strstr(req, "/errhang/")) {
+        cal_buf_puts(&b, "data: {\"error\":{\"message\":\"engine crashed\",\"code\":500}}\n\n");
+        send(fd, b.data, b.len, MSG_NOSIGNAL);
+        struct timeval tv = { 3, 0 };                /* silent until the client hangs up */
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        recv(fd, req, sizeof req, 0);
+    } else {                                         /* /burst/ */
+        send(fd, b.data, b.len, MSG_NOSIGNAL);
+        cal_buf_reset(&b);
+        usleep(40000);
+        for (int k = 0; k < 300; k++)
+            cal_buf_printf(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b%d \"}}]}\n\n", k);
+        cal_buf_puts(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n"
+                         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":302}}\n\n"
+                         "data: [DONE]\n\n");
+        send(fd, b.data, b.len, MSG_NOSIGNAL);
+    }
+    cal_buf_free(&b);
+}
+
+static pid_t pace_server_start(int *port)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 64)
+        || getsockname(lfd, (struct sockaddr *)&a, &al)) return -1;
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* dies with the test, and holds none of its output open */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int dn = open("/dev/null", O_WRONLY);
+        if (dn >= 0) { dup2(dn, 1); dup2(dn, 2); close(dn); }
+        signal(SIGCHLD, SIG_IGN);                    /* no zombies */
+        for (;;) {
+            int c = accept(lfd, NULL, NULL);
+            if (c < 0) continue;
+            if (fork() == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                close(lfd);
+                pace_serve(c);
+                close(c);
+                _exit(0);
+            }
+            close(c);
+        }
+    }
+    close(lfd);
+    return pid;
+}
+
+static void run_pace(int port, const char *mode, size_t n, cal_req_result *res, int64_t *wall)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/%s", port, mode);
+    cal_probe_config cfg = { .base_url = url, .api = CAL_API_CHAT, .keep_chunks = 1, .keep_text = 1,
+                             .idle_timeout_ns = 2000000000LL };
+    cal_probe *p = NULL;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
+    cal_request rq[4];
+    for (size_t i = 0; i < n; i++) rq[i] = (cal_request){ .prompt = "x", .max_tokens = 302 };
+    cal_load load = { .concurrency = (int)n };
+    int64_t t0 = cal_now_ns();
+    assert_int_equal(cal_probe_run(p, rq, n, &load, res, NULL, NULL, NULL, NULL), CAL_OK);
+    *wall = cal_now_ns() - t0;
+    cal_probe_close(&p);
+}
+
+static void test_deferred_interpretation(void **state)
+{
+    (void)state;
+    int port = 0;
+    pid_t srv = g_pace_server = pace_server_start(&port);
+    assert_true(srv > 0);
+    cal_req_result res[4];
+    int64_t wall;
+
+    /* Two text chunks, then 40 ms later a burst of 300 in one write (more
+     * than may wait), finish, usage, [DONE]: every count and stamp is what
+     * inline interpretation gives. */
+    run_pace(port, "burst", 4, res, &wall);
+    for (int i = 0; i < 4; i++) {
+        cal_req_result *r = &res[i];
+        assert_int_equal(r->status, CAL_REQ_OK);
+        assert_int_equal(r->n_chunks, 302);           /* the role-only chunk is not one */
+        assert_int_equal(r->output_tokens, 302);
+        assert_int_equal(r->tok_source, CAL_TOKSRC_USAGE);
+        assert_int_equal(r->prompt_tokens, 3);
+        assert_true(r->first_token_ns == r->chunk_ns[0]);
+        assert_true(r->last_token_ns == r->chunk_ns[301]);
+        assert_true(r->first_byte_ns <= r->first_token_ns);
+        /* each event keeps its own arrival: the first two came >= 30 ms
+         * before the burst, even though all were interpreted later */
+        assert_true(r->chunk_ns[2] - r->chunk_ns[1] >= 30000000);
+        for (int k = 1; k < 302; k++) assert_true(r->chunk_ns[k] >= r->chunk_ns[k - 1]);
+        assert_true(r->last_token_ns <= r->end_ns);
+        assert_non_null(r->text);
+        assert_int_equal(strncmp(r->text, "a0 a1 b0 b1 ", 12), 0);
+        assert_non_null(strstr(r->text, "b299 "));
+        assert_null(r->error);
+    }
+    free_all(res, 4);
+
+    /* An error event, then silence: it ends the request as stream_error at
+     * once (at the stamp of its bytes), not as an idle timeout 2 s later. */
+    run_pace(port, "errhang", 2, res, &wall);
+    assert_true(wall < 1000000000LL);
+    for (int i = 0; i < 2; i++) {
+        cal_req_result *r = &res[i];
+        assert_int_equal(r->status, CAL_REQ_STREAM_ERROR);
+        assert_non_null(r->error);
+        assert_non_null(strstr(r->error, "engine crashed"));
+        assert_int_equal(r->n_chunks, 2);
+        assert_int_equal(r->output_tokens, 2);
+        assert_true(r->end_ns >= r->last_token_ns && r->end_ns - r->last_token_ns < 100000000);
+    }
+    free_all(res, 2);
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+    g_pace_server = -1;
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -484,6 +647,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stop_and_deadline),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_many_streams),
+        cmocka_unit_test(test_deferred_interpretation),
         cmocka_unit_test(test_against_caliper_serve),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
