@@ -11,6 +11,7 @@
 #include <time.h>
 #include "caliper/error.h"
 #include "caliper/report.h"
+#include "caliper/protocol.h"
 #include "cli.h"
 
 #define CMD "compare"
@@ -34,6 +35,9 @@ static void usage(FILE *f)
         "  --force           print the ratio even where protocols differ, with the\n"
         "                    differences beside it\n"
         "  --stale AGE       flag results older than AGE (default 30d; 0 = never)\n"
+        "  --now URL         ask the engine answering at URL (GET /v1/models) which\n"
+        "                    model it serves now, and flag results measured on another\n"
+        "                    version (a baseline of another engine version is stale)\n"
         "  --format FMT      text (default) or md\n"
         "  --no-ci           skip the bootstrap confidence intervals\n"
         "  --all             every metric (default: aggregate, per-request, prefill,\n"
@@ -141,15 +145,40 @@ static void print_text(const cal_comparison *c, const cal_result *const *res, si
 /* `--import TOOL FILE` takes two values, which getopt cannot: lift the
  * triples out of argv first (keeping their order), then parse the rest,
  * options and runs in any order. Returns 0, or 2 after a usage error. */
+/* --now URL: the engine answering there now names its model; a result
+ * whose recorded engine version (the model id, unless the run was only
+ * labelled) differs was measured on something else and is flagged. */
+static int flag_versions_now(cal_comparison *c, cal_result *const *res, size_t n,
+                             const char *url)
+{
+    char now[CAL_RES_STR];
+    int e = cal_target_models(url, NULL, 0, now, sizeof now, NULL);
+    if (e) return cli_fail(CMD, "--now: \"%s\" did not say which model it serves (%s)", url,
+                           cal_strerror(e));
+    for (size_t j = 0; j < n; j++) {
+        const cal_result *r = res[j];
+        if (!r->target_version[0] || !strcmp(r->target_version, r->label) ||
+            !strcmp(r->target_version, now))
+            continue;
+        char *f = c->flags[j];
+        size_t used = strlen(f);
+        snprintf(f + used, sizeof c->flags[j] - used,
+                 "%sengine version %.60s, but %.60s now answers as %.60s: re-measure this baseline",
+                 used ? "; " : "", r->target_version, url, now);
+    }
+    return CLI_OK;
+}
+
 int cmd_compare(int argc, char **argv)
 {
     static const struct option OPTS[] = {
         {"db", required_argument, 0, 'd'},
         {"force", no_argument, 0, 'f'}, {"stale", required_argument, 0, 's'},
+        {"now", required_argument, 0, 'N'},
         {"format", required_argument, 0, 'F'}, {"no-ci", no_argument, 0, 'n'}, {"all", no_argument, 0, 'a'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
-    const char *db = "caliper.db";
+    const char *db = "caliper.db", *now_url = NULL;
     const char *imports[CAL_CMP_MAX];
     size_t n_imports = 0;
     cal_compare_opts o = {0};
@@ -174,6 +203,7 @@ int cmd_compare(int argc, char **argv)
             else if (strcmp(optarg, "text"))
                 return cli_usage_error(CMD, "--format: \"%s\" is not text or md", optarg);
             break;
+        case 'N': now_url = optarg; break;
         case 'n': no_ci = 1; break;
         case 'a': all = 1; break;
         case 'h': usage(stdout); return CLI_OK;
@@ -213,6 +243,10 @@ int cmd_compare(int argc, char **argv)
     cal_comparison *c = NULL;
     int e = cal_compare((const cal_result *const *)res, n, &o, &c);
     if (e) { rc = cli_fail(CMD, "%s", cal_strerror(e)); goto out; }
+    if (now_url && (rc = flag_versions_now(c, res, n, now_url)) != CLI_OK) {
+        cal_comparison_free(&c);
+        goto out;
+    }
 
     printf("baseline: %s", res[0]->label);
     for (size_t j = 0; j < n; j++) {

@@ -93,4 +93,25 @@ grep -q 'd ago' stale0.out && not_ok "--stale 0 never flags" || ok "--stale 0 ne
 echo '{"completed": 1}' >broken.json
 "$CALIPER" compare A --import vllm broken.json --db "$DB" >/dev/null 2>u5; [ $? -eq 1 ] && grep -q '"duration" is missing' u5 \
   && ok "broken vllm file: exit 1, the field named" || { not_ok "broken vllm file"; cat u5; }
+# --- --now URL: a baseline measured on another engine version is flagged ------
+NOWDB="$E2E_TMP/now.db"
+if start_serve --preset tiny; then
+  U1=$SERVE_URL
+  for i in 1 2; do
+    "$CALIPER" run --url "$U1" --db "$NOWDB" --requests 3 --max-tokens 8 --prompt-tokens 32 \
+      --no-telemetry >/dev/null 2>&1
+  done
+  kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+  if start_serve --preset tiny --model-name tiny-v2; then
+    "$CALIPER" compare --db "$NOWDB" 1 2 --now "$SERVE_URL" >"$E2E_TMP/now.out" 2>&1; rc=$?
+    check "--now: runs on the same protocol still compare (exit 0)" [ $rc -eq 0 ]
+    check "--now: a baseline of another engine version is flagged with both versions" \
+      grep -q "engine version caliper-tiny, but .* now answers as tiny-v2: re-measure" "$E2E_TMP/now.out"
+    "$CALIPER" compare --db "$NOWDB" 1 2 --now "$U1" >"$E2E_TMP/now2.out" 2>&1; rc=$?
+    check "--now: an engine that does not answer is an error naming the flag (exit 1)" \
+      sh -c "[ $rc -eq 1 ] && grep -q -- '--now: \"$U1\"' '$E2E_TMP/now2.out'"
+    kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+  else not_ok "--now: second serve did not start"; fi
+else not_ok "--now: serve did not start"; fi
+
 finish
