@@ -359,12 +359,16 @@ static void drain_telemetry(ctx *c)
                                     buf[i].unit, buf[i].value);
 }
 
-static double tel_mean(ctx *c, const char *metric, int64_t t0, int64_t t1)
+/* Mean and minimum of a telemetry metric over [t0, t1]; NAN when absent. */
+static void tel_window(ctx *c, const char *metric, int64_t t0, int64_t t1,
+                       double *mean, double *min)
 {
-    if (!c->tel || !metric[0]) return NAN;
+    *mean = *min = NAN;
+    if (!c->tel || !metric[0]) return;
     cal_tel_stat s;
-    if (cal_tel_window(c->tel, metric, t0, t1, &s) != CAL_OK || s.n == 0) return NAN;
-    return s.mean;
+    if (cal_tel_window(c->tel, metric, t0, t1, &s) != CAL_OK || s.n == 0) return;
+    *mean = s.mean;
+    *min = s.min;
 }
 
 static int start_side(ctx *c, side *s)
@@ -469,8 +473,10 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
     cell.chunks = ps.chunks;
     cell.send_lag_p99_ms = ps.send_lag_p99_ms;
     cal_summary_compute(res, kept, 0, cell.output_fixed ? cell.max_tokens : 0, &cell.sum);
-    cell.sum.clock_mhz_mean = tel_mean(c, c->clock_metric, cell.start_ns, cell.end_ns);
-    cell.sum.power_w_mean = tel_mean(c, c->power_metric, cell.start_ns, cell.end_ns);
+    tel_window(c, c->clock_metric, cell.start_ns, cell.end_ns, &cell.sum.clock_mhz_mean,
+               &cell.sum.clock_mhz_min);
+    tel_window(c, c->power_metric, cell.start_ns, cell.end_ns, &cell.sum.power_w_mean,
+               &cell.sum.power_w_min);
     int src = cal_store_add_cell(c->st, c->run.id, &cell, res, kept);
     if (src) {
         snprintf(c->fail_msg, sizeof c->fail_msg, "storing the cell: %s", cal_store_errmsg(c->st));

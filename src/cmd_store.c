@@ -128,15 +128,20 @@ static void pooled(const cal_run_data *d, const cal_cell *const *cells, size_t n
     } else {
         cal_summary_init(s);
     }
-    /* telemetry means: the mean of the cells' means */
-    double c = 0, p = 0;
+    /* telemetry: the mean of the cells' means, the lowest of their minima */
+    double c = 0, p = 0, cmin = NAN, pmin = NAN;
     size_t nc = 0, np = 0;
     for (size_t i = 0; i < n; i++) {
-        if (isfinite(cells[i]->sum.clock_mhz_mean)) { c += cells[i]->sum.clock_mhz_mean; nc++; }
-        if (isfinite(cells[i]->sum.power_w_mean)) { p += cells[i]->sum.power_w_mean; np++; }
+        const cal_summary *ci = &cells[i]->sum;
+        if (isfinite(ci->clock_mhz_mean)) { c += ci->clock_mhz_mean; nc++; }
+        if (isfinite(ci->power_w_mean)) { p += ci->power_w_mean; np++; }
+        if (isfinite(ci->clock_mhz_min) && !(ci->clock_mhz_min >= cmin)) cmin = ci->clock_mhz_min;
+        if (isfinite(ci->power_w_min) && !(ci->power_w_min >= pmin)) pmin = ci->power_w_min;
     }
     s->clock_mhz_mean = nc ? c / nc : NAN;
     s->power_w_mean = np ? p / np : NAN;
+    s->clock_mhz_min = cmin;
+    s->power_w_min = pmin;
     free(r);   /* shallow copies: the heap fields belong to d */
 }
 

@@ -25,7 +25,7 @@
 #include "caliper/probe.h"        /* cal_req_result, cal_req_status */
 #include "caliper/fingerprint.h"  /* cal_shot_kind */
 
-#define CAL_STORE_SCHEMA_VERSION 2
+#define CAL_STORE_SCHEMA_VERSION 3
 
 typedef struct cal_store cal_store;
 
@@ -113,6 +113,9 @@ typedef struct cal_summary {
     /* schema 2: the rest of vLLM's bench summary */
     double  total_token_throughput; /* (input + output tokens) ÷ duration, tok/s */
     double  std_ttft_ms, std_tpot_ms, std_itl_ms, std_e2el_ms; /* sample sd */
+    /* schema 3 */
+    double  clock_mhz_min;       /* lowest clock reading over the cell; NAN when absent */
+    double  power_w_min;         /* lowest power reading over the cell; NAN when absent */
 } cal_summary;
 
 typedef enum cal_field_type { CAL_FIELD_INT, CAL_FIELD_REAL } cal_field_type;

@@ -48,6 +48,9 @@ const cal_field cal_summary_fields[] = {
     R(std_tpot_ms, "ms", 2, "(E2E − TTFT) ÷ (output − 1), sample standard deviation"),
     R(std_itl_ms, "ms", 2, "gap between consecutive content chunks, sample standard deviation"),
     R(std_e2el_ms, "ms", 1, "end-to-end latency, sample standard deviation"),
+    /* schema 3 */
+    R(clock_mhz_min, "MHz", 0, "lowest clock reading over the cell (telemetry)"),
+    R(power_w_min, "W", 1, "lowest power reading over the cell (telemetry)"),
 };
 const size_t cal_summary_n_fields = sizeof cal_summary_fields / sizeof cal_summary_fields[0];
 
