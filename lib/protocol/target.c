@@ -188,6 +188,12 @@ static int spawn(cal_target *t, const cal_target_config *cfg, char *err, size_t 
     }
     argv[k] = NULL;
     t->spawn_ns = cal_now_ns();
+#ifdef __linux__
+    /* Orphans of the engine's group (its children, once /bin/sh or a wrapper
+     * exits) become ours, so cal_target_stop can wait for every one of them:
+     * an engine is stopped when its last process is gone and its port free. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
     pid_t pid = fork();
     if (pid < 0) {
         close(fd);
@@ -336,6 +342,21 @@ const char *cal_target_log_path(const cal_target *t)
     return t && t->log[0] ? t->log : NULL;
 }
 
+/* Wait for the rest of the engine's process group (already signalled):
+ * until none of it is left as our child, SIGKILL at the deadline. */
+static void reap_group(pid_t pgid, int64_t deadline)
+{
+    for (;;) {
+        pid_t r = waitpid(-pgid, NULL, WNOHANG);
+        if (r < 0 && errno != EINTR) return;        /* ECHILD: all gone */
+        if (r > 0) continue;
+        if (cal_now_ns() >= deadline) break;
+        cal_sleep_ns(5000000LL, NULL);
+    }
+    kill(-pgid, SIGKILL);
+    while (waitpid(-pgid, NULL, 0) > 0 || errno == EINTR) {}
+}
+
 int cal_target_stop(cal_target **pt)
 {
     if (!pt || !*pt) return -1;
@@ -352,6 +373,7 @@ int cal_target_stop(cal_target **pt)
                 kill(t->pid, SIGKILL);
                 reap(t, 1);
             }
+            reap_group(t->pid, deadline);
         }
         ret = t->wstatus;
     }

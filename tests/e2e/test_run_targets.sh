@@ -8,8 +8,20 @@ here=$(cd "$(dirname "$0")" && pwd)
 T=$E2E_TMP
 DB=$T/t.db
 Q=(--prompt-tokens 32 --max-tokens 8 --db "$DB" --no-telemetry)
-port() { echo $(( 20000 + (RANDOM % 20000) )); }
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port for a launched engine, and the one above it, both free now: taken
+# below the kernel's ephemeral range, where no client connection of another
+# test can be holding it.
+port() {
+  local lo p
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$lo" -gt 12000 ] || lo=32768
+  for _ in $(seq 1 50); do
+    p=$(( 10000 + RANDOM % (lo - 10002) ))
+    listening "$p" || listening "$((p + 1))" || { echo "$p"; return; }
+  done
+  echo "$p"
+}
 
 # --- --launch: started, waited on, load time recorded, stopped after ----------
 P=$(port)
