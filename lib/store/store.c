@@ -16,6 +16,7 @@
 struct cal_store {
     sqlite3 *db;
     int version;
+    int open_rc;              /* SQLite's code for the last failed open step */
     cal_store_tel_row *tel;      /* queued telemetry rows [TEL_BATCH] */
     int64_t *tel_run;         /* their run ids */
     size_t n_tel;
@@ -188,8 +189,21 @@ static int migrate(cal_store *st)
         if (exec_sql(st, sql) || exec_sql(st, "COMMIT")) goto fail;
     }
 fail:
+    st->open_rc = sqlite3_errcode(st->db);   /* before ROLLBACK resets it */
     exec_sql(st, "ROLLBACK");
     return CAL_ESTORE;
+}
+
+/* The steps of open: WAL, foreign keys, sync level, migrations. */
+static int open_steps(cal_store *st)
+{
+    st->open_rc = SQLITE_OK;
+    if (exec_sql(st, "PRAGMA journal_mode=WAL") || exec_sql(st, "PRAGMA foreign_keys=ON") ||
+        exec_sql(st, "PRAGMA synchronous=NORMAL")) {
+        st->open_rc = sqlite3_errcode(st->db);
+        return CAL_ESTORE;
+    }
+    return migrate(st);
 }
 
 int cal_store_open(const char *path, cal_store **out)
@@ -209,10 +223,16 @@ int cal_store_open(const char *path, cal_store **out)
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
         /* journal_mode answers with a row; WAL lets readers and one writer
-         * proceed together, the busy timeout queues the second writer */
-        if (exec_sql(st, "PRAGMA journal_mode=WAL") || exec_sql(st, "PRAGMA foreign_keys=ON") ||
-            exec_sql(st, "PRAGMA synchronous=NORMAL") || migrate(st))
-            rc = SQLITE_ERROR;
+         * proceed together, the busy timeout queues the second writer. Two
+         * processes creating one new file can still meet SQLITE_BUSY where
+         * SQLite does not wait (switching a fresh file to WAL): those steps
+         * are retried, within the same busy timeout. */
+        int64_t until = cal_now_ns() + (int64_t)BUSY_TIMEOUT_MS * 1000000;
+        while (open_steps(st)) {
+            int busy = (st->open_rc & 0xff) == SQLITE_BUSY || (st->open_rc & 0xff) == SQLITE_LOCKED;
+            if (!busy || cal_now_ns() >= until) { rc = SQLITE_ERROR; break; }
+            cal_sleep_ns(10000000LL, NULL);
+        }
     }
     if (rc != SQLITE_OK) {
         sqlite3_close(st->db);
