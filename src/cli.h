@@ -61,6 +61,11 @@ int cli_parse_long_list(const char *cmd, const char *flag, const char *arg,
 int cli_lift_imports(const char *cmd, int *argc, char **argv, const char **files,
                      size_t cap, size_t *n);
 
+/* SIGINT and SIGTERM set *flag (cleared first) instead of killing the
+ * process, without SA_RESTART, so blocking calls return and the command can
+ * store or print what it has. */
+void cli_catch_stop(volatile int *flag);
+
 /* Colour and progress only on a TTY and without NO_COLOR. */
 int cli_stderr_is_tty(void);
 int cli_use_color(FILE *f);

@@ -1,5 +1,6 @@
 /* Shared command-line helpers: errors with names, flag parsers, build info. */
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -141,4 +142,19 @@ int cli_lift_imports(const char *cmd, int *argc, char **argv, const char **files
     *argc = w;
     argv[w] = NULL;
     return 0;
+}
+
+static volatile int *g_stop_flag;
+static void on_stop_signal(int sig) { (void)sig; if (g_stop_flag) *g_stop_flag = 1; }
+
+void cli_catch_stop(volatile int *flag)
+{
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    sigemptyset(&act.sa_mask);
+    act.sa_handler = on_stop_signal;
+    *flag = 0;
+    g_stop_flag = flag;
+    sigaction(SIGINT, &act, NULL);
+    sigaction(SIGTERM, &act, NULL);
 }

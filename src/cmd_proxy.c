@@ -22,7 +22,6 @@
 #define MAX_TURNS_KEPT 100000   /* rows of the closing table */
 
 static volatile int g_stop;
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
 static void usage(FILE *f)
 {
@@ -191,12 +190,7 @@ int cmd_proxy(int argc, char **argv)
         if (!r.log) return cli_fail(CMD, "--log: \"%s\": %s", logf, strerror(errno));
     }
     signal(SIGPIPE, SIG_IGN);
-    struct sigaction act;
-    memset(&act, 0, sizeof act);
-    act.sa_handler = on_signal;
-    sigaction(SIGINT, &act, NULL);
-    sigaction(SIGTERM, &act, NULL);
-    g_stop = 0;
+    cli_catch_stop(&g_stop);
 
     cal_proxy_config cfg = {.host = host, .port = (int)port, .upstream = upstream, .tokenize = tokenize,
                             .max_body = (size_t)max_body, .on_turn = on_turn, .ud = &r};

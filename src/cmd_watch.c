@@ -27,7 +27,6 @@
 #define SCRAPE_BODY_MAX (16u << 20)    /* one /metrics reply */
 
 static volatile int g_stop;
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
 static void usage(FILE *f)
 {
@@ -354,12 +353,7 @@ int cmd_watch(int argc, char **argv)
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "caliper-watch");
 
-    struct sigaction act;
-    memset(&act, 0, sizeof act);
-    act.sa_handler = on_signal;
-    sigaction(SIGINT, &act, NULL);
-    sigaction(SIGTERM, &act, NULL);
-    g_stop = 0;
+    cli_catch_stop(&g_stop);
 
     cal_prom_load ld = {0}, first = {0};
     size_t scrapes = 0, failed = 0;
