@@ -76,6 +76,13 @@ int cal_stats_median_ci(const double *x, size_t n, double level, size_t reps,
                         uint64_t seed, double *scratch, size_t scratch_len,
                         double *median, double *lo, double *hi);
 
+/* ---- proportions -------------------------------------------------------- */
+
+/* Wilson score interval of a proportion k/n at `level` (0.95): what a
+ * calibration rate ("2 false alarms in 40") is known to within.
+ * CAL_EINVAL: n == 0, k > n, a bad level. Wilson (1927). */
+int cal_stats_wilson(size_t k, size_t n, double level, double *lo, double *hi);
+
 /* ---- least squares line ------------------------------------------------- */
 
 /* y = a + b·x by ordinary least squares. */

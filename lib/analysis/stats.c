@@ -302,3 +302,18 @@ double cal_stats_linfit_at(const cal_linfit *f, double x, double *half)
     }
     return y;
 }
+
+/* ---- proportions -------------------------------------------------------- */
+
+int cal_stats_wilson(size_t k, size_t n, double level, double *lo, double *hi)
+{
+    if (!lo || !hi || n == 0 || k > n || !level_ok(level)) return CAL_EINVAL;
+    /* the normal quantile from t with huge df (the t quantile converges) */
+    double z = cal_stats_t_quantile(0.5 + level / 2, 1e9);
+    double p = (double)k / (double)n, nn = (double)n, z2 = z * z;
+    double c = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+    double h = z * sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn)) / (1 + z2 / nn);
+    *lo = fmax(0, c - h);
+    *hi = fmin(1, c + h);
+    return CAL_OK;
+}

@@ -1,13 +1,14 @@
-/* The shot-series verdict (SPEC 1.1, checklist 1.5 item 2): if shots 2..N
- * run below shot 1 by more than the noise of the repeats, there is a wall
- * and shot 1 must not be quoted. */
+/* The shot-series verdict (SPEC 1.1, checklist 1.5 item 2) for callers that
+ * hold one number per shot: if shots 2..N run below shot 1 by more than the
+ * shots' own noise and the floor, there is a wall and shot 1 must not be
+ * quoted. The judgement is the calibrated one of caliper/judge.h with each
+ * shot's value as its only sample (no within-shot spread to bound the
+ * noise from below); callers with per-request values use cal_judge_shots. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "caliper/judge.h"
 #include "caliper/protocol.h"
-#include "caliper/stats.h"
-
-#define MAX_SHOTS 4096
 
 int cal_shot_series_verdict(const double *values, const int *shot_index, size_t n,
                             const char *what, double floor, cal_shot_verdict *v)
@@ -15,57 +16,30 @@ int cal_shot_series_verdict(const double *values, const int *shot_index, size_t 
     if (!(floor > 0)) floor = CAL_SHOT_NOISE_FLOOR;
     memset(v, 0, sizeof *v);
     v->first = v->later_median = v->drop = v->band = NAN;
-    double later[MAX_SHOTS];
-    size_t nl = 0;
-    int have_first = 0;
-    for (size_t i = 0; i < n; i++) {
+    cal_judge_shot s[CAL_JUDGE_MAX_SHOTS];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < CAL_JUDGE_MAX_SHOTS; i++) {
         if (!isfinite(values[i]) || values[i] <= 0) continue;
-        if (!have_first) {
-            v->first = values[i];
-            v->first_shot = shot_index ? shot_index[i] : (int)i + 1;
-            have_first = 1;
-            continue;
-        }
-        if (nl == MAX_SHOTS) break;
-        int idx = shot_index ? shot_index[i] : (int)i + 1;
-        if (nl == 0) v->later_first = idx;
-        v->later_last = idx;
-        later[nl++] = values[i];
+        s[m++] = (cal_judge_shot){shot_index ? shot_index[i] : (int)i + 1, &values[i], 1};
     }
-    v->n = (int)nl + have_first;
-    if (!have_first || nl == 0) {
+    v->n = (int)m;
+    if (m < 2) {
         snprintf(v->text, sizeof v->text,
                  "%s: fewer than 2 shots with a value: no shot-series verdict", what ? what : "shots");
         return 0;
     }
-    v->judged = 1;
-    v->later_median = cal_stats_median(later, nl);   /* sorts later[] */
-    /* the repeats' own spread, robust to one disturbed shot: 2 × the
-     * scaled median absolute deviation (≈ 2 σ for normal noise) */
-    double dev[MAX_SHOTS];
-    for (size_t i = 0; i < nl; i++) dev[i] = fabs(later[i] - v->later_median);
-    double mad = cal_stats_median(dev, nl);
-    v->band = fmax(2.0 * 1.4826 * mad / v->later_median, floor);
-    v->drop = (v->first - v->later_median) / v->first;
-    v->beyond_noise = fabs(v->drop) > v->band;
-    char range[32];
-    if (v->later_first == v->later_last) snprintf(range, sizeof range, "shot %d", v->later_first);
-    else snprintf(range, sizeof range, "shots %d–%d", v->later_first, v->later_last);
-    const char *verb = v->later_first == v->later_last ? "runs" : "run";
-    if (!v->beyond_noise)
-        snprintf(v->text, sizeof v->text,
-                 "%s within noise of shot %d (%+.1f %%, band ±%.1f %%): no wall seen",
-                 range, v->first_shot, -100.0 * v->drop, 100.0 * v->band);
-    else if (v->drop > 0)
-        snprintf(v->text, sizeof v->text,
-                 "%s %s %.1f %% below shot %d (band ±%.1f %%, %s): quote warm figures, not shot %d",
-                 range, verb, 100.0 * v->drop, v->first_shot, 100.0 * v->band,
-                 what ? what : "throughput", v->first_shot);
-    else
-        snprintf(v->text, sizeof v->text,
-                 "%s %s %.1f %% above shot %d (band ±%.1f %%, %s): shot %d was slow (warm-up): "
-                 "quote warm figures",
-                 range, verb, -100.0 * v->drop, v->first_shot, 100.0 * v->band,
-                 what ? what : "throughput", v->first_shot);
-    return 1;
+    cal_judge_opts o = {.floor = floor, .min_requests = 1, .what = what};
+    cal_judge_verdict jv;
+    cal_judge_shots(s, m, &o, &jv);
+    v->first_shot = jv.first_shot;
+    v->later_first = jv.later_first;
+    v->later_last = jv.later_last;
+    v->first = jv.first;
+    v->later_median = jv.later;
+    v->drop = isfinite(jv.effect) ? -jv.effect : NAN;
+    v->band = isfinite(jv.lo) ? fmax((jv.hi - jv.lo) / 2, floor) : NAN;
+    v->beyond_noise = jv.kind == CAL_JUDGE_SLOWER || jv.kind == CAL_JUDGE_FASTER;
+    v->judged = jv.judged;
+    snprintf(v->text, sizeof v->text, "%.*s", (int)sizeof v->text - 1, jv.text);
+    return v->judged;
 }

@@ -1,0 +1,279 @@
+/* caliper judge — the calibrated shot verdict (see include/caliper/judge.h
+ * for the model). Shot-level t with the requests' spread as a floor on the
+ * shot-to-shot sd, a practical floor, warm halves that must agree, and a
+ * trend test on the warm shots. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "caliper/judge.h"
+#include "caliper/stats.h"
+
+#define TREND_LEVEL 0.99   /* the trend is a second test: called at 1 % */
+
+const char *cal_judge_kind_name(cal_judge_kind k)
+{
+    switch (k) {
+    case CAL_JUDGE_STEADY: return "steady";
+    case CAL_JUDGE_SMALL:  return "under_floor";
+    case CAL_JUDGE_SLOWER: return "slower";
+    case CAL_JUDGE_FASTER: return "faster";
+    case CAL_JUDGE_TREND:  return "trend";
+    default:               return "cannot_judge";
+    }
+}
+
+static double sq(double x) { return x * x; }
+
+static double mean_of(const double *x, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return n ? s / (double)n : NAN;
+}
+
+static double var_of(const double *x, size_t n)
+{
+    if (n < 2) return NAN;
+    double m = mean_of(x, n), s = 0;
+    for (size_t i = 0; i < n; i++) s += sq(x[i] - m);
+    return s / (double)(n - 1);
+}
+
+void cal_judge_step(const double *z, size_t n, double tau_within, double level,
+                    cal_judge_verdict *o)
+{
+    if (!(level > 0 && level < 1)) level = 0.95;
+    o->level = level;
+    o->effect = o->lo = o->hi = o->t = o->df = o->p = o->tau = NAN;
+    o->half1 = o->half2 = o->slope = o->slope_lo = o->slope_hi = NAN;
+    o->tau_within = tau_within > 0 ? tau_within : 0;
+    o->trend_sig = 0;
+    o->k = n > 0 ? (int)n - 1 : 0;
+    if (n < 3) return;   /* fewer than 2 warm shots: no spread to judge by */
+    size_t k = n - 1;
+    const double *w = z + 1;
+    double d = mean_of(w, k) - z[0];
+    double tau2 = fmax(var_of(w, k), sq(o->tau_within));
+    o->tau = sqrt(tau2);
+    o->df = (double)(k - 1);
+    double se = o->tau * sqrt(1.0 + 1.0 / (double)k);
+    double tc = cal_stats_t_quantile(0.5 + level / 2, o->df);
+    o->effect = expm1(d);
+    if (se > 0) {
+        o->t = d / se;
+        o->p = 2 * (1 - cal_stats_t_cdf(fabs(o->t), o->df));
+    } else {
+        o->t = d == 0 ? 0 : copysign(INFINITY, d);
+        o->p = d == 0 ? 1 : 0;
+    }
+    o->lo = expm1(d - tc * se);
+    o->hi = expm1(d + tc * se);
+    /* the two halves of the warm shots, each against shot 1 */
+    size_t h = k / 2;
+    o->half1 = expm1(mean_of(w, h) - z[0]);
+    o->half2 = expm1(mean_of(w + h, k - h) - z[0]);
+    /* a trend of the warm shots: log-linear slope per shot */
+    if (k >= 4) {
+        double xs[CAL_JUDGE_MAX_SHOTS];
+        for (size_t i = 0; i < k; i++) xs[i] = (double)i;
+        cal_linfit f;
+        if (cal_stats_linfit(xs, w, k, level, &f) == 0) {
+            double s2 = fmax(isfinite(f.s) ? sq(f.s) : 0, sq(o->tau_within));
+            double se_b = sqrt(s2 / f.sxx);
+            double tl = cal_stats_t_quantile(0.5 + level / 2, f.df);
+            o->slope = expm1(f.b);
+            o->slope_lo = expm1(f.b - tl * se_b);
+            o->slope_hi = expm1(f.b + tl * se_b);
+            double tt = cal_stats_t_quantile(0.5 + TREND_LEVEL / 2, f.df);
+            o->trend_sig = fabs(f.b) > tt * se_b;
+        }
+    }
+}
+
+static void range_words(const cal_judge_verdict *o, char *b, size_t n, const char *pre)
+{
+    if (o->later_first == o->later_last) snprintf(b, n, "%sshot %d", pre, o->later_first);
+    else snprintf(b, n, "%sshots %d–%d", pre, o->later_first, o->later_last);
+}
+
+/* "9.1–18.6 %" for a CI on one side of zero, "−6.1 to +4.9 %" across it */
+static void ci_words(double lo, double hi, int abs_, char *b, size_t n)
+{
+    if (abs_ && lo < 0 && hi < 0) snprintf(b, n, "%.1f–%.1f %%", -100 * hi, -100 * lo);
+    else if (abs_ && lo > 0) snprintf(b, n, "%.1f–%.1f %%", 100 * lo, 100 * hi);
+    else snprintf(b, n, "%+.1f to %+.1f %%", 100 * lo, 100 * hi);
+}
+
+int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts *opts,
+                    cal_judge_verdict *o)
+{
+    cal_judge_opts op = opts ? *opts : (cal_judge_opts){0};
+    if (!(op.floor > 0)) op.floor = CAL_JUDGE_FLOOR;
+    if (!(op.level > 0 && op.level < 1)) op.level = 0.95;
+    if (!op.min_requests) op.min_requests = CAL_JUDGE_MIN_REQUESTS;
+    const char *what = op.what ? op.what : "throughput";
+    memset(o, 0, sizeof *o);
+    o->floor = op.floor;
+    o->level = op.level;
+    o->first = o->later = NAN;
+    cal_judge_step(NULL, 0, 0, op.level, o);
+    if (n > CAL_JUDGE_MAX_SHOTS) n = CAL_JUDGE_MAX_SHOTS;
+
+    /* per shot: the median of log values; pooled within-shot variance */
+    double z[CAL_JUDGE_MAX_SHOTS], buf[4096];
+    double ss_within = 0, inv_n = 0;
+    size_t df_within = 0, used = 0, fewest = (size_t)-1;
+    int thin_shot = 0;
+    for (size_t j = 0; j < n; j++) {
+        size_t m = 0;
+        for (size_t i = 0; i < shots[j].n && m < sizeof buf / sizeof buf[0]; i++) {
+            double x = shots[j].v ? shots[j].v[i] : NAN;
+            if (isfinite(x) && x > 0) buf[m++] = log(x);
+        }
+        if (m < fewest) fewest = m;
+        if (m < op.min_requests && !thin_shot) thin_shot = shots[j].index;
+        o->n_requests += m;
+        if (!m) { z[j] = NAN; continue; }
+        double mu = mean_of(buf, m);
+        for (size_t i = 0; i < m; i++) ss_within += sq(buf[i] - mu);
+        df_within += m - 1;
+        inv_n += 1.0 / (double)m;
+        used++;
+        z[j] = cal_stats_median(buf, m);
+    }
+    o->min_shot_requests = n ? fewest : 0;
+    o->first_shot = n ? shots[0].index : 0;
+    o->later_first = n > 1 ? shots[1].index : 0;
+    o->later_last = n > 1 ? shots[n - 1].index : 0;
+    o->k = n > 1 ? (int)n - 1 : 0;
+    char hint[64];
+    snprintf(hint, sizeof hint, "run --shots %d", CAL_JUDGE_SHOTS_HINT);
+    if (n < 2) {
+        snprintf(o->why, sizeof o->why, "cannot judge: %s; %s",
+                 n ? "1 shot, nothing to compare it with" : "no shots", hint);
+    } else if (n == 2) {
+        snprintf(o->why, sizeof o->why, "cannot judge: 1 warm shot; %s", hint);
+    } else if (thin_shot) {
+        snprintf(o->why, sizeof o->why,
+                 "cannot judge: shot %d has %zu ok requests (fewer than %zu); run --requests 8",
+                 thin_shot, fewest, op.min_requests);
+    }
+    if (o->why[0]) {
+        snprintf(o->text, sizeof o->text, "%s", o->why);
+        return 0;
+    }
+    /* the requests' own spread bounds a shot median's sd from below:
+     * var(median) ≈ π/2 · σ² ÷ n for normal values */
+    double tau_w = 0;
+    if (df_within > 0 && used) {
+        double s2 = ss_within / (double)df_within;
+        double n_h = (double)used / inv_n;
+        tau_w = sqrt(M_PI / 2 * s2 / n_h);
+    }
+    cal_judge_step(z, n, tau_w, op.level, o);
+    o->k = (int)n - 1;
+    o->judged = 1;
+    o->first = exp(z[0]);
+    o->later = o->first * (1 + o->effect);
+
+    double slope = o->slope;
+    int trend = o->trend_sig;
+    double span = isfinite(slope) ? fabs(pow(1 + slope, o->k - 1) - 1) : 0;
+    /* lower_better flips what "worse" means; the effect stays later ÷ first − 1 */
+    int sig = o->lo > 0 || o->hi < 0;
+    int big = fabs(o->effect) >= op.floor;
+    int worse = op.lower_better ? o->effect > 0 : o->effect < 0;
+    int halves_agree = (o->half1 < 0) == (o->effect < 0) && (o->half2 < 0) == (o->effect < 0) &&
+                       fabs(o->half1) >= op.floor / 2 && fabs(o->half2) >= op.floor / 2;
+    char range[48], ci[48], sci[48];
+    range_words(o, range, sizeof range, op.first == CAL_JUDGE_ALL_COLD ? "cold " : "");
+    ci_words(o->lo, o->hi, sig, ci, sizeof ci);
+    const char *verb = o->later_first == o->later_last ? "runs" : "run";
+    const char *up = "above", *dn = "below";
+    int pct = (int)lround(op.level * 100);
+
+    if (trend && span >= op.floor) {
+        o->kind = CAL_JUDGE_TREND;
+        ci_words(o->slope_lo, o->slope_hi, 1, sci, sizeof sci);
+        snprintf(o->text, sizeof o->text,
+                 "%s %s %.1f %% per shot, %d %% CI %s (%s; %.0f %% from shot %d to %d): a trend, "
+                 "not a step: the engine is not in a steady state; quote no single shot",
+                 range, slope < 0 ? "fall" : "rise", 100 * fabs(slope), pct, sci, what,
+                 100 * span, o->later_first, o->later_last);
+    } else if (sig && big && !halves_agree) {
+        o->kind = CAL_JUDGE_CANNOT;
+        o->judged = 0;
+        snprintf(o->why, sizeof o->why,
+                 "cannot judge: the warm shots disagree (first half %+.1f %%, second half %+.1f %% "
+                 "against shot %d); run --shots %d", 100 * o->half1, 100 * o->half2,
+                 o->first_shot, 2 * o->k + 1 > 9 ? 2 * o->k + 1 : 9);
+        snprintf(o->text, sizeof o->text, "%s", o->why);
+    } else if (sig && big) {
+        o->kind = worse ? CAL_JUDGE_SLOWER : CAL_JUDGE_FASTER;
+        const char *dir = o->effect < 0 ? dn : up;
+        const char *tail;
+        if (op.first == CAL_JUDGE_ALL_COLD)
+            tail = "fresh processes disagree — the machine's state changed between them";
+        else if (worse)
+            tail = "quote warm figures, not shot";
+        else if (op.first == CAL_JUDGE_FIRST_COLD)
+            tail = "shot 1 was cold (warm-up): quote warm figures";
+        else if (op.first == CAL_JUDGE_FIRST_WARM)
+            tail = "the first measured shot was slow although a warm-up preceded it: quote warm figures";
+        else
+            tail = "the first shot was slower; caliper did not start this engine, so it cannot "
+                   "say shot 1 was cold: quote warm figures";
+        if (worse && op.first != CAL_JUDGE_ALL_COLD)
+            snprintf(o->text, sizeof o->text, "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): %s %d",
+                     range, verb, 100 * fabs(o->effect), dir, "", o->first_shot, pct, ci, what,
+                     tail, o->first_shot);
+        else
+            snprintf(o->text, sizeof o->text, "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): %s",
+                     range, verb, 100 * fabs(o->effect), dir,
+                     op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, pct, ci, what,
+                     tail);
+    } else if (sig) {
+        o->kind = CAL_JUDGE_SMALL;
+        snprintf(o->text, sizeof o->text,
+                 "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): under the %.0f %% floor: no wall "
+                 "called", range, verb, 100 * fabs(o->effect), o->effect < 0 ? dn : up,
+                 op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, pct, ci, what,
+                 100 * op.floor);
+    } else {
+        o->kind = CAL_JUDGE_STEADY;
+        snprintf(o->text, sizeof o->text,
+                 "%s within noise of %sshot %d (%+.1f %%, %d %% CI %s, %s): %s", range,
+                 op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, 100 * o->effect,
+                 pct, ci, what,
+                 op.first == CAL_JUDGE_ALL_COLD ? "fresh processes agree" : "no wall seen");
+    }
+    o->directional = o->kind == CAL_JUDGE_SLOWER || o->kind == CAL_JUDGE_FASTER ||
+                     o->kind == CAL_JUDGE_TREND;
+    return o->judged;
+}
+
+int cal_judge_ratio_ci(const double *a, size_t na, const double *b, size_t nb,
+                       double extra_sd, double level, double *ratio, double *lo, double *hi)
+{
+    *lo = *hi = NAN;
+    if (ratio) *ratio = NAN;
+    if (!(level > 0 && level < 1)) level = 0.95;
+    double la[CAL_JUDGE_MAX_SHOTS], lb[CAL_JUDGE_MAX_SHOTS];
+    size_t ma = 0, mb = 0;
+    for (size_t i = 0; i < na && ma < CAL_JUDGE_MAX_SHOTS; i++)
+        if (isfinite(a[i]) && a[i] > 0) la[ma++] = log(a[i]);
+    for (size_t i = 0; i < nb && mb < CAL_JUDGE_MAX_SHOTS; i++)
+        if (isfinite(b[i]) && b[i] > 0) lb[mb++] = log(b[i]);
+    if (ma < 2 || mb < 2) return 0;
+    double d = mean_of(lb, mb) - mean_of(la, ma);
+    double ex = extra_sd > 0 ? sq(extra_sd) : 0;
+    double va = (var_of(la, ma) + ex) / (double)ma, vb = (var_of(lb, mb) + ex) / (double)mb;
+    double se = sqrt(va + vb);
+    double den = (va > 0 ? va * va / (double)(ma - 1) : 0) + (vb > 0 ? vb * vb / (double)(mb - 1) : 0);
+    double df = den > 0 ? sq(va + vb) / den : (double)(ma + mb - 2);
+    double tc = cal_stats_t_quantile(0.5 + level / 2, df);
+    if (ratio) *ratio = exp(d);
+    *lo = exp(d - tc * se);
+    *hi = exp(d + tc * se);
+    return 1;
+}
