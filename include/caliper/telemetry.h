@@ -208,6 +208,31 @@ cal_freq_kind cal_tel_freq_verdict(double cold, double warm, double f_cold, doub
  * Returns buf. */
 char *cal_tel_freq_verdict_text(const cal_freq_verdict *v, char *buf, size_t n);
 
+/* The clock's share of a shot-series change, with the shot verdict's
+ * discipline (caliper/judge.h): tput[i] and clock[i] per shot (shot 1
+ * first, then the warm shots; NAN or <= 0 where absent). Silent
+ * (judged 0, why[] says why) without a clock on shot 1 and 2 warm shots,
+ * or when the clock's own change is within its noise or under clock_floor
+ * (<= 0 → 0.01). tput_tau_within: the throughput's shot-to-shot sd floor
+ * from its requests (log scale; 0 unknown). level <= 0 → 0.95. */
+typedef struct cal_clock_share {
+    int    judged;
+    int    k;                          /* warm shots with both values */
+    double clock_change, clock_lo, clock_hi;  /* warm ÷ shot 1 − 1, its CI */
+    double tput_change;                /* the same for throughput */
+    double share, share_lo, share_hi;  /* Δlog clock ÷ Δlog throughput (1 = all
+                                          of it) and its Fieller CI; ±INFINITY
+                                          when the throughput change is noise */
+    double level, floor;
+    char   why[160];
+} cal_clock_share;
+int cal_tel_clock_share(const double *tput, const double *clock, size_t n,
+                        double tput_tau_within, double clock_floor, double level,
+                        cal_clock_share *out);
+/* "the clock fell 9.0 % (95 % CI 6.1–11.8 %) and explains 85 % of the
+ * throughput change (95 % CI 60–110 %): the change is the clock (...)". */
+char *cal_tel_clock_share_text(const cal_clock_share *s, char *buf, size_t n);
+
 typedef enum cal_wall_kind {
     CAL_WALL_CANNOT_JUDGE = 0, /* fewer than 2 shots, or no power or clock */
     CAL_WALL_NONE,             /* power not flat, or the clock did not fall */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 #include "caliper/error.h"
+#include "caliper/judge.h"
+#include "caliper/stats.h"
 #include "caliper/telemetry.h"
 
 static int pos(double x) { return isfinite(x) && x > 0; }
@@ -213,4 +215,106 @@ int cal_tel_energy_per_token_window(cal_tel *t, int64_t t0, int64_t t1, long pro
     int rc = cal_tel_window_energy(t, t0, t1, &j, NULL, 0);
     cal_tel_energy_per_token(rc == CAL_OK ? j : NAN, prompt, output, o);
     return rc == CAL_OK ? CAL_OK : CAL_ENOTFOUND;
+}
+
+/* ---- the clock's share of a shot-series drop, with its uncertainty -------
+ * Shot 1 against the warm shots on a log scale, as the shot verdict judges
+ * throughput (caliper/judge.h): the clock's own change must clear its noise
+ * (warm shots' spread, t with k − 1 df) and the floor before anything is
+ * said. The share explained is θ = Δlog f ÷ Δlog throughput (SPEC 1.4:
+ * warm ≈ cold × f_warm/f_cold means θ = 1), its CI by Fieller's theorem
+ * with the warm shots' covariance of (throughput, clock). */
+static double sqd(double x) { return x * x; }
+
+int cal_tel_clock_share(const double *tput, const double *clock, size_t n,
+                        double tput_tau_within, double clock_floor, double level,
+                        cal_clock_share *o)
+{
+    memset(o, 0, sizeof *o);
+    o->clock_change = o->clock_lo = o->clock_hi = o->tput_change = NAN;
+    o->share = o->share_lo = o->share_hi = NAN;
+    o->level = level > 0 && level < 1 ? level : 0.95;
+    o->floor = clock_floor > 0 ? clock_floor : 0.01;
+    double z[CAL_JUDGE_MAX_SHOTS], f[CAL_JUDGE_MAX_SHOTS];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < CAL_JUDGE_MAX_SHOTS; i++) {
+        if (!pos(tput[i]) || !pos(clock[i])) {
+            if (i == 0) break;   /* no shot 1: nothing to compare against */
+            continue;
+        }
+        z[m] = log(tput[i]);
+        f[m++] = log(clock[i]);
+    }
+    if (m < 3 || !pos(tput[0]) || !pos(clock[0])) {
+        snprintf(o->why, sizeof o->why, "no clock on shot 1 and at least 2 warm shots");
+        return 0;
+    }
+    o->k = (int)m - 1;
+    cal_judge_verdict cv, tv;
+    cal_judge_step(f, m, 0, o->level, &cv);
+    cal_judge_step(z, m, tput_tau_within, o->level, &tv);
+    o->clock_change = cv.effect;
+    o->clock_lo = cv.lo;
+    o->clock_hi = cv.hi;
+    o->tput_change = tv.effect;
+    if (!(cv.lo > 0 || cv.hi < 0) || fabs(cv.effect) < o->floor) {
+        snprintf(o->why, sizeof o->why, "the clock moved %+.1f %% (CI %+.1f to %+.1f %%): within noise",
+                 100 * cv.effect, 100 * cv.lo, 100 * cv.hi);
+        return 0;
+    }
+    o->judged = 1;
+    size_t k = m - 1;
+    double dy = log1p(tv.effect), df = log1p(cv.effect);
+    double my = 0, mf = 0, c = 0;
+    for (size_t i = 1; i < m; i++) { my += z[i]; mf += f[i]; }
+    my /= (double)k; mf /= (double)k;
+    for (size_t i = 1; i < m; i++) c += (z[i] - my) * (f[i] - mf);
+    c /= (double)(k - 1);
+    double vyy = sqd(tv.tau), vff = sqd(cv.tau);
+    if (c > sqrt(vyy * vff)) c = sqrt(vyy * vff);
+    if (c < -sqrt(vyy * vff)) c = -sqrt(vyy * vff);
+    double g = 1 + 1 / (double)k;
+    vyy *= g; vff *= g; c *= g;
+    double t = cal_stats_t_quantile(0.5 + o->level / 2, (double)(k - 1));
+    o->share = dy != 0 ? df / dy : NAN;
+    double a = dy * dy - t * t * vyy, b = df * dy - t * t * c, cc = df * df - t * t * vff;
+    double disc = b * b - a * cc;
+    if (a > 0 && disc >= 0) {
+        o->share_lo = (b - sqrt(disc)) / a;
+        o->share_hi = (b + sqrt(disc)) / a;
+    } else {
+        o->share_lo = -INFINITY;   /* the throughput change is itself within noise */
+        o->share_hi = INFINITY;
+    }
+    return 1;
+}
+
+char *cal_tel_clock_share_text(const cal_clock_share *s, char *buf, size_t n)
+{
+    if (!n) return buf;
+    if (!s->judged) { snprintf(buf, n, "cannot judge: %s", s->why); return buf; }
+    int pct = (int)lround(s->level * 100);
+    char clk[96];
+    if (s->clock_change < 0)
+        snprintf(clk, sizeof clk, "the clock fell %.1f %% (%d %% CI %.1f–%.1f %%)",
+                 -100 * s->clock_change, pct, -100 * s->clock_hi, -100 * s->clock_lo);
+    else
+        snprintf(clk, sizeof clk, "the clock rose %.1f %% (%d %% CI %.1f–%.1f %%)",
+                 100 * s->clock_change, pct, 100 * s->clock_lo, 100 * s->clock_hi);
+    if (!isfinite(s->share_lo) || !isfinite(s->share_hi)) {
+        snprintf(buf, n, "%s, but the throughput change is within noise: no share to give", clk);
+    } else if (s->share_lo <= 1 && s->share_hi >= 1) {
+        snprintf(buf, n, "%s and explains %.0f %% of the throughput change (%d %% CI %.0f–%.0f %%): "
+                 "the change is the clock (warm ≈ cold × f_warm/f_cold)", clk, 100 * s->share, pct,
+                 100 * s->share_lo, 100 * s->share_hi);
+    } else if (s->share_hi < 1) {
+        snprintf(buf, n, "%s and explains only %.0f %% of the throughput change (%d %% CI %.0f–%.0f %%): "
+                 "the cycles per token changed too", clk, 100 * s->share, pct,
+                 100 * s->share_lo, 100 * s->share_hi);
+    } else {
+        snprintf(buf, n, "%s, more than throughput (%.0f %% of its change, %d %% CI %.0f–%.0f %%): "
+                 "fewer cycles per token", clk, 100 * s->share, pct, 100 * s->share_lo,
+                 100 * s->share_hi);
+    }
+    return buf;
 }
