@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "caliper/error.h"
+#include "caliper/judge.h"
 #include "caliper/protocol.h"
 #include "caliper/stats.h"
 #include "caliper/store.h"
@@ -148,11 +149,6 @@ static void pooled(const cal_run_data *d, const cal_cell *const *cells, size_t n
 /* Which column a series is judged on (SPEC 1.2: per-request at 1–4 users,
  * aggregate above). */
 static int per_request_cell(const cal_cell *c) { return c->rate == 0 && c->concurrency <= 4; }
-static double series_value(const cal_cell *c)
-{
-    return per_request_cell(c) ? c->sum.per_request_output_throughput_median
-                               : c->sum.output_throughput;
-}
 
 static void config_name(const cal_cell *c, char *buf, size_t n)
 {
@@ -173,58 +169,65 @@ static void set_floor(const cal_run_data *d)
     json_decref(p);
 }
 
-static size_t shot_verdicts(const group *g, cal_shot_verdict *v)
+/* One shot's per-request speeds (output tokens ÷ (end − send), as the
+ * summary's per-request column), ok requests only. */
+static size_t shot_speeds(const cal_run_data *d, const cal_cell *c, double *out, size_t cap)
 {
-    double vals[512];
-    int idx[512];
-    size_t n = 0;
-    for (size_t i = 0; i < g->n; i++) {
-        if (g->cells[i]->shot_kind == CAL_SHOT_WARMUP) continue;
-        vals[n] = series_value(g->cells[i]);
-        idx[n++] = g->cells[i]->shot_index;
+    size_t m = 0;
+    for (int64_t j = 0; j < c->n_requests && m < cap; j++) {
+        size_t i = c->req_first + (size_t)j;
+        if (i >= d->n_reqs) break;
+        const cal_req_result *q = &d->reqs[i];
+        if (q->status == CAL_REQ_OK && q->output_tokens > 0 && q->send_ns > 0 &&
+            q->end_ns > q->send_ns)
+            out[m++] = q->output_tokens / ((double)(q->end_ns - q->send_ns) / 1e9);
     }
-    const char *what = per_request_cell(g->cells[0]) ? "per-request tok/s" : "aggregate tok/s";
-    cal_shot_series_verdict(vals, idx, n, what, g_floor, v);
-    /* --cold: every shot is a fresh process, so a difference is not a warm
-     * wall but a machine whose state changed between processes */
-    int all_cold = n >= 2;
-    for (size_t i = 0; i < g->n; i++)
-        if (g->cells[i]->shot_kind != CAL_SHOT_WARMUP && g->cells[i]->shot_kind != CAL_SHOT_COLD)
-            all_cold = 0;
-    if (all_cold && v->judged) {
-        char range[48];
-        if (v->later_first == v->later_last) snprintf(range, sizeof range, "cold shot %d", v->later_first);
-        else snprintf(range, sizeof range, "cold shots %d–%d", v->later_first, v->later_last);
-        if (!v->beyond_noise)
-            snprintf(v->text, sizeof v->text,
-                     "%s within noise of cold shot %d (%+.1f %%, band ±%.1f %%): fresh processes "
-                     "agree", range, v->first_shot, -100.0 * v->drop, 100.0 * v->band);
-        else
-            snprintf(v->text, sizeof v->text,
-                     "%s %s %.1f %% %s cold shot %d (band ±%.1f %%, %s): fresh processes "
-                     "disagree — the machine's state changed between them",
-                     range, v->later_first == v->later_last ? "runs" : "run",
-                     100.0 * fabs(v->drop), v->drop > 0 ? "below" : "above", v->first_shot,
-                     100.0 * v->band, what);
+    return m;
+}
+
+/* The calibrated shot verdict (caliper/judge.h) on every request of every
+ * measured shot; one value per shot when the requests were not loaded. */
+static double g_speeds[65536];
+static size_t shot_verdicts(const cal_run_data *d, const group *g, cal_judge_verdict *v,
+                            double *tput, double *clock)
+{
+    cal_judge_shot s[512];
+    size_t n = 0, used = 0;
+    int all_cold = 1;
+    cal_shot_kind k1 = CAL_SHOT_UNKNOWN;
+    for (size_t i = 0; i < g->n && n < 512; i++) {
+        const cal_cell *c = g->cells[i];
+        if (c->shot_kind == CAL_SHOT_WARMUP) continue;
+        if (!n) k1 = c->shot_kind;
+        if (c->shot_kind != CAL_SHOT_COLD) all_cold = 0;
+        size_t m = d->n_reqs ? shot_speeds(d, c, g_speeds + used, sizeof g_speeds / sizeof g_speeds[0] - used) : 0;
+        if (!d->n_reqs) {   /* requests not loaded: the shot's own median */
+            g_speeds[used] = c->sum.per_request_output_throughput_median;
+            m = used < sizeof g_speeds / sizeof g_speeds[0] ? 1 : 0;
+        }
+        tput[n] = c->sum.per_request_output_throughput_median;
+        clock[n] = c->sum.clock_mhz_mean;
+        s[n++] = (cal_judge_shot){c->shot_index, g_speeds + used, m};
+        used += m;
     }
+    cal_judge_opts o = {.floor = g_floor, .what = "per-request tok/s",
+                        .min_requests = d->n_reqs ? 0 : 1};
+    if (n >= 2 && all_cold) o.first = CAL_JUDGE_ALL_COLD;
+    else if (k1 == CAL_SHOT_COLD) o.first = CAL_JUDGE_FIRST_COLD;
+    else if (k1 == CAL_SHOT_WARM || k1 == CAL_SHOT_RESTED) o.first = CAL_JUDGE_FIRST_WARM;
+    else o.first = CAL_JUDGE_FIRST_UNKNOWN;
+    cal_judge_shots(s, n, &o, v);
     return n;
 }
 
-/* The frequency check of SPEC 1.4 on a series: warm ≈ cold × f_warm/f_cold. */
-static int freq_text(const group *g, const cal_shot_verdict *v, char *buf, size_t n)
+/* The frequency check of SPEC 1.4 on a series, with its uncertainty:
+ * silent (0) when the clock itself is within noise. */
+static int freq_text(const cal_judge_verdict *v, const double *tput, const double *clock,
+                     size_t n, char *buf, size_t bn)
 {
-    double fc = NAN, fl[512];
-    size_t nl = 0;
-    int seen = 0;
-    for (size_t i = 0; i < g->n; i++) {
-        if (g->cells[i]->shot_kind == CAL_SHOT_WARMUP) continue;
-        if (!seen++) fc = g->cells[i]->sum.clock_mhz_mean;
-        else if (isfinite(g->cells[i]->sum.clock_mhz_mean)) fl[nl++] = g->cells[i]->sum.clock_mhz_mean;
-    }
-    double fw = cal_stats_median(fl, nl);
-    cal_freq_verdict fv;
-    cal_tel_freq_verdict(v->first, v->later_median, fc, fw, 0, &fv);
-    cal_tel_freq_verdict_text(&fv, buf, n);
+    cal_clock_share cs;
+    if (!cal_tel_clock_share(tput, clock, n, v->tau_within, 0, v->level, &cs)) return 0;
+    cal_tel_clock_share_text(&cs, buf, bn);
     return 1;
 }
 
@@ -236,15 +239,16 @@ char *run_view_verdicts_json(const cal_run_data *d)
     json_t *a = json_array();
     char line[600];
     for (size_t k = 0; k < ng; k++) {
-        cal_shot_verdict v;
-        if (shot_verdicts(&g[k], &v) < 2 || !v.judged) continue;
+        cal_judge_verdict v;
+        double tput[512], clock[512];
+        size_t ns = shot_verdicts(d, &g[k], &v, tput, clock);
+        if (ns < 2) continue;
         char name[96];
         config_name(g[k].cells[0], name, sizeof name);
         snprintf(line, sizeof line, "%s: %s", name, v.text);
         json_array_append_new(a, json_string(line));
-        if (v.beyond_noise && v.drop > 0) {
-            char ft[300];
-            freq_text(&g[k], &v, ft, sizeof ft);
+        char ft[400];
+        if (v.directional && freq_text(&v, tput, clock, ns, ft, sizeof ft)) {
             snprintf(line, sizeof line, "%s: clock: %s", name, ft);
             json_array_append_new(a, json_string(line));
         }
@@ -392,7 +396,7 @@ static void protocol_words(const cal_cell *c, char *buf, size_t n)
              c->max_tokens, c->output_fixed ? "fixed" : "at most");
 }
 
-static void shots_table(FILE *f, const group *g)
+static void shots_table(FILE *f, const cal_run_data *d, const group *g)
 {
     const cal_cell *c0 = g->cells[0];
     char title[300], pw[256];
@@ -426,14 +430,14 @@ static void shots_table(FILE *f, const group *g)
         for (size_t k = 0; k < 12; k++) { if (k) fputs("  ", f); put(f, b[k], W[k], k > 1); }
         fputc('\n', f);
     }
-    cal_shot_verdict v;
-    if (shot_verdicts(g, &v) >= 2 && v.judged) {
+    cal_judge_verdict v;
+    double tput[512], clock[512];
+    size_t ns = shot_verdicts(d, g, &v, tput, clock);
+    if (ns >= 2) {
         fprintf(f, "verdict: %s\n", v.text);
-        if (v.beyond_noise && v.drop > 0) {
-            char ft[300];
-            freq_text(g, &v, ft, sizeof ft);
+        char ft[400];
+        if (v.directional && freq_text(&v, tput, clock, ns, ft, sizeof ft))
             fprintf(f, "clock: %s\n", ft);
-        }
     }
 }
 
@@ -558,7 +562,7 @@ void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
     header(f, d);
     size_t ng = make_groups(d, g, MAX_GROUPS);
     for (size_t k = 0; k < ng; k++)
-        if (g[k].n > 1) shots_table(f, &g[k]);
+        if (g[k].n > 1) shots_table(f, d, &g[k]);
     if (ng) cells_table(f, d, g, ng);
     else fprintf(f, "\nno cells were measured.\n");
     fputc('\n', f);
