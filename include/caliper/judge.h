@@ -90,7 +90,8 @@ typedef struct cal_judge_verdict {
 /* Judge shots[0] (shot 1 of the series) against shots[1..n). Always fills
  * *out; returns out->judged. Decisions:
  *   CANNOT  fewer than 2 warm shots, a shot with fewer than min_requests
- *           valid values, or a step whose two warm halves disagree (one
+ *           valid values, warm halves on opposite sides of shot 1 each by
+ *           the floor or more, or a step whose two warm halves disagree (one
  *           half under half the floor or on the other side) with no trend;
  *   TREND   k >= 4 and the warm shots' log-linear slope excludes 0 at 99 %
  *           and moves at least the floor from first to last warm shot;

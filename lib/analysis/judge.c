@@ -200,7 +200,9 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
                  "not a step: the engine is not in a steady state; quote no single shot",
                  range, slope < 0 ? "fall" : "rise", 100 * fabs(slope), pct, sci, what,
                  100 * span, o->later_first, o->later_last);
-    } else if (sig && big && !halves_agree) {
+    } else if ((sig && big && !halves_agree) ||
+               ((o->half1 < 0) != (o->half2 < 0) && fabs(o->half1) >= op.floor &&
+                fabs(o->half2) >= op.floor)) {
         o->kind = CAL_JUDGE_CANNOT;
         o->judged = 0;
         snprintf(o->why, sizeof o->why,

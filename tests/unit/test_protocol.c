@@ -106,18 +106,25 @@ static void test_summary_client_decode_example(void **state)
     assert_true(fabs(s.server_decode_tps_median - 37.69) < 0.01);
 }
 
-/* SPEC 1.1: 980 → 939 → 880 → 881 tok/s in one process: a wall. */
+/* SPEC 1.1's series 980 → 939 → 880 → 881 tok/s, one number per shot.
+ * Its warm shots disagree among themselves by 6 %, so three of them cannot
+ * call a 9 % step (t with 2 df); five warm shots that agree do. */
 static void test_shot_verdict_seed(void **state)
 {
     (void)state;
     double v[] = {980, 939, 880, 881};
-    int idx[] = {1, 2, 3, 4};
+    int idx[] = {1, 2, 3, 4, 5, 6};
     cal_shot_verdict sv;
     assert_int_equal(cal_shot_series_verdict(v, idx, 4, "prefill tok/s", 0, &sv), 1);
+    assert_false(sv.beyond_noise);
+    assert_true(fabs(sv.drop - (1 - exp((log(939.0) + log(880.0) + log(881.0)) / 3) / 980.0)) < 1e-9);
+    assert_non_null(strstr(sv.text, "shots 2–4 within noise of shot 1"));
+
+    double wall[] = {980, 881, 880, 879, 882, 881};
+    assert_int_equal(cal_shot_series_verdict(wall, idx, 6, "prefill tok/s", 0, &sv), 1);
     assert_true(sv.beyond_noise);
-    assert_true(fabs(sv.later_median - 881) < 1e-9);
-    assert_true(fabs(sv.drop - (980.0 - 881.0) / 980.0) < 1e-9);
-    assert_non_null(strstr(sv.text, "shots 2–4 run 10.1 % below shot 1"));
+    assert_true(fabs(sv.drop - 0.1010) < 0.001);
+    assert_non_null(strstr(sv.text, "shots 2–6 run 10.1 % below shot 1, 95 % CI "));
     assert_non_null(strstr(sv.text, "quote warm figures"));
 
     /* one process per shot: 978–982 every time — no wall */
@@ -134,12 +141,13 @@ static void test_shot_verdict_seed(void **state)
     assert_true(sv.band > 0.09);
     assert_false(sv.beyond_noise);
 
-    /* later shots faster: shot 1 was the slow one */
-    double rising[] = {800, 990, 1000, 995};
-    cal_shot_series_verdict(rising, idx, 4, "tok/s", 0, &sv);
+    /* later shots faster: shot 1 was the slow one, but nothing says cold */
+    double rising[] = {800, 990, 1000, 995, 998};
+    cal_shot_series_verdict(rising, idx, 5, "tok/s", 0, &sv);
     assert_true(sv.beyond_noise);
     assert_true(sv.drop < 0);
     assert_non_null(strstr(sv.text, "above shot 1"));
+    assert_null(strstr(sv.text, "warm-up"));
 
     /* warm-ups removed by the caller: indices carry through */
     int idx2[] = {3, 4, 5};
@@ -149,15 +157,19 @@ static void test_shot_verdict_seed(void **state)
     assert_non_null(strstr(sv.text, "shot 3"));
 
     /* a wider floor: a 10 % drop is not called on a machine that swings 15 % */
-    cal_shot_series_verdict(v, idx, 4, "tok/s", 0.15, &sv);
+    cal_shot_series_verdict(wall, idx, 6, "tok/s", 0.15, &sv);
     assert_false(sv.beyond_noise);
-    assert_true(fabs(sv.band - 0.15) < 1e-12);
+    assert_non_null(strstr(sv.text, "under the 15 % floor"));
 
-    /* too little to judge; NAN values skipped */
+    /* too little to judge: two shots; NAN values skipped */
     double one[] = {1000, NAN};
     assert_int_equal(cal_shot_series_verdict(one, idx, 2, "tok/s", 0, &sv), 0);
     assert_false(sv.judged);
     assert_non_null(strstr(sv.text, "fewer than 2"));
+    double two[] = {1000, 880};
+    assert_int_equal(cal_shot_series_verdict(two, idx, 2, "tok/s", 0, &sv), 0);
+    assert_false(sv.beyond_noise);
+    assert_non_null(strstr(sv.text, "cannot judge: 1 warm shot; run --shots 5"));
 }
 
 static int free_port(void)
