@@ -1,13 +1,15 @@
 /* caliper — the comparison that refuses false ratios (SPEC 1.1, 1.2): cells of
  * several results are paired per metric, nearest protocol first, and a ratio
  * is given only where the fingerprints are equal; elsewhere the differing
- * fields are named. A bootstrap CI rides on each ratio with samples behind. */
+ * fields are named. A CI rides on each ratio with samples behind: the
+ * requests' bootstrap, widened to the shots' spread where there are shots. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "caliper/error.h"
+#include "caliper/judge.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
 
@@ -187,8 +189,103 @@ static void absent_note(cal_cmp_entry *e, const cal_result *other, const cal_fin
                  other->label, cal_fp_field_name(e->diff[0].field), v);
 }
 
+/* ---- shot-level CI: shots, not requests, are the replicates -------------
+ * Requests within one run share its conditions, so a CI from requests alone
+ * excludes 1 for two runs of one configuration (an A/A pair gave 0.94×,
+ * CI 0.93–0.94). Where both sides have >= 2 shots behind the cell, the
+ * ratio's CI is widened to at least the Welch t CI over the shots' values
+ * (caliper/judge.h): the metric's own per-shot number where one is stored,
+ * else the per-request speed, whose relative shot-to-shot spread stands for
+ * the run's noise. */
+static double shot_value(const cal_shot *s, cal_metric m)
+{
+    switch (m) {
+    case CAL_M_AGG_TOKS: return s->agg_tok_s;
+    case CAL_M_PREFILL_TOKS: return s->prefill_tok_s;
+    case CAL_M_DECODE_TOKS: return s->decode_tok_s;
+    case CAL_M_TTFT_P50: case CAL_M_TTFT_P95: case CAL_M_TTFT_P99: return s->ttft_ms;
+    case CAL_M_CLOCK_MHZ: return s->clock_mhz;
+    case CAL_M_POWER_W: return s->power_w;
+    default: return s->req_tok_s;
+    }
+}
+
+/* The per-shot values of the cell's shots into out; the values of the
+ * run's other measured shots after the first (its warm shots) into
+ * noise[*n_noise], for a cell of one shot whose spread must come from
+ * elsewhere. */
+static size_t cell_shots(const cal_result *r, const cal_rcell *c, cal_metric m, double *out,
+                         double *noise, size_t *n_noise, size_t cap)
+{
+    *n_noise = 0;
+    if (!r || !r->n_shots) return 0;
+    const cal_fingerprint *a = &r->shots_fp, *b = &c->fp;
+    if (a->concurrency != b->concurrency || a->prompt_tokens != b->prompt_tokens ||
+        !(a->request_rate == b->request_rate || (isnan(a->request_rate) && isnan(b->request_rate))))
+        return 0;
+    size_t n = 0, measured = 0;
+    for (size_t i = 0; i < r->n_shots && n < cap; i++) {
+        const cal_shot *s = &r->shots[i];
+        if (s->kind == CAL_SHOT_WARMUP) continue;
+        double v = shot_value(s, m);
+        if (!(isfinite(v) && v > 0)) v = s->req_tok_s;   /* the run's noise, relative */
+        if (!(isfinite(v) && v > 0)) continue;
+        if (measured++ && *n_noise < cap) noise[(*n_noise)++] = v;
+        if (b->shot_first > 0 && (s->index < b->shot_first ||
+                                  s->index > (b->shot_last > 0 ? b->shot_last : b->shot_first)))
+            continue;
+        out[n++] = v;
+    }
+    return n;
+}
+
+/* mean and variance of log x; *df the variance's degrees of freedom */
+static void log_stats(const double *x, size_t n, double *mean, double *var)
+{
+    double s = 0, q = 0;
+    for (size_t i = 0; i < n; i++) s += log(x[i]);
+    *mean = s / (double)n;
+    for (size_t i = 0; i < n; i++) q += (log(x[i]) - *mean) * (log(x[i]) - *mean);
+    *var = n > 1 ? q / (double)(n - 1) : NAN;
+}
+
+static void shot_widen(cal_cmp_entry *e, const cal_result *ra, const cal_rcell *base,
+                       const cal_result *rb, const cal_rcell *oc, cal_metric m, double floor)
+{
+    double a[CAL_JUDGE_MAX_SHOTS], b[CAL_JUDGE_MAX_SHOTS];
+    double xa[CAL_JUDGE_MAX_SHOTS], xb[CAL_JUDGE_MAX_SHOTS];
+    size_t nxa, nxb;
+    size_t na = cell_shots(ra, base, m, a, xa, &nxa, CAL_JUDGE_MAX_SHOTS);
+    size_t nb = cell_shots(rb, oc, m, b, xb, &nxb, CAL_JUDGE_MAX_SHOTS);
+    if (isfinite(e->ci_lo)) e->ci_scope = CAL_CI_REQUESTS;
+    /* each side's shot-to-shot variance: from the cell's own shots, else
+     * from the run's warm shots (a one-shot cell, e.g. cold 1) */
+    double ma, va, mb, vb, t1, t2;
+    size_t dfa = 0, dfb = 0;
+    if (na) { log_stats(a, na, &ma, &va); dfa = na - 1; }
+    if (na == 1 && nxa >= 2) { log_stats(xa, nxa, &t1, &va); dfa = nxa - 1; }
+    if (nb) { log_stats(b, nb, &mb, &vb); dfb = nb - 1; }
+    if (nb == 1 && nxb >= 2) { log_stats(xb, nxb, &t2, &vb); dfb = nxb - 1; }
+    if (dfa >= 1 && dfb >= 1 && isfinite(e->ratio) && e->ratio > 0) {
+        double sa = va / (double)na, sb = vb / (double)nb, se = sqrt(sa + sb);
+        double den = (sa > 0 ? sa * sa / (double)dfa : 0) + (sb > 0 ? sb * sb / (double)dfb : 0);
+        double df = den > 0 ? (sa + sb) * (sa + sb) / den : (double)(dfa + dfb);
+        double h = cal_stats_t_quantile(0.975, df) * se;
+        double lo = isfinite(e->ci_lo) && e->ci_lo > 0 ? log(e->ratio / e->ci_lo) : 0;
+        double hi = isfinite(e->ci_hi) && e->ci_hi > 0 ? log(e->ci_hi / e->ratio) : 0;
+        e->ci_lo = e->ratio * exp(-fmax(lo, h));
+        e->ci_hi = e->ratio * exp(fmax(hi, h));
+        e->ci_scope = CAL_CI_SHOTS;
+    }
+    /* a CI of the requests alone says nothing about run-to-run noise: no
+     * difference is claimed on it */
+    e->differs = e->ci_scope == CAL_CI_SHOTS && (e->ci_lo > 1 || e->ci_hi < 1) &&
+                 fabs(e->ratio - 1) >= floor;
+}
+
 static void fill_pair(cal_comparison *c, cal_cmp_row *row, size_t j,
-                      const cal_rcell *base, const cal_rcell *oc, const cal_compare_opts *o)
+                      const cal_rcell *base, const cal_rcell *oc, const cal_compare_opts *o,
+                      const cal_result *ra, const cal_result *rb)
 {
     cal_cmp_entry *e = &row->e[j];
     cal_metric m = row->metric;
@@ -221,6 +318,7 @@ static void fill_pair(cal_comparison *c, cal_cmp_row *row, size_t j,
             e->ci_hi = hi;
         }
     }
+    if (o->boot_iters >= 0) shot_widen(e, ra, base, rb, oc, m, o->floor > 0 ? o->floor : 0.03);
 }
 
 static int compare_metric(builder *b, const cal_result *const *res, size_t n,
@@ -268,7 +366,7 @@ static int compare_metric(builder *b, const cal_result *const *res, size_t n,
             if (used_b[pairs[p].i] || used_k[pairs[p].k]) continue;
             used_b[pairs[p].i] = used_k[pairs[p].k] = 1;
             fill_pair(b->c, &b->c->rows[row_of[pairs[p].i]], j,
-                      &r0->cells[pairs[p].i], &rj->cells[pairs[p].k], o);
+                      &r0->cells[pairs[p].i], &rj->cells[pairs[p].k], o, r0, rj);
         }
         for (size_t i = 0; i < nb; i++)
             if (row_of[i] >= 0 && !used_b[i]) {
