@@ -63,7 +63,10 @@ static void fmt_entry(const cal_cmp_entry *e, char *buf, size_t n)
 {
     if (isfinite(e->ratio)) {
         char ci[64] = "";
-        if (isfinite(e->ci_lo)) snprintf(ci, sizeof ci, " (CI %.2f–%.2f)", e->ci_lo, e->ci_hi);
+        if (isfinite(e->ci_lo))
+            snprintf(ci, sizeof ci, " (CI %.2f–%.2f%s)%s", e->ci_lo, e->ci_hi,
+                     e->ci_scope == CAL_CI_REQUESTS ? ", within-run noise only" : "",
+                     e->differs ? " differs" : "");
         if (e->comparable) snprintf(buf, n, "%.2f×%s", e->ratio, ci);
         else {
             char d[320];

@@ -197,14 +197,23 @@ typedef struct cal_compare_opts {
     int     boot_iters;   /* bootstrap resamples; 0 = 2000, < 0 = no CI */
     uint64_t seed;        /* bootstrap seed; 0 = a fixed default */
     unsigned metrics;     /* bit (1u << cal_metric) per metric to compare; 0 = all */
+    double  floor;        /* smallest |ratio − 1| called a difference; 0 = 0.03 */
 } cal_compare_opts;
 
+enum { CAL_CI_NONE = 0, CAL_CI_REQUESTS, CAL_CI_SHOTS };
 typedef struct cal_cmp_entry {
     int    present;       /* this result has a cell on this row */
     double value;         /* its number (NAN when absent) */
     int    comparable;    /* fingerprint equals the baseline's */
     double ratio;         /* value ÷ baseline; NAN when refused */
-    double ci_lo, ci_hi;  /* bootstrap 95 % CI of the ratio; NAN without samples */
+    double ci_lo, ci_hi;  /* 95 % CI of the ratio; NAN without samples: the
+                             requests' bootstrap, widened to a shot-level t CI
+                             where each side's shot-to-shot spread is known
+                             (its cell's shots, else its run's warm shots) */
+    int    ci_scope;      /* CAL_CI_NONE, CAL_CI_REQUESTS (no shot spread: the CI
+                             covers within-run noise only), CAL_CI_SHOTS */
+    int    differs;       /* CAL_CI_SHOTS, the CI excludes 1 and |ratio − 1| >=
+                             the floor: the only case a difference is claimed */
     size_t n_diff;        /* fields differing from the baseline cell */
     cal_fp_difference diff[CAL_FPF__N];
     char   note[384];     /* why there is no number: "has no cold shots" */
