@@ -14,6 +14,7 @@
 #include "caliper/error.h"
 #include "caliper/judge.h"
 #include "caliper/protocol.h"
+#include "caliper/report.h"
 #include "caliper/stats.h"
 #include "caliper/telemetry.h"
 
@@ -336,6 +337,99 @@ static void test_ratio_ci_and_wilson(void **state)
     assert_int_equal(cal_stats_wilson(3, 2, 0.95, &lo, &hi), CAL_EINVAL);
 }
 
+/* compare: a result of one c1 workload, shots 1..n (per-request tok/s per
+ * shot in lvl[]), one cell "warm 2–n" with tight per-request samples
+ * around level and one cell "cold 1" */
+static cal_result *aa_result(const double *lvl, size_t n, double level)
+{
+    cal_result *r = cal_result_new();
+    cal_fp_init(&r->shots_fp);
+    r->shots_fp.concurrency = 1;
+    r->shots_fp.request_rate = 0;
+    r->shots_fp.prompt_tokens = 64;
+    for (size_t i = 0; i < n; i++) {
+        cal_shot s = {.index = (int)i + 1, .kind = i ? CAL_SHOT_WARM : CAL_SHOT_COLD,
+                      .t_s = NAN, .dur_s = NAN, .req_tok_s = lvl[i], .agg_tok_s = NAN,
+                      .prefill_tok_s = NAN, .decode_tok_s = NAN, .ttft_ms = NAN,
+                      .clock_mhz = NAN, .power_w = NAN};
+        cal_result_add_shot(r, &s);
+    }
+    double x[200];
+    for (int kind = 0; kind < 2; kind++) {
+        cal_rcell *c = cal_result_add_cell(r, CAL_SWEEP_SHOTS);
+        c->fp = r->shots_fp;
+        c->fp.shot_kind = kind ? CAL_SHOT_WARM : CAL_SHOT_COLD;
+        c->fp.shot_first = kind ? 2 : 1;
+        c->fp.shot_last = kind ? (int)n : 1;
+        double lv = kind ? level : lvl[0];
+        for (int i = 0; i < 200; i++) x[i] = lv * (1 + 0.002 * ((i % 5) - 2));
+        cal_cell_set_samples(c, CAL_S_REQ_TOKS, x, 200);
+        c->v[CAL_M_REQ_TOKS] = lv;
+    }
+    return r;
+}
+
+static const cal_cmp_entry *req_entry(const cal_comparison *c, int warm)
+{
+    for (size_t i = 0; i < c->n_rows; i++)
+        if (c->rows[i].metric == CAL_M_REQ_TOKS && (c->rows[i].fp.shot_first == 2) == warm)
+            return &c->rows[i].e[1];
+    return NULL;
+}
+
+/* An A/A pair 6 % apart whose requests are tight (a request bootstrap
+ * excludes 1) but whose shots swing by 5 %: no difference claimed. A real
+ * 25 % difference is claimed. One shot per side and no warm shots: the CI
+ * covers within-run noise only and claims nothing. */
+static void test_compare_shot_ci(void **state)
+{
+    (void)state;
+    double la[] = {1000, 1000, 950, 1050, 1000}, lb[] = {1000, 1060, 1010, 1110, 1060};
+    cal_result *a = aa_result(la, 5, 1000), *b = aa_result(lb, 5, 1060);
+    const cal_result *rs[] = {a, b};
+    cal_compare_opts o = {.metrics = 1u << CAL_M_REQ_TOKS, .boot_iters = 300, .seed = 3};
+    cal_comparison *c = NULL;
+    assert_int_equal(cal_compare(rs, 2, &o, &c), CAL_OK);
+    const cal_cmp_entry *e = req_entry(c, 1);
+    assert_non_null(e);
+    NEAR(e->ratio, 1.06, 1e-9);
+    assert_int_equal(e->ci_scope, CAL_CI_SHOTS);
+    assert_true(e->ci_lo < 1 && e->ci_hi > 1.06);
+    assert_false(e->differs);
+    /* the cold 1 cells borrow the warm shots' spread */
+    e = req_entry(c, 0);
+    assert_int_equal(e->ci_scope, CAL_CI_SHOTS);
+    assert_false(e->differs);
+    cal_comparison_free(&c);
+    /* without the shots, the requests alone would have claimed it */
+    o.boot_iters = 300;
+    cal_result_free(&b);
+    double lc[] = {1000, 1250, 1190, 1310, 1250};
+    b = aa_result(lc, 5, 1250);
+    rs[1] = b;
+    assert_int_equal(cal_compare(rs, 2, &o, &c), CAL_OK);
+    e = req_entry(c, 1);
+    assert_true(e->ci_lo > 1.05);
+    assert_true(e->differs);
+    cal_comparison_free(&c);
+    cal_result_free(&a);
+    cal_result_free(&b);
+    /* single-shot runs: within-run noise only, never "differs" */
+    double one_a[] = {1000}, one_b[] = {1200};
+    a = aa_result(one_a, 1, 1000);
+    b = aa_result(one_b, 1, 1200);
+    rs[0] = a; rs[1] = b;
+    assert_int_equal(cal_compare(rs, 2, &o, &c), CAL_OK);
+    e = req_entry(c, 0);
+    assert_non_null(e);
+    assert_int_equal(e->ci_scope, CAL_CI_REQUESTS);
+    assert_true(e->ci_lo > 1.1);   /* the requests' CI excludes 1 ... */
+    assert_false(e->differs);      /* ... and still no claim */
+    cal_comparison_free(&c);
+    cal_result_free(&a);
+    cal_result_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_clock_share),
         cmocka_unit_test(test_ratio_ci_and_wilson),
+        cmocka_unit_test(test_compare_shot_ci),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
