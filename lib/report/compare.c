@@ -192,11 +192,12 @@ static void absent_note(cal_cmp_entry *e, const cal_result *other, const cal_fin
 /* ---- shot-level CI: shots, not requests, are the replicates -------------
  * Requests within one run share its conditions, so a CI from requests alone
  * excludes 1 for two runs of one configuration (an A/A pair gave 0.94×,
- * CI 0.93–0.94). Where both sides have >= 2 shots behind the cell, the
- * ratio's CI is widened to at least the Welch t CI over the shots' values
- * (caliper/judge.h): the metric's own per-shot number where one is stored,
- * else the per-request speed, whose relative shot-to-shot spread stands for
- * the run's noise. */
+ * CI 0.93–0.94). Where each side's shot-to-shot spread is known (>= 2 shots
+ * in the cell, else >= 2 warm shots in its run), the ratio's CI is widened to
+ * at least a Welch t CI on the log scale in which each run's level carries
+ * the variance of one shot: the metric's own per-shot number where one is
+ * stored, else the per-request speed, whose relative spread stands for the
+ * run's noise. */
 static double shot_value(const cal_shot *s, cal_metric m)
 {
     switch (m) {
@@ -267,7 +268,10 @@ static void shot_widen(cal_cmp_entry *e, const cal_result *ra, const cal_rcell *
     if (nb) { log_stats(b, nb, &mb, &vb); dfb = nb - 1; }
     if (nb == 1 && nxb >= 2) { log_stats(xb, nxb, &t2, &vb); dfb = nxb - 1; }
     if (dfa >= 1 && dfb >= 1 && isfinite(e->ratio) && e->ratio > 0) {
-        double sa = va / (double)na, sb = vb / (double)nb, se = sqrt(sa + sb);
+        /* a run's level is known no better than one shot's: a shared
+         * machine drifts over seconds, so consecutive shots are not
+         * independent draws of the run-to-run noise (no ÷ n) */
+        double sa = va, sb = vb, se = sqrt(sa + sb);
         double den = (sa > 0 ? sa * sa / (double)dfa : 0) + (sb > 0 ? sb * sb / (double)dfb : 0);
         double df = den > 0 ? (sa + sb) * (sa + sb) / den : (double)(dfa + dfb);
         double h = cal_stats_t_quantile(0.975, df) * se;

@@ -1,0 +1,368 @@
+/* bench/verdicts — calibrates the shot verdict and compare on this machine:
+ *   false alarms  series against a steady, warmed engine (the built-in one,
+ *                 or --url): how often a directional verdict is given;
+ *   detection     series where a real slowdown starts after shot 1: a CPU
+ *                 quota on the engine's process (cgroup v2 cpu.max or v1
+ *                 cpu.cfs_quota_us, as root), at each --drops size;
+ *   smallest drop the smallest of those sizes detected in >= 95 % of series;
+ *   A/A compares  consecutive steady series compared as two runs: how often
+ *                 compare claims a difference (per-request and aggregate tok/s).
+ * Every rate is printed with its Wilson 95 % CI. Each series is a real
+ * `caliper run --url` whose stored requests are judged by cal_judge_shots,
+ * the code behind `caliper run`'s verdict line.
+ *   usage: verdicts [--caliper PATH] [--url URL] [--series N] [--shots N]
+ *                   [--requests N] [--max-tokens N] [--prompt-tokens N]
+ *                   [--drops 10,25,50] [--preset NAME] [--db PATH] */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "caliper/error.h"
+#include "caliper/judge.h"
+#include "caliper/protocol.h"
+#include "caliper/report.h"
+#include "caliper/stats.h"
+#include "caliper/store.h"
+
+static const char *g_caliper = "build/caliper", *g_db = "/tmp/caliper-verdicts.db";
+static char g_url[256];
+static long g_shots = 5, g_requests = 8, g_max_tokens = 128, g_prompt = 64;
+
+/* ---- the CPU quota ------------------------------------------------------ */
+static char g_cg[256];      /* the cgroup directory holding the engine */
+static int g_cg_v2;
+
+static int put_file(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (!f) return -1;
+    int ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+static int quota_setup(pid_t pid)
+{
+    char procs[32];
+    snprintf(procs, sizeof procs, "%d\n", (int)pid);
+    if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+        g_cg_v2 = 1;
+        put_file("/sys/fs/cgroup", "cgroup.subtree_control", "+cpu");
+        snprintf(g_cg, sizeof g_cg, "/sys/fs/cgroup/caliper-verdicts-%d", (int)getpid());
+    } else {
+        snprintf(g_cg, sizeof g_cg, "/sys/fs/cgroup/cpu/caliper-verdicts-%d", (int)getpid());
+    }
+    if (mkdir(g_cg, 0755) && errno != EEXIST) { g_cg[0] = 0; return -1; }
+    if (put_file(g_cg, "cgroup.procs", procs)) { rmdir(g_cg); g_cg[0] = 0; return -1; }
+    return 0;
+}
+
+/* share of one core the engine may use: 1 − drop; drop 0 lifts the quota */
+static int quota_set(double drop)
+{
+    if (!g_cg[0]) return -1;
+    char t[64];
+    long period = 100000, q = (long)((1 - drop) * period);
+    if (g_cg_v2) {
+        if (drop > 0) snprintf(t, sizeof t, "%ld %ld\n", q, period);
+        else snprintf(t, sizeof t, "max %ld\n", period);
+        return put_file(g_cg, "cpu.max", t);
+    }
+    snprintf(t, sizeof t, "%ld\n", drop > 0 ? q : -1L);
+    return put_file(g_cg, "cpu.cfs_quota_us", t);
+}
+
+static void quota_teardown(void)
+{
+    if (!g_cg[0]) return;
+    quota_set(0);
+    /* move the engine back to the parent so the directory can go */
+    char up[300];
+    snprintf(up, sizeof up, "%.*s", (int)(strrchr(g_cg, '/') - g_cg), g_cg);
+    char p[512];
+    snprintf(p, sizeof p, "%s/cgroup.procs", g_cg);
+    FILE *f = fopen(p, "r");
+    int pid;
+    while (f && fscanf(f, "%d", &pid) == 1) {
+        char s[32];
+        snprintf(s, sizeof s, "%d\n", pid);
+        put_file(up, "cgroup.procs", s);
+    }
+    if (f) fclose(f);
+    rmdir(g_cg);
+}
+
+/* the engine's CPU time so far, seconds (utime + stime of all its threads) */
+static pid_t g_engine;
+static double engine_cpu_s(void)
+{
+    char p[64], b[1024];
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)g_engine);
+    FILE *f = fopen(p, "r");
+    if (!f) return NAN;
+    size_t n = fread(b, 1, sizeof b - 1, f);
+    fclose(f);
+    b[n] = 0;
+    char *q = strrchr(b, ')');
+    unsigned long ut = 0, st = 0;
+    if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return NAN;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- one series: a caliper run, slowed after shot 1 by `drop` ------------
+ * The quota is a share of what the engine used during shot 1 (its CPU time
+ * over shot 1's wall time), so a 25 % cut is a 25 % cut of the CPU it was
+ * getting on this busy machine, not of a core it never had. */
+static double g_share_sum;
+static size_t g_share_n;
+static int64_t run_series(const char *label, double drop)
+{
+    int fd[2];
+    if (pipe(fd)) return -1;
+    char s_shots[16], s_req[16], s_max[16], s_prompt[16];
+    snprintf(s_shots, sizeof s_shots, "%ld", g_shots);
+    snprintf(s_req, sizeof s_req, "%ld", g_requests);
+    snprintf(s_max, sizeof s_max, "%ld", g_max_tokens);
+    snprintf(s_prompt, sizeof s_prompt, "%ld", g_prompt);
+    fflush(stdout);
+    pid_t p = fork();
+    if (p < 0) return -1;
+    if (p == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        if (!freopen("/dev/null", "w", stdout)) _exit(127);
+        execl(g_caliper, g_caliper, "run", "--url", g_url, "--shots", s_shots, "--requests",
+              s_req, "--max-tokens", s_max, "--prompt-tokens", s_prompt, "--concurrency", "1",
+              "--db", g_db, "--no-telemetry", "--label", label, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *e = fdopen(fd[0], "r");
+    char line[512];
+    int slowed = 0;
+    double c0 = NAN, w0 = NAN;
+    while (e && fgets(line, sizeof line, e)) {
+        if (!strncmp(line, "caliper run: run ", strlen("caliper run: run "))) {
+            c0 = engine_cpu_s();
+            w0 = now_s();
+        }
+        if (!slowed && drop > 0 && !strncmp(line, "shot 1 · ", strlen("shot 1 · "))) {
+            double share = (engine_cpu_s() - c0) / (now_s() - w0);
+            if (!(share > 0.05 && share <= 1)) share = 1;
+            g_share_sum += share;
+            g_share_n++;
+            quota_set(1 - (1 - drop) * share);
+            slowed = 1;
+        }
+    }
+    if (e) fclose(e);
+    int st = 0;
+    waitpid(p, &st, 0);
+    if (slowed) quota_set(0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
+    cal_store *db = NULL;
+    int64_t id = -1;
+    if (cal_store_open(g_db, &db) == CAL_OK && cal_store_find_run(db, label, &id) != CAL_OK) id = -1;
+    cal_store_close(&db);
+    return id;
+}
+
+/* the verdict of `caliper run` on that stored run: per-request speeds */
+static int judge_run(int64_t id, cal_judge_verdict *v)
+{
+    cal_store *db = NULL;
+    cal_run_data *d = NULL;
+    if (cal_store_open(g_db, &db) != CAL_OK || cal_store_load_run(db, id, 0, &d) != CAL_OK) {
+        cal_store_close(&db);
+        return -1;
+    }
+    static double vals[1 << 16];
+    cal_judge_shot s[CAL_JUDGE_MAX_SHOTS];
+    size_t n = 0, used = 0;
+    for (size_t c = 0; c < d->n_cells && n < CAL_JUDGE_MAX_SHOTS; c++) {
+        const cal_cell *cell = &d->cells[c];
+        if (cell->shot_kind == CAL_SHOT_WARMUP) continue;
+        size_t m = 0;
+        for (int64_t j = 0; j < cell->n_requests; j++) {
+            const cal_req_result *q = &d->reqs[cell->req_first + (size_t)j];
+            if (q->status == CAL_REQ_OK && q->output_tokens > 0 && q->end_ns > q->send_ns &&
+                used + m < sizeof vals / sizeof vals[0])
+                vals[used + m++] = q->output_tokens / ((double)(q->end_ns - q->send_ns) / 1e9);
+        }
+        s[n++] = (cal_judge_shot){cell->shot_index, vals + used, m};
+        used += m;
+    }
+    cal_judge_opts o = {.what = "per-request tok/s", .first = CAL_JUDGE_FIRST_UNKNOWN};
+    cal_judge_shots(s, n, &o, v);
+    cal_run_data_free(&d);
+    cal_store_close(&db);
+    return 0;
+}
+
+static void print_rate(const char *what, size_t k, size_t n, const char *extra)
+{
+    double lo = NAN, hi = NAN;
+    if (n) cal_stats_wilson(k, n, 0.95, &lo, &hi);
+    printf("%-34s %3zu / %-3zu = %5.1f %%  (95 %% CI %4.1f–%5.1f %%)%s\n", what, k, n,
+           n ? 100.0 * k / n : NAN, 100 * lo, 100 * hi, extra ? extra : "");
+    fflush(stdout);
+}
+
+static double loadavg(void)
+{
+    double l = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) { if (fscanf(f, "%lf", &l) != 1) l = NAN; fclose(f); }
+    return l;
+}
+
+int main(int argc, char **argv)
+{
+    long series = 20;
+    const char *drops_arg = "10,25,50", *preset = "tiny";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--caliper")) g_caliper = v;
+        else if (!strcmp(k, "--url")) snprintf(g_url, sizeof g_url, "%s", v);
+        else if (!strcmp(k, "--series")) series = atol(v);
+        else if (!strcmp(k, "--shots")) g_shots = atol(v);
+        else if (!strcmp(k, "--requests")) g_requests = atol(v);
+        else if (!strcmp(k, "--max-tokens")) g_max_tokens = atol(v);
+        else if (!strcmp(k, "--prompt-tokens")) g_prompt = atol(v);
+        else if (!strcmp(k, "--drops")) drops_arg = v;
+        else if (!strcmp(k, "--preset")) preset = v;
+        else if (!strcmp(k, "--db")) g_db = v;
+        else { fprintf(stderr, "verdicts: unknown flag %s\n", k); return 2; }
+    }
+    if (series < 2 || g_shots < 2) { fprintf(stderr, "verdicts: --series and --shots >= 2\n"); return 2; }
+    unlink(g_db);
+    cal_target *t = NULL;
+    char err[512];
+    if (!g_url[0]) {
+        cal_target_config cfg = {.kind = CAL_TARGET_BUILTIN, .self_exe = g_caliper,
+                                 .preset = preset, .serve_args = "--threads 1"};
+        if (cal_target_start(&cfg, &t, err, sizeof err) != CAL_OK) {
+            fprintf(stderr, "verdicts: cannot start the built-in engine: %s\n", err);
+            return 1;
+        }
+        snprintf(g_url, sizeof g_url, "%s", cal_target_url(t));
+    }
+    g_engine = t ? cal_target_pid(t) : 0;
+    int can_slow = t && geteuid() == 0 && quota_setup(cal_target_pid(t)) == 0 && quota_set(0) == 0;
+    printf("bench/verdicts · %s · protocol: --shots %ld --requests %ld --concurrency 1 "
+           "--prompt-tokens %ld --max-tokens %ld · load average %.1f on %ld CPUs\n",
+           t ? "built-in engine (--threads 1)" : g_url, g_shots, g_requests, g_prompt,
+           g_max_tokens, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
+    /* warm the engine: one series whose verdict is not counted */
+    run_series("warm-up", 0);
+
+    /* false alarms, and the A/A pairs from consecutive steady series */
+    size_t fa = 0, nfa = 0, cannot = 0, under = 0;
+    int64_t *ids = calloc((size_t)series, sizeof *ids);
+    for (long i = 0; i < series; i++) {
+        char label[32];
+        snprintf(label, sizeof label, "steady-%ld", i);
+        ids[i] = run_series(label, 0);
+        cal_judge_verdict v;
+        if (ids[i] < 0 || judge_run(ids[i], &v)) { fprintf(stderr, "verdicts: %s failed\n", label); continue; }
+        nfa++;
+        if (v.directional) { fa++; printf("  false alarm: %s\n", v.text); }
+        if (v.kind == CAL_JUDGE_CANNOT) cannot++;
+        if (v.kind == CAL_JUDGE_SMALL) under++;
+    }
+    char extra[160];
+    snprintf(extra, sizeof extra, "; %zu cannot judge, %zu under the floor", cannot, under);
+    print_rate("false alarms (steady engine)", fa, nfa, extra);
+
+    size_t aa = 0, aa_agg = 0, naa = 0;
+    for (long i = 0; i + 1 < series; i += 1) {
+        if (ids[i] < 0 || ids[i + 1] < 0) continue;
+        cal_result *a = NULL, *b = NULL;
+        char ra[32], rb[32];
+        snprintf(ra, sizeof ra, "%lld", (long long)ids[i]);
+        snprintf(rb, sizeof rb, "%lld", (long long)ids[i + 1]);
+        if (cal_result_load(ra, g_db, &a, err, sizeof err) || cal_result_load(rb, g_db, &b, err, sizeof err)) {
+            cal_result_free(&a); cal_result_free(&b);
+            continue;
+        }
+        const cal_result *rs[] = {a, b};
+        cal_compare_opts o = {.metrics = (1u << CAL_M_REQ_TOKS) | (1u << CAL_M_AGG_TOKS), .seed = 1};
+        cal_comparison *c = NULL;
+        if (cal_compare(rs, 2, &o, &c) == CAL_OK) {
+            int d_req = 0, d_agg = 0;
+            for (size_t r = 0; r < c->n_rows; r++) {
+                if (c->rows[r].fp.shot_first < 2) continue;   /* the warm cell */
+                if (c->rows[r].metric == CAL_M_REQ_TOKS) d_req |= c->rows[r].e[1].differs;
+                if (c->rows[r].metric == CAL_M_AGG_TOKS) d_agg |= c->rows[r].e[1].differs;
+            }
+            naa++;
+            aa += d_req;
+            aa_agg += d_agg;
+            cal_comparison_free(&c);
+        }
+        cal_result_free(&a);
+        cal_result_free(&b);
+    }
+    print_rate("A/A compares claiming a difference", aa, naa, " (per-request tok/s, warm)");
+    print_rate("A/A compares claiming a difference", aa_agg, naa, " (aggregate tok/s, warm)");
+    free(ids);
+
+    if (!can_slow) {
+        printf("detection: skipped: %s\n", t ? "no writable cgroup cpu controller (root needed)"
+                                              : "a --url engine is not caliper's to slow down");
+    } else {
+        double smallest = NAN;
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", drops_arg);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            double drop = atof(tok) / 100;
+            if (!(drop > 0 && drop < 1)) continue;
+            size_t hit = 0, nd = 0;
+            double eff[1024];
+            size_t ne = 0;
+            for (long i = 0; i < series; i++) {
+                char label[48];
+                snprintf(label, sizeof label, "drop%.0f-%ld", drop * 100, i);
+                int64_t id = run_series(label, drop);
+                cal_judge_verdict v;
+                if (id < 0 || judge_run(id, &v)) continue;
+                nd++;
+                if (v.kind == CAL_JUDGE_SLOWER || (v.kind == CAL_JUDGE_TREND && v.slope < 0)) hit++;
+                if (isfinite(v.effect) && ne < 1024) eff[ne++] = -v.effect;
+            }
+            char what[64], ex[96];
+            snprintf(what, sizeof what, "detected, %.0f %% CPU quota cut", drop * 100);
+            snprintf(ex, sizeof ex, "; measured drop median %.1f %%; engine had %.2f of a core",
+                     ne ? 100 * cal_stats_median(eff, ne) : NAN,
+                     g_share_n ? g_share_sum / (double)g_share_n : NAN);
+            g_share_sum = 0;
+            g_share_n = 0;
+            print_rate(what, hit, nd, ex);
+            if (nd && (double)hit / nd >= 0.95 && !(smallest <= drop)) smallest = drop;
+        }
+        if (isfinite(smallest))
+            printf("smallest drop detected in >= 95 %% of series: %.0f %%\n", 100 * smallest);
+        else
+            printf("smallest drop detected in >= 95 %% of series: none of %s %%\n", drops_arg);
+    }
+    printf("load average at the end: %.1f\n", loadavg());
+    quota_teardown();
+    cal_target_stop(&t);
+    return 0;
+}
