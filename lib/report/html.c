@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "caliper/error.h"
+#include "caliper/judge.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
 #include "report_internal.h"
@@ -178,6 +179,35 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
         if (p1.ns < SVG_MAX_SERIES)
             p1.s[p1.ns++] = (svg_series){KNAMES[kk], mx + m0, my + m0, m - m0, SVG_POINTS, kind_color(KINDS[kk]), 0};
     }
+    /* the shot verdict's 95 % CI of the warm shots' level (caliper/judge.h,
+     * one value per shot), drawn over the warm shots beside shot 1 */
+    static double jv_v[CAL_JUDGE_MAX_SHOTS], bx[2], blo[2], bhi[2], blv[2];
+    cal_judge_shot js[CAL_JUDGE_MAX_SHOTS];
+    size_t nj = 0;
+    double wx0 = NAN, wx1 = NAN;
+    for (size_t i = 0; i < n && nj < CAL_JUDGE_MAX_SHOTS; i++) {
+        const cal_shot *s = &r->shots[i];
+        double v = cal_report_shot_value(s, NULL);
+        if (s->kind == CAL_SHOT_WARMUP || !(isfinite(v) && v > 0)) continue;
+        double x0 = timed ? s->t_s : (double)s->index;
+        double x1 = timed && isfinite(s->dur_s) ? s->t_s + s->dur_s : x0;
+        if (nj == 1) wx0 = x0;
+        if (nj >= 1) wx1 = x1;
+        jv_v[nj] = v;
+        js[nj] = (cal_judge_shot){s->index, &jv_v[nj], 1};
+        nj++;
+    }
+    cal_judge_verdict jv;
+    cal_judge_opts jo = {.min_requests = 1};
+    if (nj >= 3 && cal_judge_shots(js, nj, &jo, &jv) && isfinite(jv.lo) && p1.ns + 3 <= SVG_MAX_SERIES) {
+        bx[0] = wx0; bx[1] = wx1 > wx0 ? wx1 : wx0 + 0.5;
+        blo[0] = blo[1] = jv.first * (1 + jv.lo);
+        bhi[0] = bhi[1] = jv.first * (1 + jv.hi);
+        blv[0] = blv[1] = jv.later;
+        p1.s[p1.ns++] = (svg_series){"warm level", bx, blv, 2, SVG_LINE, 1, 0};
+        p1.s[p1.ns++] = (svg_series){"its 95 % CI", bx, blo, 2, SVG_LINE, 1, 1};
+        p1.s[p1.ns++] = (svg_series){NULL, bx, bhi, 2, SVG_LINE, 1, 1};
+    }
     /* clock and power: the sampler's timeline when times line up, and the
      * mean over each shot */
     size_t nc = 0, np = 0;
@@ -218,7 +248,7 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
     TRY(svg_panel_write(b, &p2));
     TRY(svg_panel_write(b, &p3));
     TRY(svg_end(b));
-    char proto[600], cap[200];
+    char proto[600], cap[260];
     const cal_rcell *c = first_cell(r, CAL_SWEEP_SHOTS);
     const cal_fingerprint *sfp = r->shots_fp.concurrency > 0 || r->shots_fp.prompt_tokens > 0 ? &r->shots_fp :
                                  c ? &c->fp : NULL;
@@ -236,8 +266,8 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
         size_t l = (size_t)snprintf(proto, sizeof proto, "shots %s · ", kinds);
         cal_report_describe_except(sfp, SKIP(CAL_FPF_SHOT_KIND) | SKIP(CAL_FPF_SHOT_RANGE), proto + l, sizeof proto - l);
     } else snprintf(proto, sizeof proto, "no shot series in this run");
-    snprintf(cap, sizeof cap, "Each shot's %s over its duration (cold red, warm blue, rested green); "
-             "clock and power below share the time axis.", what);
+    snprintf(cap, sizeof cap, "Each shot's %s over its duration (cold red, warm blue, rested green), "
+             "the warm level with its 95 %% CI (dashed); clock and power below share the time axis.", what);
     TRY(fig_end(b, cap, proto));
 out:
     free(sx); free(sy); free(mx); free(my); free(cx); free(cy); free(px); free(py);
