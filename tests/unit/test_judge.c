@@ -17,6 +17,7 @@
 #include "caliper/report.h"
 #include "caliper/stats.h"
 #include "caliper/telemetry.h"
+#include "lib/report/report_internal.h"
 
 #define NEAR(got, want, tol) assert_true(fabs((got) - (want)) <= (tol))
 #define MAXS 16
@@ -430,6 +431,27 @@ static void test_compare_shot_ci(void **state)
     cal_result_free(&b);
 }
 
+/* The HTML per-shot chart draws the warm level's 95 % CI when there are
+ * two or more warm shots, and not with one. */
+static void test_html_chart_ci(void **state)
+{
+    (void)state;
+    double lvl[] = {1000, 900, 910, 905, 902};
+    const cal_result *rs[1];
+    for (size_t n = 2; n <= 5; n += 3) {
+        cal_result *r = aa_result(lvl, n, 900);
+        rs[0] = r;
+        cal_buf b = CAL_BUF_INIT(0);
+        assert_int_equal(cal_report_write_html(rs, 1, &b), CAL_OK);
+        assert_non_null(b.data);
+        /* the legend's entry, not the caption that explains it */
+        if (n == 5) assert_non_null(strstr(b.data, ">its 95 % CI</text>"));
+        else assert_null(strstr(b.data, ">its 95 % CI</text>"));
+        cal_buf_free(&b);
+        cal_result_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_clock_share),
         cmocka_unit_test(test_ratio_ci_and_wilson),
         cmocka_unit_test(test_compare_shot_ci),
+        cmocka_unit_test(test_html_chart_ci),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
