@@ -157,7 +157,9 @@ static int64_t run_series(const char *label, double drop)
     char line[512];
     int slowed = 0;
     double c0 = NAN, w0 = NAN;
+    static char last[512];
     while (e && fgets(line, sizeof line, e)) {
+        if (!strncmp(line, "caliper run: ", 13)) snprintf(last, sizeof last, "%s", line);
         if (!strncmp(line, "caliper run: run ", strlen("caliper run: run "))) {
             c0 = engine_cpu_s();
             w0 = now_s();
@@ -175,7 +177,11 @@ static int64_t run_series(const char *label, double drop)
     int st = 0;
     waitpid(p, &st, 0);
     if (slowed) quota_set(0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "verdicts: series %s failed (status %d): %s", label,
+                WIFEXITED(st) ? WEXITSTATUS(st) : -1, last);
+        return -1;
+    }
     cal_store *db = NULL;
     int64_t id = -1;
     if (cal_store_open(g_db, &db) == CAL_OK && cal_store_find_run(db, label, &id) != CAL_OK) id = -1;
@@ -319,11 +325,43 @@ int main(int argc, char **argv)
         cal_result_free(&a);
         cal_result_free(&b);
     }
+    /* every pair of steady series as well: more pairs, but not independent
+     * ones, so no CI is printed for it */
+    size_t all = 0, nall = 0;
+    for (long i = 0; i < series; i++)
+        for (long j = i + 1; j < series; j++) {
+            if (ids[i] < 0 || ids[j] < 0) continue;
+            cal_result *a = NULL, *b = NULL;
+            char ra[32], rb[32];
+            snprintf(ra, sizeof ra, "%lld", (long long)ids[i]);
+            snprintf(rb, sizeof rb, "%lld", (long long)ids[j]);
+            if (!cal_result_load(ra, g_db, &a, err, sizeof err) &&
+                !cal_result_load(rb, g_db, &b, err, sizeof err)) {
+                const cal_result *rs[] = {a, b};
+                cal_compare_opts o = {.metrics = 1u << CAL_M_REQ_TOKS, .seed = 1, .boot_iters = 200};
+                cal_comparison *c = NULL;
+                if (cal_compare(rs, 2, &o, &c) == CAL_OK) {
+                    int d = 0;
+                    for (size_t r = 0; r < c->n_rows; r++)
+                        if (c->rows[r].fp.shot_first >= 2) d |= c->rows[r].e[1].differs;
+                    nall++;
+                    all += d;
+                    cal_comparison_free(&c);
+                }
+            }
+            cal_result_free(&a);
+            cal_result_free(&b);
+        }
     print_rate("A/A compares claiming a difference", aa, naa, " (per-request tok/s, warm)");
+    if (nall)
+        printf("%-34s %3zu / %-3zu = %5.1f %%  (all pairs of steady series; not independent)\n",
+               "A/A compares claiming a difference", all, nall, 100.0 * all / nall);
     print_rate("A/A compares claiming a difference", aa_agg, naa, " (aggregate tok/s, warm)");
     free(ids);
 
-    if (!can_slow) {
+    if (!strcmp(drops_arg, "0")) {
+        printf("detection: not measured (--drops 0)\n");
+    } else if (!can_slow) {
         printf("detection: skipped: %s\n", t ? "no writable cgroup cpu controller (root needed)"
                                               : "a --url engine is not caliper's to slow down");
     } else {
