@@ -72,7 +72,8 @@ int cal_csv_read_file(const char *path, size_t max_bytes, char **text, size_t *l
 
 /* ---- writer -------------------------------------------------------------
  * Into a cal_buf or a FILE. A field is quoted when it holds the delimiter,
- * a quote, CR or LF, or starts or ends with a space or tab; quotes inside
+ * a quote, CR or LF, or starts or ends with a space or tab, or starts with
+ * a BOM (which a reader would skip at the start of a file); quotes inside
  * are doubled. Records end with "\n" (crlf: "\r\n"). The first error sticks:
  * every later call returns it, and nothing more is written. */
 typedef struct cal_csv_writer {

@@ -219,6 +219,8 @@ static int needs_quote(const char *s, char delim)
 {
     size_t n = strlen(s);
     if (n && (is_blank(s[0]) || is_blank(s[n - 1]))) return 1;
+    /* a reader skips a BOM at the start of a file: keep it a field's */
+    if (!strncmp(s, "\xEF\xBB\xBF", 3)) return 1;
     for (; *s; s++)
         if (*s == delim || *s == '"' || *s == '\r' || *s == '\n') return 1;
     return 0;

@@ -255,6 +255,12 @@ static void test_write(void **state)
     assert_string_equal(q, "plain");
     assert_int_equal(cal_csv_quote("0123456789,12345", q, sizeof q), CAL_ETOOBIG);
     assert_string_equal(q, "");
+    /* a field that starts with a BOM keeps it (a reader skips one that
+     * opens the file) */
+    assert_int_equal(cal_csv_quote("\xEF\xBB\xBFx", q, sizeof q), CAL_OK);
+    assert_string_equal(q, "\"\xEF\xBB\xBFx\"");
+    start(q, strlen(q), NULL);
+    expect(1, "\xEF\xBB\xBFx", NULL);
 }
 
 static void test_read_file(void **state)
