@@ -813,6 +813,13 @@ int cmd_run(int argc, char **argv)
                 exit_code = cli_fail(CMD, "--prompt-tokens: %ld: %s", o.prompt[p], cal_strerror(rc));
                 goto cleanup;
             }
+            int shortest = cal_workload_shortest_exact(s->wl[p]);
+            if (o.prompt[p] < shortest)
+                fprintf(stderr, "caliper run: --prompt-tokens %ld is shorter than the unique "
+                                "nonce line each prompt starts with (%d tokens here): those "
+                                "prompts are the nonce line alone, marked approximate; the "
+                                "shortest exact length is %d (--allow-prefix-cache drops the "
+                                "nonce)\n", o.prompt[p], shortest, shortest);
         }
         s->tk = tk;   /* the workload keeps counting each prompt with it */
     }
