@@ -337,7 +337,9 @@ check "GET /profile is JSON" python3 -c "import json,sys; json.load(sys.stdin)" 
 curl -sN "$U/v1/completions" -d '{"prompt":"x","max_tokens":400,"stream":true,"ignore_eos":true}' \
   >"$E2E_TMP/inflight" 2>/dev/null &
 CURL=$!
-sleep 0.05
+# stop once the stream is open (its first bytes are in), not after a fixed
+# sleep that a loaded machine can outlast before curl even connects
+for i in $(seq 1 400); do [ -s "$E2E_TMP/inflight" ] && break; sleep 0.05; done
 stop_serve "$PID1" "tiny server"
 wait "$CURL"
 check "a stream open at shutdown still ends with [DONE]" grep -q '^data: \[DONE\]' "$E2E_TMP/inflight"
