@@ -252,9 +252,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             o->idle_s = d;
             break;
         case O_RTIMEOUT:
-            if (cli_parse_unit(CMD, "--request-timeout", optarg, CAL_U_TIME, "s", &d)) return CLI_USAGE;
-            if (!(d > 0) || d > 1e7)
-                return cli_usage_error(CMD, "--request-timeout: \"%s\" is not a time between 0 and 10000000s", optarg);
+            if (cli_parse_time_in(CMD, "--request-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
             o->request_s = d;
             break;
         case O_NOTEL: o->no_tel = 1; break;
