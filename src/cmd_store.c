@@ -576,8 +576,14 @@ void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
     if (d->run.status == CAL_RUN_INTERRUPTED)
         fprintf(f, "interrupted: what was measured before Ctrl-C is stored; the run is marked "
                    "interrupted.\n");
-    else if (d->run.status == CAL_RUN_FAILED)
-        fprintf(f, "failed: the target stopped answering; what was measured is stored.\n");
+    else if (d->run.status == CAL_RUN_FAILED) {
+        /* the reason is the run's last verdict (caliper run appends it) */
+        json_t *fv = parse_obj(d->run.verdicts_json);
+        size_t nv = json_array_size(fv);
+        const char *why = nv ? json_string_value(json_array_get(fv, nv - 1)) : NULL;
+        fprintf(f, "failed: %s; what was measured is stored.\n", why ? why : "the run stopped early");
+        json_decref(fv);
+    }
     if (db_path)
         fprintf(f, "stored: run %lld in %s · caliper show %lld · caliper report %lld -o report.html\n",
                 (long long)d->run.id, db_path, (long long)d->run.id, (long long)d->run.id);
