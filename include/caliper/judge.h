@@ -14,8 +14,9 @@
  * normal shot effects and its false-alarm rate is the level's complement
  * (5 %) before the practical floor, which only lowers it. tau is estimated
  * from the warm shots' spread, but never below what the requests' own
- * spread implies for a shot median (π/2 · σ²_within ÷ n), so warm shots that
- * agree by chance do not make a tiny band.
+ * spread implies for a shot median (π/2 · σ²_within ÷ n, σ_within pooled
+ * from each shot's 1.4826 × MAD, robust as the median is), so warm shots
+ * that agree by chance do not make a tiny band.
  *
  * Ownership: inputs are the caller's and are not kept. */
 #ifndef CALIPER_JUDGE_H

@@ -134,12 +134,16 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
         if (m < op.min_requests && !thin_shot) thin_shot = shots[j].index;
         o->n_requests += m;
         if (!m) { z[j] = NAN; continue; }
-        double mu = mean_of(buf, m);
-        for (size_t i = 0; i < m; i++) ss_within += sq(buf[i] - mu);
+        /* the shot's median and a robust spread around it (1.4826 × MAD ≈ σ
+         * for normal values): one request slowed by a burst of other work
+         * moves neither, as it does not move the median */
+        z[j] = cal_stats_median(buf, m);   /* sorts buf */
+        for (size_t i = 0; i < m; i++) buf[i] = fabs(buf[i] - z[j]);
+        double sd = 1.4826 * cal_stats_median(buf, m);
+        ss_within += sq(sd) * (double)(m - 1);
         df_within += m - 1;
         inv_n += 1.0 / (double)m;
         used++;
-        z[j] = cal_stats_median(buf, m);
     }
     o->min_shot_requests = n ? fewest : 0;
     o->first_shot = n ? shots[0].index : 0;
@@ -151,6 +155,10 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
     if (n < 2) {
         snprintf(o->why, sizeof o->why, "cannot judge: %s; %s",
                  n ? "1 shot, nothing to compare it with" : "no shots", hint);
+    } else if (n == 2 && op.first == CAL_JUDGE_ALL_COLD) {
+        snprintf(o->why, sizeof o->why,
+                 "cannot judge: cold shot %d is the only one after cold shot %d; %s --cold",
+                 shots[1].index, shots[0].index, hint);
     } else if (n == 2) {
         snprintf(o->why, sizeof o->why, "cannot judge: 1 warm shot; %s", hint);
     } else if (thin_shot) {

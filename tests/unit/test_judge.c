@@ -137,6 +137,10 @@ static void test_thin_evidence(void **state)
     assert_int_equal(v.kind, CAL_JUDGE_CANNOT);
     assert_false(v.directional);
     assert_string_equal(v.text, "cannot judge: 1 warm shot; run --shots 5");
+    cal_judge_opts cold = {.first = CAL_JUDGE_ALL_COLD};
+    assert_int_equal(cal_judge_shots(x.s, 2, &cold, &v), 0);
+    assert_string_equal(v.text, "cannot judge: cold shot 2 is the only one after cold shot 1; "
+                                "run --shots 5 --cold");
     assert_int_equal(cal_judge_shots(x.s, 1, NULL, &v), 0);
     assert_non_null(strstr(v.text, "cannot judge: 1 shot"));
     fixed(&x, lvl, 4, 2);
