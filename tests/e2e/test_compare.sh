@@ -21,7 +21,7 @@ run B && ok "run B" || { not_ok "run B"; tail -5 run-B.out run-B.err; finish; }
 "$CALIPER" compare A B --db "$DB" >same.out 2>same.err; rc=$?
 [ $rc -eq 0 ] && ok "same protocol: exit 0" || { not_ok "same protocol: exit $rc"; cat same.out same.err; }
 grep -q '×' same.out && ok "same protocol: ratios printed" || not_ok "same protocol: ratios"
-grep -q '(CI [0-9.]*–[0-9.]*)' same.out && ok "ratios carry a bootstrap CI" || not_ok "CI on the ratio"
+grep -q '(CI [0-9.]*–[0-9.]*[,)]' same.out && ok "ratios carry a bootstrap CI" || not_ok "CI on the ratio"
 grep -q 'per-request tok/s (median) · c2 · 64 tok · cold 1' same.out && ok "rows name their cell" || not_ok "row labels"
 grep -q 'not comparable' same.out && not_ok "same protocol: nothing refused" || ok "same protocol: nothing refused"
 

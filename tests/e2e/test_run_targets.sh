@@ -43,7 +43,8 @@ check "an engine that exits at once fails the run (exit 1) and says how" \
 check "--cold runs and exits 0" [ $? -eq 0 ]
 check "every --cold shot is cold, each in a young process" \
   [ "$(sqlite3 "$DB" "select group_concat(shot_kind) || ':' || max(process_age_ns < 5e9) from cells c join runs r on r.id=c.run_id where r.label='cold'")" = "cold,cold:1" ]
-check "the cold series is judged as fresh processes" grep -qE "^verdict: cold shot 2 " "$T/c.out"
+# two shots are too few for a verdict; the text still treats them as fresh processes
+check "the cold series is judged as fresh processes" grep -qE "^verdict: (cannot judge: )?cold shot 2 " "$T/c.out"
 
 # --- --ab: two engines alternated shot by shot ---------------------------------
 PA=$(port); PB=$((PA + 1))

@@ -56,7 +56,8 @@ cpu_s() { awk '{ split($0, a, ") "); split(a[2], f, " "); print (f[12] + f[13]) 
 slow_after_shot1() {   # $1: label
   local c0 w0 c1 w1 share quota
   c0=$(cpu_s); w0=$EPOCHREALTIME
-  "$CALIPER" run "${RUN[@]}" --shots 5 --label "$1" >"$T/$1.out" 2>"$T/$1.err" &
+  # a rest before each later shot lets the cut land before shot 2 starts
+  "$CALIPER" run "${RUN[@]}" --shots 5 --rest 1s --label "$1" >"$T/$1.out" 2>"$T/$1.err" &
   local pid=$!
   for _ in $(seq 1 1500); do grep -qs "^shot 1 · " "$T/$1.err" && break; sleep 0.02; done
   c1=$(cpu_s); w1=$EPOCHREALTIME
