@@ -157,9 +157,14 @@ int cal_run_target_inproc(const cal_inproc_engine *e, cal_run_target **out);
 /* ---- the plan --------------------------------------------------------- */
 
 #define CAL_RUN_MAX_LIST 32
-/* A --duration cell keeps issuing requests until its time is up, in rounds
- * (each sized from the rate seen so far); it stops early only at this many
- * requests, and says so in a note. */
+/* A --duration cell keeps issuing requests until its time is up. It runs
+ * in rounds: the first of 64 × concurrency requests (rate × duration × 1.5
+ * + 16 open loop); while time is left, another sized from the rate so far
+ * (at most doubling the cell, and no more prompts than take 2 % of the
+ * time left to build). Between rounds the requests in flight drain and the
+ * next round's prompts are built: a short gap, counted in the cell's wall
+ * clock, so the aggregate column is, if anything, low. The requests in flight at the end are stored cancelled.
+ * A cell stops early only at this many requests, and says so in a note. */
 #define CAL_RUN_MAX_CELL_REQUESTS (1L << 18)
 
 typedef struct cal_run_plan {
@@ -248,9 +253,8 @@ typedef struct cal_run_outcome {
 void cal_run_outcome_clear(cal_run_outcome *o);
 
 /* Verdicts: given the run as loaded back, return a JSON array of strings
- * (malloc'd) to store with it. caliper run passes the terminal view's
- * analysis; NULL stores the library's own verdicts only (A/B pairs, the
- * failure) — `caliper show` and `caliper report` judge shots when shown. */
+ * (malloc'd) to store with it. NULL: cal_run_verdicts. Either way the A/B
+ * pairs and a failure are added. */
 typedef char *(*cal_run_verdicts_fn)(void *ud, const cal_run_data *d);
 
 typedef struct cal_run_args {
@@ -277,6 +281,13 @@ typedef struct cal_run_args {
  * CAL_EINVAL (a bad plan: message names the field), CAL_ENOMEM. The
  * targets are started and stopped here; the caller frees them. */
 int cal_run_series(const cal_run_args *args, cal_run_outcome *out);
+
+/* The library's verdicts of a stored run, as a JSON array of strings
+ * (malloc'd; NULL on ENOMEM): one shot-series verdict (SPEC 1.1) per
+ * configuration with two or more measured shots, read on the per-request
+ * column up to concurrency 4 and on the aggregate one above, under the
+ * run's stored noise floor. */
+char *cal_run_verdicts(const cal_run_data *d);
 
 /* The A/B verdicts of a run (paired B ÷ A ratios over shots, with a 95 %
  * interval) appended to a JSON array given as text; returns a new malloc'd

@@ -10,6 +10,7 @@
 #include "caliper/error.h"
 #include "caliper/protocol.h"
 #include "caliper/recorder.h"
+#include "caliper/run.h"
 
 #define MAX_REQS (1 << 20)
 
@@ -319,7 +320,15 @@ int cal_recorder_close(cal_recorder **pr, cal_run_status status)
     pthread_mutex_lock(&r->mu);
     if (r->in_shot) rc = shot_end_locked(r);
     pthread_mutex_unlock(&r->mu);
-    int frc = cal_store_finish_run(r->st, r->run_id, status, "[]");
+    /* judge what was stored, as a run does */
+    char *verdicts = NULL;
+    cal_run_data *d = NULL;
+    if (cal_store_load_run(r->st, r->run_id, CAL_LOAD_NO_REQS, &d) == CAL_OK) {
+        verdicts = cal_run_verdicts(d);
+        cal_run_data_free(&d);
+    }
+    int frc = cal_store_finish_run(r->st, r->run_id, status, verdicts ? verdicts : "[]");
+    free(verdicts);
     if (!rc) rc = frc;
     pthread_mutex_destroy(&r->mu);
     free(r->reqs);

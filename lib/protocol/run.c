@@ -250,13 +250,20 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     memset(&cell, 0, sizeof cell);
     cal_probe_stats ps;
     memset(&ps, 0, sizeof ps);
-    int64_t deadline = 0;
+    int64_t deadline = 0, prep_ns = 0;
+    size_t prepared = 0;
     int round = 0;
     for (;;) {
-        /* prompts for this round */
+        /* prompts for this round (a later round stops preparing when the
+         * time is up, and sends what it has) */
+        int64_t prep0 = cal_now_ns();
         for (size_t i = total; i < total + n; i++) {
             int ntok;
             if (stopped(c)) { rc = CAL_ECANCEL; goto out; }
+            if (deadline && (i - total) % 64 == 0 && cal_now_ns() >= deadline) {
+                n = i - total;
+                break;
+            }
             rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
             if (rc) {
                 fail(c, "%s%sthe target %s stopped answering: counting the tokens of prompt %zu "
@@ -271,6 +278,9 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
             cell.start_wall_ns = cal_wall_ns();
             if (p->duration_s > 0) deadline = cell.start_ns + (int64_t)(p->duration_s * 1e9);
         }
+        prep_ns += cal_now_ns() - prep0;
+        prepared += n;
+        if (n == 0) break;
         load.deadline_ns = deadline;
         load.seed = p->seed + (uint64_t)c->seq * 7919 + (uint64_t)round * 104729;
         cal_probe_stats rs;
@@ -302,8 +312,16 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
                              "its --duration", c->label, total, (double)(deadline - now) / 1e9);
             break;
         }
+        /* the rate so far with a margin, but at most doubling the cell, so
+         * preparing the prompts of a round never eats the time it is for */
         double per_s = (double)total / ((double)(now - cell.start_ns) / 1e9);
         double want = per_s * (double)(deadline - now) / 1e9 * 1.25 + 2.0 * (conc > 0 ? conc : 1);
+        if (want > (double)total) want = (double)total;
+        /* and small enough that building its prompts takes at most 2 % of
+         * the time left (the gap between rounds stays small) */
+        double prep_per = prepared ? (double)prep_ns / (double)prepared : 0;
+        if (prep_per > 0 && want > 0.02 * (double)(deadline - now) / prep_per)
+            want = 0.02 * (double)(deadline - now) / prep_per;
         if (want < (conc > 0 ? conc : 8)) want = conc > 0 ? conc : 8;
         if (want > (double)(CAL_RUN_MAX_CELL_REQUESTS - total))
             want = (double)(CAL_RUN_MAX_CELL_REQUESTS - total);
@@ -560,6 +578,57 @@ char *cal_run_ab_verdicts(const cal_run_data *d, const char *arr)
     return s;
 }
 
+/* ---- the library's verdicts of a stored run ------------------------------ */
+static int same_config(const cal_cell *a, const cal_cell *b)
+{
+    return !strcmp(a->target, b->target) && a->concurrency == b->concurrency &&
+           a->rate == b->rate && a->prompt_tokens == b->prompt_tokens &&
+           a->max_tokens == b->max_tokens && !strcmp(a->content, b->content);
+}
+
+char *cal_run_verdicts(const cal_run_data *d)
+{
+    json_t *arr = json_array();
+    if (!arr) return NULL;
+    double floor = 0;
+    json_t *pj = d && d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+    if (json_is_number(json_object_get(pj, "noise_floor")))
+        floor = json_number_value(json_object_get(pj, "noise_floor"));
+    json_decref(pj);
+    for (size_t i = 0; d && i < d->n_cells; i++) {
+        const cal_cell *a = &d->cells[i];
+        int first = 1;
+        for (size_t k = 0; k < i && first; k++) first = !same_config(&d->cells[k], a);
+        if (!first) continue;
+        /* the series is read on the per-request column at low concurrency,
+         * on the aggregate one above (as the terminal view reads it) */
+        int per_req = a->rate == 0 && a->concurrency <= 4;
+        double vals[512];
+        int idx[512];
+        size_t n = 0;
+        for (size_t k = i; k < d->n_cells && n < 512; k++) {
+            const cal_cell *c = &d->cells[k];
+            if (!same_config(c, a) || c->shot_kind == CAL_SHOT_WARMUP) continue;
+            vals[n] = per_req ? c->sum.per_request_output_throughput_median : c->sum.output_throughput;
+            idx[n++] = c->shot_index;
+        }
+        if (n < 2) continue;
+        cal_shot_verdict v;
+        if (!cal_shot_series_verdict(vals, idx, n, per_req ? "per-request tok/s" : "aggregate tok/s",
+                                     floor, &v))
+            continue;
+        char load[32], line[400];
+        if (a->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", a->rate);
+        else snprintf(load, sizeof load, "c%d", a->concurrency);
+        snprintf(line, sizeof line, "%s%s%s · %d tok %s: %s", a->target, a->target[0] ? " · " : "",
+                 load, a->prompt_tokens, a->content, v.text);
+        json_array_append_new(arr, json_string(line));
+    }
+    char *s = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    return s;
+}
+
 /* ---- the series --------------------------------------------------------- */
 static int check_plan(ctx *c)
 {
@@ -743,7 +812,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
     rc = cal_store_load_run(c.st, c.run.id, CAL_LOAD_CHUNKS, &d);
     char *verdicts = NULL;
     if (rc == CAL_OK) {
-        char *vj = args->verdicts ? args->verdicts(args->verdicts_ud, d) : NULL;
+        char *vj = args->verdicts ? args->verdicts(args->verdicts_ud, d) : cal_run_verdicts(d);
         char *withab = c.n_sides == 2 ? cal_run_ab_verdicts(d, vj) : NULL;
         if (withab) { free(vj); vj = withab; }
         json_t *va = vj ? json_loads(vj, 0, NULL) : NULL;

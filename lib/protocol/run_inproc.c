@@ -37,6 +37,8 @@ typedef struct batch {
     cal_probe_progress_fn progress;
     void *ud;
     pthread_mutex_t mu;
+    pthread_cond_t go_cv;
+    int go;                       /* under mu: every worker exists, t0 is set */
     size_t next, done;            /* under mu */
     int in_flight, max_in_flight; /* under mu */
     int64_t t0;
@@ -129,6 +131,9 @@ static void *work(void *arg)
 {
     worker *w = arg;
     batch *b = w->b;
+    pthread_mutex_lock(&b->mu);           /* start together, at t0 */
+    while (!b->go) pthread_cond_wait(&b->go_cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
     int64_t freed = b->t0;                 /* closed loop: this slot freed at */
     for (;;) {
         pthread_mutex_lock(&b->mu);
@@ -223,13 +228,24 @@ static int ip_send(void *self, const cal_request *reqs, size_t n, const cal_load
     b.ud = ud;
     atomic_init(&b.chunks, 0);
     pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.go_cv, NULL);
     pthread_t *th = calloc(nw, sizeof *th);
     worker *ws = calloc(nw, sizeof *ws);
     b.lags = calloc(n, sizeof *b.lags);
     if (open_loop) b.arrival = malloc(n * sizeof *b.arrival);
     int rc = CAL_OK;
     if (!th || !ws || !b.lags || (open_loop && !b.arrival)) { rc = CAL_ENOMEM; goto out; }
-    int64_t t_wall0 = cal_now_ns(), t_cpu0 = cal_process_cpu_ns();
+    size_t started = 0;
+    for (size_t k = 0; k < nw; k++) {
+        ws[k].b = &b;
+        ws[k].idx = (int)k;
+        if (pthread_create(&th[k], NULL, work, &ws[k])) break;
+        started++;
+    }
+    /* the clock starts when every worker exists: a thread's start-up is
+     * not a request's lag */
+    int64_t t_wall0 = cal_now_ns();
+    pthread_mutex_lock(&b.mu);
     b.t0 = cal_now_ns();
     if (open_loop) {
         uint64_t seed = load->seed;
@@ -240,13 +256,9 @@ static int ip_send(void *self, const cal_request *reqs, size_t n, const cal_load
             b.arrival[i] = reqs[i].sched_ns ? reqs[i].sched_ns : a;
         }
     }
-    size_t started = 0;
-    for (size_t k = 0; k < nw; k++) {
-        ws[k].b = &b;
-        ws[k].idx = (int)k;
-        if (pthread_create(&th[k], NULL, work, &ws[k])) break;
-        started++;
-    }
+    b.go = 1;
+    pthread_cond_broadcast(&b.go_cv);
+    pthread_mutex_unlock(&b.mu);
     if (started == 0) rc = CAL_ENOMEM;
     for (size_t k = 0; k < started; k++) pthread_join(th[k], NULL);
     /* whatever was never handed out ends cancelled, unsent */
@@ -257,9 +269,8 @@ static int ip_send(void *self, const cal_request *reqs, size_t n, const cal_load
             results[i].error = strdup(started ? why : "cancelled: no worker thread");
     if (progress) progress(ud, n, n);
     st->wall_ns = cal_now_ns() - t_wall0;
-    /* the engine's own work runs in these threads: the process CPU over the
-     * batch is not the client's overhead, so it is not reported as such */
-    (void)t_cpu0;
+    /* the engine's own work runs in these threads: no CPU time here is the
+     * client's overhead, so none is reported as such */
     st->cpu_ns = 0;
     st->chunks = (int64_t)atomic_load(&b.chunks);
     st->max_in_flight = b.max_in_flight;
@@ -275,6 +286,7 @@ static int ip_send(void *self, const cal_request *reqs, size_t n, const cal_load
     if (rc == CAL_OK && was_stopped) rc = CAL_ECANCEL;
 out:
     pthread_mutex_destroy(&b.mu);
+    pthread_cond_destroy(&b.go_cv);
     free(th);
     free(ws);
     free(b.lags);

@@ -3,7 +3,7 @@
  * in-process engine (shot kinds, --cold, --duration running its whole
  * time, stop, a failing engine, a slowdown after shot 1 giving the drop
  * verdict), and the recorder. The fake engine's speed is set by sleeps of
- * several ms a token, and the slowdown is 4x, so the verdicts hold on a
+ * milliseconds a token, and the slowdown is 20x, so the verdicts hold on a
  * loaded machine (load only adds time to every shot). */
 #include <math.h>
 #include <pthread.h>
@@ -197,7 +197,7 @@ static void test_inproc_open_loop_and_deadline(void **state)
         cal_req_result_free(&res[i]);
     }
     assert_int_equal(cancelled, N);     /* 50 tokens × 20 ms never fit 100 ms */
-    assert_int_equal(unsent, N - 2);
+    assert_true(unsent >= N - 2);       /* at most one in flight per worker */
     cal_run_target_free(&t);
     cal_run_target_free(&t2);
 }
@@ -331,12 +331,12 @@ static void test_series_duration_runs_its_time(void **state)
     char *db = tmp_db();
     cal_store *st = NULL;
     assert_int_equal(cal_store_open(db, &st), CAL_OK);
-    fake f = {.token_ns = 0, .slow_from = -1};
+    fake f = {.token_ns = 200000, .slow_from = -1};   /* about 1 ms a request */
     cal_run_plan plan;
     small_plan(&plan);
     plan.requests = 0;
-    plan.duration_s = 0.4;
-    plan.concurrency[0] = 2;
+    plan.duration_s = 1.0;
+    plan.concurrency[0] = 1;   /* one worker: no lock is ever contended */
     cal_run_args a = {.plan = &plan, .store = st};
     a.targets[0] = fake_target(&f, 0);
     cal_run_outcome out;
@@ -344,12 +344,14 @@ static void test_series_duration_runs_its_time(void **state)
     assert_int_equal(out.status, CAL_RUN_OK);
     assert_int_equal(out.failed_requests, 0);
     const cal_cell *c = &out.data->cells[0];
-    assert_true(c->end_ns - c->start_ns >= 400000000);
-    assert_true(c->n_requests > 64 * 2);
+    assert_true(c->end_ns - c->start_ns >= 1000000000);
+    assert_true(c->n_requests > 64 * 1);   /* the old cap: 64 × concurrency */
     assert_int_equal(c->n_requests, c->sum.completed + c->sum.failed);
     assert_true(c->sum.failed == c->sum.n_cancelled);   /* only the cut tail */
-    assert_true(c->sum.n_cancelled <= 2);               /* at most the in-flight ones */
-    assert_true(c->sum.duration >= 0.39);
+    assert_true(c->sum.n_cancelled <= 1);               /* at most the one in flight */
+    /* requests kept going until the end: the gaps between rounds are kept
+     * to a few per cent of the time */
+    assert_true(c->sum.duration >= 0.9);
     cal_run_outcome_clear(&out);
     cal_run_target_free(&a.targets[0]);
     cal_store_close(&st);
@@ -404,7 +406,7 @@ static void test_series_stop_and_failure(void **state)
     rm_db(db);
 }
 
-/* An engine that runs 4x slower after shot 1: the stored verdict says the
+/* An engine that runs 20x slower after shot 1: the stored verdict says the
  * later shots run below shot 1 (deterministic: every token sleeps). */
 static void test_series_slowdown_verdict(void **state)
 {
@@ -412,7 +414,7 @@ static void test_series_slowdown_verdict(void **state)
     char *db = tmp_db();
     cal_store *st = NULL;
     assert_int_equal(cal_store_open(db, &st), CAL_OK);
-    fake f = {.token_ns = 2000000, .slow_token_ns = 8000000, .slow_from = 3};
+    fake f = {.token_ns = 1000000, .slow_token_ns = 20000000, .slow_from = 3};
     cal_run_plan plan;
     small_plan(&plan);
     plan.requests = 3;

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# examples/ against an installed caliper: `make install PREFIX=<tmp>`, build
+# examples/inproc_engine.c with nothing but `pkg-config --cflags --libs
+# caliper caliper-engine`, run it (in-process shots both ways: the callback
+# target and the recorder), and check that `caliper show` and `caliper
+# report --format json` display the stored runs like any other: their
+# shots, both throughput columns and the verdicts.
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+root=$(cd "$here/../.." && pwd)
+T=$E2E_TMP
+P=$T/prefix
+DB=$T/ex.db
+: "${BUILD:=$root/build}"
+
+# the build directory's sanitizer, so install relinks nothing differently
+san=
+case "$(basename "$BUILD")" in
+  asan) san=address ;; ubsan) san=undefined ;; tsan) san=thread ;;
+esac
+if make -C "$root" --no-print-directory install PREFIX="$P" BUILD="$BUILD" ${san:+SAN=$san} \
+     >"$T/install.log" 2>&1; then
+  ok "make install PREFIX=<tmp> succeeds"
+else
+  not_ok "make install PREFIX=<tmp> succeeds: $(tail -5 "$T/install.log")"
+fi
+check "the prefix has caliper.pc and caliper-engine.pc" \
+  test -f "$P/lib/pkgconfig/caliper.pc" -a -f "$P/lib/pkgconfig/caliper-engine.pc"
+check "the prefix has the run, recorder and engine headers" \
+  test -f "$P/include/caliper/run.h" -a -f "$P/include/caliper/recorder.h" -a -f "$P/include/caliper/engine.h"
+
+export PKG_CONFIG_PATH=$P/lib/pkgconfig
+flags=$(pkg-config --cflags --libs caliper caliper-engine 2>"$T/pc.err")
+check "pkg-config knows caliper and caliper-engine" [ -n "$flags" ]
+# shellcheck disable=SC2086
+if cc -std=c11 -O1 -Wall -Wextra -Werror "$root/examples/inproc_engine.c" -o "$T/inproc_engine" \
+     $flags >"$T/cc.log" 2>&1; then
+  ok "the example builds from the installed prefix alone"
+else
+  not_ok "the example builds from the installed prefix alone: $(head -5 "$T/cc.log")"
+fi
+check "it includes nothing from the source tree" \
+  bash -c "! grep -q -- '-I$root' <<<'$flags'"
+
+"$T/inproc_engine" "$DB" 4 >"$T/ex.out" 2>"$T/ex.err"
+rc=$?
+if [ $rc -eq 0 ]; then ok "the example runs both ways and exits 0"
+else not_ok "the example runs both ways and exits 0 (rc $rc): $(tail -3 "$T/ex.err")"; fi
+check "it stored the callback run" grep -q "^callback: run 1, 8 cells, status ok" "$T/ex.out"
+check "it stored the recorder run" grep -q "^recorder: run 2, 4 shots" "$T/ex.out"
+
+q() { sqlite3 "$DB" "$1"; }
+check "both runs are finished ok with every request accounted for" \
+  [ "$(q "select count(*) from runs where status='ok'")" = 2 -a \
+    "$(q "select count(*) from cells where n_requests <> completed + failed")" = 0 ]
+check "the callback run has 4 shots x 2 concurrencies, shot 1 cold" \
+  [ "$(q "select group_concat(shot_kind) from (select shot_kind from cells where run_id=1 and concurrency=1 order by seq)")" = "cold,warm,warm,warm" ]
+check "every request kept its token times" \
+  [ "$(q "select count(*) from requests where status='ok' and (chunk_ns is null or n_chunks <> 16)")" = 0 ]
+
+for label in inproc-callback inproc-recorder; do
+  "$CALIPER" show --db "$DB" "$label" >"$T/show.$label" 2>&1
+  check "show $label exits 0" [ $? -eq 0 ]
+  check "show $label names the in-process engine" grep -q "target: in-process" "$T/show.$label"
+  check "show $label has a shots table with both columns" \
+    grep -q "aggregate tok/s  per-request tok/s" "$T/show.$label"
+  check "show $label lists shots 1-4" \
+    bash -c "[ \$(grep -cE '^[1-4] +(cold|warm) ' '$T/show.$label') -ge 4 ]"
+  check "show $label gives the shot-series verdict" grep -qE "^verdict: shots 2–4 " "$T/show.$label"
+  "$CALIPER" report --db "$DB" --format json "$label" >"$T/rep.$label.json" 2>"$T/rep.err"
+  check "report --format json $label exits 0" [ $? -eq 0 ]
+  check "report json $label: 4 shots, both columns, verdicts" python3 - "$T/rep.$label.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"] if isinstance(d, dict) and "runs" in d else d if isinstance(d, list) else [d]
+r = runs[0]
+s = json.dumps(r)
+shots = r.get("shots") or []
+assert len(shots) >= 4, "shots: %d" % len(shots)
+assert "aggregate" in s and "per_request" in s, "both columns"
+v = r.get("verdicts") or d.get("verdicts") if isinstance(d, dict) else r.get("verdicts")
+assert v, "verdicts: %r" % (v,)
+EOF
+done
+finish
