@@ -220,6 +220,8 @@ typedef struct cal_run_event {
     cal_run_event_kind kind;
     const char *side;          /* "" or "A" / "B" */
     const char *text;          /* STARTING: what; NOTE: the note */
+    const char *field;         /* NOTE: the plan field it is about, whose value
+                                  starts the text ("prompt_tokens"), or NULL */
     const char *target_kind;   /* STARTING: the ops' kind */
     const char *label;         /* "shot 2 · c4 · 256 tok" (A/B: "A · shot 2 · …") */
     int64_t run_id;

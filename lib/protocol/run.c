@@ -80,19 +80,21 @@ static void emit(ctx *c, cal_run_event *ev)
     if (c->a->observer.fn) c->a->observer.fn(c->a->observer.ud, ev);
 }
 
-static void note(ctx *c, const char *sidename, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void note(ctx *c, const char *sidename, const char *fmt, ...)
+/* A note; field: the plan field it is about (NULL: none). */
+static void note_on(ctx *c, const char *sidename, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void note_on(ctx *c, const char *sidename, const char *field, const char *fmt, ...)
 {
     char buf[1200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    cal_run_event ev = {.kind = CAL_RUN_EV_NOTE, .side = sidename, .text = buf,
+    cal_run_event ev = {.kind = CAL_RUN_EV_NOTE, .side = sidename, .text = buf, .field = field,
                         .run_id = c->run.id};
     emit(c, &ev);
 }
+#define note(c, side, ...) note_on(c, side, NULL, __VA_ARGS__)
 
 static void fail(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(ctx *c, const char *fmt, ...)
@@ -175,6 +177,14 @@ static int open_workloads(ctx *c, side *s)
             fail(c, "prompt_tokens: %d: %s", p->prompt_tokens[i], cal_strerror(rc));
             return rc;
         }
+        int shortest = cal_workload_shortest_exact(s->wl[i]);
+        if (p->prompt_tokens[i] < shortest)
+            note_on(c, s->name, "prompt_tokens",
+                    "%d is shorter than the unique nonce line each prompt starts with (%d "
+                    "tokens here): those prompts are the nonce line alone, marked approximate; "
+                    "the shortest exact length is %d (identical prompts, without the nonce, can be "
+                    "shorter)",
+                    p->prompt_tokens[i], shortest, shortest);
     }
     return CAL_OK;
 }
@@ -250,6 +260,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     memset(&cell, 0, sizeof cell);
     cal_probe_stats ps;
     memset(&ps, 0, sizeof ps);
+    ps.first_fail = -1;
     int64_t deadline = 0, prep_ns = 0;
     size_t prepared = 0;
     int round = 0;
@@ -266,8 +277,8 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
             }
             rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
             if (rc) {
-                fail(c, "%s%sthe target %s stopped answering: counting the tokens of prompt %zu "
-                        "failed (%s)", s->name, s->name[0] ? " " : "", what(s), i, cal_strerror(rc));
+                fail(c, "%s%scounting the tokens of prompt %zu through the target %s failed: %s",
+                     s->name, s->name[0] ? " " : "", i, what(s), cal_strerror(rc));
                 goto out;
             }
             reqs[i].prompt = prompts[i];
@@ -293,6 +304,11 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         ps.cpu_ns += rs.cpu_ns;
         ps.chunks += rs.chunks;
         if (rs.send_lag_p99_ms > ps.send_lag_p99_ms) ps.send_lag_p99_ms = rs.send_lag_p99_ms;
+        for (int k = 0; k < CAL_REQ_N_STATUS; k++) ps.n_status[k] += rs.n_status[k];
+        if (ps.first_fail < 0 && rs.first_fail >= 0) {
+            ps.first_fail = (int)(total - n) + rs.first_fail;
+            memcpy(ps.first_fail_msg, rs.first_fail_msg, sizeof ps.first_fail_msg);
+        }
         round++;
         if (rc && rc != CAL_ECANCEL) {
             fail(c, "%s: %s", s->t->ops->kind, cal_strerror(rc));
@@ -385,8 +401,15 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         c->target_failed = 1;
         char tail[400] = "";
         if (s->t->ops->why_failed) s->t->ops->why_failed(s->t->self, tail, sizeof tail);
-        fail(c, "%s%sthe target %s during shot %d (%s)%s%s", s->name, s->name[0] ? " " : "",
-             alive ? "stopped answering" : "exited", shot, what(s), tail[0] ? ": " : "", tail);
+        /* say what it sent: a target that answers malformed streams has not
+         * stopped answering */
+        char said[400];
+        cal_probe_failure_summary(&ps, said, sizeof said);
+        fail(c, "%s%sthe target %s during shot %d (%s)%s%s%s%s", s->name, s->name[0] ? " " : "",
+             !alive ? "exited"
+             : ps.n_status[CAL_REQ_CONNECT_ERROR] + ps.n_status[CAL_REQ_TIMEOUT] > 0
+                 ? "stopped answering" : "answered with errors",
+             shot, what(s), said[0] ? ": " : "", said, tail[0] ? "; its log ends: " : "", tail);
     }
     rc = CAL_OK;
 out:

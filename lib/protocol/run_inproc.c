@@ -274,6 +274,16 @@ static int ip_send(void *self, const cal_request *reqs, size_t n, const cal_load
     st->cpu_ns = 0;
     st->chunks = (int64_t)atomic_load(&b.chunks);
     st->max_in_flight = b.max_in_flight;
+    st->first_fail = -1;
+    for (size_t i = 0; i < n; i++) {
+        st->n_status[results[i].status]++;
+        if (st->first_fail < 0 && results[i].status != CAL_REQ_OK &&
+            results[i].status != CAL_REQ_CANCELLED) {
+            st->first_fail = (int)i;
+            snprintf(st->first_fail_msg, sizeof st->first_fail_msg, "%s",
+                     results[i].error ? results[i].error : "");
+        }
+    }
     size_t nl = 0;
     for (size_t i = 0; i < n; i++)
         if (results[i].send_ns > 0) b.lags[nl++] = b.lags[i];
