@@ -96,4 +96,13 @@ v = json.dumps(r.get("verdicts"))
 assert "shot 1" in v, "verdicts: %s" % v
 EOF
 done
+# compare reads them as any stored run: a run against itself is 1.00x, and
+# the two ways differ in protocol (prompt length, API), which compare names
+"$CALIPER" compare --db "$DB" inproc-recorder inproc-recorder >"$T/cmp.self" 2>&1
+rc=$?
+check "compare: the recorded run against itself gives ratios of 1.00x" \
+  bash -c "[ $rc -eq 0 ] && grep -q '1.00×' '$T/cmp.self' && grep -q ' 0 pairs refused' '$T/cmp.self'"
+"$CALIPER" compare --db "$DB" inproc-callback inproc-recorder >"$T/cmp.both" 2>&1
+check "compare: the two ways are named as different protocols" \
+  grep -q "not comparable: prompt length 48 tok vs" "$T/cmp.both"
 finish
