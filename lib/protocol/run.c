@@ -277,8 +277,9 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
             }
             rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
             if (rc) {
-                fail(c, "%s%scounting the tokens of prompt %zu through the target %s failed: %s",
-                     s->name, s->name[0] ? " " : "", i, what(s), cal_strerror(rc));
+                fail(c, "%s%scounting the tokens of prompt %zu through the target %s failed: %s%s",
+                     s->name, s->name[0] ? " " : "", i, what(s), cal_strerror(rc),
+                     rc == CAL_ECONNECT ? " (the target stopped answering)" : "");
                 goto out;
             }
             reqs[i].prompt = prompts[i];
