@@ -264,7 +264,12 @@ def main():
                 and json.loads(p)["choices"][0]["finish_reason"] is None]
         sends = [o["send_ns"] for o in objs]
         gaps = [(b - a) / 1e6 for a, b in zip(sends, sends[1:])]
-        assert all(0.5 * N <= g <= 2.5 * N for g in gaps), gaps
+        # chunk k goes out at due_k + late_k with due_{k+1} - due_k = N, so
+        # every gap lies within N ± the largest lateness the server measured
+        # (its own clock, the same stamp as send_ns): a bound from the work,
+        # not from how busy this machine is
+        L = metrics(u)['caliper:pace_lateness_ms{quantile="1"}']
+        assert len(gaps) >= 8 and all(N - L - 0.01 <= g <= N + L + 0.01 for g in gaps), (N, L, gaps)
         arr = [t for t, p in out[:10]]
         agaps = sorted((b - a) / 1e6 for a, b in zip(arr, arr[1:]))
         assert 0.5 * N <= agaps[len(agaps) // 2] <= 2 * N, agaps
