@@ -294,8 +294,9 @@ char *run_view_verdicts_json(const cal_run_data *d)
         json_array_append_new(a, json_string(line));
     }
     if (approx && d->n_cells)
-        json_array_append_new(a, json_string("prompt lengths are approximate (4 characters per "
-                                             "token): the target has no /tokenize"));
+        json_array_append_new(a, json_string("prompt lengths are approximate: the target has "
+                                             "no /tokenize (4 characters per token), or a length "
+                                             "was below the shortest exact one"));
     if (wall > 0 && (double)cpu / 1e9 > 0.5 * wall) {
         snprintf(line, sizeof line,
                  "client self-check: the probe was busy %.0f %% of the run: the client may be "
@@ -575,8 +576,14 @@ void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
     if (d->run.status == CAL_RUN_INTERRUPTED)
         fprintf(f, "interrupted: what was measured before Ctrl-C is stored; the run is marked "
                    "interrupted.\n");
-    else if (d->run.status == CAL_RUN_FAILED)
-        fprintf(f, "failed: the target stopped answering; what was measured is stored.\n");
+    else if (d->run.status == CAL_RUN_FAILED) {
+        /* the reason is the run's last verdict (caliper run appends it) */
+        json_t *fv = parse_obj(d->run.verdicts_json);
+        size_t nv = json_array_size(fv);
+        const char *why = nv ? json_string_value(json_array_get(fv, nv - 1)) : NULL;
+        fprintf(f, "failed: %s; what was measured is stored.\n", why ? why : "the run stopped early");
+        json_decref(fv);
+    }
     if (db_path)
         fprintf(f, "stored: run %lld in %s · caliper show %lld · caliper report %lld -o report.html\n",
                 (long long)d->run.id, db_path, (long long)d->run.id, (long long)d->run.id);
