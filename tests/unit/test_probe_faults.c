@@ -511,6 +511,33 @@ static void test_against_caliper_serve(void **state)
  * our own (a forked process per connection) sends shapes that only matter
  * for that: events that wait behind a burst, more of them in one write than
  * the probe lets wait, and an error event followed by silence. */
+/* Wait until the peer of fd has read everything sent to it (its receive
+ * queue in /proc/net/tcp is empty), so that what is sent next cannot arrive
+ * in the same read however slow the reader is; gives up after 20 s. */
+static void wait_peer_read(int fd)
+{
+    struct sockaddr_in me, peer;
+    socklen_t l1 = sizeof me, l2 = sizeof peer;
+    if (getsockname(fd, (struct sockaddr *)&me, &l1) || getpeername(fd, (struct sockaddr *)&peer, &l2))
+        return;
+    for (int tries = 0; tries < 20000; tries++) {
+        FILE *f = fopen("/proc/net/tcp", "r");
+        if (!f) return;
+        char line[512];
+        long rxq = -1;
+        while (fgets(line, sizeof line, f)) {
+            unsigned la, lp, ra, rp, st;
+            unsigned long txq, rq;
+            if (sscanf(line, " %*d: %x:%x %x:%x %x %lx:%lx", &la, &lp, &ra, &rp, &st, &txq, &rq) == 7
+                && lp == ntohs(peer.sin_port) && rp == ntohs(me.sin_port))
+                rxq = (long)rq;                      /* the peer's socket */
+        }
+        fclose(f);
+        if (rxq <= 0) return;
+        usleep(1000);
+    }
+}
+
 static void pace_serve(int fd)
 {
     char req[8192];
@@ -546,9 +573,17 @@ static void pace_serve(int fd)
     } else {                                         /* /burst/ */
         send(fd, b.data, b.len, MSG_NOSIGNAL);
         cal_buf_reset(&b);
+        wait_peer_read(fd);                          /* the probe has read (and stamped) them */
         usleep(40000);
+        /* the first burst event carries when the burst was sent (the
+         * monotonic clock is one across processes) */
         for (int k = 0; k < 300; k++)
-            cal_buf_printf(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b%d \"}}]}\n\n", k);
+            cal_buf_printf(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b%d \"}}]%s}\n\n",
+                           k, k ? "" : ",\"send_ns\":SEND_NS_PLACEHOLDER");
+        char *at = strstr(b.data, "SEND_NS_PLACEHOLDER");      /* 19 wide: int64 fits */
+        char stamp[32];
+        snprintf(stamp, sizeof stamp, "%-19lld", (long long)cal_now_ns());
+        memcpy(at, stamp, 19);                       /* padded with spaces: valid JSON */
         cal_buf_puts(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n"
                          "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":302}}\n\n"
                          "data: [DONE]\n\n");
@@ -595,7 +630,7 @@ static void run_pace(int port, const char *mode, size_t n, int64_t idle_ns, cal_
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/%s", port, mode);
     cal_probe_config cfg = { .base_url = url, .api = CAL_API_CHAT, .keep_chunks = 1, .keep_text = 1,
-                             .idle_timeout_ns = idle_ns };
+                             .keep_send_ns = 1, .idle_timeout_ns = idle_ns };
     cal_probe *p = NULL;
     assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
     cal_request rq[4];
@@ -630,9 +665,12 @@ static void test_deferred_interpretation(void **state)
         assert_true(r->first_token_ns == r->chunk_ns[0]);
         assert_true(r->last_token_ns == r->chunk_ns[301]);
         assert_true(r->first_byte_ns <= r->first_token_ns);
-        /* each event keeps its own arrival: the first two came >= 30 ms
-         * before the burst, even though all were interpreted later */
-        assert_true(r->chunk_ns[2] - r->chunk_ns[1] >= 30000000);
+        /* each event keeps its own arrival, even though all were
+         * interpreted later: the first two were read before the server sent
+         * the burst (it waited for that), the burst after it */
+        assert_true(r->chunk_send_ns[1] == -1 && r->chunk_send_ns[2] > 0);
+        assert_true(r->chunk_ns[1] < r->chunk_send_ns[2]);
+        assert_true(r->chunk_ns[2] >= r->chunk_send_ns[2]);
         for (int k = 1; k < 302; k++) assert_true(r->chunk_ns[k] >= r->chunk_ns[k - 1]);
         assert_true(r->last_token_ns <= r->end_ns);
         assert_non_null(r->text);
