@@ -326,7 +326,7 @@ static void test_request_body(void **state)
 {
     (void)state;
     char head[4096];
-    const char *prompt = "h\xc3\xa9llo \"q\"\n";
+    const char *prompt = "h\xc3\xa9llo \"q\"\n\xe2\x82\xac \xf0\x9f\x98\x80";   /* 2, 3, 4 bytes */
     cal_probe_config chat = { .api = CAL_API_CHAT, .model = "m1", .api_key = "sk-test",
                               .ignore_eos = 1,
                               .extra_body = "{\"temperature\":0.5,\"stream_options\":null}" };
@@ -461,6 +461,13 @@ static void test_bad_config(void **state)
     cal_load one = { .concurrency = 1 };
     assert_int_equal(cal_probe_run(p, &rq, 1, &one, &r, NULL, NULL, NULL, NULL), CAL_EINVAL);
     assert_int_equal(r.status, CAL_REQ_CANCELLED);               /* still a status */
+    /* what jansson would refuse: overlong, surrogate, past U+10FFFF, cut short */
+    const char *bad[] = { "\xc0\xaf", "a\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82" };
+    for (int i = 0; i < 4; i++) {
+        rq.prompt = bad[i];
+        assert_int_equal(cal_probe_run(p, &rq, 1, &one, &r, NULL, NULL, NULL, NULL), CAL_EINVAL);
+        assert_null(json_string(bad[i]));                        /* the same verdict */
+    }
     cal_probe_close(&p);
     cfg.base_url = NULL;
     assert_int_equal(cal_probe_open(&cfg, &p), CAL_EINVAL);
