@@ -421,8 +421,9 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
         rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
         if (rc) {
             snprintf(c->fail_msg, sizeof c->fail_msg,
-                     "%s%scounting the tokens of prompt %zu through the target %s failed: %s",
-                     s->name, s->name[0] ? " " : "", i, s->url, cal_strerror(rc));
+                     "%s%scounting the tokens of prompt %zu through the target %s failed: %s%s",
+                     s->name, s->name[0] ? " " : "", i, s->url, cal_strerror(rc),
+                     rc == CAL_ECONNECT ? " (the target stopped answering)" : "");
             goto out;
         }
         reqs[i].prompt = prompts[i];
@@ -833,6 +834,13 @@ int cmd_run(int argc, char **argv)
                 exit_code = cli_fail(CMD, "--prompt-tokens: %ld: %s", o.prompt[p], cal_strerror(rc));
                 goto cleanup;
             }
+            int shortest = cal_workload_shortest_exact(s->wl[p]);
+            if (o.prompt[p] < shortest)
+                fprintf(stderr, "caliper run: --prompt-tokens %ld is shorter than the unique "
+                                "nonce line each prompt starts with (%d tokens here): those "
+                                "prompts are the nonce line alone, marked approximate; the "
+                                "shortest exact length is %d (--allow-prefix-cache drops the "
+                                "nonce)\n", o.prompt[p], shortest, shortest);
         }
         s->tk = tk;   /* the workload keeps counting each prompt with it */
     }

@@ -294,8 +294,9 @@ char *run_view_verdicts_json(const cal_run_data *d)
         json_array_append_new(a, json_string(line));
     }
     if (approx && d->n_cells)
-        json_array_append_new(a, json_string("prompt lengths are approximate (4 characters per "
-                                             "token): the target has no /tokenize"));
+        json_array_append_new(a, json_string("prompt lengths are approximate: the target has "
+                                             "no /tokenize (4 characters per token), or a length "
+                                             "was below the shortest exact one"));
     if (wall > 0 && (double)cpu / 1e9 > 0.5 * wall) {
         snprintf(line, sizeof line,
                  "client self-check: the probe was busy %.0f %% of the run: the client may be "
