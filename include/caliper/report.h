@@ -18,21 +18,10 @@
 #include <stdint.h>
 #include "caliper/buf.h"
 #include "caliper/fingerprint.h"
+#include "caliper/schema.h"
 
 /* ---- the metric schema ---------------------------------------------------- */
 
-/* Sample series a cell may carry (the values behind its summary numbers). */
-typedef enum cal_series {
-    CAL_S_AGG_TOKS = 0,  /* per-shot aggregate output tok/s */
-    CAL_S_REQ_TOKS,      /* per-request output tok/s (tokens ÷ own duration) */
-    CAL_S_PREFILL_TOKS,  /* per-request or per-shot prefill tok/s */
-    CAL_S_DECODE_TOKS,   /* per-request or per-shot decode tok/s */
-    CAL_S_TTFT_MS,       /* time to first token, ms */
-    CAL_S_ITL_MS,        /* inter-chunk gaps, ms */
-    CAL_S_TPOT_MS,       /* (E2E − TTFT) ÷ (tokens − 1), ms */
-    CAL_S_E2E_MS,        /* whole request, ms */
-    CAL_S__N
-} cal_series;
 
 typedef enum cal_metric {
     CAL_M_AGG_TOKS = 0, CAL_M_REQ_TOKS, CAL_M_PREFILL_TOKS, CAL_M_DECODE_TOKS,

@@ -60,7 +60,10 @@ const char *cal_run_status_name(cal_run_status s);   /* "running", "ok", ... */
  *                    warmup, cold, concurrency, prompt_tokens, content, …)
  *   telemetry_json: {"sources":[{"backend":"…","present":true|false,
  *                    "why":…}], "interval_s":…}
- *   verdicts_json:  ["shots 2–3 run 14 % below shot 1: quote warm figures", …]
+ *   verdicts_json:  the run's verdicts as data (analysis.h, cal_verdicts_json):
+ *                   [{"kind":"shots","group":0,"cell":"c1 · 64 tok prose",
+ *                     "judged":true,"effect":0.14,…,"text":"shots 2–3 run …"}, …];
+ *                   older runs hold plain sentences, read as notes
  */
 typedef struct cal_run {
     int64_t id;               /* assigned by cal_store_begin_run */

@@ -348,7 +348,16 @@ static void test_from_run_data(void **state)
     assert_string_equal(r->label, "stored");
     assert_string_equal(r->probe, "caliper 0.1.0");
     assert_non_null(strstr(r->host, "Test CPU (2 cores)"));
-    assert_int_equal(r->n_verdicts, 1);
+    /* the analysis's: a shot verdict per configuration, approximate prompts,
+     * and the stored sentence it does not reproduce */
+    assert_int_equal(r->n_verdicts, 4);
+    int stored = 0, shots = 0;
+    for (size_t i = 0; i < r->n_verdicts; i++) {
+        stored += !strcmp(r->verdicts[i], "c1: shots 3–4 run 10 % below shot 2");
+        shots += strstr(r->verdicts[i], "shots 3–4 within noise of shot 2") != NULL;
+    }
+    assert_int_equal(stored, 1);
+    assert_int_equal(shots, 2);
     assert_int_equal(r->n_cells, 4);          /* cold 2 and warm 3–4, at c1 and c4 */
     int seen_warm = 0;
     for (size_t i = 0; i < r->n_cells; i++) {
@@ -363,8 +372,8 @@ static void test_from_run_data(void **state)
             assert_int_equal(c->fp.shot_last, 4);
             assert_int_equal(c->ns[CAL_S_AGG_TOKS], 2);       /* per-shot aggregates */
             assert_int_equal(c->ns[CAL_S_TTFT_MS], 4);        /* pooled requests */
-            /* aggregate: the median over shots 3 and 4 */
-            double want = 100.0 * c->fp.concurrency + 3.5;
+            /* aggregate, pooled: Σ tokens ÷ Σ duration = 2 × 32 tok ÷ 2 × 0.8 s */
+            double want = 40.0;
             assert_true(fabs(c->v[CAL_M_AGG_TOKS] - want) < 1e-9);
             assert_int_equal(c->completed, 4);
         } else {
