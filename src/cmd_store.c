@@ -123,17 +123,6 @@ static void rule(FILE *f, const char *title)
     fputc('\n', f);
 }
 
-static const char *kind_short(cal_shot_kind k)
-{
-    switch (k) {
-    case CAL_SHOT_COLD: return "cold";
-    case CAL_SHOT_WARM: return "warm";
-    case CAL_SHOT_RESTED: return "rested";
-    case CAL_SHOT_WARMUP: return "warmup";
-    default: return "first?";
-    }
-}
-
 static void protocol_words(const cal_cell *c, char *buf, size_t n)
 {
     char load[48];
@@ -164,26 +153,27 @@ static void shots_table(FILE *f, const cal_run_data *d, const cal_analysis *an, 
         if (d->cells[g->cells[i]].rest_before_ns > rest) rest = d->cells[g->cells[i]].rest_before_ns;
     snprintf(title, sizeof title, "shots · %s · rest %.3g s", pw, rest / 1e9);
     rule(f, title);
+    /* shot, kind, age, rest, then schema fields at their decimals */
+    static const cal_metric M[] = {CAL_M_AGG_TOKS, CAL_M_REQ_TOKS, CAL_M_PREFILL_TOKS,
+                                   CAL_M_DECODE_TOKS, CAL_M_TTFT_P50, CAL_M_CLOCK_MHZ,
+                                   CAL_M_POWER_W};
     static const char *const H[] = {"shot", "kind", "age s", "rest s", "aggregate tok/s",
                                     "per-request tok/s", "prefill tok/s", "decode tok/s",
                                     "TTFT p50 ms", "clock MHz", "power W", "ok/failed"};
-    static const size_t W[] = {4, 6, 7, 6, 15, 17, 13, 12, 11, 9, 7, 9};
+    static const size_t W[] = {4, 7, 7, 6, 15, 17, 13, 12, 11, 9, 7, 9};
     for (size_t i = 0; i < 12; i++) { if (i) fputs("  ", f); put(f, H[i], W[i], i > 1); }
     fputc('\n', f);
     for (size_t i = 0; i < g->n_cells; i++) {
         const cal_cell *c = &d->cells[g->cells[i]];
         char b[12][48];
         snprintf(b[0], 48, "%d", c->shot_index);
-        snprintf(b[1], 48, "%s", kind_short(c->shot_kind));
+        snprintf(b[1], 48, "%s", cal_shot_kind_key(c->shot_kind));
         num(c->process_age_ns >= 0 ? c->process_age_ns / 1e9 : NAN, 1, b[2], 48);
         num(c->rest_before_ns / 1e9, 1, b[3], 48);
-        num(c->sum.output_throughput, 1, b[4], 48);
-        num(c->sum.per_request_output_throughput_median, 1, b[5], 48);
-        num(c->sum.prefill_tps_median, 0, b[6], 48);
-        num(c->sum.decode_tps_median, 1, b[7], 48);
-        num(c->sum.median_ttft_ms, 1, b[8], 48);
-        num(c->sum.clock_mhz_mean, 0, b[9], 48);
-        num(c->sum.power_w_mean, 1, b[10], 48);
+        for (size_t k = 0; k < sizeof M / sizeof M[0]; k++) {
+            const cal_field *fl = cal_metric_get(M[k]);
+            num(cal_summary_get(&c->sum, fl), fl->decimals, b[4 + k], 48);
+        }
         snprintf(b[11], 48, "%lld/%lld", (long long)c->sum.completed, (long long)c->sum.failed);
         for (size_t k = 0; k < 12; k++) { if (k) fputs("  ", f); put(f, b[k], W[k], k > 1); }
         fputc('\n', f);
@@ -362,7 +352,7 @@ static void pvalue(const cal_run_data *d, const cal_cell *c, size_t i, double *v
     case 10: *v = c->max_tokens; break;
     case 11: *v = c->output_fixed; break;
     case 12: *v = c->shot_index; break;
-    case 13: *s = c->shot_kind == CAL_SHOT_UNKNOWN ? "unknown" : kind_short(c->shot_kind); break;
+    case 13: *s = cal_shot_kind_key(c->shot_kind); break;
     case 14: *v = c->rest_before_ns / 1e9; break;
     case 15: *v = c->process_age_ns >= 0 ? c->process_age_ns / 1e9 : NAN; break;
     case 16: *v = (c->start_ns - d->run.t0_mono_ns) / 1e9; break;
@@ -468,6 +458,23 @@ int run_view_json(FILE *f, const cal_run_data *d)
         json_array_append_new(sum, o);
     }
     json_object_set_new(root, "summary", sum);
+    /* the one schema the summaries above follow (schema.h) */
+    json_t *schema = json_array();
+    for (size_t i = 0; i < cal_summary_n_fields; i++) {
+        const cal_field *fl = &cal_summary_fields[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "key", json_string(fl->name));
+        json_object_set_new(o, "label", json_string(fl->label));
+        json_object_set_new(o, "unit", json_string(fl->unit));
+        json_object_set_new(o, "statistic", json_string(cal_stat_name(fl->stat)));
+        json_object_set_new(o, "column", json_string(cal_column_name(fl->column)));
+        json_object_set_new(o, "better", json_string(cal_better_name(fl->better)));
+        json_object_set_new(o, "pool", json_string(cal_pool_name(fl->pool)));
+        json_object_set_new(o, "decimals", json_integer(fl->decimals));
+        json_object_set_new(o, "doc", json_string(fl->doc));
+        json_array_append_new(schema, o);
+    }
+    json_object_set_new(root, "schema", schema);
     int rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) == 0 ? 0 : -1;
     fputc('\n', f);
     cal_analysis_free(&an);

@@ -44,18 +44,6 @@ static void probe_of_build(const char *build, char *dst, size_t n)
     else snprintf(dst, n, "caliper");
 }
 
-/* Summary field -> our metric. */
-static const struct { const char *field; cal_metric m; } SUMMAP[] = {
-    {"output_throughput", CAL_M_AGG_TOKS},
-    {"per_request_output_throughput_median", CAL_M_REQ_TOKS},
-    {"prefill_tps_median", CAL_M_PREFILL_TOKS}, {"decode_tps_median", CAL_M_DECODE_TOKS},
-    {"median_ttft_ms", CAL_M_TTFT_P50}, {"p95_ttft_ms", CAL_M_TTFT_P95},
-    {"p99_ttft_ms", CAL_M_TTFT_P99}, {"median_itl_ms", CAL_M_ITL_P50},
-    {"p99_itl_ms", CAL_M_ITL_P99}, {"median_tpot_ms", CAL_M_TPOT_P50},
-    {"median_e2el_ms", CAL_M_E2E_P50}, {"p99_e2el_ms", CAL_M_E2E_P99},
-    {"clock_mhz_mean", CAL_M_CLOCK_MHZ}, {"power_w_mean", CAL_M_POWER_W},
-};
-
 /* One report cell from the cells idx[0..n) of a group and their pooled
  * summary (the analysis's): the numbers are the summary's, the samples the
  * requests behind them (and, over several shots, each shot's aggregate). */
@@ -86,13 +74,7 @@ static int add_cell(cal_result *res, const cal_run_data *d, const size_t *idx, s
     cal_fp_set(fp->probe, res->probe);
     cal_fp_set(fp->host, res->host);
 
-    for (size_t k = 0; k < sizeof SUMMAP / sizeof SUMMAP[0]; k++) {
-        const cal_field *f = cal_summary_field(SUMMAP[k].field);
-        if (f) c->v[SUMMAP[k].m] = cal_summary_get(sum, f);
-    }
-    c->completed = sum->completed;
-    c->failed = sum->failed;
-    c->duration_s = sum->duration;
+    for (int m = 0; m < CAL_M__N; m++) c->v[m] = cal_summary_get(sum, cal_metric_get((cal_metric)m));
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         const cal_cell *sc = &d->cells[idx[i]];
@@ -184,10 +166,7 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
      * quote (its own cell), then the quoted shots pooled */
     cal_analysis *an = NULL;
     if ((e = cal_analysis_run(d, &an))) goto out;
-    for (size_t i = 0; i < an->n_verdicts && !e; i++) {
-        char line[700];
-        cal_result_add_verdict(r, cal_verdict_line(&an->verdicts[i], line, sizeof line));
-    }
+    for (size_t i = 0; i < an->n_verdicts; i++) cal_result_add_verdict(r, &an->verdicts[i]);
     size_t n = d->n_cells;
     /* What the run swept decides how its cells are read: several
      * concurrencies make a concurrency curve, several prompt lengths a
@@ -210,17 +189,13 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     for (size_t i = 0; i < n && !e; i++) {
         const cal_cell *ci = &d->cells[i];
         if (cal_analysis_same_config(ci, &d->cells[ref])) {   /* every shot of it is a point on the shot chart */
-            cal_shot s = {
-                .index = ci->shot_index, .kind = ci->shot_kind,
-                .t_s = (double)(ci->start_ns - d->run.t0_mono_ns) / 1e9,
-                .dur_s = (double)(ci->end_ns - ci->start_ns) / 1e9,
-                .req_tok_s = ci->sum.per_request_output_throughput_median,
-                .agg_tok_s = ci->sum.output_throughput,
-                .prefill_tok_s = ci->sum.prefill_tps_median,
-                .decode_tok_s = ci->sum.decode_tps_median,
-                .ttft_ms = ci->sum.median_ttft_ms,
-                .clock_mhz = ci->sum.clock_mhz_mean, .power_w = ci->sum.power_w_mean,
-            };
+            cal_shot s;
+            cal_shot_init(&s);
+            s.index = ci->shot_index;
+            s.kind = ci->shot_kind;
+            s.t_s = (double)(ci->start_ns - d->run.t0_mono_ns) / 1e9;
+            s.dur_s = (double)(ci->end_ns - ci->start_ns) / 1e9;
+            for (int m = 0; m < CAL_M__N; m++) s.v[m] = cal_summary_get(&ci->sum, cal_metric_get((cal_metric)m));
             e = cal_result_add_shot(r, &s);
         }
     }
