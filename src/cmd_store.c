@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "caliper/analysis.h"
+#include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/protocol.h"
 #include "caliper/stats.h"
@@ -489,47 +490,40 @@ int run_view_json(FILE *f, const cal_run_data *d)
     return rc;
 }
 
-static void csv_text(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n")) { fputs(s, f); return; }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
+/* One row per cell through the one CSV writer (csv.h, RFC 4180). */
 int run_view_csv(FILE *f, const cal_run_data *d)
 {
-    fprintf(f, "run_id");
-    for (size_t k = 0; k < N_PCOLS; k++) fprintf(f, ",%s", PCOLS[k].name);
-    for (size_t i = 0; i < cal_summary_n_fields; i++) fprintf(f, ",%s", cal_summary_fields[i].name);
-    fputc('\n', f);
+    cal_csv_writer w;
+    char t[64];
+    cal_csv_writer_file(&w, f);
+    cal_csv_put(&w, "run_id");
+    for (size_t k = 0; k < N_PCOLS; k++) cal_csv_put(&w, PCOLS[k].name);
+    for (size_t i = 0; i < cal_summary_n_fields; i++) cal_csv_put(&w, cal_summary_fields[i].name);
+    cal_csv_end_row(&w);
     for (size_t i = 0; i < d->n_cells; i++) {
         const cal_cell *c = &d->cells[i];
-        fprintf(f, "%lld", (long long)d->run.id);
+        cal_csv_put_int(&w, (long long)d->run.id);
         for (size_t k = 0; k < N_PCOLS; k++) {
             double v;
             const char *s;
             pvalue(d, c, k, &v, &s);
-            fputc(',', f);
-            if (PCOLS[k].type == 2) csv_text(f, s ? s : "");
-            else if (!isfinite(v)) ;
-            else if (PCOLS[k].type == 0) fprintf(f, "%lld", (long long)v);
-            else fprintf(f, "%.6g", v);
+            if (PCOLS[k].type == 2) cal_csv_put(&w, s ? s : "");
+            else if (PCOLS[k].type == 0 && isfinite(v)) cal_csv_put_int(&w, (long long)v);
+            else cal_csv_put_num(&w, v, 6);
         }
         for (size_t j = 0; j < cal_summary_n_fields; j++) {
             const cal_field *fl = &cal_summary_fields[j];
             double v = cal_summary_get(&c->sum, fl);
-            fputc(',', f);
-            if (!isfinite(v)) continue;   /* absent: empty, never 0 */
-            if (fl->type == CAL_FIELD_INT) fprintf(f, "%lld", (long long)v);
-            else fprintf(f, "%.*f", fl->decimals + 3, v);
+            if (!isfinite(v)) cal_csv_put(&w, "");   /* absent: empty, never 0 */
+            else if (fl->type == CAL_FIELD_INT) cal_csv_put_int(&w, (long long)v);
+            else {
+                snprintf(t, sizeof t, "%.*f", fl->decimals + 3, v);
+                cal_csv_put(&w, t);
+            }
         }
-        fputc('\n', f);
+        cal_csv_end_row(&w);
     }
-    return ferror(f) ? -1 : 0;
+    return w.err || ferror(f) ? -1 : 0;
 }
 
 /* ---- the subcommands -------------------------------------------------- */

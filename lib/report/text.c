@@ -5,22 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "report_internal.h"
 
 #define TRY(x) do { int e_ = (x); if (e_) return e_; } while (0)
-
-static int csv_field(cal_buf *b, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) return cal_buf_puts(b, s);
-    TRY(cal_buf_puts(b, "\""));
-    for (const char *p = s; *p; p++) {
-        if (*p == '"') TRY(cal_buf_puts(b, "\"\""));
-        else TRY(cal_buf_append(b, p, 1));
-    }
-    return cal_buf_puts(b, "\"");
-}
 
 static const cal_fp_field CSV_FP[] = {
     CAL_FPF_SHOT_KIND, CAL_FPF_SHOT_RANGE, CAL_FPF_REST, CAL_FPF_WARMUP,
@@ -29,45 +19,50 @@ static const cal_fp_field CSV_FP[] = {
 };
 #define N_CSV_FP (sizeof CSV_FP / sizeof CSV_FP[0])
 
+/* One row per cell through the one CSV writer (csv.h, RFC 4180): who,
+ * the fingerprint, then every schema field under its key. */
 int cal_report_write_csv(const cal_result *const *res, size_t n, cal_buf *out)
 {
-    TRY(cal_buf_puts(out, "run,label,target,sweep"));
+    cal_csv_writer w;
+    char t[64];
+    cal_csv_writer_buf(&w, out);
+    cal_csv_put(&w, "run");
+    cal_csv_put(&w, "label");
+    cal_csv_put(&w, "target");
+    cal_csv_put(&w, "sweep");
     for (size_t f = 0; f < N_CSV_FP; f++) {
         char h[64];
-        snprintf(h, sizeof h, ",%s", cal_fp_field_name(CSV_FP[f]));
+        snprintf(h, sizeof h, "%s", cal_fp_field_name(CSV_FP[f]));
         for (char *p = h; *p; p++) if (*p == ' ' || *p == '-') *p = '_';
-        TRY(cal_buf_puts(out, h));
+        cal_csv_put(&w, h);
     }
-    for (int m = 0; m < CAL_M__N; m++)
-        TRY(cal_buf_printf(out, ",%s", cal_metric_get((cal_metric)m)->name));
-    TRY(cal_buf_puts(out, "\n"));
+    for (int m = 0; m < CAL_M__N; m++) cal_csv_put(&w, cal_metric_get((cal_metric)m)->name);
+    cal_csv_end_row(&w);
     for (size_t i = 0; i < n; i++) {
         const cal_result *r = res[i];
         for (size_t k = 0; k < r->n_cells; k++) {
             const cal_rcell *c = &r->cells[k];
-            TRY(csv_field(out, r->id));
-            TRY(cal_buf_puts(out, ","));
-            TRY(csv_field(out, r->label));
-            TRY(cal_buf_puts(out, ","));
-            TRY(csv_field(out, r->target_name));
-            TRY(cal_buf_printf(out, ",%s", cal_sweep_name(c->sweep)));
+            cal_csv_put(&w, r->id);
+            cal_csv_put(&w, r->label);
+            cal_csv_put(&w, r->target_name);
+            cal_csv_put(&w, cal_sweep_name(c->sweep));
             for (size_t f = 0; f < N_CSV_FP; f++) {
                 char v[CAL_FP_STR];
-                cal_fp_field_value(&c->fp, CSV_FP[f], v, sizeof v);
-                TRY(cal_buf_puts(out, ","));
-                TRY(csv_field(out, v));
+                cal_csv_put(&w, cal_fp_field_value(&c->fp, CSV_FP[f], v, sizeof v));
             }
             for (int m = 0; m < CAL_M__N; m++) {
                 const cal_field *f = cal_metric_get((cal_metric)m);
-                TRY(cal_buf_puts(out, ","));
-                if (!isfinite(c->v[m])) continue;   /* absent: empty, never 0 */
-                if (f->type == CAL_FIELD_INT) TRY(cal_buf_printf(out, "%lld", (long long)c->v[m]));
-                else TRY(cal_buf_printf(out, "%.*f", f->decimals + 3, c->v[m]));
+                if (!isfinite(c->v[m])) cal_csv_put(&w, "");   /* absent: empty, never 0 */
+                else if (f->type == CAL_FIELD_INT) cal_csv_put_int(&w, (long long)c->v[m]);
+                else {
+                    snprintf(t, sizeof t, "%.*f", f->decimals + 3, c->v[m]);
+                    cal_csv_put(&w, t);
+                }
             }
-            TRY(cal_buf_puts(out, "\n"));
+            cal_csv_end_row(&w);
         }
     }
-    return CAL_OK;
+    return w.err;
 }
 
 /* A number at its field's decimals (the schema's, as every table). */
