@@ -154,7 +154,11 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
     size_t k = 0, m = 0;
     static const cal_shot_kind KINDS[] = {CAL_SHOT_COLD, CAL_SHOT_WARM, CAL_SHOT_RESTED,
                                           CAL_SHOT_WARMUP, CAL_SHOT_CONSECUTIVE, CAL_SHOT_UNKNOWN};
-    static const char *const KNAMES[] = {"cold", "warm", "rested", "warm-up (excluded)", "consecutive", "kind unknown"};
+    /* legend names: the kinds' own (fingerprint.h), warm-ups marked excluded */
+    char knames[sizeof KINDS / sizeof KINDS[0]][64];
+    for (size_t kk = 0; kk < sizeof KINDS / sizeof KINDS[0]; kk++)
+        snprintf(knames[kk], sizeof knames[kk], "%s%s", cal_shot_kind_name(KINDS[kk]),
+                 KINDS[kk] == CAL_SHOT_WARMUP ? " (excluded)" : "");
     for (size_t kk = 0; kk < sizeof KINDS / sizeof KINDS[0]; kk++) {
         size_t k0 = k, m0 = m;
         for (size_t i = 0; i < n; i++) {
@@ -176,7 +180,7 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
         if (k > k0 && p1.ns < SVG_MAX_SERIES)
             p1.s[p1.ns++] = (svg_series){NULL, sx + k0, sy + k0, k - k0, SVG_LINE, kind_color(KINDS[kk]), 0};
         if (p1.ns < SVG_MAX_SERIES)
-            p1.s[p1.ns++] = (svg_series){KNAMES[kk], mx + m0, my + m0, m - m0, SVG_POINTS, kind_color(KINDS[kk]), 0};
+            p1.s[p1.ns++] = (svg_series){knames[kk], mx + m0, my + m0, m - m0, SVG_POINTS, kind_color(KINDS[kk]), 0};
     }
     /* clock and power: the sampler's timeline when times line up, and the
      * mean over each shot */
@@ -230,8 +234,8 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
             for (size_t i = 0; i < n; i++)
                 if (r->shots[i].kind == KINDS[kk]) { if (!lo) lo = r->shots[i].index; hi = r->shots[i].index; }
             if (!lo) continue;
-            if (hi > lo) used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d–%d", used ? ", " : "", KNAMES[kk], lo, hi);
-            else used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d", used ? ", " : "", KNAMES[kk], lo);
+            if (hi > lo) used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d–%d", used ? ", " : "", knames[kk], lo, hi);
+            else used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d", used ? ", " : "", knames[kk], lo);
         }
         size_t l = (size_t)snprintf(proto, sizeof proto, "shots %s · ", kinds);
         cal_report_describe_except(sfp, SKIP(CAL_FPF_SHOT_KIND) | SKIP(CAL_FPF_SHOT_RANGE), proto + l, sizeof proto - l);
