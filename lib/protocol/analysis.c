@@ -581,21 +581,28 @@ int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
     a->noise_floor = noise_floor(d);
     a->groups = calloc(nc ? nc : 1, sizeof *a->groups);
     if (!a->groups) goto fail;
-    /* groups in first-seen order */
+    /* groups in first-seen order: a group id per cell, then exact arrays */
     for (size_t i = 0; i < nc; i++) {
         size_t k;
         for (k = 0; k < a->n_groups; k++)
-            if (cal_analysis_same_config(&d->cells[a->groups[k].cells[0]], &d->cells[i])) break;
+            if (cal_analysis_same_config(&d->cells[a->groups[k].first_excluded], &d->cells[i])) break;
         if (k == a->n_groups) {
             cal_group *g = &a->groups[a->n_groups++];
-            g->cells = malloc(nc * sizeof *g->cells);
-            g->quoted = malloc(nc * sizeof *g->quoted);
-            if (!g->cells || !g->quoted) goto fail;
+            g->first_excluded = (int)i;   /* for now: the group's first cell */
             g->per_request = per_request_cell(&d->cells[i]);
             group_name(&d->cells[i], g->name, sizeof g->name);
         }
-        a->groups[k].cells[a->groups[k].n_cells++] = i;
+        gid[i] = k;
+        a->groups[k].n_cells++;
     }
+    for (size_t k = 0; k < a->n_groups; k++) {
+        cal_group *g = &a->groups[k];
+        g->cells = malloc(g->n_cells * sizeof *g->cells);
+        g->quoted = malloc(g->n_cells * sizeof *g->quoted);
+        if (!g->cells || !g->quoted) goto fail;
+        g->n_cells = 0;
+    }
+    for (size_t i = 0; i < nc; i++) a->groups[gid[i]].cells[a->groups[gid[i]].n_cells++] = i;
     for (size_t k = 0; k < a->n_groups; k++) {
         cal_group *g = &a->groups[k];
         quote(d, g);
