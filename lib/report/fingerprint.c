@@ -34,18 +34,6 @@ const char *cal_fp_field_name(cal_fp_field f)
     return (unsigned)f < CAL_FPF__N ? FIELD_NAMES[f] : "?";
 }
 
-const char *cal_shot_kind_name(cal_shot_kind k)
-{
-    switch (k) {
-    case CAL_SHOT_COLD:        return "cold";
-    case CAL_SHOT_WARM:        return "warm";
-    case CAL_SHOT_RESTED:      return "rested";
-    case CAL_SHOT_WARMUP:      return "warm-up";
-    case CAL_SHOT_CONSECUTIVE: return "mean of consecutive requests, no cold/warm split";
-    case CAL_SHOT_UNKNOWN:     break;
-    }
-    return "unknown";
-}
 
 /* The one table of shot-kind keys (JSON, CSV, the store, the terminal). */
 static const char *const SHOT_KEYS[] = {
@@ -58,6 +46,14 @@ static const char *const SHOT_KEYS[] = {
 const char *cal_shot_kind_key(cal_shot_kind k)
 {
     return (unsigned)k < N_SHOT_KEYS ? SHOT_KEYS[k] : SHOT_KEYS[CAL_SHOT_UNKNOWN];
+}
+
+/* The human name is the key, except where words read better. */
+const char *cal_shot_kind_name(cal_shot_kind k)
+{
+    if (k == CAL_SHOT_WARMUP) return "warm-up";
+    if (k == CAL_SHOT_CONSECUTIVE) return "mean of consecutive requests, no cold/warm split";
+    return cal_shot_kind_key(k);
 }
 
 int cal_shot_kind_parse(const char *s, cal_shot_kind *out)
