@@ -299,8 +299,8 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
     int version = (int)cal_report_jint(root, "format_version", 1, 1000, 1);
     size_t i;
     const json_t *v;
-    char *vj = json_dumps(json_object_get(root, "verdicts") ? json_object_get(root, "verdicts")
-                                                             : json_array(), JSON_COMPACT);
+    const json_t *vjs = json_object_get(root, "verdicts");
+    char *vj = vjs ? json_dumps(vjs, JSON_COMPACT) : NULL;
     cal_verdict *vs = malloc(CAL_RES_MAX_VERDICTS * sizeof *vs);
     size_t nv = vj && vs ? cal_verdicts_from_json(vj, vs, CAL_RES_MAX_VERDICTS) : 0;
     for (size_t k = 0; k < nv; k++) cal_result_add_verdict(r, &vs[k]);
