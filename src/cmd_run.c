@@ -421,8 +421,9 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
         rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
         if (rc) {
             snprintf(c->fail_msg, sizeof c->fail_msg,
-                     "%s%scounting the tokens of prompt %zu through the target %s failed: %s",
-                     s->name, s->name[0] ? " " : "", i, s->url, cal_strerror(rc));
+                     "%s%scounting the tokens of prompt %zu through the target %s failed: %s%s",
+                     s->name, s->name[0] ? " " : "", i, s->url, cal_strerror(rc),
+                     rc == CAL_ECONNECT ? " (the target stopped answering)" : "");
             goto out;
         }
         reqs[i].prompt = prompts[i];
