@@ -152,7 +152,7 @@ size_t cal_analysis_cell_values(const cal_run_data *d, const cal_cell *c, int se
 /* The verdicts the analysis computes (stored ones excluded) as the JSON the
  * store keeps in runs.verdicts: an array of objects {"kind","group","cell",
  * "judged","direction","effect","lo","hi","values","n","text"} (absent
- * numbers null). malloc'd; NULL on ENOMEM. extra[n_extra] are appended. */
+ * numbers null). malloc'd; NULL on ENOMEM. */
 char *cal_verdicts_json(const cal_verdict *v, size_t n);
 /* Read such an array back; plain strings (older runs) read as NOTE. At
  * most cap into out; returns how many. */
