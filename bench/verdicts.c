@@ -308,7 +308,7 @@ int main(int argc, char **argv)
             continue;
         }
         const cal_result *rs[] = {a, b};
-        cal_compare_opts o = {.metrics = (1u << CAL_M_REQ_TOKS) | (1u << CAL_M_AGG_TOKS), .seed = 1};
+        cal_compare_opts o = {.metrics = (1ull << CAL_M_REQ_TOKS) | (1ull << CAL_M_AGG_TOKS), .seed = 1};
         cal_comparison *c = NULL;
         if (cal_compare(rs, 2, &o, &c) == CAL_OK) {
             int d_req = 0, d_agg = 0;
@@ -338,7 +338,7 @@ int main(int argc, char **argv)
             if (!cal_result_load(ra, g_db, &a, err, sizeof err) &&
                 !cal_result_load(rb, g_db, &b, err, sizeof err)) {
                 const cal_result *rs[] = {a, b};
-                cal_compare_opts o = {.metrics = 1u << CAL_M_REQ_TOKS, .seed = 1, .boot_iters = 200};
+                cal_compare_opts o = {.metrics = 1ull << CAL_M_REQ_TOKS, .seed = 1, .boot_iters = 200};
                 cal_comparison *c = NULL;
                 if (cal_compare(rs, 2, &o, &c) == CAL_OK) {
                     int d = 0;

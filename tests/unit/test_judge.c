@@ -353,10 +353,11 @@ static cal_result *aa_result(const double *lvl, size_t n, double level)
     r->shots_fp.request_rate = 0;
     r->shots_fp.prompt_tokens = 64;
     for (size_t i = 0; i < n; i++) {
-        cal_shot s = {.index = (int)i + 1, .kind = i ? CAL_SHOT_WARM : CAL_SHOT_COLD,
-                      .t_s = NAN, .dur_s = NAN, .req_tok_s = lvl[i], .agg_tok_s = NAN,
-                      .prefill_tok_s = NAN, .decode_tok_s = NAN, .ttft_ms = NAN,
-                      .clock_mhz = NAN, .power_w = NAN};
+        cal_shot s;
+        cal_shot_init(&s);
+        s.index = (int)i + 1;
+        s.kind = i ? CAL_SHOT_WARM : CAL_SHOT_COLD;
+        s.v[CAL_M_REQ_TOKS] = lvl[i];
         cal_result_add_shot(r, &s);
     }
     double x[200];
@@ -392,7 +393,7 @@ static void test_compare_shot_ci(void **state)
     double la[] = {1000, 1000, 950, 1050, 1000}, lb[] = {1000, 1060, 1010, 1110, 1060};
     cal_result *a = aa_result(la, 5, 1000), *b = aa_result(lb, 5, 1060);
     const cal_result *rs[] = {a, b};
-    cal_compare_opts o = {.metrics = 1u << CAL_M_REQ_TOKS, .boot_iters = 300, .seed = 3};
+    cal_compare_opts o = {.metrics = 1ull << CAL_M_REQ_TOKS, .boot_iters = 300, .seed = 3};
     cal_comparison *c = NULL;
     assert_int_equal(cal_compare(rs, 2, &o, &c), CAL_OK);
     const cal_cmp_entry *e = req_entry(c, 1);
