@@ -8,6 +8,7 @@
 #include <string.h>
 #include "caliper/analysis.h"
 #include "caliper/error.h"
+#include "caliper/judge.h"
 #include "caliper/protocol.h"
 #include "caliper/schema.h"
 #include "caliper/stats.h"
@@ -239,56 +240,71 @@ int cal_analysis_shot_verdict(const cal_shot_sample *shots, size_t n, int per_re
                               double floor, cal_verdict *out)
 {
     cal_verdict_init(out, CAL_VK_SHOTS);
-    double *vals = malloc((n ? n : 1) * sizeof *vals);
-    int *idx = malloc((n ? n : 1) * sizeof *idx);
-    if (!vals || !idx) {
-        free(vals);
-        free(idx);
-        out->judged = 0;
-        snprintf(out->text, sizeof out->text, "cannot judge: out of memory");
-        return 0;
-    }
-    int all_cold = n >= 2;
+    if (n > CAL_JUDGE_MAX_SHOTS) n = CAL_JUDGE_MAX_SHOTS;
+    /* the calibrated judgement (caliper/judge.h) on every request of every
+     * shot; one value per shot where a shot's requests were not loaded */
+    cal_judge_shot js[CAL_JUDGE_MAX_SHOTS];
+    int all_req = n > 0, all_cold = n >= 2;
     for (size_t i = 0; i < n; i++) {
-        vals[i] = shots[i].value;
-        idx[i] = shots[i].shot_index;
+        if (!shots[i].req_tok_s || !shots[i].n_req) all_req = 0;
         if (shots[i].kind != CAL_SHOT_COLD) all_cold = 0;
     }
-    const char *what = per_request ? "per-request tok/s" : "aggregate tok/s";
-    cal_shot_verdict v;
-    cal_shot_series_verdict(vals, idx, n, what, floor, &v);
-    free(vals);
-    free(idx);
-    out->judged = v.judged;
-    out->n = v.n;
-    out->effect = v.drop;
-    out->lo = -v.band;
-    out->hi = v.band;
-    out->values[0] = v.first;
-    out->values[1] = v.later_median;
-    out->values[2] = v.first_shot;
-    out->values[3] = v.later_first;
-    out->direction = !v.judged || !v.beyond_noise ? 0 : v.drop > 0 ? -1 : 1;
-    snprintf(out->text, sizeof out->text, "%s", v.text);
-    /* --cold: every shot is a fresh process, so a difference is not a warm
-     * wall but a machine whose state changed between processes */
-    if (all_cold && v.judged) {
-        char range[48];
-        if (v.later_first == v.later_last) snprintf(range, sizeof range, "cold shot %d", v.later_first);
-        else snprintf(range, sizeof range, "cold shots %d–%d", v.later_first, v.later_last);
-        if (!v.beyond_noise)
-            snprintf(out->text, sizeof out->text,
-                     "%s within noise of cold shot %d (%+.1f %%, band ±%.1f %%): fresh processes "
-                     "agree", range, v.first_shot, -100.0 * v.drop, 100.0 * v.band);
-        else
-            snprintf(out->text, sizeof out->text,
-                     "%s %s %.1f %% %s cold shot %d (band ±%.1f %%, %s): fresh processes "
-                     "disagree — the machine's state changed between them",
-                     range, v.later_first == v.later_last ? "runs" : "run",
-                     100.0 * fabs(v.drop), v.drop > 0 ? "below" : "above", v.first_shot,
-                     100.0 * v.band, what);
-    }
+    for (size_t i = 0; i < n; i++)
+        js[i] = all_req ? (cal_judge_shot){shots[i].shot_index, shots[i].req_tok_s, shots[i].n_req}
+                        : (cal_judge_shot){shots[i].shot_index, &shots[i].value, 1};
+    cal_judge_opts o = {.floor = floor > 0 ? floor : CAL_SHOT_NOISE_FLOOR,
+                        .min_requests = all_req ? 0 : 1,
+                        .what = all_req || per_request ? "per-request tok/s" : "aggregate tok/s"};
+    cal_shot_kind k1 = n ? shots[0].kind : CAL_SHOT_UNKNOWN;
+    o.first = all_cold ? CAL_JUDGE_ALL_COLD
+            : k1 == CAL_SHOT_COLD ? CAL_JUDGE_FIRST_COLD
+            : k1 == CAL_SHOT_WARM || k1 == CAL_SHOT_RESTED ? CAL_JUDGE_FIRST_WARM
+            : CAL_JUDGE_FIRST_UNKNOWN;
+    cal_judge_verdict jv;
+    cal_judge_shots(js, n, &o, &jv);
+    out->judged = jv.judged;
+    out->n = (int)n;
+    /* effect and its CI as the drop: (first − later) ÷ first, + = later slower */
+    out->effect = isfinite(jv.effect) ? -jv.effect : NAN;
+    out->lo = isfinite(jv.hi) ? -jv.hi : NAN;
+    out->hi = isfinite(jv.lo) ? -jv.lo : NAN;
+    out->values[0] = jv.first;
+    out->values[1] = jv.later;
+    out->values[2] = jv.first_shot;
+    out->values[3] = jv.later_first;
+    out->direction = jv.kind == CAL_JUDGE_SLOWER ? -1 : jv.kind == CAL_JUDGE_FASTER ? 1
+                   : jv.kind == CAL_JUDGE_TREND ? (jv.slope < 0 ? -1 : 1) : 0;
+    snprintf(out->text, sizeof out->text, "%s", jv.text);
     return out->judged;
+}
+
+/* The clock's share of a judged change, silent when the clock itself is
+ * within noise (lib/telemetry/verdict.c). tput/clock: per measured shot. */
+static int clock_share_verdict(const double *tput, const double *clock, size_t n,
+                               double floor, cal_verdict *f)
+{
+    cal_clock_share cs;
+    (void)floor;
+    if (!cal_tel_clock_share(tput, clock, n, 0, 0, 0.95, &cs)) {
+        if (isfinite(cs.clock_change)) return 0;   /* the clock within noise: silent */
+        f->judged = 0;
+        snprintf(f->text, sizeof f->text,
+                 "cannot judge: no clock source measured the cold and warm shots");
+        return 1;
+    }
+    f->judged = 1;
+    int within = cs.share_lo <= 1 && cs.share_hi >= 1;
+    f->direction = within ? 1 : -1;
+    f->effect = cs.share;
+    f->lo = cs.share_lo;
+    f->hi = cs.share_hi;
+    f->values[0] = clock[0];
+    f->values[1] = clock[0] * (1 + cs.clock_change);
+    f->values[2] = cs.clock_change;
+    f->values[3] = cs.tput_change;
+    f->n = cs.k + 1;
+    cal_tel_clock_share_text(&cs, f->text, sizeof f->text);
+    return 1;
 }
 
 /* ---- the analysis ---------------------------------------------------------- */
@@ -341,44 +357,43 @@ static int group_verdicts(const cal_run_data *d, const cal_group *g, size_t gi, 
     }
     cal_verdict sv;
     cal_analysis_shot_verdict(sh, nm, g->per_request, floor, &sv);
+    /* per shot: the judged value and the clock, for the clock's share */
+    double *tv = malloc(nm * sizeof *tv), *cv = malloc(nm * sizeof *cv);
+    for (size_t i = 0; tv && cv && i < nm; i++) {
+        tv[i] = sh[i].value;
+        cv[i] = NAN;
+    }
+    for (size_t i = 0, j = 0; tv && cv && i < g->n_cells; i++) {
+        const cal_cell *c = &d->cells[g->cells[i]];
+        if (c->shot_kind != CAL_SHOT_WARMUP) cv[j++] = c->sum.clock_mhz_mean;
+    }
     free(sh); free(tok); free(ttft);
-    if (!sv.judged) return CAL_OK;
+    /* a "cannot judge" is kept: it says what to run to get a verdict */
     cal_verdict *v = vadd(l, CAL_VK_SHOTS);
-    if (!v) return CAL_OK;
-    *v = sv;
-    for_group(v, g, gi);
+    if (v) {
+        *v = sv;
+        for_group(v, g, gi);
+    }
+    if (!v || !sv.judged || sv.direction == 0) { free(tv); free(cv); return CAL_OK; }
+    /* a directional change: how much of it is the clock? */
+    cal_verdict *cs = tv && cv ? vadd(l, CAL_VK_FREQUENCY) : NULL;
+    if (cs) {
+        for_group(cs, g, gi);
+        if (!clock_share_verdict(tv, cv, nm, floor, cs)) l->n--;   /* silent */
+    }
+    free(tv); free(cv);
     if (sv.direction >= 0) return CAL_OK;
 
-    /* a drop: warm ≈ cold × f_warm/f_cold? and was power flat as the clock fell? */
-    double fc = NAN, *fl = malloc(nm * sizeof *fl), *pw = malloc(nm * sizeof *pw), *ck = malloc(nm * sizeof *ck);
+    /* a drop: was power flat as the clock fell? */
+    double *fl = malloc(nm * sizeof *fl), *pw = malloc(nm * sizeof *pw), *ck = malloc(nm * sizeof *ck);
     if (!fl || !pw || !ck) { free(fl); free(pw); free(ck); return CAL_ENOMEM; }
-    size_t nl = 0, np = 0;
+    size_t np = 0;
     int seen = 0;
     for (size_t i = 0; i < g->n_cells; i++) {
         const cal_cell *c = &d->cells[g->cells[i]];
-        if (c->shot_kind == CAL_SHOT_WARMUP) continue;
-        if (!seen++) fc = c->sum.clock_mhz_mean;
-        else {
-            if (isfinite(c->sum.clock_mhz_mean)) fl[nl++] = c->sum.clock_mhz_mean;
-            pw[np] = c->sum.power_w_mean;
-            ck[np++] = c->sum.clock_mhz_mean;
-        }
-    }
-    double fw = cal_stats_median(fl, nl);
-    cal_freq_verdict fv;
-    cal_tel_freq_verdict(sv.values[0], sv.values[1], fc, fw, 0, &fv);
-    cal_verdict *f = vadd(l, CAL_VK_FREQUENCY);
-    if (f) {
-        for_group(f, g, gi);
-        f->judged = fv.kind != CAL_FREQ_CANNOT_JUDGE;
-        f->direction = fv.kind == CAL_FREQ_EXPLAINED ? 1 : fv.kind == CAL_FREQ_NOT_EXPLAINED ? -1 : 0;
-        f->effect = fv.explained;
-        f->values[0] = fc;
-        f->values[1] = fw;
-        f->values[2] = fv.predicted;
-        f->values[3] = fv.warm;
-        f->n = (int)nl + 1;
-        cal_tel_freq_verdict_text(&fv, f->text, sizeof f->text);
+        if (c->shot_kind == CAL_SHOT_WARMUP || !seen++) continue;
+        pw[np] = c->sum.power_w_mean;
+        ck[np++] = c->sum.clock_mhz_mean;
     }
     cal_power_wall w;
     if (cal_tel_power_wall(pw, ck, np, 0, 0, &w) != CAL_WALL_CANNOT_JUDGE) {

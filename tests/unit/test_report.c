@@ -233,7 +233,7 @@ static void test_fit_and_verdicts(void **state)
             drop = 1;   /* as data: a drop of the warm shots, with its band */
             assert_int_equal(v[i].kind, CAL_VK_SHOTS);
             assert_int_equal(v[i].direction, -1);
-            assert_true(v[i].effect > v[i].hi && v[i].hi > 0);
+            assert_true(v[i].lo <= v[i].effect && v[i].effect <= v[i].hi && v[i].lo > 0);
         }
         if (strstr(v[i].text, "per-request speed at low concurrency")) {
             column = 1;
@@ -416,7 +416,8 @@ static void test_from_run_data(void **state)
         stored += r->verdicts[i].kind == CAL_VK_NOTE &&
                   !strcmp(r->verdicts[i].text, "c1: shots 3–4 run 10 % below shot 2");
         shots += r->verdicts[i].kind == CAL_VK_SHOTS &&
-                 strstr(r->verdicts[i].text, "shots 3–4 within noise of shot 2") != NULL;
+                 /* two requests a shot are too few to judge, and it says so */
+                 strstr(r->verdicts[i].text, "cannot judge: shot 2 has 2 ok requests") != NULL;
     }
     assert_int_equal(stored, 1);
     assert_int_equal(shots, 2);
