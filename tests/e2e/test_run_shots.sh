@@ -30,7 +30,7 @@ check "the slowed run completes and is stored" grep -q "^run " "$T/slow.out"
 check "shot 1 is cold, shots 2-5 rested" \
   [ "$(sqlite3 "$DB" "select group_concat(shot_kind) from (select shot_kind from cells c join runs r on r.id=c.run_id where r.label='slowed' order by seq)")" = "cold,rested,rested,rested,rested" ]
 "$CALIPER" show --db "$DB" slowed >"$T/slow.show" 2>&1
-if grep -q "^verdict: shots 2–5 run .* below shot 1 .*quote warm figures" "$T/slow.show"; then
+if grep -q "^verdict: shots 2–5 run .* below shot 1, 95 % CI .*quote warm figures" "$T/slow.show"; then
   ok "a slowdown after shot 1 gives the drop verdict"
 else
   not_ok "a slowdown after shot 1 gives the drop verdict: $(grep -E '^verdict' "$T/slow.show")"
