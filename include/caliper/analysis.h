@@ -69,12 +69,14 @@ typedef struct cal_verdict {
     int    direction;      /* -1 worse / lower, 0 within noise, +1 better / higher,
                               relative to the reference the kind names */
     double effect;         /* SHOTS: (first − later) ÷ first, + = later slower;
-                              FREQUENCY: share of the drop the clock explains;
+                              FREQUENCY: share of the change the clock explains;
                               AB: B ÷ A; FAILURES: failed ÷ sent; NAN none */
-    double lo, hi;         /* SHOTS: −band..+band; AB: 95 % CI; NAN none */
+    double lo, hi;         /* SHOTS, FREQUENCY, AB: the effect's 95 % CI
+                              (caliper/judge.h); NAN none */
     double values[CAL_VERDICT_VALUES]; /* kind-specific inputs (SHOTS: first,
-                              later median, n judged; FREQUENCY: f_cold, f_warm,
-                              predicted, measured); NAN unused */
+                              later level, first shot, first later shot;
+                              FREQUENCY: f_first, f_warm, clock change,
+                              throughput change); NAN unused */
     int    n;              /* samples behind it (shots, paired shots, requests) */
     char   text[CAL_VERDICT_TEXT];   /* the sentence, always set */
 } cal_verdict;
