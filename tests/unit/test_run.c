@@ -50,7 +50,7 @@ typedef struct fake {
     int slow_from;              /* calls numbered from 0; -1 never */
     atomic_int in_gen, max_in_gen;
     atomic_int opens, closes;
-    int max_worker_seen;
+    atomic_int max_worker_seen;
     int fail_all;
     volatile int *stop_after_flag;
     int stop_after;             /* set *stop_after_flag after this many calls */
@@ -74,7 +74,8 @@ static int fake_generate(void *ud, const cal_inproc_request *rq, cal_inproc_stre
     int now_in = atomic_fetch_add(&f->in_gen, 1) + 1;
     int m = atomic_load(&f->max_in_gen);
     while (now_in > m && !atomic_compare_exchange_weak(&f->max_in_gen, &m, now_in)) {}
-    if (rq->worker > f->max_worker_seen) f->max_worker_seen = rq->worker;
+    int mw = atomic_load(&f->max_worker_seen);
+    while (rq->worker > mw && !atomic_compare_exchange_weak(&f->max_worker_seen, &mw, rq->worker)) {}
     if (f->stop_after_flag && k + 1 >= f->stop_after) *f->stop_after_flag = 1;
     int rc = CAL_OK;
     if (f->fail_all) {
@@ -136,7 +137,7 @@ static void test_inproc_closed_loop(void **state)
     cal_probe_stats ps;
     assert_int_equal(t->ops->send(t->self, reqs, N, &load, res, NULL, NULL, NULL, &ps), CAL_OK);
     assert_true(atomic_load(&f.max_in_gen) <= 3);
-    assert_true(f.max_worker_seen <= 2);
+    assert_true(atomic_load(&f.max_worker_seen) <= 2);
     assert_int_equal(atomic_load(&f.calls), N);
     assert_int_equal(ps.chunks, N * 5);
     for (int i = 0; i < N; i++) {
