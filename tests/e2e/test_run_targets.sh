@@ -53,6 +53,11 @@ PA=$(port); PB=$((PA + 1))
 check "--ab runs and exits 0" [ $? -eq 0 ]
 check "--ab prints the paired ratio with a 95 % interval" \
   grep -qE "^note: A/B c1 · 32 tok: B ÷ A = [0-9.]+× \(95 % CI [0-9.]+–[0-9.]+, 3 paired shots" "$T/ab.out"
+check "--ab: the ratio is said once (the analysis's; the run's stored copy is not repeated)" \
+  [ "$(grep -c '^note: A/B' "$T/ab.out")" -eq 1 ]
+j() { echo "json_extract(r.verdicts, v.fullkey || '.$1')"; }
+check "--ab: the stored verdict is data: kind ab, B ÷ A inside its interval" \
+  [ "$(sqlite3 "$DB" "select count(*) from runs r, json_each(r.verdicts) v where r.label='ab' and $(j kind)='ab' and $(j lo) <= $(j effect) and $(j effect) <= $(j hi)")" = 1 ]
 check "--ab alternates the order shot by shot (A B, B A, A B)" \
   [ "$(sqlite3 "$DB" "select group_concat(t, '') from (select c.target as t from cells c join runs r on r.id=c.run_id where r.label='ab' order by seq)")" = "ABBAAB" ]
 check "both targets are stored" \
