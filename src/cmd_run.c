@@ -370,12 +370,6 @@ static void on_event(void *ud, const cal_run_event *ev)
     }
 }
 
-static char *verdicts_of(void *ud, const cal_run_data *d)
-{
-    (void)ud;
-    return run_view_verdicts_json(d);
-}
-
 /* What the plan does not hold but the protocol record does: the request
  * shape and the timeouts. */
 static char *protocol_extra(const opts *o)
@@ -503,7 +497,6 @@ int cmd_run(int argc, char **argv)
     args.observer.fn = on_event;
     args.observer.ud = &v;
     args.stop = &g_stop;
-    args.verdicts = verdicts_of;
     cal_run_outcome out;
     rc = cal_run_series(&args, &out);
     if (rc != CAL_OK) {

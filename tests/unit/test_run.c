@@ -22,7 +22,6 @@
 #include "caliper/recorder.h"
 #include "caliper/run.h"
 #include "caliper/store.h"
-#include "src/run_view.h"
 
 static char *tmp_db(void)
 {
@@ -214,12 +213,6 @@ static void observe(void *ud, const cal_run_event *ev)
     if (ev->kind == CAL_RUN_EV_PROGRESS) s->progress++;
 }
 
-static char *view_verdicts(void *ud, const cal_run_data *d)
-{
-    (void)ud;
-    return run_view_verdicts_json(d);
-}
-
 static void small_plan(cal_run_plan *p)
 {
     cal_run_plan_default(p);
@@ -247,7 +240,7 @@ static void test_series_shots_and_kinds(void **state)
     plan.concurrency[1] = 2;
     seen sn = {0};
     cal_run_args a = {.plan = &plan, .store = st, .observer = {observe, &sn},
-                      .verdicts = view_verdicts};
+};
     a.targets[0] = fake_target(&f, 1);
     cal_run_outcome out;
     assert_int_equal(cal_run_series(&a, &out), CAL_OK);
@@ -424,12 +417,26 @@ static void test_series_slowdown_verdict(void **state)
     plan.requests = 3;
     plan.shots = 4;
     plan.noise_floor = 0.2;
-    cal_run_args a = {.plan = &plan, .store = st, .verdicts = view_verdicts};
+    cal_run_args a = {.plan = &plan, .store = st};
     a.targets[0] = fake_target(&f, 1);
     cal_run_outcome out;
     assert_int_equal(cal_run_series(&a, &out), CAL_OK);
     assert_non_null(strstr(out.data->run.verdicts_json, "shots 2–4 run"));
     assert_non_null(strstr(out.data->run.verdicts_json, "below shot 1"));
+    /* and as data: the analysis's shot verdict, later shots slower */
+    assert_non_null(out.analysis);
+    assert_int_equal(out.analysis->n_groups, 1);
+    const cal_verdict *sv = NULL;
+    for (size_t i = 0; i < out.analysis->n_verdicts; i++)
+        if (out.analysis->verdicts[i].kind == CAL_VK_SHOTS) sv = &out.analysis->verdicts[i];
+    assert_non_null(sv);
+    assert_true(sv->judged);
+    assert_true(sv->effect > 0.5);          /* 20x slower: well past any band */
+    assert_true(sv->effect > sv->hi);
+    /* the pooled summary quotes shots 2-4 */
+    assert_int_equal(out.analysis->groups[0].quoted_first, 2);
+    assert_int_equal(out.analysis->groups[0].quoted_last, 4);
+    assert_int_equal(out.analysis->groups[0].pooled.completed, 9);
     assert_int_equal(out.data->cells[0].shot_kind, CAL_SHOT_COLD);
     cal_run_outcome_clear(&out);
     cal_run_target_free(&a.targets[0]);
