@@ -444,6 +444,59 @@ static void test_series_slowdown_verdict(void **state)
     rm_db(db);
 }
 
+/* Two targets alternate shot by shot (A B, B A, A B) and the stored
+ * verdicts hold the paired B ÷ A ratio as data; a served target's config is
+ * checked before anything starts. */
+static void test_series_ab_and_served_config(void **state)
+{
+    (void)state;
+    char *db = tmp_db();
+    cal_store *st = NULL;
+    assert_int_equal(cal_store_open(db, &st), CAL_OK);
+    fake fa = {.token_ns = 1000000, .slow_from = -1};
+    fake fb = {.token_ns = 3000000, .slow_from = -1};   /* B: a third of A's speed */
+    cal_run_plan plan;
+    small_plan(&plan);
+    plan.shots = 3;
+    plan.requests = 2;
+    cal_run_args a = {.plan = &plan, .store = st};
+    a.targets[0] = fake_target(&fa, 1);
+    a.targets[1] = fake_target(&fb, 1);
+    cal_run_outcome out;
+    assert_int_equal(cal_run_series(&a, &out), CAL_OK);
+    assert_int_equal(out.status, CAL_RUN_OK);
+    assert_int_equal(out.data->n_cells, 6);
+    char order[8] = "";
+    for (size_t i = 0; i < 6; i++) order[i] = out.data->cells[i].target[0];
+    assert_string_equal(order, "ABBAAB");
+    assert_non_null(strstr(out.data->run.target_json, "\"ab\""));
+    const cal_verdict *ab = NULL;
+    for (size_t i = 0; i < out.analysis->n_verdicts; i++)
+        if (out.analysis->verdicts[i].kind == CAL_VK_AB) ab = &out.analysis->verdicts[i];
+    assert_non_null(ab);
+    assert_true(ab->effect < 0.6);           /* B ÷ A: about a third */
+    assert_non_null(strstr(out.data->run.verdicts_json, "\"kind\":\"ab\""));
+    cal_run_outcome_clear(&out);
+    cal_run_target_free(&a.targets[0]);
+    cal_run_target_free(&a.targets[1]);
+
+    cal_served_config sc = {.target = {.kind = CAL_TARGET_URL}};
+    cal_run_target *t = (cal_run_target *)1;
+    assert_int_equal(cal_run_target_served(&sc, &t), CAL_EINVAL);   /* no URL */
+    assert_null(t);
+    sc.target.kind = CAL_TARGET_LAUNCH;
+    assert_int_equal(cal_run_target_served(&sc, &t), CAL_EINVAL);   /* no command */
+    sc.target.kind = CAL_TARGET_URL;
+    sc.target.url = "http://127.0.0.1:9";
+    assert_int_equal(cal_run_target_served(&sc, &t), CAL_OK);
+    assert_string_equal(t->ops->kind, "url");
+    assert_false(t->fresh_on_start);
+    assert_false(t->restartable);
+    cal_run_target_free(&t);
+    cal_store_close(&st);
+    rm_db(db);
+}
+
 /* ---- the recorder ------------------------------------------------------- */
 typedef struct rec_arg { cal_recorder *r; int tokens; atomic_int bad; } rec_arg;
 static void *rec_thread(void *p)   /* no cmocka asserts off the main thread */
@@ -533,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_series_duration_runs_its_time),
         cmocka_unit_test(test_series_stop_and_failure),
         cmocka_unit_test(test_series_slowdown_verdict),
+        cmocka_unit_test(test_series_ab_and_served_config),
         cmocka_unit_test(test_recorder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
