@@ -200,6 +200,13 @@ static void test_json_round_trip(void **state)
     assert_int_equal(q->n_verdicts, 1);
     assert_int_equal(q->verdicts[0].kind, CAL_VK_NOTE);
     cal_result_free(&q);
+    /* a count out of any integer's range reads as absent, never cast */
+    const char *huge = "{\"format\":\"caliper-result\",\"format_version\":2,\"cells\":[{\"sweep\":\"shots\","
+                       "\"fingerprint\":{},\"metrics\":{\"completed\":1e300,\"failed\":-3,\"duration\":1e300}}]}";
+    assert_int_equal(cal_result_from_json(huge, strlen(huge), "h.json", &q, err, sizeof err), CAL_OK);
+    assert_true(isnan(q->cells[0].v[CAL_M_COMPLETED]) && isnan(q->cells[0].v[CAL_M_FAILED]));
+    assert_true(q->cells[0].v[CAL_M_DURATION] == 1e300);
+    cal_result_free(&q);
     /* a damaged file names what is wrong */
     const char *bad = "{\"format\":\"caliper-result\",\"cells\":[{\"sweep\":\"sideways\",\"fingerprint\":{}}]}";
     assert_int_equal(cal_result_from_json(bad, strlen(bad), NULL, &q, err, sizeof err), CAL_EPROTO);
