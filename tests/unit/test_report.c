@@ -388,6 +388,7 @@ static void test_from_run_data(void **state)
         c->start_ns = 1000 + (int64_t)i * 1000000000LL;
         c->end_ns = c->start_ns + 800000000LL;
         cal_summary_init(&c->sum);
+        c->sum.duration = 0.8;
         c->sum.output_throughput = 100.0 * conc + shot;
         c->sum.per_request_output_throughput_median = 100.0 - shot;
         c->sum.median_ttft_ms = 20 + shot;
@@ -455,6 +456,24 @@ static void test_from_run_data(void **state)
     assert_int_equal(r->shots[0].kind, CAL_SHOT_WARMUP);
     assert_true(fabs(r->shots[1].t_s - 2.0) < 1e-9);
     assert_int_equal(r->shots_fp.concurrency, 1);
+    /* exported and read back, the run reads the same, number for number */
+    cal_buf b = CAL_BUF_INIT(0);
+    assert_int_equal(cal_run_export_json(&d, &b), CAL_OK);
+    assert_non_null(strstr(b.data, "\"schema\""));
+    cal_result *back = NULL;
+    assert_int_equal(cal_result_from_json(b.data, b.len, "x.json", &back, err, sizeof err), CAL_OK);
+    assert_int_equal(back->n_cells, r->n_cells);
+    for (size_t i = 0; i < r->n_cells; i++)
+        for (int m = 0; m < CAL_M__N; m++) {
+            double x = r->cells[i].v[m], y = back->cells[i].v[m];
+            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x) + 1e-9);
+        }
+    cal_result_free(&back);
+    cal_buf_free(&b);
+    b = (cal_buf)CAL_BUF_INIT(0);
+    assert_int_equal(cal_run_export_csv(&d, &b), CAL_OK);
+    assert_int_equal(count(b.data, "\n"), d.n_cells + 1);
+    cal_buf_free(&b);
     cal_result_free(&r);
 }
 
