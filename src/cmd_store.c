@@ -89,6 +89,8 @@ static void header(FILE *f, const cal_run_data *d)
     else if (kind && !strcmp(kind, "launch"))
         snprintf(tgt, sizeof tgt, "`%.300s` (model %s%s) at %s", cmd ? cmd : "?",
                  model ? model : "?", lo, url ? url : "?");
+    else if (kind && !strcmp(kind, "inproc"))
+        snprintf(tgt, sizeof tgt, "in-process `%.300s` (model %s)", name ? name : "?", model ? model : "?");
     else
         snprintf(tgt, sizeof tgt, "%s (model %s)", url ? url : "?", model ? model : "?");
     fprintf(f, "%s · target: %s\n", r->build ? r->build : "caliper", tgt);
@@ -409,6 +411,7 @@ int cmd_runs(int argc, char **argv)
         const char *cmdl = jstr(t, "command");
         if (kind && !strcmp(kind, "builtin")) snprintf(tgt, sizeof tgt, "built-in %s", name ? name : "?");
         else if (kind && !strcmp(kind, "launch")) snprintf(tgt, sizeof tgt, "launch: %.60s", cmdl ? cmdl : "?");
+        else if (kind && !strcmp(kind, "inproc")) snprintf(tgt, sizeof tgt, "in-process: %.60s", name ? name : "?");
         else snprintf(tgt, sizeof tgt, "%.100s", url ? url : "?");
         json_decref(t);
         printf("%4lld  %-20s  %-16s  %-40.40s  %5d  %s\n", (long long)runs[i].id, when,
