@@ -56,16 +56,7 @@ static const char *jstr(const json_t *o, const char *k)
 }
 
 /* The verdicts the analysis computed, as the store keeps them. */
-char *run_view_verdicts_json(const cal_run_data *d)
-{
-    cal_analysis *a;
-    if (cal_analysis_run(d, &a)) return NULL;
-    size_t n = 0;
-    while (n < a->n_verdicts && a->verdicts[n].kind != CAL_VK_NOTE) n++;   /* stored ones last */
-    char *s = cal_verdicts_json(a->verdicts, n);
-    cal_analysis_free(&a);
-    return s;
-}
+char *run_view_verdicts_json(const cal_run_data *d) { return cal_analysis_verdicts_json(d); }
 
 /* ---- the terminal view ------------------------------------------------ */
 static void header(FILE *f, const cal_run_data *d)
