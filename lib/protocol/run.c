@@ -12,6 +12,7 @@
 #include <string.h>
 #include "caliper/analysis.h"
 #include "caliper/clock.h"
+#include "caliper/analysis.h"
 #include "caliper/error.h"
 #include "caliper/run.h"
 #include "caliper/telemetry.h"
@@ -532,6 +533,7 @@ static char *telemetry_json(ctx *c)
     return s;
 }
 
+<<<<<<< ours
 /* ---- the verdicts of a stored run: the analysis's ------------------------ */
 char *cal_run_verdicts(const cal_run_data *d)
 {
@@ -545,6 +547,12 @@ char *cal_run_verdicts(const cal_run_data *d)
     cal_analysis_free(&an);
     return s;
 }
+=======
+/* ---- the library's verdicts of a stored run ------------------------------ */
+/* The run analysis's (analysis.h): shot series with the clock and power
+ * checks of a drop, A/B pairs, failures, output length, the client. */
+char *cal_run_verdicts(const cal_run_data *d) { return cal_analysis_verdicts_json(d); }
+>>>>>>> theirs
 
 /* ---- the series --------------------------------------------------------- */
 static int check_plan(ctx *c)
