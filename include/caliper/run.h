@@ -259,15 +259,9 @@ typedef struct cal_run_outcome {
 } cal_run_outcome;
 void cal_run_outcome_clear(cal_run_outcome *o);
 
-<<<<<<< ours
-/* Verdicts: given the run as loaded back, return the JSON the store keeps
- * in runs.verdicts (cal_verdicts_json's array; malloc'd). NULL: the
- * library's, cal_run_verdicts. A failure's reason is added as a note. */
-=======
 /* Verdicts: given the run as loaded back, return a JSON array (malloc'd)
  * to store with it: verdict objects (analysis.h) or sentences. NULL:
  * cal_run_verdicts. Either way a failure is added. */
->>>>>>> theirs
 typedef char *(*cal_run_verdicts_fn)(void *ud, const cal_run_data *d);
 
 typedef struct cal_run_args {
@@ -295,19 +289,11 @@ typedef struct cal_run_args {
  * targets are started and stopped here; the caller frees them. */
 int cal_run_series(const cal_run_args *args, cal_run_outcome *out);
 
-<<<<<<< ours
-/* The verdicts the analysis computes for a stored run (cal_analysis_run:
- * the shot series with its clock and power checks per configuration, A/B
- * pairs, failures, output length, approximate prompts, the client
- * self-check), as cal_verdicts_json's array: what a run stores. malloc'd;
- * NULL on ENOMEM. */
-=======
 /* The library's verdicts of a stored run: the run analysis's (analysis.h,
  * cal_analysis_verdicts_json: shot series per configuration under the run's
  * noise floor, the clock and power checks of a drop, A/B pairs, failures,
  * output length, the client self-check), as JSON objects; malloc'd, NULL
  * on ENOMEM. */
->>>>>>> theirs
 char *cal_run_verdicts(const cal_run_data *d);
 
 #endif

@@ -12,7 +12,6 @@
 #include <string.h>
 #include "caliper/analysis.h"
 #include "caliper/clock.h"
-#include "caliper/analysis.h"
 #include "caliper/error.h"
 #include "caliper/run.h"
 #include "caliper/telemetry.h"
@@ -533,26 +532,10 @@ static char *telemetry_json(ctx *c)
     return s;
 }
 
-<<<<<<< ours
-/* ---- the verdicts of a stored run: the analysis's ------------------------ */
-char *cal_run_verdicts(const cal_run_data *d)
-{
-    cal_analysis *an = NULL;
-    if (!d || cal_analysis_run(d, &an) != CAL_OK) return NULL;
-    /* the ones it computes; the stored ones it reads back come last and are
-     * not repeated */
-    size_t n = 0;
-    while (n < an->n_verdicts && an->verdicts[n].kind != CAL_VK_NOTE) n++;
-    char *s = cal_verdicts_json(an->verdicts, n);
-    cal_analysis_free(&an);
-    return s;
-}
-=======
 /* ---- the library's verdicts of a stored run ------------------------------ */
 /* The run analysis's (analysis.h): shot series with the clock and power
  * checks of a drop, A/B pairs, failures, output length, the client. */
 char *cal_run_verdicts(const cal_run_data *d) { return cal_analysis_verdicts_json(d); }
->>>>>>> theirs
 
 /* ---- the series --------------------------------------------------------- */
 static int check_plan(ctx *c)
