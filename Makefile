@@ -223,12 +223,14 @@ check-deps:
 	@pkg-config --exists $(PKGS) cmocka || { \
 	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
 
+# locales: the tests build a de_DE locale with localedef (decimal comma).
 DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev \
-            clang libclang-rt-dev sqlite3 curl
+            clang libclang-rt-dev sqlite3 curl locales
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \
-	  if pkg-config --exists $(PKGS) cmocka && command -v clang >/dev/null; then \
+	  if pkg-config --exists $(PKGS) cmocka && command -v clang >/dev/null && \
+	     [ -f /usr/share/i18n/locales/de_DE ]; then \
 	    echo "deps: all present"; \
 	  else \
 	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -239,7 +241,7 @@ deps:
 	  echo "Not a Debian system. Install the equivalents of:"; \
 	  echo "  Debian:   apt-get install $(DEB_PKGS)"; \
 	  echo "  macOS:    brew install curl jansson sqlite openblas libmicrohttpd cmocka pkg-config llvm"; \
-	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt"; \
+	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source"; \
 	fi
 
 run: deps

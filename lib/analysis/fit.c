@@ -8,6 +8,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/fit.h"
+#include "lib/util/c_locale.h"
 
 #define LINE_CAP  4096
 #define FIELD_CAP 64
@@ -52,7 +53,7 @@ static int is_number(const char *s)
 {
     char *end;
     if (!*s) return 0;
-    strtod(s, &end);
+    cal_strtod(s, &end);
     return end != s;
 }
 

@@ -9,6 +9,7 @@
 #include "caliper/report.h"
 #include "caliper/stats.h"
 #include "report_internal.h"
+#include "lib/util/c_locale.h"
 
 int cal_report_linfit(const double *x, const double *y, size_t n,
                       double *a, double *b, double *r2)
@@ -169,7 +170,7 @@ static size_t add(char (*out)[256], size_t cap, size_t n, const char *fmt, doubl
                   double b, double c, double d)
 {
     if (n >= cap) return n;
-    snprintf(out[n], 256, fmt, a, b, c, d);
+    cal_snprintf(out[n], 256, fmt, a, b, c, d);
     return n + 1;
 }
 
@@ -221,7 +222,7 @@ size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap)
         highc = cc[i];
     }
     if (lowc && highc && lowc != highc && n < cap) {
-        snprintf(out[n++], 256,
+        cal_snprintf(out[n++], 256,
                  "read per-request speed at low concurrency (c%d: %.1f tok/s per request, %.1f aggregate) "
                  "and aggregate at high (c%d: %.1f tok/s aggregate, %.1f per request)",
                  lowc->fp.concurrency, lowc->v[CAL_M_REQ_TOKS], lowc->v[CAL_M_AGG_TOKS],
@@ -232,7 +233,7 @@ size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap)
     double a, b, r2;
     size_t np;
     if (cal_report_prefill_fit(r, &a, &b, &r2, &np) == CAL_OK && n < cap) {
-        snprintf(out[n++], 256,
+        cal_snprintf(out[n++], 256,
                  "prefill: fixed cost %.1f ms + %.3f ms per prompt token (R² %.3f over %zu lengths; "
                  "from TTFT p50, an upper bound on prefill time)", a, b, r2, np);
     }
