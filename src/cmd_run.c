@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "caliper/auth.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
@@ -185,6 +186,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_MODEL: o->model = optarg; break;
         case O_KEYENV:
             if (!getenv(optarg)) return cli_usage_error(CMD, "--api-key-env: \"%s\" is not set in the environment", optarg);
+            if (strlen(getenv(optarg)) > CAL_API_KEY_MAX)
+                return cli_usage_error(CMD, "--api-key-env: \"%s\" holds a %zu-byte key; at most %d bytes are sent",
+                                       optarg, strlen(getenv(optarg)), CAL_API_KEY_MAX);
             o->api_key_env = optarg;
             break;
         case O_BODY: {
@@ -747,6 +751,9 @@ int cmd_run(int argc, char **argv)
         side *s = &c.sides[i];
         if (o.ab) snprintf(s->name, sizeof s->name, "%c", 'A' + i);
         s->tcfg.stop = &g_stop;
+        s->tcfg.subreaper = 1;             /* stop waits for the engine's last process */
+        s->tcfg.death_signal = SIGTERM;    /* the engine does not outlive caliper */
+        s->pcfg.raise_nofile = 1;          /* descriptors for every connection */
         s->tcfg.launch_timeout_ns = (int64_t)(o.launch_timeout_s * 1e9);
         if (o.n_launch) {
             s->tcfg.kind = CAL_TARGET_LAUNCH;

@@ -20,6 +20,7 @@
 #include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
 #include "caliper/probe.h"
 
 #define QUEUE_MAX      (8u << 20)    /* bytes buffered toward a slow client */
@@ -508,7 +509,7 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     snprintf(px->host, sizeof px->host, "%s", host);
     px->cfg.host = px->host;
     pthread_mutex_init(&px->turn_mu, NULL);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    cal_global_init();
     px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
                              (uint16_t)cfg->port, NULL, NULL, on_request, px,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
