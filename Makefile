@@ -46,7 +46,7 @@ ifeq ($(SAN),address)
   CPPFLAGS  += -DCAL_SANITIZER='"address"'
 endif
 ifeq ($(SAN),undefined)
-  SAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  SAN_FLAGS := -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
   CPPFLAGS  += -DCAL_SANITIZER='"undefined"'
 endif
 ifeq ($(SAN),thread)
@@ -226,10 +226,11 @@ check-deps:
 # locales: the tests build a de_DE locale with localedef (decimal comma).
 DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev \
-            clang libclang-rt-dev sqlite3 curl locales
+            clang libclang-rt-dev sqlite3 curl python3 locales
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \
 	  if pkg-config --exists $(PKGS) cmocka && command -v clang >/dev/null && \
+	     command -v python3 >/dev/null && \
 	     [ -f /usr/share/i18n/locales/de_DE ]; then \
 	    echo "deps: all present"; \
 	  else \

@@ -26,6 +26,7 @@
 #define CMD "run"
 #define MAX_LIST 32
 #define MAX_DURATION_REQS 4096
+#define MAX_RATE 1e5   /* requests/s: --rate above it is a usage error, not an overflow */
 
 static void usage(FILE *f)
 {
@@ -172,8 +173,7 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_long(CMD, "--port", optarg, 1, 65535, &o->port)) return CLI_USAGE;
             break;
         case O_LTIMEOUT:
-            if (cli_parse_unit(CMD, "--launch-timeout", optarg, CAL_U_TIME, "s", &o->launch_timeout_s)) return CLI_USAGE;
-            if (o->launch_timeout_s <= 0) return cli_usage_error(CMD, "--launch-timeout: \"%s\" is not positive", optarg);
+            if (cli_parse_time_in(CMD, "--launch-timeout", optarg, "s", 0, 0, &o->launch_timeout_s)) return CLI_USAGE;
             break;
         case O_PRESET: o->preset = optarg; break;
         case O_SERVEARGS: o->serve_args = optarg; break;
@@ -224,19 +224,18 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_long(CMD, "--requests", optarg, 1, 1000000, &o->requests)) return CLI_USAGE;
             break;
         case O_DUR:
-            if (cli_parse_unit(CMD, "--duration", optarg, CAL_U_TIME, "s", &o->duration_s)) return CLI_USAGE;
-            if (o->duration_s <= 0) return cli_usage_error(CMD, "--duration: \"%s\" is not positive", optarg);
+            if (cli_parse_time_in(CMD, "--duration", optarg, "s", 0, 0, &o->duration_s)) return CLI_USAGE;
             break;
         case O_RATE:
             if (cli_parse_unit(CMD, "--rate", optarg, CAL_U_COUNT, NULL, &o->rate)) return CLI_USAGE;
             if (!(o->rate > 0)) return cli_usage_error(CMD, "--rate: \"%s\" is not a positive request rate", optarg);
+            if (o->rate > MAX_RATE) return cli_usage_error(CMD, "--rate: \"%s\" is over %g requests/s", optarg, MAX_RATE);
             break;
         case O_SHOTS:
             if (cli_parse_long(CMD, "--shots", optarg, 1, 1000, &o->shots)) return CLI_USAGE;
             break;
         case O_REST:
-            if (cli_parse_unit(CMD, "--rest", optarg, CAL_U_TIME, "s", &o->rest_s)) return CLI_USAGE;
-            if (o->rest_s < 0) return cli_usage_error(CMD, "--rest: \"%s\" is negative", optarg);
+            if (cli_parse_unit_in(CMD, "--rest", optarg, CAL_U_TIME, "s", 0, CLI_TIME_MAX_S, 0, &o->rest_s)) return CLI_USAGE;
             break;
         case O_WARMUP:
             if (cli_parse_long(CMD, "--warmup", optarg, 0, 1000, &o->warmup)) return CLI_USAGE;
@@ -245,19 +244,16 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_DB: o->db = optarg; break;
         case O_JSON: o->json = optarg; break;
         case O_CTIMEOUT:
-            if (cli_parse_unit(CMD, "--connect-timeout", optarg, CAL_U_TIME, "s", &d)) return CLI_USAGE;
-            if (d <= 0) return cli_usage_error(CMD, "--connect-timeout: \"%s\" is not positive", optarg);
+            if (cli_parse_time_in(CMD, "--connect-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
             o->connect_s = d;
             break;
         case O_ITIMEOUT:
-            if (cli_parse_unit(CMD, "--idle-timeout", optarg, CAL_U_TIME, "s", &d)) return CLI_USAGE;
-            if (d <= 0) return cli_usage_error(CMD, "--idle-timeout: \"%s\" is not positive", optarg);
+            if (cli_parse_time_in(CMD, "--idle-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
             o->idle_s = d;
             break;
         case O_NOTEL: o->no_tel = 1; break;
         case O_INTERVAL:
-            if (cli_parse_unit(CMD, "--interval", optarg, CAL_U_TIME, "ms", &o->interval_s)) return CLI_USAGE;
-            if (o->interval_s < 0.01) return cli_usage_error(CMD, "--interval: \"%s\" is below 10ms", optarg);
+            if (cli_parse_time_in(CMD, "--interval", optarg, "ms", 0.01, 3600, &o->interval_s)) return CLI_USAGE;
             break;
         case O_SEED:
             if (cli_parse_long(CMD, "--seed", optarg, 0, LONG_MAX, &v)) return CLI_USAGE;

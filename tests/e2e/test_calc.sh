@@ -168,6 +168,20 @@ run "fit --json" 0 fit memory --csv "$T/mem.csv" --budget 72GB --json
 has out '"n_max":' "json n_max"
 run "fit missing column" 2 fit leak --csv "$T/mem.csv"
 has err 'no column "t"' "names the missing column"
+# careless files: each an error naming what is wrong, never a silent number
+printf 'n,seconds\n64,0.25\n128,0,1\n256,0.9\n512,1.7\n' >"$T/comma.csv"
+run "fit decimal comma" 2 fit prefill --csv "$T/comma.csv"
+has err "line 3 (data row 2) has 3 fields where the header has 2" "decimal-comma row named"
+printf 'n,seconds\n1,1e308\n2,1e308\n3,1e308\n' >"$T/huge.csv"
+run "fit 1e308" 2 fit prefill --csv "$T/huge.csv"
+has err "too large to fit a line" "non-finite fit refused"
+if grep -q nan "$T/out" "$T/err"; then not_ok "fit 1e308 printed a NaN"; else ok "no NaN printed"; fi
+printf 'n,seconds\n1e300,1\n2e300,2\n3e300,3\n' >"$T/hugex.csv"
+run "fit x 1e300" 2 fit prefill --csv "$T/hugex.csv"
+has err "too large to fit a line" "overflowing x is not called a duplicate"
+printf '\xef\xbb\xbfn,seconds\r\n512,0.602\r\n1024,1.118\r\n2048,2.153\r\n' >"$T/bom.csv"
+run "fit BOM and CRLF" 0 fit prefill --csv "$T/bom.csv"
+has out "3 points" "BOM header read"
 # --- fit on stored runs: two prompt sweeps of the built-in engine ----------
 for l in sweepA sweepB; do
   "$CALIPER" run --preset tiny --prompt-tokens 32,64,128 --max-tokens 2 --requests 2 \
