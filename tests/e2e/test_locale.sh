@@ -6,6 +6,14 @@
 # same shape, with only measured numbers allowed to differ. The locale is
 # built with localedef into a temporary LOCPATH (package "locales").
 source "$(dirname "$0")/lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# In the sources: no number read or written through the process locale
+# outside lib/util/locale.c (cal_strtod, cal_snprintf... instead).
+if out=$(cd "$ROOT" && python3 scripts/check-locale.py $(ls lib/*/*.c | grep -v '^lib/util/locale\.c$')); then
+  ok "libcaliper reads and writes numbers only through the C-locale calls"
+else
+  not_ok "locale-dependent number calls in lib/: $out"
+fi
 LOC="$E2E_TMP/locales"
 mkdir -p "$LOC"
 localedef -i de_DE -f UTF-8 "$LOC/de_DE.UTF-8" >/dev/null 2>&1
