@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "caliper/error.h"
+#include "caliper/global.h"
 #include "cli.h"
 #include "engine/engine.h"
 
@@ -58,6 +60,11 @@ int main(int argc, char **argv)
     const char *blas = !strcmp(name, "serve") ? cal_engine_blas_coretype_advice() : NULL;
     if (blas && !getenv("OPENBLAS_CORETYPE") && setenv("OPENBLAS_CORETYPE", blas, 1) == 0)
         execv("/proc/self/exe", argv);
+    /* the library's process-wide setup, once, before any thread exists */
+    if (cal_global_init() != CAL_OK) {
+        fprintf(stderr, "caliper: libcurl's global initialisation failed\n");
+        return CLI_FAIL;
+    }
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(name, COMMANDS[i].name))
             return COMMANDS[i].fn(argc - 1, argv + 1);
