@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/auth.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
@@ -187,6 +188,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_MODEL: o->model = optarg; break;
         case O_KEYENV:
             if (!getenv(optarg)) return cli_usage_error(CMD, "--api-key-env: \"%s\" is not set in the environment", optarg);
+            if (strlen(getenv(optarg)) > CAL_API_KEY_MAX)
+                return cli_usage_error(CMD, "--api-key-env: \"%s\" holds a %zu-byte key; at most %d bytes are sent",
+                                       optarg, strlen(getenv(optarg)), CAL_API_KEY_MAX);
             o->api_key_env = optarg;
             break;
         case O_BODY: {
@@ -392,6 +396,9 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     memset(&sc, 0, sizeof sc);
     cal_target_config *t = &sc.target;
     t->launch_timeout_ns = (int64_t)(o->launch_timeout_s * 1e9);
+    t->subreaper = 1;                /* stop waits for the engine's last process */
+    t->death_signal = SIGTERM;       /* the engine does not outlive caliper */
+    sc.probe.raise_nofile = 1;       /* descriptors for every connection */
     if (o->n_launch) {
         t->kind = CAL_TARGET_LAUNCH;
         t->command = o->launch[o->ab ? i : 0];

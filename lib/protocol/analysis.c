@@ -12,6 +12,7 @@
 #include "caliper/schema.h"
 #include "caliper/stats.h"
 #include "caliper/telemetry.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_VERDICTS 256
 
@@ -72,7 +73,7 @@ int cal_analysis_same_config(const cal_cell *a, const cal_cell *b)
 static void group_name(const cal_cell *c, char *buf, size_t n)
 {
     char load[48];
-    if (c->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", c->rate);
+    if (c->rate > 0) cal_snprintf(load, sizeof load, "rate %.3g/s", c->rate);
     else snprintf(load, sizeof load, "c%d", c->concurrency);
     snprintf(buf, n, "%s%s%s · %d tok %s", c->target[0] ? c->target : "",
              c->target[0] ? " · " : "", load, c->prompt_tokens, c->content);
@@ -277,11 +278,11 @@ int cal_analysis_shot_verdict(const cal_shot_sample *shots, size_t n, int per_re
         if (v.later_first == v.later_last) snprintf(range, sizeof range, "cold shot %d", v.later_first);
         else snprintf(range, sizeof range, "cold shots %d–%d", v.later_first, v.later_last);
         if (!v.beyond_noise)
-            snprintf(out->text, sizeof out->text,
+            cal_snprintf(out->text, sizeof out->text,
                      "%s within noise of cold shot %d (%+.1f %%, band ±%.1f %%): fresh processes "
                      "agree", range, v.first_shot, -100.0 * v.drop, 100.0 * v.band);
         else
-            snprintf(out->text, sizeof out->text,
+            cal_snprintf(out->text, sizeof out->text,
                      "%s %s %.1f %% %s cold shot %d (band ±%.1f %%, %s): fresh processes "
                      "disagree — the machine's state changed between them",
                      range, v.later_first == v.later_last ? "runs" : "run",
@@ -429,7 +430,7 @@ static void ab_verdicts(const cal_run_data *d, const cal_analysis *a, vlist *l)
         v->cell[0] = 0;   /* the sentence names its configuration itself */
         v->n = (int)n;
         char load[32];
-        if (c0->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", c0->rate);
+        if (c0->rate > 0) cal_snprintf(load, sizeof load, "rate %.3g/s", c0->rate);
         else snprintf(load, sizeof load, "c%d", c0->concurrency);
         if (n < 2) {
             v->judged = 0;
@@ -449,7 +450,7 @@ static void ab_verdicts(const cal_run_data *d, const cal_analysis *a, vlist *l)
         v->lo = exp(m - h);
         v->hi = exp(m + h);
         v->direction = v->lo > 1 ? 1 : v->hi < 1 ? -1 : 0;
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "A/B %s · %d tok: B ÷ A = %.3f× (95 %% CI %.3f–%.3f, %zu paired shots, %s "
                  "column)%s",
                  load, c0->prompt_tokens, v->effect, v->lo, v->hi, n,
@@ -530,7 +531,7 @@ static void run_verdicts(const cal_run_data *d, vlist *l)
         v->direction = -1;
         v->effect = busy;
         v->values[0] = lag;
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "client self-check: send lag p99 %.1f ms: the client sent late; latencies "
                  "include it", lag);
     }

@@ -15,6 +15,7 @@
 #include "caliper/error.h"
 #include "caliper/run.h"
 #include "caliper/telemetry.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_LIST CAL_RUN_MAX_LIST
 
@@ -89,7 +90,7 @@ static void note_on(ctx *c, const char *sidename, const char *field, const char 
     char buf[1200];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    cal_vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     cal_run_event ev = {.kind = CAL_RUN_EV_NOTE, .side = sidename, .text = buf, .field = field,
                         .run_id = c->run.id};
@@ -102,7 +103,7 @@ static void fail(ctx *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->out->message, sizeof c->out->message, fmt, ap);
+    cal_vsnprintf(c->out->message, sizeof c->out->message, fmt, ap);
     va_end(ap);
 }
 
@@ -247,7 +248,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     int rc = grow(&reqs, &res, &prompts, &cap, n);
     if (rc) goto out;
     char load_s[32];
-    if (!closed) snprintf(load_s, sizeof load_s, "rate %g", p->rate);
+    if (!closed) cal_snprintf(load_s, sizeof load_s, "rate %g", p->rate);
     else snprintf(load_s, sizeof load_s, "c%d", conc);
     snprintf(c->label, sizeof c->label, "%s%sshot %d · %s · %d tok", s->name,
              s->name[0] ? " · " : "", shot, load_s, p->prompt_tokens[pi]);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "caliper/protocol.h"
 #include "caliper/stats.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_SHOTS 4096
 
@@ -53,16 +54,16 @@ int cal_shot_series_verdict(const double *values, const int *shot_index, size_t 
     else snprintf(range, sizeof range, "shots %d–%d", v->later_first, v->later_last);
     const char *verb = v->later_first == v->later_last ? "runs" : "run";
     if (!v->beyond_noise)
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "%s within noise of shot %d (%+.1f %%, band ±%.1f %%): no wall seen",
                  range, v->first_shot, -100.0 * v->drop, 100.0 * v->band);
     else if (v->drop > 0)
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "%s %s %.1f %% below shot %d (band ±%.1f %%, %s): quote warm figures, not shot %d",
                  range, verb, 100.0 * v->drop, v->first_shot, 100.0 * v->band,
                  what ? what : "throughput", v->first_shot);
     else
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "%s %s %.1f %% above shot %d (band ±%.1f %%, %s): shot %d was slow (warm-up): "
                  "quote warm figures",
                  range, verb, -100.0 * v->drop, v->first_shot, 100.0 * v->band,

@@ -20,6 +20,7 @@
 #include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
 #include "caliper/probe.h"
 
 #define QUEUE_MAX      (8u << 20)    /* bytes buffered toward a slow client */
@@ -526,7 +527,7 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     snprintf(px->host, sizeof px->host, "%s", host);
     px->cfg.host = px->host;
     pthread_mutex_init(&px->turn_mu, NULL);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    cal_global_init();
     /* A connection limit and an idle timeout: without them about a thousand
      * silent sockets (select's FD_SETSIZE) shut every real client out for
      * good. poll, not select, so descriptors above 1023 still work. The

@@ -11,6 +11,7 @@
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "report_internal.h"
+#include "lib/util/c_locale.h"
 
 #define FORMAT_NAME "caliper-result"
 /* 2: one schema: every cell and shot number under its schema key (schema.h),
@@ -22,7 +23,7 @@ void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
     if (!err || !errn) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
+    cal_vsnprintf(err, errn, fmt, ap);
     va_end(ap);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/telemetry.h"
+#include "lib/util/c_locale.h"
 
 static int pos(double x) { return isfinite(x) && x > 0; }
 
@@ -105,7 +106,7 @@ char *cal_tel_power_wall_text(const cal_power_wall *w, char *buf, size_t n)
         snprintf(buf, n, "no power wall: the clock held (%.0f -> %.0f) at %.0f W",
                  w->clock_first, w->clock_last, w->power_mean_w);
     else
-        snprintf(buf, n, "no power wall: power moved %.0f %% around %.0f W while the clock fell "
+        cal_snprintf(buf, n, "no power wall: power moved %.0f %% around %.0f W while the clock fell "
                  "%.0f %%", w->power_spread * 100, w->power_mean_w, w->clock_drop * 100);
     return buf;
 }
@@ -132,7 +133,7 @@ char *cal_tel_watt_for_watt_text(const cal_rail *r, size_t n, const cal_watt_tab
 {
     if (!bn) return buf;
     size_t w = 0;
-#define PUT(...) do { if (w < bn) { int _r = snprintf(buf + w, bn - w, __VA_ARGS__); \
+#define PUT(...) do { if (w < bn) { int _r = cal_snprintf(buf + w, bn - w, __VA_ARGS__); \
                       if (_r > 0) w += (size_t)_r; } } while (0)
     buf[0] = 0;
     PUT("%-16s %9s %9s %9s\n", "rail", "before W", "after W", "delta W");

@@ -23,6 +23,7 @@
 #include <microhttpd.h>
 #include "caliper/buf.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
 #include "caliper/proxy.h"
 
 #define NEAR(got, want, tol) assert_true(fabs((got) - (want)) <= (tol))
@@ -495,7 +496,7 @@ static void test_live_proxy(void **state)
 
 int main(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    cal_global_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefix_chat),
         cmocka_unit_test(test_prefix_completions_and_errors),
