@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <jansson.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
@@ -210,6 +211,12 @@ int cmd_proxy(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     cli_catch_stop(&g_stop);
+    /* each client connection holds two descriptors (client, upstream) */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     cal_proxy_config cfg = {.host = host, .port = (int)port, .upstream = upstream, .tokenize = tokenize,
                             .max_body = (size_t)max_body, .max_connections = (unsigned)max_conn,
