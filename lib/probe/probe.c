@@ -73,7 +73,9 @@ struct cal_probe {
     json_t  *tmpl;               /* the body without prompt and max_tokens */
     struct curl_slist *headers;
     int      no_pwait2;          /* epoll_pwait2 answered ENOSYS: epoll_wait from
-                                    then on (or CALIPER_PROBE_NO_PWAIT2 said so) */
+                                    then on */
+    int      fake_enosys;        /* CALIPER_PROBE_NO_PWAIT2=1: epoll_pwait2 is
+                                    taken to answer ENOSYS */
 };
 
 static int64_t sat_add(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
@@ -210,7 +212,7 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
     if (!p->cfg.connect_timeout_ns) p->cfg.connect_timeout_ns = DEFAULT_CONNECT_NS;
     if (!p->cfg.idle_timeout_ns) p->cfg.idle_timeout_ns = DEFAULT_IDLE_NS;
     const char *nop2 = getenv("CALIPER_PROBE_NO_PWAIT2");
-    p->no_pwait2 = nop2 && strcmp(nop2, "1") == 0;
+    p->fake_enosys = nop2 && strcmp(nop2, "1") == 0;
     int rc = CAL_ENOMEM;
     if (!p->cfg.base_url || (cfg->model && !p->cfg.model) || (cfg->api_key && !p->cfg.api_key)
         || (cfg->extra_body && !p->cfg.extra_body)) goto fail;
@@ -927,7 +929,7 @@ static int wait_events(cal_probe *p, int epfd, struct epoll_event *evs, int maxe
     if (wait_ns < 0) wait_ns = 0;
     if (!p->no_pwait2) {
         struct timespec ts = { (time_t)(wait_ns / 1000000000), (long)(wait_ns % 1000000000) };
-        int nev = epoll_pwait2(epfd, evs, maxev, &ts, NULL);
+        int nev = p->fake_enosys ? (errno = ENOSYS, -1) : epoll_pwait2(epfd, evs, maxev, &ts, NULL);
         if (nev >= 0 || (errno != ENOSYS && errno != EPERM)) return nev;
         p->no_pwait2 = 1;
     }

@@ -21,7 +21,8 @@
 #define N_TOKENS 8
 
 static const char *MODES =
-    "normal chat-aware SSE over chunked encoding, keep-alive\n"
+    "normal     chat-aware SSE over chunked encoding, keep-alive; each event carries\n"
+    "           \"send_ns\", CLOCK_MONOTONIC when it was sent\n"
     "drip       the same stream one byte per write (Connection: close)\n"
     "truncate   closes mid-event (Connection: close)\n"
     "truncchunk closes mid-stream without the last chunk (chunked)\n"
@@ -156,11 +157,27 @@ static int read_request(int fd, char *path, size_t pathsz, char *buf, size_t *re
     return 0;
 }
 
-static int stream_events(int fd, const events *e, int chunked, long gap_us)
+static long long mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Send e's events gap_us apart; with stamp, each gets a top-level "send_ns"
+ * taken just before its bytes go out (the clock is one across processes, so
+ * a test can check no byte was stamped before it was sent). */
+static int stream_events(int fd, const events *e, int chunked, long gap_us, int stamp)
 {
     for (int i = 0; i < e->n; i++) {
+        char ev[600];
         size_t n = strlen(e->ev[i]);
-        if (chunked ? send_chunked(fd, e->ev[i], n) : send_all(fd, e->ev[i], n)) return -1;
+        const char *p = e->ev[i];
+        if (stamp && n > 3) {                   /* "...}\n\n" -> "...,"send_ns":N}\n\n" */
+            int w = snprintf(ev, sizeof ev, "%.*s,\"send_ns\":%lld}\n\n", (int)(n - 3), p, mono_ns());
+            if (w > 0 && (size_t)w < sizeof ev) { p = ev; n = (size_t)w; }
+        }
+        if (chunked ? send_chunked(fd, p, n) : send_all(fd, p, n)) return -1;
         if (gap_us) sleep_us(gap_us);
     }
     const char *done = "data: [DONE]\n\n";
@@ -197,7 +214,7 @@ static int serve(int fd, const char *path, const char *req)
     if (!strcmp(mode, "slowfirst")) { sleep_us(300000); strcpy(mode, "normal"); }
 
     if (!strcmp(mode, "normal") || !strcmp(mode, "v1")) {
-        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 2000)) return 0;
+        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 2000, 1)) return 0;
         return send_str(fd, "0\r\n\r\n") == 0;
     }
     if (!strcmp(mode, "drip")) {
@@ -296,7 +313,7 @@ static int serve(int fd, const char *path, const char *req)
     }
     if (!strcmp(mode, "llama")) {
         make_events(&e, chat, 1, 0, 1);
-        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 1000)) return 0;
+        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 1000, 0)) return 0;
         return send_str(fd, "0\r\n\r\n") == 0;
     }
     if (!strcmp(mode, "keepalive")) {

@@ -80,7 +80,7 @@ static int setup(void **state)
     snprintf(path, sizeof path, "%s/helpers/faultserver", g_bindir);
     char *argv[] = { path, NULL };
     signal(SIGPIPE, SIG_IGN);
-    g_server = spawn_port(argv, "port ", 5000, &g_port);
+    g_server = spawn_port(argv, "port ", 60000, &g_port);   /* a bound on failure only */
     return g_server > 0 ? 0 : -1;
 }
 
@@ -110,7 +110,7 @@ static outcome run_mode(const char *mode, cal_api api, size_t n, int conc, doubl
         .base_url = url, .api = api, .model = "m", .ignore_eos = 1,
         .connect_timeout_ns = 1000000000, .idle_timeout_ns = idle_ms * 1000000,
         .request_timeout_ns = g_request_timeout_ns,
-        .keep_chunks = g_keep_chunks, .keep_text = 1,
+        .keep_chunks = g_keep_chunks, .keep_text = 1, .keep_send_ns = 1,
     };
     cal_probe *p = NULL;
     assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
@@ -182,13 +182,18 @@ static void test_normal_completions_and_chat(void **state)
             assert_true(r->sched_ns <= r->send_ns);
             assert_true(r->send_ns < r->first_byte_ns);
             assert_true(r->first_byte_ns <= r->first_token_ns);
-            assert_true(r->first_token_ns < r->last_token_ns);
+            assert_true(r->first_token_ns <= r->last_token_ns);
             assert_true(r->last_token_ns <= r->end_ns);
             assert_true(r->first_token_ns == r->chunk_ns[0]);
-            /* stamps never go back; the server spaces chunks >= 2 ms apart,
-             * so the span holds most of 7 gaps even if a read joins two */
+            /* stamps never go back, and none is earlier than the server
+             * sent that chunk (it stamps each, >= 2 ms apart): how late the
+             * probe reads on a busy machine cannot break this */
             for (int k = 1; k < r->n_chunks; k++) assert_true(r->chunk_ns[k] >= r->chunk_ns[k - 1]);
-            assert_true(r->chunk_ns[7] - r->chunk_ns[0] >= 7000000);
+            for (int k = 0; k < r->n_chunks; k++) {
+                assert_true(r->chunk_send_ns[k] > 0);
+                assert_true(r->chunk_ns[k] >= r->chunk_send_ns[k]);
+                if (k) assert_true(r->chunk_send_ns[k] - r->chunk_send_ns[k - 1] >= 2000000);
+            }
             assert_null(r->error);
         }
         assert_true(o.st.chunks >= 6 * 10);
@@ -321,7 +326,7 @@ static void test_request_body(void **state)
 {
     (void)state;
     char head[4096];
-    const char *prompt = "h\xc3\xa9llo \"q\"\n";
+    const char *prompt = "h\xc3\xa9llo \"q\"\n\xe2\x82\xac \xf0\x9f\x98\x80";   /* 2, 3, 4 bytes */
     cal_probe_config chat = { .api = CAL_API_CHAT, .model = "m1", .api_key = "sk-test",
                               .ignore_eos = 1,
                               .extra_body = "{\"temperature\":0.5,\"stream_options\":null}" };
@@ -456,6 +461,13 @@ static void test_bad_config(void **state)
     cal_load one = { .concurrency = 1 };
     assert_int_equal(cal_probe_run(p, &rq, 1, &one, &r, NULL, NULL, NULL, NULL), CAL_EINVAL);
     assert_int_equal(r.status, CAL_REQ_CANCELLED);               /* still a status */
+    /* what jansson would refuse: overlong, surrogate, past U+10FFFF, cut short */
+    const char *bad[] = { "\xc0\xaf", "a\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82" };
+    for (int i = 0; i < 4; i++) {
+        rq.prompt = bad[i];
+        assert_int_equal(cal_probe_run(p, &rq, 1, &one, &r, NULL, NULL, NULL, NULL), CAL_EINVAL);
+        assert_null(json_string(bad[i]));                        /* the same verdict */
+    }
     cal_probe_close(&p);
     cfg.base_url = NULL;
     assert_int_equal(cal_probe_open(&cfg, &p), CAL_EINVAL);
@@ -511,6 +523,33 @@ static void test_against_caliper_serve(void **state)
  * our own (a forked process per connection) sends shapes that only matter
  * for that: events that wait behind a burst, more of them in one write than
  * the probe lets wait, and an error event followed by silence. */
+/* Wait until the peer of fd has read everything sent to it (its receive
+ * queue in /proc/net/tcp is empty), so that what is sent next cannot arrive
+ * in the same read however slow the reader is; gives up after 20 s. */
+static void wait_peer_read(int fd)
+{
+    struct sockaddr_in me, peer;
+    socklen_t l1 = sizeof me, l2 = sizeof peer;
+    if (getsockname(fd, (struct sockaddr *)&me, &l1) || getpeername(fd, (struct sockaddr *)&peer, &l2))
+        return;
+    for (int tries = 0; tries < 20000; tries++) {
+        FILE *f = fopen("/proc/net/tcp", "r");
+        if (!f) return;
+        char line[512];
+        long rxq = -1;
+        while (fgets(line, sizeof line, f)) {
+            unsigned la, lp, ra, rp, st;
+            unsigned long txq, rq;
+            if (sscanf(line, " %*d: %x:%x %x:%x %x %lx:%lx", &la, &lp, &ra, &rp, &st, &txq, &rq) == 7
+                && lp == ntohs(peer.sin_port) && rp == ntohs(me.sin_port))
+                rxq = (long)rq;                      /* the peer's socket */
+        }
+        fclose(f);
+        if (rxq <= 0) return;
+        usleep(1000);
+    }
+}
+
 static void pace_serve(int fd)
 {
     char req[8192];
@@ -546,9 +585,17 @@ static void pace_serve(int fd)
     } else {                                         /* /burst/ */
         send(fd, b.data, b.len, MSG_NOSIGNAL);
         cal_buf_reset(&b);
+        wait_peer_read(fd);                          /* the probe has read (and stamped) them */
         usleep(40000);
+        /* the first burst event carries when the burst was sent (the
+         * monotonic clock is one across processes) */
         for (int k = 0; k < 300; k++)
-            cal_buf_printf(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b%d \"}}]}\n\n", k);
+            cal_buf_printf(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b%d \"}}]%s}\n\n",
+                           k, k ? "" : ",\"send_ns\":SEND_NS_PLACEHOLDER");
+        char *at = strstr(b.data, "SEND_NS_PLACEHOLDER");      /* 19 wide: int64 fits */
+        char stamp[32];
+        snprintf(stamp, sizeof stamp, "%-19lld", (long long)cal_now_ns());
+        memcpy(at, stamp, 19);                       /* padded with spaces: valid JSON */
         cal_buf_puts(&b, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n"
                          "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":302}}\n\n"
                          "data: [DONE]\n\n");
@@ -595,7 +642,7 @@ static void run_pace(int port, const char *mode, size_t n, int64_t idle_ns, cal_
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/%s", port, mode);
     cal_probe_config cfg = { .base_url = url, .api = CAL_API_CHAT, .keep_chunks = 1, .keep_text = 1,
-                             .idle_timeout_ns = idle_ns };
+                             .keep_send_ns = 1, .idle_timeout_ns = idle_ns };
     cal_probe *p = NULL;
     assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
     cal_request rq[4];
@@ -630,9 +677,12 @@ static void test_deferred_interpretation(void **state)
         assert_true(r->first_token_ns == r->chunk_ns[0]);
         assert_true(r->last_token_ns == r->chunk_ns[301]);
         assert_true(r->first_byte_ns <= r->first_token_ns);
-        /* each event keeps its own arrival: the first two came >= 30 ms
-         * before the burst, even though all were interpreted later */
-        assert_true(r->chunk_ns[2] - r->chunk_ns[1] >= 30000000);
+        /* each event keeps its own arrival, even though all were
+         * interpreted later: the first two were read before the server sent
+         * the burst (it waited for that), the burst after it */
+        assert_true(r->chunk_send_ns[1] == -1 && r->chunk_send_ns[2] > 0);
+        assert_true(r->chunk_ns[1] < r->chunk_send_ns[2]);
+        assert_true(r->chunk_ns[2] >= r->chunk_send_ns[2]);
         for (int k = 1; k < 302; k++) assert_true(r->chunk_ns[k] >= r->chunk_ns[k - 1]);
         assert_true(r->last_token_ns <= r->end_ns);
         assert_non_null(r->text);
