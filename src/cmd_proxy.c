@@ -225,7 +225,8 @@ int cmd_proxy(int argc, char **argv)
     char why[256];
     if ((rc = cal_proxy_open(&cfg, &px, why, sizeof why)) != CAL_OK) {
         if (r.log && r.log != stdout) fclose(r.log);
-        if (rc == CAL_EINVAL) return cli_usage_error(CMD, "%s", why);
+        if (rc == CAL_EINVAL)   /* the library's reason, under the flag it came from */
+            return cli_usage_error(CMD, "%s: %s", !strncmp(why, "upstream", 8) ? "--upstream" : "--listen", why);
         return cli_fail(CMD, "%s", why);
     }
     fprintf(stderr, "caliper proxy: listening on http://%s:%d -> %s\n", host, cal_proxy_port(px), upstream);

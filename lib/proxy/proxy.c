@@ -518,6 +518,8 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
         snprintf(why, why_len, "upstream \"%s\" is not an http:// or https:// URL", up ? up : "");
         return CAL_EINVAL;
     }
+    int urc = cal_proxy_upstream_url(up, "/", NULL, NULL, why, why_len);   /* curl must parse it */
+    if (urc != CAL_OK) return urc;
     cal_proxy *px = calloc(1, sizeof *px);
     if (!px) return CAL_ENOMEM;
     px->cfg = *cfg;
