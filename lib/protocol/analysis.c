@@ -674,6 +674,17 @@ char *cal_verdicts_json(const cal_verdict *v, size_t n)
     return s;
 }
 
+char *cal_analysis_verdicts_json(const cal_run_data *d)
+{
+    cal_analysis *a;
+    if (cal_analysis_run(d, &a)) return NULL;
+    size_t n = 0;
+    while (n < a->n_verdicts && a->verdicts[n].kind != CAL_VK_NOTE) n++;   /* stored ones last */
+    char *s = cal_verdicts_json(a->verdicts, n);
+    cal_analysis_free(&a);
+    return s;
+}
+
 size_t cal_verdicts_from_json(const char *text, cal_verdict *out, size_t cap)
 {
     json_t *arr = text ? json_loads(text, 0, NULL) : NULL;
