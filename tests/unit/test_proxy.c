@@ -487,6 +487,10 @@ static void test_live_proxy(void **state)
     cfg.upstream = "ftp://x";
     assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
     assert_non_null(strstr(why, "ftp://x"));
+    cfg.upstream = "http://127.0.0.1:99999";        /* curl's URL parser refuses the port */
+    assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
+    assert_non_null(strstr(why, "not a URL"));
+    assert_null(px);
     cfg.upstream = up_url;
     cfg.host = "localhost";
     assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
