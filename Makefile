@@ -1,6 +1,6 @@
 # caliper — build, test and sanitizer entry points.
 #
-#   make            build build/caliper and libcaliper.a
+#   make            build build/caliper, libcaliper.a and libcaliper-engine.a
 #   make run        install deps (once), build, run the main job on the built-in engine
 #   make test       unit tests (cmocka), fuzz corpus replay, end-to-end tests
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
@@ -8,7 +8,14 @@
 #   make fuzz-long  the same, 10 minutes each
 #   make bench      build the benchmarks in bench/ (run them one by one)
 #   make deps       install Debian packages (root); prints the list elsewhere
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   binary, both libraries, headers, caliper.pc,
+#                   caliper-engine.pc, man pages (scripts/install.sh)
+#
+# libcaliper.a is the measurement library (lib/: probe, protocol, store,
+# telemetry, analysis, report, util...), built with the portable flags.
+# libcaliper-engine.a is the reference engine (engine/), built for this CPU.
+# server/ and src/ are the caliper program only (libcaliper-cli.a, not
+# installed).
 #
 # Every directory is discovered by wildcard: a new file in lib/<module>/,
 # engine/, server/, src/, tests/unit/test_*.c, tests/e2e/*.sh,
@@ -48,8 +55,9 @@ ifeq ($(SAN),thread)
   CPPFLAGS  += -DCAL_SANITIZER='"thread"'
 endif
 
-LIB_SRC    := $(sort $(wildcard lib/*/*.c engine/*.c server/*.c))
-CLI_SRC    := $(sort $(filter-out src/main.c,$(wildcard src/*.c)))
+LIB_SRC    := $(sort $(wildcard lib/*/*.c))
+ENGINE_SRC := $(sort $(wildcard engine/*.c))
+CLI_SRC    := $(sort $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard server/*.c))
 UNIT_SRC   := $(sort $(wildcard tests/unit/test_*.c))
 HELPER_SRC := $(sort $(wildcard tests/helpers/*.c))
 SHLIB_SRC  := $(sort $(wildcard tests/helpers/shlib/*.c))
@@ -67,9 +75,13 @@ else
   say = @printf '  %-6s %s\n' $(1) $(2)
 endif
 LIB_OBJ    := $(LIB_SRC:%.c=$(OBJ)/%.o)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(OBJ)/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(OBJ)/%.o)
 LIBCAL     := $(BUILD)/libcaliper.a
+LIBENG     := $(BUILD)/libcaliper-engine.a
 LIBCLI     := $(BUILD)/libcaliper-cli.a
+# What a program of the tree links, in link order.
+ALL_LIBS   := $(LIBCLI) $(LIBENG) $(LIBCAL)
 BIN        := $(BUILD)/caliper
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(BUILD)/tests/helpers/%)
@@ -78,7 +90,7 @@ REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay_%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all run test unit e2e fuzz-replay asan ubsan tsan fuzz fuzz-long bench deps install clean check-deps
-all: $(BIN)
+all: $(BIN) $(LIBCAL) $(LIBENG) $(BUILD)/link-flags
 
 # The build identity every stored run records; rewritten only when it changes,
 # so a new commit rebuilds exactly the one file that prints it.
@@ -105,21 +117,43 @@ $(OBJ)/%.o: %.c
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIBCAL): $(LIB_OBJ)
+# Each archive also depends on its list of members, so one that loses or
+# gains a source file is rebuilt even when every object is older than it.
+$(BUILD)/gen/%.members: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' $(MEMBERS_$*) >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+MEMBERS_libcaliper        = $(LIB_OBJ)
+MEMBERS_libcaliper-engine = $(ENGINE_OBJ)
+MEMBERS_libcaliper-cli    = $(CLI_OBJ)
+
+$(LIBCAL): $(LIB_OBJ) $(BUILD)/gen/libcaliper.members
 	@mkdir -p $(dir $@)
 	$(call say,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $(LIB_OBJ)
 
-$(LIBCLI): $(CLI_OBJ)
+$(LIBENG): $(ENGINE_OBJ) $(BUILD)/gen/libcaliper-engine.members
 	@mkdir -p $(dir $@)
 	$(call say,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $(ENGINE_OBJ)
 
-$(BIN): $(OBJ)/src/main.o $(LIBCLI) $(LIBCAL)
+# The flags a program linking these archives needs beyond the libraries (a
+# sanitizer's runtime); scripts/install.sh writes them into the .pc files.
+$(BUILD)/link-flags: FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '$(strip $(SAN_FLAGS))' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+
+$(LIBCLI): $(CLI_OBJ) $(BUILD)/gen/libcaliper-cli.members
+	@mkdir -p $(dir $@)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $(CLI_OBJ)
+
+$(BIN): $(OBJ)/src/main.o $(ALL_LIBS)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: $(OBJ)/tests/unit/%.o $(LIBCLI) $(LIBCAL)
+$(BUILD)/tests/%: $(OBJ)/tests/unit/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
@@ -135,12 +169,12 @@ $(BUILD)/tests/helpers/%: $(OBJ)/tests/helpers/%.o $(LIBCAL)
 
 # Fuzz targets also build as plain programs that replay their corpus, so
 # `make test` exercises every parser's corpus with gcc and no libFuzzer.
-$(BUILD)/tests/replay_%: $(OBJ)/tests/fuzz/%.o $(OBJ)/tests/fuzz/replay_main.o $(LIBCLI) $(LIBCAL)
+$(BUILD)/tests/replay_%: $(OBJ)/tests/fuzz/%.o $(OBJ)/tests/fuzz/replay_main.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bench/%: $(OBJ)/bench/%.o $(LIBCLI) $(LIBCAL)
+$(BUILD)/bench/%: $(OBJ)/bench/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -177,10 +211,10 @@ fuzz:
 	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang \
 	  SAN_FLAGS='-fsanitize=fuzzer-no-link,address,undefined' \
 	  ENGINE_CFLAGS='-O1' $(addprefix build/fuzz/obj/tests/fuzz/,$(notdir $(FUZZ_SRC:.c=.o))) \
-	  build/fuzz/libcaliper.a build/fuzz/libcaliper-cli.a
+	  build/fuzz/libcaliper.a build/fuzz/libcaliper-engine.a build/fuzz/libcaliper-cli.a
 	@set -e; for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  clang -fsanitize=fuzzer,address,undefined -o build/fuzz/$$n build/fuzz/obj/tests/fuzz/$$n.o \
-	    build/fuzz/libcaliper-cli.a build/fuzz/libcaliper.a $(LDLIBS); \
+	    build/fuzz/libcaliper-cli.a build/fuzz/libcaliper-engine.a build/fuzz/libcaliper.a $(LDLIBS); \
 	  mkdir -p build/fuzz/corpus/$$n; \
 	  echo "== fuzz $$n for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
@@ -193,13 +227,15 @@ check-deps:
 	@pkg-config --exists $(PKGS) cmocka || { \
 	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
 
+# locales: the tests build a de_DE locale with localedef (decimal comma).
 DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev \
-            clang libclang-rt-dev sqlite3 curl python3
+            clang libclang-rt-dev sqlite3 curl python3 locales
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \
 	  if pkg-config --exists $(PKGS) cmocka && command -v clang >/dev/null && \
-	     command -v python3 >/dev/null; then \
+	     command -v python3 >/dev/null && \
+	     [ -f /usr/share/i18n/locales/de_DE ]; then \
 	    echo "deps: all present"; \
 	  else \
 	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -210,20 +246,15 @@ deps:
 	  echo "Not a Debian system. Install the equivalents of:"; \
 	  echo "  Debian:   apt-get install $(DEB_PKGS)"; \
 	  echo "  macOS:    brew install curl jansson sqlite openblas libmicrohttpd cmocka pkg-config llvm"; \
-	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt"; \
+	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source"; \
 	fi
 
 run: deps
 	@$(MAKE) --no-print-directory all
 	@bash scripts/make-run.sh $(BIN)
 
-install: $(BIN) $(LIBCAL)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/caliper
-	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/caliper
-	install -m 644 $(LIBCAL) $(DESTDIR)$(PREFIX)/lib/libcaliper.a
-	install -m 644 include/caliper/*.h $(DESTDIR)$(PREFIX)/include/caliper/
-	@if [ -f docs/caliper.1 ]; then install -d $(DESTDIR)$(PREFIX)/share/man/man1 && \
-	  install -m 644 docs/caliper.1 $(DESTDIR)$(PREFIX)/share/man/man1/; fi
+install: all
+	@bash scripts/install.sh $(BUILD) $(DESTDIR)$(PREFIX) $(PREFIX) $(VERSION)
 
 clean:
 	rm -rf build

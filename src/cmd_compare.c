@@ -50,13 +50,11 @@ static void usage(FILE *f)
         "or a result could not be read, 2 usage error.\n");
 }
 
-static void fmt_num(double v, char *buf, size_t n)
+/* A row's value at its field's decimals (the schema's, as every table). */
+static void fmt_num(double v, cal_metric m, char *buf, size_t n)
 {
     if (!isfinite(v)) snprintf(buf, n, "—");
-    else if (fabs(v) >= 1000) snprintf(buf, n, "%.0f", v);
-    else if (fabs(v) >= 100) snprintf(buf, n, "%.1f", v);
-    else if (fabs(v) >= 10) snprintf(buf, n, "%.2f", v);
-    else snprintf(buf, n, "%.3f", v);
+    else snprintf(buf, n, "%.*f", cal_metric_get(m)->decimals, v);
 }
 
 /* "1.05× (CI 1.02–1.07)", "not comparable: shot kind cold vs warm",
@@ -103,7 +101,7 @@ static void print_text(const cal_comparison *c, const cal_result *const *res, si
         if (width(c->rows[r].label) > w0) w0 = width(c->rows[r].label);
         for (size_t j = 0; j < n; j++) {
             char v[32];
-            fmt_num(c->rows[r].e[j].value, v, sizeof v);
+            fmt_num(c->rows[r].e[j].value, c->rows[r].metric, v, sizeof v);
             if (width(v) > wv[j]) wv[j] = width(v);
         }
     }
@@ -125,7 +123,7 @@ static void print_text(const cal_comparison *c, const cal_result *const *res, si
         else pad(stdout, row->label, w0, 0);
         for (size_t j = 0; j < n; j++) {
             char v[32];
-            fmt_num(row->e[j].value, v, sizeof v);
+            fmt_num(row->e[j].value, row->metric, v, sizeof v);
             if (md) printf(" %s |", v);
             else { fputs("  ", stdout); pad(stdout, v, wv[j], 1); }
         }

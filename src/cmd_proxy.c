@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <jansson.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
@@ -210,6 +211,12 @@ int cmd_proxy(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     cli_catch_stop(&g_stop);
+    /* each client connection holds two descriptors (client, upstream) */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     cal_proxy_config cfg = {.host = host, .port = (int)port, .upstream = upstream, .tokenize = tokenize,
                             .max_body = (size_t)max_body, .max_connections = (unsigned)max_conn,
@@ -218,7 +225,8 @@ int cmd_proxy(int argc, char **argv)
     char why[256];
     if ((rc = cal_proxy_open(&cfg, &px, why, sizeof why)) != CAL_OK) {
         if (r.log && r.log != stdout) fclose(r.log);
-        if (rc == CAL_EINVAL) return cli_usage_error(CMD, "%s", why);
+        if (rc == CAL_EINVAL)   /* the library's reason, under the flag it came from */
+            return cli_usage_error(CMD, "%s: %s", !strncmp(why, "upstream", 8) ? "--upstream" : "--listen", why);
         return cli_fail(CMD, "%s", why);
     }
     fprintf(stderr, "caliper proxy: listening on http://%s:%d -> %s\n", host, cal_proxy_port(px), upstream);

@@ -1,7 +1,7 @@
-/* caliper run — benchmark a target under a stated protocol: start or reach
- * the engine, build exact-length unique prompts, send shots of concurrency
- * or rate cells through the probe, sample telemetry, store every request,
- * and print both throughput columns with the verdicts (SPEC 1.1–1.3). */
+/* caliper run — flags into a plan and targets for the library's run model
+ * (caliper/run.h, lib/protocol/run.c), progress and the stored run onto the
+ * terminal. The run itself — shots, cells, telemetry, the store, every
+ * request accounted for — is cal_run_series (SPEC 1.1–1.3). */
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -10,15 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include "caliper/auth.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
 #include "caliper/protocol.h"
 #include "caliper/run.h"
-#include "caliper/stats.h"
 #include "caliper/store.h"
-#include "caliper/telemetry.h"
 #include "caliper/workload.h"
 #include "cli.h"
 #include "run_view.h"
@@ -190,6 +188,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_MODEL: o->model = optarg; break;
         case O_KEYENV:
             if (!getenv(optarg)) return cli_usage_error(CMD, "--api-key-env: \"%s\" is not set in the environment", optarg);
+            if (strlen(getenv(optarg)) > CAL_API_KEY_MAX)
+                return cli_usage_error(CMD, "--api-key-env: \"%s\" holds a %zu-byte key; at most %d bytes are sent",
+                                       optarg, strlen(getenv(optarg)), CAL_API_KEY_MAX);
             o->api_key_env = optarg;
             break;
         case O_BODY: {
@@ -370,12 +371,6 @@ static void on_event(void *ud, const cal_run_event *ev)
     }
 }
 
-static char *verdicts_of(void *ud, const cal_run_data *d)
-{
-    (void)ud;
-    return run_view_verdicts_json(d);
-}
-
 /* What the plan does not hold but the protocol record does: the request
  * shape and the timeouts. */
 static char *protocol_extra(const opts *o)
@@ -401,6 +396,9 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     memset(&sc, 0, sizeof sc);
     cal_target_config *t = &sc.target;
     t->launch_timeout_ns = (int64_t)(o->launch_timeout_s * 1e9);
+    t->subreaper = 1;                /* stop waits for the engine's last process */
+    t->death_signal = SIGTERM;       /* the engine does not outlive caliper */
+    sc.probe.raise_nofile = 1;       /* descriptors for every connection */
     if (o->n_launch) {
         t->kind = CAL_TARGET_LAUNCH;
         t->command = o->launch[o->ab ? i : 0];
@@ -503,7 +501,6 @@ int cmd_run(int argc, char **argv)
     args.observer.fn = on_event;
     args.observer.ud = &v;
     args.stop = &g_stop;
-    args.verdicts = verdicts_of;
     cal_run_outcome out;
     rc = cal_run_series(&args, &out);
     if (rc != CAL_OK) {

@@ -255,9 +255,13 @@ int cmd_serve(int argc, char **argv)
     const char *warn = cli_build_warning();
     if (warn) fprintf(stderr, "caliper serve: warning: %s\n", warn);
     int v6 = strchr(host, ':') != NULL;
-    printf("caliper serve: listening on http://%s%s%s:%d (model %s, %lld params)\n",
+    /* the kernel set, and OPENBLAS_CORETYPE when it chose it (main sets it
+     * for serve): a run records this line's tail as the target's detail */
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    printf("caliper serve: listening on http://%s%s%s:%d (model %s, %lld params, OpenBLAS %s%s%s)\n",
            v6 ? "[" : "", host, v6 ? "]" : "", cal_server_port(srv), model_name,
-           (long long)cal_server_n_params(srv));
+           (long long)cal_server_n_params(srv), cal_engine_blas_core(),
+           coretype ? " with OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
     fflush(stdout);
     if (pace_ms > 0)
         fprintf(stderr, "caliper serve: pacing mode, one chunk every %ld ms, no model compute\n",

@@ -16,6 +16,7 @@
 #include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
 #include "caliper/prom.h"
 #include "caliper/telemetry.h"
 #include "caliper/watch.h"
@@ -344,7 +345,7 @@ int cmd_watch(int argc, char **argv)
         }
     }
 
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    cal_global_init();
     CURL *h = curl_easy_init();
     cal_buf body = CAL_BUF_INIT(SCRAPE_BODY_MAX);
     cal_oppoint op;

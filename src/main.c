@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "caliper/error.h"
+#include "caliper/global.h"
 #include "cli.h"
 #include "engine/engine.h"
 
@@ -50,12 +52,19 @@ int main(int argc, char **argv)
     }
     /* OpenBLAS picks its kernels when it loads; on a CPU newer than the
      * library it falls back to generic ones (SSE3 on this AVX-512 host, 4x
-     * slower prefill). The commands that run the engine start again, once,
-     * with the kernel set the engine advises; if that fails they carry on. */
-    const char *blas = (!strcmp(name, "serve") || !strcmp(name, "run"))
-                           ? cal_engine_blas_coretype_advice() : NULL;
+     * slower prefill). `serve`, the one command that computes with the
+     * engine, starts again, once, with the kernel set the engine advises (if
+     * that fails it carries on) and names the setting on its listening line,
+     * which a run records as the target's detail. No other command changes
+     * its environment: a --launch'ed engine gets exactly the caller's. */
+    const char *blas = !strcmp(name, "serve") ? cal_engine_blas_coretype_advice() : NULL;
     if (blas && !getenv("OPENBLAS_CORETYPE") && setenv("OPENBLAS_CORETYPE", blas, 1) == 0)
         execv("/proc/self/exe", argv);
+    /* the library's process-wide setup, once, before any thread exists */
+    if (cal_global_init() != CAL_OK) {
+        fprintf(stderr, "caliper: libcurl's global initialisation failed\n");
+        return CLI_FAIL;
+    }
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(name, COMMANDS[i].name))
             return COMMANDS[i].fn(argc - 1, argv + 1);

@@ -156,6 +156,10 @@ size_t cal_analysis_cell_values(const cal_run_data *d, const cal_cell *c, int se
  * "judged","direction","effect","lo","hi","values","n","text"} (absent
  * numbers null). malloc'd; NULL on ENOMEM. */
 char *cal_verdicts_json(const cal_verdict *v, size_t n);
+/* The verdicts the analysis computes for a run (cal_analysis_run, the
+ * stored ones left out) as cal_verdicts_json; NULL on ENOMEM. What a run or
+ * a recording stores with itself. */
+char *cal_analysis_verdicts_json(const cal_run_data *d);
 /* Read such an array back; plain strings (older runs) read as NOTE. At
  * most cap into out; returns how many. */
 size_t cal_verdicts_from_json(const char *json, cal_verdict *out, size_t cap);

@@ -39,7 +39,8 @@ typedef struct cal_probe_config {
     const char *base_url;       /* "http://127.0.0.1:8080" (no /v1 suffix needed) */
     cal_api     api;
     const char *model;          /* NULL: omit the field */
-    const char *api_key;        /* NULL: no Authorization header; never stored */
+    const char *api_key;        /* NULL: no Authorization header; never stored;
+                                   over CAL_API_KEY_MAX bytes: CAL_ETOOBIG */
     const char *extra_body;     /* JSON object merged into each request, or NULL;
                                    a null value removes that field */
     int         ignore_eos;     /* send ignore_eos (and min_tokens = max_tokens) */
@@ -57,6 +58,9 @@ typedef struct cal_probe_config {
     int         keep_send_ns;   /* keep each content chunk's top-level "send_ns"
                                    (a pacing server's send time) in
                                    chunk_send_ns; for measuring the probe */
+    int         raise_nofile;   /* raise this process's RLIMIT_NOFILE soft limit
+                                   (process-wide) to fit the run's connections;
+                                   0: leave it as the caller set it */
 } cal_probe_config;
 
 /* One request to send. sched_ns is when it is due (CLOCK_MONOTONIC). Closed

@@ -88,6 +88,17 @@ typedef struct cal_target_config {
     int64_t     launch_timeout_ns;  /* 0 = 120 s */
     int64_t     grace_ns;     /* SIGTERM → SIGKILL; 0 = 5 s */
     volatile int *stop;       /* non-zero aborts waiting (Ctrl-C); may be NULL */
+    /* Process-wide effects, off unless asked (the caliper CLI asks): */
+    int         subreaper;    /* builtin, launch: make this process the child
+                                 subreaper (Linux PR_SET_CHILD_SUBREAPER, for the
+                                 whole process and never undone), so stop also
+                                 waits for the engine's orphaned children; 0:
+                                 stop waits for what is still our child */
+    int         death_signal; /* builtin, launch: the signal the engine gets when
+                                 the thread that started it ends (Linux
+                                 PR_SET_PDEATHSIG; SIGTERM: the engine does not
+                                 outlive a killed caller); 0: none. Start the
+                                 target from a thread that outlives it. */
 } cal_target_config;
 
 typedef struct cal_target cal_target;
@@ -119,7 +130,8 @@ int     cal_target_stop(cal_target **t);
 
 /* GET base/v1/models: the first model id into id[n] (and the raw JSON
  * into *raw when raw is non-NULL, malloc'd). CAL_OK, CAL_ECONNECT,
- * CAL_EHTTP, CAL_EPROTO. timeout_ns 0 = 5 s. */
+ * CAL_EHTTP, CAL_EPROTO; CAL_ETOOBIG for an api_key over CAL_API_KEY_MAX
+ * bytes (auth.h). timeout_ns 0 = 5 s. */
 int cal_target_models(const char *base_url, const char *api_key, int64_t timeout_ns,
                       char *id, size_t n, char **raw);
 

@@ -129,6 +129,15 @@ int cal_import_vllm(const char *text, size_t len, const char *name,
 int cal_result_from_export(const char *text, size_t len, const char *name,
                            cal_result **out, char *err, size_t errn);
 
+/* Write a loaded run as `caliper export RUN --json` ("format":
+ * "caliper-run": run, cells with their requests, the analysis's pooled
+ * "summary" per group and verdicts, and the "schema" table) or `--csv` (one
+ * RFC 4180 row per cell: protocol columns, then every schema field) into
+ * out. CAL_ENOMEM, CAL_ETOOBIG (out's cap). */
+struct cal_run_data;
+int cal_run_export_json(const struct cal_run_data *d, cal_buf *out);
+int cal_run_export_csv(const struct cal_run_data *d, cal_buf *out);
+
 /* A stored run (store.h): resolve ref ("7", "latest", a label) in st and
  * load it with its requests and chunk times. The store's cells (one shot of
  * one configuration each) are grouped by configuration and shot kind into

@@ -20,6 +20,7 @@
 #define CALIPER_RUN_H
 #include <stddef.h>
 #include <stdint.h>
+#include "caliper/analysis.h"
 #include "caliper/probe.h"
 #include "caliper/protocol.h"
 #include "caliper/store.h"
@@ -249,14 +250,18 @@ typedef struct cal_run_outcome {
     cal_run_data *data;        /* the run loaded back (chunks included), its
                                   status and stored verdicts set; NULL when
                                   it could not be loaded */
+    cal_analysis *analysis;    /* its analysis (analysis.h): the groups, the
+                                  shots each quotes, the pooled summaries and
+                                  the verdicts as data; points into data;
+                                  NULL when data is */
     int64_t failed_requests;   /* requests not ok, less the ones a --duration
                                   deadline cut (stored as cancelled) */
 } cal_run_outcome;
 void cal_run_outcome_clear(cal_run_outcome *o);
 
-/* Verdicts: given the run as loaded back, return a JSON array of strings
- * (malloc'd) to store with it. NULL: cal_run_verdicts. Either way the A/B
- * pairs and a failure are added. */
+/* Verdicts: given the run as loaded back, return a JSON array (malloc'd)
+ * to store with it: verdict objects (analysis.h) or sentences. NULL:
+ * cal_run_verdicts. Either way a failure is added. */
 typedef char *(*cal_run_verdicts_fn)(void *ud, const cal_run_data *d);
 
 typedef struct cal_run_args {
@@ -284,16 +289,11 @@ typedef struct cal_run_args {
  * targets are started and stopped here; the caller frees them. */
 int cal_run_series(const cal_run_args *args, cal_run_outcome *out);
 
-/* The library's verdicts of a stored run, as a JSON array of strings
- * (malloc'd; NULL on ENOMEM): one shot-series verdict (SPEC 1.1) per
- * configuration with two or more measured shots, read on the per-request
- * column up to concurrency 4 and on the aggregate one above, under the
- * run's stored noise floor. */
+/* The library's verdicts of a stored run: the run analysis's (analysis.h,
+ * cal_analysis_verdicts_json: shot series per configuration under the run's
+ * noise floor, the clock and power checks of a drop, A/B pairs, failures,
+ * output length, the client self-check), as JSON objects; malloc'd, NULL
+ * on ENOMEM. */
 char *cal_run_verdicts(const cal_run_data *d);
-
-/* The A/B verdicts of a run (paired B ÷ A ratios over shots, with a 95 %
- * interval) appended to a JSON array given as text; returns a new malloc'd
- * array text (NULL on ENOMEM). arr NULL: a new array. */
-char *cal_run_ab_verdicts(const cal_run_data *d, const char *arr);
 
 #endif

@@ -71,7 +71,8 @@ int  cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_tok
  * A 404/405/501 answer is CAL_EABSENT. */
 typedef struct cal_http_tokenizer cal_http_tokenizer;
 /* timeout_ns bounds each call, connecting included (0 = 30 s): a server
- * that accepts and never answers must not stall the run. */
+ * that accepts and never answers must not stall the run. api_key: NULL for
+ * none; CAL_ETOOBIG over CAL_API_KEY_MAX bytes (auth.h). */
 int  cal_http_tokenizer_open(const char *base_url, const char *model, const char *api_key,
                              int64_t timeout_ns, cal_http_tokenizer **out);
 int  cal_http_tokenizer_count(void *tokenizer, const char *text, int *n_tokens);

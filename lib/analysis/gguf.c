@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include "caliper/error.h"
 #include "caliper/gguf.h"
+#include "lib/util/c_locale.h"
 
 enum {
     T_U8 = 0, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STRING,
@@ -55,7 +56,7 @@ static int fail(rd *r, int code, const char *fmt, ...)
     if (r->why && r->why_len) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(r->why, r->why_len, fmt, ap);
+        cal_vsnprintf(r->why, r->why_len, fmt, ap);
         va_end(ap);
     }
     return code;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "caliper/judge.h"
 #include "caliper/stats.h"
+#include "lib/util/c_locale.h"
 
 #define TREND_LEVEL 0.99   /* the trend is a second test: called at 1 % */
 
@@ -92,16 +93,16 @@ void cal_judge_step(const double *z, size_t n, double tau_within, double level,
 
 static void range_words(const cal_judge_verdict *o, char *b, size_t n, const char *pre)
 {
-    if (o->later_first == o->later_last) snprintf(b, n, "%sshot %d", pre, o->later_first);
-    else snprintf(b, n, "%sshots %d–%d", pre, o->later_first, o->later_last);
+    if (o->later_first == o->later_last) cal_snprintf(b, n, "%sshot %d", pre, o->later_first);
+    else cal_snprintf(b, n, "%sshots %d–%d", pre, o->later_first, o->later_last);
 }
 
 /* "9.1–18.6 %" for a CI on one side of zero, "−6.1 to +4.9 %" across it */
 static void ci_words(double lo, double hi, int abs_, char *b, size_t n)
 {
-    if (abs_ && lo < 0 && hi < 0) snprintf(b, n, "%.1f–%.1f %%", -100 * hi, -100 * lo);
-    else if (abs_ && lo > 0) snprintf(b, n, "%.1f–%.1f %%", 100 * lo, 100 * hi);
-    else snprintf(b, n, "%+.1f to %+.1f %%", 100 * lo, 100 * hi);
+    if (abs_ && lo < 0 && hi < 0) cal_snprintf(b, n, "%.1f–%.1f %%", -100 * hi, -100 * lo);
+    else if (abs_ && lo > 0) cal_snprintf(b, n, "%.1f–%.1f %%", 100 * lo, 100 * hi);
+    else cal_snprintf(b, n, "%+.1f to %+.1f %%", 100 * lo, 100 * hi);
 }
 
 int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts *opts,
@@ -151,23 +152,23 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
     o->later_last = n > 1 ? shots[n - 1].index : 0;
     o->k = n > 1 ? (int)n - 1 : 0;
     char hint[64];
-    snprintf(hint, sizeof hint, "run --shots %d", CAL_JUDGE_SHOTS_HINT);
+    cal_snprintf(hint, sizeof hint, "run --shots %d", CAL_JUDGE_SHOTS_HINT);
     if (n < 2) {
-        snprintf(o->why, sizeof o->why, "cannot judge: %s; %s",
+        cal_snprintf(o->why, sizeof o->why, "cannot judge: %s; %s",
                  n ? "1 shot, nothing to compare it with" : "no shots", hint);
     } else if (n == 2 && op.first == CAL_JUDGE_ALL_COLD) {
-        snprintf(o->why, sizeof o->why,
+        cal_snprintf(o->why, sizeof o->why,
                  "cannot judge: cold shot %d is the only one after cold shot %d; %s --cold",
                  shots[1].index, shots[0].index, hint);
     } else if (n == 2) {
-        snprintf(o->why, sizeof o->why, "cannot judge: 1 warm shot; %s", hint);
+        cal_snprintf(o->why, sizeof o->why, "cannot judge: 1 warm shot; %s", hint);
     } else if (thin_shot) {
-        snprintf(o->why, sizeof o->why,
+        cal_snprintf(o->why, sizeof o->why,
                  "cannot judge: shot %d has %zu ok requests (fewer than %zu); run --requests 8",
                  thin_shot, fewest, op.min_requests);
     }
     if (o->why[0]) {
-        snprintf(o->text, sizeof o->text, "%s", o->why);
+        cal_snprintf(o->text, sizeof o->text, "%s", o->why);
         return 0;
     }
     /* the requests' own spread bounds a shot median's sd from below:
@@ -203,7 +204,7 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
     if (trend && span >= op.floor) {
         o->kind = CAL_JUDGE_TREND;
         ci_words(o->slope_lo, o->slope_hi, 1, sci, sizeof sci);
-        snprintf(o->text, sizeof o->text,
+        cal_snprintf(o->text, sizeof o->text,
                  "%s %s %.1f %% per shot, %d %% CI %s (%s; %.0f %% from shot %d to %d): a trend, "
                  "not a step: the engine is not in a steady state; quote no single shot",
                  range, slope < 0 ? "fall" : "rise", 100 * fabs(slope), pct, sci, what,
@@ -213,11 +214,11 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
                 fabs(o->half2) >= op.floor)) {
         o->kind = CAL_JUDGE_CANNOT;
         o->judged = 0;
-        snprintf(o->why, sizeof o->why,
+        cal_snprintf(o->why, sizeof o->why,
                  "cannot judge: the warm shots disagree (first half %+.1f %%, second half %+.1f %% "
                  "against shot %d); run --shots %d", 100 * o->half1, 100 * o->half2,
                  o->first_shot, 2 * o->k + 1 > 9 ? 2 * o->k + 1 : 9);
-        snprintf(o->text, sizeof o->text, "%s", o->why);
+        cal_snprintf(o->text, sizeof o->text, "%s", o->why);
     } else if (sig && big) {
         o->kind = worse ? CAL_JUDGE_SLOWER : CAL_JUDGE_FASTER;
         const char *dir = o->effect < 0 ? dn : up;
@@ -234,24 +235,24 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
             tail = "the first shot was slower; caliper did not start this engine, so it cannot "
                    "say shot 1 was cold: quote warm figures";
         if (worse && op.first != CAL_JUDGE_ALL_COLD)
-            snprintf(o->text, sizeof o->text, "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): %s %d",
+            cal_snprintf(o->text, sizeof o->text, "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): %s %d",
                      range, verb, 100 * fabs(o->effect), dir, "", o->first_shot, pct, ci, what,
                      tail, o->first_shot);
         else
-            snprintf(o->text, sizeof o->text, "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): %s",
+            cal_snprintf(o->text, sizeof o->text, "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): %s",
                      range, verb, 100 * fabs(o->effect), dir,
                      op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, pct, ci, what,
                      tail);
     } else if (sig) {
         o->kind = CAL_JUDGE_SMALL;
-        snprintf(o->text, sizeof o->text,
+        cal_snprintf(o->text, sizeof o->text,
                  "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): under the %.0f %% floor: no wall "
                  "called", range, verb, 100 * fabs(o->effect), o->effect < 0 ? dn : up,
                  op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, pct, ci, what,
                  100 * op.floor);
     } else {
         o->kind = CAL_JUDGE_STEADY;
-        snprintf(o->text, sizeof o->text,
+        cal_snprintf(o->text, sizeof o->text,
                  "%s within noise of %sshot %d (%+.1f %%, %d %% CI %s, %s): %s", range,
                  op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, 100 * o->effect,
                  pct, ci, what,

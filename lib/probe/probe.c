@@ -20,6 +20,8 @@
 #include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
+#include "caliper/auth.h"
 #include "caliper/probe.h"
 #include "caliper/stats.h"
 
@@ -175,10 +177,6 @@ struct run {
     int64_t  next_scan;          /* when the earliest request could time out */
 };
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static int curl_init_rc;
-static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) ? CAL_EINTERNAL : CAL_OK; }
-
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static void probe_free(cal_probe *p)
@@ -200,8 +198,10 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
     if (cfg->api != CAL_API_COMPLETIONS && cfg->api != CAL_API_CHAT) return CAL_EINVAL;
     if (cfg->connect_timeout_ns < 0 || cfg->idle_timeout_ns < 0 || cfg->request_timeout_ns < 0)
         return CAL_ERANGE;
-    pthread_once(&curl_once, curl_init);
-    if (curl_init_rc) return curl_init_rc;
+    char auth[CAL_AUTH_HEADER_MAX];    /* the one bound on an API key (auth.h) */
+    int irc = cfg->api_key && *cfg->api_key ? cal_auth_header(cfg->api_key, auth, sizeof auth) : CAL_OK;
+    if (!irc) irc = cal_global_init();
+    if (irc) return irc;
     cal_probe *p = calloc(1, sizeof *p);
     if (!p) return CAL_ENOMEM;
     p->cfg = *cfg;
@@ -264,10 +264,7 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
     if (h) h = curl_slist_append(h, "Expect:");   /* no 100-continue round trip */
     if (!h) goto fail;
     if (cfg->api_key && *cfg->api_key) {
-        cal_buf a = CAL_BUF_INIT(8192);
-        if (cal_buf_printf(&a, "Authorization: Bearer %s", cfg->api_key)) { cal_buf_free(&a); goto fail; }
-        h = curl_slist_append(p->headers, a.data);
-        cal_buf_free(&a);
+        h = curl_slist_append(p->headers, auth);
         if (!h) goto fail;
     }
     *out = p;
@@ -957,7 +954,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
 
     size_t cap = load->concurrency > 0 ? (size_t)load->concurrency : n;
     if (cap > n) cap = n;
-    raise_nofile(cap + 256);
+    if (p->cfg.raise_nofile) raise_nofile(cap + 256);
     int64_t t_wall0 = cal_now_ns(), t_cpu0 = cal_thread_cpu_ns();
     size_t nlags = 0, next = 0, ring_head = 0, ring_tail = 0;   /* next: the first unsent */
 

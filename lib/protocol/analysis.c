@@ -13,6 +13,7 @@
 #include "caliper/schema.h"
 #include "caliper/stats.h"
 #include "caliper/telemetry.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_VERDICTS 256
 
@@ -73,7 +74,7 @@ int cal_analysis_same_config(const cal_cell *a, const cal_cell *b)
 static void group_name(const cal_cell *c, char *buf, size_t n)
 {
     char load[48];
-    if (c->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", c->rate);
+    if (c->rate > 0) cal_snprintf(load, sizeof load, "rate %.3g/s", c->rate);
     else snprintf(load, sizeof load, "c%d", c->concurrency);
     snprintf(buf, n, "%s%s%s · %d tok %s", c->target[0] ? c->target : "",
              c->target[0] ? " · " : "", load, c->prompt_tokens, c->content);
@@ -444,7 +445,7 @@ static void ab_verdicts(const cal_run_data *d, const cal_analysis *a, vlist *l)
         v->cell[0] = 0;   /* the sentence names its configuration itself */
         v->n = (int)n;
         char load[32];
-        if (c0->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", c0->rate);
+        if (c0->rate > 0) cal_snprintf(load, sizeof load, "rate %.3g/s", c0->rate);
         else snprintf(load, sizeof load, "c%d", c0->concurrency);
         if (n < 2) {
             v->judged = 0;
@@ -464,7 +465,7 @@ static void ab_verdicts(const cal_run_data *d, const cal_analysis *a, vlist *l)
         v->lo = exp(m - h);
         v->hi = exp(m + h);
         v->direction = v->lo > 1 ? 1 : v->hi < 1 ? -1 : 0;
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "A/B %s · %d tok: B ÷ A = %.3f× (95 %% CI %.3f–%.3f, %zu paired shots, %s "
                  "column)%s",
                  load, c0->prompt_tokens, v->effect, v->lo, v->hi, n,
@@ -545,7 +546,7 @@ static void run_verdicts(const cal_run_data *d, vlist *l)
         v->direction = -1;
         v->effect = busy;
         v->values[0] = lag;
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "client self-check: send lag p99 %.1f ms: the client sent late; latencies "
                  "include it", lag);
     }
@@ -686,6 +687,17 @@ char *cal_verdicts_json(const cal_verdict *v, size_t n)
     }
     char *s = json_dumps(arr, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(arr);
+    return s;
+}
+
+char *cal_analysis_verdicts_json(const cal_run_data *d)
+{
+    cal_analysis *a;
+    if (cal_analysis_run(d, &a)) return NULL;
+    size_t n = 0;
+    while (n < a->n_verdicts && a->verdicts[n].kind != CAL_VK_NOTE) n++;   /* stored ones last */
+    char *s = cal_verdicts_json(a->verdicts, n);
+    cal_analysis_free(&a);
     return s;
 }
 

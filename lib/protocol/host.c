@@ -6,6 +6,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 #include "caliper/protocol.h"
+#include "lib/util/c_locale.h"
 
 static void cpu_model(char *out, size_t n)
 {
@@ -88,7 +89,7 @@ char *cal_host_json(char *short_out, size_t n)
         char rel[sizeof u.sysname + sizeof u.release + 2];
         rel[0] = '\0';
         if (os[0]) snprintf(rel, sizeof rel, "%s %s", u.sysname, u.release);
-        snprintf(short_out, n, "%s (%ld cores), %.1f GiB, %s%s%s", cpu[0] ? cpu : "unknown CPU",
+        cal_snprintf(short_out, n, "%s (%ld cores), %.1f GiB, %s%s%s", cpu[0] ? cpu : "unknown CPU",
                  cores, mem > 0 ? mem / 1073741824.0 : 0.0, rel[0] ? rel : "unknown OS",
                  gpu[0] ? ", GPU " : "", gpu);
     }

@@ -11,6 +11,7 @@
 #include "caliper/protocol.h"
 #include "caliper/recorder.h"
 #include "caliper/run.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_REQS (1 << 20)
 
@@ -42,7 +43,7 @@ static int misuse(cal_recorder *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    cal_vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
     return CAL_EINVAL;
 }

@@ -10,11 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/analysis.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/run.h"
-#include "caliper/stats.h"
 #include "caliper/telemetry.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_LIST CAL_RUN_MAX_LIST
 
@@ -71,6 +72,7 @@ void cal_run_target_free(cal_run_target **t)
 void cal_run_outcome_clear(cal_run_outcome *o)
 {
     if (!o) return;
+    cal_analysis_free(&o->analysis);
     cal_run_data_free(&o->data);
     memset(o, 0, sizeof *o);
 }
@@ -88,7 +90,7 @@ static void note_on(ctx *c, const char *sidename, const char *field, const char 
     char buf[1200];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    cal_vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     cal_run_event ev = {.kind = CAL_RUN_EV_NOTE, .side = sidename, .text = buf, .field = field,
                         .run_id = c->run.id};
@@ -101,7 +103,7 @@ static void fail(ctx *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->out->message, sizeof c->out->message, fmt, ap);
+    cal_vsnprintf(c->out->message, sizeof c->out->message, fmt, ap);
     va_end(ap);
 }
 
@@ -246,7 +248,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     int rc = grow(&reqs, &res, &prompts, &cap, n);
     if (rc) goto out;
     char load_s[32];
-    if (!closed) snprintf(load_s, sizeof load_s, "rate %g", p->rate);
+    if (!closed) cal_snprintf(load_s, sizeof load_s, "rate %g", p->rate);
     else snprintf(load_s, sizeof load_s, "c%d", conc);
     snprintf(c->label, sizeof c->label, "%s%sshot %d · %s · %d tok", s->name,
              s->name[0] ? " · " : "", shot, load_s, p->prompt_tokens[pi]);
@@ -531,127 +533,10 @@ static char *telemetry_json(ctx *c)
     return s;
 }
 
-/* ---- A/B: paired ratio of B to A over shots ----------------------------- */
-char *cal_run_ab_verdicts(const cal_run_data *d, const char *arr)
-{
-    json_t *verdicts = arr ? json_loads(arr, 0, NULL) : NULL;
-    if (!json_is_array(verdicts)) {
-        json_decref(verdicts);
-        verdicts = json_array();
-    }
-    if (!verdicts) return NULL;
-    /* pair cells of the same config and shot index: ratio B/A of the column
-     * the series is read on; t interval on the log ratios */
-    for (size_t i = 0; d && i < d->n_cells; i++) {
-        const cal_cell *a = &d->cells[i];
-        if (strcmp(a->target, "A") || a->shot_kind == CAL_SHOT_WARMUP) continue;
-        int first = 1;
-        for (size_t k = 0; k < i; k++) {
-            const cal_cell *q = &d->cells[k];
-            if (!strcmp(q->target, "A") && q->concurrency == a->concurrency &&
-                q->prompt_tokens == a->prompt_tokens && q->rate == a->rate &&
-                q->shot_kind != CAL_SHOT_WARMUP)
-                first = 0;
-        }
-        if (!first) continue;
-        double lr[1024];
-        size_t n = 0;
-        int per_req = a->rate == 0 && a->concurrency <= 4;
-        for (size_t x = 0; x < d->n_cells && n < 1024; x++) {
-            const cal_cell *ca = &d->cells[x];
-            if (strcmp(ca->target, "A") || ca->shot_kind == CAL_SHOT_WARMUP ||
-                ca->concurrency != a->concurrency || ca->prompt_tokens != a->prompt_tokens ||
-                ca->rate != a->rate)
-                continue;
-            for (size_t y = 0; y < d->n_cells; y++) {
-                const cal_cell *cb = &d->cells[y];
-                if (strcmp(cb->target, "B") || cb->shot_index != ca->shot_index ||
-                    cb->concurrency != ca->concurrency || cb->prompt_tokens != ca->prompt_tokens ||
-                    cb->rate != ca->rate)
-                    continue;
-                double va = per_req ? ca->sum.per_request_output_throughput_median : ca->sum.output_throughput;
-                double vb = per_req ? cb->sum.per_request_output_throughput_median : cb->sum.output_throughput;
-                if (va > 0 && vb > 0) lr[n++] = log(vb / va);
-            }
-        }
-        char line[400], load[32];
-        if (a->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", a->rate);
-        else snprintf(load, sizeof load, "c%d", a->concurrency);
-        if (n < 2) {
-            snprintf(line, sizeof line, "A/B %s · %d tok: fewer than 2 paired shots: no ratio", load, a->prompt_tokens);
-        } else {
-            double m = cal_stats_mean(lr, n), sd = cal_stats_sd(lr, n);
-            /* two-sided 95 % t quantiles for n−1 degrees of freedom */
-            static const double T95[] = {0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
-                                         2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-                                         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
-                                         2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
-            double tq = n - 1 < sizeof T95 / sizeof T95[0] ? T95[n - 1] : 1.96;
-            double h = tq * sd / sqrt((double)n);
-            snprintf(line, sizeof line,
-                     "A/B %s · %d tok: B ÷ A = %.3f× (95 %% CI %.3f–%.3f, %zu paired shots, %s "
-                     "column)%s",
-                     load, a->prompt_tokens, exp(m), exp(m - h), exp(m + h), n,
-                     per_req ? "per-request" : "aggregate",
-                     (exp(m - h) > 1 || exp(m + h) < 1) ? "" : ": no detectable difference");
-        }
-        json_array_append_new(verdicts, json_string(line));
-    }
-    char *s = json_dumps(verdicts, JSON_COMPACT);
-    json_decref(verdicts);
-    return s;
-}
-
 /* ---- the library's verdicts of a stored run ------------------------------ */
-static int same_config(const cal_cell *a, const cal_cell *b)
-{
-    return !strcmp(a->target, b->target) && a->concurrency == b->concurrency &&
-           a->rate == b->rate && a->prompt_tokens == b->prompt_tokens &&
-           a->max_tokens == b->max_tokens && !strcmp(a->content, b->content);
-}
-
-char *cal_run_verdicts(const cal_run_data *d)
-{
-    json_t *arr = json_array();
-    if (!arr) return NULL;
-    double floor = 0;
-    json_t *pj = d && d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    if (json_is_number(json_object_get(pj, "noise_floor")))
-        floor = json_number_value(json_object_get(pj, "noise_floor"));
-    json_decref(pj);
-    for (size_t i = 0; d && i < d->n_cells; i++) {
-        const cal_cell *a = &d->cells[i];
-        int first = 1;
-        for (size_t k = 0; k < i && first; k++) first = !same_config(&d->cells[k], a);
-        if (!first) continue;
-        /* the series is read on the per-request column at low concurrency,
-         * on the aggregate one above (as the terminal view reads it) */
-        int per_req = a->rate == 0 && a->concurrency <= 4;
-        double vals[512];
-        int idx[512];
-        size_t n = 0;
-        for (size_t k = i; k < d->n_cells && n < 512; k++) {
-            const cal_cell *c = &d->cells[k];
-            if (!same_config(c, a) || c->shot_kind == CAL_SHOT_WARMUP) continue;
-            vals[n] = per_req ? c->sum.per_request_output_throughput_median : c->sum.output_throughput;
-            idx[n++] = c->shot_index;
-        }
-        if (n < 2) continue;
-        cal_shot_verdict v;
-        if (!cal_shot_series_verdict(vals, idx, n, per_req ? "per-request tok/s" : "aggregate tok/s",
-                                     floor, &v))
-            continue;
-        char load[32], line[400];
-        if (a->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", a->rate);
-        else snprintf(load, sizeof load, "c%d", a->concurrency);
-        snprintf(line, sizeof line, "%s%s%s · %d tok %s: %s", a->target, a->target[0] ? " · " : "",
-                 load, a->prompt_tokens, a->content, v.text);
-        json_array_append_new(arr, json_string(line));
-    }
-    char *s = json_dumps(arr, JSON_COMPACT);
-    json_decref(arr);
-    return s;
-}
+/* The run analysis's (analysis.h): shot series with the clock and power
+ * checks of a drop, A/B pairs, failures, output length, the client. */
+char *cal_run_verdicts(const cal_run_data *d) { return cal_analysis_verdicts_json(d); }
 
 /* ---- the series --------------------------------------------------------- */
 static int check_plan(ctx *c)
@@ -837,12 +722,19 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
     char *verdicts = NULL;
     if (rc == CAL_OK) {
         char *vj = args->verdicts ? args->verdicts(args->verdicts_ud, d) : cal_run_verdicts(d);
-        char *withab = c.n_sides == 2 ? cal_run_ab_verdicts(d, vj) : NULL;
-        if (withab) { free(vj); vj = withab; }
         json_t *va = vj ? json_loads(vj, 0, NULL) : NULL;
         free(vj);
         if (!json_is_array(va)) { json_decref(va); va = json_array(); }
-        if (c.target_failed && out->message[0]) json_array_append_new(va, json_string(out->message));
+        if (c.target_failed && out->message[0]) {   /* why it failed: a note */
+            cal_verdict nv;
+            cal_verdict_init(&nv, CAL_VK_NOTE);
+            snprintf(nv.text, sizeof nv.text, "%.*s", (int)sizeof nv.text - 1, out->message);
+            char *nj = cal_verdicts_json(&nv, 1);
+            json_t *na = nj ? json_loads(nj, 0, NULL) : NULL;
+            free(nj);
+            if (json_is_array(na)) json_array_extend(va, na);
+            json_decref(na);
+        }
         verdicts = json_dumps(va, JSON_COMPACT);
         json_decref(va);
     }
@@ -860,6 +752,8 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
             out->failed_requests += d->cells[i].sum.failed -
                                     (p->duration_s > 0 ? d->cells[i].sum.n_cancelled : 0);
         out->data = d;
+        /* groups, pooled summaries and verdicts as data (stored ones included) */
+        if (cal_analysis_run(d, &out->analysis) != CAL_OK) out->analysis = NULL;
     } else {
         note(&c, "", "cannot load run %lld back: %s", (long long)c.run.id, cal_store_errmsg(c.st));
     }

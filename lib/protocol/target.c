@@ -1,7 +1,9 @@
 /* The target's lifecycle: start the built-in engine or a launch command in
  * its own process group, wait until it answers, record the load time, and
  * stop it (SIGTERM, then SIGKILL after a grace period). A --url target is
- * only checked. */
+ * only checked. The engine gets the caller's environment untouched; what
+ * changes the whole process (the child subreaper) happens only when the
+ * config asks for it. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +17,11 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
+#include "caliper/auth.h"
 #include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
 #include "caliper/protocol.h"
 
 #define URL_MAX 512
@@ -57,9 +61,14 @@ static int http_get(const char *base, const char *path, const char *api_key,
     if (!c) return CAL_ENOMEM;
     struct curl_slist *h = NULL;
     if (api_key) {
-        char a[512];
-        snprintf(a, sizeof a, "Authorization: Bearer %s", api_key);
-        h = curl_slist_append(h, a);
+        char a[CAL_AUTH_HEADER_MAX];
+        int rc = cal_auth_header(api_key, a, sizeof a);
+        if (rc == CAL_OK && !(h = curl_slist_append(h, a))) rc = CAL_ENOMEM;
+        if (rc) {
+            curl_easy_cleanup(c);
+            *status = 0;
+            return rc;
+        }
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     }
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -84,6 +93,7 @@ int cal_target_models(const char *base_url, const char *api_key, int64_t timeout
 {
     if (id && n) id[0] = '\0';
     if (raw) *raw = NULL;
+    if (cal_global_init()) return CAL_EINTERNAL;
     cal_buf b = CAL_BUF_INIT(1 << 20);
     int status = 0;
     int rc = http_get(base_url, "/v1/models", api_key, timeout_ns ? timeout_ns : 5000000000LL,
@@ -158,10 +168,22 @@ static void split_args(char *buf, char **argv, int *k, int cap)
         argv[(*k)++] = w;
 }
 
+/* "exec PATH: errno N\n" with async-signal-safe calls only (the child). */
+static void child_report_exec_error(const char *prefix, size_t n, int err)
+{
+    char num[16];
+    size_t k = sizeof num;
+    num[--k] = '\n';
+    do { num[--k] = (char)('0' + err % 10); err /= 10; } while (err && k);
+    ssize_t w = write(2, prefix, n);
+    w = write(2, num + k, sizeof num - k);
+    (void)w;
+}
+
 static int spawn(cal_target *t, const cal_target_config *cfg, char *err, size_t errn)
 {
     snprintf(t->log, sizeof t->log, "/tmp/caliper-engine-XXXXXX");
-    int fd = mkstemp(t->log);
+    int fd = mkostemp(t->log, O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, errn, "cannot create the engine log in /tmp: %s", strerror(errno));
         t->log[0] = '\0';
@@ -187,37 +209,68 @@ static int spawn(cal_target *t, const cal_target_config *cfg, char *err, size_t 
         argv[k++] = (char *)cfg->command;
     }
     argv[k] = NULL;
-    t->spawn_ns = cal_now_ns();
+    if (!argv[0] || (cfg->kind != CAL_TARGET_BUILTIN && !cfg->command)) {
+        close(fd);
+        snprintf(err, errn, "%s: no %s to start", cal_target_kind_name(cfg->kind),
+                 cfg->kind == CAL_TARGET_BUILTIN ? "self_exe" : "command");
+        return CAL_EINVAL;
+    }
 #ifdef __linux__
     /* Orphans of the engine's group (its children, once /bin/sh or a wrapper
      * exits) become ours, so cal_target_stop can wait for every one of them:
-     * an engine is stopped when its last process is gone and its port free. */
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
+     * an engine is stopped when its last process is gone and its port free.
+     * Process-wide and never undone: only when the caller asks. */
+    if (cfg->subreaper) prctl(PR_SET_CHILD_SUBREAPER, 1);
 #endif
+    /* Everything the child needs is made here, before fork: between fork and
+     * exec the child calls only async-signal-safe functions, since another
+     * thread may have held malloc's or stdio's lock at the moment of fork. */
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    char exec_err[300];
+    int eln = snprintf(exec_err, sizeof exec_err, "exec %s: errno ", argv[0]);
+    size_t exec_err_len = eln < 0 ? 0 : (size_t)eln >= sizeof exec_err ? sizeof exec_err - 1 : (size_t)eln;
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigset_t no_signals;
+    sigemptyset(&no_signals);
+    int death_signal = cfg->death_signal;
+    pid_t parent = getpid();
+    t->spawn_ns = cal_now_ns();
     pid_t pid = fork();
     if (pid < 0) {
+        int e = errno;
         close(fd);
-        snprintf(err, errn, "fork: %s", strerror(errno));
+        if (nul >= 0) close(nul);
+        snprintf(err, errn, "fork: %s", strerror(e));
         return CAL_EIO;
     }
     if (pid == 0) {
         setpgid(0, 0);    /* its own group: SIGTERM reaches the whole engine */
 #ifdef __linux__
-        /* if caliper itself is killed (-9), the engine must not outlive it */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() == 1) _exit(127);
+        /* the engine must not outlive the thread that started it (caliper
+         * killed with -9); the check closes the race with a parent already
+         * gone */
+        if (death_signal > 0) {
+            prctl(PR_SET_PDEATHSIG, death_signal);
+            if (getppid() != parent) _exit(127);
+        }
+#else
+        (void)death_signal; (void)parent;
 #endif
-        int nul = open("/dev/null", O_RDONLY);
         if (nul >= 0) dup2(nul, 0);
         dup2(fd, 1);
         dup2(fd, 2);
-        signal(SIGINT, SIG_IGN);   /* Ctrl-C is caliper's to handle */
+        sigaction(SIGINT, &ign, NULL);   /* Ctrl-C is caliper's to handle */
+        sigprocmask(SIG_SETMASK, &no_signals, NULL);  /* not the caller's thread mask */
         execv(argv[0], argv);
-        dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
+        child_report_exec_error(exec_err, exec_err_len, errno);
         _exit(127);
     }
     setpgid(pid, pid);
     close(fd);
+    if (nul >= 0) close(nul);
     t->pid = pid;
     return CAL_OK;
 }
@@ -263,6 +316,7 @@ int cal_target_start(const cal_target_config *cfg, cal_target **out, char *err, 
 {
     *out = NULL;
     if (err && errn) err[0] = '\0';
+    if (cal_global_init()) return CAL_EINTERNAL;
     cal_target *t = calloc(1, sizeof *t);
     if (!t) return CAL_ENOMEM;
     t->kind = cfg->kind;

@@ -20,6 +20,7 @@
 #include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
 #include "caliper/probe.h"
 
 #define QUEUE_MAX      (8u << 20)    /* bytes buffered toward a slow client */
@@ -45,6 +46,7 @@ typedef struct xfer {
     atomic_int         refs;             /* the connection and the response */
     cal_buf            req;              /* the client's body */
     int                too_big;
+    int                refused;          /* answered on the first call: nothing is forwarded */
     char               method[16];
     char               path[128];
     char              *target;           /* the raw request target (origin form once checked) */
@@ -413,22 +415,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!x->method[0]) {                      /* the first call: headers are in */
         snprintf(x->method, sizeof x->method, "%s", method);
         char why[160];
-        if (!x->target) return reply_json(c, 500, "caliper proxy: out of memory");
+        if (!x->target) {
+            x->refused = 1;
+            return reply_json(c, 500, "caliper proxy: out of memory");
+        }
         if (cal_proxy_target_check(x->target, &x->path_len, why, sizeof why) != CAL_OK) {
             char msg[200];
             snprintf(msg, sizeof msg, "caliper proxy: %s", why);
-            x->too_big = -1;                  /* answered: the body is not forwarded */
+            x->refused = 1;
             return reply_json(c, 400, msg);
         }
         snprintf(x->path, sizeof x->path, "%.*s", (int)x->path_len, x->target);
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!x->too_big && cal_buf_append(&x->req, upload, *upload_size) != CAL_OK) x->too_big = 1;
+        if (!x->too_big && !x->refused && cal_buf_append(&x->req, upload, *upload_size) != CAL_OK)
+            x->too_big = 1;
         *upload_size = 0;
         return MHD_YES;
     }
-    if (x->th_started || x->too_big < 0) return MHD_NO;   /* already answered */
+    if (x->th_started || x->refused) return MHD_NO;   /* already answered */
     if (x->too_big) return reply_json(c, 413, "caliper proxy: the request body is over its cap");
     x->wall_ns = cal_wall_ns();
     x->h = curl_easy_init();
@@ -513,6 +519,8 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
         snprintf(why, why_len, "upstream \"%s\" is not an http:// or https:// URL", up ? up : "");
         return CAL_EINVAL;
     }
+    int urc = cal_proxy_upstream_url(up, "/", NULL, NULL, why, why_len);   /* curl must parse it */
+    if (urc != CAL_OK) return urc;
     cal_proxy *px = calloc(1, sizeof *px);
     if (!px) return CAL_ENOMEM;
     px->cfg = *cfg;
@@ -526,7 +534,7 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     snprintf(px->host, sizeof px->host, "%s", host);
     px->cfg.host = px->host;
     pthread_mutex_init(&px->turn_mu, NULL);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    cal_global_init();
     /* A connection limit and an idle timeout: without them about a thousand
      * silent sockets (select's FD_SETSIZE) shut every real client out for
      * good. poll, not select, so descriptors above 1023 still work. The

@@ -9,6 +9,7 @@
 #include "caliper/report.h"
 #include "caliper/stats.h"
 #include "report_internal.h"
+#include "lib/util/c_locale.h"
 
 int cal_report_linfit(const double *x, const double *y, size_t n,
                       double *a, double *b, double *r2)
@@ -219,7 +220,7 @@ size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap)
         v->values[1] = lowc->v[CAL_M_REQ_TOKS];
         v->values[2] = highc->fp.concurrency;
         v->values[3] = highc->v[CAL_M_AGG_TOKS];
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "read per-request speed at low concurrency (c%d: %.1f tok/s per request, %.1f aggregate) "
                  "and aggregate at high (c%d: %.1f tok/s aggregate, %.1f per request)",
                  lowc->fp.concurrency, lowc->v[CAL_M_REQ_TOKS], lowc->v[CAL_M_AGG_TOKS],
@@ -234,7 +235,7 @@ size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap)
         v->values[1] = b;
         v->values[2] = r2;
         v->n = (int)np;
-        snprintf(v->text, sizeof v->text,
+        cal_snprintf(v->text, sizeof v->text,
                  "prefill: fixed cost %.1f ms + %.3f ms per prompt token (R² %.3f over %zu lengths; "
                  "from TTFT p50, an upper bound on prefill time)", a, b, r2, np);
     }

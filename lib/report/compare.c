@@ -12,6 +12,7 @@
 #include "caliper/judge.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
+#include "lib/util/c_locale.h"
 
 /* ---- bootstrap CI ---------------------------------------------------------- */
 
@@ -116,7 +117,7 @@ static void row_label(cal_cmp_row *row)
     short_shots(fp, shots, sizeof shots);
     if (fp->concurrency > 0) snprintf(conc, sizeof conc, " · c%d", fp->concurrency);
     else if (isfinite(fp->request_rate) && fp->request_rate > 0)
-        snprintf(conc, sizeof conc, " · %g req/s", fp->request_rate);
+        cal_snprintf(conc, sizeof conc, " · %g req/s", fp->request_rate);
     else if (isinf(fp->request_rate)) snprintf(conc, sizeof conc, " · all at once");
     if (fp->prompt_tokens > 0) snprintf(prompt, sizeof prompt, " · %ld tok", fp->prompt_tokens);
     const cal_field *mi = cal_metric_get(row->metric);
@@ -299,7 +300,7 @@ static void fill_pair(cal_comparison *c, cal_cmp_row *row, size_t j,
     }
     double vb = base->v[m];
     if (!(vb > 0) || !isfinite(e->value)) {
-        snprintf(e->note, sizeof e->note, "no ratio: baseline is %g", vb);
+        cal_snprintf(e->note, sizeof e->note, "no ratio: baseline is %g", vb);
         return;
     }
     e->ratio = e->value / vb;

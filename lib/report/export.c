@@ -1,11 +1,16 @@
-/* caliper — reads `caliper export RUN --json` ("format": "caliper-run") back
- * into the store's own types (cal_run_data) and from there into a result, so
- * an exported file and the stored run it came from read the same. */
+/* caliper — the export of a stored run: writes `caliper export RUN --json`
+ * ("format": "caliper-run": the run, its cells with their requests, the
+ * analysis's pooled summaries and verdicts, the schema) and `--csv` (one
+ * RFC 4180 row per cell), and reads the JSON back into the store's own
+ * types (cal_run_data) and from there into a result, so an exported file
+ * and the stored run it came from read the same. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/analysis.h"
+#include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
 #include "caliper/report.h"
@@ -14,6 +19,213 @@
 
 #define EXPORT_FORMAT "caliper-run"
 #define T0_NS 1000000000LL   /* times are offsets: keep them away from 0 ("unset") */
+
+static json_t *parse_obj(const char *s)
+{
+    json_t *j = s ? json_loads(s, 0, NULL) : NULL;
+    return j ? j : json_null();
+}
+static json_t *jreal(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* ---- writing: the cell's protocol columns, then the summary fields ------ */
+typedef struct pcol { const char *name; int type; } pcol;   /* 0 int, 1 real, 2 text */
+static const pcol PCOLS[] = {
+    {"cell_id", 0}, {"seq", 0}, {"kind", 2}, {"target", 2}, {"concurrency", 0},
+    {"request_rate", 1}, {"prompt_tokens", 0}, {"prompt_exact", 0}, {"content", 2},
+    {"unique_prompts", 0}, {"max_tokens", 0}, {"output_fixed", 0}, {"shot_index", 0},
+    {"shot_kind", 2}, {"rest_before_s", 1}, {"process_age_s", 1}, {"start_offset_s", 1},
+    {"num_prompts", 0}, {"client_cpu_us_per_chunk", 1}, {"send_lag_p99_ms", 1},
+};
+#define N_PCOLS (sizeof PCOLS / sizeof PCOLS[0])
+
+static void pvalue(const cal_run_data *d, const cal_cell *c, size_t i, double *v, const char **s)
+{
+    *s = NULL;
+    *v = NAN;
+    switch (i) {
+    case 0: *v = (double)c->id; break;
+    case 1: *v = c->seq; break;
+    case 2: *s = cal_cell_kind_name(c->kind); break;
+    case 3: *s = c->target; break;
+    case 4: *v = c->concurrency; break;
+    case 5: *v = c->rate; break;
+    case 6: *v = c->prompt_tokens; break;
+    case 7: *v = c->prompt_exact; break;
+    case 8: *s = c->content; break;
+    case 9: *v = c->unique_prompts; break;
+    case 10: *v = c->max_tokens; break;
+    case 11: *v = c->output_fixed; break;
+    case 12: *v = c->shot_index; break;
+    case 13: *s = cal_shot_kind_key(c->shot_kind); break;
+    case 14: *v = c->rest_before_ns / 1e9; break;
+    case 15: *v = c->process_age_ns >= 0 ? c->process_age_ns / 1e9 : NAN; break;
+    case 16: *v = (c->start_ns - d->run.t0_mono_ns) / 1e9; break;
+    case 17: *v = (double)c->n_requests; break;
+    case 18: *v = c->chunks ? c->cpu_ns / 1e3 / (double)c->chunks : NAN; break;
+    case 19: *v = c->send_lag_p99_ms; break;
+    }
+}
+
+static void summary_json(json_t *o, const cal_summary *s)
+{
+    for (size_t i = 0; i < cal_summary_n_fields; i++) {
+        const cal_field *fl = &cal_summary_fields[i];
+        double v = cal_summary_get(s, fl);
+        json_object_set_new(o, fl->name, fl->type == CAL_FIELD_INT ? json_integer((json_int_t)v)
+                                                                   : jreal(v));
+    }
+}
+
+int cal_run_export_json(const cal_run_data *d, cal_buf *out)
+{
+    const cal_run *r = &d->run;
+    cal_analysis *an = NULL;
+    if (cal_analysis_run(d, &an)) return CAL_ENOMEM;
+    json_t *root = json_object(), *run = json_object();
+    json_object_set_new(root, "format", json_string("caliper-run"));
+    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set_new(run, "id", json_integer(r->id));
+    json_object_set_new(run, "label", r->label ? json_string(r->label) : json_null());
+    json_object_set_new(run, "status", json_string(cal_run_status_name(r->status)));
+    json_object_set_new(run, "started_unix_s", json_real(r->started_wall_ns / 1e9));
+    json_object_set_new(run, "ended_unix_s", r->ended_wall_ns > 0 ? json_real(r->ended_wall_ns / 1e9)
+                                                                 : json_null());
+    json_object_set_new(run, "build", r->build ? json_string(r->build) : json_null());
+    json_object_set_new(run, "host", parse_obj(r->host_json));
+    json_object_set_new(run, "target", parse_obj(r->target_json));
+    json_object_set_new(run, "protocol", parse_obj(r->protocol_json));
+    json_object_set_new(run, "telemetry", parse_obj(r->telemetry_json));
+    char *vj = cal_verdicts_json(an->verdicts, an->n_verdicts);
+    json_object_set_new(run, "verdicts", parse_obj(vj));
+    free(vj);
+    json_object_set_new(root, "run", run);
+
+    json_t *cells = json_array();
+    for (size_t i = 0; i < d->n_cells; i++) {
+        const cal_cell *c = &d->cells[i];
+        json_t *o = json_object();
+        for (size_t k = 0; k < N_PCOLS; k++) {
+            double v;
+            const char *s;
+            pvalue(d, c, k, &v, &s);
+            json_object_set_new(o, PCOLS[k].name,
+                                PCOLS[k].type == 2 ? json_string(s ? s : "")
+                                : PCOLS[k].type == 0 ? json_integer((json_int_t)v) : jreal(v));
+        }
+        summary_json(o, &c->sum);
+        json_t *reqs = json_array();
+        for (int64_t j = 0; j < c->n_requests && c->req_first + (size_t)j < d->n_reqs; j++) {
+            const cal_req_result *q = &d->reqs[c->req_first + (size_t)j];
+            json_t *ro = json_object();
+            int64_t base = q->sched_ns > 0 ? q->sched_ns : q->send_ns;
+            json_object_set_new(ro, "status", json_string(cal_req_status_name(q->status)));
+            json_object_set_new(ro, "http_status", q->http_status ? json_integer(q->http_status) : json_null());
+            json_object_set_new(ro, "error", q->error ? json_string(q->error) : json_null());
+            json_object_set_new(ro, "sched_offset_ms", q->sched_ns > 0 ? json_real((q->sched_ns - c->start_ns) / 1e6) : json_null());
+            json_object_set_new(ro, "send_lag_ms", q->send_ns > 0 && q->sched_ns > 0 ? json_real((q->send_ns - q->sched_ns) / 1e6) : json_null());
+            json_object_set_new(ro, "ttft_ms", q->first_token_ns > 0 && base > 0 ? json_real((q->first_token_ns - base) / 1e6) : json_null());
+            json_object_set_new(ro, "e2el_ms", q->end_ns > 0 && base > 0 ? json_real((q->end_ns - base) / 1e6) : json_null());
+            json_object_set_new(ro, "last_token_ms", q->last_token_ns > 0 && base > 0 ? json_real((q->last_token_ns - base) / 1e6) : json_null());
+            json_object_set_new(ro, "prompt_tokens", q->prompt_tokens >= 0 ? json_integer(q->prompt_tokens) : json_null());
+            json_object_set_new(ro, "output_tokens", q->output_tokens >= 0 ? json_integer(q->output_tokens) : json_null());
+            json_object_set_new(ro, "token_source", json_string(q->tok_source == CAL_TOKSRC_USAGE ? "usage" : "chunks"));
+            json_object_set_new(ro, "n_chunks", json_integer(q->n_chunks));
+            if (q->chunk_ns) {
+                json_t *itl = json_array();
+                for (int k = 1; k < q->n_chunks; k++)
+                    json_array_append_new(itl, json_real((q->chunk_ns[k] - q->chunk_ns[k - 1]) / 1e6));
+                json_object_set_new(ro, "itl_ms", itl);
+            }
+            json_object_set_new(ro, "server_decode_ms", q->server_decode_ms >= 0 ? json_real(q->server_decode_ms) : json_null());
+            json_array_append_new(reqs, ro);
+        }
+        json_object_set_new(o, "requests", reqs);
+        json_array_append_new(cells, o);
+    }
+    json_object_set_new(root, "cells", cells);
+
+    /* per configuration, the quoted shots pooled: what the cells table shows */
+    json_t *sum = json_array();
+    for (size_t k = 0; k < an->n_groups; k++) {
+        const cal_group *g = &an->groups[k];
+        const cal_cell *c = &d->cells[g->cells[0]];
+        json_t *o = json_object();
+        json_object_set_new(o, "target", json_string(c->target));
+        json_object_set_new(o, "concurrency", json_integer(c->concurrency));
+        json_object_set_new(o, "request_rate", json_real(c->rate));
+        json_object_set_new(o, "prompt_tokens", json_integer(c->prompt_tokens));
+        json_object_set_new(o, "content", json_string(c->content));
+        json_object_set_new(o, "max_tokens", json_integer(c->max_tokens));
+        json_object_set_new(o, "shots_first", json_integer(g->quoted_first));
+        json_object_set_new(o, "shots_last", json_integer(g->quoted_last));
+        json_object_set_new(o, "shots_pooled", json_integer((json_int_t)g->n_quoted));
+        summary_json(o, &g->pooled);
+        json_array_append_new(sum, o);
+    }
+    json_object_set_new(root, "summary", sum);
+    /* the one schema the summaries above follow (schema.h) */
+    json_t *schema = json_array();
+    for (size_t i = 0; i < cal_summary_n_fields; i++) {
+        const cal_field *fl = &cal_summary_fields[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "key", json_string(fl->name));
+        json_object_set_new(o, "label", json_string(fl->label));
+        json_object_set_new(o, "unit", json_string(fl->unit));
+        json_object_set_new(o, "statistic", json_string(cal_stat_name(fl->stat)));
+        json_object_set_new(o, "column", json_string(cal_column_name(fl->column)));
+        json_object_set_new(o, "better", json_string(cal_better_name(fl->better)));
+        json_object_set_new(o, "pool", json_string(cal_pool_name(fl->pool)));
+        json_object_set_new(o, "decimals", json_integer(fl->decimals));
+        json_object_set_new(o, "doc", json_string(fl->doc));
+        json_array_append_new(schema, o);
+    }
+    json_object_set_new(root, "schema", schema);
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    int rc = text ? cal_buf_puts(out, text) : CAL_ENOMEM;
+    if (!rc) rc = cal_buf_puts(out, "\n");
+    free(text);
+    cal_analysis_free(&an);
+    json_decref(root);
+    return rc;
+}
+
+/* One row per cell through the one CSV writer (csv.h, RFC 4180). */
+int cal_run_export_csv(const cal_run_data *d, cal_buf *out)
+{
+    cal_csv_writer w;
+    char t[64];
+    cal_csv_writer_buf(&w, out);
+    cal_csv_put(&w, "run_id");
+    for (size_t k = 0; k < N_PCOLS; k++) cal_csv_put(&w, PCOLS[k].name);
+    for (size_t i = 0; i < cal_summary_n_fields; i++) cal_csv_put(&w, cal_summary_fields[i].name);
+    cal_csv_end_row(&w);
+    for (size_t i = 0; i < d->n_cells; i++) {
+        const cal_cell *c = &d->cells[i];
+        cal_csv_put_int(&w, (long long)d->run.id);
+        for (size_t k = 0; k < N_PCOLS; k++) {
+            double v;
+            const char *s;
+            pvalue(d, c, k, &v, &s);
+            if (PCOLS[k].type == 2) cal_csv_put(&w, s ? s : "");
+            else if (PCOLS[k].type == 0 && isfinite(v)) cal_csv_put_int(&w, (long long)v);
+            else cal_csv_put_num(&w, v, 6);
+        }
+        for (size_t j = 0; j < cal_summary_n_fields; j++) {
+            const cal_field *fl = &cal_summary_fields[j];
+            double v = cal_summary_get(&c->sum, fl);
+            if (!isfinite(v)) cal_csv_put(&w, "");   /* absent: empty, never 0 */
+            else if (fl->type == CAL_FIELD_INT) cal_csv_put_int(&w, (long long)v);
+            else {
+                snprintf(t, sizeof t, "%.*f", fl->decimals + 3, v);
+                cal_csv_put(&w, t);
+            }
+        }
+        cal_csv_end_row(&w);
+    }
+    return w.err;
+}
+
+/* ---- reading ------------------------------------------------------------ */
 
 static char *dump_or_null(const json_t *v)
 {
@@ -83,6 +295,8 @@ static int read_request(const json_t *q, const cal_cell *c, cal_req_result *r)
         r->n_chunks = (int)n + 1;
         r->last_token_ns = r->chunk_ns[n];
     }
+    double last = cal_report_jnum(q, "last_token_ms");   /* decode needs it without chunks */
+    if (isfinite(last) && r->first_token_ns) r->last_token_ns = r->sched_ns + ms_ns(last);
     return CAL_OK;
 }
 

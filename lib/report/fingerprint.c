@@ -6,6 +6,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/fingerprint.h"
+#include "lib/util/c_locale.h"
 
 static const char *const FIELD_NAMES[CAL_FPF__N] = {
     "shot kind", "shot range", "rest", "warm-up", "concurrency",
@@ -83,7 +84,7 @@ static void fmt_seconds(double s, char *buf, size_t n)
     if (isnan(s)) snprintf(buf, n, "unknown");
     else if (s == 0) snprintf(buf, n, "0 s");
     else if (s < 1) snprintf(buf, n, "%.0f ms", s * 1e3);
-    else snprintf(buf, n, "%g s", s);
+    else cal_snprintf(buf, n, "%g s", s);
 }
 
 char *cal_fp_field_value(const cal_fingerprint *fp, cal_fp_field f,
@@ -114,7 +115,7 @@ char *cal_fp_field_value(const cal_fingerprint *fp, cal_fp_field f,
         if (isnan(fp->request_rate)) snprintf(buf, n, "unknown");
         else if (isinf(fp->request_rate)) snprintf(buf, n, "all at once");
         else if (fp->request_rate == 0) snprintf(buf, n, "closed loop");
-        else snprintf(buf, n, "%g req/s", fp->request_rate);
+        else cal_snprintf(buf, n, "%g req/s", fp->request_rate);
         break;
     case CAL_FPF_COLUMN:
         snprintf(buf, n, "%s", cal_column_name(fp->column));

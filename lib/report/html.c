@@ -14,6 +14,7 @@
 #include "caliper/stats.h"
 #include "report_internal.h"
 #include "svg.h"
+#include "lib/util/c_locale.h"
 
 #define TRY(x) do { int e_ = (x); if (e_) { rc = e_; goto out; } } while (0)
 #define TRYR(x) do { int e_ = (x); if (e_) return e_; } while (0)
@@ -430,7 +431,7 @@ static int chart_prefill(cal_buf *b, const cal_result *r, int idx)
         for (size_t i = 0; i < n; i++) if (x[i] > hi) hi = x[i];
         fx[0] = lo; fy[0] = a + bb * lo;
         fx[1] = hi; fy[1] = a + bb * hi;
-        snprintf(fitname, sizeof fitname, "fit: %.1f ms + %.3f ms/tok (R² %.3f)", a, bb, r2);
+        cal_snprintf(fitname, sizeof fitname, "fit: %.1f ms + %.3f ms/tok (R² %.3f)", a, bb, r2);
     }
     char id[48];
     snprintf(id, sizeof id, "chart-prefill-%d", idx);

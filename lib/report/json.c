@@ -11,6 +11,7 @@
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "report_internal.h"
+#include "lib/util/c_locale.h"
 
 #define FORMAT_NAME "caliper-result"
 /* 2: one schema: every cell and shot number under its schema key (schema.h),
@@ -22,7 +23,7 @@ void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
     if (!err || !errn) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
+    cal_vsnprintf(err, errn, fmt, ap);
     va_end(ap);
 }
 
@@ -88,19 +89,26 @@ static const struct { const char *key; cal_metric m; } LEGACY[] = {
     {"duration_s", CAL_M_DURATION},
 };
 
+/* A number read for field k: a count must be a whole number in [0, 9e15]
+ * (a hostile file must never reach an integer cast out of range); NAN
+ * otherwise, as every non-finite value. */
+static double field_value(int k, double x)
+{
+    if (!isfinite(x)) return NAN;
+    if (cal_metric_get((cal_metric)k)->type == CAL_FIELD_INT) return x >= 0 && x <= 9e15 ? floor(x) : NAN;
+    return x;
+}
+
 /* Numbers of a cell or shot: the schema keys of m (format 2), or the
  * legacy keys of o itself (format 1). */
 static void metrics_from_json(const json_t *m, const json_t *o, int version, double *v)
 {
-    for (int k = 0; k < CAL_M__N; k++) {
-        double x = cal_report_jnum(m, cal_metric_get((cal_metric)k)->name);
-        v[k] = isfinite(x) ? x : NAN;
-    }
+    for (int k = 0; k < CAL_M__N; k++) v[k] = field_value(k, cal_report_jnum(m, cal_metric_get((cal_metric)k)->name));
     if (version >= 2) return;
     for (size_t i = 0; i < sizeof LEGACY / sizeof LEGACY[0]; i++) {
         double x = cal_report_jnum(m, LEGACY[i].key);
         if (!isfinite(x)) x = cal_report_jnum(o, LEGACY[i].key);
-        if (isfinite(x) && isnan(v[LEGACY[i].m])) v[LEGACY[i].m] = x;
+        if (isnan(v[LEGACY[i].m])) v[LEGACY[i].m] = field_value(LEGACY[i].m, x);
     }
 }
 

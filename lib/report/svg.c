@@ -7,6 +7,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "svg.h"
+#include "lib/util/c_locale.h"
 
 #define TRY(x) do { int e_ = (x); if (e_) return e_; } while (0)
 
@@ -108,8 +109,8 @@ static void fmt_tick(double v, double step, char *buf, size_t n)
     if (fabs(v) < step * 1e-9) v = 0;
     int dec = step >= 1 || step <= 0 ? 0 : (int)ceil(-log10(step) - 1e-9);
     if (dec > 6) dec = 6;
-    if (fabs(v) >= 10000 && step >= 1000) snprintf(buf, n, "%gk", v / 1000);
-    else snprintf(buf, n, "%.*f", dec, v);
+    if (fabs(v) >= 10000 && step >= 1000) cal_snprintf(buf, n, "%gk", v / 1000);
+    else cal_snprintf(buf, n, "%.*f", dec, v);
 }
 
 /* ---- drawing ------------------------------------------------------------------ */
@@ -207,7 +208,7 @@ int svg_panel_write(cal_buf *b, const svg_panel *p)
         for (size_t k = 0; k < p->y.n_ticks; k++) {
             double v = p->y.ticks[k], y = tr(&sy, v);
             char t[32];
-            snprintf(t, sizeof t, "%g", v);   /* explicit ticks: as given */
+            cal_snprintf(t, sizeof t, "%g", v);   /* explicit ticks: as given */
             TRY(cal_buf_printf(b, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eceef1\"/>"
                                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
                                px0, px1, y, y, px0 - 5, y + 3.5, t));
@@ -239,7 +240,7 @@ int svg_panel_write(cal_buf *b, const svg_panel *p)
                            x, x, py0, py1, x, x, py1, py1 + 4));
         if (p->x_tick_labels) {
             char t[32];
-            if (sx.log2 || p->x.ticks) snprintf(t, sizeof t, "%g", v);
+            if (sx.log2 || p->x.ticks) cal_snprintf(t, sizeof t, "%g", v);
             else fmt_tick(v, xst, t, sizeof t);
             double half = 3.2 * (double)strlen(t);
             if (x - half < last_label_end + 4) continue;   /* never overlap labels */

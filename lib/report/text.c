@@ -9,6 +9,7 @@
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "report_internal.h"
+#include "lib/util/c_locale.h"
 
 #define TRY(x) do { int e_ = (x); if (e_) return e_; } while (0)
 
@@ -55,7 +56,7 @@ int cal_report_write_csv(const cal_result *const *res, size_t n, cal_buf *out)
                 if (!isfinite(c->v[m])) cal_csv_put(&w, "");   /* absent: empty, never 0 */
                 else if (f->type == CAL_FIELD_INT) cal_csv_put_int(&w, (long long)c->v[m]);
                 else {
-                    snprintf(t, sizeof t, "%.*f", f->decimals + 3, c->v[m]);
+                    cal_snprintf(t, sizeof t, "%.*f", f->decimals + 3, c->v[m]);
                     cal_csv_put(&w, t);
                 }
             }

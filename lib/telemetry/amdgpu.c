@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "caliper/error.h"
 #include "tel_internal.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_CARDS 8
 
@@ -48,7 +49,7 @@ static int dpm_current(int fd, double *mhz)
         if (nl) *nl = 0;
         if (strchr(line, '*')) {
             char *c = strchr(line, ':');
-            if (c) { *mhz = strtod(c + 1, NULL); return *mhz > 0 ? 0 : -1; }
+            if (c) { *mhz = cal_strtod(c + 1, NULL); return *mhz > 0 ? 0 : -1; }
         }
         line = nl ? nl + 1 : NULL;
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "caliper/error.h"
 #include "tel_internal.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_CPUS 1024
 
@@ -123,7 +124,7 @@ static int parse_cpuinfo(const char *path, double *mhz, int cap)
         char *c = strchr(line, ':');
         if (!c) continue;
         char *end;
-        double v = strtod(c + 1, &end);
+        double v = cal_strtod(c + 1, &end);
         if (end != c + 1 && v > 0) mhz[n++] = v;
     }
     fclose(f);
@@ -158,7 +159,7 @@ static int cpuinfo_probe(const tel_ctx *ctx, void **state, char *why, size_t wn)
         for (int i = 0; i < m && i < n; i++) if (b[i] != a[i]) moved = 1;
     }
     if (!moved) {
-        snprintf(why, wn, "static: \"cpu MHz\" reads %.3f on every read of %s; "
+        cal_snprintf(why, wn, "static: \"cpu MHz\" reads %.3f on every read of %s; "
                  "a nominal value, not a measurement", a[0], s->path);
         free(s);
         return CAL_EABSENT;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "caliper/error.h"
 #include "tel_internal.h"
+#include "lib/util/c_locale.h"
 
 typedef struct proc_state {
     int  pid;          /* the pid the fds belong to, 0 = none open */
@@ -90,7 +91,7 @@ static void proc_read(void *st, const tel_ctx *ctx, tel_out *e)
     double rss = -1;
     if (s->status_fd >= 0 && tel_pread_str(s->status_fd, b, sizeof b) > 0) {
         const char *v = strstr(b, "\nVmRSS:");
-        if (v) rss = strtod(v + 8, NULL) * 1024.0;          /* kB */
+        if (v) rss = cal_strtod(v + 8, NULL) * 1024.0;          /* kB */
     }
     if (rss < 0) rss = rss_pages * (double)sysconf(_SC_PAGESIZE);
     tel_emit(e, "B", rss, "rss_bytes");

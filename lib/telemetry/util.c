@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "caliper/error.h"
 #include "tel_internal.h"
+#include "lib/util/c_locale.h"
 
 void tel_emit(tel_out *e, const char *unit, double value, const char *fmt, ...)
 {
@@ -18,7 +19,7 @@ void tel_emit(tel_out *e, const char *unit, double value, const char *fmt, ...)
     cal_tel_sample *s = &e->buf[e->n];
     va_list ap;
     va_start(ap, fmt);
-    int w = vsnprintf(s->metric, sizeof s->metric, fmt, ap);
+    int w = cal_vsnprintf(s->metric, sizeof s->metric, fmt, ap);
     va_end(ap);
     if (w < 0) { e->dropped++; return; }
     s->t_ns = e->t_ns;
@@ -34,7 +35,7 @@ char *tel_path(const tel_ctx *ctx, char *buf, size_t n, const char *fmt, ...)
     if (w < 0 || (size_t)w >= n) { buf[0] = 0; return buf; }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + w, n - (size_t)w, fmt, ap);
+    cal_vsnprintf(buf + w, n - (size_t)w, fmt, ap);
     va_end(ap);
     return buf;
 }

@@ -10,6 +10,7 @@
 #include "caliper/judge.h"
 #include "caliper/stats.h"
 #include "caliper/telemetry.h"
+#include "lib/util/c_locale.h"
 
 static int pos(double x) { return isfinite(x) && x > 0; }
 
@@ -107,7 +108,7 @@ char *cal_tel_power_wall_text(const cal_power_wall *w, char *buf, size_t n)
         snprintf(buf, n, "no power wall: the clock held (%.0f -> %.0f) at %.0f W",
                  w->clock_first, w->clock_last, w->power_mean_w);
     else
-        snprintf(buf, n, "no power wall: power moved %.0f %% around %.0f W while the clock fell "
+        cal_snprintf(buf, n, "no power wall: power moved %.0f %% around %.0f W while the clock fell "
                  "%.0f %%", w->power_spread * 100, w->power_mean_w, w->clock_drop * 100);
     return buf;
 }
@@ -134,7 +135,7 @@ char *cal_tel_watt_for_watt_text(const cal_rail *r, size_t n, const cal_watt_tab
 {
     if (!bn) return buf;
     size_t w = 0;
-#define PUT(...) do { if (w < bn) { int _r = snprintf(buf + w, bn - w, __VA_ARGS__); \
+#define PUT(...) do { if (w < bn) { int _r = cal_snprintf(buf + w, bn - w, __VA_ARGS__); \
                       if (_r > 0) w += (size_t)_r; } } while (0)
     buf[0] = 0;
     PUT("%-16s %9s %9s %9s\n", "rail", "before W", "after W", "delta W");
@@ -246,7 +247,7 @@ int cal_tel_clock_share(const double *tput, const double *clock, size_t n,
         f[m++] = log(clock[i]);
     }
     if (m < 3 || !pos(tput[0]) || !pos(clock[0])) {
-        snprintf(o->why, sizeof o->why, "no clock on shot 1 and at least 2 warm shots");
+        cal_snprintf(o->why, sizeof o->why, "no clock on shot 1 and at least 2 warm shots");
         return 0;
     }
     o->k = (int)m - 1;
@@ -258,7 +259,7 @@ int cal_tel_clock_share(const double *tput, const double *clock, size_t n,
     o->clock_hi = cv.hi;
     o->tput_change = tv.effect;
     if (!(cv.lo > 0 || cv.hi < 0) || fabs(cv.effect) < o->floor) {
-        snprintf(o->why, sizeof o->why, "the clock moved %+.1f %% (CI %+.1f to %+.1f %%): within noise",
+        cal_snprintf(o->why, sizeof o->why, "the clock moved %+.1f %% (CI %+.1f to %+.1f %%): within noise",
                  100 * cv.effect, 100 * cv.lo, 100 * cv.hi);
         return 0;
     }
@@ -292,27 +293,27 @@ int cal_tel_clock_share(const double *tput, const double *clock, size_t n,
 char *cal_tel_clock_share_text(const cal_clock_share *s, char *buf, size_t n)
 {
     if (!n) return buf;
-    if (!s->judged) { snprintf(buf, n, "cannot judge: %s", s->why); return buf; }
+    if (!s->judged) { cal_snprintf(buf, n, "cannot judge: %s", s->why); return buf; }
     int pct = (int)lround(s->level * 100);
     char clk[96];
     if (s->clock_change < 0)
-        snprintf(clk, sizeof clk, "the clock fell %.1f %% (%d %% CI %.1f–%.1f %%)",
+        cal_snprintf(clk, sizeof clk, "the clock fell %.1f %% (%d %% CI %.1f–%.1f %%)",
                  -100 * s->clock_change, pct, -100 * s->clock_hi, -100 * s->clock_lo);
     else
-        snprintf(clk, sizeof clk, "the clock rose %.1f %% (%d %% CI %.1f–%.1f %%)",
+        cal_snprintf(clk, sizeof clk, "the clock rose %.1f %% (%d %% CI %.1f–%.1f %%)",
                  100 * s->clock_change, pct, 100 * s->clock_lo, 100 * s->clock_hi);
     if (!isfinite(s->share_lo) || !isfinite(s->share_hi)) {
-        snprintf(buf, n, "%s, but the throughput change is within noise: no share to give", clk);
+        cal_snprintf(buf, n, "%s, but the throughput change is within noise: no share to give", clk);
     } else if (s->share_lo <= 1 && s->share_hi >= 1) {
-        snprintf(buf, n, "%s and explains %.0f %% of the throughput change (%d %% CI %.0f–%.0f %%): "
+        cal_snprintf(buf, n, "%s and explains %.0f %% of the throughput change (%d %% CI %.0f–%.0f %%): "
                  "the change is the clock (warm ≈ cold × f_warm/f_cold)", clk, 100 * s->share, pct,
                  100 * s->share_lo, 100 * s->share_hi);
     } else if (s->share_hi < 1) {
-        snprintf(buf, n, "%s and explains only %.0f %% of the throughput change (%d %% CI %.0f–%.0f %%): "
+        cal_snprintf(buf, n, "%s and explains only %.0f %% of the throughput change (%d %% CI %.0f–%.0f %%): "
                  "the cycles per token changed too", clk, 100 * s->share, pct,
                  100 * s->share_lo, 100 * s->share_hi);
     } else {
-        snprintf(buf, n, "%s, more than throughput (%.0f %% of its change, %d %% CI %.0f–%.0f %%): "
+        cal_snprintf(buf, n, "%s, more than throughput (%.0f %% of its change, %d %% CI %.0f–%.0f %%): "
                  "fewer cycles per token", clk, 100 * s->share, pct, 100 * s->share_lo,
                  100 * s->share_hi);
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "caliper/buf.h"
 #include "caliper/error.h"
+#include "lib/util/c_locale.h"
 
 #define CAL_BUF_DEFAULT_MAX ((size_t)64 << 20)
 
@@ -41,14 +42,14 @@ int cal_buf_printf(cal_buf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = cal_vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0) return CAL_EINVAL;
     if ((size_t)n > cap_of(b) - b->len) return CAL_ETOOBIG;
     int rc = reserve(b, b->len + (size_t)n);
     if (rc) return rc;
     va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    cal_vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     b->len += (size_t)n;
     return CAL_OK;

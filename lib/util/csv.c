@@ -7,6 +7,7 @@
 #include <string.h>
 #include "caliper/csv.h"
 #include "caliper/error.h"
+#include "lib/util/c_locale.h"
 
 #define COLUMNS_FILE_CAP (16u << 20)
 
@@ -243,7 +244,7 @@ int cal_csv_put_num(cal_csv_writer *w, double v, int sig)
 {
     if (!isfinite(v)) return cal_csv_put(w, "");
     char t[64];
-    snprintf(t, sizeof t, "%.*g", sig > 0 && sig <= 17 ? sig : 6, v);
+    cal_snprintf(t, sizeof t, "%.*g", sig > 0 && sig <= 17 ? sig : 6, v);
     return cal_csv_put(w, t);
 }
 
@@ -284,7 +285,7 @@ static int is_number(const char *s)
 {
     char *end;
     if (!*s) return 0;
-    strtod(s, &end);
+    cal_strtod(s, &end);
     return end != s;
 }
 

@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include "caliper/error.h"
+#include "lib/util/c_locale.h"
 
 const char *cal_strerror(int err)
 {
@@ -33,7 +34,7 @@ int cal_why(char *why, size_t why_len, int code, const char *fmt, ...)
     if (why && why_len) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(why, why_len, fmt, ap);
+        cal_vsnprintf(why, why_len, fmt, ap);
         va_end(ap);
     }
     return code;

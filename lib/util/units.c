@@ -6,6 +6,7 @@
 #include <strings.h>
 #include "caliper/error.h"
 #include "caliper/units.h"
+#include "lib/util/c_locale.h"
 
 typedef struct { const char *sym; double mul; int print; } unit_def;
 
@@ -87,7 +88,7 @@ int cal_unit_parse(cal_unit u, const char *s, const char *bare_unit, double *out
 {
     if (!s || !*s) return CAL_EINVAL;
     char *end;
-    double v = strtod(s, &end);
+    double v = cal_strtod(s, &end);
     if (end == s || !isfinite(v)) return CAL_EINVAL;
     /* reject hex and inf/nan spellings that strtod accepts */
     for (const char *p = s; p < end; p++)
@@ -116,7 +117,7 @@ static char *fmt_num(double v, int sig, const char *sym, const char *suffix,
     double a = fabs(v);
     int decimals = 0;
     if (a >= 1e9 || (a > 0 && a < 1e-3)) {  /* beyond the unit range: scientific */
-        snprintf(buf, n, "%.*e%s%s%s", sig - 1, v, *sym || *suffix ? " " : "", sym, suffix);
+        cal_snprintf(buf, n, "%.*e%s%s%s", sig - 1, v, *sym || *suffix ? " " : "", sym, suffix);
         return buf;
     }
     if (a > 0) {
@@ -127,7 +128,7 @@ static char *fmt_num(double v, int sig, const char *sym, const char *suffix,
     } else {
         decimals = 0;
     }
-    snprintf(buf, n, "%.*f%s%s%s", decimals, v, *sym || *suffix ? " " : "", sym, suffix);
+    cal_snprintf(buf, n, "%.*f%s%s%s", decimals, v, *sym || *suffix ? " " : "", sym, suffix);
     return buf;
 }
 
@@ -144,7 +145,7 @@ char *cal_unit_format(cal_unit u, double v, int sig, char *buf, size_t n)
         if (a >= d->mul * 0.9995) best = d;
     }
     if (u == CAL_U_RATIO || (u == CAL_U_COUNT && a < 1e4)) {
-        snprintf(buf, n, "%.*g", sig > 3 ? sig : 4, v);
+        cal_snprintf(buf, n, "%.*g", sig > 3 ? sig : 4, v);
         return buf;
     }
     return fmt_num(v / best->mul, sig, best->sym, suffix, buf, n);

@@ -9,6 +9,7 @@
 #include "caliper/error.h"
 #include "caliper/fit.h"
 #include "caliper/units.h"
+#include "lib/util/c_locale.h"
 
 const char *const cal_op_share_names[5] = {"0", "1", "2-4", "5-8", "9+"};
 
@@ -123,7 +124,7 @@ char *cal_op_verdict(const cal_op_summary *s, double ceiling, char *buf, size_t 
         snprintf(ceil_txt, sizeof ceil_txt, "a ceiling of %.0f is a ceiling, not the operating point; ",
                  ceiling);
     if (s->busy_s <= 0) {
-        snprintf(buf, n, "%sno request ran while watched (idle 100 %% of %.1f s): "
+        cal_snprintf(buf, n, "%sno request ran while watched (idle 100 %% of %.1f s): "
                  "there is no operating point to benchmark yet", ceil_txt, s->total_s);
         return buf;
     }
@@ -170,7 +171,7 @@ char *cal_leak_text(const cal_leak *l, char *buf, size_t n)
     const char *verdict = !l->flat ? "not flat"
                         : l->enough ? "flat at this resolution"
                         : "flat so far, but not watched long enough";
-    snprintf(buf, n, "slope %+.3g MB/min (CI ±%.2g): %s; watch at least %s to call it flat at a "
+    cal_snprintf(buf, n, "slope %+.3g MB/min (CI ±%.2g): %s; watch at least %s to call it flat at a "
              "%s resolution (watched %s)", mb_min, half, verdict, watch, res, seen);
     return buf;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "caliper/error.h"
+#include "lib/util/c_locale.h"
 
 typedef struct family {
     char          name[CAL_PROM_NAME_MAX];
@@ -33,7 +34,7 @@ static int fail(parser *p, int rc, const char *fmt, ...)
         if (k >= 0 && (size_t)k < p->why_len) {
             va_list ap;
             va_start(ap, fmt);
-            vsnprintf(p->why + k, p->why_len - (size_t)k, fmt, ap);
+            cal_vsnprintf(p->why + k, p->why_len - (size_t)k, fmt, ap);
             va_end(ap);
         }
     }
@@ -181,7 +182,7 @@ static int parse_value(const char *w, size_t n, double *v)
     tmp[n] = '\0';
     char *end;
     errno = 0;
-    double d = strtod(tmp, &end);
+    double d = cal_strtod(tmp, &end);
     if (end != tmp + n || end == tmp) return 0;
     if (errno == ERANGE && isinf(d)) return 0;
     *v = d;

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/auth.h"
 #include "caliper/buf.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
 #include "caliper/workload.h"
 
 struct cal_http_tokenizer {
@@ -30,6 +32,10 @@ int cal_http_tokenizer_open(const char *base_url, const char *model, const char 
     if (ms < 1) ms = 1;
     *out = NULL;
     if (!base_url) return CAL_EINVAL;
+    char auth[CAL_AUTH_HEADER_MAX];
+    int rc = api_key ? cal_auth_header(api_key, auth, sizeof auth) : CAL_OK;
+    if (!rc) rc = cal_global_init();
+    if (rc) return rc;
     cal_http_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return CAL_ENOMEM;
     t->body.max = 16 << 20;
@@ -38,10 +44,10 @@ int cal_http_tokenizer_open(const char *base_url, const char *model, const char 
     snprintf(t->url, sizeof t->url, "%s/tokenize", base_url);
     t->model = model ? strdup(model) : NULL;
     t->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    if (api_key) {
-        char a[512];
-        snprintf(a, sizeof a, "Authorization: Bearer %s", api_key);
-        t->headers = curl_slist_append(t->headers, a);
+    struct curl_slist *h = t->headers && api_key ? curl_slist_append(t->headers, auth) : t->headers;
+    if (!h || (model && !t->model)) {
+        cal_http_tokenizer_close(&t);
+        return CAL_ENOMEM;
     }
     curl_easy_setopt(t->c, CURLOPT_URL, t->url);
     curl_easy_setopt(t->c, CURLOPT_HTTPHEADER, t->headers);

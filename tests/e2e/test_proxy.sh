@@ -163,6 +163,7 @@ bad() { local want=$1; shift; "$CALIPER" proxy "$@" >/dev/null 2>"$E2E_TMP/u.err
 bad '--upstream: missing' --listen 127.0.0.1:0
 bad '--upstream: "localhost:8000"' --upstream localhost:8000
 bad '--listen: "nowhere"' --upstream "$SERVE_URL" --listen nowhere
+bad '--upstream: upstream "http://127.0.0.1:99999" is not a URL' --upstream http://127.0.0.1:99999 --listen 127.0.0.1:0
 bad '--listen: "127.0.0.1:70000"' --upstream "$SERVE_URL" --listen 127.0.0.1:70000
 bad '--max-body: "huge"' --upstream "$SERVE_URL" --max-body huge
 bad '"extra": unexpected' --upstream "$SERVE_URL" extra

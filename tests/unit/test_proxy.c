@@ -23,6 +23,7 @@
 #include <microhttpd.h>
 #include "caliper/buf.h"
 #include "caliper/error.h"
+#include "caliper/global.h"
 #include "caliper/proxy.h"
 
 #define NEAR(got, want, tol) assert_true(fabs((got) - (want)) <= (tol))
@@ -486,6 +487,10 @@ static void test_live_proxy(void **state)
     cfg.upstream = "ftp://x";
     assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
     assert_non_null(strstr(why, "ftp://x"));
+    cfg.upstream = "http://127.0.0.1:99999";        /* curl's URL parser refuses the port */
+    assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
+    assert_non_null(strstr(why, "not a URL"));
+    assert_null(px);
     cfg.upstream = up_url;
     cfg.host = "localhost";
     assert_int_equal(cal_proxy_open(&cfg, &px, why, sizeof why), CAL_EINVAL);
@@ -495,7 +500,7 @@ static void test_live_proxy(void **state)
 
 int main(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    cal_global_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefix_chat),
         cmocka_unit_test(test_prefix_completions_and_errors),

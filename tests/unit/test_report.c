@@ -200,6 +200,13 @@ static void test_json_round_trip(void **state)
     assert_int_equal(q->n_verdicts, 1);
     assert_int_equal(q->verdicts[0].kind, CAL_VK_NOTE);
     cal_result_free(&q);
+    /* a count out of any integer's range reads as absent, never cast */
+    const char *huge = "{\"format\":\"caliper-result\",\"format_version\":2,\"cells\":[{\"sweep\":\"shots\","
+                       "\"fingerprint\":{},\"metrics\":{\"completed\":1e300,\"failed\":-3,\"duration\":1e300}}]}";
+    assert_int_equal(cal_result_from_json(huge, strlen(huge), "h.json", &q, err, sizeof err), CAL_OK);
+    assert_true(isnan(q->cells[0].v[CAL_M_COMPLETED]) && isnan(q->cells[0].v[CAL_M_FAILED]));
+    assert_true(q->cells[0].v[CAL_M_DURATION] == 1e300);
+    cal_result_free(&q);
     /* a damaged file names what is wrong */
     const char *bad = "{\"format\":\"caliper-result\",\"cells\":[{\"sweep\":\"sideways\",\"fingerprint\":{}}]}";
     assert_int_equal(cal_result_from_json(bad, strlen(bad), NULL, &q, err, sizeof err), CAL_EPROTO);
@@ -381,6 +388,7 @@ static void test_from_run_data(void **state)
         c->start_ns = 1000 + (int64_t)i * 1000000000LL;
         c->end_ns = c->start_ns + 800000000LL;
         cal_summary_init(&c->sum);
+        c->sum.duration = 0.8;
         c->sum.output_throughput = 100.0 * conc + shot;
         c->sum.per_request_output_throughput_median = 100.0 - shot;
         c->sum.median_ttft_ms = 20 + shot;
@@ -449,6 +457,24 @@ static void test_from_run_data(void **state)
     assert_int_equal(r->shots[0].kind, CAL_SHOT_WARMUP);
     assert_true(fabs(r->shots[1].t_s - 2.0) < 1e-9);
     assert_int_equal(r->shots_fp.concurrency, 1);
+    /* exported and read back, the run reads the same, number for number */
+    cal_buf b = CAL_BUF_INIT(0);
+    assert_int_equal(cal_run_export_json(&d, &b), CAL_OK);
+    assert_non_null(strstr(b.data, "\"schema\""));
+    cal_result *back = NULL;
+    assert_int_equal(cal_result_from_json(b.data, b.len, "x.json", &back, err, sizeof err), CAL_OK);
+    assert_int_equal(back->n_cells, r->n_cells);
+    for (size_t i = 0; i < r->n_cells; i++)
+        for (int m = 0; m < CAL_M__N; m++) {
+            double x = r->cells[i].v[m], y = back->cells[i].v[m];
+            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x) + 1e-9);
+        }
+    cal_result_free(&back);
+    cal_buf_free(&b);
+    b = (cal_buf)CAL_BUF_INIT(0);
+    assert_int_equal(cal_run_export_csv(&d, &b), CAL_OK);
+    assert_int_equal(count(b.data, "\n"), d.n_cells + 1);
+    cal_buf_free(&b);
     cal_result_free(&r);
 }
 

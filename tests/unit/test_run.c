@@ -22,7 +22,6 @@
 #include "caliper/recorder.h"
 #include "caliper/run.h"
 #include "caliper/store.h"
-#include "src/run_view.h"
 
 static char *tmp_db(void)
 {
@@ -50,7 +49,7 @@ typedef struct fake {
     int slow_from;              /* calls numbered from 0; -1 never */
     atomic_int in_gen, max_in_gen;
     atomic_int opens, closes;
-    int max_worker_seen;
+    atomic_int max_worker_seen;
     int fail_all;
     volatile int *stop_after_flag;
     int stop_after;             /* set *stop_after_flag after this many calls */
@@ -74,7 +73,8 @@ static int fake_generate(void *ud, const cal_inproc_request *rq, cal_inproc_stre
     int now_in = atomic_fetch_add(&f->in_gen, 1) + 1;
     int m = atomic_load(&f->max_in_gen);
     while (now_in > m && !atomic_compare_exchange_weak(&f->max_in_gen, &m, now_in)) {}
-    if (rq->worker > f->max_worker_seen) f->max_worker_seen = rq->worker;
+    int mw = atomic_load(&f->max_worker_seen);
+    while (rq->worker > mw && !atomic_compare_exchange_weak(&f->max_worker_seen, &mw, rq->worker)) {}
     if (f->stop_after_flag && k + 1 >= f->stop_after) *f->stop_after_flag = 1;
     int rc = CAL_OK;
     if (f->fail_all) {
@@ -136,7 +136,7 @@ static void test_inproc_closed_loop(void **state)
     cal_probe_stats ps;
     assert_int_equal(t->ops->send(t->self, reqs, N, &load, res, NULL, NULL, NULL, &ps), CAL_OK);
     assert_true(atomic_load(&f.max_in_gen) <= 3);
-    assert_true(f.max_worker_seen <= 2);
+    assert_true(atomic_load(&f.max_worker_seen) <= 2);
     assert_int_equal(atomic_load(&f.calls), N);
     assert_int_equal(ps.chunks, N * 5);
     for (int i = 0; i < N; i++) {
@@ -213,12 +213,6 @@ static void observe(void *ud, const cal_run_event *ev)
     if (ev->kind == CAL_RUN_EV_PROGRESS) s->progress++;
 }
 
-static char *view_verdicts(void *ud, const cal_run_data *d)
-{
-    (void)ud;
-    return run_view_verdicts_json(d);
-}
-
 static void small_plan(cal_run_plan *p)
 {
     cal_run_plan_default(p);
@@ -246,7 +240,7 @@ static void test_series_shots_and_kinds(void **state)
     plan.concurrency[1] = 2;
     seen sn = {0};
     cal_run_args a = {.plan = &plan, .store = st, .observer = {observe, &sn},
-                      .verdicts = view_verdicts};
+};
     a.targets[0] = fake_target(&f, 1);
     cal_run_outcome out;
     assert_int_equal(cal_run_series(&a, &out), CAL_OK);
@@ -423,15 +417,82 @@ static void test_series_slowdown_verdict(void **state)
     plan.requests = 3;
     plan.shots = 4;
     plan.noise_floor = 0.2;
-    cal_run_args a = {.plan = &plan, .store = st, .verdicts = view_verdicts};
+    cal_run_args a = {.plan = &plan, .store = st};
     a.targets[0] = fake_target(&f, 1);
     cal_run_outcome out;
     assert_int_equal(cal_run_series(&a, &out), CAL_OK);
     assert_non_null(strstr(out.data->run.verdicts_json, "shots 2–4 run"));
     assert_non_null(strstr(out.data->run.verdicts_json, "below shot 1"));
+    /* and as data: the analysis's shot verdict, later shots slower */
+    assert_non_null(out.analysis);
+    assert_int_equal(out.analysis->n_groups, 1);
+    const cal_verdict *sv = NULL;
+    for (size_t i = 0; i < out.analysis->n_verdicts; i++)
+        if (out.analysis->verdicts[i].kind == CAL_VK_SHOTS) sv = &out.analysis->verdicts[i];
+    assert_non_null(sv);
+    assert_true(sv->judged);
+    assert_true(sv->effect > 0.5);          /* 20x slower: well past any band */
+    assert_true(sv->effect > sv->hi);
+    /* the pooled summary quotes shots 2-4 */
+    assert_int_equal(out.analysis->groups[0].quoted_first, 2);
+    assert_int_equal(out.analysis->groups[0].quoted_last, 4);
+    assert_int_equal(out.analysis->groups[0].pooled.completed, 9);
     assert_int_equal(out.data->cells[0].shot_kind, CAL_SHOT_COLD);
     cal_run_outcome_clear(&out);
     cal_run_target_free(&a.targets[0]);
+    cal_store_close(&st);
+    rm_db(db);
+}
+
+/* Two targets alternate shot by shot (A B, B A, A B) and the stored
+ * verdicts hold the paired B ÷ A ratio as data; a served target's config is
+ * checked before anything starts. */
+static void test_series_ab_and_served_config(void **state)
+{
+    (void)state;
+    char *db = tmp_db();
+    cal_store *st = NULL;
+    assert_int_equal(cal_store_open(db, &st), CAL_OK);
+    fake fa = {.token_ns = 1000000, .slow_from = -1};
+    fake fb = {.token_ns = 3000000, .slow_from = -1};   /* B: a third of A's speed */
+    cal_run_plan plan;
+    small_plan(&plan);
+    plan.shots = 3;
+    plan.requests = 2;
+    cal_run_args a = {.plan = &plan, .store = st};
+    a.targets[0] = fake_target(&fa, 1);
+    a.targets[1] = fake_target(&fb, 1);
+    cal_run_outcome out;
+    assert_int_equal(cal_run_series(&a, &out), CAL_OK);
+    assert_int_equal(out.status, CAL_RUN_OK);
+    assert_int_equal(out.data->n_cells, 6);
+    char order[8] = "";
+    for (size_t i = 0; i < 6; i++) order[i] = out.data->cells[i].target[0];
+    assert_string_equal(order, "ABBAAB");
+    assert_non_null(strstr(out.data->run.target_json, "\"ab\""));
+    const cal_verdict *ab = NULL;
+    for (size_t i = 0; i < out.analysis->n_verdicts; i++)
+        if (out.analysis->verdicts[i].kind == CAL_VK_AB) ab = &out.analysis->verdicts[i];
+    assert_non_null(ab);
+    assert_true(ab->effect < 0.6);           /* B ÷ A: about a third */
+    assert_non_null(strstr(out.data->run.verdicts_json, "\"kind\":\"ab\""));
+    cal_run_outcome_clear(&out);
+    cal_run_target_free(&a.targets[0]);
+    cal_run_target_free(&a.targets[1]);
+
+    cal_served_config sc = {.target = {.kind = CAL_TARGET_URL}};
+    cal_run_target *t = (cal_run_target *)1;
+    assert_int_equal(cal_run_target_served(&sc, &t), CAL_EINVAL);   /* no URL */
+    assert_null(t);
+    sc.target.kind = CAL_TARGET_LAUNCH;
+    assert_int_equal(cal_run_target_served(&sc, &t), CAL_EINVAL);   /* no command */
+    sc.target.kind = CAL_TARGET_URL;
+    sc.target.url = "http://127.0.0.1:9";
+    assert_int_equal(cal_run_target_served(&sc, &t), CAL_OK);
+    assert_string_equal(t->ops->kind, "url");
+    assert_false(t->fresh_on_start);
+    assert_false(t->restartable);
+    cal_run_target_free(&t);
     cal_store_close(&st);
     rm_db(db);
 }
@@ -525,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_series_duration_runs_its_time),
         cmocka_unit_test(test_series_stop_and_failure),
         cmocka_unit_test(test_series_slowdown_verdict),
+        cmocka_unit_test(test_series_ab_and_served_config),
         cmocka_unit_test(test_recorder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,179 @@
+/* What starting a target does to the process is what its config asks:
+ * the child subreaper only with .subreaper, the engine's death signal only
+ * with .death_signal (and then the engine ends with the thread that started
+ * it); an exec that fails is reported from the child with async-signal-safe
+ * calls only. Engines here are `python3 -m http.server` over a directory
+ * holding a "health" file, so GET /health answers 200. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+#include "caliper/clock.h"
+#include "caliper/error.h"
+#include "caliper/protocol.h"
+
+#define S 1000000000LL
+static char g_dir[] = "/tmp/caliper-target-XXXXXX";
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &len)) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    if (!mkdtemp(g_dir)) return -1;
+    char p[128];
+    snprintf(p, sizeof p, "%s/health", g_dir);
+    FILE *f = fopen(p, "w");
+    if (!f) return -1;
+    fputs("ok\n", f);
+    fclose(f);
+    return 0;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    char p[128];
+    snprintf(p, sizeof p, "%s/health", g_dir);
+    unlink(p);
+    rmdir(g_dir);
+    return 0;
+}
+
+typedef struct start_arg {
+    cal_target_config cfg;
+    char cmd[256];
+    cal_target *t;
+    int rc;
+    char err[1200];
+} start_arg;
+
+static void engine_config(start_arg *a)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->cmd, sizeof a->cmd, "exec python3 -m http.server --bind 127.0.0.1 --directory %s %d",
+             g_dir, free_port());
+    a->cfg.kind = CAL_TARGET_LAUNCH;
+    a->cfg.command = a->cmd;
+    a->cfg.port = atoi(strrchr(a->cmd, ' ') + 1);
+    a->cfg.launch_timeout_ns = 60 * S;
+    a->cfg.grace_ns = 5 * S;
+}
+
+static void *start_in_thread(void *ud)
+{
+    start_arg *a = ud;
+    a->rc = cal_target_start(&a->cfg, &a->t, a->err, sizeof a->err);
+    return NULL;
+}
+
+static int subreaper(void)
+{
+    int v = -1;
+    assert_int_equal(prctl(PR_GET_CHILD_SUBREAPER, &v), 0);
+    return v;
+}
+
+/* The order matters: the subreaper, once set, stays for the process. */
+static void test_subreaper_only_when_asked(void **st)
+{
+    (void)st;
+    assert_int_equal(subreaper(), 0);
+    start_arg a;
+    engine_config(&a);
+    assert_int_equal(cal_target_start(&a.cfg, &a.t, a.err, sizeof a.err), CAL_OK);
+    assert_int_equal(subreaper(), 0);
+    cal_target_stop(&a.t);
+    assert_int_equal(subreaper(), 0);
+    engine_config(&a);
+    a.cfg.subreaper = 1;
+    assert_int_equal(cal_target_start(&a.cfg, &a.t, a.err, sizeof a.err), CAL_OK);
+    assert_int_equal(subreaper(), 1);
+    cal_target_stop(&a.t);
+}
+
+/* Wait (bounded by the work, not the clock: up to 60 s) for the engine to go. */
+static int gone_within(cal_target *t, int64_t ns)
+{
+    int64_t end = cal_now_ns() + ns;
+    while (cal_now_ns() < end) {
+        if (!cal_target_alive(t)) return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+static void test_death_signal_follows_the_option(void **st)
+{
+    (void)st;
+    /* with a death signal: the engine ends with the thread that started it */
+    start_arg a;
+    engine_config(&a);
+    a.cfg.death_signal = SIGTERM;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, start_in_thread, &a), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    if (a.rc) fail_msg("start: %s", a.err);
+    assert_true(gone_within(a.t, 60 * S));
+    int ws = cal_target_stop(&a.t);
+    assert_true(WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0));
+
+    /* without: it outlives that thread, until stopped */
+    engine_config(&a);
+    assert_int_equal(pthread_create(&th, NULL, start_in_thread, &a), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    if (a.rc) fail_msg("start: %s", a.err);
+    assert_false(gone_within(a.t, S / 2));
+    assert_int_not_equal(kill(cal_target_pid(a.t), 0), -1);
+    cal_target_stop(&a.t);
+}
+
+/* A failed exec is reported from the child (no stdio, no strerror there). */
+static void test_exec_failure_from_the_child(void **st)
+{
+    (void)st;
+    cal_target_config c = {.kind = CAL_TARGET_BUILTIN, .self_exe = "/nonexistent/caliper",
+                           .launch_timeout_ns = 60 * S};
+    cal_target *t = NULL;
+    char err[1200];
+    assert_int_equal(cal_target_start(&c, &t, err, sizeof err), CAL_EIO);
+    assert_null(t);
+    if (!strstr(err, "status 127") || !strstr(err, "exec /nonexistent/caliper: errno 2"))
+        fail_msg("err: %s", err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_subreaper_only_when_asked),
+        cmocka_unit_test(test_death_signal_follows_the_option),
+        cmocka_unit_test(test_exec_failure_from_the_child),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
