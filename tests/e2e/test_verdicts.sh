@@ -3,9 +3,11 @@
 # run as a URL target (caliper cannot know its shot 1 was cold):
 #  - two shots never give a directional claim: "cannot judge: 1 warm shot";
 #  - a steady engine under the recommended protocol (--shots 5, 8 requests)
-#    stays silent: 6 runs, at most 1 directional verdict (the judge's false-
-#    alarm rate is <= 5 % by construction, ~1 % measured; 2 of 6 at 5 % has
-#    probability 3 %, so a failure here means the rate broke, not bad luck);
+#    stays silent: 8 runs, at most 2 directional verdicts. The rate is <= 5 %
+#    for normal shot noise and measured 0–5 % here (bench/verdicts); a shared
+#    machine's stalls make rarer, larger outliers, so 3 of 8 at 5 % (0.6 %)
+#    is the line: a rate like the old band's (~25 %) fails it one time in 3,
+#    and the seeded unit test pins the rate itself (tests/unit/test_judge.c);
 #  - a real wall is caught: after shot 1 the engine loses 60 % of the CPU it
 #    was getting (a cgroup CPU quota when root, else a busy loop pinned to
 #    the engine's core), and the verdict says "below shot 1 … quote warm
@@ -38,7 +40,7 @@ check "two shots: cannot judge, and says what to run" \
 
 # --- steady: silent ------------------------------------------------------------
 loud=0; said=0
-for i in 1 2 3 4 5 6; do
+for i in 1 2 3 4 5 6 7 8; do
   "$CALIPER" run "${RUN[@]}" --shots 5 --label "steady$i" >"$T/steady$i.out" 2>&1
   v=$(grep "^verdict:" "$T/steady$i.out")
   [ -n "$v" ] && said=$((said + 1))
@@ -46,8 +48,8 @@ for i in 1 2 3 4 5 6; do
     loud=$((loud + 1)); echo "# steady run $i: $v"
   fi
 done
-check "every steady run prints a verdict line" [ "$said" -eq 6 ]
-check "steady engine: at most 1 directional verdict in 6 runs (got $loud)" [ "$loud" -le 1 ]
+check "every steady run prints a verdict line" [ "$said" -eq 8 ]
+check "steady engine: at most 2 directional verdicts in 8 runs (got $loud)" [ "$loud" -le 2 ]
 check "a within-noise verdict carries its CI" \
   bash -c "grep -h '^verdict:' '$T'/steady*.out | grep -q 'within noise of shot 1 (.*, 95 % CI .* to .*): no wall seen\|cannot judge\|under the'"
 
