@@ -18,6 +18,8 @@
 #include "caliper/stats.h"
 #include "caliper/store.h"
 #include "caliper/telemetry.h"
+#include "caliper/url.h"
+#include "caliper/utf8.h"
 #include "caliper/workload.h"
 #include "cli.h"
 #include "run_view.h"
@@ -197,6 +199,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         }
         case O_LABEL:
             if (!*optarg) return cli_usage_error(CMD, "--label: \"\" is empty");
+            if (cal_utf8_check(optarg, strlen(optarg)) < strlen(optarg))
+                return cli_usage_error(CMD, "--label: byte %zu is not valid UTF-8 (a label must "
+                                       "survive export as JSON)", cal_utf8_check(optarg, strlen(optarg)) + 1);
             o->label = optarg;
             break;
         case O_AB: o->ab = 1; break;
@@ -238,7 +243,10 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_long(CMD, "--warmup", optarg, 0, 1000, &o->warmup)) return CLI_USAGE;
             break;
         case O_COLD: o->cold = 1; break;
-        case O_DB: o->db = optarg; break;
+        case O_DB:
+            if (!*optarg) return cli_usage_error(CMD, "--db: \"\" is empty: give the store's file");
+            o->db = optarg;
+            break;
         case O_JSON: o->json = optarg; break;
         case O_CTIMEOUT:
             if (cli_parse_unit(CMD, "--connect-timeout", optarg, CAL_U_TIME, "s", &d)) return CLI_USAGE;
@@ -315,6 +323,7 @@ typedef struct side {
     int64_t process_start_ns;        /* -1 unknown */
     int fresh;                       /* the next shot is the process's first */
     char url[512];
+    char url_shown[512];             /* url without credentials: what is printed and stored */
     cal_http_tokenizer *tk;
 } side;
 
@@ -380,6 +389,7 @@ static int start_side(ctx *c, side *s)
         return rc;
     }
     snprintf(s->url, sizeof s->url, "%s", cal_target_url(s->target));
+    cal_url_redact(s->url, s->url_shown, sizeof s->url_shown);
     if (s->tk) cal_http_tokenizer_retarget(s->tk, s->url);   /* a cold restart moves ports */
     s->process_start_ns = cal_target_spawn_ns(s->target);
     s->fresh = 1;
@@ -418,7 +428,7 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
         if (rc) {
             snprintf(c->fail_msg, sizeof c->fail_msg,
                      "%s%sthe target %s stopped answering: counting the tokens of prompt %zu "
-                     "failed (%s)", s->name, s->name[0] ? " " : "", s->url, i, cal_strerror(rc));
+                     "failed (%s)", s->name, s->name[0] ? " " : "", s->url_shown, i, cal_strerror(rc));
             goto out;
         }
         reqs[i].prompt = prompts[i];
@@ -514,7 +524,7 @@ static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_ki
         snprintf(c->fail_msg, sizeof c->fail_msg, "%s%sthe target %s during shot %d (%s)%s%s",
                  s->name, s->name[0] ? " " : "",
                  cal_target_alive(s->target) ? "stopped answering" : "exited", shot,
-                 s->url, tail[0] ? ": " : "", tail);
+                 s->url_shown, tail[0] ? ": " : "", tail);
     }
     rc = CAL_OK;
 out:
@@ -536,11 +546,11 @@ static char *target_json(ctx *c)
         json_object_set_new(t, "kind", json_string(cal_target_kind_name(s->tcfg.kind)));
         if (s->tcfg.kind == CAL_TARGET_BUILTIN) json_object_set_new(t, "name", json_string(c->o->preset));
         else if (s->tcfg.kind == CAL_TARGET_LAUNCH) json_object_set_new(t, "name", json_string(s->tcfg.command));
-        else json_object_set_new(t, "name", json_string(s->url));
+        else json_object_set_new(t, "name", json_string(s->url_shown));
         json_object_set_new(t, "model", s->model[0] ? json_string(s->model) : json_null());
         json_object_set_new(t, "version", c->o->label ? json_string(c->o->label)
                                           : s->model[0] ? json_string(s->model) : json_null());
-        json_object_set_new(t, "url", json_string(s->url));
+        json_object_set_new(t, "url", json_string(s->url_shown));
         json_object_set_new(t, "command", s->tcfg.command ? json_string(s->tcfg.command) : json_null());
         int64_t ln = cal_target_load_ns(s->target);
         json_object_set_new(t, "load_s", ln >= 0 ? json_real(ln / 1e9) : json_null());
@@ -775,11 +785,13 @@ int cmd_run(int argc, char **argv)
     }
     int exit_code = CLI_OK;
     for (int i = 0; i < c.n_sides; i++) {
+        char shown[512];
+        cal_url_redact(c.sides[i].tcfg.url ? c.sides[i].tcfg.url : "", shown, sizeof shown);
         fprintf(stderr, "caliper run: %s %s...\n",
                 c.sides[i].tcfg.kind == CAL_TARGET_URL ? "checking" : "starting",
                 c.sides[i].tcfg.kind == CAL_TARGET_BUILTIN ? "the built-in engine"
                 : c.sides[i].tcfg.kind == CAL_TARGET_LAUNCH ? c.sides[i].tcfg.command
-                                                            : c.sides[i].tcfg.url);
+                                                            : shown);
         if (start_side(&c, &c.sides[i])) {
             exit_code = g_stop ? 130 : cli_fail(CMD, "%s", c.fail_msg);
             goto cleanup;
@@ -793,7 +805,7 @@ int cmd_run(int argc, char **argv)
         s->pcfg.model = s->model[0] ? s->model : NULL;
         cal_probe_close(&s->probe);
         if (cal_probe_open(&s->pcfg, &s->probe)) {
-            exit_code = cli_fail(CMD, "probe: cannot open for %s", s->url);
+            exit_code = cli_fail(CMD, "probe: cannot open for %s", s->url_shown);
             goto cleanup;
         }
         /* prompts: exact lengths through the server's tokenizer */
@@ -808,7 +820,7 @@ int cmd_run(int argc, char **argv)
             rc = cal_workload_open(&wc, &s->wl[p]);
             if (rc && rc != CAL_ENOMEM && rc != CAL_EINVAL) {
                 fprintf(stderr, "caliper run: the tokenizer of %s failed (%s): prompt lengths "
-                                "will be approximate\n", s->url, cal_strerror(rc));
+                                "will be approximate\n", s->url_shown, cal_strerror(rc));
                 wc.count = NULL;
                 rc = cal_workload_open(&wc, &s->wl[p]);
             }
