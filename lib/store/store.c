@@ -132,7 +132,10 @@ static int lookup(const char *const *names, int n, const char *s, int dflt)
 /* ---- helpers ---------------------------------------------------------- */
 static int exec_sql(cal_store *st, const char *sql)
 {
-    return sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK ? CAL_OK : CAL_ESTORE;
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+    /* the first failure of an open attempt decides whether it is retried */
+    if (rc != SQLITE_OK && st->open_rc == SQLITE_OK) st->open_rc = rc;
+    return rc == SQLITE_OK ? CAL_OK : CAL_ESTORE;
 }
 
 static char *dupstr(const char *s)
@@ -220,7 +223,7 @@ static int migrate(cal_store *st)
         if (exec_sql(st, sql) || exec_sql(st, "COMMIT")) goto fail;
     }
 fail:
-    st->open_rc = sqlite3_errcode(st->db);   /* before ROLLBACK resets it */
+    if (st->open_rc == SQLITE_OK) st->open_rc = sqlite3_errcode(st->db);   /* before ROLLBACK */
     exec_sql(st, "ROLLBACK");
     return CAL_ESTORE;
 }
@@ -230,10 +233,8 @@ static int open_steps(cal_store *st)
 {
     st->open_rc = SQLITE_OK;
     if (exec_sql(st, "PRAGMA journal_mode=WAL") || exec_sql(st, "PRAGMA foreign_keys=ON") ||
-        exec_sql(st, "PRAGMA synchronous=NORMAL")) {
-        st->open_rc = sqlite3_errcode(st->db);
+        exec_sql(st, "PRAGMA synchronous=NORMAL"))
         return CAL_ESTORE;
-    }
     return migrate(st);
 }
 
