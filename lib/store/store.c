@@ -130,12 +130,26 @@ static int lookup(const char *const *names, int n, const char *s, int dflt)
 }
 
 /* ---- helpers ---------------------------------------------------------- */
+/* Keep SQLite's message for cal_store_errmsg: finalizing a good statement
+ * or a ROLLBACK resets it. Call where a failure is first seen. */
+static void note(cal_store *st)
+{
+    if (!st->why[0]) snprintf(st->why, sizeof st->why, "%s", sqlite3_errmsg(st->db));
+}
 static int exec_sql(cal_store *st, const char *sql)
 {
     int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
     /* the first failure of an open attempt decides whether it is retried */
     if (rc != SQLITE_OK && st->open_rc == SQLITE_OK) st->open_rc = rc;
+    if (rc != SQLITE_OK) note(st);
     return rc == SQLITE_OK ? CAL_OK : CAL_ESTORE;
+}
+
+/* Undo a failed write, keeping why it failed. */
+static void rollback(cal_store *st)
+{
+    note(st);
+    exec_sql(st, "ROLLBACK");
 }
 
 static char *dupstr(const char *s)
@@ -147,10 +161,15 @@ static char *dupstr(const char *s)
     return d;
 }
 
+/* SQLITE_STATIC: every bound string outlives its statement's step (they
+ * are the caller's, or locals finalized first), and a bind that copies
+ * (SQLITE_TRANSIENT) can fail out of memory while the row is still
+ * written, with NULL in that column. */
 static void bind_text(sqlite3_stmt *s, int i, const char *v)
 {
-    if (v) sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(s, i);
+    int rc = v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+    assert(rc == SQLITE_OK || rc == SQLITE_TOOBIG);
+    (void)rc;
 }
 static void bind_real(sqlite3_stmt *s, int i, double v)
 {
@@ -192,10 +211,14 @@ static int read_version(cal_store *st, int *v)
     if (sqlite3_prepare_v2(st->db, "SELECT max(version) FROM schema_version", -1, &s,
                            NULL) != SQLITE_OK)
         return CAL_ESTORE;
-    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+    /* a failed step is an error, not version 0: that would re-apply
+     * migration 1 to a store that has it */
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
         *v = sqlite3_column_int(s, 0);
+    if (step != SQLITE_ROW && st->open_rc == SQLITE_OK) st->open_rc = sqlite3_errcode(st->db);
     sqlite3_finalize(s);
-    return CAL_OK;
+    return step == SQLITE_ROW ? CAL_OK : CAL_ESTORE;
 }
 
 static int migrate(cal_store *st)
@@ -224,7 +247,7 @@ static int migrate(cal_store *st)
     }
 fail:
     if (st->open_rc == SQLITE_OK) st->open_rc = sqlite3_errcode(st->db);   /* before ROLLBACK */
-    exec_sql(st, "ROLLBACK");
+    rollback(st);
     return CAL_ESTORE;
 }
 
@@ -232,6 +255,7 @@ fail:
 static int open_steps(cal_store *st)
 {
     st->open_rc = SQLITE_OK;
+    st->why[0] = '\0';
     if (exec_sql(st, "PRAGMA journal_mode=WAL") || exec_sql(st, "PRAGMA foreign_keys=ON") ||
         exec_sql(st, "PRAGMA synchronous=NORMAL"))
         return CAL_ESTORE;
@@ -265,9 +289,9 @@ static int open_writable(cal_store *st, const char *path, char *why, size_t why_
     while (open_steps(st)) {
         int busy = (st->open_rc & 0xff) == SQLITE_BUSY || (st->open_rc & 0xff) == SQLITE_LOCKED;
         if (!busy || cal_now_ns() >= until) {
-            if (st->why[0]) return cal_why(why, why_len, CAL_ESTORE, "%s: %s", path, st->why);
             if ((st->open_rc & 0xff) == SQLITE_NOMEM)
                 return cal_why(why, why_len, CAL_ENOMEM, "%s: out of memory", path);
+            if (st->why[0]) return cal_why(why, why_len, CAL_ESTORE, "%s: %s", path, st->why);
             return cal_why(why, why_len, CAL_ESTORE, "%s: %s", path, sqlite3_errstr(st->open_rc));
         }
         cal_sleep_ns(10000000LL, NULL);
@@ -478,8 +502,13 @@ static int redacted_target(cal_store *st, const char *target_json, char **out)
     if (!target_json) return CAL_OK;
     json_error_t e;
     json_t *j = json_loads(target_json, JSON_DECODE_ANY, &e);
+    /* jansson reports some allocation failures in its lexer as syntax
+     * errors: a text that parses on a second try was short of memory */
+    if (!j) j = json_loads(target_json, JSON_DECODE_ANY, &e);
     if (!j) {
-        if (json_error_code(&e) == json_error_out_of_memory)
+        /* jansson explains every syntax error; a failure it leaves
+         * unexplained is an allocation inside the parser */
+        if (json_error_code(&e) == json_error_out_of_memory || !e.text[0])
             return fail(st, CAL_ENOMEM, "target JSON: out of memory");
         return fail(st, CAL_EINVAL, "target JSON: %s (line %d)", e.text, e.line);
     }
@@ -663,7 +692,10 @@ static int insert_requests(cal_store *st, int64_t cell_id, const cal_req_result 
         " first_token_ns, last_token_ns, end_ns, prompt_tokens, output_tokens, token_source,"
         " n_chunks, chunks, server_prefill_ms, server_decode_ms, server_decode_tokens)"
         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
-    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+        note(st);
+        return CAL_ESTORE;
+    }
     int rc = CAL_OK;
     for (size_t i = 0; i < n && rc == CAL_OK; i++) {
         const cal_req_result *q = &r[i];
@@ -695,6 +727,7 @@ static int insert_requests(cal_store *st, int64_t cell_id, const cal_req_result 
         bind_opt(s, 18, q->server_decode_tokens);
         if (sqlite3_step(s) != SQLITE_DONE) rc = CAL_ESTORE;
     }
+    if (rc) note(st);
     sqlite3_finalize(s);
     return rc;
 }
@@ -752,8 +785,9 @@ int cal_store_add_cell(cal_store *st, int64_t run_id, cal_cell *c,
         c->run_id = run_id;
     }
 out:
+    if (rc != CAL_OK) note(st);
     sqlite3_finalize(s);
-    if (rc != CAL_OK) exec_sql(st, "ROLLBACK");
+    if (rc != CAL_OK) rollback(st);
     return rc;
 }
 
@@ -806,8 +840,9 @@ int cal_store_flush(cal_store *st)
     }
     if (rc == CAL_OK) rc = exec_sql(st, "COMMIT");
 out:
+    if (rc != CAL_OK) note(st);
     sqlite3_finalize(s);
-    if (rc != CAL_OK) exec_sql(st, "ROLLBACK");
+    if (rc != CAL_OK) rollback(st);
     else st->n_tel = 0;
     return rc;
 }
@@ -1095,7 +1130,7 @@ static int load_requests(cal_store *st, cal_run_data *d, int flags)
             rc = read_request_row(st, s, cell, d->n_reqs - 1 - cell->req_first, flags, q);
             if (rc) break;
         }
-        if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+        if (rc == CAL_OK && step != SQLITE_DONE) { note(st); rc = CAL_ESTORE; }
         /* readers take this cell's requests as reqs[req_first .. + n_requests) */
         if (rc == CAL_OK && (int64_t)(d->n_reqs - cell->req_first) != cell->n_requests)
             rc = fail(st, CAL_ESTORE, "run %lld, cell %lld: n_requests %lld but %zu requests are "
@@ -1133,7 +1168,7 @@ static int load_telemetry(cal_store *st, cal_run_data *d)
             break;
         }
     }
-    if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+    if (rc == CAL_OK && step != SQLITE_DONE) { note(st); rc = CAL_ESTORE; }
     sqlite3_finalize(s);
     return rc;
 }
@@ -1180,12 +1215,13 @@ int cal_store_load_run(cal_store *st, int64_t run_id, int flags, cal_run_data **
         rc = read_cell_row(st, s, &d->cells[d->n_cells++]);
         if (rc) break;
     }
-    if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+    if (rc == CAL_OK && step != SQLITE_DONE) { note(st); rc = CAL_ESTORE; }
     sqlite3_finalize(s);
     s = NULL;
     if (rc == CAL_OK && !(flags & CAL_LOAD_NO_REQS)) rc = load_requests(st, d, flags);
     if (rc == CAL_OK) rc = load_telemetry(st, d);
 out:
+    if (rc != CAL_OK) note(st);   /* before COMMIT resets SQLite's message */
     sqlite3_finalize(s);
     exec_sql(st, "COMMIT");
     if (rc != CAL_OK) {
