@@ -83,6 +83,10 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
     if (a == b) return CAL_OK;              /* an empty event says nothing */
     json_error_t jerr;
     json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    /* jansson reports some allocation failures in its lexer as syntax
+     * errors: one more try keeps a short allocation from being blamed on
+     * the server as a malformed stream */
+    if (!root) root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!root) return CAL_EPROTO;
     if (!json_is_object(root)) { json_decref(root); return CAL_EPROTO; }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include "caliper/utf8.h"
 #include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
@@ -167,24 +168,37 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
     int has_v1 = bl >= 3 && memcmp(cfg->base_url + bl - 3, "/v1", 3) == 0;
     const char *path = cfg->api == CAL_API_CHAT ? "/chat/completions" : "/completions";
     cal_buf u = CAL_BUF_INIT(4096);
-    if (cal_buf_append(&u, cfg->base_url, bl) || cal_buf_puts(&u, has_v1 ? "" : "/v1")
-        || cal_buf_puts(&u, path)) { cal_buf_free(&u); rc = CAL_EINVAL; goto fail; }
+    int be = cal_buf_append(&u, cfg->base_url, bl);
+    if (!be) be = cal_buf_puts(&u, has_v1 ? "" : "/v1");
+    if (!be) be = cal_buf_puts(&u, path);
+    if (be) { cal_buf_free(&u); rc = be == CAL_ENOMEM ? CAL_ENOMEM : CAL_EINVAL; goto fail; }
     p->url = u.data;
 
-    /* body template */
+    /* body template: a field that could not be added is out of memory, never
+     * a request sent without it */
     p->tmpl = json_object();
-    if (!p->tmpl) goto fail;
-    if (cfg->model) json_object_set_new(p->tmpl, "model", json_string(cfg->model));
-    json_object_set_new(p->tmpl, "stream", json_true());
     json_t *so = json_object();
-    json_object_set_new(so, "include_usage", json_true());
-    json_object_set_new(p->tmpl, "stream_options", so);
-    if (cfg->ignore_eos) json_object_set_new(p->tmpl, "ignore_eos", json_true());
+    int bad = !p->tmpl || !so || json_object_set_new(so, "include_usage", json_true());
+    if (!bad && cfg->model) bad = json_object_set_new(p->tmpl, "model", json_string(cfg->model));
+    if (!bad) bad = json_object_set_new(p->tmpl, "stream", json_true());
+    if (!bad) {
+        bad = json_object_set_new(p->tmpl, "stream_options", so);
+        so = NULL;                              /* taken, even on failure */
+    }
+    if (!bad && cfg->ignore_eos) bad = json_object_set_new(p->tmpl, "ignore_eos", json_true());
+    json_decref(so);
+    if (bad) goto fail;
     if (cfg->extra_body && *cfg->extra_body) {
         json_error_t je;
         json_t *x = json_loads(cfg->extra_body, 0, &je);
-        if (!json_is_object(x)) { json_decref(x); rc = CAL_EINVAL; goto fail; }
-        json_object_update(p->tmpl, x);
+        if (!x) x = json_loads(cfg->extra_body, 0, &je);   /* see cal_chunk_parse */
+        if (!json_is_object(x)) {
+            json_decref(x);
+            rc = !x && (json_error_code(&je) == json_error_out_of_memory || !je.text[0])
+                 ? CAL_ENOMEM : CAL_EINVAL;   /* unexplained: an allocation in the parser */
+            goto fail;
+        }
+        if (json_object_update(p->tmpl, x)) { json_decref(x); goto fail; }
         /* a null in extra_body removes that field (servers that reject
          * stream_options or ignore_eos) */
         const char *key;
@@ -290,6 +304,10 @@ static int interpret(slot *s, const char *data, size_t len)
         head[n] = '\0';
         set_fail(s, CAL_REQ_STREAM_ERROR, "malformed event: %s", head);
         return CAL_EPROTO;
+    }
+    if (rc == CAL_ENOMEM) {   /* the kept text would silently miss this chunk */
+        set_fail(s, CAL_REQ_STREAM_ERROR, "%s", "out of memory for the generated text");
+        return rc;
     }
     if (c.flags & CAL_CHUNK_DONE) { s->done_seen = 1; return CAL_OK; }
     if (c.flags & CAL_CHUNK_ERROR) {
@@ -413,8 +431,10 @@ static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud)
         append_capped(&s->in, ptr, n);
         return n;
     case MODE_JSON:
-        if (cal_buf_append(&s->in, ptr, n)) {
-            set_fail(s, CAL_REQ_STREAM_ERROR, "%sresponse body over its cap", "");
+        int brc = cal_buf_append(&s->in, ptr, n);
+        if (brc) {
+            set_fail(s, CAL_REQ_STREAM_ERROR, "%s", brc == CAL_ENOMEM ? "out of memory for the response body"
+                                                                     : "response body over its cap");
             return 0;
         }
         return n;
@@ -422,6 +442,7 @@ static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud)
     }
     int rc = cal_sse_feed(s->sse, ptr, n);
     if (rc == CAL_ETOOBIG) set_fail(s, CAL_REQ_STREAM_ERROR, "%sSSE event over its cap", "");
+    else if (rc == CAL_ENOMEM) set_fail(s, CAL_REQ_STREAM_ERROR, "%sout of memory for the stream", "");
     else if (rc) set_fail(s, CAL_REQ_STREAM_ERROR, "%smalformed stream", "");
     return rc ? 0 : n;
 }
@@ -622,7 +643,13 @@ static void finish_slot(run *r, slot *s)
         res->tok_source = CAL_TOKSRC_CHUNKS;
         res->output_tokens = res->n_chunks;
     }
-    if (r->p->cfg.keep_text && s->text.len) res->text = dup_msg(s->text.data, s->text.len);
+    if (r->p->cfg.keep_text && s->text.len) {
+        res->text = dup_msg(s->text.data, s->text.len);
+        if (!res->text && res->status == CAL_REQ_OK) {   /* never ok without what was kept */
+            res->status = CAL_REQ_STREAM_ERROR;
+            if (!res->error) res->error = dup_msg("out of memory for the generated text", 36);
+        }
+    }
     free(s->body);
     s->body = NULL;
     s->res = NULL;
@@ -786,9 +813,10 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     if (!isfinite(load->rate) || load->rate < 0 || load->concurrency < 0
         || (!open_loop && load->concurrency == 0)) return CAL_EINVAL;
     for (size_t i = 0; i < n; i++) {           /* fail before anything is sent */
-        json_t *js = reqs[i].prompt ? json_string(reqs[i].prompt) : NULL;
-        if (!js) return CAL_EINVAL;            /* NULL or not UTF-8 */
-        json_decref(js);
+        /* NULL or not UTF-8 (jansson would refuse it; checked without
+         * allocating, so out of memory is not mistaken for bad input) */
+        const char *pr = reqs[i].prompt;
+        if (!pr || cal_utf8_check(pr, strlen(pr)) != strlen(pr)) return CAL_EINVAL;
     }
     if (n == 0) return CAL_OK;
 
