@@ -4,7 +4,8 @@
 #   make run        install deps (once), build, run the main job on the built-in engine
 #   make test       unit tests (cmocka), fuzz corpus replay, end-to-end tests
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
-#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each
+#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each (default 20)
+#   make fuzz-long  the same, 10 minutes each
 #   make bench      build the benchmarks in bench/ (run them one by one)
 #   make deps       install Debian packages (root); prints the list elsewhere
 #   make install PREFIX=/usr/local
@@ -39,7 +40,7 @@ ifeq ($(SAN),address)
   CPPFLAGS  += -DCAL_SANITIZER='"address"'
 endif
 ifeq ($(SAN),undefined)
-  SAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  SAN_FLAGS := -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
   CPPFLAGS  += -DCAL_SANITIZER='"undefined"'
 endif
 ifeq ($(SAN),thread)
@@ -76,7 +77,7 @@ SHLIB_BIN  := $(SHLIB_SRC:tests/helpers/shlib/%.c=$(BUILD)/tests/helpers/lib%.so
 REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay_%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run test unit e2e fuzz-replay asan ubsan tsan fuzz bench deps install clean check-deps
+.PHONY: all run test unit e2e fuzz-replay asan ubsan tsan fuzz fuzz-long bench deps install clean check-deps
 all: $(BIN)
 
 # The build identity every stored run records; rewritten only when it changes,
@@ -173,6 +174,9 @@ tsan:
 	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread test
 
 FUZZ_SECONDS ?= 20
+# Each target for 10 minutes (CI runs each for a few seconds).
+fuzz-long:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=600
 fuzz:
 	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang \
 	  SAN_FLAGS='-fsanitize=fuzzer-no-link,address,undefined' \
@@ -195,10 +199,11 @@ check-deps:
 
 DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev \
-            clang libclang-rt-dev sqlite3 curl
+            clang libclang-rt-dev sqlite3 curl python3
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \
-	  if pkg-config --exists $(PKGS) cmocka && command -v clang >/dev/null; then \
+	  if pkg-config --exists $(PKGS) cmocka && command -v clang >/dev/null && \
+	     command -v python3 >/dev/null; then \
 	    echo "deps: all present"; \
 	  else \
 	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

@@ -45,10 +45,20 @@ int cli_fail(const char *cmd, const char *fmt, ...)
  * usage error naming cmd, flag and value, and return 2. */
 int cli_parse_unit(const char *cmd, const char *flag, const char *arg,
                    cal_unit u, const char *bare_unit, double *out);
-/* A time flag that must lie in [min_s, max_s] seconds (max_s <= 0: no upper
- * bound; min_s is exclusive when it is 0: "a positive time"). */
+/* A quantity flag that must lie in [min, max] (min_open: (min, max]), checked
+ * in double before any conversion to an integer type. */
+int cli_parse_unit_in(const char *cmd, const char *flag, const char *arg, cal_unit u,
+                      const char *bare_unit, double min, double max, int min_open,
+                      double *out);
+/* Longest time any flag accepts: a year, so that its nanoseconds (and a
+ * deadline of now plus it) fit in int64_t with room to spare. */
+#define CLI_TIME_MAX_S (366.0 * 86400)
+/* A time flag that must lie in [min_s, max_s] seconds (max_s <= 0: up to
+ * CLI_TIME_MAX_S; min_s is exclusive when it is 0: "a positive time"). */
 int cli_parse_time_in(const char *cmd, const char *flag, const char *arg,
                       const char *bare_unit, double min_s, double max_s, double *out);
+/* An integer flag in [min, max] (unit suffixes allowed: 2k); a value out of
+ * range, however large, is a usage error, never a conversion. */
 int cli_parse_long(const char *cmd, const char *flag, const char *arg,
                    long min, long max, long *out);
 /* Comma list of integers ("1,4,8,32", with k/M suffixes) into out[cap];

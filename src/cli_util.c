@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,33 +43,58 @@ int cli_parse_unit(const char *cmd, const char *flag, const char *arg,
                            bare_unit ? bare_unit : "", bare_unit ? ")" : "");
 }
 
+/* "over 1 d" / "under 10 ms" / "not positive": why v left [min, max]. */
+static int out_of_range(const char *cmd, const char *flag, const char *arg, cal_unit u,
+                        double v, double min, double max, int min_open)
+{
+    char lim[48];
+    if (min_open ? v <= min : v < min) {
+        if (min == 0)
+            return cli_usage_error(cmd, "%s: \"%s\" is not a positive %s", flag, arg,
+                                   cal_unit_name(u));
+        return cli_usage_error(cmd, "%s: \"%s\" is under %s", flag, arg,
+                               cal_unit_format(u, min, 3, lim, sizeof lim));
+    }
+    return cli_usage_error(cmd, "%s: \"%s\" is over %s", flag, arg,
+                           cal_unit_format(u, max, 3, lim, sizeof lim));
+}
+
+int cli_parse_unit_in(const char *cmd, const char *flag, const char *arg, cal_unit u,
+                      const char *bare_unit, double min, double max, int min_open,
+                      double *out)
+{
+    double v;
+    int rc = cli_parse_unit(cmd, flag, arg, u, bare_unit, &v);
+    if (rc) return rc;
+    if ((min_open ? v <= min : v < min) || v > max)
+        return out_of_range(cmd, flag, arg, u, v, min, max, min_open);
+    *out = v;
+    return 0;
+}
+
 int cli_parse_time_in(const char *cmd, const char *flag, const char *arg,
                       const char *bare_unit, double min_s, double max_s, double *out)
 {
-    double v;
-    int rc = cli_parse_unit(cmd, flag, arg, CAL_U_TIME, bare_unit, &v);
-    if (rc) return rc;
-    char lim[32];
-    if (min_s <= 0 ? v <= 0 : v < min_s)
-        return min_s <= 0 ? cli_usage_error(cmd, "%s: \"%s\" is not a positive time", flag, arg)
-                          : cli_usage_error(cmd, "%s: \"%s\" is under %s", flag, arg,
-                                            cal_unit_format(CAL_U_TIME, min_s, 3, lim, sizeof lim));
-    if (max_s > 0 && v > max_s)
-        return cli_usage_error(cmd, "%s: \"%s\" is over %s", flag, arg,
-                               cal_unit_format(CAL_U_TIME, max_s, 3, lim, sizeof lim));
-    *out = v;
-    return 0;
+    if (max_s <= 0 || max_s > CLI_TIME_MAX_S) max_s = CLI_TIME_MAX_S;
+    return cli_parse_unit_in(cmd, flag, arg, CAL_U_TIME, bare_unit, min_s > 0 ? min_s : 0,
+                             max_s, min_s <= 0, out);
 }
 
 int cli_parse_long(const char *cmd, const char *flag, const char *arg,
                    long min, long max, long *out)
 {
     double v;
-    if (!arg || cal_unit_parse(CAL_U_COUNT, arg, NULL, &v) != 0 || v != (double)(long)v)
+    if (!arg || cal_unit_parse(CAL_U_COUNT, arg, NULL, &v) != 0 || v != floor(v))
         return cli_usage_error(cmd, "%s: \"%s\" is not an integer", flag, arg ? arg : "");
-    if (v < (double)min || v > (double)max) {
-        if (min == 1 && max == LONG_MAX)
+    /* Compare as doubles, and convert only a value known to be in range:
+     * converting a double outside long's range is undefined behaviour.
+     * (double)LONG_MAX rounds up to 2^63, so v == 2^63 is out too. */
+    const double lim = -(double)LONG_MIN;
+    if (v >= lim || v < -lim || v < (double)min || v > (double)max) {
+        if (min == 1 && max == LONG_MAX && v < 1)
             return cli_usage_error(cmd, "%s: \"%s\" is not a positive integer", flag, arg);
+        if (max == LONG_MAX && v >= lim)
+            return cli_usage_error(cmd, "%s: \"%s\" is too large (at most %ld)", flag, arg, max);
         return cli_usage_error(cmd, "%s: \"%s\" is outside %ld..%ld", flag, arg, min, max);
     }
     *out = (long)v;

@@ -401,7 +401,14 @@ static int c_bw(calc_ctx *c)
         put(c, "predicted_tok_per_s", CAL_U_TOKRATE, tps);
         if (given(c, "measured")) {
             if (!(in(c, "measured") > 0)) return why(c, "measured", "must be > 0");
-            put(c, "realized_fraction", CAL_U_RATIO, (in(c, "measured") - base) / (tps - base));
+            /* a saving too small to move tok/s in double precision predicts
+             * no gain: no fraction of it can be given */
+            double gain = tps - base, f = (in(c, "measured") - base) / gain;
+            if (!(gain > 0) || !isfinite(f))
+                return why(c, "bytes", "saves %s per step, too little to predict a gain over "
+                           "%s tok/s to compare --measured with", Q(CAL_U_TIME, saved),
+                           R(base));
+            put(c, "realized_fraction", CAL_U_RATIO, f);
         }
     } else if (given(c, "measured")) {
         return why(c, "measured", "needs --tokens-per-step and --step-time to compare with");
@@ -428,7 +435,12 @@ static void e_bw(calc_ctx *c)
     if (given(c, "measured")) {
         double f = out(c, "realized_fraction");
         say(c, "measured %s tok/s = %s of the predicted gain\n", N(in(c, "measured")), PCT(f));
-        if (f < 0.8)
+        if (f > 1.02)
+            mean_(c, "The measured %s tok/s is above the bound's %s tok/s: saving these bytes "
+                     "cannot explain it — something else changed too (check capacity: did "
+                     "something stop swapping?).", N(in(c, "measured")),
+                  R(out(c, "predicted_tok_per_s")));
+        else if (f < 0.8)
             mean_(c, "The bound allowed %s tok/s, the change gave %s: the stage did not fill the "
                      "step (its share is below %s), or the saving was not on the critical "
                      "path.", R(out(c, "predicted_tok_per_s")), N(in(c, "measured")),
@@ -637,6 +649,9 @@ static int c_kv(calc_ctx *c)
     if (given(c, "kv-heads")) s.kv_heads = in(c, "kv-heads");
     if (given(c, "head-dim")) s.k_dim = in(c, "head-dim");
     if (given(c, "v-head-dim")) s.v_dim = in(c, "v-head-dim");
+    static const char *const shape[] = {"layers", "kv-heads", "head-dim", "v-head-dim", "tokens"};
+    for (size_t k = 0; k < sizeof shape / sizeof *shape; k++)
+        if (given(c, shape[k]) && !(in(c, shape[k]) > 0)) { c->bad = shape[k]; return CAL_ERANGE; }
     if (!s.kv_heads) return why(c, "kv-heads", "is required with --layers");
     if (!s.k_dim) return why(c, "head-dim", "is required with --layers");
     s.bits = given(c, "kv-bits") ? in(c, "kv-bits") : bits;
@@ -1139,6 +1154,9 @@ static int c_median(calc_ctx *c)
     double reps = in(c, "reps");
     if (reps < 100 || reps > 100000 || reps != floor(reps))
         return why(c, "reps", "must be a whole number in 100..100000");
+    double seed = in(c, "seed");   /* checked before it becomes a uint64_t */
+    if (!(seed >= 0 && seed <= 9007199254740992.0) || seed != floor(seed))
+        return why(c, "seed", "must be a whole number in 0..2^53");
     double *x = malloc(SCORES_CAP * sizeof *x);
     size_t n = 0;
     int rc = x ? read_scores(c, "file", "1", x, &n) : CAL_ENOMEM;
@@ -1149,7 +1167,7 @@ static int c_median(calc_ctx *c)
         scratch = malloc(len * sizeof *scratch);
         double m, lo, hi;
         rc = !scratch ? CAL_ENOMEM : cal_stats_median_ci(x, n, level, (size_t)reps,
-                                                         (uint64_t)in(c, "seed"), scratch, len,
+                                                         (uint64_t)seed, scratch, len,
                                                          &m, &lo, &hi);
         if (!rc) {
             put(c, "n", CAL_U_COUNT, (double)n);
@@ -1242,6 +1260,9 @@ static int c_energy(calc_ctx *c)
     put(c, "kwh_per_mtok", CAL_U_RATIO, kwh);
     put(c, "hours_per_mtok", CAL_U_RATIO, 1e6 / in(c, "rate") / 3600);
     if (given(c, "price-kwh") || given(c, "price-hour")) {
+        if (!(in(c, "price-kwh") + in(c, "price-hour") > 0))
+            return why(c, given(c, "price-kwh") ? "price-kwh" : "price-hour",
+                       "leaves every price at 0: there is no cost to compute");
         rc = cal_f_cost_per_mtok(kwh, in(c, "rate"), in(c, "price-kwh"), in(c, "price-hour"),
                                  &cost, &c->bad);
         if (rc) return rc;
@@ -1274,7 +1295,7 @@ static void e_energy(calc_ctx *c)
 static const calc_def CALCS[] = {
     {"prefill-throughput", "prompt tokens ÷ prefill seconds (from a TTFT: a lower bound)",
      "caliper calc prefill-throughput --tokens 4096 --seconds 4.180s",
-     {NUMF("tokens", CAL_U_COUNT, NULL, 1, NAN_, NNEG, "prompt tokens (4096, 4k)"),
+     {NUMF("tokens", CAL_U_COUNT, NULL, 1, NAN_, POSR, "prompt tokens (4096, 4k)"),
       NUMF("seconds", CAL_U_TIME, "s", 1, NAN_, POSR, "prefill time (4.18s, 250ms)"),
       {"from-ttft", F_BOOL, 0, NULL, 0, NAN_, NULL, "the seconds are a TTFT"}, END},
      c_rate, e_prefill},
@@ -1290,22 +1311,22 @@ static const calc_def CALCS[] = {
      "caliper calc power-split --wall 60W --gpu 37.5W --memory 18.8W --gpu2 32W --memory2 24.4W",
      {NUMF("wall", CAL_U_POWER, "W", 1, NAN_, POSR, "the machine's power wall (60W)"),
       NUMF("memory", CAL_U_POWER, "W", 1, NAN_, NNEG, "memory-path power"),
-      NUMF("gpu", CAL_U_POWER, "W", 0, NAN_, NNEG, "GPU power (gives the residual)"),
+      NUMF("gpu", CAL_U_POWER, "W", 0, NAN_, POSR, "GPU power (gives the residual)"),
       NUMF("residual", CAL_U_POWER, "W", 0, NAN_, NNEG, "everything else (gives the GPU's share)"),
-      NUMF("gpu2", CAL_U_POWER, "W", 0, NAN_, NNEG, "GPU power, second configuration"),
+      NUMF("gpu2", CAL_U_POWER, "W", 0, NAN_, POSR, "GPU power, second configuration"),
       NUMF("memory2", CAL_U_POWER, "W", 0, NAN_, NNEG, "memory-path power, second configuration"),
       END},
      c_power, e_power},
     {"whole-turn", "(TTFT + decode × s) ÷ (TTFT + decode): an engine speedup seen by the user",
      "caliper calc whole-turn --ttft 6.084s --decode 10.003s --speedup 1.11",
      {NUMF("ttft", CAL_U_TIME, "s", 1, NAN_, NNEG, "time to first token, after the change"),
-      NUMF("decode", CAL_U_TIME, "s", 1, NAN_, NNEG, "decode time, after the change"),
+      NUMF("decode", CAL_U_TIME, "s", 1, NAN_, POSR, "decode time, after the change"),
       NUMF("speedup", CAL_U_RATIO, NULL, 1, NAN_, POSR, "engine-side decode speedup s (1.11)"),
       END},
      c_whole_turn, e_whole_turn},
     {"client-decode", "decode tokens ÷ decode seconds, as a chat client computes it",
      "caliper calc client-decode --tokens 377 --seconds 10.003s --ttft 6.084s",
-     {NUMF("tokens", CAL_U_COUNT, NULL, 1, NAN_, NNEG, "decode (output) tokens"),
+     {NUMF("tokens", CAL_U_COUNT, NULL, 1, NAN_, POSR, "decode (output) tokens"),
       NUMF("seconds", CAL_U_TIME, "s", 1, NAN_, POSR, "decode time"),
       NUMF("ttft", CAL_U_TIME, "s", 0, NAN_, NNEG, "time to first token, for the whole turn"),
       END},
@@ -1313,7 +1334,7 @@ static const calc_def CALCS[] = {
     {"bandwidth-saving", "time saved per step <= bytes ÷ bandwidth × stage share; predicted tok/s",
      "caliper calc bandwidth-saving --bytes 2.7GB --bandwidth 1133GB/s --tokens-per-step 3.264 "
      "--step-time 17.6ms --measured 193.3",
-     {NUMF("bytes", CAL_U_BYTES, NULL, 1, NAN_, NNEG, "bytes no longer read per step (2.7GB)"),
+     {NUMF("bytes", CAL_U_BYTES, NULL, 1, NAN_, POSR, "bytes no longer read per step (2.7GB)"),
       NUMF("bandwidth", CAL_U_BANDWIDTH, NULL, 1, NAN_, POSR, "memory bandwidth (1133GB/s)"),
       NUMF("share", CAL_U_RATIO, NULL, 0, 1, "a share in (0, 1]",
            "share of the step the stage occupies (default 1)"),
@@ -1324,7 +1345,7 @@ static const calc_def CALCS[] = {
      c_bw, e_bw},
     {"capacity", "do the models already fit? then a capacity saving is worth zero here",
      "caliper calc capacity --models 62.6GB,3.2GB --memory 64GB --reserve 4GB",
-     {{"models", F_LIST, CAL_U_BYTES, NULL, 1, NAN_, NNEG, "comma list of model sizes"},
+     {{"models", F_LIST, CAL_U_BYTES, NULL, 1, NAN_, "each > 0", "comma list of model sizes"},
       NUMF("memory", CAL_U_BYTES, NULL, 1, NAN_, POSR, "physical memory"),
       NUMF("reserve", CAL_U_BYTES, NULL, 0, 0, NNEG, "memory kept for OS and KV (default 0)"),
       END},
@@ -1378,7 +1399,7 @@ static const calc_def CALCS[] = {
            "elements per quantisation group (default 0: no scales)"),
       NUMF("scale-bytes", CAL_U_BYTES, "B", 0, 4, NNEG,
            "scale (+ bias) bytes per group (default 4: fp16 scale and bias)"),
-      NUMF("tokens", CAL_U_COUNT, NULL, 0, NAN_, NNEG, "tokens of context for a total (1Mi)"),
+      NUMF("tokens", CAL_U_COUNT, NULL, 0, NAN_, POSR, "tokens of context for a total (1Mi)"),
       NUMF("measured", CAL_U_BYTES, NULL, 0, NAN_, POSR, "measured peak growth per token"),
       END},
      c_kv, e_kv},
@@ -1421,7 +1442,7 @@ static const calc_def CALCS[] = {
      c_leak, e_leak},
     {"overcommit", "Σ configured cache limits ÷ physical memory",
      "caliper calc overcommit --limits 61GB,61GB --memory 64GB",
-     {{"limits", F_LIST, CAL_U_BYTES, NULL, 1, NAN_, NNEG, "comma list of cache limits"},
+     {{"limits", F_LIST, CAL_U_BYTES, NULL, 1, NAN_, "each > 0", "comma list of cache limits"},
       NUMF("memory", CAL_U_BYTES, NULL, 1, NAN_, POSR, "physical memory"),
       END},
      c_overcommit, e_overcommit},
@@ -1466,7 +1487,8 @@ static const calc_def CALCS[] = {
      {{"file", F_PATH, 0, NULL, 1, NAN_, NULL, "values, one per line (or CSV column 1)"},
       NUMF("level", CAL_U_RATIO, NULL, 0, 0.95, "in (0, 1)", "CI level (default 0.95)"),
       NUMF("reps", CAL_U_COUNT, NULL, 0, 2000, "100..100000", "bootstrap resamples (2000)"),
-      NUMF("seed", CAL_U_COUNT, NULL, 0, 1, NNEG, "random seed (1): same seed, same CI"),
+      NUMF("seed", CAL_U_COUNT, NULL, 0, 1, "a whole number in 0..2^53",
+           "random seed (1): same seed, same CI"),
       END},
      c_median, e_median},
     {"roofline", "decode ceiling: bandwidth ÷ bytes read per token",
@@ -1481,7 +1503,7 @@ static const calc_def CALCS[] = {
      c_roofline, e_roofline},
     {"energy", "joules per token, kWh and cost per million tokens",
      "caliper calc energy --power 60W --rate 74.1 --price-kwh 0.30",
-     {NUMF("power", CAL_U_POWER, "W", 1, NAN_, NNEG, "power while decoding (at the wall)"),
+     {NUMF("power", CAL_U_POWER, "W", 1, NAN_, POSR, "power while decoding (at the wall)"),
       NUMF("rate", CAL_U_TOKRATE, NULL, 1, NAN_, POSR, "tokens per second"),
       NUMF("price-kwh", CAL_U_RATIO, NULL, 0, 0, NNEG, "price per kWh"),
       NUMF("price-hour", CAL_U_RATIO, NULL, 0, 0, NNEG, "price per hour of the machine"),
@@ -1668,6 +1690,10 @@ static int run_calc(const calc_def *d, int argc, char **argv)
                                    s->kind == F_PATH ? "" : ")");
         }
     int rc = d->compute(c);
+    if (rc) {
+        json_decref(c->extra);
+        c->extra = NULL;
+    }
     if (rc == CAL_ENOMEM) return cli_fail(cmd, "out of memory");
     if (rc) {
         int i = -1;
@@ -1683,6 +1709,16 @@ static int run_calc(const calc_def *d, int argc, char **argv)
         return cli_usage_error(cmd, "--%s: %s is out of range: %s", s->name, val,
                                s->range ? s->range : "not a meaningful value here");
     }
+    /* The net under every calculator: no verdict is written around a
+     * result that is not a number. */
+    for (size_t k = 0; k < c->nres; k++)
+        if (!c->res[k].null && !isfinite(c->res[k].v)) {
+            json_decref(c->extra);
+            c->extra = NULL;
+            return cli_usage_error(cmd, "the inputs give %s = %g, not a finite number: an input "
+                                   "is too large or too small for this formula", c->res[k].key,
+                                   c->res[k].v);
+        }
     d->explain(c);
     rc = json ? print_json(c) : (print_text(c), CLI_OK);
     json_decref(c->extra);

@@ -130,7 +130,8 @@ static int r_prefill(const fit_def *d, const char *cmd, fit_opts *o, dataset *se
         if (o->json) {
             json_t *j = fit_json(&sets[i]);
             if (f->b > 0) json_object_set_new(j, "marginal_tok_per_s", json_real(1 / f->b));
-            json_object_set_new(j, "ttft_derived_tok_per_s_at_max_n", json_real(nmax / tmax));
+            if (tmax > 0)
+                json_object_set_new(j, "ttft_derived_tok_per_s_at_max_n", json_real(nmax / tmax));
             json_array_append_new(fits, j);
             continue;
         }
@@ -138,7 +139,7 @@ static int r_prefill(const fit_def *d, const char *cmd, fit_opts *o, dataset *se
         printf("  t(n) = a + b·n    R² = %.4f\n", f->r2);
         print_coef("a (fixed overhead)", CAL_U_TIME, f->a, f->a_lo, f->a_hi, f, "");
         print_coef("b (per-token cost)", CAL_U_TIME, f->b, f->b_lo, f->b_hi, f, " per token");
-        if (f->b > 0)
+        if (f->b > 0 && tmax > 0)
             printf("  marginal prefill rate 1 ÷ b = %s tok/s; n ÷ t at n = %s is %s tok/s\n",
                    fmtn(1 / f->b, 4), fmtn(nmax, 6), fmtn(nmax / tmax, 4));
     }
@@ -635,6 +636,10 @@ int cmd_fit(int argc, char **argv)
             rc = cli_usage_error(cmd, "%s: two points have the same x = %s (data rows %zu and "
                                  "%zu): give one value per x (e.g. the median of its shots)",
                                  sets[i].name, fmtn(sets[i].x[di], 10), di + 1, dj + 1);
+        else if (e == CAL_ETOOBIG)
+            rc = cli_usage_error(cmd, "%s: the values are too large to fit a line in double "
+                                 "precision (a sum, coefficient or R² would not be finite): "
+                                 "scale them into a smaller unit", sets[i].name);
         else if (e)
             rc = cli_usage_error(cmd, "%s: the points do not determine a line (%s)",
                                  sets[i].name, cal_strerror(e));

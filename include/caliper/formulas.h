@@ -7,13 +7,15 @@
  *               divisor, points that do not determine a line)
  * On failure *bad names the offending input, spelled as the `caliper calc`
  * flag without its dashes ("share", "t-verify"), and the outputs are left
- * untouched. No function returns or stores a NaN or an infinity.
+ * untouched. No function returns or stores a NaN or an infinity; an input
+ * that leaves nothing to compute (0 tokens, 0 W, 0 bytes saved) is an error
+ * naming it, not a result of 0.
  * bad may be NULL. docs/methodology.md derives each formula. */
 #ifndef CALIPER_FORMULAS_H
 #define CALIPER_FORMULAS_H
 #include <stddef.h>
 
-/* tokens ÷ seconds (prefill throughput, client decode speed). tokens >= 0,
+/* tokens ÷ seconds (prefill throughput, client decode speed). tokens > 0,
  * seconds > 0. From a TTFT this is only a lower bound on prefill speed. */
 int cal_f_rate(double tokens, double seconds, double *tok_per_s, const char **bad);
 
@@ -22,7 +24,7 @@ int cal_f_warm_from_cold(double cold_tps, double f_cold_hz, double f_warm_hz,
                          double *warm_tps, const char **bad);
 
 /* Power split at a wall: residual = wall − gpu − memory (>= 0, else the
- * named input is inconsistent: "wall"). All >= 0, wall > 0. */
+ * named input is inconsistent: "wall"). wall, gpu > 0, memory >= 0. */
 int cal_f_power_residual(double wall_w, double gpu_w, double memory_w,
                          double *residual_w, const char **bad);
 /* The same identity solved for the GPU: gpu = wall − memory − residual. */
@@ -30,13 +32,13 @@ int cal_f_power_gpu(double wall_w, double memory_w, double residual_w,
                     double *gpu_w, const char **bad);
 
 /* Whole-turn speedup (TTFT + decode × s) ÷ (TTFT + decode), TTFT and decode
- * measured after the change (>= 0, sum > 0), s > 0 the engine-side decode
+ * measured after the change (TTFT >= 0, decode > 0), s > 0 the engine-side decode
  * speedup. ttft_share = TTFT ÷ (TTFT + decode). */
 int cal_f_whole_turn(double ttft_s, double decode_s, double s,
                      double *speedup, double *ttft_share, const char **bad);
 
 /* Bandwidth-saving bound: time saved per step <= bytes ÷ bandwidth × share.
- * bytes >= 0, bandwidth > 0, share in (0, 1]. */
+ * bytes > 0, bandwidth > 0, share in (0, 1]. */
 int cal_f_bw_saving(double bytes, double bandwidth_Bps, double share,
                     double *saved_s, const char **bad);
 /* Predicted tok/s after saving saved_s per step: tokens_per_step ÷
@@ -44,7 +46,7 @@ int cal_f_bw_saving(double bytes, double bandwidth_Bps, double share,
 int cal_f_bw_predicted(double tokens_per_step, double step_s, double saved_s,
                        double *tok_per_s, const char **bad);
 
-/* Capacity vs bandwidth: do n models (bytes each) plus reserve fit in memory?
+/* Capacity vs bandwidth: do n models (bytes each, > 0) plus reserve fit in memory?
  * need = Σ bytes + reserve, headroom = memory − need, *fits = headroom >= 0. */
 int cal_f_capacity(const double *model_bytes, size_t n, double reserve_bytes,
                    double memory_bytes, double *need, double *headroom, int *fits,
@@ -108,7 +110,7 @@ int cal_f_decode_context(const double n[3], const double t[3], double at,
 int cal_f_leak_watch(double resolution_bytes, double slope_Bps, double *watch_s,
                      const char **bad);
 
-/* Cache-limit overcommit = Σ limits ÷ physical memory (n >= 1). */
+/* Cache-limit overcommit = Σ limits ÷ physical memory (n >= 1, each > 0). */
 int cal_f_overcommit(const double *limits, size_t n, double memory_bytes,
                      double *ratio, const char **bad);
 
@@ -133,7 +135,7 @@ int cal_f_spec_break_even(double k, double t_decode_s, double t_verify_s,
 int cal_f_roofline(double bytes_per_token, double bandwidth_Bps, double *tok_per_s,
                    const char **bad);
 
-/* Energy: J per token = W ÷ tok/s; kWh per million tokens. */
+/* Energy: J per token = W ÷ tok/s (both > 0); kWh per million tokens. */
 int cal_f_energy(double power_w, double tok_per_s, double *j_per_token,
                  double *kwh_per_mtok, const char **bad);
 /* Cost per million tokens from a price per kWh (energy) or per hour of the

@@ -43,8 +43,15 @@ typedef struct cal_workload cal_workload;
  * CAL_ENOMEM, or an error from count other than CAL_EABSENT. */
 int  cal_workload_open(const cal_workload_config *cfg, cal_workload **out);
 void cal_workload_close(cal_workload **w);
-/* 1 when prompts are checked against the server's tokenizer. */
+/* 1 when prompts are checked against the server's tokenizer and every
+ * prompt made so far has exactly prompt_tokens tokens: 0 without a
+ * tokenizer, below cal_workload_shortest_exact, or once a prompt had to use
+ * the nearest length. A cell built from its prompts is labelled with it. */
 int  cal_workload_exact(const cal_workload *w);
+/* The shortest prompt length this workload can make exact: the tokens of
+ * the nonce line alone (1 without nonces); 0 when no tokenizer answered. A
+ * prompt_tokens below it gives prompts of the nonce line alone, approximate. */
+int  cal_workload_shortest_exact(const cal_workload *w);
 /* The counter calls made so far (the cost of exactness). */
 int  cal_workload_count_calls(const cal_workload *w);
 

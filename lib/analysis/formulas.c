@@ -13,10 +13,11 @@
 
 int cal_f_rate(double tokens, double seconds, double *tps, const char **bad)
 {
-    NONNEG(tokens, "tokens");
+    POS(tokens, "tokens");      /* 0 tokens is no rate: a typo, not a result */
     POS(seconds, "seconds");
     double r = tokens / seconds;
     RESULT(r, "seconds");
+    if (!(r > 0)) FAIL("seconds", CAL_ERANGE);            /* underflowed to 0 */
     *tps = r;
     return CAL_OK;
 }
@@ -36,7 +37,7 @@ int cal_f_warm_from_cold(double cold, double f_cold, double f_warm, double *warm
 int cal_f_power_residual(double wall, double gpu, double mem, double *res, const char **bad)
 {
     POS(wall, "wall");
-    NONNEG(gpu, "gpu");
+    POS(gpu, "gpu");            /* a GPU at 0 W was not measured */
     NONNEG(mem, "memory");
     double r = wall - gpu - mem;
     if (r < 0) FAIL("wall", CAL_ERANGE);   /* the parts exceed the wall */
@@ -59,9 +60,8 @@ int cal_f_whole_turn(double ttft, double decode, double s, double *speedup,
                      double *ttft_share, const char **bad)
 {
     NONNEG(ttft, "ttft");
-    NONNEG(decode, "decode");
+    POS(decode, "decode");      /* no decode: the speedup applies to nothing */
     POS(s, "speedup");
-    if (!(ttft + decode > 0)) FAIL("decode", CAL_ERANGE);
     double r = (ttft + decode * s) / (ttft + decode);
     RESULT(r, "speedup");
     *speedup = r;
@@ -71,7 +71,7 @@ int cal_f_whole_turn(double ttft, double decode, double s, double *speedup,
 
 int cal_f_bw_saving(double bytes, double bw, double share, double *saved, const char **bad)
 {
-    NONNEG(bytes, "bytes");
+    POS(bytes, "bytes");        /* saving nothing predicts no gain to compare with */
     POS(bw, "bandwidth");
     POS(share, "share");
     if (share > 1) FAIL("share", CAL_ERANGE);
@@ -99,7 +99,7 @@ int cal_f_capacity(const double *models, size_t n, double reserve, double memory
 {
     if (!models || n == 0) FAIL("models", CAL_EINVAL);
     double sum = 0;
-    for (size_t i = 0; i < n; i++) { NONNEG(models[i], "models"); sum += models[i]; }
+    for (size_t i = 0; i < n; i++) { POS(models[i], "models"); sum += models[i]; }
     NONNEG(reserve, "reserve");
     POS(memory, "memory");
     sum += reserve;
@@ -140,7 +140,9 @@ int cal_f_coverage(double kernel, double total, double *coverage, const char **b
     NONNEG(kernel, "kernel-time");
     POS(total, "total-time");
     if (kernel > total) FAIL("kernel-time", CAL_ERANGE);
-    *coverage = kernel / total;
+    double r = kernel / total;
+    RESULT(r, "total-time");
+    *coverage = r;
     return CAL_OK;
 }
 
@@ -168,7 +170,9 @@ int cal_f_launch_overhead(double total, double kernel, double launches, double *
     if (kernel > total) FAIL("kernel-time", CAL_ERANGE);
     FINITE(launches, "launches");
     if (launches < 1) FAIL("launches", CAL_ERANGE);
-    *per = (total - kernel) / launches;
+    double r = (total - kernel) / launches;
+    RESULT(r, "launches");
+    *per = r;
     return CAL_OK;
 }
 
@@ -187,6 +191,7 @@ int cal_f_kv_bytes_per_token(const cal_kv_shape *s, double *bytes, const char **
     double per_elem = s->bits / 8 + (s->group > 0 ? s->scale_bytes / s->group : 0);
     double r = s->layers * s->kv_heads * (s->k_dim + v) * per_elem;
     RESULT(r, "layers");
+    if (!(r > 0)) FAIL("kv-bits", CAL_ERANGE);            /* underflowed to 0 */
     *bytes = r;
     return CAL_OK;
 }
@@ -201,8 +206,11 @@ int cal_f_kv_sequences(double kv, double context, double budget, double weights,
     if (weights >= budget) FAIL("weights", CAL_ERANGE);   /* nothing left for KV */
     double one = kv * context;
     RESULT(one, "context");
+    if (!(one > 0)) FAIL("kv-per-token", CAL_ERANGE);   /* underflowed to 0 */
+    double n = floor((budget - weights) / one);
+    RESULT(n, "kv-per-token");
     *per_seq = one;
-    *seqs = floor((budget - weights) / one);
+    *seqs = n;
     return CAL_OK;
 }
 
@@ -246,9 +254,12 @@ int cal_f_decode_context(const double n[3], const double t[3], double at, double
     double b12 = (t[1] - t[0]) / (n[1] - n[0]);
     double line3 = t[0] + b12 * (n[2] - n[0]);
     if (!(line3 > 0)) FAIL("t3", CAL_ERANGE);
+    double tps = 1 / t_at, dev = t[2] / line3 - 1;
+    if (!isfinite(aa) || !isfinite(bb) || !isfinite(tps)) FAIL("at", CAL_ERANGE);
+    RESULT(dev, "t3");
     *a = aa; *b = bb;
-    *tps_at = 1 / t_at;
-    *dev3 = t[2] / line3 - 1;
+    *tps_at = tps;
+    *dev3 = dev;
     return CAL_OK;
 }
 
@@ -267,8 +278,9 @@ int cal_f_overcommit(const double *limits, size_t n, double memory, double *rati
 {
     if (!limits || n == 0) FAIL("limits", CAL_EINVAL);
     double sum = 0;
-    for (size_t i = 0; i < n; i++) { NONNEG(limits[i], "limits"); sum += limits[i]; }
+    for (size_t i = 0; i < n; i++) { POS(limits[i], "limits"); sum += limits[i]; }
     POS(memory, "memory");
+    RESULT(sum, "limits");
     double r = sum / memory;
     RESULT(r, "memory");
     *ratio = r;
@@ -285,7 +297,11 @@ int cal_f_batching_gain(double bw_b, double bw_1, double bpt_1, double bpt_b,
     double f = bw_b / bw_1, by = bpt_1 / bpt_b;
     RESULT(f, "bw-single");
     RESULT(by, "bytes-batch");
-    *feed = f; *bytes_factor = by; *gain = f * by;
+    if (!(f > 0)) FAIL("bw-batch", CAL_ERANGE);         /* underflowed to 0 */
+    if (!(by > 0)) FAIL("bytes-single", CAL_ERANGE);
+    double g = f * by;
+    if (!isfinite(g) || !(g > 0)) FAIL("bw-batch", CAL_ERANGE);
+    *feed = f; *bytes_factor = by; *gain = g;
     return CAL_OK;
 }
 
@@ -359,7 +375,7 @@ int cal_f_roofline(double bytes, double bw, double *tps, const char **bad)
 
 int cal_f_energy(double power, double tps, double *jpt, double *kwh, const char **bad)
 {
-    NONNEG(power, "power");
+    POS(power, "power");        /* 0 W: not measured */
     POS(tps, "rate");
     double j = power / tps;
     RESULT(j, "rate");

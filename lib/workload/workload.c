@@ -26,13 +26,16 @@ extern const char cal_data_code[];
 #define CHARS_PER_TOKEN 4      /* the approximation when no tokenizer answers */
 #define NUDGE_STEPS 24         /* characters tried either side of the search */
 #define VERIFY_FIRST 32        /* prompts counted one by one before trusting the nonce shape */
+#define NONCE_SAMPLES 8        /* nonce lines counted to find the shortest exact length */
 
 struct cal_workload {
     cal_workload_config cfg;
     char  *base;        /* the source text repeated to cover the longest prompt */
     size_t base_len;
     size_t prefix;      /* characters of base that make prompt_tokens with a nonce */
-    int    exact;
+    int    exact;       /* a tokenizer answered and the length is reachable */
+    int    shortest;    /* shortest exact length: the nonce line alone (0: unknown) */
+    int    missed;      /* prompts whose count is not prompt_tokens */
     int    calls;
     int    verified;    /* prompts counted so far */
     int    nudged;      /* some nonce needed a different prefix: count every prompt */
@@ -188,9 +191,31 @@ int cal_workload_open(const cal_workload_config *cfg, cal_workload **out)
 
     int rc = CAL_EABSENT;
     if (cfg->count) {
-        int found = 0;
-        rc = search(w, 0, cfg->prompt_tokens, &w->prefix, &found);
-        if (rc == CAL_OK) w->exact = 1;
+        /* Every prompt starts with its nonce line: no prefix of the text
+         * makes a prompt shorter than that line alone. Below it the length
+         * cannot be reached; the prompts are the line alone, and say so. */
+        int n0 = 1;
+        rc = cfg->unique ? count_prefix(w, 0, 0, &n0) : CAL_OK;
+        /* Near that length, nonces that tokenise longer decide it: take the
+         * longest of a few (farther above, one count is enough). */
+        for (uint64_t i = 1; rc == CAL_OK && cfg->unique && i < NONCE_SAMPLES &&
+                             cfg->prompt_tokens < 4 * n0; i++) {
+            int ni;
+            rc = count_prefix(w, i, 0, &ni);
+            if (rc == CAL_OK && ni > n0) n0 = ni;
+        }
+        if (rc == CAL_OK) {
+            w->shortest = n0 > 1 ? n0 : 1;
+            if (cfg->prompt_tokens < w->shortest) {
+                w->prefix = 0;
+                w->exact = 0;
+            } else {
+                int found = 0;
+                rc = search(w, 0, cfg->prompt_tokens, &w->prefix, &found);
+                if (rc == CAL_OK) w->exact = 1;
+                if (rc == CAL_OK && !found) w->missed++;   /* only the nearest length */
+            }
+        }
     }
     if (rc == CAL_EABSENT) {
         char nl[64];
@@ -216,7 +241,8 @@ void cal_workload_close(cal_workload **pw)
     *pw = NULL;
 }
 
-int cal_workload_exact(const cal_workload *w) { return w ? w->exact : 0; }
+int cal_workload_exact(const cal_workload *w) { return w ? w->exact && !w->missed : 0; }
+int cal_workload_shortest_exact(const cal_workload *w) { return w ? w->shortest : 0; }
 int cal_workload_count_calls(const cal_workload *w) { return w ? w->calls : 0; }
 
 int cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_tokens)
@@ -239,6 +265,7 @@ int cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_toke
             if ((rc = search(w, index, w->cfg.prompt_tokens, &prefix, &found))) return rc;
             if (!found) {
                 if ((rc = count_prefix(w, index, prefix, &n))) return rc;
+                if (n != w->cfg.prompt_tokens) w->missed++;
                 if (n_tokens) *n_tokens = n;
                 *out = build(w, index, prefix);
                 return *out ? CAL_OK : CAL_ENOMEM;

@@ -104,6 +104,30 @@ has err "--wall" "wall below its parts"
 run "unknown calculator" 2 calc warp-drive
 run "unknown flag" 2 calc whole-turn --ttft 1s --decode 1s --speedup 1 --sped 2
 has err "--sped" "unknown flag named"
+# zero, degenerate and overflowing inputs: an error naming the flag, never a verdict
+run "bandwidth-saving 0GB" 2 calc bandwidth-saving --bytes 0GB --bandwidth 1133GB/s --tokens-per-step 3.264 --step-time 17.6ms --measured 193.3
+has err '--bytes: "0GB" is out of range: must be > 0' "0 bytes saved named"
+if grep -q "inf" "$T/out" "$T/err"; then not_ok "0 bytes printed inf"; else ok "no inf printed"; fi
+run "bandwidth-saving above the bound" 0 calc bandwidth-saving --bytes 1B --bandwidth 1133GB/s --tokens-per-step 3.264 --step-time 17.6ms --measured 193.3
+has out "above the bound" "a measurement over the bound is not called bandwidth on the critical path"
+run "zero tokens" 2 calc prefill-throughput --tokens 0 --seconds 1s
+has err '--tokens: "0"' "0 tokens named"
+run "zero decode" 2 calc whole-turn --ttft 1s --decode 0 --speedup 2
+has err '--decode: "0"' "0 decode named"
+run "zero power" 2 calc energy --power 0W --rate 74.1
+has err '--power: "0W"' "0 W named"
+run "zero prices" 2 calc energy --power 60W --rate 74.1 --price-kwh 0
+has err '--price-kwh "0"' "all-zero prices named"
+run "zero model" 2 calc capacity --models 0GB,3GB --memory 64GB
+has err '--models: "0GB,3GB"' "a 0-byte model named"
+run "zero kv heads" 2 calc kv-bytes --layers 32 --kv-heads 0 --head-dim 128
+has err '--kv-heads: "0"' "0 KV heads named, not called missing"
+run "NaN input" 2 calc amdahl --kernel-speedup nan --share 5%
+has err '--kernel-speedup: "nan"' "NaN named"
+run "infinite input" 2 calc roofline --bytes-per-token inf --bandwidth 1TB/s
+has err '--bytes-per-token: "inf"' "inf named"
+run "overflowing result" 2 calc spec-decode --alpha 0.5 --k 4 --t-decode 1e-320s --t-verify 14ms --t-draft 2ms
+has err "not a finite number" "a non-finite result is an error"
 
 # --- model files written here ----------------------------------------------
 cat >"$T/config.json" <<'EOF'
@@ -146,6 +170,8 @@ run "median" 0 calc median --file "$T/a.txt" --seed 7
 cp "$T/out" "$T/median1"
 run "median again" 0 calc median --file "$T/a.txt" --seed 7
 if cmp -s "$T/out" "$T/median1"; then ok "same seed, same CI"; else not_ok "bootstrap not deterministic"; fi
+run "huge seed" 2 calc median --file "$T/a.txt" --seed 1e30
+has err '--seed "1e30"' "a seed past 2^53 named"
 
 # --- fit on CSV --------------------------------------------------------------
 printf 'n,seconds\n512,0.602\n1024,1.118\n2048,2.153\n4096,4.199\n' >"$T/before.csv"
@@ -168,6 +194,20 @@ run "fit --json" 0 fit memory --csv "$T/mem.csv" --budget 72GB --json
 has out '"n_max":' "json n_max"
 run "fit missing column" 2 fit leak --csv "$T/mem.csv"
 has err 'no column "t"' "names the missing column"
+# careless files: each an error naming what is wrong, never a silent number
+printf 'n,seconds\n64,0.25\n128,0,1\n256,0.9\n512,1.7\n' >"$T/comma.csv"
+run "fit decimal comma" 2 fit prefill --csv "$T/comma.csv"
+has err "line 3 (data row 2) has 3 fields where the header has 2" "decimal-comma row named"
+printf 'n,seconds\n1,1e308\n2,1e308\n3,1e308\n' >"$T/huge.csv"
+run "fit 1e308" 2 fit prefill --csv "$T/huge.csv"
+has err "too large to fit a line" "non-finite fit refused"
+if grep -q nan "$T/out" "$T/err"; then not_ok "fit 1e308 printed a NaN"; else ok "no NaN printed"; fi
+printf 'n,seconds\n1e300,1\n2e300,2\n3e300,3\n' >"$T/hugex.csv"
+run "fit x 1e300" 2 fit prefill --csv "$T/hugex.csv"
+has err "too large to fit a line" "overflowing x is not called a duplicate"
+printf '\xef\xbb\xbfn,seconds\r\n512,0.602\r\n1024,1.118\r\n2048,2.153\r\n' >"$T/bom.csv"
+run "fit BOM and CRLF" 0 fit prefill --csv "$T/bom.csv"
+has out "3 points" "BOM header read"
 # --- fit on stored runs: two prompt sweeps of the built-in engine ----------
 for l in sweepA sweepB; do
   "$CALIPER" run --preset tiny --prompt-tokens 32,64,128 --max-tokens 2 --requests 2 \

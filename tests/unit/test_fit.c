@@ -168,12 +168,61 @@ static void test_prefill_verdict(void **state)
     assert_int_equal(cal_fit_delta_of(&before, &over, 'c', &da), CAL_EINVAL);
 }
 
+/* What a careless file does: each is an error, never a silent number. */
+static void test_csv_bad_input(void **state)
+{
+    (void)state;
+    double x[8], y[8];
+    size_t n;
+    char why[256];
+    /* a decimal comma splits a cell in two: the row is rejected by name,
+     * where it used to be read as y = 0 */
+    assert_int_equal(csv2("n,seconds\n64,0.25\n128,0,1\n256,0.9\n", "n", "seconds", CAL_U_TIME,
+                          "s", x, y, 8, &n, why), CAL_EPROTO);
+    assert_non_null(strstr(why, "line 3"));
+    assert_non_null(strstr(why, "3 fields"));
+    /* a spreadsheet's UTF-8 BOM before the header */
+    assert_int_equal(csv2("\xEF\xBB\xBFn,seconds\n64,0.25\n128,0.5\n", "n", "seconds",
+                          CAL_U_TIME, "s", x, y, 8, &n, why), CAL_OK);
+    assert_int_equal(n, 2);
+    NEAR(y[1], 0.5, 0);
+}
+
+/* Values too large for the sums in doubles: an error, not R² = NaN, and not
+ * a duplicate x that is not there. */
+static void test_fit_overflow(void **state)
+{
+    (void)state;
+    cal_linfit f = {.a = 7};
+    size_t i = 9, j = 9;
+    double x[] = {1, 2, 3}, y[] = {1e308, 1e308, 1e308};
+    assert_int_equal(cal_fit_line(x, y, 3, 3, 0.95, &f, &i, &j), CAL_ETOOBIG);
+    NEAR(f.a, 7, 0);                                  /* left as it was */
+    double xb[] = {1e300, 2e300, 3e300}, yb[] = {1, 2, 3};
+    assert_int_equal(cal_fit_line(xb, yb, 3, 3, 0.95, &f, &i, &j), CAL_ETOOBIG);
+    assert_int_equal(i, 9);                           /* no duplicate named */
+    double yc[] = {1e200, -1e200, 1e200};
+    assert_int_equal(cal_fit_line(x, yc, 3, 3, 0.95, &f, &i, &j), CAL_ETOOBIG);
+    double xn[] = {1, NAN, 3};
+    assert_int_equal(cal_fit_line(xn, yb, 3, 3, 0.95, &f, &i, &j), CAL_EINVAL);
+    /* large but fine */
+    double xl[] = {1e100, 2e100, 3e100}, yl[] = {1e100, 2e100, 3e100};
+    assert_int_equal(cal_fit_line(xl, yl, 3, 3, 0.95, &f, &i, &j), CAL_OK);
+    NEAR(f.b, 1, 1e-12);
+    /* distinct only by rounding: the fit's "all x equal" names rows 1 and 2 */
+    double xr[] = {1, 1 + 1e-15, 1 - 1e-15};
+    assert_int_equal(cal_fit_line(xr, yb, 3, 3, 0.95, &f, &i, &j), CAL_ERANGE);
+    assert_int_equal(i, 0);
+    assert_int_equal(j, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_csv_ok),   cmocka_unit_test(test_csv_errors),
         cmocka_unit_test(test_csv_file), cmocka_unit_test(test_fit_line),
-        cmocka_unit_test(test_prefill_verdict),
+        cmocka_unit_test(test_prefill_verdict), cmocka_unit_test(test_csv_bad_input),
+        cmocka_unit_test(test_fit_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

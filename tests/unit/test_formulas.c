@@ -293,6 +293,39 @@ static void test_roofline_energy(void **state)
     BAD(cal_f_cost_per_mtok(kwh, 74.1, -1, 0, &cost, &bad), "price-kwh");
 }
 
+/* Inputs that leave nothing to compute, and results that overflow or
+ * underflow: each fails naming an input, and the outputs stay untouched. */
+static void test_degenerate(void **state)
+{
+    (void)state;
+    double r = -7, r2 = -7, r3 = -7, r4 = -7;
+    int fits = -7;
+    /* zero where a zero answer would only repeat the zero */
+    BAD(cal_f_rate(0, 1, &r, &bad), "tokens");
+    BAD(cal_f_whole_turn(6, 0, 1.1, &r, NULL, &bad), "decode");
+    BAD(cal_f_bw_saving(0, 1133e9, 1, &r, &bad), "bytes");        /* was "inf %" */
+    BAD(cal_f_power_residual(60, 0, 10, &r, &bad), "gpu");
+    double m0[] = {0, 3e9};
+    BAD(cal_f_capacity(m0, 2, 0, 64e9, &r, &r2, &fits, &bad), "models");
+    BAD(cal_f_overcommit(m0, 2, 64e9, &r, &bad), "limits");
+    BAD(cal_f_energy(0, 74.1, &r, &r2, &bad), "power");
+    /* negative, NaN and infinite inputs */
+    BAD(cal_f_bw_saving(-1, 1133e9, 1, &r, &bad), "bytes");
+    BAD(cal_f_bw_saving(NAN, 1133e9, 1, &r, &bad), "bytes");
+    BAD(cal_f_bw_saving(1e9, INFINITY, 1, &r, &bad), "bandwidth");
+    BAD(cal_f_energy(60, -1, &r, &r2, &bad), "rate");
+    /* results that would not be finite, or underflow to 0 */
+    BAD(cal_f_rate(1e-320, 1e10, &r, &bad), "seconds");
+    BAD(cal_f_rate(1e300, 1e-300, &r, &bad), "seconds");
+    BAD(cal_f_batching_gain(1e300, 1e-300, 4e9, 3.6e9, &r, &r2, &r3, &bad), "bw-single");
+    BAD(cal_f_batching_gain(1e200, 1e-100, 1e200, 1e-100, &r, &r2, &r3, &bad), "bw-batch");
+    BAD(cal_f_kv_sequences(1e-300, 1e-300, 80e9, 16e9, &r, &r2, &bad), "kv-per-token");
+    BAD(cal_f_kv_sequences(1e-200, 1e-200, 1e300, 0, &r, &r2, &bad), "kv-per-token");
+    double n[3] = {0, 1, 2}, t[3] = {1e-315, 2e-315, 3e-315};   /* 1 ÷ t(0) overflows */
+    BAD(cal_f_decode_context(n, t, 0, &r, &r2, &r3, &r4, &bad), "at");
+    assert_true(r == -7 && r2 == -7 && r3 == -7 && r4 == -7 && fits == -7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,7 +335,7 @@ int main(void)
         cmocka_unit_test(test_amdahl),             cmocka_unit_test(test_coverage),
         cmocka_unit_test(test_kv),                 cmocka_unit_test(test_context),
         cmocka_unit_test(test_leak_overcommit_batching), cmocka_unit_test(test_spec),
-        cmocka_unit_test(test_roofline_energy),
+        cmocka_unit_test(test_roofline_energy),    cmocka_unit_test(test_degenerate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,11 +1,15 @@
-/* Unit tests: the unit table, the capped buffer, descriptive statistics. */
+/* Unit tests: the unit table, the capped buffer, descriptive statistics,
+ * and the command line's number parsers (range checked before any
+ * conversion, so a huge value is a usage error, never undefined). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <limits.h>
 #include <cmocka.h>
+#include "src/cli.h"
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "caliper/stats.h"
@@ -104,6 +108,60 @@ static void test_stats(void **state)
     assert_string_equal(cal_strerror(CAL_ETOOBIG), "size limit exceeded");
 }
 
+static void test_cli_parse_long(void **state)
+{
+    (void)state;
+    long v = -7;
+    assert_int_equal(cli_parse_long("t", "--n", "2k", 1, 1000000, &v), CLI_OK);
+    assert_int_equal(v, 2000);
+    assert_int_equal(cli_parse_long("t", "--n", "-5", -10, 10, &v), CLI_OK);
+    assert_int_equal(v, -5);
+    v = -7;
+    /* each is a usage error and leaves *out alone: 1e30 and 2^63 used to
+     * be converted to long before the range check (undefined behaviour) */
+    static const char *bad[] = {"1e30", "-1e30", "9223372036854775808", "1e19", "1.5", "x",
+                                "", "1000001", "0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(cli_parse_long("t", "--n", bad[i], 1, 1000000, &v), CLI_USAGE);
+    assert_int_equal(cli_parse_long("t", "--seed", "1e30", 0, LONG_MAX, &v), CLI_USAGE);
+    assert_int_equal(cli_parse_long("t", "--seed", "9.3e18", 0, LONG_MAX, &v), CLI_USAGE);
+    assert_int_equal(cli_parse_long("t", "--n", "-1e300", LONG_MIN, LONG_MAX, &v), CLI_USAGE);
+    assert_int_equal(v, -7);
+    assert_int_equal(cli_parse_long("t", "--seed", "9e18", 0, LONG_MAX, &v), CLI_OK);
+    assert_int_equal(v, 9000000000000000000L);
+    long list[4];
+    size_t n = 0;
+    assert_int_equal(cli_parse_long_list("t", "--c", "1,1e30", 1, 100, list, 4, &n), CLI_USAGE);
+}
+
+static void test_cli_parse_ranges(void **state)
+{
+    (void)state;
+    double v = -7;
+    /* times: never past CLI_TIME_MAX_S, whose nanoseconds fit in int64 */
+    assert_int_equal(cli_parse_time_in("t", "--d", "1e10s", "s", 0, 0, &v), CLI_USAGE);
+    assert_int_equal(cli_parse_time_in("t", "--d", "367d", "s", 0, 0, &v), CLI_USAGE);
+    assert_int_equal(cli_parse_time_in("t", "--d", "0", "s", 0, 0, &v), CLI_USAGE);
+    assert_int_equal(cli_parse_time_in("t", "--d", "5ms", "s", 0.01, 60, &v), CLI_USAGE);
+    assert_int_equal(cli_parse_time_in("t", "--d", "61", "s", 0.01, 60, &v), CLI_USAGE);
+    assert_true(v == -7);
+    assert_int_equal(cli_parse_time_in("t", "--d", "366d", "s", 0, 0, &v), CLI_OK);
+    assert_true(v == CLI_TIME_MAX_S);
+    assert_true(CLI_TIME_MAX_S * 1e9 * 2 < (double)INT64_MAX);
+    assert_int_equal(cli_parse_time_in("t", "--d", "250", "ms", 0.01, 60, &v), CLI_OK);
+    assert_true(v == 0.25);
+    /* quantities: closed and open lower bounds */
+    assert_int_equal(cli_parse_unit_in("t", "--r", "0", CAL_U_TIME, "s", 0, 10, 0, &v), CLI_OK);
+    assert_true(v == 0);
+    assert_int_equal(cli_parse_unit_in("t", "--r", "0", CAL_U_COUNT, NULL, 0, 10, 1, &v),
+                     CLI_USAGE);
+    assert_int_equal(cli_parse_unit_in("t", "--r", "-1", CAL_U_TIME, "s", 0, 10, 0, &v),
+                     CLI_USAGE);
+    assert_int_equal(cli_parse_unit_in("t", "--r", "1e300", CAL_U_COUNT, NULL, 0, 10, 1, &v),
+                     CLI_USAGE);
+    assert_true(v == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -112,6 +170,8 @@ int main(void)
         cmocka_unit_test(test_units_roundtrip),
         cmocka_unit_test(test_buf_cap),
         cmocka_unit_test(test_stats),
+        cmocka_unit_test(test_cli_parse_long),
+        cmocka_unit_test(test_cli_parse_ranges),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }

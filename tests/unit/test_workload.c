@@ -135,6 +135,85 @@ static void test_shared_prefix_and_approx(void **state)
     assert_int_equal(cal_workload_open(&cfg, &w), CAL_EINVAL);
 }
 
+/* Counts twice the fake tokens: no odd length can be reached exactly. */
+static int even_count(void *ud, const char *t, int *n)
+{
+    int rc = fake_count(ud, t, n);
+    *n *= 2;
+    return rc;
+}
+
+/* Below the length of the nonce line no prefix reaches the length: the
+ * prompts are the nonce line alone and the workload says approximate, with
+ * the shortest exact length (it used to say exact). */
+static void test_below_the_nonce(void **state)
+{
+    (void)state;
+    /* the fake tokenizer counts a nonce line ("abcdefgh\n") as 2 + 1 = 3 */
+    for (int want = 1; want <= 3; want++) {
+        cal_workload_config cfg = {.content = CAL_CONTENT_PROSE, .prompt_tokens = want,
+                                   .unique = 1, .seed = 9, .count = fake_count};
+        cal_workload *w;
+        assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+        assert_int_equal(cal_workload_shortest_exact(w), 3);
+        for (uint64_t i = 0; i < 4; i++) {
+            char *p;
+            int n, check;
+            assert_int_equal(cal_workload_prompt(w, i, &p, &n), CAL_OK);
+            fake_count(NULL, p, &check);
+            if (want < 3) {
+                assert_int_equal(n, -1);             /* not claimed */
+                assert_int_equal(strlen(p), 9);      /* the nonce line alone */
+                assert_int_equal(check, 3);
+            } else {
+                assert_int_equal(n, 3);
+                assert_int_equal(check, 3);
+            }
+            free(p);
+        }
+        if (want < 3) assert_false(cal_workload_exact(w));
+        else assert_true(cal_workload_exact(w));
+        cal_workload_close(&w);
+    }
+    /* without nonces a single token is reachable */
+    cal_workload_config cfg = {.content = CAL_CONTENT_PROSE, .prompt_tokens = 1, .unique = 0,
+                               .count = fake_count};
+    cal_workload *w;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    assert_int_equal(cal_workload_shortest_exact(w), 1);
+    char *p;
+    int n, check;
+    assert_int_equal(cal_workload_prompt(w, 0, &p, &n), CAL_OK);
+    fake_count(NULL, p, &check);
+    assert_int_equal(check, 1);
+    assert_true(cal_workload_exact(w));
+    free(p);
+    cal_workload_close(&w);
+    /* no tokenizer: nothing known */
+    cfg.count = NULL;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    assert_int_equal(cal_workload_shortest_exact(w), 0);
+    cal_workload_close(&w);
+}
+
+/* A length the tokenizer cannot hit exactly: the nearest is used, and the
+ * workload no longer claims exact. */
+static void test_unreachable_length(void **state)
+{
+    (void)state;
+    cal_workload_config cfg = {.content = CAL_CONTENT_PROSE, .prompt_tokens = 101, .unique = 1,
+                               .seed = 3, .count = even_count};
+    cal_workload *w;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    char *p;
+    int n;
+    assert_int_equal(cal_workload_prompt(w, 0, &p, &n), CAL_OK);
+    assert_true(n == 100 || n == 102);               /* the count it has, said */
+    free(p);
+    assert_false(cal_workload_exact(w));
+    cal_workload_close(&w);
+}
+
 static void test_texts(void **state)
 {
     (void)state;
@@ -162,6 +241,8 @@ int main(void)
         cmocka_unit_test(test_exact_most_of_the_time),
         cmocka_unit_test(test_shared_prefix_and_approx),
         cmocka_unit_test(test_texts),
+        cmocka_unit_test(test_below_the_nonce),
+        cmocka_unit_test(test_unreachable_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
