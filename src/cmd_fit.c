@@ -431,8 +431,9 @@ static int open_run(const char *cmd, const fit_opts *o, const char *ref, cal_run
         return cli_usage_error(cmd, "\"%s\" is neither a CSV file nor a run: no store at %s "
                                "(--db)", ref, o->db);
     cal_store *db = NULL;
-    int rc = cal_store_open(o->db, &db);
-    if (rc) return cli_fail(cmd, "%s: cannot open the store (%s)", o->db, cal_strerror(rc));
+    char why[400];   /* read-only: fitting a run never writes the store */
+    int rc = cal_store_open_ex(o->db, CAL_STORE_READONLY, &db, why, sizeof why);
+    if (rc) return cli_fail(cmd, "--db: %s", why);
     int64_t id;
     rc = cal_store_find_run(db, ref, &id);
     if (rc) {
@@ -596,7 +597,10 @@ int cmd_fit(int argc, char **argv)
                 return cli_usage_error(cmd, "--resolution: \"%s\" must be > 0", optarg);
             o.has_resolution = 1;
             break;
-        case 'd': o.db = optarg; break;
+        case 'd':
+            if (!*optarg) return cli_usage_error(cmd, "--db: \"\" is empty: give the store's file");
+            o.db = optarg;
+            break;
         case 'f': o.field = optarg; break;
         case 'j': o.json = 1; break;
         default:
