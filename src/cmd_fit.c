@@ -215,6 +215,10 @@ static int r_memory(const fit_def *d, const char *cmd, fit_opts *o, dataset *set
             return cli_usage_error(cmd, "--budget: %s is below the fitted base %s: nothing fits",
                                    fmtq(CAL_U_BYTES, o->budget, 4), fmtq(CAL_U_BYTES, f->a, 4));
         nmax = floor((o->budget - f->a) / f->b);
+        if (!isfinite(nmax))
+            return cli_usage_error(cmd, "--budget: %s ÷ a slope of %s per token is not a finite "
+                                   "number of tokens", fmtq(CAL_U_BYTES, o->budget, 4),
+                                   fmtq(CAL_U_BYTES, f->b, 4));
         ncons = f->has_ci ? n_within(f, o->budget, nmax) : nmax;
     }
     double xmax = 0;
@@ -262,6 +266,9 @@ static int r_decode(const fit_def *d, const char *cmd, fit_opts *o, dataset *set
     double t = NAN, h = 0, tps = NAN, tlo = NAN, thi = NAN;
     if (o->has_at) {
         t = cal_stats_linfit_at(f, o->at, &h);
+        if (!isfinite(t) || !isfinite(h))
+            return cli_usage_error(cmd, "--at: %s is too far out: the fitted step time there is "
+                                   "not a finite number", fmtn(o->at, 8));
         if (!(t > 0))
             return cli_usage_error(cmd, "--at: %s gives a step time <= 0 on the fitted line",
                                    fmtn(o->at, 8));
