@@ -2,6 +2,7 @@
  * owns the engine, admits waiting jobs into free KV slots, and runs one
  * engine step per iteration over every running sequence (decodes plus a
  * bounded prefill chunk), then samples, formats and hands each job its bytes. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,8 @@ int cal_sched_plan(const cal_plan_seq *seqs, int n, int prefill_budget,
         budget -= take;
         k++;
     }
+    /* a sequence is either decoding or prefilling, never both: one entry each */
+    assert(k <= n);
     return k;
 }
 
@@ -51,6 +54,7 @@ struct cal_sched {
     int                  n_waiting;
     int                  n_running;   /* mirror of n_run, readable under mu */
     int                  stop;
+    int                  paused;      /* start_paused, until cal_sched_release */
     int                  profile_want;
     char                *profile_out;
     pthread_cond_t       profile_cv;
@@ -64,6 +68,7 @@ struct cal_sched {
     cal_plan_item       *items;       /* [max_batch] */
     cal_step_entry      *entries;     /* [max_batch] */
     int                 *fin;         /* [max_batch] finish reason per item */
+    unsigned char       *slot_mark;   /* [max_batch] scratch for check_slots */
     int                  exited;      /* the thread has left its loop (under mu) */
 };
 
@@ -73,22 +78,63 @@ static void wake_locked(cal_job *j)
     if (j->parked && j->wake) j->wake(j);
 }
 
+/* The invariants of the running set, scheduler thread only: every KV slot
+ * is either free or held by exactly one running job. */
+static void check_slots(const cal_sched *s)
+{
+#ifndef NDEBUG
+    assert(s->n_run >= 0 && s->n_run <= s->max_batch);
+    assert(s->n_free >= 0 && s->n_run + s->n_free == s->max_batch);
+    memset(s->slot_mark, 0, (size_t)s->max_batch);
+    for (int k = 0; k < s->n_free; k++) {
+        int slot = s->free_slots[k];
+        assert(slot >= 0 && slot < s->max_batch && !s->slot_mark[slot]);
+        s->slot_mark[slot] = 1;
+    }
+    for (int i = 0; i < s->n_run; i++) {
+        const cal_job *j = s->run[i];
+        assert(j && j->slot >= 0 && j->slot < s->max_batch && !s->slot_mark[j->slot]);
+        s->slot_mark[j->slot] = 1;
+        assert(j->n_prefilled >= 0 && j->n_prefilled <= j->n_prompt);
+        assert(j->n_gen >= 0 && j->n_gen <= j->max_tokens);
+    }
+#else
+    (void)s;
+#endif
+}
+
+/* KV positions held by the running set, published for /metrics. Called
+ * after every change to it: a step, and a job leaving without one (a client
+ * that went away leaves no step behind it to update the gauge). */
+static void publish_kv(cal_sched *s)
+{
+    long long kv = 0;
+    for (int i = 0; i < s->n_run; i++) kv += s->run[i]->n_prefilled + s->run[i]->n_gen;
+    assert(kv >= 0 && (s->n_run > 0 || kv == 0));
+    atomic_store_explicit(&s->m->kv_used, kv, memory_order_relaxed);
+}
+
 /* End a job: free its slot, write the end of its output, wake the reader,
  * drop the scheduler's reference. finish: 1 length, 2 stop, 3 abort. */
 static void finish_job(cal_sched *s, int idx, int finish)
 {
+    assert(idx >= 0 && idx < s->n_run);
+    assert(finish >= 1 && finish <= 3);
     cal_job *j = s->run[idx];
     memmove(&s->run[idx], &s->run[idx + 1], (size_t)(s->n_run - idx - 1) * sizeof *s->run);
     s->n_run--;
+    assert(j->slot >= 0 && s->n_free < s->max_batch);
     if (j->slot >= 0) s->free_slots[s->n_free++] = j->slot;
     j->slot = -1;
     j->finish = finish;
+    check_slots(s);
     /* the gauges move before the last bytes go out, so a client that reads
      * /metrics right after [DONE] sees its request gone */
     pthread_mutex_lock(&s->mu);
     s->n_running = s->n_run;
     pthread_mutex_unlock(&s->mu);
     atomic_store_explicit(&s->m->running, s->n_run, memory_order_relaxed);
+    publish_kv(s);
     pthread_mutex_lock(&j->mu);
     int cancelled = j->cancelled;
     if (finish == 3 || cancelled)
@@ -126,12 +172,14 @@ static void drop_waiting(cal_sched *s, cal_job *j, int finish)
 
 static void admit(cal_sched *s, cal_job *j)
 {
+    assert(s->n_free > 0 && s->n_run < s->max_batch);
     j->slot = s->free_slots[--s->n_free];
     j->n_prefilled = 0;
     j->n_gen = 0;
     j->rng = j->req.seed;
     memset(&j->tok_state, 0, sizeof j->tok_state);
     s->run[s->n_run++] = j;
+    check_slots(s);
 }
 
 /* Sample one token for job j from logits and emit it. Returns the finish
@@ -175,7 +223,9 @@ static void step(cal_sched *s)
     int64_t t0 = cal_now_ns();
     for (int i = 0; i < n; i++) {
         cal_plan_item *it = &s->items[i];
+        assert(it->seq >= 0 && it->seq < s->n_run && it->n_tokens >= 1);
         cal_job *j = s->run[it->seq];
+        assert(it->pos + it->n_tokens <= j->n_prompt + j->max_tokens);
         cal_step_entry *e = &s->entries[i];
         e->slot = j->slot;
         e->pos = it->pos;
@@ -211,9 +261,7 @@ static void step(cal_sched *s)
     for (int pass = s->n_run - 1; pass >= 0; pass--)
         for (int i = 0; i < n; i++)
             if (s->items[i].seq == pass && fin[i]) finish_job(s, pass, fin[i]);
-    long long kv = 0;
-    for (int i = 0; i < s->n_run; i++) kv += s->run[i]->n_prefilled + s->run[i]->n_gen;
-    atomic_store_explicit(&s->m->kv_used, kv, memory_order_relaxed);
+    publish_kv(s);
 }
 
 static void *sched_main(void *arg)
@@ -221,7 +269,7 @@ static void *sched_main(void *arg)
     cal_sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stop && !s->wait_head && s->n_run == 0 && !s->profile_want)
+        while (!s->stop && (!s->wait_head || s->paused) && s->n_run == 0 && !s->profile_want)
             pthread_cond_wait(&s->cv, &s->mu);
         if (s->profile_want) {
             s->profile_out = cal_engine_profile_json(s->eng);
@@ -230,7 +278,8 @@ static void *sched_main(void *arg)
         }
         if (s->stop) { pthread_mutex_unlock(&s->mu); break; }
         cal_job *drop = NULL;
-        while (s->wait_head && s->n_run < s->max_batch) {
+        assert(s->n_waiting >= 0 && (s->n_waiting == 0) == (s->wait_head == NULL));
+        while (s->wait_head && !s->paused && s->n_run < s->max_batch) {
             cal_job *j = s->wait_head;
             s->wait_head = j->next;
             if (!s->wait_head) s->wait_tail = NULL;
@@ -258,6 +307,7 @@ static void *sched_main(void *arg)
         if (s->n_run > 0) step(s);
     }
     while (s->n_run > 0) finish_job(s, s->n_run - 1, 3);
+    assert(s->n_free == s->max_batch);
     pthread_mutex_lock(&s->mu);
     cal_job *w = s->wait_head;
     s->wait_head = s->wait_tail = NULL;
@@ -285,6 +335,7 @@ int cal_sched_open(const cal_sched_config *c, cal_sched **out, const char **why)
     s->max_batch = c->max_batch;
     s->max_queue = c->max_queue;
     s->chunk = c->prefill_chunk;
+    s->paused = c->start_paused != 0;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->profile_cv, NULL);
@@ -305,7 +356,8 @@ int cal_sched_open(const cal_sched_config *c, cal_sched **out, const char **why)
     s->items = calloc(mb, sizeof *s->items);
     s->entries = calloc(mb, sizeof *s->entries);
     s->fin = calloc(mb, sizeof *s->fin);
-    if (!s->fin || !s->run || !s->free_slots || !s->logits || !s->pseq || !s->items ||
+    s->slot_mark = calloc(mb, 1);
+    if (!s->fin || !s->slot_mark || !s->run || !s->free_slots || !s->logits || !s->pseq || !s->items ||
         !s->entries) {
         cal_sched_close(&s);
         return CAL_ENOMEM;
@@ -339,6 +391,14 @@ int cal_sched_submit(cal_sched *s, cal_job *j)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return CAL_OK;
+}
+
+void cal_sched_release(cal_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->paused = 0;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 char *cal_sched_profile(cal_sched *s)
@@ -388,6 +448,7 @@ void cal_sched_close(cal_sched **ps)
     free(s->items);
     free(s->entries);
     free(s->fin);
+    free(s->slot_mark);
     free(s->profile_out);
     pthread_cond_destroy(&s->profile_cv);
     pthread_cond_destroy(&s->cv);

@@ -47,6 +47,8 @@ typedef struct cal_sched_config {
     int                     max_queue; /* waiting requests beyond the batch */
     int                     prefill_chunk; /* prompt tokens per step */
     cal_srv_metrics        *metrics;   /* outlives the scheduler */
+    int                     start_paused; /* 1: admit nothing until cal_sched_release,
+                                             so what runs together is known (tests) */
 } cal_sched_config;
 
 /* Open the engine (weights, KV cache for max_batch slots) and start the
@@ -56,6 +58,9 @@ int  cal_sched_open(const cal_sched_config *c, cal_sched **out, const char **why
 /* Queue a job (takes a reference on success). CAL_EFULL when running +
  * waiting already hold max_batch + max_queue jobs; CAL_ECANCEL when stopping. */
 int  cal_sched_submit(cal_sched *s, cal_job *j);
+/* Let a scheduler opened with start_paused admit its queue: every job
+ * submitted so far is admitted in one go, up to max_batch. No-op otherwise. */
+void cal_sched_release(cal_sched *s);
 /* The engine's per-op profile JSON (malloc'd), fetched between steps. */
 char *cal_sched_profile(cal_sched *s);
 /* Stop: every queued or running job ends (finish "abort") and is woken;

@@ -4,6 +4,7 @@
  * matching protocols was printed, 1 when nothing was comparable (or a result
  * could not be read), 2 on a usage error. */
 #include <getopt.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +39,11 @@ static void usage(FILE *f)
         "  --now URL         ask the engine answering at URL (GET /v1/models) which\n"
         "                    model it serves now, and flag results measured on another\n"
         "                    version (a baseline of another engine version is stale)\n"
-        "  --format FMT      text (default) or md\n"
+        "  --format FMT      text (default), md, or json (every row with its metric\n"
+        "                    key, each result's value, ratio, CI and note)\n"
         "  --no-ci           skip the bootstrap confidence intervals\n"
-        "  --all             every metric (default: aggregate, per-request, prefill,\n"
-        "                    decode, TTFT p50/p99, ITL p50, E2E p99)\n"
+        "  --all             every comparable field of the schema (default: aggregate,\n"
+        "                    per-request, prefill, decode, TTFT p50/p99, ITL p50, E2E p99)\n"
         "  -h, --help        this text\n"
         "\n"
         "Exit: 0 at least one ratio between matching protocols, 1 nothing comparable\n"
@@ -142,9 +144,56 @@ static void print_text(const cal_comparison *c, const cal_result *const *res, si
     }
 }
 
-/* `--import TOOL FILE` takes two values, which getopt cannot: lift the
- * triples out of argv first (keeping their order), then parse the rest,
- * options and runs in any order. Returns 0, or 2 after a usage error. */
+static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* The comparison as JSON: one object per row with the schema key of its
+ * metric and, per result, value, ratio, CI and the note. */
+static int print_json(const cal_comparison *c, const cal_result *const *res, size_t n)
+{
+    json_t *root = json_object(), *rs = json_array(), *rows = json_array();
+    json_object_set_new(root, "format", json_string("caliper-compare"));
+    for (size_t j = 0; j < n; j++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_string(res[j]->id));
+        json_object_set_new(o, "label", json_string(res[j]->label));
+        json_object_set_new(o, "flags", json_string(c->flags[j]));
+        json_array_append_new(rs, o);
+    }
+    json_object_set_new(root, "results", rs);
+    for (size_t r = 0; r < c->n_rows; r++) {
+        const cal_cmp_row *row = &c->rows[r];
+        json_t *o = json_object(), *es = json_array();
+        json_object_set_new(o, "metric", json_string(cal_metric_get(row->metric)->name));
+        json_object_set_new(o, "label", json_string(row->label));
+        json_object_set_new(o, "concurrency", json_integer(row->fp.concurrency));
+        json_object_set_new(o, "prompt_tokens", json_integer(row->fp.prompt_tokens));
+        json_object_set_new(o, "shot_kind", json_string(cal_shot_kind_key(row->fp.shot_kind)));
+        json_object_set_new(o, "shot_first", json_integer(row->fp.shot_first));
+        json_object_set_new(o, "shot_last", json_integer(row->fp.shot_last));
+        for (size_t j = 0; j < n; j++) {
+            const cal_cmp_entry *e = &row->e[j];
+            json_t *eo = json_object();
+            json_object_set_new(eo, "present", json_boolean(e->present));
+            json_object_set_new(eo, "value", num_or_null(e->value));
+            json_object_set_new(eo, "comparable", json_boolean(e->comparable));
+            json_object_set_new(eo, "ratio", num_or_null(e->ratio));
+            json_object_set_new(eo, "ci_lo", num_or_null(e->ci_lo));
+            json_object_set_new(eo, "ci_hi", num_or_null(e->ci_hi));
+            json_object_set_new(eo, "note", json_string(e->note));
+            json_array_append_new(es, eo);
+        }
+        json_object_set_new(o, "entries", es);
+        json_array_append_new(rows, o);
+    }
+    json_object_set_new(root, "rows", rows);
+    json_object_set_new(root, "n_ratios", json_integer((json_int_t)c->n_ratios));
+    json_object_set_new(root, "n_refused", json_integer((json_int_t)c->n_refused));
+    int rc = json_dumpf(root, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(root);
+    return rc;
+}
+
 /* --now URL: the engine answering there now names its model; a result
  * whose recorded engine version (the model id, unless the run was only
  * labelled) differs was measured on something else and is flagged. */
@@ -183,7 +232,7 @@ int cmd_compare(int argc, char **argv)
     size_t n_imports = 0;
     cal_compare_opts o = {0};
     o.stale_s = 30 * 86400.0;
-    int md = 0, no_ci = 0, all = 0, ch;
+    int md = 0, js = 0, no_ci = 0, all = 0, ch;
     if (cli_lift_imports(CMD, &argc, argv, imports, CAL_CMP_MAX, &n_imports)) return CLI_USAGE;
     optind = 1;
     opterr = 0;
@@ -199,9 +248,10 @@ int cmd_compare(int argc, char **argv)
             break;
         }
         case 'F':
-            if (!strcmp(optarg, "md")) md = 1;
-            else if (strcmp(optarg, "text"))
-                return cli_usage_error(CMD, "--format: \"%s\" is not text or md", optarg);
+            md = !strcmp(optarg, "md");
+            js = !strcmp(optarg, "json");
+            if (!md && !js && strcmp(optarg, "text"))
+                return cli_usage_error(CMD, "--format: \"%s\" is not text, md or json", optarg);
             break;
         case 'N': now_url = optarg; break;
         case 'n': no_ci = 1; break;
@@ -218,9 +268,9 @@ int cmd_compare(int argc, char **argv)
         return cli_usage_error(CMD, "at most %d results at once (got %zu)", CAL_CMP_MAX, n);
     if (no_ci) o.boot_iters = -1;
     if (!all)   /* the numbers people quote; --all for every percentile */
-        o.metrics = 1u << CAL_M_AGG_TOKS | 1u << CAL_M_REQ_TOKS | 1u << CAL_M_PREFILL_TOKS |
-                    1u << CAL_M_DECODE_TOKS | 1u << CAL_M_TTFT_P50 | 1u << CAL_M_TTFT_P99 |
-                    1u << CAL_M_ITL_P50 | 1u << CAL_M_E2E_P99;
+        o.metrics = 1ull << CAL_M_AGG_TOKS | 1ull << CAL_M_REQ_TOKS | 1ull << CAL_M_PREFILL_TOKS |
+                    1ull << CAL_M_DECODE_TOKS | 1ull << CAL_M_TTFT_P50 | 1ull << CAL_M_TTFT_P99 |
+                    1ull << CAL_M_ITL_P50 | 1ull << CAL_M_E2E_P99;
 
     cal_result *res[CAL_CMP_MAX] = {0};
     int rc = CLI_OK;
@@ -248,6 +298,12 @@ int cmd_compare(int argc, char **argv)
         goto out;
     }
 
+    if (js) {
+        if (print_json(c, (const cal_result *const *)res, n) != 0) rc = cli_fail(CMD, "writing JSON failed");
+        else if (!c->n_ratios) rc = CLI_FAIL;
+        cal_comparison_free(&c);
+        goto out;
+    }
     printf("baseline: %s", res[0]->label);
     for (size_t j = 0; j < n; j++) {
         char when[32] = "date unknown";

@@ -27,7 +27,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: caliper proxy --upstream URL [--listen 127.0.0.1:PORT] [--log FILE.jsonl]\n"
-        "                     [--tokenize] [--max-body BYTES]\n"
+        "                     [--tokenize] [--max-body BYTES] [--max-connections N]\n"
+        "                     [--idle-timeout T]\n"
         "\n"
         "Point the chat client at http://LISTEN/v1 instead of the engine. Every request\n"
         "goes to URL unchanged and the reply comes back chunk by chunk. For each\n"
@@ -43,10 +44,18 @@ static void usage(FILE *f)
         "  --tokenize        count tokens with the upstream's POST /tokenize (after the\n"
         "                    turn ends); without it, or when absent: chars/4, marked \"?\"\n"
         "  --max-body B      request body cap (default 32MiB)\n"
+        "  --max-connections N\n"
+        "                    client connections at once (default %d); more are closed\n"
+        "                    as they arrive\n"
+        "  --idle-timeout T  close a client connection silent for T (default %ds; whole\n"
+        "                    seconds, at least 1s); waiting for the upstream is not idle\n"
         "  -h, --help        this text\n"
         "\n"
         "Prints \"caliper proxy: listening on http://HOST:PORT -> URL\" on stderr when ready.\n"
-        "Exit: 0 after Ctrl-C, 1 when it cannot listen, 2 on a usage error.\n");
+        "Only paths reach the upstream: a request target that is not one (\"@host/...\",\n"
+        "\"//host/...\", \"http://host/...\") is answered 400.\n"
+        "Exit: 0 after Ctrl-C, 1 when it cannot listen, 2 on a usage error.\n",
+        CAL_PROXY_MAX_CONN, CAL_PROXY_IDLE_S);
 }
 
 typedef struct rec {
@@ -146,10 +155,12 @@ int cmd_proxy(int argc, char **argv)
         {"listen", required_argument, 0, 'l'}, {"upstream", required_argument, 0, 'u'},
         {"log", required_argument, 0, 'o'},    {"tokenize", no_argument, 0, 't'},
         {"max-body", required_argument, 0, 'b'}, {"help", no_argument, 0, 'h'},
+        {"max-connections", required_argument, 0, 'c'}, {"idle-timeout", required_argument, 0, 'i'},
         {0, 0, 0, 0}};
     const char *listen = "127.0.0.1:8001", *upstream = NULL, *logf = NULL;
     int tokenize = 0, c, rc;
-    double max_body = 32.0 * 1024 * 1024;
+    double max_body = 32.0 * 1024 * 1024, idle_s = CAL_PROXY_IDLE_S;
+    long max_conn = CAL_PROXY_MAX_CONN;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -162,6 +173,14 @@ int cmd_proxy(int argc, char **argv)
             if ((rc = cli_parse_unit(CMD, "--max-body", optarg, CAL_U_BYTES, "B", &max_body))) return rc;
             if (max_body < 1024 || max_body > 4.0 * 1024 * 1024 * 1024)
                 return cli_usage_error(CMD, "--max-body: \"%s\" is outside 1KiB..4GiB", optarg);
+            break;
+        case 'c':
+            if ((rc = cli_parse_long(CMD, "--max-connections", optarg, 1, 65536, &max_conn))) return rc;
+            break;
+        case 'i':
+            if ((rc = cli_parse_time_in(CMD, "--idle-timeout", optarg, "s", 1, 86400, &idle_s))) return rc;
+            if (idle_s != floor(idle_s))
+                return cli_usage_error(CMD, "--idle-timeout: \"%s\" is not a whole number of seconds", optarg);
             break;
         case 'h': usage(stdout); return CLI_OK;
         default:
@@ -193,7 +212,8 @@ int cmd_proxy(int argc, char **argv)
     cli_catch_stop(&g_stop);
 
     cal_proxy_config cfg = {.host = host, .port = (int)port, .upstream = upstream, .tokenize = tokenize,
-                            .max_body = (size_t)max_body, .on_turn = on_turn, .ud = &r};
+                            .max_body = (size_t)max_body, .max_connections = (unsigned)max_conn,
+                            .idle_timeout_s = (unsigned)idle_s, .on_turn = on_turn, .ud = &r};
     cal_proxy *px = NULL;
     char why[256];
     if ((rc = cal_proxy_open(&cfg, &px, why, sizeof why)) != CAL_OK) {

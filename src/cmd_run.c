@@ -15,6 +15,7 @@
 #include "caliper/error.h"
 #include "caliper/probe.h"
 #include "caliper/protocol.h"
+#include "caliper/run.h"
 #include "caliper/stats.h"
 #include "caliper/store.h"
 #include "caliper/telemetry.h"
@@ -23,8 +24,7 @@
 #include "run_view.h"
 
 #define CMD "run"
-#define MAX_LIST 32
-#define MAX_DURATION_REQS 4096
+#define MAX_LIST CAL_RUN_MAX_LIST
 #define MAX_RATE 1e5   /* requests/s: --rate above it is a usage error, not an overflow */
 
 static void usage(FILE *f)
@@ -56,7 +56,8 @@ static void usage(FILE *f)
         "load:\n"
         "  --concurrency LIST   closed-loop cells, e.g. 1,4,8,32 (default 1)\n"
         "  --requests N         requests per cell (default max(8, 2 x concurrency))\n"
-        "  --duration T         run each cell for T instead (e.g. 30s)\n"
+        "  --duration T         run each cell for T instead (e.g. 30s): requests keep coming\n"
+        "                       until T; the ones in flight then are stored cancelled\n"
         "  --rate R             open loop: Poisson arrivals at R req/s (latency from the\n"
         "                       scheduled time); --concurrency then caps in-flight requests\n"
         "shots (cold, warm and rested; docs/run.md):\n"
@@ -69,6 +70,8 @@ static void usage(FILE *f)
         "  --db FILE            the store (default caliper.db)\n"
         "  --json FILE          also write the whole run as JSON\n"
         "  --connect-timeout T  (default 10s)   --idle-timeout T  no bytes for T ends a request (60s)\n"
+        "  --request-timeout T  a request not done T after it was sent ends as timeout\n"
+        "                       (default: connect + idle timeout + 1s per --max-tokens)\n"
         "  --no-telemetry       do not sample clocks and power   --interval T  sampling period (250ms)\n"
         "  --seed N             prompt nonces and Poisson arrivals (default: from the clock)\n"
         "\n"
@@ -101,6 +104,7 @@ typedef struct opts {
     int cold, ab, no_tel;
     const char *db, *json;
     double connect_s, idle_s, interval_s;
+    double request_s;                /* 0: derived, cal_probe_request_timeout_ns */
     long seed;
     int seed_given;
 } opts;
@@ -109,7 +113,7 @@ enum {
     O_URL = 256, O_LAUNCH, O_PORT, O_LTIMEOUT, O_PRESET, O_SERVEARGS, O_API, O_MODEL,
     O_KEYENV, O_BODY, O_LABEL, O_AB, O_CONTENT, O_PTOK, O_MAXTOK, O_FREE, O_PREFIX, O_CONC,
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_DB, O_JSON, O_CTIMEOUT,
-    O_ITIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP
+    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -128,6 +132,7 @@ static const struct option LONGOPTS[] = {
     {"db", required_argument, 0, O_DB}, {"json", required_argument, 0, O_JSON},
     {"connect-timeout", required_argument, 0, O_CTIMEOUT},
     {"idle-timeout", required_argument, 0, O_ITIMEOUT},
+    {"request-timeout", required_argument, 0, O_RTIMEOUT},
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
     {"help", no_argument, 0, O_HELP},
@@ -247,6 +252,10 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_time_in(CMD, "--idle-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
             o->idle_s = d;
             break;
+        case O_RTIMEOUT:
+            if (cli_parse_time_in(CMD, "--request-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
+            o->request_s = d;
+            break;
         case O_NOTEL: o->no_tel = 1; break;
         case O_INTERVAL:
             if (cli_parse_time_in(CMD, "--interval", optarg, "ms", 0.01, 3600, &o->interval_s)) return CLI_USAGE;
@@ -292,7 +301,7 @@ static int parse_opts(int argc, char **argv, opts *o)
     return 0;
 }
 
-/* ---- run state ---------------------------------------------------------- */
+/* ---- the run: flags into a plan and targets, events onto the terminal --- */
 static volatile int g_stop;
 static void on_signal(int sig)
 {
@@ -300,403 +309,130 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-typedef struct side {
-    char name[8];                    /* "" or "A" / "B" */
-    cal_target_config tcfg;
-    cal_target *target;
-    cal_probe *probe;
-    cal_probe_config pcfg;
-    char model[256];
-    cal_workload *wl[MAX_LIST];      /* per prompt length */
-    int64_t process_start_ns;        /* -1 unknown */
-    int fresh;                       /* the next shot is the process's first */
-    char url[512];
-    cal_http_tokenizer *tk;
-} side;
-
-typedef struct ctx {
-    opts *o;
-    cal_store *st;
-    cal_run run;
-    cal_tel *tel;
-    uint64_t tel_cursor;
-    char clock_metric[64], power_metric[64];
-    side sides[2];
-    int n_sides;
-    const char *api_key;
-    uint64_t nonce;
-    int seq;
+typedef struct view {
     int tty;
-    char progress_label[128];
-    int target_failed;
-    char fail_msg[1400];
-} ctx;
+    const char *db;
+} view;
 
-static void progress(void *ud, size_t done, size_t total)
+static void on_event(void *ud, const cal_run_event *ev)
 {
-    ctx *c = ud;
-    if (!c->tty) return;
-    int w = 30, k = total ? (int)(w * done / total) : w;
-    fprintf(stderr, "\r%-48.48s [", c->progress_label);
-    for (int i = 0; i < w; i++) fputc(i < k ? '#' : '.', stderr);
-    fprintf(stderr, "] %zu/%zu ", done, total);
-    fflush(stderr);
+    view *v = ud;
+    switch (ev->kind) {
+    case CAL_RUN_EV_STARTING:
+        fprintf(stderr, "caliper run: %s %s...\n",
+                !strcmp(ev->target_kind, "url") ? "checking" : "starting", ev->text);
+        break;
+    case CAL_RUN_EV_BEGUN:
+        fprintf(stderr, "caliper run: run %lld · %d shot%s%s · %d cell%s per shot\n",
+                (long long)ev->run_id, ev->total_shots, ev->total_shots > 1 ? "s" : "",
+                ev->plan_warmup ? " (with warm-up)" : "", ev->cells_per_shot,
+                ev->cells_per_shot > 1 ? "s" : "");
+        break;
+    case CAL_RUN_EV_REST:
+        fprintf(stderr, "caliper run: resting %.1f s before shot %d\n", ev->seconds, ev->shot);
+        break;
+    case CAL_RUN_EV_PREPARING:
+        if (v->tty) fprintf(stderr, "\r%-48.48s preparing prompts...", ev->label);
+        break;
+    case CAL_RUN_EV_PROGRESS: {
+        if (!v->tty) break;
+        int w = 30, k = ev->total ? (int)(w * ev->done / ev->total) : w;
+        fprintf(stderr, "\r%-48.48s [", ev->label);
+        for (int i = 0; i < w; i++) fputc(i < k ? '#' : '.', stderr);
+        if (ev->total) fprintf(stderr, "] %zu/%zu ", ev->done, ev->total);
+        else fprintf(stderr, "] %zu ", ev->done);
+        fflush(stderr);
+        break;
+    }
+    case CAL_RUN_EV_CELL: {
+        const cal_summary *m = &ev->cell->sum;
+        if (v->tty) fprintf(stderr, "\r%-100s\r", "");
+        char agg[32], per[32];
+        snprintf(agg, sizeof agg, isfinite(m->output_throughput) ? "%.1f" : "—", m->output_throughput);
+        snprintf(per, sizeof per, isfinite(m->per_request_output_throughput_median) ? "%.1f" : "—",
+                 m->per_request_output_throughput_median);
+        fprintf(stderr, "%s: %lld ok, %lld failed, %.1f s, %s tok/s aggregate, %s tok/s per request\n",
+                ev->label, (long long)m->completed, (long long)m->failed,
+                isfinite(m->duration) ? m->duration : 0.0, agg, per);
+        break;
+    }
+    case CAL_RUN_EV_NOTE: {
+        /* a note on a plan field names the flag that set it */
+        static const char *const FLAG[][2] = {{"prompt_tokens", "--prompt-tokens"}};
+        const char *flag = NULL;
+        for (size_t i = 0; ev->field && i < sizeof FLAG / sizeof FLAG[0]; i++)
+            if (!strcmp(ev->field, FLAG[i][0])) flag = FLAG[i][1];
+        const char *text = ev->text;
+        fprintf(stderr, "caliper run: %s%s%s%s%s\n", ev->side && ev->side[0] ? ev->side : "",
+                ev->side && ev->side[0] ? ": " : "", flag ? flag : "", flag ? " " : "", text);
+        break;
+    }
+    }
 }
 
-/* Move the sampler's new samples into the store. */
-static void drain_telemetry(ctx *c)
+static char *verdicts_of(void *ud, const cal_run_data *d)
 {
-    if (!c->tel) return;
-    cal_tel_sample buf[512];
-    size_t n;
-    while ((n = cal_tel_read(c->tel, &c->tel_cursor, buf, 512, NULL)) > 0)
-        for (size_t i = 0; i < n; i++)
-            cal_store_add_telemetry(c->st, c->run.id, buf[i].t_ns, buf[i].backend, buf[i].metric,
-                                    buf[i].unit, buf[i].value);
+    (void)ud;
+    return run_view_verdicts_json(d);
 }
 
-/* Mean and minimum of a telemetry metric over [t0, t1]; NAN when absent. */
-static void tel_window(ctx *c, const char *metric, int64_t t0, int64_t t1,
-                       double *mean, double *min)
+/* What the plan does not hold but the protocol record does: the request
+ * shape and the timeouts. */
+static char *protocol_extra(const opts *o)
 {
-    *mean = *min = NAN;
-    if (!c->tel || !metric[0]) return;
-    cal_tel_stat s;
-    if (cal_tel_window(c->tel, metric, t0, t1, &s) != CAL_OK || s.n == 0) return;
-    *mean = s.mean;
-    *min = s.min;
-}
-
-static int start_side(ctx *c, side *s)
-{
-    char err[1000];
-    int rc = cal_target_start(&s->tcfg, &s->target, err, sizeof err);
-    if (rc) {
-        snprintf(c->fail_msg, sizeof c->fail_msg, "%s%starget: %s", s->name, s->name[0] ? " " : "", err);
-        return rc;
-    }
-    snprintf(s->url, sizeof s->url, "%s", cal_target_url(s->target));
-    if (s->tk) cal_http_tokenizer_retarget(s->tk, s->url);   /* a cold restart moves ports */
-    s->process_start_ns = cal_target_spawn_ns(s->target);
-    s->fresh = 1;
-    if (c->tel && cal_target_pid(s->target) > 0) cal_tel_set_pid(c->tel, (int)cal_target_pid(s->target));
-    cal_probe_close(&s->probe);
-    s->pcfg.base_url = s->url;
-    rc = cal_probe_open(&s->pcfg, &s->probe);
-    if (rc) snprintf(c->fail_msg, sizeof c->fail_msg, "probe: %s", cal_strerror(rc));
-    return rc;
-}
-
-/* One cell: build its prompts, send them, summarise, store. */
-static int run_cell(ctx *c, side *s, size_t pi, long conc, int shot, cal_shot_kind kind,
-                    int64_t rest_ns, cal_cell_kind ckind)
-{
-    opts *o = c->o;
-    size_t n = (size_t)(o->requests ? o->requests : (conc * 2 > 8 ? conc * 2 : 8));
-    if (o->rate > 0 && !o->requests) n = (size_t)fmax(8, ceil(o->rate * 4));
-    if (o->duration_s > 0) {
-        double est = o->rate > 0 ? o->rate * o->duration_s * 1.5 + 16 : (double)conc * 64;
-        n = (size_t)fmin(MAX_DURATION_REQS, est);
-    }
-    cal_request *reqs = calloc(n, sizeof *reqs);
-    cal_req_result *res = calloc(n, sizeof *res);
-    char **prompts = calloc(n, sizeof *prompts);
-    int rc = CAL_ENOMEM;
-    if (!reqs || !res || !prompts) goto out;
-    snprintf(c->progress_label, sizeof c->progress_label, "%s%sshot %d · %s%ld · %ld tok",
-             s->name, s->name[0] ? " · " : "", shot, o->rate > 0 ? "rate " : "c",
-             o->rate > 0 ? (long)o->rate : conc, o->prompt[pi]);
-    if (c->tty) fprintf(stderr, "\r%-48.48s preparing prompts...", c->progress_label);
-    for (size_t i = 0; i < n; i++) {
-        int ntok;
-        if (g_stop) { rc = CAL_ECANCEL; goto out; }
-        rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
-        if (rc) {
-            snprintf(c->fail_msg, sizeof c->fail_msg,
-                     "%s%sthe target %s stopped answering: counting the tokens of prompt %zu "
-                     "failed (%s)", s->name, s->name[0] ? " " : "", s->url, i, cal_strerror(rc));
-            goto out;
-        }
-        reqs[i].prompt = prompts[i];
-        reqs[i].max_tokens = (int)o->max_tokens;
-    }
-    cal_load load = {.concurrency = (int)(o->rate > 0 ? (o->conc_given ? conc : 0) : conc),
-                     .rate = o->rate, .seed = (uint64_t)o->seed + (uint64_t)c->seq * 7919};
-    cal_cell cell;
-    memset(&cell, 0, sizeof cell);
-    cell.start_ns = cal_now_ns();
-    cell.start_wall_ns = cal_wall_ns();
-    if (o->duration_s > 0) load.deadline_ns = cell.start_ns + (int64_t)(o->duration_s * 1e9);
-    cal_probe_stats ps;
-    memset(&ps, 0, sizeof ps);
-    rc = cal_probe_run(s->probe, reqs, n, &load, res, &g_stop, progress, c, &ps);
-    cell.end_ns = cal_now_ns();
-    if (c->tty) fprintf(stderr, "\r%-100s\r", "");
-    if (rc && rc != CAL_ECANCEL) {
-        snprintf(c->fail_msg, sizeof c->fail_msg, "probe: %s", cal_strerror(rc));
-        goto out;
-    }
-    /* a duration cell: requests never sent were never part of it */
-    size_t kept = n;
-    if (o->duration_s > 0 && !g_stop) {
-        kept = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (res[i].status == CAL_REQ_CANCELLED && res[i].send_ns == 0) {
-                cal_req_result_free(&res[i]);
-                continue;
-            }
-            if (kept != i) { res[kept] = res[i]; memset(&res[i], 0, sizeof res[i]); }
-            kept++;
-        }
-    }
-    cell.seq = c->seq++;
-    cell.kind = ckind;
-    snprintf(cell.target, sizeof cell.target, "%s", s->name);
-    cell.concurrency = load.concurrency;
-    cell.rate = o->rate;
-    cell.prompt_tokens = (int)o->prompt[pi];
-    cell.prompt_exact = cal_workload_exact(s->wl[pi]);
-    snprintf(cell.content, sizeof cell.content, "%s", cal_content_name(o->content));
-    cell.unique_prompts = !o->allow_prefix;
-    cell.max_tokens = (int)o->max_tokens;
-    cell.output_fixed = !o->free_output;
-    cell.shot_index = shot;
-    cell.shot_kind = kind;
-    cell.rest_before_ns = rest_ns;
-    cell.process_age_ns = s->process_start_ns > 0 ? cell.start_ns - s->process_start_ns : -1;
-    cell.n_requests = (int64_t)kept;
-    cell.cpu_ns = ps.cpu_ns;
-    cell.chunks = ps.chunks;
-    cell.send_lag_p99_ms = ps.send_lag_p99_ms;
-    cal_summary_compute(res, kept, 0, cell.output_fixed ? cell.max_tokens : 0, &cell.sum);
-    tel_window(c, c->clock_metric, cell.start_ns, cell.end_ns, &cell.sum.clock_mhz_mean,
-               &cell.sum.clock_mhz_min);
-    tel_window(c, c->power_metric, cell.start_ns, cell.end_ns, &cell.sum.power_w_mean,
-               &cell.sum.power_w_min);
-    int src = cal_store_add_cell(c->st, c->run.id, &cell, res, kept);
-    if (src) {
-        snprintf(c->fail_msg, sizeof c->fail_msg, "storing the cell: %s", cal_store_errmsg(c->st));
-        rc = src;
-        goto out;
-    }
-    drain_telemetry(c);
-    char agg[32], per[32];
-    snprintf(agg, sizeof agg, isfinite(cell.sum.output_throughput) ? "%.1f" : "—",
-             cell.sum.output_throughput);
-    snprintf(per, sizeof per, isfinite(cell.sum.per_request_output_throughput_median) ? "%.1f" : "—",
-             cell.sum.per_request_output_throughput_median);
-    fprintf(stderr, "%s: %lld ok, %lld failed, %.1f s, %s tok/s aggregate, %s tok/s per request\n",
-            c->progress_label, (long long)cell.sum.completed, (long long)cell.sum.failed,
-            isfinite(cell.sum.duration) ? cell.sum.duration : 0.0, agg, per);
-    /* a target that died is reported, not waited on */
-    if (!g_stop && kept > 0 && (!cal_target_alive(s->target) ||
-                                (cell.sum.completed == 0 && cell.sum.n_connect_error +
-                                 cell.sum.n_stream_error + cell.sum.n_timeout > 0))) {
-        c->target_failed = 1;
-        const char *lp = cal_target_log_path(s->target);
-        char tail[400] = "";
-        if (lp) {
-            FILE *lf = fopen(lp, "r");
-            if (lf) {
-                fseek(lf, 0, SEEK_END);
-                long sz = ftell(lf);
-                fseek(lf, sz > 300 ? sz - 300 : 0, SEEK_SET);
-                size_t k = fread(tail, 1, sizeof tail - 1, lf);
-                tail[k] = '\0';
-                for (size_t i = 0; i < k; i++) if (tail[i] == '\n') tail[i] = ' ';
-                fclose(lf);
-            }
-        }
-        snprintf(c->fail_msg, sizeof c->fail_msg, "%s%sthe target %s during shot %d (%s)%s%s",
-                 s->name, s->name[0] ? " " : "",
-                 cal_target_alive(s->target) ? "stopped answering" : "exited", shot,
-                 s->url, tail[0] ? ": " : "", tail);
-    }
-    rc = CAL_OK;
-out:
-    if (res) for (size_t i = 0; i < n; i++) cal_req_result_free(&res[i]);
-    if (prompts) for (size_t i = 0; i < n; i++) free(prompts[i]);
-    free(prompts);
-    free(reqs);
-    free(res);
-    return rc;
-}
-
-/* ---- run-level JSON records -------------------------------------------- */
-static char *target_json(ctx *c)
-{
-    json_t *arr = json_array();
-    for (int i = 0; i < c->n_sides; i++) {
-        side *s = &c->sides[i];
-        json_t *t = json_object();
-        json_object_set_new(t, "kind", json_string(cal_target_kind_name(s->tcfg.kind)));
-        if (s->tcfg.kind == CAL_TARGET_BUILTIN) json_object_set_new(t, "name", json_string(c->o->preset));
-        else if (s->tcfg.kind == CAL_TARGET_LAUNCH) json_object_set_new(t, "name", json_string(s->tcfg.command));
-        else json_object_set_new(t, "name", json_string(s->url));
-        json_object_set_new(t, "model", s->model[0] ? json_string(s->model) : json_null());
-        json_object_set_new(t, "version", c->o->label ? json_string(c->o->label)
-                                          : s->model[0] ? json_string(s->model) : json_null());
-        json_object_set_new(t, "url", json_string(s->url));
-        json_object_set_new(t, "command", s->tcfg.command ? json_string(s->tcfg.command) : json_null());
-        int64_t ln = cal_target_load_ns(s->target);
-        json_object_set_new(t, "load_s", ln >= 0 ? json_real(ln / 1e9) : json_null());
-        json_object_set_new(t, "api", json_string(c->o->api_name));
-        const char *det = cal_target_detail(s->target);
-        if (det) json_object_set_new(t, "detail", json_string(det));
-        if (s->name[0]) json_object_set_new(t, "side", json_string(s->name));
-        json_array_append_new(arr, t);
-    }
-    json_t *out;
-    if (c->n_sides == 1) {
-        out = json_incref(json_array_get(arr, 0));
-    } else {
-        out = json_deep_copy(json_array_get(arr, 0));
-        json_object_set_new(out, "ab", json_incref(arr));
-    }
-    json_decref(arr);
-    char *s = json_dumps(out, JSON_COMPACT);
-    json_decref(out);
-    return s;
-}
-
-static char *protocol_json(ctx *c)
-{
-    opts *o = c->o;
     json_t *p = json_object();
-    json_t *pl = json_array(), *cl = json_array();
-    for (size_t i = 0; i < o->n_prompt; i++) json_array_append_new(pl, json_integer(o->prompt[i]));
-    for (size_t i = 0; i < o->n_conc; i++) json_array_append_new(cl, json_integer(o->conc[i]));
-    json_object_set_new(p, "shots", json_integer(o->shots));
-    json_object_set_new(p, "warmup", json_integer(o->warmup));
-    json_object_set_new(p, "rest_s", json_real(o->rest_s));
-    json_object_set_new(p, "cold", json_boolean(o->cold));
-    json_object_set_new(p, "noise_floor", json_real(o->noise_floor > 0 ? o->noise_floor : CAL_SHOT_NOISE_FLOOR));
-    json_object_set_new(p, "concurrency", cl);
-    json_object_set_new(p, "rate", o->rate > 0 ? json_real(o->rate) : json_null());
-    json_object_set_new(p, "requests", o->requests ? json_integer(o->requests) : json_null());
-    json_object_set_new(p, "duration_s", o->duration_s > 0 ? json_real(o->duration_s) : json_null());
-    json_object_set_new(p, "prompt_tokens", pl);
-    json_object_set_new(p, "content", json_string(cal_content_name(o->content)));
-    json_object_set_new(p, "unique_prompts", json_boolean(!o->allow_prefix));
-    json_object_set_new(p, "max_tokens", json_integer(o->max_tokens));
-    json_object_set_new(p, "output_policy", json_string(o->free_output ? "at most" : "fixed"));
-    json_object_set_new(p, "streaming", json_true());
     json_object_set_new(p, "api", json_string(o->api_name));
     json_object_set_new(p, "body", o->body ? json_loads(o->body, 0, NULL) : json_null());
     json_object_set_new(p, "connect_timeout_s", json_real(o->connect_s));
     json_object_set_new(p, "idle_timeout_s", json_real(o->idle_s));
-    json_object_set_new(p, "seed", json_integer(o->seed));
-    json_object_set_new(p, "ab", json_boolean(o->ab));
-    json_object_set_new(p, "order", json_string("each shot runs every prompt length x concurrency cell in turn"));
+    cal_probe_config rt = { .connect_timeout_ns = (int64_t)(o->connect_s * 1e9),
+                            .idle_timeout_ns = (int64_t)(o->idle_s * 1e9),
+                            .request_timeout_ns = (int64_t)(o->request_s * 1e9) };
+    json_object_set_new(p, "request_timeout_s",
+                        json_real((double)cal_probe_request_timeout_ns(&rt, (int)o->max_tokens) / 1e9));
     char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(p);
     return s;
 }
 
-static char *telemetry_json(ctx *c)
+static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
 {
-    json_t *t = json_object(), *src = json_array();
-    char summary[700] = "";
-    if (c->o->no_tel) {
-        snprintf(summary, sizeof summary, "off (--no-telemetry): clock and power not sampled");
-    } else if (!c->tel) {
-        snprintf(summary, sizeof summary, "absent: the sampler could not start");
+    cal_served_config sc;
+    memset(&sc, 0, sizeof sc);
+    cal_target_config *t = &sc.target;
+    t->launch_timeout_ns = (int64_t)(o->launch_timeout_s * 1e9);
+    if (o->n_launch) {
+        t->kind = CAL_TARGET_LAUNCH;
+        t->command = o->launch[o->ab ? i : 0];
+        t->url = o->n_url ? o->url[0] : NULL;
+        t->port = (int)o->port;
+        if (o->ab) t->url = o->n_url == 2 ? o->url[i] : NULL;
+    } else if (o->n_url) {
+        t->kind = CAL_TARGET_URL;
+        t->url = o->url[o->ab ? i : 0];
     } else {
-        const cal_tel_backend_info *b;
-        size_t nb = cal_tel_backends(c->tel, &b);
-        char avail[256] = "";
-        size_t off = 0;
-        for (size_t i = 0; i < nb; i++) {
-            json_t *o = json_object();
-            json_object_set_new(o, "backend", json_string(b[i].name));
-            json_object_set_new(o, "present", json_boolean(b[i].available));
-            json_object_set_new(o, "why", json_string(b[i].reason));
-            json_array_append_new(src, o);
-            if (b[i].available && off < sizeof avail)
-                off += (size_t)snprintf(avail + off, sizeof avail - off, "%s%s", off ? ", " : "", b[i].name);
-        }
-        const char *power_why = NULL;
-        for (size_t i = 0; i < nb && !power_why; i++)
-            if (!strcmp(b[i].name, "rapl") && !b[i].available) power_why = b[i].reason;
-        snprintf(summary, sizeof summary, "%s · clock: %s · power: %s%s%s", avail[0] ? avail : "no backend",
-                 c->clock_metric[0] ? c->clock_metric : "absent",
-                 c->power_metric[0] ? c->power_metric : "absent",
-                 !c->power_metric[0] && power_why ? " — " : "",
-                 !c->power_metric[0] && power_why ? power_why : "");
-        json_object_set_new(t, "interval_s", json_real(cal_tel_interval_ns(c->tel) / 1e9));
+        t->kind = CAL_TARGET_BUILTIN;
+        t->self_exe = "/proc/self/exe";
+        t->preset = o->preset;
+        t->serve_args = o->serve_args;
     }
-    json_object_set_new(t, "sources", src);
-    json_object_set_new(t, "clock_metric", c->clock_metric[0] ? json_string(c->clock_metric) : json_null());
-    json_object_set_new(t, "power_metric", c->power_metric[0] ? json_string(c->power_metric) : json_null());
-    json_object_set_new(t, "summary", json_string(summary));
-    char *s = json_dumps(t, JSON_COMPACT);
-    json_decref(t);
-    return s;
+    sc.probe.api = o->api;
+    sc.probe.api_key = api_key;
+    sc.probe.extra_body = o->body;
+    sc.probe.ignore_eos = !o->free_output;
+    sc.probe.connect_timeout_ns = (int64_t)(o->connect_s * 1e9);
+    sc.probe.idle_timeout_ns = (int64_t)(o->idle_s * 1e9);
+    sc.probe.request_timeout_ns = (int64_t)(o->request_s * 1e9);
+    sc.probe.keep_chunks = 1;
+    sc.probe.model = o->model;
+    sc.version = o->label;
+    /* bounded like a request: the model lookup by 5 s at most, each
+     * tokenizer call by the connect timeout plus one idle period */
+    sc.models_timeout_ns = (int64_t)(fmin(5.0, o->connect_s + o->idle_s) * 1e9);
+    sc.tokenize_timeout_ns = (int64_t)((o->connect_s + o->idle_s) * 1e9);
+    return cal_run_target_served(&sc, out);
 }
 
-/* ---- --ab: paired ratio of B to A over shots ----------------------------- */
-static void ab_verdicts(const cal_run_data *d, json_t *verdicts)
-{
-    /* pair cells of the same config and shot index: ratio B/A of the column
-     * the series is read on; t interval on the log ratios */
-    for (size_t i = 0; i < d->n_cells; i++) {
-        const cal_cell *a = &d->cells[i];
-        if (strcmp(a->target, "A") || a->shot_kind == CAL_SHOT_WARMUP) continue;
-        int first = 1;
-        for (size_t k = 0; k < i; k++) {
-            const cal_cell *p = &d->cells[k];
-            if (!strcmp(p->target, "A") && p->concurrency == a->concurrency &&
-                p->prompt_tokens == a->prompt_tokens && p->rate == a->rate &&
-                p->shot_kind != CAL_SHOT_WARMUP)
-                first = 0;
-        }
-        if (!first) continue;
-        double lr[1024];
-        size_t n = 0;
-        int per_req = a->rate == 0 && a->concurrency <= 4;
-        for (size_t x = 0; x < d->n_cells && n < 1024; x++) {
-            const cal_cell *ca = &d->cells[x];
-            if (strcmp(ca->target, "A") || ca->shot_kind == CAL_SHOT_WARMUP ||
-                ca->concurrency != a->concurrency || ca->prompt_tokens != a->prompt_tokens ||
-                ca->rate != a->rate)
-                continue;
-            for (size_t y = 0; y < d->n_cells; y++) {
-                const cal_cell *cb = &d->cells[y];
-                if (strcmp(cb->target, "B") || cb->shot_index != ca->shot_index ||
-                    cb->concurrency != ca->concurrency || cb->prompt_tokens != ca->prompt_tokens ||
-                    cb->rate != ca->rate)
-                    continue;
-                double va = per_req ? ca->sum.per_request_output_throughput_median : ca->sum.output_throughput;
-                double vb = per_req ? cb->sum.per_request_output_throughput_median : cb->sum.output_throughput;
-                if (va > 0 && vb > 0) lr[n++] = log(vb / va);
-            }
-        }
-        char line[400], load[32];
-        if (a->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", a->rate);
-        else snprintf(load, sizeof load, "c%d", a->concurrency);
-        if (n < 2) {
-            snprintf(line, sizeof line, "A/B %s · %d tok: fewer than 2 paired shots: no ratio", load, a->prompt_tokens);
-        } else {
-            double m = cal_stats_mean(lr, n), sd = cal_stats_sd(lr, n);
-            /* two-sided 95 % t quantiles for n−1 degrees of freedom */
-            static const double T95[] = {0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
-                                         2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-                                         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
-                                         2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
-            double tq = n - 1 < sizeof T95 / sizeof T95[0] ? T95[n - 1] : 1.96;
-            double h = tq * sd / sqrt((double)n);
-            snprintf(line, sizeof line,
-                     "A/B %s · %d tok: B ÷ A = %.3f× (95 %% CI %.3f–%.3f, %zu paired shots, %s "
-                     "column)%s",
-                     load, a->prompt_tokens, exp(m), exp(m - h), exp(m + h), n,
-                     per_req ? "per-request" : "aggregate",
-                     (exp(m - h) > 1 || exp(m + h) < 1) ? "" : ": no detectable difference");
-        }
-        json_array_append_new(verdicts, json_string(line));
-    }
-}
-
-/* ---- main --------------------------------------------------------------- */
 int cmd_run(int argc, char **argv)
 {
     opts o;
@@ -708,18 +444,52 @@ int cmd_run(int argc, char **argv)
         if (o.requests < o.conc[i])
             fprintf(stderr, "caliper run: warning: --requests %ld is below --concurrency %ld: that "
                             "cell never has %ld requests in flight\n", o.requests, o.conc[i], o.conc[i]);
-
-    ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = &o;
-    c.tty = cli_stderr_is_tty();
-    c.api_key = o.api_key_env ? getenv(o.api_key_env) : NULL;
     const char *warn = cli_build_warning();
     if (warn) fprintf(stderr, "caliper run: warning: %s\n", warn);
 
-    int rc = cal_store_open(o.db, &c.st);
-    if (rc) return cli_fail(CMD, "--db: cannot open \"%s\": %s", o.db, cal_strerror(rc));
+    cal_run_plan plan;
+    cal_run_plan_default(&plan);
+    plan.n_prompt = o.n_prompt;
+    for (size_t i = 0; i < o.n_prompt; i++) plan.prompt_tokens[i] = (int)o.prompt[i];
+    plan.n_conc = o.n_conc;
+    for (size_t i = 0; i < o.n_conc; i++) plan.concurrency[i] = (int)o.conc[i];
+    plan.rate = o.rate;
+    plan.cap_given = o.conc_given;
+    plan.requests = o.requests;
+    plan.duration_s = o.duration_s;
+    plan.shots = (int)o.shots;
+    plan.warmup = (int)o.warmup;
+    plan.rest_s = o.rest_s;
+    plan.cold = o.cold;
+    plan.noise_floor = o.noise_floor;
+    plan.content = o.content;
+    plan.max_tokens = (int)o.max_tokens;
+    plan.free_output = o.free_output;
+    plan.allow_prefix = o.allow_prefix;
+    plan.seed = (uint64_t)o.seed;
+    plan.telemetry = !o.no_tel;
+    plan.interval_s = o.interval_s;
+    plan.telemetry_off_why = "off (--no-telemetry): clock and power not sampled";
+    plan.label = o.label;
+    plan.build = cli_build_string();
+    char *extra = protocol_extra(&o);
+    plan.protocol_extra_json = extra;
 
+    const char *api_key = o.api_key_env ? getenv(o.api_key_env) : NULL;
+    cal_run_args args;
+    memset(&args, 0, sizeof args);
+    cal_store *st = NULL;
+    int exit_code = CLI_OK;
+    for (int i = 0; i < (o.ab ? 2 : 1); i++)
+        if (make_target(&o, i, api_key, &args.targets[i])) {
+            exit_code = cli_fail(CMD, "target: out of memory");
+            goto cleanup;
+        }
+    int rc = cal_store_open(o.db, &st);
+    if (rc) {
+        exit_code = cli_fail(CMD, "--db: cannot open \"%s\": %s", o.db, cal_strerror(rc));
+        goto cleanup;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -727,240 +497,53 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    if (!o.no_tel) {
-        cal_tel_config tc = {.interval_ns = (int64_t)(o.interval_s * 1e9)};
-        if (cal_tel_open(&c.tel, &tc) == CAL_OK) {
-            cal_tel_tick(c.tel);
-            if (cal_tel_pick_clock(c.tel, c.clock_metric, sizeof c.clock_metric)) c.clock_metric[0] = '\0';
-            if (cal_tel_pick_power(c.tel, c.power_metric, sizeof c.power_metric)) c.power_metric[0] = '\0';
-            cal_tel_start(c.tel);
-        }
-    }
-
-    /* targets */
-    c.n_sides = o.ab ? 2 : 1;
-    for (int i = 0; i < c.n_sides; i++) {
-        side *s = &c.sides[i];
-        if (o.ab) snprintf(s->name, sizeof s->name, "%c", 'A' + i);
-        s->tcfg.stop = &g_stop;
-        s->tcfg.launch_timeout_ns = (int64_t)(o.launch_timeout_s * 1e9);
-        if (o.n_launch) {
-            s->tcfg.kind = CAL_TARGET_LAUNCH;
-            s->tcfg.command = o.launch[o.ab ? i : 0];
-            s->tcfg.url = o.n_url ? o.url[0] : NULL;
-            s->tcfg.port = (int)o.port;
-            if (o.ab && o.n_url != 2) s->tcfg.url = NULL;
-            if (o.ab && o.n_url == 2) s->tcfg.url = o.url[i];
-        } else if (o.n_url) {
-            s->tcfg.kind = CAL_TARGET_URL;
-            s->tcfg.url = o.url[o.ab ? i : 0];
-        } else {
-            s->tcfg.kind = CAL_TARGET_BUILTIN;
-            s->tcfg.self_exe = "/proc/self/exe";
-            s->tcfg.preset = o.preset;
-            s->tcfg.serve_args = o.serve_args;
-        }
-        s->pcfg.api = o.api;
-        s->pcfg.api_key = c.api_key;
-        s->pcfg.extra_body = o.body;
-        s->pcfg.ignore_eos = !o.free_output;
-        s->pcfg.connect_timeout_ns = (int64_t)(o.connect_s * 1e9);
-        s->pcfg.idle_timeout_ns = (int64_t)(o.idle_s * 1e9);
-        s->pcfg.keep_chunks = 1;
-        s->process_start_ns = -1;
-    }
-    int exit_code = CLI_OK;
-    for (int i = 0; i < c.n_sides; i++) {
-        fprintf(stderr, "caliper run: %s %s...\n",
-                c.sides[i].tcfg.kind == CAL_TARGET_URL ? "checking" : "starting",
-                c.sides[i].tcfg.kind == CAL_TARGET_BUILTIN ? "the built-in engine"
-                : c.sides[i].tcfg.kind == CAL_TARGET_LAUNCH ? c.sides[i].tcfg.command
-                                                            : c.sides[i].tcfg.url);
-        if (start_side(&c, &c.sides[i])) {
-            exit_code = g_stop ? 130 : cli_fail(CMD, "%s", c.fail_msg);
-            goto cleanup;
-        }
-        side *s = &c.sides[i];
-        if (o.model) snprintf(s->model, sizeof s->model, "%s", o.model);
-        else if (cal_target_models(s->url, c.api_key,
-                                   (int64_t)(fmin(5.0, o.connect_s + o.idle_s) * 1e9), s->model,
-                                   sizeof s->model, NULL) != CAL_OK)
-            s->model[0] = '\0';
-        s->pcfg.model = s->model[0] ? s->model : NULL;
-        cal_probe_close(&s->probe);
-        if (cal_probe_open(&s->pcfg, &s->probe)) {
-            exit_code = cli_fail(CMD, "probe: cannot open for %s", s->url);
-            goto cleanup;
-        }
-        /* prompts: exact lengths through the server's tokenizer */
-        cal_http_tokenizer *tk = NULL;
-        /* bounded like a request: connect timeout plus one idle period */
-        cal_http_tokenizer_open(s->url, s->model[0] ? s->model : NULL, c.api_key,
-                                (int64_t)((o.connect_s + o.idle_s) * 1e9), &tk);
-        for (size_t p = 0; p < o.n_prompt; p++) {
-            cal_workload_config wc = {.content = o.content, .prompt_tokens = (int)o.prompt[p],
-                                      .unique = !o.allow_prefix, .seed = (uint64_t)o.seed,
-                                      .count = tk ? cal_http_tokenizer_count : NULL, .count_ud = tk};
-            rc = cal_workload_open(&wc, &s->wl[p]);
-            if (rc && rc != CAL_ENOMEM && rc != CAL_EINVAL) {
-                fprintf(stderr, "caliper run: the tokenizer of %s failed (%s): prompt lengths "
-                                "will be approximate\n", s->url, cal_strerror(rc));
-                wc.count = NULL;
-                rc = cal_workload_open(&wc, &s->wl[p]);
-            }
-            if (rc) {
-                cal_http_tokenizer_close(&tk);
-                exit_code = cli_fail(CMD, "--prompt-tokens: %ld: %s", o.prompt[p], cal_strerror(rc));
-                goto cleanup;
-            }
-            int shortest = cal_workload_shortest_exact(s->wl[p]);
-            if (o.prompt[p] < shortest)
-                fprintf(stderr, "caliper run: --prompt-tokens %ld is shorter than the unique "
-                                "nonce line each prompt starts with (%d tokens here): those "
-                                "prompts are the nonce line alone, marked approximate; the "
-                                "shortest exact length is %d (--allow-prefix-cache drops the "
-                                "nonce)\n", o.prompt[p], shortest, shortest);
-        }
-        s->tk = tk;   /* the workload keeps counting each prompt with it */
-    }
-
-    char host_short[256];
-    c.run.label = (char *)o.label;
-    c.run.build = (char *)cli_build_string();
-    c.run.host_json = cal_host_json(host_short, sizeof host_short);
-    c.run.target_json = target_json(&c);
-    c.run.protocol_json = protocol_json(&c);
-    c.run.telemetry_json = telemetry_json(&c);
-    rc = cal_store_begin_run(c.st, &c.run);
-    if (rc) {
-        exit_code = cli_fail(CMD, "cannot store the run in %s: %s", o.db, cal_store_errmsg(c.st));
+    view v = {.tty = cli_stderr_is_tty(), .db = o.db};
+    args.plan = &plan;
+    args.store = st;
+    args.observer.fn = on_event;
+    args.observer.ud = &v;
+    args.stop = &g_stop;
+    args.verdicts = verdicts_of;
+    cal_run_outcome out;
+    rc = cal_run_series(&args, &out);
+    if (rc != CAL_OK) {
+        if (rc == CAL_ECANCEL || g_stop) exit_code = 130;
+        else if (rc == CAL_ESTORE)
+            exit_code = cli_fail(CMD, "%s in %s", out.message, o.db);
+        else exit_code = cli_fail(CMD, "%s", out.message[0] ? out.message : cal_strerror(rc));
+        cal_run_outcome_clear(&out);
         goto cleanup;
     }
-    fprintf(stderr, "caliper run: run %lld · %ld shot%s%s · %zu cell%s per shot\n", (long long)c.run.id,
-            o.shots + o.warmup, o.shots + o.warmup > 1 ? "s" : "", o.warmup ? " (with warm-up)" : "",
-            o.n_prompt * (o.rate > 0 ? 1 : o.n_conc), o.n_prompt * o.n_conc > 1 ? "s" : "");
-
-    cal_cell_kind ckind = o.rate > 0 ? CAL_CELL_RATE
-                          : o.n_conc > 1 ? CAL_CELL_CONCURRENCY
-                          : o.n_prompt > 1 ? CAL_CELL_PROMPT_SWEEP : CAL_CELL_SHOTS;
-    long total_shots = o.shots + o.warmup;
-    int64_t last_end = 0;
-    for (long shot = 1; shot <= total_shots && !g_stop && !c.target_failed; shot++) {
-        for (int si = 0; si < c.n_sides && !g_stop && !c.target_failed; si++) {
-            /* --ab: alternate the order shot by shot so drift hits both */
-            side *s = &c.sides[(o.ab && shot % 2 == 0) ? 1 - si : si];
-            if (shot > 1 && o.cold) {
-                cal_target_stop(&s->target);
-                if (start_side(&c, s)) {
-                    c.target_failed = !g_stop;
-                    break;
-                }
-            }
-            int64_t rest_ns = 0;
-            if (shot > 1 && si == 0 && o.rest_s > 0) {
-                fprintf(stderr, "caliper run: resting %.1f s before shot %ld\n", o.rest_s, shot);
-                cal_sleep_ns((int64_t)(o.rest_s * 1e9), &g_stop);
-                rest_ns = cal_now_ns() - last_end;
-            } else if (shot > 1 && o.rest_s > 0) {
-                rest_ns = (int64_t)(o.rest_s * 1e9);
-            }
-            if (g_stop) break;
-            cal_shot_kind kind;
-            if (shot <= o.warmup) kind = CAL_SHOT_WARMUP;
-            else if (s->fresh && s->tcfg.kind != CAL_TARGET_URL) kind = CAL_SHOT_COLD;
-            else if (s->fresh) kind = CAL_SHOT_UNKNOWN;
-            else if (rest_ns > 0) kind = CAL_SHOT_RESTED;
-            else kind = CAL_SHOT_WARM;
-            s->fresh = 0;
-            size_t ncl = o.rate > 0 ? 1 : o.n_conc;
-            for (size_t pi = 0; pi < o.n_prompt && !g_stop && !c.target_failed; pi++)
-                for (size_t ci = 0; ci < ncl && !g_stop && !c.target_failed; ci++) {
-                    long conc = o.rate > 0 ? (o.conc_given ? o.conc[0] : 0) : o.conc[ci];
-                    rc = run_cell(&c, s, pi, conc, (int)shot, kind,
-                                  ci == 0 && pi == 0 ? rest_ns : 0, ckind);
-                    if (rc == CAL_ECANCEL) break;     /* Ctrl-C while preparing */
-                    if (rc) {
-                        c.target_failed = 1;
-                        break;
-                    }
-                }
-            last_end = cal_now_ns();
-        }
-    }
-
-    /* finish: load back what was stored and print it the way `show` will */
-    if (c.tel) cal_tel_stop(c.tel);
-    drain_telemetry(&c);
-    cal_run_status status = g_stop ? CAL_RUN_INTERRUPTED : c.target_failed ? CAL_RUN_FAILED : CAL_RUN_OK;
-    cal_store_flush(c.st);
-    cal_run_data *d = NULL;
-    rc = cal_store_load_run(c.st, c.run.id, CAL_LOAD_CHUNKS, &d);
-    char *verdicts = NULL;
-    if (rc == CAL_OK) {
-        char *vj = run_view_verdicts_json(d);
-        json_t *va = vj ? json_loads(vj, 0, NULL) : json_array();
-        free(vj);
-        if (!va) va = json_array();
-        if (o.ab) ab_verdicts(d, va);
-        if (c.target_failed && c.fail_msg[0]) json_array_append_new(va, json_string(c.fail_msg));
-        verdicts = json_dumps(va, JSON_COMPACT);
-        json_decref(va);
-    }
-    if (cal_store_finish_run(c.st, c.run.id, status, verdicts))
-        fprintf(stderr, "caliper run: cannot mark run %lld finished: %s\n", (long long)c.run.id,
-                cal_store_errmsg(c.st));
-    if (d) {
-        d->run.status = status;
-        free(d->run.verdicts_json);
-        d->run.verdicts_json = verdicts;
-        verdicts = NULL;
+    if (out.data) {
         fputc('\n', stderr);
-        run_view_print(stdout, d, o.db);
+        run_view_print(stdout, out.data, o.db);
         fflush(stdout);
         if (o.json) {
             FILE *jf = fopen(o.json, "w");
-            if (!jf || run_view_json(jf, d) != 0) {
+            if (!jf || run_view_json(jf, out.data) != 0) {
                 fprintf(stderr, "caliper run: --json: cannot write \"%s\"\n", o.json);
                 exit_code = CLI_FAIL;
             }
             if (jf) fclose(jf);
         }
-        /* --duration cuts the requests still in flight at the end of each
-         * cell: they are stored as cancelled, but are not a failure */
-        int64_t failed = 0;
-        for (size_t i = 0; i < d->n_cells; i++)
-            failed += d->cells[i].sum.failed - (o.duration_s > 0 ? d->cells[i].sum.n_cancelled : 0);
-        if (failed && exit_code == CLI_OK) exit_code = CLI_FAIL;
-        cal_run_data_free(&d);
+        if (out.failed_requests && exit_code == CLI_OK) exit_code = CLI_FAIL;
     } else {
-        fprintf(stderr, "caliper run: cannot load run %lld back: %s\n", (long long)c.run.id,
-                cal_store_errmsg(c.st));
         exit_code = CLI_FAIL;
     }
-    free(verdicts);
-    if (status == CAL_RUN_INTERRUPTED) {
+    if (out.status == CAL_RUN_INTERRUPTED) {
         fprintf(stderr, "caliper run: interrupted: run %lld is stored and marked interrupted\n",
-                (long long)c.run.id);
+                (long long)out.run_id);
         exit_code = 130;
-    } else if (status == CAL_RUN_FAILED) {
-        fprintf(stderr, "caliper run: %s\n", c.fail_msg[0] ? c.fail_msg : "the run failed");
+    } else if (out.status == CAL_RUN_FAILED) {
+        fprintf(stderr, "caliper run: %s\n", out.message[0] ? out.message : "the run failed");
         exit_code = CLI_FAIL;
     }
+    cal_run_outcome_clear(&out);
 
 cleanup:
-    for (int i = 0; i < c.n_sides; i++) {
-        side *s = &c.sides[i];
-        for (size_t p = 0; p < o.n_prompt; p++) cal_workload_close(&s->wl[p]);
-        cal_http_tokenizer_close(&s->tk);
-        cal_probe_close(&s->probe);
-        cal_target_stop(&s->target);
-    }
-    cal_tel_close(&c.tel);
-    free(c.run.host_json);
-    free(c.run.target_json);
-    free(c.run.protocol_json);
-    free(c.run.telemetry_json);
-    cal_store_close(&c.st);
+    for (int i = 0; i < 2; i++) cal_run_target_free(&args.targets[i]);
+    cal_store_close(&st);
+    free(extra);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     return exit_code;

@@ -20,6 +20,7 @@
 #include <microhttpd.h>
 #include "caliper/buf.h"
 #include "caliper/clock.h"
+#include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/telemetry.h"
 #include "cli.h"
@@ -86,8 +87,11 @@ static void note_for(const cal_tel_sample *s, char *note, size_t n)
 static int out_begin(out *o, cal_tel *t)
 {
     if (!o->json) {
-        fprintf(o->f, "t_s,backend,metric,unit,value,note\n");
-        return 0;
+        static const char *const H[] = {"t_s", "backend", "metric", "unit", "value", "note"};
+        cal_csv_writer w;
+        cal_csv_writer_file(&w, o->f);
+        for (size_t i = 0; i < sizeof H / sizeof H[0]; i++) cal_csv_put(&w, H[i]);
+        return cal_csv_end_row(&w) ? -1 : 0;
     }
     json_t *be = json_array();
     const cal_tel_backend_info *bi;
@@ -111,7 +115,18 @@ static void out_sample(out *o, const cal_tel_sample *s)
     note_for(s, note, sizeof note);
     double ts = (double)(s->t_ns - o->t0_ns) / 1e9;
     if (!o->json) {
-        fprintf(o->f, "%.6f,%s,%s,%s,%.10g,%s\n", ts, s->backend, s->metric, s->unit, s->value, note);
+        /* the note (NVML's throttle reasons) holds commas: RFC 4180 quotes it */
+        cal_csv_writer w;
+        char t[32];
+        cal_csv_writer_file(&w, o->f);
+        snprintf(t, sizeof t, "%.6f", ts);
+        cal_csv_put(&w, t);
+        cal_csv_put(&w, s->backend);
+        cal_csv_put(&w, s->metric);
+        cal_csv_put(&w, s->unit);
+        cal_csv_put_num(&w, s->value, 10);
+        cal_csv_put(&w, note);
+        cal_csv_end_row(&w);
     } else {
         json_t *j = json_pack("{s:f, s:s, s:s, s:s, s:f}", "t_s", ts, "backend", s->backend,
                               "metric", s->metric, "unit", s->unit, "value", s->value);

@@ -143,7 +143,11 @@ int cmd_serve(int argc, char **argv)
         case O_VOCAB:    rc = cli_parse_long(C, "--vocab", optarg, 257, 1 << 22, &sf.vocab); break;
         case O_CONTEXT:  rc = cli_parse_long(C, "--context", optarg, 2, 1 << 20, &sf.context); break;
         case O_SEED:     rc = cli_parse_long(C, "--seed", optarg, 0, LONG_MAX, &sf.seed); break;
-        case O_HOST:     host = optarg; break;
+        case O_HOST:
+            /* an empty address would bind loopback yet print "http://:PORT" */
+            if (!*optarg) return cli_usage_error(C, "--host: \"\" is empty (an address, e.g. 127.0.0.1 or 0.0.0.0)");
+            host = optarg;
+            break;
         case O_PORT:     rc = cli_parse_long(C, "--port", optarg, 0, 65535, &port); break;
         case O_MAXBATCH: rc = cli_parse_long(C, "--max-batch", optarg, 1, 4096, &max_batch); break;
         case O_MAXQUEUE: rc = cli_parse_long(C, "--max-queue", optarg, 0, 1 << 20, &max_queue); break;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "caliper/analysis.h"
+#include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/protocol.h"
 #include "caliper/stats.h"
@@ -17,7 +19,6 @@
 #include "run_view.h"
 
 #define DASH "—"
-#define MAX_GROUPS 256
 
 /* ---- text cells that pad by display width ("—" and "–" are one column) */
 static size_t dwidth(const char *s)
@@ -55,262 +56,15 @@ static const char *jstr(const json_t *o, const char *k)
 }
 static json_t *jreal(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-/* ---- groups: cells of one workload configuration across shots --------- */
-typedef struct group {
-    const cal_cell *cells[512];
-    size_t n;
-} group;
-
-static int same_config(const cal_cell *a, const cal_cell *b)
-{
-    return !strcmp(a->target, b->target) && a->concurrency == b->concurrency &&
-           a->rate == b->rate && a->prompt_tokens == b->prompt_tokens &&
-           !strcmp(a->content, b->content) && a->max_tokens == b->max_tokens &&
-           a->output_fixed == b->output_fixed && a->kind == b->kind;
-}
-
-static size_t make_groups(const cal_run_data *d, group *g, size_t cap)
-{
-    size_t ng = 0;
-    for (size_t i = 0; i < d->n_cells; i++) {
-        const cal_cell *c = &d->cells[i];
-        size_t k;
-        for (k = 0; k < ng; k++)
-            if (same_config(g[k].cells[0], c)) break;
-        if (k == ng) {
-            if (ng == cap) continue;
-            g[ng++].n = 0;
-        }
-        if (g[k].n < sizeof g[k].cells / sizeof g[k].cells[0]) g[k].cells[g[k].n++] = c;
-    }
-    return ng;
-}
-
-/* The shots a summary quotes: warm-ups never; with two or more measured
- * shots the first is dropped (SPEC 1.1: quote the later shots). */
-static size_t quoted(const group *g, const cal_cell **out, int *first, int *last)
-{
-    size_t nm = 0, k = 0;
-    for (size_t i = 0; i < g->n; i++)
-        if (g->cells[i]->shot_kind != CAL_SHOT_WARMUP) nm++;
-    size_t skip = nm >= 2 ? 1 : 0, seen = 0;
-    *first = *last = 0;
-    for (size_t i = 0; i < g->n; i++) {
-        if (g->cells[i]->shot_kind == CAL_SHOT_WARMUP) continue;
-        if (seen++ < skip) continue;
-        if (!k) *first = g->cells[i]->shot_index;
-        *last = g->cells[i]->shot_index;
-        out[k++] = g->cells[i];
-    }
-    return k;
-}
-
-/* Pool the quoted cells' requests into one summary (durations summed). */
-static void pooled(const cal_run_data *d, const cal_cell *const *cells, size_t n, cal_summary *s)
-{
-    size_t total = 0;
-    double dur = 0;
-    for (size_t i = 0; i < n; i++) {
-        total += (size_t)cells[i]->n_requests;
-        if (isfinite(cells[i]->sum.duration)) dur += cells[i]->sum.duration;
-    }
-    cal_req_result *r = calloc(total ? total : 1, sizeof *r);
-    size_t k = 0;
-    if (r && d->n_reqs)
-        for (size_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < cells[i]->n_requests; j++)
-                if (cells[i]->req_first + (size_t)j < d->n_reqs)
-                    r[k++] = d->reqs[cells[i]->req_first + (size_t)j];
-    if (r && k) {
-        cal_summary_compute(r, k, dur, cells[0]->output_fixed ? cells[0]->max_tokens : 0, s);
-    } else if (n) {
-        *s = cells[n - 1]->sum;   /* requests not loaded: the last shot's own */
-    } else {
-        cal_summary_init(s);
-    }
-    /* telemetry: the mean of the cells' means, the lowest of their minima */
-    double c = 0, p = 0, cmin = NAN, pmin = NAN;
-    size_t nc = 0, np = 0;
-    for (size_t i = 0; i < n; i++) {
-        const cal_summary *ci = &cells[i]->sum;
-        if (isfinite(ci->clock_mhz_mean)) { c += ci->clock_mhz_mean; nc++; }
-        if (isfinite(ci->power_w_mean)) { p += ci->power_w_mean; np++; }
-        if (isfinite(ci->clock_mhz_min) && !(ci->clock_mhz_min >= cmin)) cmin = ci->clock_mhz_min;
-        if (isfinite(ci->power_w_min) && !(ci->power_w_min >= pmin)) pmin = ci->power_w_min;
-    }
-    s->clock_mhz_mean = nc ? c / nc : NAN;
-    s->power_w_mean = np ? p / np : NAN;
-    s->clock_mhz_min = cmin;
-    s->power_w_min = pmin;
-    free(r);   /* shallow copies: the heap fields belong to d */
-}
-
-/* Which column a series is judged on (SPEC 1.2: per-request at 1–4 users,
- * aggregate above). */
-static int per_request_cell(const cal_cell *c) { return c->rate == 0 && c->concurrency <= 4; }
-static double series_value(const cal_cell *c)
-{
-    return per_request_cell(c) ? c->sum.per_request_output_throughput_median
-                               : c->sum.output_throughput;
-}
-
-static void config_name(const cal_cell *c, char *buf, size_t n)
-{
-    char load[48];
-    if (c->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", c->rate);
-    else snprintf(load, sizeof load, "c%d", c->concurrency);
-    snprintf(buf, n, "%s%s%s · %d tok %s", c->target[0] ? c->target : "",
-             c->target[0] ? " · " : "", load, c->prompt_tokens, c->content);
-}
-
-/* The run's --noise-floor (protocol JSON), so `show` judges as `run` did. */
-static double g_floor;
-static void set_floor(const cal_run_data *d)
-{
-    json_t *p = parse_obj(d->run.protocol_json);
-    json_t *f = json_object_get(p, "noise_floor");
-    g_floor = json_is_number(f) ? json_number_value(f) : 0;
-    json_decref(p);
-}
-
-static size_t shot_verdicts(const group *g, cal_shot_verdict *v)
-{
-    double vals[512];
-    int idx[512];
-    size_t n = 0;
-    for (size_t i = 0; i < g->n; i++) {
-        if (g->cells[i]->shot_kind == CAL_SHOT_WARMUP) continue;
-        vals[n] = series_value(g->cells[i]);
-        idx[n++] = g->cells[i]->shot_index;
-    }
-    const char *what = per_request_cell(g->cells[0]) ? "per-request tok/s" : "aggregate tok/s";
-    cal_shot_series_verdict(vals, idx, n, what, g_floor, v);
-    /* --cold: every shot is a fresh process, so a difference is not a warm
-     * wall but a machine whose state changed between processes */
-    int all_cold = n >= 2;
-    for (size_t i = 0; i < g->n; i++)
-        if (g->cells[i]->shot_kind != CAL_SHOT_WARMUP && g->cells[i]->shot_kind != CAL_SHOT_COLD)
-            all_cold = 0;
-    if (all_cold && v->judged) {
-        char range[48];
-        if (v->later_first == v->later_last) snprintf(range, sizeof range, "cold shot %d", v->later_first);
-        else snprintf(range, sizeof range, "cold shots %d–%d", v->later_first, v->later_last);
-        if (!v->beyond_noise)
-            snprintf(v->text, sizeof v->text,
-                     "%s within noise of cold shot %d (%+.1f %%, band ±%.1f %%): fresh processes "
-                     "agree", range, v->first_shot, -100.0 * v->drop, 100.0 * v->band);
-        else
-            snprintf(v->text, sizeof v->text,
-                     "%s %s %.1f %% %s cold shot %d (band ±%.1f %%, %s): fresh processes "
-                     "disagree — the machine's state changed between them",
-                     range, v->later_first == v->later_last ? "runs" : "run",
-                     100.0 * fabs(v->drop), v->drop > 0 ? "below" : "above", v->first_shot,
-                     100.0 * v->band, what);
-    }
-    return n;
-}
-
-/* The frequency check of SPEC 1.4 on a series: warm ≈ cold × f_warm/f_cold. */
-static int freq_text(const group *g, const cal_shot_verdict *v, char *buf, size_t n)
-{
-    double fc = NAN, fl[512];
-    size_t nl = 0;
-    int seen = 0;
-    for (size_t i = 0; i < g->n; i++) {
-        if (g->cells[i]->shot_kind == CAL_SHOT_WARMUP) continue;
-        if (!seen++) fc = g->cells[i]->sum.clock_mhz_mean;
-        else if (isfinite(g->cells[i]->sum.clock_mhz_mean)) fl[nl++] = g->cells[i]->sum.clock_mhz_mean;
-    }
-    double fw = cal_stats_median(fl, nl);
-    cal_freq_verdict fv;
-    cal_tel_freq_verdict(v->first, v->later_median, fc, fw, 0, &fv);
-    cal_tel_freq_verdict_text(&fv, buf, n);
-    return 1;
-}
-
+/* The verdicts the analysis computed, as the store keeps them. */
 char *run_view_verdicts_json(const cal_run_data *d)
 {
-    static group g[MAX_GROUPS];
-    set_floor(d);
-    size_t ng = make_groups(d, g, MAX_GROUPS);
-    json_t *a = json_array();
-    char line[600];
-    for (size_t k = 0; k < ng; k++) {
-        cal_shot_verdict v;
-        if (shot_verdicts(&g[k], &v) < 2 || !v.judged) continue;
-        char name[96];
-        config_name(g[k].cells[0], name, sizeof name);
-        snprintf(line, sizeof line, "%s: %s", name, v.text);
-        json_array_append_new(a, json_string(line));
-        if (v.beyond_noise && v.drop > 0) {
-            char ft[300];
-            freq_text(&g[k], &v, ft, sizeof ft);
-            snprintf(line, sizeof line, "%s: clock: %s", name, ft);
-            json_array_append_new(a, json_string(line));
-        }
-    }
-    int64_t ok = 0, bad = 0, mism = 0, st[6] = {0};
-    int approx = 0, fixed = 0;
-    const char *first_err = NULL;
-    int64_t cpu = 0, chunks = 0;
-    double lag = NAN, wall = 0;
-    for (size_t i = 0; i < d->n_cells; i++) {
-        const cal_cell *c = &d->cells[i];
-        ok += c->sum.completed;
-        bad += c->sum.failed;
-        mism += c->sum.output_len_mismatch;
-        st[1] += c->sum.n_http_error; st[2] += c->sum.n_timeout;
-        st[3] += c->sum.n_connect_error; st[4] += c->sum.n_stream_error;
-        st[5] += c->sum.n_cancelled;
-        if (!c->prompt_exact) approx = 1;
-        if (c->output_fixed) fixed = c->max_tokens;
-        cpu += c->cpu_ns;
-        chunks += c->chunks;
-        if (isfinite(c->send_lag_p99_ms) && !(c->send_lag_p99_ms <= lag)) lag = c->send_lag_p99_ms;
-        if (isfinite(c->sum.duration)) wall += c->sum.duration;
-    }
-    for (size_t i = 0; i < d->n_reqs && !first_err; i++)
-        if (d->reqs[i].status != CAL_REQ_OK && d->reqs[i].status != CAL_REQ_CANCELLED &&
-            d->reqs[i].error)
-            first_err = d->reqs[i].error;
-    if (bad) {
-        static const char *const nm[6] = {"", "http_error", "timeout", "connect_error",
-                                          "stream_error", "cancelled"};
-        char parts[200] = "";
-        size_t off = 0;
-        for (int s = 1; s < 6; s++)
-            if (st[s]) off += (size_t)snprintf(parts + off, sizeof parts - off, "%s%lld %s",
-                                               off ? ", " : "", (long long)st[s], nm[s]);
-        snprintf(line, sizeof line, "requests: %lld of %lld did not end ok (%s)%s%.200s",
-                 (long long)bad, (long long)(ok + bad), parts, first_err ? "; first error: " : "",
-                 first_err ? first_err : "");
-        json_array_append_new(a, json_string(line));
-    }
-    if (mism) {
-        snprintf(line, sizeof line,
-                 "output length: %lld of %lld ok requests did not return %d tokens: the server "
-                 "does not honour a fixed output length (ignore_eos/min_tokens)",
-                 (long long)mism, (long long)ok, fixed);
-        json_array_append_new(a, json_string(line));
-    }
-    if (approx && d->n_cells)
-        json_array_append_new(a, json_string("prompt lengths are approximate: the target has "
-                                             "no /tokenize (4 characters per token), or a length "
-                                             "was below the shortest exact one"));
-    if (wall > 0 && (double)cpu / 1e9 > 0.5 * wall) {
-        snprintf(line, sizeof line,
-                 "client self-check: the probe was busy %.0f %% of the run: the client may be "
-                 "the bottleneck", 100.0 * cpu / 1e9 / wall);
-        json_array_append_new(a, json_string(line));
-    } else if (isfinite(lag) && lag > 5.0) {
-        snprintf(line, sizeof line,
-                 "client self-check: send lag p99 %.1f ms: the client sent late; latencies "
-                 "include it", lag);
-        json_array_append_new(a, json_string(line));
-    }
-    (void)chunks;
-    char *s = json_dumps(a, JSON_COMPACT);
-    json_decref(a);
+    cal_analysis *a;
+    if (cal_analysis_run(d, &a)) return NULL;
+    size_t n = 0;
+    while (n < a->n_verdicts && a->verdicts[n].kind != CAL_VK_NOTE) n++;   /* stored ones last */
+    char *s = cal_verdicts_json(a->verdicts, n);
+    cal_analysis_free(&a);
     return s;
 }
 
@@ -336,6 +90,8 @@ static void header(FILE *f, const cal_run_data *d)
     else if (kind && !strcmp(kind, "launch"))
         snprintf(tgt, sizeof tgt, "`%.300s` (model %s%s) at %s", cmd ? cmd : "?",
                  model ? model : "?", lo, url ? url : "?");
+    else if (kind && !strcmp(kind, "inproc"))
+        snprintf(tgt, sizeof tgt, "in-process `%.300s` (model %s)", name ? name : "?", model ? model : "?");
     else
         snprintf(tgt, sizeof tgt, "%s (model %s)", url ? url : "?", model ? model : "?");
     fprintf(f, "%s · target: %s\n", r->build ? r->build : "caliper", tgt);
@@ -370,17 +126,6 @@ static void rule(FILE *f, const char *title)
     fputc('\n', f);
 }
 
-static const char *kind_short(cal_shot_kind k)
-{
-    switch (k) {
-    case CAL_SHOT_COLD: return "cold";
-    case CAL_SHOT_WARM: return "warm";
-    case CAL_SHOT_RESTED: return "rested";
-    case CAL_SHOT_WARMUP: return "warmup";
-    default: return "first?";
-    }
-}
-
 static void protocol_words(const cal_cell *c, char *buf, size_t n)
 {
     char load[48];
@@ -393,48 +138,54 @@ static void protocol_words(const cal_cell *c, char *buf, size_t n)
              c->max_tokens, c->output_fixed ? "fixed" : "at most");
 }
 
-static void shots_table(FILE *f, const group *g)
+/* The verdicts printed under a group's shots table rather than as notes. */
+static int under_table(const cal_verdict *v)
 {
-    const cal_cell *c0 = g->cells[0];
+    return v->group >= 0 && (v->kind == CAL_VK_SHOTS || v->kind == CAL_VK_FREQUENCY ||
+                             v->kind == CAL_VK_POWER_WALL);
+}
+
+static void shots_table(FILE *f, const cal_run_data *d, const cal_analysis *an, size_t gi)
+{
+    const cal_group *g = &an->groups[gi];
+    const cal_cell *c0 = &d->cells[g->cells[0]];
     char title[300], pw[256];
     protocol_words(c0, pw, sizeof pw);
     int64_t rest = 0;
-    for (size_t i = 1; i < g->n; i++)
-        if (g->cells[i]->rest_before_ns > rest) rest = g->cells[i]->rest_before_ns;
+    for (size_t i = 1; i < g->n_cells; i++)
+        if (d->cells[g->cells[i]].rest_before_ns > rest) rest = d->cells[g->cells[i]].rest_before_ns;
     snprintf(title, sizeof title, "shots · %s · rest %.3g s", pw, rest / 1e9);
     rule(f, title);
+    /* shot, kind, age, rest, then schema fields at their decimals */
+    static const cal_metric M[] = {CAL_M_AGG_TOKS, CAL_M_REQ_TOKS, CAL_M_PREFILL_TOKS,
+                                   CAL_M_DECODE_TOKS, CAL_M_TTFT_P50, CAL_M_CLOCK_MHZ,
+                                   CAL_M_POWER_W};
     static const char *const H[] = {"shot", "kind", "age s", "rest s", "aggregate tok/s",
                                     "per-request tok/s", "prefill tok/s", "decode tok/s",
                                     "TTFT p50 ms", "clock MHz", "power W", "ok/failed"};
-    static const size_t W[] = {4, 6, 7, 6, 15, 17, 13, 12, 11, 9, 7, 9};
+    static const size_t W[] = {4, 7, 7, 6, 15, 17, 13, 12, 11, 9, 7, 9};
     for (size_t i = 0; i < 12; i++) { if (i) fputs("  ", f); put(f, H[i], W[i], i > 1); }
     fputc('\n', f);
-    for (size_t i = 0; i < g->n; i++) {
-        const cal_cell *c = g->cells[i];
+    for (size_t i = 0; i < g->n_cells; i++) {
+        const cal_cell *c = &d->cells[g->cells[i]];
         char b[12][48];
         snprintf(b[0], 48, "%d", c->shot_index);
-        snprintf(b[1], 48, "%s", kind_short(c->shot_kind));
+        snprintf(b[1], 48, "%s", cal_shot_kind_key(c->shot_kind));
         num(c->process_age_ns >= 0 ? c->process_age_ns / 1e9 : NAN, 1, b[2], 48);
         num(c->rest_before_ns / 1e9, 1, b[3], 48);
-        num(c->sum.output_throughput, 1, b[4], 48);
-        num(c->sum.per_request_output_throughput_median, 1, b[5], 48);
-        num(c->sum.prefill_tps_median, 0, b[6], 48);
-        num(c->sum.decode_tps_median, 1, b[7], 48);
-        num(c->sum.median_ttft_ms, 1, b[8], 48);
-        num(c->sum.clock_mhz_mean, 0, b[9], 48);
-        num(c->sum.power_w_mean, 1, b[10], 48);
+        for (size_t k = 0; k < sizeof M / sizeof M[0]; k++) {
+            const cal_field *fl = cal_metric_get(M[k]);
+            num(cal_summary_get(&c->sum, fl), fl->decimals, b[4 + k], 48);
+        }
         snprintf(b[11], 48, "%lld/%lld", (long long)c->sum.completed, (long long)c->sum.failed);
         for (size_t k = 0; k < 12; k++) { if (k) fputs("  ", f); put(f, b[k], W[k], k > 1); }
         fputc('\n', f);
     }
-    cal_shot_verdict v;
-    if (shot_verdicts(g, &v) >= 2 && v.judged) {
-        fprintf(f, "verdict: %s\n", v.text);
-        if (v.beyond_noise && v.drop > 0) {
-            char ft[300];
-            freq_text(g, &v, ft, sizeof ft);
-            fprintf(f, "clock: %s\n", ft);
-        }
+    for (size_t i = 0; i < an->n_verdicts; i++) {
+        const cal_verdict *v = &an->verdicts[i];
+        if (v->group != (int)gi || !under_table(v)) continue;
+        fprintf(f, "%s: %s\n", v->kind == CAL_VK_SHOTS ? "verdict" :
+                v->kind == CAL_VK_FREQUENCY ? "clock" : "power", v->text);
     }
 }
 
@@ -455,19 +206,16 @@ static const tcol COLS[] = {
 };
 #define N_COLS (sizeof COLS / sizeof COLS[0])
 
-static void cells_table(FILE *f, const cal_run_data *d, const group *g, size_t ng)
+static void cells_table(FILE *f, const cal_run_data *d, const cal_analysis *an)
 {
-    int qf = 0, ql = 0, any_multi = 0, ab = 0;
-    const cal_cell *q[512];
-    for (size_t k = 0; k < ng; k++) {
-        int a, b;
-        size_t nq = quoted(&g[k], q, &a, &b);
-        if (nq > 1 || a != b) any_multi = 1;
-        if (!qf || a < qf) qf = a;
-        if (b > ql) ql = b;
-        if (g[k].cells[0]->target[0]) ab = 1;
+    int qf = 0, ql = 0, ab = 0;
+    for (size_t k = 0; k < an->n_groups; k++) {
+        const cal_group *g = &an->groups[k];
+        if (g->quoted_first && (!qf || g->quoted_first < qf)) qf = g->quoted_first;
+        if (g->quoted_last > ql) ql = g->quoted_last;
+        if (d->cells[g->cells[0]].target[0]) ab = 1;
     }
-    const cal_cell *c0 = g[0].cells[0];
+    const cal_cell *c0 = &d->cells[an->groups[0].cells[0]];
     char title[300], which[64];
     if (qf == ql) snprintf(which, sizeof which, "shot %d", qf);
     else snprintf(which, sizeof which, "shots %d–%d pooled", qf, ql);
@@ -476,7 +224,6 @@ static void cells_table(FILE *f, const cal_run_data *d, const group *g, size_t n
              c0->unique_prompts ? "unique" : "shared prefix",
              c0->prompt_exact ? "exact" : "approx.", c0->max_tokens,
              c0->output_fixed ? "fixed" : "at most", which);
-    (void)any_multi;
     rule(f, title);
     if (ab) { put(f, "target", 6, 0); fputs("  ", f); }
     put(f, c0->rate > 0 ? "rate/s" : "conc", 6, 1);
@@ -486,12 +233,10 @@ static void cells_table(FILE *f, const cal_run_data *d, const group *g, size_t n
     for (size_t i = 0; i < N_COLS; i++) { put(f, COLS[i].head, COLS[i].width, 1); fputs("  ", f); }
     put(f, "ok/failed", 9, 1);
     fputc('\n', f);
-    for (size_t k = 0; k < ng; k++) {
-        int a, b;
-        size_t nq = quoted(&g[k], q, &a, &b);
-        cal_summary s;
-        pooled(d, q, nq, &s);
-        const cal_cell *c = g[k].cells[0];
+    for (size_t k = 0; k < an->n_groups; k++) {
+        const cal_group *g = &an->groups[k];
+        const cal_summary *s = &g->pooled;
+        const cal_cell *c = &d->cells[g->cells[0]];
         char buf[96];
         if (ab) { put(f, c->target, 6, 0); fputs("  ", f); }
         if (c->rate > 0) snprintf(buf, sizeof buf, "%.3g", c->rate);
@@ -507,20 +252,20 @@ static void cells_table(FILE *f, const cal_run_data *d, const group *g, size_t n
             for (size_t j = 0; j < 3 && COLS[i].fields[j]; j++) {
                 const cal_field *fl = cal_summary_field(COLS[i].fields[j]);
                 char nb[32];
-                num(fl ? cal_summary_get(&s, fl) : NAN, fl ? fl->decimals : 1, nb, sizeof nb);
+                num(fl ? cal_summary_get(s, fl) : NAN, fl ? fl->decimals : 1, nb, sizeof nb);
                 off += (size_t)snprintf(cell + off, sizeof cell - off, "%s%s", j ? " / " : "", nb);
             }
             put(f, cell, COLS[i].width, 1);
             fputs("  ", f);
         }
-        snprintf(buf, sizeof buf, "%lld/%lld", (long long)s.completed, (long long)s.failed);
+        snprintf(buf, sizeof buf, "%lld/%lld", (long long)s->completed, (long long)s->failed);
         put(f, buf, 9, 1);
         fputc('\n', f);
     }
     int lo = 0, hi = 0;
-    for (size_t k = 0; k < ng; k++) {
-        if (g[k].cells[0]->rate > 0) continue;
-        if (per_request_cell(g[k].cells[0])) lo = 1;
+    for (size_t k = 0; k < an->n_groups; k++) {
+        if (d->cells[an->groups[k].cells[0]].rate > 0) continue;
+        if (an->groups[k].per_request) lo = 1;
         else hi = 1;
     }
     if (lo && hi)
@@ -554,30 +299,35 @@ static void self_check(FILE *f, const cal_run_data *d)
 
 void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
 {
-    static group g[MAX_GROUPS];
-    set_floor(d);
+    cal_analysis *an = NULL;
     header(f, d);
-    size_t ng = make_groups(d, g, MAX_GROUPS);
-    for (size_t k = 0; k < ng; k++)
-        if (g[k].n > 1) shots_table(f, &g[k]);
-    if (ng) cells_table(f, d, g, ng);
+    if (cal_analysis_run(d, &an)) {
+        fprintf(f, "\nout of memory analysing the run.\n");
+        return;
+    }
+    for (size_t k = 0; k < an->n_groups; k++)
+        if (an->groups[k].n_cells > 1) shots_table(f, d, an, k);
+    if (an->n_groups) cells_table(f, d, an);
     else fprintf(f, "\nno cells were measured.\n");
     fputc('\n', f);
-    json_t *v = parse_obj(d->run.verdicts_json);
-    size_t i;
-    json_t *x;
-    json_array_foreach(v, i, x) {
-        const char *s = json_string_value(x);
-        /* the shot verdicts were printed under their tables */
-        if (s && !strstr(s, " shot ") && !strstr(s, "clock: ")) fprintf(f, "note: %s\n", s);
-    }
-    json_decref(v);
+    char line[700];
+    for (size_t i = 0; i < an->n_verdicts; i++)
+        if (!under_table(&an->verdicts[i]))
+            fprintf(f, "note: %s\n", cal_verdict_line(&an->verdicts[i], line, sizeof line));
+    cal_analysis_free(&an);
     self_check(f, d);
     if (d->run.status == CAL_RUN_INTERRUPTED)
         fprintf(f, "interrupted: what was measured before Ctrl-C is stored; the run is marked "
                    "interrupted.\n");
-    else if (d->run.status == CAL_RUN_FAILED)
-        fprintf(f, "failed: the target stopped answering; what was measured is stored.\n");
+    else if (d->run.status == CAL_RUN_FAILED) {
+        /* the reason is the run's last stored verdict, a note (caliper run
+         * appends it) */
+        cal_verdict *sv = malloc(64 * sizeof *sv);
+        size_t nv = sv ? cal_verdicts_from_json(d->run.verdicts_json, sv, 64) : 0;
+        const char *why = nv && sv[nv - 1].kind == CAL_VK_NOTE ? sv[nv - 1].text : NULL;
+        fprintf(f, "failed: %s; what was measured is stored.\n", why ? why : "the run stopped early");
+        free(sv);
+    }
     if (db_path)
         fprintf(f, "stored: run %lld in %s · caliper show %lld · caliper report %lld -o report.html\n",
                 (long long)d->run.id, db_path, (long long)d->run.id, (long long)d->run.id);
@@ -612,7 +362,7 @@ static void pvalue(const cal_run_data *d, const cal_cell *c, size_t i, double *v
     case 10: *v = c->max_tokens; break;
     case 11: *v = c->output_fixed; break;
     case 12: *v = c->shot_index; break;
-    case 13: *s = c->shot_kind == CAL_SHOT_UNKNOWN ? "unknown" : kind_short(c->shot_kind); break;
+    case 13: *s = cal_shot_kind_key(c->shot_kind); break;
     case 14: *v = c->rest_before_ns / 1e9; break;
     case 15: *v = c->process_age_ns >= 0 ? c->process_age_ns / 1e9 : NAN; break;
     case 16: *v = (c->start_ns - d->run.t0_mono_ns) / 1e9; break;
@@ -634,8 +384,9 @@ static void summary_json(json_t *o, const cal_summary *s)
 
 int run_view_json(FILE *f, const cal_run_data *d)
 {
-    static group g[MAX_GROUPS];
     const cal_run *r = &d->run;
+    cal_analysis *an = NULL;
+    if (cal_analysis_run(d, &an)) return -1;
     json_t *root = json_object(), *run = json_object();
     json_object_set_new(root, "format", json_string("caliper-run"));
     json_object_set_new(root, "format_version", json_integer(1));
@@ -650,7 +401,9 @@ int run_view_json(FILE *f, const cal_run_data *d)
     json_object_set_new(run, "target", parse_obj(r->target_json));
     json_object_set_new(run, "protocol", parse_obj(r->protocol_json));
     json_object_set_new(run, "telemetry", parse_obj(r->telemetry_json));
-    json_object_set_new(run, "verdicts", parse_obj(r->verdicts_json));
+    char *vj = cal_verdicts_json(an->verdicts, an->n_verdicts);
+    json_object_set_new(run, "verdicts", parse_obj(vj));
+    free(vj);
     json_object_set_new(root, "run", run);
 
     json_t *cells = json_array();
@@ -698,14 +451,9 @@ int run_view_json(FILE *f, const cal_run_data *d)
 
     /* per configuration, the quoted shots pooled: what the cells table shows */
     json_t *sum = json_array();
-    size_t ng = make_groups(d, g, MAX_GROUPS);
-    for (size_t k = 0; k < ng; k++) {
-        const cal_cell *q[512];
-        int a, b;
-        size_t nq = quoted(&g[k], q, &a, &b);
-        cal_summary s;
-        pooled(d, q, nq, &s);
-        const cal_cell *c = g[k].cells[0];
+    for (size_t k = 0; k < an->n_groups; k++) {
+        const cal_group *g = &an->groups[k];
+        const cal_cell *c = &d->cells[g->cells[0]];
         json_t *o = json_object();
         json_object_set_new(o, "target", json_string(c->target));
         json_object_set_new(o, "concurrency", json_integer(c->concurrency));
@@ -713,60 +461,71 @@ int run_view_json(FILE *f, const cal_run_data *d)
         json_object_set_new(o, "prompt_tokens", json_integer(c->prompt_tokens));
         json_object_set_new(o, "content", json_string(c->content));
         json_object_set_new(o, "max_tokens", json_integer(c->max_tokens));
-        json_object_set_new(o, "shots_first", json_integer(a));
-        json_object_set_new(o, "shots_last", json_integer(b));
-        json_object_set_new(o, "shots_pooled", json_integer((json_int_t)nq));
-        summary_json(o, &s);
+        json_object_set_new(o, "shots_first", json_integer(g->quoted_first));
+        json_object_set_new(o, "shots_last", json_integer(g->quoted_last));
+        json_object_set_new(o, "shots_pooled", json_integer((json_int_t)g->n_quoted));
+        summary_json(o, &g->pooled);
         json_array_append_new(sum, o);
     }
     json_object_set_new(root, "summary", sum);
+    /* the one schema the summaries above follow (schema.h) */
+    json_t *schema = json_array();
+    for (size_t i = 0; i < cal_summary_n_fields; i++) {
+        const cal_field *fl = &cal_summary_fields[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "key", json_string(fl->name));
+        json_object_set_new(o, "label", json_string(fl->label));
+        json_object_set_new(o, "unit", json_string(fl->unit));
+        json_object_set_new(o, "statistic", json_string(cal_stat_name(fl->stat)));
+        json_object_set_new(o, "column", json_string(cal_column_name(fl->column)));
+        json_object_set_new(o, "better", json_string(cal_better_name(fl->better)));
+        json_object_set_new(o, "pool", json_string(cal_pool_name(fl->pool)));
+        json_object_set_new(o, "decimals", json_integer(fl->decimals));
+        json_object_set_new(o, "doc", json_string(fl->doc));
+        json_array_append_new(schema, o);
+    }
+    json_object_set_new(root, "schema", schema);
     int rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) == 0 ? 0 : -1;
     fputc('\n', f);
+    cal_analysis_free(&an);
     json_decref(root);
     return rc;
 }
 
-static void csv_text(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n")) { fputs(s, f); return; }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
+/* One row per cell through the one CSV writer (csv.h, RFC 4180). */
 int run_view_csv(FILE *f, const cal_run_data *d)
 {
-    fprintf(f, "run_id");
-    for (size_t k = 0; k < N_PCOLS; k++) fprintf(f, ",%s", PCOLS[k].name);
-    for (size_t i = 0; i < cal_summary_n_fields; i++) fprintf(f, ",%s", cal_summary_fields[i].name);
-    fputc('\n', f);
+    cal_csv_writer w;
+    char t[64];
+    cal_csv_writer_file(&w, f);
+    cal_csv_put(&w, "run_id");
+    for (size_t k = 0; k < N_PCOLS; k++) cal_csv_put(&w, PCOLS[k].name);
+    for (size_t i = 0; i < cal_summary_n_fields; i++) cal_csv_put(&w, cal_summary_fields[i].name);
+    cal_csv_end_row(&w);
     for (size_t i = 0; i < d->n_cells; i++) {
         const cal_cell *c = &d->cells[i];
-        fprintf(f, "%lld", (long long)d->run.id);
+        cal_csv_put_int(&w, (long long)d->run.id);
         for (size_t k = 0; k < N_PCOLS; k++) {
             double v;
             const char *s;
             pvalue(d, c, k, &v, &s);
-            fputc(',', f);
-            if (PCOLS[k].type == 2) csv_text(f, s ? s : "");
-            else if (!isfinite(v)) ;
-            else if (PCOLS[k].type == 0) fprintf(f, "%lld", (long long)v);
-            else fprintf(f, "%.6g", v);
+            if (PCOLS[k].type == 2) cal_csv_put(&w, s ? s : "");
+            else if (PCOLS[k].type == 0 && isfinite(v)) cal_csv_put_int(&w, (long long)v);
+            else cal_csv_put_num(&w, v, 6);
         }
         for (size_t j = 0; j < cal_summary_n_fields; j++) {
             const cal_field *fl = &cal_summary_fields[j];
             double v = cal_summary_get(&c->sum, fl);
-            fputc(',', f);
-            if (!isfinite(v)) continue;   /* absent: empty, never 0 */
-            if (fl->type == CAL_FIELD_INT) fprintf(f, "%lld", (long long)v);
-            else fprintf(f, "%.*f", fl->decimals + 3, v);
+            if (!isfinite(v)) cal_csv_put(&w, "");   /* absent: empty, never 0 */
+            else if (fl->type == CAL_FIELD_INT) cal_csv_put_int(&w, (long long)v);
+            else {
+                snprintf(t, sizeof t, "%.*f", fl->decimals + 3, v);
+                cal_csv_put(&w, t);
+            }
         }
-        fputc('\n', f);
+        cal_csv_end_row(&w);
     }
-    return ferror(f) ? -1 : 0;
+    return w.err || ferror(f) ? -1 : 0;
 }
 
 /* ---- the subcommands -------------------------------------------------- */
@@ -835,6 +594,7 @@ int cmd_runs(int argc, char **argv)
         const char *cmdl = jstr(t, "command");
         if (kind && !strcmp(kind, "builtin")) snprintf(tgt, sizeof tgt, "built-in %s", name ? name : "?");
         else if (kind && !strcmp(kind, "launch")) snprintf(tgt, sizeof tgt, "launch: %.60s", cmdl ? cmdl : "?");
+        else if (kind && !strcmp(kind, "inproc")) snprintf(tgt, sizeof tgt, "in-process: %.60s", name ? name : "?");
         else snprintf(tgt, sizeof tgt, "%.100s", url ? url : "?");
         json_decref(t);
         printf("%4lld  %-20s  %-16s  %-40.40s  %5d  %s\n", (long long)runs[i].id, when,

@@ -136,8 +136,8 @@ static int read_rss(proc *p, double *rss)
 /* ---- output ------------------------------------------------------------- */
 
 static void print_summary(FILE *f, const char *url, const cal_prom_load *ld, const cal_op_summary *s,
-                          const cal_oppoint *op, size_t scrapes, size_t failed, double interval_s,
-                          const char *verdict)
+                          const cal_oppoint *op, size_t scrapes, size_t failed, size_t rejected,
+                          double interval_s, const char *verdict)
 {
     char iv[32], tot[32];
     cal_unit_format(CAL_U_TIME, interval_s, 3, iv, sizeof iv);
@@ -147,6 +147,9 @@ static void print_summary(FILE *f, const char *url, const cal_prom_load *ld, con
             ld->running_name, ld->running_series, ld->running_series == 1 ? "" : "s",
             scrapes, iv, tot);
     if (failed) fprintf(f, ", %zu failed (their time held the previous reading)", failed);
+    if (rejected)
+        fprintf(f, ", %zu rejected: the gauge was NaN or negative (their time held the previous reading)",
+                rejected);
     fprintf(f, "\n");
     fprintf(f, "  running    mean %.2f  p50 %d  p90 %d  p99 %d  max %d   (time-weighted)\n",
             s->mean, s->p50, s->p90, s->p99, s->running_max);
@@ -172,8 +175,8 @@ static void print_summary(FILE *f, const char *url, const cal_prom_load *ld, con
 }
 
 static json_t *summary_json(const char *url, const cal_prom_load *ld, const cal_op_summary *s,
-                            const cal_oppoint *op, size_t scrapes, size_t failed, double interval_s,
-                            double ceiling, const char *verdict, const series *tl, proc *pr,
+                            const cal_oppoint *op, size_t scrapes, size_t failed, size_t rejected,
+                            double interval_s, double ceiling, const char *verdict, const series *tl, proc *pr,
                             size_t npr, const cal_leak *lk, const int *lk_ok)
 {
     json_t *o = json_object();
@@ -184,6 +187,7 @@ static json_t *summary_json(const char *url, const cal_prom_load *ld, const cal_
     json_object_set_new(o, "watched_s", json_real(s->total_s));
     json_object_set_new(o, "scrapes", json_integer((json_int_t)scrapes));
     json_object_set_new(o, "failed_scrapes", json_integer((json_int_t)failed));
+    json_object_set_new(o, "rejected_readings", json_integer((json_int_t)rejected));
     json_t *r = json_object();
     json_object_set_new(r, "mean", json_real(s->mean));
     json_object_set_new(r, "p50", json_integer(s->p50));
@@ -356,7 +360,7 @@ int cmd_watch(int argc, char **argv)
     cli_catch_stop(&g_stop);
 
     cal_prom_load ld = {0}, first = {0};
-    size_t scrapes = 0, failed = 0;
+    size_t scrapes = 0, failed = 0, rejected = 0;
     char why[512];
     int64_t start = cal_now_ns(), step = (int64_t)llround(interval_s * 1e9);
     int64_t end = duration_s > 0 ? start + (int64_t)llround(duration_s * 1e9) : INT64_MAX;
@@ -382,10 +386,19 @@ int cmd_watch(int argc, char **argv)
             fprintf(stderr, "caliper watch: scrape failed: %s\n", why);
             continue;
         }
+        double waiting = ld.has_waiting ? ld.waiting : NAN;
+        /* a NaN or negative count is no reading at all, not "0 running":
+         * the time until the next good one holds the previous reading, as
+         * for a failed scrape */
+        if (cal_op_add(&op, t, ld.running, waiting) != CAL_OK) {
+            rejected++;
+            fprintf(stderr, "caliper watch: reading rejected: %s is NaN, infinite or negative in %zu "
+                    "of %zu label set%s (%zu rejected so far)\n", ld.running_name, ld.running_invalid,
+                    ld.running_series, ld.running_series == 1 ? "" : "s", rejected);
+            continue;
+        }
         if (!scrapes) first = ld;
         scrapes++;
-        double waiting = ld.has_waiting ? ld.waiting : NAN;
-        cal_op_add(&op, t, ld.running, waiting);
         series_add(&tl, (double)(t - start) / 1e9, ld.running, waiting);
         for (size_t i = 0; i < npids; i++) {
             double rss;
@@ -400,17 +413,21 @@ int cmd_watch(int argc, char **argv)
     int64_t stop_t = cal_now_ns();
     if (duration_s > 0 && stop_t > end) stop_t = end;
     cal_op_close(&op, stop_t);
-    if (!ld.has_running) ld = first;
+    if (!ld.has_running || ld.running_invalid) ld = first;
 
     cal_op_summary s;
     if (cal_op_summarize(&op, &s) != CAL_OK) {
-        exit_code = cli_fail(CMD, "%s: fewer than two readings; watch longer", url);
+        if (rejected)
+            exit_code = cli_fail(CMD, "%s: fewer than two valid readings (%zu rejected: the running gauge "
+                                 "was NaN or negative)", url, rejected);
+        else
+            exit_code = cli_fail(CMD, "%s: fewer than two readings; watch longer", url);
         goto out;
     }
     if (isnan(ceiling) && ld.has_ceiling) ceiling = ld.ceiling;
     char verdict[512];
     cal_op_verdict(&s, ceiling, verdict, sizeof verdict);
-    print_summary(stdout, url, &ld, &s, &op, scrapes, failed, interval_s, verdict);
+    print_summary(stdout, url, &ld, &s, &op, scrapes, failed, rejected, interval_s, verdict);
     cal_leak lk[MAX_PIDS];
     int lk_ok[MAX_PIDS] = {0};
     for (size_t i = 0; i < npids; i++) {
@@ -432,7 +449,7 @@ int cmd_watch(int argc, char **argv)
                cal_leak_text(&lk[i], txt, sizeof txt));
     }
     if (jsonf) {
-        json_t *o = summary_json(url, &ld, &s, &op, scrapes, failed, interval_s, ceiling, verdict,
+        json_t *o = summary_json(url, &ld, &s, &op, scrapes, failed, rejected, interval_s, ceiling, verdict,
                                  &tl, pr, npids, lk, lk_ok);
         FILE *f = jf ? jf : stdout;
         if (json_dumpf(o, f, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0 || fputc('\n', f) == EOF)

@@ -1,14 +1,16 @@
 /* caliper command line — how a stored run is shown: the terminal tables
  * (`caliper run` at its end and `caliper show`), the verdicts, and the JSON
- * and CSV exports. Everything is rendered from a loaded cal_run_data, so a
- * run printed live and `show` later cannot disagree. (src/cmd_store.c) */
+ * and CSV exports. Everything is rendered from the analysis of a loaded
+ * cal_run_data (analysis.h), so a run printed live, `show` later, the
+ * exports and the report cannot disagree. (src/cmd_store.c) */
 #ifndef CALIPER_RUN_VIEW_H
 #define CALIPER_RUN_VIEW_H
 #include <stdio.h>
 #include "caliper/store.h"
 
-/* The run's verdicts (shot series, frequency, output length, failures) as a
- * JSON array of strings, malloc'd; NULL on ENOMEM. */
+/* The verdicts the run analysis computes (analysis.h: shot series, clock,
+ * power, A/B, failures, output length, …) as the JSON array of objects the
+ * store keeps (cal_verdicts_json), malloc'd; NULL on ENOMEM. */
 char *run_view_verdicts_json(const cal_run_data *d);
 /* Terminal tables to out; db_path for the closing "stored:" line (NULL:
  * omitted). */

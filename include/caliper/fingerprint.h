@@ -75,8 +75,11 @@ char *cal_fp_field_value(const cal_fingerprint *fp, cal_fp_field f,
 /* "cold", "warm", "rested", "warm-up", "mean of consecutive requests, no
  * cold/warm split", "unknown". Never NULL. */
 const char *cal_shot_kind_name(cal_shot_kind k);
-/* Inverse of the short names ("cold", "warm", "rested", "warmup"/"warm-up",
- * "consecutive", "unknown"); CAL_EINVAL for anything else. */
+/* The key of a kind, spelled once for every output and the store:
+ * "unknown", "cold", "warm", "rested", "warmup", "consecutive". Never NULL. */
+const char *cal_shot_kind_key(cal_shot_kind k);
+/* Inverse of the keys (and of cal_shot_kind_name's names); CAL_EINVAL for
+ * anything else. */
 int cal_shot_kind_parse(const char *s, cal_shot_kind *out);
 const char *cal_column_name(cal_column c);   /* "aggregate", "per-request" */
 

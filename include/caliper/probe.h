@@ -17,11 +17,13 @@ typedef enum cal_api { CAL_API_COMPLETIONS = 0, CAL_API_CHAT = 1 } cal_api;
 typedef enum cal_req_status {
     CAL_REQ_OK = 0,
     CAL_REQ_HTTP_ERROR,     /* non-2xx: status and body kept */
-    CAL_REQ_TIMEOUT,        /* connect timeout, or no bytes for idle_timeout */
+    CAL_REQ_TIMEOUT,        /* connect timeout, no bytes for idle_timeout, or
+                               not done request_timeout after it was sent */
     CAL_REQ_CONNECT_ERROR,  /* could not connect / refused / reset before reply */
     CAL_REQ_STREAM_ERROR,   /* truncated, malformed, reset mid-stream, error
-                               event, or closed with neither [DONE] nor a
-                               finish_reason/usage chunk */
+                               event, closed with neither [DONE] nor a
+                               finish_reason/usage chunk, or more content
+                               chunks than cal_probe_max_chunks allows */
     CAL_REQ_CANCELLED,      /* *stop or the load deadline came first (unsent
                                requests too: their send_ns is 0) */
     CAL_REQ_N_STATUS
@@ -43,8 +45,14 @@ typedef struct cal_probe_config {
     int         ignore_eos;     /* send ignore_eos (and min_tokens = max_tokens) */
     int64_t     connect_timeout_ns;  /* 0 = default 10 s */
     int64_t     idle_timeout_ns;     /* no bytes for this long = timeout; 0 = 60 s */
-    int         keep_chunks;    /* keep every chunk timestamp in the result (up to
-                                   4 Mi chunks a request; more is a stream_error) */
+    int64_t     request_timeout_ns;  /* a request not done this long after it was
+                                        sent ends as timeout, however its bytes keep
+                                        coming (an SSE comment every second resets
+                                        the idle timer, never this); 0 = derived
+                                        from each request's max_tokens: see
+                                        cal_probe_request_timeout_ns */
+    int         keep_chunks;    /* keep every chunk timestamp in the result (a
+                                   request carries at most cal_probe_max_chunks) */
     int         keep_text;      /* keep the generated text in the result */
     int         keep_send_ns;   /* keep each content chunk's top-level "send_ns"
                                    (a pacing server's send time) in
@@ -86,6 +94,23 @@ typedef struct cal_req_result {
 } cal_req_result;
 void cal_req_result_free(cal_req_result *r);
 
+/* The deadline of one request, in ns after it is sent: cfg->request_timeout_ns
+ * when non-zero, else connect timeout + idle timeout (their defaults when 0)
+ * + 1 s per token of max_tokens (4096 tokens when max_tokens <= 0, the server
+ * then choosing the length). That is one idle period for the first byte and a
+ * floor of one token a second after it: a stream slower than that is not one
+ * to wait on. Defaults, max_tokens 64: 10 + 60 + 64 = 134 s. Saturates at
+ * INT64_MAX; cfg NULL reads as all defaults. */
+int64_t cal_probe_request_timeout_ns(const cal_probe_config *cfg, int max_tokens);
+
+/* The most content chunks one request may carry: 4 x max_tokens + 256 (room
+ * for n <= 4 choices, tokens split over chunks and short preambles), 1 Mi when
+ * max_tokens <= 0, never more than 4 Mi. One more ends the request as
+ * stream_error "server sent more than asked", so a stream that never ends
+ * holds at most this many timestamps (16 bytes each with keep_chunks and
+ * keep_send_ns) and memory stays bounded by the requests of a run. */
+int cal_probe_max_chunks(int max_tokens);
+
 /* Load shape: closed loop (concurrency > 0, rate = 0) keeps `concurrency`
  * requests in flight; open loop (rate > 0) sends at Poisson arrivals with
  * mean rate req/s (seeded), latency counted from the scheduled time so
@@ -108,7 +133,22 @@ typedef struct cal_probe_stats {
     double  send_lag_max_ms;
     int64_t bytes;              /* response bytes received */
     int     max_in_flight;      /* most requests in flight at once */
+    int     n_status[CAL_REQ_N_STATUS];   /* requests per status */
+    int     first_fail;         /* index of the first request (in request
+                                   order) that ended neither ok nor cancelled;
+                                   -1 when none did */
+    char    first_fail_msg[256];/* its error text (truncated), "" when none */
+    int     wait_fallback;      /* 1: the loop waited with epoll_wait (ms
+                                   timeouts) because epoll_pwait2 is missing
+                                   (kernels before 5.11), or was said to be */
 } cal_probe_stats;
+
+/* One line for a person on what went wrong in a run: "4 stream_error; first
+ * (request 0): malformed event: ..." (counts of every failing status, then
+ * the first failure's text), or "" when nothing failed. Returns the number
+ * of requests that ended neither ok nor cancelled. buf may be NULL with
+ * size 0. */
+int  cal_probe_failure_summary(const cal_probe_stats *st, char *buf, size_t size);
 
 /* The body sent: {model, prompt | messages:[{role:"user",content}],
  * max_tokens (when > 0), stream:true, stream_options:{include_usage:true},
@@ -121,6 +161,10 @@ typedef struct cal_probe_stats {
 typedef struct cal_probe cal_probe;
 int  cal_probe_open(const cal_probe_config *cfg, cal_probe **out);
 void cal_probe_close(cal_probe **p);
+
+/* The environment variable CALIPER_PROBE_NO_PWAIT2=1 (read by cal_probe_open)
+ * makes the probe act as if epoll_pwait2 answered ENOSYS, the way a kernel
+ * before 5.11 does, so that the epoll_wait fallback can be tested anywhere. */
 
 /* Progress callback after each request ends (may be NULL). */
 typedef void (*cal_probe_progress_fn)(void *ud, size_t done, size_t total);
@@ -183,7 +227,8 @@ typedef struct cal_chunk {
 } cal_chunk;
 /* Interpret data[0..len). Appends the generated text to *text when text is
  * non-NULL (CAL_ETOOBIG past its cap, with the chunk still filled). Returns
- * CAL_OK, or CAL_EPROTO when data is neither [DONE] nor a JSON object. */
+ * CAL_OK, CAL_EPROTO when data is neither [DONE] nor a JSON object, or
+ * CAL_ENOMEM when jansson ran out of memory reading it. */
 int  cal_chunk_parse(const char *data, size_t len, cal_chunk *out, cal_buf *text);
 
 #endif

@@ -63,12 +63,17 @@ const char *cal_prom_label_value(const cal_prom_sample *s, const char *name);
 /* ---- the operating-point gauges ---------------------------------------- */
 
 /* What one scrape says about load, each summed over every label set of its
- * metric (one series per model, per engine replica...). NaN samples are
- * left out of a sum. A metric the exposition lacks is absent: has_* = 0. */
+ * metric (one series per model, per engine replica...). A count of requests
+ * cannot be NaN, infinite or negative: a label set holding such a value
+ * makes its metric's value NAN for this scrape (the caller rejects the
+ * reading; it is never read as 0), and is counted in *_invalid. A metric
+ * the exposition lacks is absent: has_* = 0. */
 typedef struct cal_prom_load {
     int    has_running, has_waiting, has_ceiling;
     double running, waiting, ceiling;
     size_t running_series;                 /* label sets summed into running */
+    size_t running_invalid;                /* of those, NaN, ±Inf or negative */
+    size_t waiting_invalid;                /* the same for waiting */
     char   running_name[CAL_PROM_NAME_MAX];
     char   waiting_name[CAL_PROM_NAME_MAX];
     char   ceiling_name[CAL_PROM_NAME_MAX];

@@ -76,7 +76,37 @@ typedef struct cal_proxy_turn {
  * times with their units in the key names. */
 json_t *cal_proxy_turn_json(const cal_proxy_turn *t);
 
+/* ---- the request target ------------------------------------------------ */
+
+#define CAL_PROXY_TARGET_MAX 8192   /* bytes in a request target */
+
+/* Check the request target of a client's request line (the raw bytes, not
+ * %-decoded). CAL_OK only for origin form (RFC 9112 3.2.1): a path that
+ * starts with '/' but not "//", made of RFC 3986 path characters and
+ * well-formed %-escapes (no %00), without "." or ".." segments (also as
+ * %2e), then optionally '?' and a query of visible ASCII other than '#'.
+ * Anything else — "@host:port/…", "//host/…", absolute form "http://…",
+ * '\', CR, LF, spaces, bytes over 0x7e — is CAL_EPROTO, and why says what
+ * and at which byte. On CAL_OK *path_len (may be NULL) is the length of the
+ * path part. */
+int  cal_proxy_target_check(const char *target, size_t *path_len, char *why, size_t why_len);
+
+struct Curl_URL;   /* libcurl's CURLU */
+/* The URL a checked target goes to: the upstream's scheme, user, host and
+ * port, the upstream's path (trailing '/' dropped) followed by the target's
+ * path, the target's query; built with curl's URL API part by part, so the
+ * target can never supply an authority. Escapes are kept as the client sent
+ * them. *curlu (may be NULL; free with curl_url_cleanup) gets the parsed
+ * handle, *url (may be NULL; free()) the text. CAL_OK; CAL_EPROTO when the
+ * target fails cal_proxy_target_check; CAL_EINVAL when upstream is not a
+ * URL; CAL_ENOMEM. On failure nothing is allocated. */
+int  cal_proxy_upstream_url(const char *upstream, const char *target, struct Curl_URL **curlu,
+                            char **url, char *why, size_t why_len);
+
 typedef void (*cal_proxy_turn_fn)(void *ud, const cal_proxy_turn *t);
+
+#define CAL_PROXY_MAX_CONN 256   /* default client connection limit */
+#define CAL_PROXY_IDLE_S   60     /* default idle timeout, seconds */
 
 typedef struct cal_proxy_config {
     const char       *host;      /* listen address, IPv4 (NULL: 127.0.0.1) */
@@ -84,6 +114,11 @@ typedef struct cal_proxy_config {
     const char       *upstream;  /* "http://127.0.0.1:8000" (no trailing path) */
     int               tokenize;  /* 1: count tokens with POST upstream/tokenize */
     size_t            max_body;  /* request body cap, bytes (0: 32 MiB) */
+    unsigned          max_connections; /* client connections at once; more are
+                                          closed at accept (0: CAL_PROXY_MAX_CONN) */
+    unsigned          idle_timeout_s;  /* a client connection silent this long is
+                                          closed (0: CAL_PROXY_IDLE_S); the wait
+                                          for the upstream does not count */
     cal_proxy_turn_fn on_turn;   /* called once per turn, one call at a time,
                                     from a proxy thread; may be NULL */
     void             *ud;

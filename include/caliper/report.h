@@ -16,49 +16,13 @@
 #define CALIPER_REPORT_H
 #include <stddef.h>
 #include <stdint.h>
+#include "caliper/analysis.h"
 #include "caliper/buf.h"
 #include "caliper/fingerprint.h"
+#include "caliper/schema.h"
 
-/* ---- the metric schema ---------------------------------------------------- */
-
-/* Sample series a cell may carry (the values behind its summary numbers). */
-typedef enum cal_series {
-    CAL_S_AGG_TOKS = 0,  /* per-shot aggregate output tok/s */
-    CAL_S_REQ_TOKS,      /* per-request output tok/s (tokens ÷ own duration) */
-    CAL_S_PREFILL_TOKS,  /* per-request or per-shot prefill tok/s */
-    CAL_S_DECODE_TOKS,   /* per-request or per-shot decode tok/s */
-    CAL_S_TTFT_MS,       /* time to first token, ms */
-    CAL_S_ITL_MS,        /* inter-chunk gaps, ms */
-    CAL_S_TPOT_MS,       /* (E2E − TTFT) ÷ (tokens − 1), ms */
-    CAL_S_E2E_MS,        /* whole request, ms */
-    CAL_S__N
-} cal_series;
-
-typedef enum cal_metric {
-    CAL_M_AGG_TOKS = 0, CAL_M_REQ_TOKS, CAL_M_PREFILL_TOKS, CAL_M_DECODE_TOKS,
-    CAL_M_TTFT_P50, CAL_M_TTFT_P95, CAL_M_TTFT_P99,
-    CAL_M_ITL_P50, CAL_M_ITL_P99, CAL_M_TPOT_P50,
-    CAL_M_E2E_P50, CAL_M_E2E_P99,
-    CAL_M_CLOCK_MHZ, CAL_M_POWER_W,
-    CAL_M__N
-} cal_metric;
-
-typedef struct cal_metric_info {
-    const char *key;       /* JSON/CSV name; vLLM's where the meaning is the same */
-    const char *label;     /* table label: "aggregate tok/s", "TTFT p95" */
-    const char *unit;      /* "tok/s", "ms", "MHz", "W" */
-    cal_column column;     /* which column the number belongs to */
-    int   higher_better;   /* 1: throughput; 0: latency; -1: neither */
-    int   series;          /* cal_series behind it, or -1 */
-    double pct;            /* the statistic over that series: 50, 95, 99 */
-} cal_metric_info;
-
-/* Never NULL for m < CAL_M__N. */
-const cal_metric_info *cal_metric_get(cal_metric m);
-/* Index of a metric key, or -1. */
-int cal_metric_find(const char *key);
-const char *cal_series_key(cal_series s);   /* "ttft_ms", ... */
-int cal_series_find(const char *key);       /* -1 when unknown */
+/* The metrics of a cell are the fields of the one schema (schema.h):
+ * cal_rcell.v[m] is the value of cal_summary_fields[m], under its key. */
 
 /* ---- results -------------------------------------------------------------- */
 
@@ -69,15 +33,15 @@ typedef enum cal_sweep {
     CAL_SWEEP_OTHER         /* anything else (an imported file) */
 } cal_sweep;
 const char *cal_sweep_name(cal_sweep s);    /* "shots", "concurrency", "prompt", "other" */
+int cal_sweep_parse(const char *s, cal_sweep *out);   /* the inverse; CAL_EINVAL */
 
 typedef struct cal_rcell {
     cal_sweep sweep;
     cal_fingerprint fp;      /* column is set per metric when compared */
-    double v[CAL_M__N];      /* summary numbers; NAN = absent */
+    double v[CAL_M__N];      /* the schema's fields (requests, duration, …);
+                                NAN = absent */
     double *s[CAL_S__N];     /* sample arrays (owned), NULL when absent */
     size_t  ns[CAL_S__N];
-    long    completed, failed;   /* requests; -1 unknown */
-    double  duration_s;          /* the cell's wall clock; NAN unknown */
 } cal_rcell;
 
 typedef struct cal_shot {
@@ -85,10 +49,11 @@ typedef struct cal_shot {
     cal_shot_kind kind;
     double t_s;              /* start, seconds since the run began; NAN unknown */
     double dur_s;            /* NAN unknown */
-    double req_tok_s;        /* median per-request output tok/s; NAN absent */
-    double agg_tok_s, prefill_tok_s, decode_tok_s, ttft_ms;   /* NAN absent */
-    double clock_mhz, power_w;   /* mean over the shot; NAN = not sampled */
+    double v[CAL_M__N];      /* the shot's own summary (the schema's fields);
+                                NAN absent (clock, power: not sampled) */
 } cal_shot;
+/* A shot with every number NAN, kind unknown. */
+void cal_shot_init(cal_shot *s);
 
 typedef struct cal_tel_point {
     double t_s;              /* seconds since the run began */
@@ -97,7 +62,7 @@ typedef struct cal_tel_point {
 } cal_tel_point;
 
 #define CAL_RES_STR 160
-#define CAL_RES_MAX_VERDICTS 24
+#define CAL_RES_MAX_VERDICTS 64
 
 typedef struct cal_result {
     char    id[64];                  /* store run id or file name */
@@ -110,7 +75,7 @@ typedef struct cal_result {
     char    build[CAL_RES_STR];      /* caliper's build string when caliper measured */
     char    telemetry[CAL_RES_STR];  /* sources used, "" none */
     int64_t created_unix;            /* when measured; 0 unknown */
-    char    verdicts[CAL_RES_MAX_VERDICTS][256];
+    cal_verdict verdicts[CAL_RES_MAX_VERDICTS];   /* as data (analysis.h) */
     size_t  n_verdicts;
     cal_rcell      *cells;   size_t n_cells;
     cal_shot      *shots;   size_t n_shots;
@@ -128,7 +93,9 @@ cal_rcell *cal_result_add_cell(cal_result *r, cal_sweep sweep);
 /* Append a shot / telemetry point (copied). CAL_ENOMEM leaves r unchanged. */
 int cal_result_add_shot(cal_result *r, const cal_shot *s);
 int cal_result_add_tel(cal_result *r, const cal_tel_point *p);
-int cal_result_add_verdict(cal_result *r, const char *text);
+/* Append a verdict (copied), or a sentence alone as a NOTE. CAL_EFULL. */
+int cal_result_add_verdict(cal_result *r, const cal_verdict *v);
+int cal_result_add_note(cal_result *r, const char *text);
 /* Copy n samples into a cell's series (replacing any). CAL_ENOMEM. */
 int cal_cell_set_samples(cal_rcell *c, cal_series s, const double *x, size_t n);
 /* Fill every absent summary number computable from the cell's samples
@@ -196,7 +163,8 @@ typedef struct cal_compare_opts {
     int64_t now_unix;     /* "now" for the stale check; 0 = time(NULL) */
     int     boot_iters;   /* bootstrap resamples; 0 = 2000, < 0 = no CI */
     uint64_t seed;        /* bootstrap seed; 0 = a fixed default */
-    unsigned metrics;     /* bit (1u << cal_metric) per metric to compare; 0 = all */
+    uint64_t metrics;     /* bit (1ull << cal_metric) per metric to compare;
+                             0 = every comparable one (cal_metric_comparable) */
 } cal_compare_opts;
 
 typedef struct cal_cmp_entry {
@@ -248,10 +216,12 @@ int cal_ratio_ci(const double *a, size_t na, const double *b, size_t nb,
 int cal_report_linfit(const double *x, const double *y, size_t n,
                       double *a, double *b, double *r2);
 
-/* Verdicts read off a result (plain sentences, appended to out[cap] of 256
- * bytes each): warm drop against shot 1, which column to read, prefill fixed
- * cost and per-token cost, telemetry absent. Returns how many. */
-size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap);
+/* The verdicts of a result, as data, into out[cap]: the result's own (a
+ * stored run's analysis), then those read off its cells: the warm drop
+ * against shot 1 when the result has none (a foreign file), which column to
+ * read (COLUMN), the prefill fit (PREFILL_FIT), clock absent (TELEMETRY).
+ * Returns how many. */
+size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap);
 
 /* ---- writers ------------------------------------------------------------------ */
 

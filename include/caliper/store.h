@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include "caliper/probe.h"        /* cal_req_result, cal_req_status */
 #include "caliper/fingerprint.h"  /* cal_shot_kind */
+#include "caliper/schema.h"       /* cal_field, cal_metric */
 
 #define CAL_STORE_SCHEMA_VERSION 3
 
@@ -60,7 +61,10 @@ const char *cal_run_status_name(cal_run_status s);   /* "running", "ok", ... */
  *                    warmup, cold, concurrency, prompt_tokens, content, …)
  *   telemetry_json: {"sources":[{"backend":"…","present":true|false,
  *                    "why":…}], "interval_s":…}
- *   verdicts_json:  ["shots 2–3 run 14 % below shot 1: quote warm figures", …]
+ *   verdicts_json:  the run's verdicts as data (analysis.h, cal_verdicts_json):
+ *                   [{"kind":"shots","group":0,"cell":"c1 · 64 tok prose",
+ *                     "judged":true,"effect":0.14,…,"text":"shots 2–3 run …"}, …];
+ *                   older runs hold plain sentences, read as notes
  */
 typedef struct cal_run {
     int64_t id;               /* assigned by cal_store_begin_run */
@@ -84,10 +88,11 @@ int  cal_store_begin_run(cal_store *st, cal_run *run);
 int  cal_store_finish_run(cal_store *st, int64_t run_id, cal_run_status status,
                           const char *verdicts_json);
 
-/* ---- the summary of one cell: one typed field list --------------------
- * The same list drives the terminal table, JSON, CSV and the cells table's
- * columns (each field is a column of that name), so they cannot disagree.
- * Names follow vLLM's bench JSON where the meaning is the same. */
+/* ---- the summary of one cell ------------------------------------------
+ * Its fields are described by the one schema table (schema.h):
+ * cal_summary_fields[m] for metric m gives each field's key (a JSON key, a
+ * CSV header and a column of the cells table), unit, statistic, column,
+ * better direction, pooling rule and decimals. */
 typedef struct cal_summary {
     double  duration;            /* s: first send to last end of the cell */
     int64_t completed;           /* requests ok */
@@ -118,21 +123,15 @@ typedef struct cal_summary {
     double  power_w_min;         /* lowest power reading over the cell; NAN when absent */
 } cal_summary;
 
-typedef enum cal_field_type { CAL_FIELD_INT, CAL_FIELD_REAL } cal_field_type;
-typedef struct cal_field {
-    const char    *name;      /* JSON key, CSV header, SQL column */
-    cal_field_type type;      /* int64_t or double at offset */
-    size_t         offset;    /* offsetof(cal_summary, …) */
-    const char    *unit;      /* "s", "ms", "tok/s", "req/s", "MHz", "W", "" */
-    int            decimals;  /* for printing */
-    const char    *doc;       /* one line, for docs and --help */
-} cal_field;
+/* The one schema table, in cal_metric order (schema.h). */
 extern const cal_field cal_summary_fields[];
 extern const size_t    cal_summary_n_fields;
 /* Find a field by name; NULL if none. */
 const cal_field *cal_summary_field(const char *name);
 /* A field's value as a double (ints converted); NAN stays NAN. */
 double cal_summary_get(const cal_summary *s, const cal_field *f);
+/* Set a field from a double (ints: truncated, clamped to ±9e15; NAN → 0). */
+void   cal_summary_set(cal_summary *s, const cal_field *f, double v);
 /* Every real NAN, every int 0. */
 void cal_summary_init(cal_summary *s);
 

@@ -31,9 +31,11 @@ typedef struct cal_oppoint {
 int  cal_op_init(cal_oppoint *op);
 void cal_op_free(cal_oppoint *op);
 /* One reading at t_ns (monotonic; must not go back: CAL_EINVAL). running
- * is rounded to the nearest integer and clamped to [0, CAL_OP_MAX_RUNNING];
- * NAN running is CAL_EINVAL. waiting NAN: not exposed. The previous
- * reading's values are credited with the time since it. */
+ * is rounded to the nearest integer and capped at CAL_OP_MAX_RUNNING; a
+ * running that is NaN, infinite or negative is CAL_EINVAL and changes
+ * nothing (it is not a count: never read it as 0, "idle"). waiting NAN:
+ * not exposed; negative or infinite waiting is taken as unknown. The
+ * previous reading's values are credited with the time since it. */
 int  cal_op_add(cal_oppoint *op, int64_t t_ns, double running, double waiting);
 /* Credit the last reading up to t_ns (the end of the watch). */
 void cal_op_close(cal_oppoint *op, int64_t t_ns);

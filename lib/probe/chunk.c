@@ -82,8 +82,15 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
     }
     if (a == b) return CAL_OK;              /* an empty event says nothing */
     json_error_t jerr;
-    json_t *root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (!root) return CAL_EPROTO;
+    const size_t flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
+    json_t *root = json_loadb(data, len, flags, &jerr);
+    /* jansson 2.14 reports a failed allocation as a syntax error, or as no
+     * error at all: one more read tells a passing shortage from data that
+     * is malformed, so the probe's want of memory is not blamed on the
+     * server's bytes */
+    if (!root && json_error_code(&jerr) != json_error_out_of_memory)
+        root = json_loadb(data, len, flags, &jerr);
+    if (!root) return json_error_code(&jerr) == json_error_out_of_memory ? CAL_ENOMEM : CAL_EPROTO;
     if (!json_is_object(root)) { json_decref(root); return CAL_EPROTO; }
 
     int rc = CAL_OK;

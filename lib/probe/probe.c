@@ -3,7 +3,9 @@
  * their traffic costs; curl_multi_poll would walk every transfer on each
  * wakeup) drives every request from the calling thread. Each
  * write callback stamps CLOCK_MONOTONIC before it parses anything. */
+#include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,9 +27,12 @@
 #define MAX_ERROR_BYTES   ((size_t)4096)      /* kept error body */
 #define MAX_JSON_BYTES    ((size_t)16 << 20)  /* a non-streaming body */
 #define MAX_TEXT_BYTES    ((size_t)16 << 20)  /* kept generated text */
-#define MAX_CHUNKS        (1 << 22)           /* timestamps kept per request */
+#define MAX_CHUNKS        (1 << 22)           /* content chunks per request, at most */
+#define UNSIZED_CHUNKS    (1 << 20)           /* ... when max_tokens is left to the server */
 #define DEFAULT_CONNECT_NS (10LL * 1000000000)
 #define DEFAULT_IDLE_NS    (60LL * 1000000000)
+#define PER_TOKEN_NS       (1000000000LL)      /* request deadline: 1 s a token */
+#define UNSIZED_TOKENS     4096                /* ... when max_tokens <= 0 */
 #define MAX_WAIT_NS        (100LL * 1000000)  /* longest sleep between checks */
 /* Transfers per curl multi handle. libcurl 7.x looks for a reusable
  * connection by walking every connection to the host, so one multi with 2048
@@ -67,7 +72,50 @@ struct cal_probe {
     char    *url;
     json_t  *tmpl;               /* the body without prompt and max_tokens */
     struct curl_slist *headers;
+    int      no_pwait2;          /* epoll_pwait2 answered ENOSYS: epoll_wait from
+                                    then on */
+    int      fake_enosys;        /* CALIPER_PROBE_NO_PWAIT2=1: epoll_pwait2 is
+                                    taken to answer ENOSYS */
 };
+
+static int64_t sat_add(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+int64_t cal_probe_request_timeout_ns(const cal_probe_config *cfg, int max_tokens)
+{
+    if (cfg && cfg->request_timeout_ns > 0) return cfg->request_timeout_ns;
+    int64_t conn = cfg && cfg->connect_timeout_ns > 0 ? cfg->connect_timeout_ns : DEFAULT_CONNECT_NS;
+    int64_t idle = cfg && cfg->idle_timeout_ns > 0 ? cfg->idle_timeout_ns : DEFAULT_IDLE_NS;
+    int64_t tokens = max_tokens > 0 ? max_tokens : UNSIZED_TOKENS;
+    return sat_add(sat_add(conn, idle), tokens * PER_TOKEN_NS);   /* < 2^31 s: no overflow */
+}
+
+int cal_probe_max_chunks(int max_tokens)
+{
+    if (max_tokens <= 0) return UNSIZED_CHUNKS;
+    int64_t c = 4 * (int64_t)max_tokens + 256;
+    return c > MAX_CHUNKS ? MAX_CHUNKS : (int)c;
+}
+
+int cal_probe_failure_summary(const cal_probe_stats *st, char *buf, size_t size)
+{
+    if (buf && size) buf[0] = '\0';
+    if (!st) return 0;
+    int failed = 0;
+    size_t o = 0;
+    for (int k = 0; k < CAL_REQ_N_STATUS; k++) {
+        if (k == CAL_REQ_OK || k == CAL_REQ_CANCELLED || st->n_status[k] <= 0) continue;
+        failed += st->n_status[k];
+        if (buf && o < size) {
+            int w = snprintf(buf + o, size - o, "%s%d %s", o ? ", " : "", st->n_status[k],
+                             cal_req_status_name((cal_req_status)k));
+            o += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (failed && st->first_fail >= 0 && buf && o < size)
+        snprintf(buf + o, size - o, "; first (request %d): %s", st->first_fail,
+                 st->first_fail_msg[0] ? st->first_fail_msg : "no message");
+    return failed;
+}
 
 enum { MODE_UNKNOWN, MODE_SSE, MODE_JSON, MODE_ERRBODY };
 
@@ -99,6 +147,10 @@ typedef struct slot {
     int      npev, pev_cap;
     int      queued;             /* on run.dirty */
     int64_t  last_byte_ns;
+    int64_t  deadline_ns;        /* send + the request timeout */
+    int      max_tokens;         /* the request's, for messages */
+    int      max_chunks;         /* cal_probe_max_chunks(max_tokens) */
+    int      on_free;            /* in run.freel (then res is NULL) */
     int      chunk_cap;
     char     errbuf[CURL_ERROR_SIZE];
 } slot;
@@ -120,6 +172,7 @@ struct run {
     size_t   ndirty;
     size_t   pend_bytes;         /* waiting event bytes over all slots */
     int      defer;              /* this wakeup found several sockets ready */
+    int64_t  next_scan;          /* when the earliest request could time out */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -145,7 +198,8 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
 {
     if (!cfg || !out || !cfg->base_url || !*cfg->base_url) return CAL_EINVAL;
     if (cfg->api != CAL_API_COMPLETIONS && cfg->api != CAL_API_CHAT) return CAL_EINVAL;
-    if (cfg->connect_timeout_ns < 0 || cfg->idle_timeout_ns < 0) return CAL_ERANGE;
+    if (cfg->connect_timeout_ns < 0 || cfg->idle_timeout_ns < 0 || cfg->request_timeout_ns < 0)
+        return CAL_ERANGE;
     pthread_once(&curl_once, curl_init);
     if (curl_init_rc) return curl_init_rc;
     cal_probe *p = calloc(1, sizeof *p);
@@ -157,6 +211,8 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
     p->cfg.extra_body = dup_or_null(cfg->extra_body);
     if (!p->cfg.connect_timeout_ns) p->cfg.connect_timeout_ns = DEFAULT_CONNECT_NS;
     if (!p->cfg.idle_timeout_ns) p->cfg.idle_timeout_ns = DEFAULT_IDLE_NS;
+    const char *nop2 = getenv("CALIPER_PROBE_NO_PWAIT2");
+    p->fake_enosys = nop2 && strcmp(nop2, "1") == 0;
     int rc = CAL_ENOMEM;
     if (!p->cfg.base_url || (cfg->model && !p->cfg.model) || (cfg->api_key && !p->cfg.api_key)
         || (cfg->extra_body && !p->cfg.extra_body)) goto fail;
@@ -172,19 +228,27 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
     p->url = u.data;
 
     /* body template */
+    /* body template: every set is checked, so that no request goes out
+     * without a field it was meant to carry (set_new takes the value's
+     * reference even when it fails) */
     p->tmpl = json_object();
     if (!p->tmpl) goto fail;
-    if (cfg->model) json_object_set_new(p->tmpl, "model", json_string(cfg->model));
-    json_object_set_new(p->tmpl, "stream", json_true());
     json_t *so = json_object();
-    json_object_set_new(so, "include_usage", json_true());
-    json_object_set_new(p->tmpl, "stream_options", so);
-    if (cfg->ignore_eos) json_object_set_new(p->tmpl, "ignore_eos", json_true());
+    if ((cfg->model && json_object_set_new(p->tmpl, "model", json_string(cfg->model)))
+        || json_object_set_new(p->tmpl, "stream", json_true())
+        || json_object_set_new(so, "include_usage", json_true())
+        || json_object_set_new(p->tmpl, "stream_options", json_incref(so))
+        || (cfg->ignore_eos && json_object_set_new(p->tmpl, "ignore_eos", json_true()))) {
+        json_decref(so);
+        goto fail;
+    }
+    json_decref(so);
     if (cfg->extra_body && *cfg->extra_body) {
         json_error_t je;
         json_t *x = json_loads(cfg->extra_body, 0, &je);
+        if (!x) x = json_loads(cfg->extra_body, 0, &je);   /* see cal_chunk_parse */
         if (!json_is_object(x)) { json_decref(x); rc = CAL_EINVAL; goto fail; }
-        json_object_update(p->tmpl, x);
+        if (json_object_update(p->tmpl, x)) { json_decref(x); goto fail; }
         /* a null in extra_body removes that field (servers that reject
          * stream_options or ignore_eos) */
         const char *key;
@@ -234,11 +298,14 @@ static int push_chunk(slot *s, int64_t send_ns)
 {
     cal_req_result *res = s->res;
     const cal_probe_config *cfg = &s->r->p->cfg;
+    /* a stream that never ends is cut here, kept or not: chunk_ns stays
+     * [n_chunks], and past the cap the request fails instead */
+    if (res->n_chunks >= s->max_chunks) return CAL_ETOOBIG;
     if (cfg->keep_chunks || cfg->keep_send_ns) {
-        /* chunk_ns stays [n_chunks]: past the cap the request fails instead */
-        if (res->n_chunks >= MAX_CHUNKS) return CAL_ETOOBIG;
-        if (res->n_chunks >= s->chunk_cap) {    /* grow geometrically */
-            int nc = s->chunk_cap ? s->chunk_cap * 2 : 64;
+        if (res->n_chunks >= s->chunk_cap) {    /* grow geometrically, up to the cap */
+            int nc = s->chunk_cap ? (s->chunk_cap > s->max_chunks / 2 ? s->max_chunks
+                                                                       : s->chunk_cap * 2)
+                                  : (s->max_chunks < 64 ? s->max_chunks : 64);
             if (cfg->keep_chunks) {
                 int64_t *a = realloc(res->chunk_ns, (size_t)nc * sizeof *a);
                 if (!a) return CAL_ENOMEM;
@@ -282,6 +349,10 @@ static int interpret(slot *s, const char *data, size_t len)
     if (s->done_seen) return CAL_OK;            /* anything after [DONE] */
     cal_chunk c;
     int rc = cal_chunk_parse(data, len, &c, s->r->p->cfg.keep_text ? &s->text : NULL);
+    if (rc == CAL_ENOMEM) {         /* the probe's failure, not the server's */
+        set_fail(s, CAL_REQ_CANCELLED, "%scancelled: out of memory interpreting an event", "");
+        return rc;
+    }
     if (rc == CAL_EPROTO) {
         char head[64];
         size_t n = len < sizeof head - 1 ? len : sizeof head - 1;
@@ -299,9 +370,13 @@ static int interpret(slot *s, const char *data, size_t len)
     if (c.flags & CAL_CHUNK_TEXT) {
         int prc = push_chunk(s, c.send_ns);
         if (prc) {
-            set_fail(s, CAL_REQ_STREAM_ERROR, "%s", prc == CAL_ETOOBIG
-                     ? "more content chunks than the probe keeps timestamps for"
-                     : "out of memory for chunk timestamps");
+            char m[160];
+            if (prc == CAL_ETOOBIG)
+                snprintf(m, sizeof m, "server sent more than asked: over %d content chunks "
+                         "for max_tokens %d", s->max_chunks, s->max_tokens);
+            else
+                snprintf(m, sizeof m, "cancelled: out of memory for chunk timestamps");
+            set_fail(s, prc == CAL_ETOOBIG ? CAL_REQ_STREAM_ERROR : CAL_REQ_CANCELLED, "%s", m);
             return prc;
         }
     }
@@ -355,7 +430,11 @@ static int on_event(void *ud, const char *data, size_t len)
         if (cal_buf_append(&s->pend, data, len) != CAL_OK) goto inline_now;
         s->pev[s->npev++] = (struct pend_ev){ s->now, off, len };
         r->pend_bytes += len;
-        if (!s->queued) { s->queued = 1; r->dirty[r->ndirty++] = s; }
+        if (!s->queued) {
+            assert(r->ndirty < r->nslots);      /* each slot at most once */
+            s->queued = 1;
+            r->dirty[r->ndirty++] = s;
+        }
         return CAL_OK;
     }
 inline_now:;                       /* one socket ready, or over a cap: in order, now */
@@ -461,9 +540,26 @@ static int on_timer(CURLM *m, long timeout_ms, void *ud)
     return 0;
 }
 
+/* The slot list's invariants: every slot ever made is in r->slots; a slot is
+ * either free (on r->freel, once, with no request) or holds one request in
+ * flight (res set), so nfree + in_flight == nslots between requests. */
+static void slot_put(run *r, slot *s)
+{
+    assert(s->res == NULL);
+    assert(!s->on_free);
+    assert(r->nfree < r->nslots);
+    s->on_free = 1;
+    r->freel[r->nfree++] = s;
+}
+
 static slot *slot_get(run *r)
 {
-    if (r->nfree) return r->freel[--r->nfree];
+    if (r->nfree) {
+        slot *s = r->freel[--r->nfree];
+        assert(s->on_free && s->res == NULL);
+        s->on_free = 0;
+        return s;
+    }
     slot *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->r = r;
@@ -560,7 +656,10 @@ static void classify(slot *s, CURLcode rc)
             cal_chunk c;
             int prc = cal_chunk_parse(s->in.data ? s->in.data : "", s->in.len, &c,
                                       s->r->p->cfg.keep_text ? &s->text : NULL);
-            if (prc == CAL_EPROTO) {
+            if (prc == CAL_ENOMEM) {
+                res->status = CAL_REQ_CANCELLED;
+                msg = "cancelled: out of memory interpreting the body";
+            } else if (prc == CAL_EPROTO) {
                 res->status = CAL_REQ_STREAM_ERROR;
                 msg = "response body is not a JSON object";
             } else if (c.flags & CAL_CHUNK_ERROR) {
@@ -570,9 +669,13 @@ static void classify(slot *s, CURLcode rc)
             } else {
                 /* The whole answer arrived at once: first = last = end. */
                 s->now = s->last_byte_ns;
-                if (c.flags & CAL_CHUNK_TEXT) push_chunk(s, c.send_ns);
-                apply_chunk(s, &c);
-                res->status = CAL_REQ_OK;
+                if ((c.flags & CAL_CHUNK_TEXT) && push_chunk(s, c.send_ns) != CAL_OK) {
+                    res->status = CAL_REQ_CANCELLED;
+                    msg = "cancelled: out of memory for chunk timestamps";
+                } else {
+                    apply_chunk(s, &c);
+                    res->status = CAL_REQ_OK;
+                }
             }
         } else {
             int clean = cal_sse_finish(s->sse) == CAL_OK;
@@ -626,9 +729,11 @@ static void finish_slot(run *r, slot *s)
     free(s->body);
     s->body = NULL;
     s->res = NULL;
-    r->freel[r->nfree++] = s;
+    assert(r->in_flight > 0);
     r->in_flight--;
     r->done++;
+    slot_put(r, s);
+    assert(r->nfree + r->in_flight == r->nslots);
 }
 
 /* End an in-flight request now with status st (idle timeout, cancel). */
@@ -649,12 +754,42 @@ static void end_now(run *r, slot *s, cal_req_status st, const char *msg)
     finish_slot(r, s);
 }
 
+/* The request body: the template, then the prompt and max_tokens. NULL when
+ * out of memory (every set is checked: a body missing its prompt must never
+ * go out). */
+static char *make_body(const cal_probe *p, const cal_request *rq)
+{
+    json_t *o = json_copy(p->tmpl);
+    if (!o) return NULL;
+    int bad;
+    if (p->cfg.api == CAL_API_CHAT) {
+        json_t *msgs = json_array(), *m = json_object();
+        bad = json_array_append_new(msgs, m) != 0;           /* msgs owns m now */
+        if (!bad) bad = json_object_set_new(m, "role", json_string("user"))
+                        || json_object_set_new(m, "content", json_string(rq->prompt));
+        bad = json_object_set_new(o, "messages", msgs) || bad;   /* o owns msgs */
+    } else {
+        bad = json_object_set_new(o, "prompt", json_string(rq->prompt)) != 0;
+    }
+    if (!bad && rq->max_tokens > 0) {
+        bad = json_object_set_new(o, "max_tokens", json_integer(rq->max_tokens))
+              || (p->cfg.ignore_eos && json_object_set_new(o, "min_tokens", json_integer(rq->max_tokens)));
+    }
+    char *body = bad ? NULL : json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return body;
+}
+
 static int start_request(run *r, const cal_request *rq, cal_req_result *res, int64_t sched_ns,
                          double *lags, size_t *nlags)
 {
+    /* the body first: a slot is taken only for a request that goes out */
+    char *body = make_body(r->p, rq);
+    if (!body) return CAL_ENOMEM;
     slot *s = slot_get(r);
-    if (!s) return CAL_ENOMEM;
+    if (!s) { free(body); return CAL_ENOMEM; }
     s->res = res;
+    s->body = body;
     s->mode = MODE_UNKNOWN;
     s->done_seen = s->finish_seen = s->usage_seen = 0;
     s->fail = -1;
@@ -662,6 +797,8 @@ static int start_request(run *r, const cal_request *rq, cal_req_result *res, int
     s->errbuf[0] = '\0';
     s->chunk_cap = 0;
     s->fail_ns = 0;
+    s->max_tokens = rq->max_tokens;
+    s->max_chunks = cal_probe_max_chunks(rq->max_tokens);
     r->pend_bytes -= s->pend.len;               /* empty unless a run failed */
     cal_buf_reset(&s->pend);
     s->npev = 0;
@@ -670,31 +807,16 @@ static int start_request(run *r, const cal_request *rq, cal_req_result *res, int
     s->in.max = MAX_JSON_BYTES;
     cal_buf_reset(&s->text);
     res->sched_ns = sched_ns;
-
-    json_t *o = json_copy(r->p->tmpl);
-    if (!o) { r->freel[r->nfree++] = s; return CAL_ENOMEM; }
-    if (r->p->cfg.api == CAL_API_CHAT) {
-        json_t *m = json_object();
-        json_object_set_new(m, "role", json_string("user"));
-        json_object_set_new(m, "content", json_string(rq->prompt));
-        json_object_set_new(o, "messages", json_pack("[o]", m));
-    } else {
-        json_object_set_new(o, "prompt", json_string(rq->prompt));
-    }
-    if (rq->max_tokens > 0) {
-        json_object_set_new(o, "max_tokens", json_integer(rq->max_tokens));
-        if (r->p->cfg.ignore_eos) json_object_set_new(o, "min_tokens", json_integer(rq->max_tokens));
-    }
-    s->body = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (!s->body) { r->freel[r->nfree++] = s; return CAL_ENOMEM; }
     curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, s->body);
     curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(s->body));
 
     res->send_ns = cal_now_ns();
     s->last_byte_ns = res->send_ns;
+    s->deadline_ns = sat_add(res->send_ns, cal_probe_request_timeout_ns(&r->p->cfg, rq->max_tokens));
+    if (s->deadline_ns < r->next_scan) r->next_scan = s->deadline_ns;
     lags[(*nlags)++] = (double)(res->send_ns - sched_ns) / 1e6;
     r->in_flight++;
+    assert(r->nfree + r->in_flight == r->nslots);
     if ((int)r->in_flight > r->st->max_in_flight) r->st->max_in_flight = (int)r->in_flight;
     if (curl_multi_add_handle(s->sh->multi, s->easy) != CURLM_OK) {
         res->status = CAL_REQ_CONNECT_ERROR;
@@ -772,6 +894,49 @@ static void raise_nofile(size_t need)
     setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past
+ * U+10FFFF), what jansson accepts in json_string. Checked here without an
+ * allocation, so that running out of memory is never reported as a bad
+ * prompt. */
+static int utf8_valid(const char *str)
+{
+    const unsigned char *u = (const unsigned char *)str;
+    while (*u) {
+        unsigned c = *u;
+        int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
+              : (c & 0xF8) == 0xF0 ? 3 : -1;
+        if (n < 0) return 0;
+        uint32_t cp = n == 0 ? c : n == 1 ? c & 0x1F : n == 2 ? c & 0x0F : c & 0x07;
+        for (int k = 1; k <= n; k++) {
+            if ((u[k] & 0xC0) != 0x80) return 0;   /* also stops at the NUL */
+            cp = cp << 6 | (u[k] & 0x3F);
+        }
+        static const uint32_t least[4] = { 0, 0x80, 0x800, 0x10000 };
+        if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        u += n + 1;
+    }
+    return 1;
+}
+
+/* Wait for socket events up to wait_ns. epoll_pwait2 takes nanoseconds; a
+ * kernel before 5.11 answers ENOSYS (a seccomp filter may answer EPERM, which
+ * the call has no other use for): the probe then switches to epoll_wait for
+ * good, its timeout rounded up to whole ms so that a wait shorter than 1 ms
+ * does not become a busy loop. */
+static int wait_events(cal_probe *p, int epfd, struct epoll_event *evs, int maxev,
+                       int64_t wait_ns)
+{
+    if (wait_ns < 0) wait_ns = 0;
+    if (!p->no_pwait2) {
+        struct timespec ts = { (time_t)(wait_ns / 1000000000), (long)(wait_ns % 1000000000) };
+        int nev = p->fake_enosys ? (errno = ENOSYS, -1) : epoll_pwait2(epfd, evs, maxev, &ts, NULL);
+        if (nev >= 0 || (errno != ENOSYS && errno != EPERM)) return nev;
+        p->no_pwait2 = 1;
+    }
+    int64_t ms = (wait_ns + 999999) / 1000000;
+    return epoll_wait(epfd, evs, maxev, ms > INT_MAX ? INT_MAX : (int)ms);
+}
+
 int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
                   const cal_load *load, cal_req_result *results,
                   volatile int *stop, cal_probe_progress_fn progress, void *ud,
@@ -781,21 +946,20 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     cal_probe_stats st_local;
     cal_probe_stats *st = stats ? stats : &st_local;
     memset(st, 0, sizeof *st);
+    st->first_fail = -1;
     for (size_t i = 0; i < n; i++) result_init(&results[i]);
     int open_loop = load->rate > 0;
     if (!isfinite(load->rate) || load->rate < 0 || load->concurrency < 0
         || (!open_loop && load->concurrency == 0)) return CAL_EINVAL;
-    for (size_t i = 0; i < n; i++) {           /* fail before anything is sent */
-        json_t *js = reqs[i].prompt ? json_string(reqs[i].prompt) : NULL;
-        if (!js) return CAL_EINVAL;            /* NULL or not UTF-8 */
-        json_decref(js);
-    }
+    for (size_t i = 0; i < n; i++)             /* fail before anything is sent */
+        if (!reqs[i].prompt || !utf8_valid(reqs[i].prompt)) return CAL_EINVAL;
     if (n == 0) return CAL_OK;
 
     size_t cap = load->concurrency > 0 ? (size_t)load->concurrency : n;
     if (cap > n) cap = n;
     raise_nofile(cap + 256);
     int64_t t_wall0 = cal_now_ns(), t_cpu0 = cal_thread_cpu_ns();
+    size_t nlags = 0, next = 0, ring_head = 0, ring_tail = 0;   /* next: the first unsent */
 
     run r;
     memset(&r, 0, sizeof r);
@@ -826,7 +990,6 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS, per_shard);
     }
 
-    size_t nlags = 0, next = 0, ring_head = 0, ring_tail = 0;
     int64_t t0 = cal_now_ns();
     if (ring) for (size_t i = 0; i < cap; i++) ring[ring_tail++ % cap] = t0;
     uint64_t seed = load->seed;
@@ -834,10 +997,11 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     int64_t next_sched = 0;                     /* sched of reqs[next] */
     int have_sched = 0;
     const int64_t idle_ns = p->cfg.idle_timeout_ns;
-    /* The idle check runs when the earliest in-flight request could expire
-     * (last bytes only move forward, and later requests expire later), so a
-     * slow stream costs no extra wakeups; 1 ms at the finest. */
-    int64_t next_scan = t0 + idle_ns;
+    /* The timeout check runs when the earliest in-flight request could
+     * expire: its last byte + idle_ns, or its deadline (last bytes only move
+     * forward; start_request pulls next_scan in to a new request's deadline),
+     * so a slow stream costs no extra wakeups; 1 ms at the finest. */
+    r.next_scan = sat_add(t0, idle_ns);
     struct epoll_event evs[256];
     int stopped = 0;
 
@@ -882,24 +1046,19 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
                 wait = r.shards[k].timer_at - now;
         if (next < n && r.in_flight < cap && have_sched && next_sched - now < wait)
             wait = next_sched - now;
-        if (next_scan - now < wait) wait = next_scan - now;
+        if (r.next_scan - now < wait) wait = r.next_scan - now;
         if (load->deadline_ns && load->deadline_ns - now < wait) wait = load->deadline_ns - now;
         if (wait < 0) wait = 0;
         const int maxev = (int)(sizeof evs / sizeof evs[0]);
         int nev = -1;
         if (r.ndirty) {                         /* events wait: anything to read first? */
-            static const struct timespec zero = { 0, 0 };
-            nev = epoll_pwait2(r.epfd, evs, maxev, &zero, NULL);
+            nev = wait_events(p, r.epfd, evs, maxev, 0);
             if (nev == 0) {                     /* idle: interpret some, look again */
                 flush_idle(&r, FLUSH_BUDGET, ring, &ring_tail, cap, progress, ud, n);
                 continue;
             }
         }
-        if (nev < 0) {
-            if (wait < 0) wait = 0;
-            struct timespec ts = { (time_t)(wait / 1000000000), (long)(wait % 1000000000) };
-            nev = epoll_pwait2(r.epfd, evs, maxev, &ts, NULL);
-        }
+        if (nev < 0) nev = wait_events(p, r.epfd, evs, maxev, wait);
         int running;
         r.defer = nev >= DEFER_MIN_READY;
         for (int i = 0; i < nev; i++) {
@@ -921,24 +1080,31 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         }
         drain_done(&r, ring, &ring_tail, cap, progress, ud, n);
         now = cal_now_ns();
-        if (now >= next_scan) {                 /* idle timeout: no bytes */
-            next_scan = now + idle_ns;
+        if (now >= r.next_scan) {               /* no bytes for idle_ns, or past the deadline */
+            r.next_scan = sat_add(now, idle_ns);
             for (size_t i = 0; i < r.nslots; i++) {
                 slot *s = r.slots[i];
                 if (!s->res) continue;
-                if (now - s->last_byte_ns < idle_ns) {
-                    if (s->last_byte_ns + idle_ns < next_scan) next_scan = s->last_byte_ns + idle_ns;
+                int64_t idle_at = sat_add(s->last_byte_ns, idle_ns);
+                int64_t at = idle_at < s->deadline_ns ? idle_at : s->deadline_ns;
+                if (now < at) {
+                    if (at < r.next_scan) r.next_scan = at;
                     continue;
                 }
-                char m[96];
-                snprintf(m, sizeof m, "no bytes for %.0f ms (idle timeout)",
-                         (double)(now - s->last_byte_ns) / 1e6);
+                char m[128];
+                if (idle_at <= s->deadline_ns)
+                    snprintf(m, sizeof m, "no bytes for %.0f ms (idle timeout)",
+                             (double)(now - s->last_byte_ns) / 1e6);
+                else
+                    snprintf(m, sizeof m, "not done %.0f ms after it was sent (request timeout "
+                             "%.0f ms)", (double)(now - s->res->send_ns) / 1e6,
+                             (double)(s->deadline_ns - s->res->send_ns) / 1e6);
                 int64_t end = now;
                 end_now(&r, s, CAL_REQ_TIMEOUT, m);
                 if (ring) ring[ring_tail++ % cap] = end;
                 if (progress) progress(ud, r.done, n);
             }
-            if (next_scan < now + 1000000) next_scan = now + 1000000;
+            if (r.next_scan < now + 1000000) r.next_scan = now + 1000000;
         }
     }
     if (stopped) {                              /* cancel in flight, then unsent */
@@ -966,9 +1132,26 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     }
 out:
     if (rc && rc != CAL_ECANCEL) {               /* internal failure: end all */
+        static const char why[] = "cancelled: probe failure";
         for (size_t i = 0; i < r.nslots; i++)
-            if (r.slots[i]->res) end_now(&r, r.slots[i], CAL_REQ_CANCELLED, "cancelled: probe failure");
+            if (r.slots[i]->res) end_now(&r, r.slots[i], CAL_REQ_CANCELLED, why);
+        for (; next < n; next++)
+            if (!results[next].error) results[next].error = dup_msg(why, sizeof why - 1);
     }
+    /* what ended how, and the first failure's words, for the caller to say */
+    st->first_fail = -1;
+    for (size_t i = 0; i < n; i++) {
+        cal_req_status rs = results[i].status;
+        st->n_status[(unsigned)rs < CAL_REQ_N_STATUS ? rs : CAL_REQ_CANCELLED]++;
+        if (st->first_fail < 0 && rs != CAL_REQ_OK && rs != CAL_REQ_CANCELLED) {
+            st->first_fail = i > INT_MAX ? INT_MAX : (int)i;
+            snprintf(st->first_fail_msg, sizeof st->first_fail_msg, "%s",
+                     results[i].error ? results[i].error : "");
+            for (char *c = st->first_fail_msg; *c; c++)   /* one line: bodies hold newlines */
+                if ((unsigned char)*c < 32 || *c == 127) *c = ' ';
+        }
+    }
+    st->wait_fallback = p->no_pwait2;
     for (size_t i = 0; i < r.nslots; i++) {
         curl_multi_remove_handle(r.slots[i]->sh->multi, r.slots[i]->easy);
         slot_free(r.slots[i]);

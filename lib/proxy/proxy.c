@@ -47,7 +47,9 @@ typedef struct xfer {
     int                too_big;
     char               method[16];
     char               path[128];
-    char              *url;              /* upstream URL with the query */
+    char              *target;           /* the raw request target (origin form once checked) */
+    size_t             path_len;         /* its path part, once checked */
+    CURLU             *url;              /* upstream URL with the query */
     struct curl_slist *hdrs;
     CURL              *h;
     /* turn accounting: written by the worker only */
@@ -79,7 +81,8 @@ static void xfer_unref(xfer *x)
     cal_sse_close(&x->sse);
     cal_prefix_free(&x->prefix);
     curl_slist_free_all(x->hdrs);
-    free(x->url);
+    curl_url_cleanup(x->url);
+    free(x->target);
     pthread_mutex_destroy(&x->mu);
     pthread_cond_destroy(&x->cv);
     free(x);
@@ -272,7 +275,7 @@ static void *worker(void *arg)
 {
     xfer *x = arg;
     CURL *h = x->h;
-    curl_easy_setopt(h, CURLOPT_URL, x->url);
+    curl_easy_setopt(h, CURLOPT_CURLU, x->url);   /* built part by part: never the client's authority */
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, x->hdrs);
@@ -352,20 +355,6 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
     return MHD_YES;
 }
 
-typedef struct qs { cal_buf *b; CURL *h; int rc; } qs;
-
-static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
-{
-    qs *q = cls;
-    char *ek = curl_easy_escape(q->h, k, 0), *ev = v ? curl_easy_escape(q->h, v, 0) : NULL;
-    if (!ek || (v && !ev)) q->rc = CAL_ENOMEM;
-    else q->rc |= cal_buf_printf(q->b, "%c%s%s%s", q->b->data && strchr(q->b->data, '?') ? '&' : '?',
-                                 ek, v ? "=" : "", v ? ev : "");
-    curl_free(ek);
-    curl_free(ev);
-    return MHD_YES;
-}
-
 static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, const char *msg)
 {
     json_t *o = json_pack("{s:{s:s,s:s,s:i}}", "error", "message", msg, "type", "proxy_error",
@@ -381,10 +370,37 @@ static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, con
     return ret;
 }
 
-static int ends_with(const char *s, const char *suf)
+static int ends_with(const char *s, size_t n, const char *suf)
 {
-    size_t n = strlen(s), k = strlen(suf);
-    return n >= k && !strcmp(s + n - k, suf);
+    size_t k = strlen(suf);
+    return n >= k && !memcmp(s + n - k, suf, k);
+}
+
+static xfer *xfer_new(cal_proxy *px)
+{
+    xfer *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    atomic_init(&x->refs, 1);
+    x->px = px;
+    x->req = (cal_buf)CAL_BUF_INIT(px->cfg.max_body);
+    x->q = (cal_buf)CAL_BUF_INIT(QUEUE_MAX);
+    x->whole = (cal_buf)CAL_BUF_INIT(NONSTREAM_MAX);
+    x->usage_out = x->usage_prompt = -1;
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->cv, NULL);
+    return x;
+}
+
+/* libmicrohttpd hands the access handler a %-decoded path without its
+ * query; the proxy needs the target exactly as the client wrote it, to
+ * check it and pass it on unchanged. This callback sees it first, and what
+ * it returns becomes the request's context. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)c;
+    xfer *x = xfer_new(cls);
+    if (x && uri) x->target = strndup(uri, CAL_PROXY_TARGET_MAX + 1);
+    return x;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -393,20 +409,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
     cal_proxy *px = cls;
     xfer *x = *con_cls;
-    if (!x) {
-        x = calloc(1, sizeof *x);
-        if (!x) return MHD_NO;
-        atomic_init(&x->refs, 1);
-        x->px = px;
-        x->req = (cal_buf)CAL_BUF_INIT(px->cfg.max_body);
-        x->q = (cal_buf)CAL_BUF_INIT(QUEUE_MAX);
-        x->whole = (cal_buf)CAL_BUF_INIT(NONSTREAM_MAX);
-        x->usage_out = x->usage_prompt = -1;
-        pthread_mutex_init(&x->mu, NULL);
-        pthread_cond_init(&x->cv, NULL);
+    if (!x) return MHD_NO;                    /* on_uri could not allocate */
+    if (!x->method[0]) {                      /* the first call: headers are in */
         snprintf(x->method, sizeof x->method, "%s", method);
-        snprintf(x->path, sizeof x->path, "%s", url);
-        *con_cls = x;
+        char why[160];
+        if (!x->target) return reply_json(c, 500, "caliper proxy: out of memory");
+        if (cal_proxy_target_check(x->target, &x->path_len, why, sizeof why) != CAL_OK) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "caliper proxy: %s", why);
+            x->too_big = -1;                  /* answered: the body is not forwarded */
+            return reply_json(c, 400, msg);
+        }
+        snprintf(x->path, sizeof x->path, "%.*s", (int)x->path_len, x->target);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -414,24 +428,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (x->th_started) return MHD_NO;         /* already answered */
+    if (x->th_started || x->too_big < 0) return MHD_NO;   /* already answered */
     if (x->too_big) return reply_json(c, 413, "caliper proxy: the request body is over its cap");
     x->wall_ns = cal_wall_ns();
     x->h = curl_easy_init();
-    cal_buf u = CAL_BUF_INIT(64 * 1024);
-    int rc = cal_buf_printf(&u, "%s%s", px->upstream, url);
-    qs q = {&u, x->h, rc};
-    if (x->h && !rc) MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_arg, &q);
-    if (!x->h || q.rc) {
-        cal_buf_free(&u);
-        return reply_json(c, 500, "caliper proxy: out of memory");
+    char why[160];
+    int rc = x->h ? cal_proxy_upstream_url(px->upstream, x->target, &x->url, NULL, why, sizeof why)
+                  : CAL_ENOMEM;
+    if (rc != CAL_OK) {
+        if (x->h) curl_easy_cleanup(x->h);
+        x->h = NULL;
+        if (rc == CAL_ENOMEM) return reply_json(c, 500, "caliper proxy: out of memory");
+        char msg[200];
+        snprintf(msg, sizeof msg, "caliper proxy: %s", why);
+        return reply_json(c, 400, msg);
     }
-    x->url = u.data;
     MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, x);
     struct curl_slist *l = curl_slist_append(x->hdrs, "Expect:");
     if (l) x->hdrs = l;
-    if (!strcmp(method, "POST") && (ends_with(url, "/chat/completions") || ends_with(url, "/completions"))) {
-        char why[160];
+    if (!strcmp(method, "POST") && (ends_with(x->target, x->path_len, "/chat/completions") ||
+                                    ends_with(x->target, x->path_len, "/completions"))) {
         if (cal_prefix_parse(x->req.data, x->req.len, &x->prefix, why, sizeof why) == CAL_OK) {
             x->is_turn = 1;
             if (x->prefix.stream && cal_sse_open(SSE_EVENT_MAX, on_event, x, &x->sse) != CAL_OK)
@@ -501,6 +517,8 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     if (!px) return CAL_ENOMEM;
     px->cfg = *cfg;
     if (!px->cfg.max_body) px->cfg.max_body = 32u << 20;
+    if (!px->cfg.max_connections) px->cfg.max_connections = CAL_PROXY_MAX_CONN;
+    if (!px->cfg.idle_timeout_s) px->cfg.idle_timeout_s = CAL_PROXY_IDLE_S;
     size_t ul = strlen(up);
     while (ul > 0 && up[ul - 1] == '/') ul--;
     snprintf(px->upstream, sizeof px->upstream, "%.*s", (int)ul, up);
@@ -509,11 +527,20 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     px->cfg.host = px->host;
     pthread_mutex_init(&px->turn_mu, NULL);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+    /* A connection limit and an idle timeout: without them about a thousand
+     * silent sockets (select's FD_SETSIZE) shut every real client out for
+     * good. poll, not select, so descriptors above 1023 still work. The
+     * timeout counts silence on the socket only: a thread blocked here on
+     * the upstream (a long non-streaming turn) is not timed out
+     * (tests/e2e/test_proxy.sh checks one 3x the timeout). */
+    px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                             MHD_USE_POLL,
                              (uint16_t)cfg->port, NULL, NULL, on_request, px,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, px,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, px,
-                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
+                             MHD_OPTION_CONNECTION_LIMIT, px->cfg.max_connections,
+                             MHD_OPTION_CONNECTION_TIMEOUT, px->cfg.idle_timeout_s,
                              MHD_OPTION_END);
     if (!px->d) {
         snprintf(why, why_len, "cannot listen on %s:%d", host, cfg->port);

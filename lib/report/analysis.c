@@ -140,14 +140,14 @@ int cal_report_prefill_fit(const cal_result *r, double *a_ms, double *b_ms, doub
 static int has_clock(const cal_result *r)
 {
     for (size_t i = 0; i < r->n_tel; i++) if (isfinite(r->tel[i].clock_mhz)) return 1;
-    for (size_t i = 0; i < r->n_shots; i++) if (isfinite(r->shots[i].clock_mhz)) return 1;
+    for (size_t i = 0; i < r->n_shots; i++) if (isfinite(r->shots[i].v[CAL_M_CLOCK_MHZ])) return 1;
     return 0;
 }
 
 static int has_power(const cal_result *r)
 {
     for (size_t i = 0; i < r->n_tel; i++) if (isfinite(r->tel[i].power_w)) return 1;
-    for (size_t i = 0; i < r->n_shots; i++) if (isfinite(r->shots[i].power_w)) return 1;
+    for (size_t i = 0; i < r->n_shots; i++) if (isfinite(r->shots[i].v[CAL_M_POWER_W])) return 1;
     return 0;
 }
 
@@ -158,57 +158,51 @@ int cal_report_has_power(const cal_result *r) { return has_power(r); }
  * else prefill tok/s. */
 double cal_report_shot_value(const cal_shot *s, const char **what)
 {
-    if (isfinite(s->req_tok_s)) { if (what) *what = "per-request tok/s"; return s->req_tok_s; }
-    if (isfinite(s->agg_tok_s)) { if (what) *what = "output tok/s"; return s->agg_tok_s; }
-    if (isfinite(s->decode_tok_s)) { if (what) *what = "decode tok/s"; return s->decode_tok_s; }
-    if (isfinite(s->prefill_tok_s)) { if (what) *what = "prefill tok/s"; return s->prefill_tok_s; }
+    static const cal_metric ORDER[] = {CAL_M_REQ_TOKS, CAL_M_AGG_TOKS, CAL_M_DECODE_TOKS,
+                                       CAL_M_PREFILL_TOKS};
+    for (size_t i = 0; i < sizeof ORDER / sizeof ORDER[0]; i++)
+        if (isfinite(s->v[ORDER[i]])) {
+            if (what) *what = cal_metric_get(ORDER[i])->label;
+            return s->v[ORDER[i]];
+        }
     return NAN;
 }
 
-static size_t add(char (*out)[256], size_t cap, size_t n, const char *fmt, double a,
-                  double b, double c, double d)
+static cal_verdict *add(cal_verdict *out, size_t cap, size_t *n, cal_verdict_kind k)
 {
-    if (n >= cap) return n;
-    snprintf(out[n], 256, fmt, a, b, c, d);
-    return n + 1;
+    if (*n >= cap) return NULL;
+    cal_verdict *v = &out[(*n)++];
+    cal_verdict_init(v, k);
+    return v;
 }
 
-size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap)
+size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap)
 {
     size_t n = 0;
-    /* the run's own verdicts first, leaving room for the four read here */
-    for (size_t i = 0; i < r->n_verdicts && n + 4 < cap; i++)
-        snprintf(out[n++], 256, "%s", r->verdicts[i]);
+    cal_verdict *v;
+    /* the result's own verdicts first, leaving room for the four read here */
+    for (size_t i = 0; i < r->n_verdicts && n + 4 < cap; i++) out[n++] = r->verdicts[i];
 
-    /* SPEC 1.1: shot 1 against the median of the later shots. */
-    if (r->n_verdicts == 0 && r->n_shots >= 3) {
-        double first = NAN, later[256];
-        int fi = 0, lo = 0, hi = 0;
-        size_t nl = 0;
-        const char *what = "tok/s";
-        for (size_t i = 0; i < r->n_shots; i++) {
+    /* SPEC 1.1: shot 1 against the later shots, through the one judgement,
+     * when the result brought no verdict of its own (a foreign file) */
+    int have_shots = 0;
+    for (size_t i = 0; i < r->n_verdicts; i++) have_shots |= r->verdicts[i].kind == CAL_VK_SHOTS;
+    if (!have_shots && r->n_shots >= 3 && n < cap) {
+        cal_shot_sample *sh = calloc(r->n_shots, sizeof *sh);
+        size_t ns = 0;
+        int per_req = 0;
+        for (size_t i = 0; sh && i < r->n_shots; i++) {
             const cal_shot *s = &r->shots[i];
             if (s->kind == CAL_SHOT_WARMUP) continue;
-            double v = cal_report_shot_value(s, &what);
-            if (!isfinite(v)) continue;
-            if (isnan(first)) { first = v; fi = s->index; continue; }
-            if (nl < 256) { later[nl++] = v; if (!lo) lo = s->index; hi = s->index; }
+            const char *what = NULL;
+            double x = cal_report_shot_value(s, &what);
+            if (!isfinite(x)) continue;
+            per_req = isfinite(s->v[CAL_M_REQ_TOKS]);
+            sh[ns++] = (cal_shot_sample){.shot_index = s->index, .kind = s->kind, .value = x};
         }
-        if (isfinite(first) && first > 0 && nl >= 2) {
-            double med = cal_stats_median(later, nl);
-            double drop = (first - med) / first * 100;
-            double band = (later[nl - 1] - later[0]) / 2 / med * 100;   /* sorted by median */
-            if (band < 3) band = 3;
-            char fmt[200];
-            if (fabs(drop) > band)
-                snprintf(fmt, sizeof fmt, "shots %d–%d run %%.1f %%%% %s shot %d (band ±%%.1f %%%%): %s",
-                         lo, hi, drop > 0 ? "below" : "above", fi,
-                         drop > 0 ? "quote warm figures, not shot 1" : "shot 1 was slow (warm-up)");
-            else
-                snprintf(fmt, sizeof fmt, "shots %d–%d within noise of shot %d (%%+.1f %%%%, band ±%%.1f %%%%): no wall seen",
-                         lo, hi, fi);
-            n = add(out, cap, n, fmt, fabs(drop) > band ? fabs(drop) : -drop, band, 0, 0);
-        }
+        cal_verdict sv;
+        if (ns >= 3 && cal_analysis_shot_verdict(sh, ns, per_req, 0, &sv)) out[n++] = sv;
+        free(sh);
     }
 
     /* SPEC 1.2: both columns; which one to read where. */
@@ -220,8 +214,12 @@ size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap)
         if (!lowc) lowc = cc[i];
         highc = cc[i];
     }
-    if (lowc && highc && lowc != highc && n < cap) {
-        snprintf(out[n++], 256,
+    if (lowc && highc && lowc != highc && (v = add(out, cap, &n, CAL_VK_COLUMN))) {
+        v->values[0] = lowc->fp.concurrency;
+        v->values[1] = lowc->v[CAL_M_REQ_TOKS];
+        v->values[2] = highc->fp.concurrency;
+        v->values[3] = highc->v[CAL_M_AGG_TOKS];
+        snprintf(v->text, sizeof v->text,
                  "read per-request speed at low concurrency (c%d: %.1f tok/s per request, %.1f aggregate) "
                  "and aggregate at high (c%d: %.1f tok/s aggregate, %.1f per request)",
                  lowc->fp.concurrency, lowc->v[CAL_M_REQ_TOKS], lowc->v[CAL_M_AGG_TOKS],
@@ -231,14 +229,20 @@ size_t cal_report_verdicts(const cal_result *r, char (*out)[256], size_t cap)
     /* SPEC 1.4: the prefill line. */
     double a, b, r2;
     size_t np;
-    if (cal_report_prefill_fit(r, &a, &b, &r2, &np) == CAL_OK && n < cap) {
-        snprintf(out[n++], 256,
+    if (cal_report_prefill_fit(r, &a, &b, &r2, &np) == CAL_OK && (v = add(out, cap, &n, CAL_VK_PREFILL_FIT))) {
+        v->values[0] = a;
+        v->values[1] = b;
+        v->values[2] = r2;
+        v->n = (int)np;
+        snprintf(v->text, sizeof v->text,
                  "prefill: fixed cost %.1f ms + %.3f ms per prompt token (R² %.3f over %zu lengths; "
                  "from TTFT p50, an upper bound on prefill time)", a, b, r2, np);
     }
-    if (!has_clock(r) && n < cap)
-        snprintf(out[n++], 256, "clock: absent%s%.90s — no clock sensor was read, so a slowdown "
+    if (!has_clock(r) && (v = add(out, cap, &n, CAL_VK_TELEMETRY))) {
+        v->judged = 0;
+        snprintf(v->text, sizeof v->text, "clock: absent%s%.90s — no clock sensor was read, so a slowdown "
                  "cannot be split into frequency and cycles", r->telemetry[0] ? "; telemetry: " : "",
                  r->telemetry);
+    }
     return n;
 }

@@ -117,7 +117,7 @@ static void row_label(cal_cmp_row *row)
         snprintf(conc, sizeof conc, " · %g req/s", fp->request_rate);
     else if (isinf(fp->request_rate)) snprintf(conc, sizeof conc, " · all at once");
     if (fp->prompt_tokens > 0) snprintf(prompt, sizeof prompt, " · %ld tok", fp->prompt_tokens);
-    const cal_metric_info *mi = cal_metric_get(row->metric);
+    const cal_field *mi = cal_metric_get(row->metric);
     snprintf(row->label, sizeof row->label, "%s%s%s%s%s · %s", mi->label,
              strstr(mi->label, mi->unit) ? "" : " ", strstr(mi->label, mi->unit) ? "" : mi->unit,
              conc, prompt, shots);
@@ -211,11 +211,14 @@ static void fill_pair(cal_comparison *c, cal_cmp_row *row, size_t j,
     }
     e->ratio = e->value / vb;
     if (e->comparable) c->n_ratios++;
-    const cal_metric_info *mi = cal_metric_get(m);
-    if (mi->series >= 0 && o->boot_iters >= 0) {
+    const cal_field *mi = cal_metric_get(m);
+    /* the CI of a percentile over its samples; a rate over the per-shot
+     * aggregates' median */
+    double pct = mi->stat == CAL_STAT_RATE ? 50 : cal_stat_pct(mi->stat);
+    if (mi->series >= 0 && isfinite(pct) && o->boot_iters >= 0) {
         cal_series s = (cal_series)mi->series;
         double lo, hi;
-        if (cal_ratio_ci(base->s[s], base->ns[s], oc->s[s], oc->ns[s], mi->pct,
+        if (cal_ratio_ci(base->s[s], base->ns[s], oc->s[s], oc->ns[s], pct,
                          o->boot_iters, o->seed, &lo, &hi) == CAL_OK) {
             e->ci_lo = lo;
             e->ci_hi = hi;
@@ -342,7 +345,8 @@ int cal_compare(const cal_result *const *res, size_t n,
     builder b = {c, 0, NULL};
     int e = CAL_OK;
     for (int m = 0; m < CAL_M__N && !e; m++)
-        if (!o.metrics || (o.metrics & (1u << m))) e = compare_metric(&b, res, n, (cal_metric)m, &o);
+        if (o.metrics ? (o.metrics & (1ull << m)) != 0 : cal_metric_comparable((cal_metric)m))
+            e = compare_metric(&b, res, n, (cal_metric)m, &o);
     if (!e && c->n_rows > 1) {
         /* order rows by cell, then metric, so a cell's numbers sit together */
         int *idx = malloc(c->n_rows * sizeof *idx);

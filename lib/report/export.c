@@ -146,9 +146,7 @@ int cal_result_from_export(const char *text, size_t len, const char *name,
         cal_summary_init(&x->sum);
         for (size_t f = 0; f < cal_summary_n_fields; f++) {
             const cal_field *fl = &cal_summary_fields[f];
-            double v = cal_report_jnum(c, fl->name);
-            if (fl->type == CAL_FIELD_INT) *(int64_t *)((char *)&x->sum + fl->offset) = cal_report_i64(v, -9e15, 9e15, 0);
-            else *(double *)((char *)&x->sum + fl->offset) = v;
+            cal_summary_set(&x->sum, fl, cal_report_jnum(c, fl->name));
         }
         x->start_ns = T0_NS + s_ns(num0(c, "start_offset_s", 0));
         x->end_ns = x->start_ns + s_ns(num0(c, "duration", 0));

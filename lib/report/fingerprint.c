@@ -34,31 +34,36 @@ const char *cal_fp_field_name(cal_fp_field f)
     return (unsigned)f < CAL_FPF__N ? FIELD_NAMES[f] : "?";
 }
 
+
+/* The one table of shot-kind keys (JSON, CSV, the store, the terminal). */
+static const char *const SHOT_KEYS[] = {
+    [CAL_SHOT_UNKNOWN] = "unknown", [CAL_SHOT_COLD] = "cold", [CAL_SHOT_WARM] = "warm",
+    [CAL_SHOT_RESTED] = "rested", [CAL_SHOT_WARMUP] = "warmup",
+    [CAL_SHOT_CONSECUTIVE] = "consecutive",
+};
+#define N_SHOT_KEYS (sizeof SHOT_KEYS / sizeof SHOT_KEYS[0])
+
+const char *cal_shot_kind_key(cal_shot_kind k)
+{
+    return (unsigned)k < N_SHOT_KEYS ? SHOT_KEYS[k] : SHOT_KEYS[CAL_SHOT_UNKNOWN];
+}
+
+/* The human name is the key, except where words read better. */
 const char *cal_shot_kind_name(cal_shot_kind k)
 {
-    switch (k) {
-    case CAL_SHOT_COLD:        return "cold";
-    case CAL_SHOT_WARM:        return "warm";
-    case CAL_SHOT_RESTED:      return "rested";
-    case CAL_SHOT_WARMUP:      return "warm-up";
-    case CAL_SHOT_CONSECUTIVE: return "mean of consecutive requests, no cold/warm split";
-    case CAL_SHOT_UNKNOWN:     break;
-    }
-    return "unknown";
+    if (k == CAL_SHOT_WARMUP) return "warm-up";
+    if (k == CAL_SHOT_CONSECUTIVE) return "mean of consecutive requests, no cold/warm split";
+    return cal_shot_kind_key(k);
 }
 
 int cal_shot_kind_parse(const char *s, cal_shot_kind *out)
 {
-    static const struct { const char *n; cal_shot_kind k; } T[] = {
-        {"cold", CAL_SHOT_COLD}, {"warm", CAL_SHOT_WARM},
-        {"rested", CAL_SHOT_RESTED}, {"warmup", CAL_SHOT_WARMUP},
-        {"warm-up", CAL_SHOT_WARMUP}, {"consecutive", CAL_SHOT_CONSECUTIVE},
-        {"unknown", CAL_SHOT_UNKNOWN},
-    };
     if (!s) return CAL_EINVAL;
-    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
-        if (!strcmp(s, T[i].n)) { *out = T[i].k; return CAL_OK; }
-    if (!strncmp(s, "mean of consecutive", 19)) { *out = CAL_SHOT_CONSECUTIVE; return CAL_OK; }
+    for (size_t i = 0; i < N_SHOT_KEYS; i++)
+        if (!strcmp(s, SHOT_KEYS[i])) { *out = (cal_shot_kind)i; return CAL_OK; }
+    /* the human names cal_shot_kind_name prints read back too */
+    for (size_t i = 0; i < N_SHOT_KEYS; i++)
+        if (!strcmp(s, cal_shot_kind_name((cal_shot_kind)i))) { *out = (cal_shot_kind)i; return CAL_OK; }
     return CAL_EINVAL;
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/analysis.h"
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
@@ -43,88 +44,18 @@ static void probe_of_build(const char *build, char *dst, size_t n)
     else snprintf(dst, n, "caliper");
 }
 
-/* The same workload configuration, whatever the shot. */
-static int same_workload(const cal_cell *a, const cal_cell *b)
-{
-    return a->kind == b->kind && !strcmp(a->target, b->target) &&
-           a->concurrency == b->concurrency && a->rate == b->rate &&
-           a->prompt_tokens == b->prompt_tokens && !strcmp(a->content, b->content) &&
-           a->max_tokens == b->max_tokens && a->output_fixed == b->output_fixed;
-}
-
-static int same_config(const cal_cell *a, const cal_cell *b)
-{
-    return a->kind == b->kind && !strcmp(a->target, b->target) &&
-           a->concurrency == b->concurrency && a->rate == b->rate &&
-           a->prompt_tokens == b->prompt_tokens && !strcmp(a->content, b->content) &&
-           a->max_tokens == b->max_tokens && a->output_fixed == b->output_fixed &&
-           a->shot_kind == b->shot_kind;
-}
-
-/* Summary field -> our metric, for groups without loaded requests. */
-static const struct { const char *field; cal_metric m; } SUMMAP[] = {
-    {"output_throughput", CAL_M_AGG_TOKS},
-    {"per_request_output_throughput_median", CAL_M_REQ_TOKS},
-    {"prefill_tps_median", CAL_M_PREFILL_TOKS}, {"decode_tps_median", CAL_M_DECODE_TOKS},
-    {"median_ttft_ms", CAL_M_TTFT_P50}, {"p95_ttft_ms", CAL_M_TTFT_P95},
-    {"p99_ttft_ms", CAL_M_TTFT_P99}, {"median_itl_ms", CAL_M_ITL_P50},
-    {"p99_itl_ms", CAL_M_ITL_P99}, {"median_tpot_ms", CAL_M_TPOT_P50},
-    {"median_e2el_ms", CAL_M_E2E_P50}, {"p99_e2el_ms", CAL_M_E2E_P99},
-    {"clock_mhz_mean", CAL_M_CLOCK_MHZ}, {"power_w_mean", CAL_M_POWER_W},
-};
-
-typedef struct pool { double *x; size_t n, cap; } pool;
-
-static int push(pool *p, double v)
-{
-    if (!isfinite(v)) return CAL_OK;
-    if (p->n == p->cap) {
-        size_t want = p->cap ? p->cap * 2 : 64;
-        double *x = realloc(p->x, want * sizeof *x);
-        if (!x) return CAL_ENOMEM;
-        p->x = x;
-        p->cap = want;
-    }
-    p->x[p->n++] = v;
-    return CAL_OK;
-}
-
-/* Per-request samples of one store cell's ok requests, into the pools. */
-static int pool_requests(const cal_run_data *d, const cal_cell *sc, pool *pl)
-{
-    int e = CAL_OK;
-    if (!d->reqs || sc->req_first + (size_t)sc->n_requests > d->n_reqs) return CAL_OK;
-    for (int64_t i = 0; i < sc->n_requests && !e; i++) {
-        const cal_req_result *r = &d->reqs[sc->req_first + (size_t)i];
-        if (r->status != CAL_REQ_OK || r->end_ns <= 0) continue;
-        int64_t sched = r->sched_ns ? r->sched_ns : r->send_ns;
-        double e2e = (double)(r->end_ns - sched) / 1e6;
-        double ttft = r->first_token_ns ? (double)(r->first_token_ns - sched) / 1e6 : NAN;
-        double own = (double)(r->end_ns - r->send_ns) / 1e9;
-        if (r->output_tokens > 0 && own > 0) e = push(&pl[CAL_S_REQ_TOKS], r->output_tokens / own);
-        if (!e) e = push(&pl[CAL_S_E2E_MS], e2e);
-        if (!e) e = push(&pl[CAL_S_TTFT_MS], ttft);
-        if (!e && r->output_tokens >= 2 && isfinite(ttft) && e2e > ttft)
-            e = push(&pl[CAL_S_TPOT_MS], (e2e - ttft) / (r->output_tokens - 1));
-        if (!e && r->prompt_tokens > 0 && ttft > 0)
-            e = push(&pl[CAL_S_PREFILL_TOKS], r->prompt_tokens / (ttft / 1e3));
-        if (!e && r->output_tokens >= 2 && r->last_token_ns > r->first_token_ns && r->first_token_ns)
-            e = push(&pl[CAL_S_DECODE_TOKS],
-                     (r->output_tokens - 1) / ((double)(r->last_token_ns - r->first_token_ns) / 1e9));
-        for (int k = 1; !e && r->chunk_ns && k < r->n_chunks && pl[CAL_S_ITL_MS].n < MAX_ITL_PER_CELL; k++)
-            e = push(&pl[CAL_S_ITL_MS], (double)(r->chunk_ns[k] - r->chunk_ns[k - 1]) / 1e6);
-    }
-    return e;
-}
-
-static int add_group(cal_result *res, const cal_run_data *d, const size_t *idx, size_t n,
-                     int warmup, const char *api, cal_sweep sweep)
+/* One report cell from the cells idx[0..n) of a group and their pooled
+ * summary (the analysis's): the numbers are the summary's, the samples the
+ * requests behind them (and, over several shots, each shot's aggregate). */
+static int add_cell(cal_result *res, const cal_run_data *d, const size_t *idx, size_t n,
+                    const cal_summary *sum, cal_shot_kind kind, int warmup, const char *api,
+                    cal_sweep sweep)
 {
     const cal_cell *c0 = &d->cells[idx[0]];
     cal_rcell *c = cal_result_add_cell(res, sweep);
     if (!c) return CAL_ENOMEM;
     cal_fingerprint *fp = &c->fp;
-    fp->shot_kind = c0->shot_kind;
+    fp->shot_kind = kind;
     fp->shot_first = c0->shot_index;
     fp->shot_last = d->cells[idx[n - 1]].shot_index;
     fp->rest_s = (double)c0->rest_before_ns / 1e9;
@@ -143,53 +74,34 @@ static int add_group(cal_result *res, const cal_run_data *d, const size_t *idx, 
     cal_fp_set(fp->probe, res->probe);
     cal_fp_set(fp->host, res->host);
 
-    /* numbers: one shot as stored; several: median over the shots, and the
-     * per-request columns from the pooled requests when they were loaded */
-    c->completed = c->failed = 0;
-    c->duration_s = 0;
-    double *per = malloc(n * sizeof *per);
-    if (!per) return CAL_ENOMEM;
-    for (size_t k = 0; k < sizeof SUMMAP / sizeof SUMMAP[0]; k++) {
-        const cal_field *f = cal_summary_field(SUMMAP[k].field);
-        if (!f) continue;
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++) {
-            double v = cal_summary_get(&d->cells[idx[i]].sum, f);
-            if (isfinite(v)) per[m++] = v;
-        }
-        if (m) c->v[SUMMAP[k].m] = cal_stats_median(per, m);
-        if (SUMMAP[k].m == CAL_M_AGG_TOKS && n > 1) {   /* the per-shot series */
-            m = 0;
-            for (size_t i = 0; i < n; i++) {
-                double v = cal_summary_get(&d->cells[idx[i]].sum, f);
-                if (isfinite(v)) per[m++] = v;
-            }
-            if (cal_cell_set_samples(c, CAL_S_AGG_TOKS, per, m)) { free(per); return CAL_ENOMEM; }
-        }
-    }
-    free(per);
+    for (int m = 0; m < CAL_M__N; m++) c->v[m] = cal_summary_get(sum, cal_metric_get((cal_metric)m));
+    size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         const cal_cell *sc = &d->cells[idx[i]];
-        c->completed += sc->sum.completed;
-        c->failed += sc->sum.failed;
-        c->duration_s += sc->sum.duration;
+        total += (size_t)sc->n_requests;
+        if (sc->req_first + (size_t)sc->n_requests <= d->n_reqs)
+            for (int64_t j = 0; j < sc->n_requests; j++) {
+                const cal_req_result *q = &d->reqs[sc->req_first + (size_t)j];
+                if (q->chunk_ns && q->n_chunks > 1) total += (size_t)q->n_chunks;
+            }
     }
-    pool pl[CAL_S__N];
-    memset(pl, 0, sizeof pl);
+    if (total < n) total = n;
+    if (total > MAX_ITL_PER_CELL) total = MAX_ITL_PER_CELL;
+    double *x = malloc(total * sizeof *x);
+    if (!x) return CAL_ENOMEM;
     int e = CAL_OK;
-    for (size_t i = 0; i < n && !e; i++) e = pool_requests(d, &d->cells[idx[i]], pl);
-    for (int s = 0; s < CAL_S__N && !e; s++)
-        if (s != CAL_S_AGG_TOKS && pl[s].n) e = cal_cell_set_samples(c, (cal_series)s, pl[s].x, pl[s].n);
-    for (int s = 0; s < CAL_S__N; s++) free(pl[s].x);
-    if (e) return e;
-    if (n > 1) {   /* pooled percentiles replace the median of per-shot percentiles */
-        for (int m = 0; m < CAL_M__N; m++) {
-            const cal_metric_info *mi = cal_metric_get((cal_metric)m);
-            if (mi->series >= 0 && mi->series != CAL_S_AGG_TOKS && c->ns[mi->series]) c->v[m] = NAN;
+    for (int s = 0; s < CAL_S__N && !e; s++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            const cal_cell *sc = &d->cells[idx[i]];
+            if (s == CAL_S_AGG_TOKS) {
+                if (n > 1 && isfinite(sc->sum.output_throughput)) x[m++] = sc->sum.output_throughput;
+            } else m += cal_analysis_cell_values(d, sc, s, x + m, total - m);
         }
-        cal_cell_fill_from_samples(c);
+        if (m) e = cal_cell_set_samples(c, (cal_series)s, x, m);
     }
-    return CAL_OK;
+    free(x);
+    return e;
 }
 
 static const char *const CLOCK_PREF[] = {"gpu0_sm_mhz", "amdgpu0_sclk_mhz", "gpu_mhz", "cpu_mhz_mean"};
@@ -249,19 +161,13 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
         }
         json_decref(tj);
     }
-    json_t *vj = d->run.verdicts_json ? json_loads(d->run.verdicts_json, 0, NULL) : NULL;
-    if (json_is_array(vj)) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(vj, i, v) if (json_is_string(v)) cal_result_add_verdict(r, json_string_value(v));
-    }
-    json_decref(vj);
 
-    /* groups: same configuration and shot kind, in first-seen order */
+    /* the analysis's groups: per group the first shot it leaves out of the
+     * quote (its own cell), then the quoted shots pooled */
+    cal_analysis *an = NULL;
+    if ((e = cal_analysis_run(d, &an))) goto out;
+    for (size_t i = 0; i < an->n_verdicts; i++) cal_result_add_verdict(r, &an->verdicts[i]);
     size_t n = d->n_cells;
-    char *done = calloc(n ? n : 1, 1);
-    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
-    if (!done || !idx) { e = CAL_ENOMEM; goto out; }
     /* What the run swept decides how its cells are read: several
      * concurrencies make a concurrency curve, several prompt lengths a
      * prefill line, neither a shot series. */
@@ -282,31 +188,34 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     }
     for (size_t i = 0; i < n && !e; i++) {
         const cal_cell *ci = &d->cells[i];
-        if (same_workload(ci, &d->cells[ref])) {   /* every shot of it is a point on the shot chart */
-            cal_shot s = {
-                .index = ci->shot_index, .kind = ci->shot_kind,
-                .t_s = (double)(ci->start_ns - d->run.t0_mono_ns) / 1e9,
-                .dur_s = (double)(ci->end_ns - ci->start_ns) / 1e9,
-                .req_tok_s = ci->sum.per_request_output_throughput_median,
-                .agg_tok_s = ci->sum.output_throughput,
-                .prefill_tok_s = ci->sum.prefill_tps_median,
-                .decode_tok_s = ci->sum.decode_tps_median,
-                .ttft_ms = ci->sum.median_ttft_ms,
-                .clock_mhz = ci->sum.clock_mhz_mean, .power_w = ci->sum.power_w_mean,
-            };
-            if ((e = cal_result_add_shot(r, &s))) break;
+        if (cal_analysis_same_config(ci, &d->cells[ref])) {   /* every shot of it is a point on the shot chart */
+            cal_shot s;
+            cal_shot_init(&s);
+            s.index = ci->shot_index;
+            s.kind = ci->shot_kind;
+            s.t_s = (double)(ci->start_ns - d->run.t0_mono_ns) / 1e9;
+            s.dur_s = (double)(ci->end_ns - ci->start_ns) / 1e9;
+            for (int m = 0; m < CAL_M__N; m++) s.v[m] = cal_summary_get(&ci->sum, cal_metric_get((cal_metric)m));
+            e = cal_result_add_shot(r, &s);
         }
-        if (done[i] || ci->shot_kind == CAL_SHOT_WARMUP) continue;
-        size_t m = 0;
-        for (size_t j = i; j < n; j++)
-            if (!done[j] && same_config(ci, &d->cells[j])) { idx[m++] = j; done[j] = 1; }
+    }
+    for (size_t k = 0; k < an->n_groups && !e; k++) {
+        const cal_group *g = &an->groups[k];
+        const cal_cell *ci = &d->cells[g->cells[0]];
         cal_sweep sw = ci->kind == CAL_CELL_PROMPT_SWEEP ? CAL_SWEEP_PROMPT :
                        nconc > 1 ? CAL_SWEEP_CONCURRENCY : nprompt > 1 ? CAL_SWEEP_PROMPT :
                        ci->kind == CAL_CELL_RATE ? CAL_SWEEP_OTHER : CAL_SWEEP_SHOTS;
-        e = add_group(r, d, idx, m, warmup, api, sw);
-        if (!e && same_workload(ci, &d->cells[ref]) && r->shots_fp.concurrency <= 0)
+        if (g->first_excluded >= 0) {
+            size_t one = (size_t)g->first_excluded;
+            const cal_cell *fx = &d->cells[one];
+            e = add_cell(r, d, &one, 1, &fx->sum, fx->shot_kind, warmup, api, sw);
+        }
+        if (!e && g->n_quoted)
+            e = add_cell(r, d, g->quoted, g->n_quoted, &g->pooled, g->quoted_kind, warmup, api, sw);
+        if (!e && cal_analysis_same_config(ci, &d->cells[ref]) && r->shots_fp.concurrency <= 0 && r->n_cells)
             r->shots_fp = r->cells[r->n_cells - 1].fp;   /* the shots' workload */
     }
+    cal_analysis_free(&an);
     if (e) goto out;
     const char *clk = pick(d, CLOCK_PREF, 4, "MHz"), *pw = pick(d, POWER_PREF, 6, "W");
     for (size_t i = 0; i < d->n_tel && !e; i++) {
@@ -318,8 +227,6 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
         e = cal_result_add_tel(r, &pt);
     }
 out:
-    free(done);
-    free(idx);
     if (e) {
         cal_report_errf(err, errn, "run %lld: %s", (long long)d->run.id, cal_strerror(e));
         cal_result_free(&r);

@@ -154,7 +154,11 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
     size_t k = 0, m = 0;
     static const cal_shot_kind KINDS[] = {CAL_SHOT_COLD, CAL_SHOT_WARM, CAL_SHOT_RESTED,
                                           CAL_SHOT_WARMUP, CAL_SHOT_CONSECUTIVE, CAL_SHOT_UNKNOWN};
-    static const char *const KNAMES[] = {"cold", "warm", "rested", "warm-up (excluded)", "consecutive", "kind unknown"};
+    /* legend names: the kinds' own (fingerprint.h), warm-ups marked excluded */
+    char knames[sizeof KINDS / sizeof KINDS[0]][64];
+    for (size_t kk = 0; kk < sizeof KINDS / sizeof KINDS[0]; kk++)
+        snprintf(knames[kk], sizeof knames[kk], "%s%s", cal_shot_kind_name(KINDS[kk]),
+                 KINDS[kk] == CAL_SHOT_WARMUP ? " (excluded)" : "");
     for (size_t kk = 0; kk < sizeof KINDS / sizeof KINDS[0]; kk++) {
         size_t k0 = k, m0 = m;
         for (size_t i = 0; i < n; i++) {
@@ -176,7 +180,7 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
         if (k > k0 && p1.ns < SVG_MAX_SERIES)
             p1.s[p1.ns++] = (svg_series){NULL, sx + k0, sy + k0, k - k0, SVG_LINE, kind_color(KINDS[kk]), 0};
         if (p1.ns < SVG_MAX_SERIES)
-            p1.s[p1.ns++] = (svg_series){KNAMES[kk], mx + m0, my + m0, m - m0, SVG_POINTS, kind_color(KINDS[kk]), 0};
+            p1.s[p1.ns++] = (svg_series){knames[kk], mx + m0, my + m0, m - m0, SVG_POINTS, kind_color(KINDS[kk]), 0};
     }
     /* clock and power: the sampler's timeline when times line up, and the
      * mean over each shot */
@@ -184,8 +188,8 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
     for (size_t i = 0; i < n; i++) {
         const cal_shot *s = &r->shots[i];
         double x = timed ? s->t_s + (isfinite(s->dur_s) ? s->dur_s / 2 : 0) : (double)s->index;
-        if (isfinite(s->clock_mhz)) { cx[nc] = x; cy[nc++] = s->clock_mhz; }
-        if (isfinite(s->power_w)) { px[np] = x; py[np++] = s->power_w; }
+        if (isfinite(s->v[CAL_M_CLOCK_MHZ])) { cx[nc] = x; cy[nc++] = s->v[CAL_M_CLOCK_MHZ]; }
+        if (isfinite(s->v[CAL_M_POWER_W])) { px[np] = x; py[np++] = s->v[CAL_M_POWER_W]; }
     }
     if (timed && r->n_tel) {   /* clock and power sampled apart: each its own line */
         tx = malloc(2 * r->n_tel * sizeof *tx);
@@ -230,8 +234,8 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
             for (size_t i = 0; i < n; i++)
                 if (r->shots[i].kind == KINDS[kk]) { if (!lo) lo = r->shots[i].index; hi = r->shots[i].index; }
             if (!lo) continue;
-            if (hi > lo) used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d–%d", used ? ", " : "", KNAMES[kk], lo, hi);
-            else used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d", used ? ", " : "", KNAMES[kk], lo);
+            if (hi > lo) used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d–%d", used ? ", " : "", knames[kk], lo, hi);
+            else used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s %d", used ? ", " : "", knames[kk], lo);
         }
         size_t l = (size_t)snprintf(proto, sizeof proto, "shots %s · ", kinds);
         cal_report_describe_except(sfp, SKIP(CAL_FPF_SHOT_KIND) | SKIP(CAL_FPF_SHOT_RANGE), proto + l, sizeof proto - l);
@@ -430,12 +434,11 @@ static const cal_metric TCOLS[] = {
 };
 #define N_TCOLS (sizeof TCOLS / sizeof TCOLS[0])
 
-static int num_td(cal_buf *b, double v)
+/* A number at its field's decimals (the schema's, as every table). */
+static int num_td(cal_buf *b, double v, const cal_field *f)
 {
     if (!isfinite(v)) return cal_buf_puts(b, "<td>—</td>");
-    if (fabs(v) >= 100) return cal_buf_printf(b, "<td>%.0f</td>", v);
-    if (fabs(v) >= 10) return cal_buf_printf(b, "<td>%.1f</td>", v);
-    return cal_buf_printf(b, "<td>%.2f</td>", v);
+    return cal_buf_printf(b, "<td>%.*f</td>", f->decimals, v);
 }
 
 /* Which fingerprint fields differ between the cells of one table. */
@@ -497,7 +500,7 @@ static int tables(cal_buf *b, const cal_result *r)
         TRYR(cal_buf_puts(b, "</caption>\n<tr><th class=\"p\">cell</th>"));
         for (size_t m = 0; m < N_TCOLS; m++) {
             if (!show[m]) continue;
-            const cal_metric_info *mi = cal_metric_get(TCOLS[m]);
+            const cal_field *mi = cal_metric_get(TCOLS[m]);
             TRYR(cal_buf_puts(b, "<th>"));
             TRYR(svg_esc(b, mi->label));
             if (!strstr(mi->label, mi->unit)) TRYR(cal_buf_printf(b, " %s", mi->unit));
@@ -512,8 +515,10 @@ static int tables(cal_buf *b, const cal_result *r)
             TRYR(cal_buf_puts(b, "<tr><td class=\"p\">"));
             TRYR(svg_esc(b, d));
             TRYR(cal_buf_puts(b, "</td>"));
-            for (size_t m = 0; m < N_TCOLS; m++) if (show[m]) TRYR(num_td(b, c->v[TCOLS[m]]));
-            if (c->completed >= 0) TRYR(cal_buf_printf(b, "<td>%ld / %ld</td></tr>\n", c->completed, c->failed < 0 ? 0 : c->failed));
+            for (size_t m = 0; m < N_TCOLS; m++) if (show[m]) TRYR(num_td(b, c->v[TCOLS[m]], cal_metric_get(TCOLS[m])));
+            if (isfinite(c->v[CAL_M_COMPLETED]))
+                TRYR(cal_buf_printf(b, "<td>%.0f / %.0f</td></tr>\n", c->v[CAL_M_COMPLETED],
+                                    isfinite(c->v[CAL_M_FAILED]) ? c->v[CAL_M_FAILED] : 0));
             else TRYR(cal_buf_puts(b, "<td>—</td></tr>\n"));
         }
         TRYR(cal_buf_puts(b, "</table></div>\n"));
@@ -541,14 +546,16 @@ int cal_report_write_html(const cal_result *const *res, size_t n, cal_buf *out)
 
     TRY(cal_buf_puts(out, "<section class=\"verdicts\" id=\"verdicts\">\n<h2>Verdicts</h2>\n"));
     for (size_t i = 0; i < n; i++) {
-        char v[32][256];
-        size_t nv = cal_report_verdicts(res[i], v, 32);
+        cal_verdict v[CAL_RES_MAX_VERDICTS + 4];
+        size_t nv = cal_report_verdicts(res[i], v, CAL_RES_MAX_VERDICTS + 4);
         if (n > 1) { TRY(cal_buf_puts(out, "<h3>")); TRY(svg_esc(out, res[i]->label)); TRY(cal_buf_puts(out, "</h3>\n")); }
         TRY(cal_buf_puts(out, "<ul>\n"));
         if (!nv) TRY(cal_buf_puts(out, "<li>no verdicts: nothing to judge in this run</li>\n"));
         for (size_t k = 0; k < nv; k++) {
-            TRY(cal_buf_puts(out, "<li>"));
-            TRY(svg_esc(out, v[k]));
+            char line[700];
+            TRY(cal_buf_printf(out, "<li data-kind=\"%s\"%s>", cal_verdict_kind_name(v[k].kind),
+                               v[k].judged ? "" : " data-judged=\"false\""));
+            TRY(svg_esc(out, cal_verdict_line(&v[k], line, sizeof line)));
             TRY(cal_buf_puts(out, "</li>\n"));
         }
         TRY(cal_buf_puts(out, "</ul>\n"));

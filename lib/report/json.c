@@ -6,24 +6,16 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "report_internal.h"
 
 #define FORMAT_NAME "caliper-result"
-
-const char *cal_report_shot_key(cal_shot_kind k)
-{
-    switch (k) {
-    case CAL_SHOT_COLD:        return "cold";
-    case CAL_SHOT_WARM:        return "warm";
-    case CAL_SHOT_RESTED:      return "rested";
-    case CAL_SHOT_WARMUP:      return "warmup";
-    case CAL_SHOT_CONSECUTIVE: return "consecutive";
-    default:                   return "unknown";
-    }
-}
+/* 2: one schema: every cell and shot number under its schema key (schema.h),
+ *    verdicts as objects. 1: the report's own keys, read through LEGACY. */
+#define FORMAT_VERSION 2
 
 void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
 {
@@ -51,7 +43,7 @@ static json_t *fp_to_json(const cal_fingerprint *fp)
 {
     json_t *o = json_object();
     if (!o) return NULL;
-    json_object_set_new(o, "shot_kind", json_string(cal_report_shot_key(fp->shot_kind)));
+    json_object_set_new(o, "shot_kind", json_string(cal_shot_kind_key(fp->shot_kind)));
     if (fp->shot_first > 0) {
         json_object_set_new(o, "shot_first", json_integer(fp->shot_first));
         json_object_set_new(o, "shot_last", json_integer(fp->shot_last));
@@ -73,6 +65,45 @@ static json_t *fp_to_json(const cal_fingerprint *fp)
     return o;
 }
 
+/* Every present field under its schema key; counts as integers. */
+static json_t *metrics_to_json(const double *v)
+{
+    json_t *m = json_object();
+    for (int k = 0; m && k < CAL_M__N; k++) {
+        const cal_field *f = cal_metric_get((cal_metric)k);
+        if (!isfinite(v[k])) continue;
+        json_object_set_new(m, f->name, f->type == CAL_FIELD_INT ? json_integer((json_int_t)v[k])
+                                                                 : json_real(v[k]));
+    }
+    return m;
+}
+
+/* Format 1 spelled five numbers its own way; read them under their
+ * schema keys. Only for files written before the one schema. */
+static const struct { const char *key; cal_metric m; } LEGACY[] = {
+    {"median_request_tok_s", CAL_M_REQ_TOKS}, {"prefill_tok_s", CAL_M_PREFILL_TOKS},
+    {"decode_tok_s", CAL_M_DECODE_TOKS}, {"clock_mhz", CAL_M_CLOCK_MHZ},
+    {"power_w", CAL_M_POWER_W}, {"request_tok_s", CAL_M_REQ_TOKS},
+    {"ttft_ms", CAL_M_TTFT_P50}, {"completed", CAL_M_COMPLETED}, {"failed", CAL_M_FAILED},
+    {"duration_s", CAL_M_DURATION},
+};
+
+/* Numbers of a cell or shot: the schema keys of m (format 2), or the
+ * legacy keys of o itself (format 1). */
+static void metrics_from_json(const json_t *m, const json_t *o, int version, double *v)
+{
+    for (int k = 0; k < CAL_M__N; k++) {
+        double x = cal_report_jnum(m, cal_metric_get((cal_metric)k)->name);
+        v[k] = isfinite(x) ? x : NAN;
+    }
+    if (version >= 2) return;
+    for (size_t i = 0; i < sizeof LEGACY / sizeof LEGACY[0]; i++) {
+        double x = cal_report_jnum(m, LEGACY[i].key);
+        if (!isfinite(x)) x = cal_report_jnum(o, LEGACY[i].key);
+        if (isfinite(x) && isnan(v[LEGACY[i].m])) v[LEGACY[i].m] = x;
+    }
+}
+
 static json_t *doubles(const double *x, size_t n)
 {
     json_t *a = json_array();
@@ -85,7 +116,7 @@ static json_t *result_to_json(const cal_result *r)
     json_t *o = json_object();
     if (!o) return NULL;
     json_object_set_new(o, "format", json_string(FORMAT_NAME));
-    json_object_set_new(o, "format_version", json_integer(1));
+    json_object_set_new(o, "format_version", json_integer(FORMAT_VERSION));
     json_object_set_new(o, "id", json_string(r->id));
     json_object_set_new(o, "label", json_string(r->label));
     json_t *t = json_object();
@@ -98,9 +129,10 @@ static json_t *result_to_json(const cal_result *r)
     json_object_set_new(o, "build", json_string(r->build));
     json_object_set_new(o, "telemetry", json_string(r->telemetry));
     json_object_set_new(o, "created_unix", json_integer(r->created_unix));
-    json_t *v = json_array();
-    for (size_t i = 0; i < r->n_verdicts; i++) json_array_append_new(v, json_string(r->verdicts[i]));
-    json_object_set_new(o, "verdicts", v);
+    char *vj = cal_verdicts_json(r->verdicts, r->n_verdicts);
+    json_t *v = vj ? json_loads(vj, 0, NULL) : NULL;
+    free(vj);
+    json_object_set_new(o, "verdicts", v ? v : json_array());
 
     json_t *cells = json_array();
     for (size_t i = 0; i < r->n_cells; i++) {
@@ -108,12 +140,7 @@ static json_t *result_to_json(const cal_result *r)
         json_t *co = json_object();
         json_object_set_new(co, "sweep", json_string(cal_sweep_name(c->sweep)));
         json_object_set_new(co, "fingerprint", fp_to_json(&c->fp));
-        if (c->completed >= 0) json_object_set_new(co, "completed", json_integer(c->completed));
-        if (c->failed >= 0) json_object_set_new(co, "failed", json_integer(c->failed));
-        set_num(co, "duration_s", c->duration_s);
-        json_t *m = json_object();
-        for (int k = 0; k < CAL_M__N; k++) set_num(m, cal_metric_get((cal_metric)k)->key, c->v[k]);
-        json_object_set_new(co, "metrics", m);
+        json_object_set_new(co, "metrics", metrics_to_json(c->v));
         json_t *s = json_object();
         for (int k = 0; k < CAL_S__N; k++)
             if (c->ns[k]) json_object_set_new(s, cal_series_key((cal_series)k), doubles(c->s[k], c->ns[k]));
@@ -127,16 +154,10 @@ static json_t *result_to_json(const cal_result *r)
         const cal_shot *s = &r->shots[i];
         json_t *so = json_object();
         json_object_set_new(so, "index", json_integer(s->index));
-        json_object_set_new(so, "kind", json_string(cal_report_shot_key(s->kind)));
+        json_object_set_new(so, "kind", json_string(cal_shot_kind_key(s->kind)));
         set_num(so, "t_s", s->t_s);
         set_num(so, "dur_s", s->dur_s);
-        set_num(so, "request_tok_s", s->req_tok_s);
-        set_num(so, "output_throughput", s->agg_tok_s);
-        set_num(so, "prefill_tok_s", s->prefill_tok_s);
-        set_num(so, "decode_tok_s", s->decode_tok_s);
-        set_num(so, "ttft_ms", s->ttft_ms);
-        set_num(so, "clock_mhz", s->clock_mhz);
-        set_num(so, "power_w", s->power_w);
+        json_object_set_new(so, "metrics", metrics_to_json(s->v));
         json_array_append_new(shots, so);
     }
     json_object_set_new(o, "shots", shots);
@@ -256,13 +277,6 @@ static int fp_from_json(const json_t *o, cal_fingerprint *fp, char *err, size_t 
     return CAL_OK;
 }
 
-static int sweep_parse(const char *s, cal_sweep *out)
-{
-    static const char *const N[] = {"shots", "concurrency", "prompt", "other"};
-    for (int i = 0; i < 4; i++) if (!strcmp(s, N[i])) { *out = (cal_sweep)i; return CAL_OK; }
-    return CAL_EINVAL;
-}
-
 static int own_from_json(const json_t *root, const char *name, cal_result **out,
                          char *err, size_t errn)
 {
@@ -282,10 +296,16 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
     r->created_unix = cal_report_i64(cal_report_jnum(root, "created_unix"), 0, 1e13, 0);
     if (!r->label[0]) snprintf(r->label, sizeof r->label, "%s", r->target_name[0] ? r->target_name : name ? name : "result");
     if (!r->id[0] && name) snprintf(r->id, sizeof r->id, "%s", name);
+    int version = (int)cal_report_jint(root, "format_version", 1, 1000, 1);
     size_t i;
     const json_t *v;
-    json_array_foreach(json_object_get(root, "verdicts"), i, v)
-        if (json_is_string(v)) cal_result_add_verdict(r, json_string_value(v));
+    const json_t *vjs = json_object_get(root, "verdicts");
+    char *vj = vjs ? json_dumps(vjs, JSON_COMPACT) : NULL;
+    cal_verdict *vs = malloc(CAL_RES_MAX_VERDICTS * sizeof *vs);
+    size_t nv = vj && vs ? cal_verdicts_from_json(vj, vs, CAL_RES_MAX_VERDICTS) : 0;
+    for (size_t k = 0; k < nv; k++) cal_result_add_verdict(r, &vs[k]);
+    free(vs);
+    free(vj);
 
     const json_t *cells = json_object_get(root, "cells");
     if (!json_is_array(cells)) {
@@ -295,7 +315,7 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
     json_array_foreach(cells, i, v) {
         cal_sweep sw = CAL_SWEEP_OTHER;
         const json_t *swj = json_object_get(v, "sweep");
-        if (json_is_string(swj) && sweep_parse(json_string_value(swj), &sw)) {
+        if (json_is_string(swj) && cal_sweep_parse(json_string_value(swj), &sw)) {
             cal_report_errf(err, errn, "cells[%zu]: \"sweep\": \"%s\" is not shots, concurrency, prompt or other",
                             i, json_string_value(swj));
             e = CAL_EPROTO; goto fail;
@@ -303,33 +323,21 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
         cal_rcell *c = cal_result_add_cell(r, sw);
         if (!c) { e = CAL_ENOMEM; goto fail; }
         if ((e = fp_from_json(json_object_get(v, "fingerprint"), &c->fp, err, errn))) goto fail;
-        c->completed = cal_report_jint(v, "completed", -1, 1L << 50, -1);
-        c->failed = cal_report_jint(v, "failed", -1, 1L << 50, -1);
-        c->duration_s = cal_report_jnum(v, "duration_s");
-        const json_t *m = json_object_get(v, "metrics");
-        for (int k = 0; k < CAL_M__N; k++) {
-            double x = cal_report_jnum(m, cal_metric_get((cal_metric)k)->key);
-            c->v[k] = isfinite(x) ? x : NAN;
-        }
+        metrics_from_json(json_object_get(v, "metrics"), v, version, c->v);
         const json_t *s = json_object_get(v, "samples");
         for (int k = 0; k < CAL_S__N; k++)
             if ((e = cal_report_jseries(c, (cal_series)k, json_object_get(s, cal_series_key((cal_series)k))))) goto fail;
     }
     json_array_foreach(json_object_get(root, "shots"), i, v) {
         cal_shot s;
+        cal_shot_init(&s);
         s.index = (int)cal_report_jint(v, "index", 0, 1 << 30, 0);
         if (cal_shot_kind_parse(json_is_string(json_object_get(v, "kind")) ?
                                 json_string_value(json_object_get(v, "kind")) : "unknown", &s.kind))
             s.kind = CAL_SHOT_UNKNOWN;
         s.t_s = cal_report_jnum(v, "t_s");
         s.dur_s = cal_report_jnum(v, "dur_s");
-        s.req_tok_s = cal_report_jnum(v, "request_tok_s");
-        s.agg_tok_s = cal_report_jnum(v, "output_throughput");
-        s.prefill_tok_s = cal_report_jnum(v, "prefill_tok_s");
-        s.decode_tok_s = cal_report_jnum(v, "decode_tok_s");
-        s.ttft_ms = cal_report_jnum(v, "ttft_ms");
-        s.clock_mhz = cal_report_jnum(v, "clock_mhz");
-        s.power_w = cal_report_jnum(v, "power_w");
+        metrics_from_json(version >= 2 ? json_object_get(v, "metrics") : v, v, version, s.v);
         if ((e = cal_result_add_shot(r, &s))) goto fail;
     }
     if (json_is_object(json_object_get(root, "shots_fingerprint")) &&

@@ -8,8 +8,6 @@
 #include "caliper/buf.h"
 #include "caliper/report.h"
 
-/* "cold", "warm", "rested", "warmup", "consecutive", "unknown". */
-const char *cal_report_shot_key(cal_shot_kind k);
 void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Parse text as a JSON object; message into err on failure. */
@@ -59,6 +57,9 @@ unsigned cal_report_varying(const cal_result *r, cal_sweep sw);
 void cal_report_row_name(const cal_fingerprint *fp, unsigned vary, char *buf, size_t n);
 void cal_report_describe_except(const cal_fingerprint *fp, unsigned skip, char *buf, size_t n);
 
+/* Escape s for Markdown text (markup characters backslash-escaped, HTML as
+ * entities, line breaks as spaces). */
+int cal_report_md_esc(cal_buf *b, const char *s);
 /* Escape s for HTML text and attributes. */
 int cal_report_html_esc(cal_buf *b, const char *s);
 #endif

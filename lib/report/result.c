@@ -1,5 +1,6 @@
-/* caliper — the result model compare and report read: the one metric table,
- * cells with their samples, and building a result up piece by piece.
+/* caliper — the result model compare and report read: cells with the one
+ * schema's fields (schema.h) and their samples, shots, verdicts as data, and
+ * building a result up piece by piece.
  * Every array here is owned by its result and freed by cal_result_free. */
 #include <math.h>
 #include <stdio.h>
@@ -9,62 +10,21 @@
 #include "caliper/report.h"
 #include "caliper/stats.h"
 
-/* The one schema: table labels, JSON/CSV keys (vLLM's names where the
- * meaning is the same), units, columns and the statistic behind each. */
-static const cal_metric_info METRICS[CAL_M__N] = {
-    [CAL_M_AGG_TOKS]     = {"output_throughput", "aggregate tok/s", "tok/s", CAL_COL_AGGREGATE, 1, CAL_S_AGG_TOKS, 50},
-    [CAL_M_REQ_TOKS]     = {"median_request_tok_s", "per-request tok/s (median)", "tok/s", CAL_COL_PER_REQUEST, 1, CAL_S_REQ_TOKS, 50},
-    [CAL_M_PREFILL_TOKS] = {"prefill_tok_s", "prefill tok/s", "tok/s", CAL_COL_PER_REQUEST, 1, CAL_S_PREFILL_TOKS, 50},
-    [CAL_M_DECODE_TOKS]  = {"decode_tok_s", "decode tok/s", "tok/s", CAL_COL_PER_REQUEST, 1, CAL_S_DECODE_TOKS, 50},
-    [CAL_M_TTFT_P50]     = {"median_ttft_ms", "TTFT p50", "ms", CAL_COL_PER_REQUEST, 0, CAL_S_TTFT_MS, 50},
-    [CAL_M_TTFT_P95]     = {"p95_ttft_ms", "TTFT p95", "ms", CAL_COL_PER_REQUEST, 0, CAL_S_TTFT_MS, 95},
-    [CAL_M_TTFT_P99]     = {"p99_ttft_ms", "TTFT p99", "ms", CAL_COL_PER_REQUEST, 0, CAL_S_TTFT_MS, 99},
-    [CAL_M_ITL_P50]      = {"median_itl_ms", "ITL p50", "ms", CAL_COL_PER_REQUEST, 0, CAL_S_ITL_MS, 50},
-    [CAL_M_ITL_P99]      = {"p99_itl_ms", "ITL p99", "ms", CAL_COL_PER_REQUEST, 0, CAL_S_ITL_MS, 99},
-    [CAL_M_TPOT_P50]     = {"median_tpot_ms", "TPOT p50", "ms", CAL_COL_PER_REQUEST, 0, CAL_S_TPOT_MS, 50},
-    [CAL_M_E2E_P50]      = {"median_e2el_ms", "E2E p50", "ms", CAL_COL_PER_REQUEST, 0, CAL_S_E2E_MS, 50},
-    [CAL_M_E2E_P99]      = {"p99_e2el_ms", "E2E p99", "ms", CAL_COL_PER_REQUEST, 0, CAL_S_E2E_MS, 99},
-    [CAL_M_CLOCK_MHZ]    = {"clock_mhz", "clock MHz", "MHz", CAL_COL_AGGREGATE, -1, -1, 50},
-    [CAL_M_POWER_W]      = {"power_w", "power W", "W", CAL_COL_AGGREGATE, -1, -1, 50},
+static const char *const SWEEP_NAMES[] = {
+    [CAL_SWEEP_SHOTS] = "shots", [CAL_SWEEP_CONCURRENCY] = "concurrency",
+    [CAL_SWEEP_PROMPT] = "prompt", [CAL_SWEEP_OTHER] = "other",
 };
-
-static const char *const SERIES_KEYS[CAL_S__N] = {
-    "output_throughput", "request_tok_s", "prefill_tok_s", "decode_tok_s",
-    "ttft_ms", "itl_ms", "tpot_ms", "e2el_ms",
-};
-
-const cal_metric_info *cal_metric_get(cal_metric m)
-{
-    return &METRICS[(unsigned)m < CAL_M__N ? m : 0];
-}
-
-int cal_metric_find(const char *key)
-{
-    for (int i = 0; key && i < CAL_M__N; i++)
-        if (!strcmp(METRICS[i].key, key)) return i;
-    return -1;
-}
-
-const char *cal_series_key(cal_series s)
-{
-    return (unsigned)s < CAL_S__N ? SERIES_KEYS[s] : "?";
-}
-
-int cal_series_find(const char *key)
-{
-    for (int i = 0; key && i < CAL_S__N; i++)
-        if (!strcmp(SERIES_KEYS[i], key)) return i;
-    return -1;
-}
 
 const char *cal_sweep_name(cal_sweep s)
 {
-    switch (s) {
-    case CAL_SWEEP_SHOTS:       return "shots";
-    case CAL_SWEEP_CONCURRENCY: return "concurrency";
-    case CAL_SWEEP_PROMPT:      return "prompt";
-    default:                    return "other";
-    }
+    return SWEEP_NAMES[(unsigned)s <= CAL_SWEEP_OTHER ? s : CAL_SWEEP_OTHER];
+}
+
+int cal_sweep_parse(const char *s, cal_sweep *out)
+{
+    for (int i = 0; s && i <= CAL_SWEEP_OTHER; i++)
+        if (!strcmp(s, SWEEP_NAMES[i])) { *out = (cal_sweep)i; return CAL_OK; }
+    return CAL_EINVAL;
 }
 
 cal_result *cal_result_new(void)
@@ -116,8 +76,6 @@ cal_rcell *cal_result_add_cell(cal_result *r, cal_sweep sweep)
     c->sweep = sweep;
     cal_fp_init(&c->fp);
     for (int m = 0; m < CAL_M__N; m++) c->v[m] = NAN;
-    c->completed = c->failed = -1;
-    c->duration_s = NAN;
     return c;
 }
 
@@ -137,11 +95,27 @@ int cal_result_add_tel(cal_result *r, const cal_tel_point *p)
     return CAL_OK;
 }
 
-int cal_result_add_verdict(cal_result *r, const char *text)
+void cal_shot_init(cal_shot *s)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = CAL_SHOT_UNKNOWN;
+    s->t_s = s->dur_s = NAN;
+    for (int m = 0; m < CAL_M__N; m++) s->v[m] = NAN;
+}
+
+int cal_result_add_verdict(cal_result *r, const cal_verdict *v)
 {
     if (r->n_verdicts >= CAL_RES_MAX_VERDICTS) return CAL_EFULL;
-    snprintf(r->verdicts[r->n_verdicts++], sizeof r->verdicts[0], "%s", text);
+    r->verdicts[r->n_verdicts++] = *v;
     return CAL_OK;
+}
+
+int cal_result_add_note(cal_result *r, const char *text)
+{
+    cal_verdict v;
+    cal_verdict_init(&v, CAL_VK_NOTE);
+    snprintf(v.text, sizeof v.text, "%s", text);
+    return cal_result_add_verdict(r, &v);
 }
 
 int cal_cell_set_samples(cal_rcell *c, cal_series s, const double *x, size_t n)
@@ -162,15 +136,22 @@ int cal_cell_set_samples(cal_rcell *c, cal_series s, const double *x, size_t n)
 
 void cal_cell_fill_from_samples(cal_rcell *c)
 {
+    /* only statistics over the requests: a rate is not a statistic of its
+     * per-shot samples */
     for (int m = 0; m < CAL_M__N; m++) {
-        const cal_metric_info *mi = &METRICS[m];
-        if (!isnan(c->v[m]) || mi->series < 0) continue;
-        size_t n = c->ns[mi->series];
+        const cal_field *f = cal_metric_get((cal_metric)m);
+        if (!isnan(c->v[m]) || f->series < 0 || f->pool != CAL_POOL_REQUESTS) continue;
+        size_t n = c->ns[f->series];
         if (!n) continue;
+        const double *x = c->s[f->series];
+        if (f->stat == CAL_STAT_MEAN) { c->v[m] = cal_stats_mean(x, n); continue; }
+        if (f->stat == CAL_STAT_SD) { c->v[m] = cal_stats_sd(x, n); continue; }
+        double pct = cal_stat_pct(f->stat);
+        if (isnan(pct)) continue;
         double *tmp = malloc(n * sizeof *tmp);
         if (!tmp) return;
-        memcpy(tmp, c->s[mi->series], n * sizeof *tmp);
-        c->v[m] = cal_stats_percentile(tmp, n, mi->pct);
+        memcpy(tmp, x, n * sizeof *tmp);
+        c->v[m] = cal_stats_percentile(tmp, n, pct);
         free(tmp);
     }
 }

@@ -3,23 +3,14 @@
  * (Markdown) or an empty field (CSV), never 0. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "report_internal.h"
 
 #define TRY(x) do { int e_ = (x); if (e_) return e_; } while (0)
-
-static int csv_field(cal_buf *b, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) return cal_buf_puts(b, s);
-    TRY(cal_buf_puts(b, "\""));
-    for (const char *p = s; *p; p++) {
-        if (*p == '"') TRY(cal_buf_puts(b, "\"\""));
-        else TRY(cal_buf_append(b, p, 1));
-    }
-    return cal_buf_puts(b, "\"");
-}
 
 static const cal_fp_field CSV_FP[] = {
     CAL_FPF_SHOT_KIND, CAL_FPF_SHOT_RANGE, CAL_FPF_REST, CAL_FPF_WARMUP,
@@ -28,57 +19,91 @@ static const cal_fp_field CSV_FP[] = {
 };
 #define N_CSV_FP (sizeof CSV_FP / sizeof CSV_FP[0])
 
+/* One row per cell through the one CSV writer (csv.h, RFC 4180): who,
+ * the fingerprint, then every schema field under its key. */
 int cal_report_write_csv(const cal_result *const *res, size_t n, cal_buf *out)
 {
-    TRY(cal_buf_puts(out, "run,label,target,sweep"));
+    cal_csv_writer w;
+    char t[64];
+    cal_csv_writer_buf(&w, out);
+    cal_csv_put(&w, "run");
+    cal_csv_put(&w, "label");
+    cal_csv_put(&w, "target");
+    cal_csv_put(&w, "sweep");
     for (size_t f = 0; f < N_CSV_FP; f++) {
         char h[64];
-        snprintf(h, sizeof h, ",%s", cal_fp_field_name(CSV_FP[f]));
+        snprintf(h, sizeof h, "%s", cal_fp_field_name(CSV_FP[f]));
         for (char *p = h; *p; p++) if (*p == ' ' || *p == '-') *p = '_';
-        TRY(cal_buf_puts(out, h));
+        cal_csv_put(&w, h);
     }
-    TRY(cal_buf_puts(out, ",completed,failed,duration_s"));
-    for (int m = 0; m < CAL_M__N; m++)
-        TRY(cal_buf_printf(out, ",%s", cal_metric_get((cal_metric)m)->key));
-    TRY(cal_buf_puts(out, "\n"));
+    for (int m = 0; m < CAL_M__N; m++) cal_csv_put(&w, cal_metric_get((cal_metric)m)->name);
+    cal_csv_end_row(&w);
     for (size_t i = 0; i < n; i++) {
         const cal_result *r = res[i];
         for (size_t k = 0; k < r->n_cells; k++) {
             const cal_rcell *c = &r->cells[k];
-            TRY(csv_field(out, r->id));
-            TRY(cal_buf_puts(out, ","));
-            TRY(csv_field(out, r->label));
-            TRY(cal_buf_puts(out, ","));
-            TRY(csv_field(out, r->target_name));
-            TRY(cal_buf_printf(out, ",%s", cal_sweep_name(c->sweep)));
+            cal_csv_put(&w, r->id);
+            cal_csv_put(&w, r->label);
+            cal_csv_put(&w, r->target_name);
+            cal_csv_put(&w, cal_sweep_name(c->sweep));
             for (size_t f = 0; f < N_CSV_FP; f++) {
                 char v[CAL_FP_STR];
-                cal_fp_field_value(&c->fp, CSV_FP[f], v, sizeof v);
-                TRY(cal_buf_puts(out, ","));
-                TRY(csv_field(out, v));
+                cal_csv_put(&w, cal_fp_field_value(&c->fp, CSV_FP[f], v, sizeof v));
             }
-            TRY(cal_buf_puts(out, ","));
-            if (c->completed >= 0) TRY(cal_buf_printf(out, "%ld", c->completed));
-            TRY(cal_buf_puts(out, ","));
-            if (c->failed >= 0) TRY(cal_buf_printf(out, "%ld", c->failed));
-            TRY(cal_buf_puts(out, ","));
-            if (isfinite(c->duration_s)) TRY(cal_buf_printf(out, "%.6g", c->duration_s));
             for (int m = 0; m < CAL_M__N; m++) {
-                TRY(cal_buf_puts(out, ","));
-                if (isfinite(c->v[m])) TRY(cal_buf_printf(out, "%.6g", c->v[m]));
+                const cal_field *f = cal_metric_get((cal_metric)m);
+                if (!isfinite(c->v[m])) cal_csv_put(&w, "");   /* absent: empty, never 0 */
+                else if (f->type == CAL_FIELD_INT) cal_csv_put_int(&w, (long long)c->v[m]);
+                else {
+                    snprintf(t, sizeof t, "%.*f", f->decimals + 3, c->v[m]);
+                    cal_csv_put(&w, t);
+                }
             }
-            TRY(cal_buf_puts(out, "\n"));
+            cal_csv_end_row(&w);
+        }
+    }
+    return w.err;
+}
+
+/* A number at its field's decimals (the schema's, as every table). */
+static int md_num(cal_buf *b, double v, const cal_field *f)
+{
+    if (!isfinite(v)) return cal_buf_puts(b, " — |");
+    return cal_buf_printf(b, " %.*f |", f->decimals, v);
+}
+
+/* Text from a run (labels, target names, a server's error body inside a
+ * verdict) as Markdown that renders as that text: the characters Markdown
+ * reads as markup are backslash-escaped ('(' and '!' need not be: they
+ * only act after an escaped ']' or before an escaped '['), and HTML (which
+ * Markdown passes through) is written as entities, so `<img onerror=…>`
+ * stays text. */
+int cal_report_md_esc(cal_buf *b, const char *s)
+{
+    for (const char *p = s ? s : ""; *p; p++) {
+        switch (*p) {
+        case '&': TRY(cal_buf_puts(b, "&amp;")); break;
+        case '<': TRY(cal_buf_puts(b, "&lt;")); break;
+        case '>': TRY(cal_buf_puts(b, "&gt;")); break;
+        case '"': TRY(cal_buf_puts(b, "&quot;")); break;
+        case '\n': case '\r': TRY(cal_buf_puts(b, " ")); break;
+        case '\\': case '`': case '*': case '_': case '[': case ']': case '|': case '~':
+        case '#':
+            TRY(cal_buf_append(b, "\\", 1));
+            TRY(cal_buf_append(b, p, 1));
+            break;
+        default: TRY(cal_buf_append(b, p, 1)); break;
         }
     }
     return CAL_OK;
 }
 
-static int md_num(cal_buf *b, double v)
+/* "- key: " then the escaped text, then "\n". */
+static int md_item(cal_buf *b, const char *key, const char *text)
 {
-    if (!isfinite(v)) return cal_buf_puts(b, " — |");
-    if (fabs(v) >= 100) return cal_buf_printf(b, " %.0f |", v);
-    if (fabs(v) >= 10) return cal_buf_printf(b, " %.1f |", v);
-    return cal_buf_printf(b, " %.2f |", v);
+    TRY(cal_buf_printf(b, "- %s", key));
+    TRY(cal_report_md_esc(b, text));
+    return cal_buf_puts(b, "\n");
 }
 
 static const cal_metric MD_COLS[] = {
@@ -92,21 +117,30 @@ int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
 {
     for (size_t i = 0; i < n; i++) {
         const cal_result *r = res[i];
-        TRY(cal_buf_printf(out, "%s# %s\n\n", i ? "\n" : "", r->label));
-        TRY(cal_buf_printf(out, "- target: %s%s%s%s%s\n", r->target_name,
-                           r->target_version[0] ? " " : "", r->target_version,
-                           r->target_url[0] ? " · " : "", r->target_url));
-        if (r->host[0]) TRY(cal_buf_printf(out, "- host: %s\n", r->host));
-        if (r->probe[0]) TRY(cal_buf_printf(out, "- probe: %s\n", r->probe));
-        if (r->build[0]) TRY(cal_buf_printf(out, "- build: %s\n", r->build));
-        TRY(cal_buf_printf(out, "- telemetry: %s\n\n", r->telemetry[0] ? r->telemetry : "none"));
-        char v[32][256];
-        size_t nv = cal_report_verdicts(r, v, 32);
-        if (nv) {
-            TRY(cal_buf_puts(out, "## Verdicts\n\n"));
-            for (size_t k = 0; k < nv; k++) TRY(cal_buf_printf(out, "- %s\n", v[k]));
-            TRY(cal_buf_puts(out, "\n"));
+        TRY(cal_buf_puts(out, i ? "\n# " : "# "));
+        TRY(cal_report_md_esc(out, r->label));
+        TRY(cal_buf_puts(out, "\n\n"));
+        char tgt[4 * CAL_RES_STR];
+        snprintf(tgt, sizeof tgt, "%s%s%s%s%s", r->target_name, r->target_version[0] ? " " : "",
+                 r->target_version, r->target_url[0] ? " · " : "", r->target_url);
+        TRY(md_item(out, "target: ", tgt));
+        if (r->host[0]) TRY(md_item(out, "host: ", r->host));
+        if (r->probe[0]) TRY(md_item(out, "probe: ", r->probe));
+        if (r->build[0]) TRY(md_item(out, "build: ", r->build));
+        TRY(md_item(out, "telemetry: ", r->telemetry[0] ? r->telemetry : "none"));
+        TRY(cal_buf_puts(out, "\n"));
+        cal_verdict *v = malloc((CAL_RES_MAX_VERDICTS + 4) * sizeof *v);
+        if (!v) return CAL_ENOMEM;
+        size_t nv = cal_report_verdicts(r, v, CAL_RES_MAX_VERDICTS + 4);
+        int e = CAL_OK;
+        if (nv) e = cal_buf_puts(out, "## Verdicts\n\n");
+        for (size_t k = 0; k < nv && !e; k++) {
+            char line[700];
+            e = md_item(out, "", cal_verdict_line(&v[k], line, sizeof line));
         }
+        free(v);
+        if (!e && nv) e = cal_buf_puts(out, "\n");
+        if (e) return e;
         for (int sw = 0; sw <= CAL_SWEEP_OTHER; sw++) {
             int any = 0;
             for (size_t k = 0; k < r->n_cells; k++) any |= r->cells[k].sweep == (cal_sweep)sw;
@@ -116,9 +150,11 @@ int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
             for (size_t k = 0; k < r->n_cells && !first; k++) if (r->cells[k].sweep == (cal_sweep)sw) first = &r->cells[k];
             char common[700];
             cal_report_describe_except(&first->fp, vary, common, sizeof common);
-            TRY(cal_buf_printf(out, "## %s\n\nEvery row: %s\n\n| cell |", sw == CAL_SWEEP_SHOTS ? "Shots" :
+            TRY(cal_buf_printf(out, "## %s\n\nEvery row: ", sw == CAL_SWEEP_SHOTS ? "Shots" :
                                sw == CAL_SWEEP_CONCURRENCY ? "Concurrency sweep" :
-                               sw == CAL_SWEEP_PROMPT ? "Prompt-length sweep" : "Other cells", common));
+                               sw == CAL_SWEEP_PROMPT ? "Prompt-length sweep" : "Other cells"));
+            TRY(cal_report_md_esc(out, common));
+            TRY(cal_buf_puts(out, "\n\n| cell |"));
             /* only the columns some cell of this table has */
             int show[N_MD_COLS] = {0};
             for (size_t m = 0; m < N_MD_COLS; m++)
@@ -126,7 +162,7 @@ int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
                     if (r->cells[k].sweep == (cal_sweep)sw && isfinite(r->cells[k].v[MD_COLS[m]])) show[m] = 1;
             for (size_t m = 0; m < N_MD_COLS; m++)
                 if (show[m]) {
-                    const cal_metric_info *mi = cal_metric_get(MD_COLS[m]);
+                    const cal_field *mi = cal_metric_get(MD_COLS[m]);
                     if (strstr(mi->label, mi->unit)) TRY(cal_buf_printf(out, " %s |", mi->label));
                     else TRY(cal_buf_printf(out, " %s %s |", mi->label, mi->unit));
                 }
@@ -138,10 +174,14 @@ int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
                 if (c->sweep != (cal_sweep)sw) continue;
                 char d[400];
                 cal_report_row_name(&c->fp, vary, d, sizeof d);
-                for (char *p = d; *p; p++) if (*p == '|') *p = '/';
-                TRY(cal_buf_printf(out, "| %s |", d));
-                for (size_t m = 0; m < N_MD_COLS; m++) if (show[m]) TRY(md_num(out, c->v[MD_COLS[m]]));
-                if (c->completed >= 0) TRY(cal_buf_printf(out, " %ld/%ld |\n", c->completed, c->failed < 0 ? 0 : c->failed));
+                TRY(cal_buf_puts(out, "| "));
+                TRY(cal_report_md_esc(out, d));
+                TRY(cal_buf_puts(out, " |"));
+                for (size_t m = 0; m < N_MD_COLS; m++)
+                    if (show[m]) TRY(md_num(out, c->v[MD_COLS[m]], cal_metric_get(MD_COLS[m])));
+                if (isfinite(c->v[CAL_M_COMPLETED]))
+                    TRY(cal_buf_printf(out, " %.0f/%.0f |\n", c->v[CAL_M_COMPLETED],
+                                       isfinite(c->v[CAL_M_FAILED]) ? c->v[CAL_M_FAILED] : 0));
                 else TRY(cal_buf_puts(out, " — |\n"));
             }
             TRY(cal_buf_puts(out, "\n"));

@@ -46,16 +46,6 @@ static const char *api_of_backend(const char *b)
     return b;
 }
 
-/* Metric key in vLLM's file -> ours (same names where the meaning is the same). */
-static const struct { const char *vkey; cal_metric m; } VMAP[] = {
-    {"output_throughput", CAL_M_AGG_TOKS},
-    {"median_ttft_ms", CAL_M_TTFT_P50}, {"p95_ttft_ms", CAL_M_TTFT_P95},
-    {"p99_ttft_ms", CAL_M_TTFT_P99},
-    {"median_itl_ms", CAL_M_ITL_P50}, {"p99_itl_ms", CAL_M_ITL_P99},
-    {"median_tpot_ms", CAL_M_TPOT_P50},
-    {"median_e2el_ms", CAL_M_E2E_P50}, {"p99_e2el_ms", CAL_M_E2E_P99},
-};
-
 /* Per-request arrays of --save-detailed: seconds in vLLM, ms here. */
 static int read_details(cal_rcell *c, const json_t *root)
 {
@@ -144,7 +134,7 @@ int cal_import_vllm(const char *text, size_t len, const char *name,
     snprintf(r->probe, sizeof r->probe, "%s", VLLM_PROBE);
     snprintf(r->target_url, sizeof r->target_url, "backend %s", backend[0] ? backend : "unknown");
     r->created_unix = date[0] ? parse_date(date) : 0;
-    cal_result_add_verdict(r, "imported from vllm bench serve: the mean of consecutive requests, "
+    cal_result_add_note(r, "imported from vllm bench serve: the mean of consecutive requests, "
                               "no cold/warm split; warm-up, content and host unknown");
 
     double maxc = cal_report_jnum(root, "max_concurrency");
@@ -170,12 +160,13 @@ int cal_import_vllm(const char *text, size_t len, const char *name,
     fp->streaming = 1;   /* bench serve always streams */
     cal_fp_set(fp->api, api_of_backend(backend));
     cal_fp_set(fp->probe, VLLM_PROBE);
-    c->completed = cal_report_jint(root, "completed", 0, 1L << 50, 0);
-    c->failed = cal_report_jint(root, "failed", 0, 1L << 50, -1);
-    c->duration_s = duration;
-    for (size_t i = 0; i < sizeof VMAP / sizeof VMAP[0]; i++) {
-        double x = cal_report_jnum(root, VMAP[i].vkey);
-        if (isfinite(x)) c->v[VMAP[i].m] = x;
+    /* the schema's keys are vLLM's where the meaning is the same: every
+     * field the file has, read under its own name */
+    for (int m = 0; m < CAL_M__N; m++) {
+        const cal_field *f = cal_metric_get((cal_metric)m);
+        double x = cal_report_jnum(root, f->name);
+        if (!isfinite(x) || (f->type == CAL_FIELD_INT && (x < 0 || x > 9e15))) continue;
+        c->v[m] = f->type == CAL_FIELD_INT ? floor(x) : x;
     }
     if ((e = read_details(c, root))) goto fail;
     cal_cell_fill_from_samples(c);

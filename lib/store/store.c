@@ -81,10 +81,10 @@ static const char *const MIGRATIONS[] = {
 /* ---- names ------------------------------------------------------------ */
 static const char *const RUN_STATUS[] = {"running", "ok", "interrupted", "failed"};
 static const char *const CELL_KIND[] = {"shots", "concurrency", "prompt-sweep", "rate"};
-static const char *const REQ_STATUS[CAL_REQ_N_STATUS] = {
-    "ok", "http_error", "timeout", "connect_error", "stream_error", "cancelled"};
-static const char *const SHOT_KIND[] = {"unknown", "cold", "warm", "rested", "warmup",
-                                        "consecutive"};
+/* request statuses and shot kinds: their one name tables live with their
+ * enums (cal_req_status_name, cal_shot_kind_key) */
+static const char *req_key(int i) { return cal_req_status_name((cal_req_status)i); }
+static const char *shot_key(int i) { return cal_shot_kind_key((cal_shot_kind)i); }
 
 const char *cal_run_status_name(cal_run_status s)
 {
@@ -99,6 +99,13 @@ static int lookup(const char *const *names, int n, const char *s, int dflt)
     if (s)
         for (int i = 0; i < n; i++)
             if (!strcmp(names[i], s)) return i;
+    return dflt;
+}
+static int lookup_fn(const char *(*name)(int), int n, const char *s, int dflt)
+{
+    if (s)
+        for (int i = 0; i < n; i++)
+            if (!strcmp(name(i), s)) return i;
     return dflt;
 }
 
@@ -420,7 +427,7 @@ static int insert_requests(cal_store *st, int64_t cell_id, const cal_req_result 
         sqlite3_clear_bindings(s);
         bind_i64(s, 1, cell_id);
         bind_i64(s, 2, (int64_t)i);
-        bind_text(s, 3, (unsigned)q->status < CAL_REQ_N_STATUS ? REQ_STATUS[q->status] : "unknown");
+        bind_text(s, 3, cal_req_status_name(q->status));
         if (q->http_status) bind_i64(s, 4, q->http_status);
         bind_text(s, 5, q->error);
         bind_opt(s, 6, q->sched_ns);
@@ -472,7 +479,7 @@ int cal_store_add_cell(cal_store *st, int64_t run_id, cal_cell *c,
     bind_i64(s, k++, c->max_tokens);
     bind_i64(s, k++, c->output_fixed);
     bind_i64(s, k++, c->shot_index);
-    bind_text(s, k++, (unsigned)c->shot_kind < 6 ? SHOT_KIND[c->shot_kind] : "unknown");
+    bind_text(s, k++, cal_shot_kind_key(c->shot_kind));
     bind_i64(s, k++, c->rest_before_ns);
     bind_opt(s, k++, c->process_age_ns);
     bind_i64(s, k++, c->start_ns);
@@ -655,7 +662,7 @@ static void read_cell_row(sqlite3_stmt *s, cal_cell *c)
     c->max_tokens = sqlite3_column_int(s, k++);
     c->output_fixed = sqlite3_column_int(s, k++);
     c->shot_index = sqlite3_column_int(s, k++);
-    c->shot_kind = (cal_shot_kind)lookup(SHOT_KIND, 6, (const char *)sqlite3_column_text(s, k++), 0);
+    c->shot_kind = (cal_shot_kind)lookup_fn(shot_key, CAL_SHOT_CONSECUTIVE + 1, (const char *)sqlite3_column_text(s, k++), 0);
     c->rest_before_ns = sqlite3_column_int64(s, k++);
     c->process_age_ns = col_opt(s, k++);
     c->start_ns = sqlite3_column_int64(s, k++);
@@ -735,7 +742,7 @@ static int load_requests(cal_store *st, cal_run_data *d, int flags)
             cal_req_result *q = &d->reqs[d->n_reqs];
             memset(q, 0, sizeof *q);
             d->n_reqs++;
-            q->status = (cal_req_status)lookup(REQ_STATUS, CAL_REQ_N_STATUS,
+            q->status = (cal_req_status)lookup_fn(req_key, CAL_REQ_N_STATUS,
                                                (const char *)sqlite3_column_text(s, 0),
                                                CAL_REQ_STREAM_ERROR);
             q->http_status = sqlite3_column_int(s, 1);

@@ -42,12 +42,14 @@ static void credit(cal_oppoint *op, int64_t t_ns)
 
 int cal_op_add(cal_oppoint *op, int64_t t_ns, double running, double waiting)
 {
-    if (!op->w_s || isnan(running) || (op->n && t_ns < op->last_ns)) return CAL_EINVAL;
+    if (!op->w_s || !isfinite(running) || running < 0 || (op->n && t_ns < op->last_ns))
+        return CAL_EINVAL;
+    if (!isfinite(waiting) || waiting < 0) waiting = NAN;
     credit(op, t_ns);
-    double r = running < 0 ? 0 : floor(running + 0.5);
+    double r = floor(running + 0.5);
     if (r > CAL_OP_MAX_RUNNING) r = CAL_OP_MAX_RUNNING;
     op->last_running = r;
-    op->last_waiting = isnan(waiting) ? NAN : (waiting < 0 ? 0 : waiting);
+    op->last_waiting = waiting;
     if (r > op->running_max) op->running_max = r;
     if (!isnan(waiting) && waiting > op->waiting_max) op->waiting_max = waiting;
     op->last_ns = t_ns;

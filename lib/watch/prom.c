@@ -367,8 +367,9 @@ const char *const cal_prom_known[][3] = {
 
 typedef struct acc {
     const char *name;
-    double      sum;
-    size_t      n;        /* series seen (NaN included) */
+    double      sum;      /* over the valid series */
+    size_t      n;        /* series seen (invalid ones included) */
+    size_t      bad;      /* series whose value is NaN, ±Inf or negative */
 } acc;
 
 typedef struct find_ctx {
@@ -382,7 +383,8 @@ static int find_cb(void *ud, const cal_prom_sample *s)
     for (size_t k = 0; k < c->n; k++)
         if (!strcmp(c->a[k].name, s->name)) {
             c->a[k].n++;
-            if (!isnan(s->value)) c->a[k].sum += s->value;
+            if (!isfinite(s->value) || s->value < 0) c->a[k].bad++;
+            else c->a[k].sum += s->value;
         }
     return 0;
 }
@@ -397,7 +399,7 @@ static const acc *lookup(const find_ctx *c, const char *name)
 static void set(int *has, double *v, char *name_out, const acc *a)
 {
     *has = 1;
-    *v = a->sum;
+    *v = a->bad ? NAN : a->sum;   /* one bad series: the sum means nothing */
     snprintf(name_out, CAL_PROM_NAME_MAX, "%s", a->name);
 }
 
@@ -433,11 +435,15 @@ int cal_prom_find_load(const char *text, size_t len, const char *running_overrid
     }
     set(&out->has_running, &out->running, out->running_name, run);
     out->running_series = run->n;
+    out->running_invalid = run->bad;
     for (size_t r = 0; r < N_KNOWN; r++) {
         if (row < N_KNOWN && r != row) continue;
         const acc *w = lookup(&c, cal_prom_known[r][1]);
         const acc *ce = lookup(&c, cal_prom_known[r][2]);
-        if (w && !out->has_waiting) set(&out->has_waiting, &out->waiting, out->waiting_name, w);
+        if (w && !out->has_waiting) {
+            set(&out->has_waiting, &out->waiting, out->waiting_name, w);
+            out->waiting_invalid = w->bad;
+        }
         if (ce && !out->has_ceiling) set(&out->has_ceiling, &out->ceiling, out->ceiling_name, ce);
     }
     return CAL_OK;

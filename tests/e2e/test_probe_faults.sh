@@ -18,19 +18,22 @@ for i in $(seq 1 100); do
 done
 [ -n "${PORT:-}" ] || { not_ok "fault server starts"; finish; }
 
-# run MODE API: 4 requests at concurrency 2 against /MODE; leaves $E2E_TMP/MODE.json
+# run MODE API [ARGS...]: 4 requests at concurrency 2 against /MODE; leaves
+# $E2E_TMP/MODE.json (later flags win over the defaults here)
 run_mode() {
   local mode=$1 api=$2
-  timeout 30 "$CALIPER" run --url "http://127.0.0.1:$PORT/$mode" --api "$api" --model m \
+  shift 2
+  timeout 60 "$CALIPER" run --url "http://127.0.0.1:$PORT/$mode" --api "$api" --model m \
     --requests 4 --concurrency 2 --max-tokens 8 --prompt-tokens 16 \
     --idle-timeout 400ms --connect-timeout 1s --no-telemetry --seed 1 \
-    --db "$E2E_TMP/runs.db" --json "$E2E_TMP/$mode.json" >"$E2E_TMP/$mode.out" 2>&1
+    --db "$E2E_TMP/runs.db" --json "$E2E_TMP/$mode.json" "$@" >"$E2E_TMP/$mode.out" 2>&1
 }
 
-# expect MODE API FIELD EXIT: all 4 requests in FIELD, the sum is 4, exit EXIT
+# expect MODE API FIELD EXIT [ARGS...]: all 4 requests in FIELD, the sum is 4, exit EXIT
 expect() {
   local mode=$1 api=$2 field=$3 want_rc=$4 rc
-  run_mode "$mode" "$api"; rc=$?
+  shift 4
+  run_mode "$mode" "$api" "$@"; rc=$?
   if [ "$rc" -eq 124 ]; then not_ok "$mode: caliper run hung"; return; fi
   local j="$E2E_TMP/$mode.json"
   if [ ! -s "$j" ]; then not_ok "$mode: no JSON written (exit $rc)"; sed 's/^/    /' "$E2E_TMP/$mode.out" | tail -5; return; fi
@@ -54,6 +57,11 @@ expect 429          completions n_http_error    1
 expect 500          chat        n_http_error    1
 expect hang         completions n_timeout       1
 expect resetearly   completions n_connect_error 1
+# an SSE comment every 0.5 s keeps the idle timer (5 s here) from ever firing:
+# only the request deadline ends these
+expect pingforever  chat        n_timeout       1 --idle-timeout 5s --request-timeout 1s
+# content chunks that never end: cut at 4 x max_tokens + 256 = 288 chunks
+expect forever      completions n_stream_error  1
 
 # the stored requests keep what went wrong
 check "429: the status code is kept per request" \
@@ -61,4 +69,24 @@ check "429: the status code is kept per request" \
 # drip feed: one byte per write still parses into 8 content chunks each
 check "drip: every request counted 8 content chunks" \
   [ "$(jq '[.cells[0].requests[].n_chunks] | unique | .[0]' "$E2E_TMP/drip.json")" = 8 ]
+# the ping-forever requests say which limit ended them
+check "pingforever: each ended by its request timeout" \
+  [ "$(jq '[.cells[0].requests[].error | test("request timeout 1000 ms")] | all' "$E2E_TMP/pingforever.json")" = true ]
+check "pingforever: the chunk that came is kept" \
+  [ "$(jq '[.cells[0].requests[].n_chunks] | unique | .[0]' "$E2E_TMP/pingforever.json")" = 1 ]
+# the never-ending stream: bounded per request, and says why
+check "forever: every request kept 288 chunks, no more" \
+  [ "$(jq '[.cells[0].requests[].n_chunks] | unique | .[0]' "$E2E_TMP/forever.json")" = 288 ]
+check "forever: the reason is \"server sent more than asked\"" \
+  [ "$(jq '[.cells[0].requests[].error | test("server sent more than asked")] | all' "$E2E_TMP/forever.json")" = true ]
+# a target that answers only with malformed streams is not said to have
+# stopped answering: the message says what it sent
+check "garbage: the failure names what the target sent" \
+  grep -q "answered with errors.*4 stream_error; first (request 0): malformed event" "$E2E_TMP/garbage.out"
+check "garbage: nothing claims it stopped answering" \
+  bash -c "! grep -q 'stopped answering' '$E2E_TMP/garbage.out'"
+check "hang: a silent target did stop answering" grep -q "stopped answering.*4 timeout" "$E2E_TMP/hang.out"
+# the epoll_wait fallback (kernels before 5.11) runs the whole CLI too
+CALIPER_PROBE_NO_PWAIT2=1 expect normal completions completed 0
+CALIPER_PROBE_NO_PWAIT2=1 expect hang   completions n_timeout 1
 finish

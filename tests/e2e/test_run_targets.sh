@@ -53,6 +53,11 @@ PA=$(port); PB=$((PA + 1))
 check "--ab runs and exits 0" [ $? -eq 0 ]
 check "--ab prints the paired ratio with a 95 % interval" \
   grep -qE "^note: A/B c1 · 32 tok: B ÷ A = [0-9.]+× \(95 % CI [0-9.]+–[0-9.]+, 3 paired shots" "$T/ab.out"
+check "--ab: the ratio is said once (the analysis's; the run's stored copy is not repeated)" \
+  [ "$(grep -c '^note: A/B' "$T/ab.out")" -eq 1 ]
+j() { echo "json_extract(r.verdicts, v.fullkey || '.$1')"; }
+check "--ab: the stored verdict is data: kind ab, B ÷ A inside its interval" \
+  [ "$(sqlite3 "$DB" "select count(*) from runs r, json_each(r.verdicts) v where r.label='ab' and $(j kind)='ab' and $(j lo) <= $(j effect) and $(j effect) <= $(j hi)")" = 1 ]
 check "--ab alternates the order shot by shot (A B, B A, A B)" \
   [ "$(sqlite3 "$DB" "select group_concat(t, '') from (select c.target as t from cells c join runs r on r.id=c.run_id where r.label='ab' order by seq)")" = "ABBAAB" ]
 check "both targets are stored" \
@@ -78,10 +83,17 @@ fi
 check "--rate runs an open-loop cell" \
   [ "$(sqlite3 "$DB" "select kind || ':' || rate || ':' || completed from cells c join runs r on r.id=c.run_id where r.label='rate'")" = "rate:20.0:10" ]
 check "the open-loop table names its rate" grep -q "── cells · open loop" "$T/r.out"
-"$CALIPER" run --preset tiny "${Q[@]}" --duration 1s --concurrency 2 --label dur >"$T/d.out" 2>&1
+# --duration T: the cell keeps issuing requests until T (it used to stop at
+# 64 x concurrency requests without a word: 0.55 s of a 5 s cell). Lower
+# bounds only: a loaded machine makes cells slower, never shorter.
+"$CALIPER" run --preset tiny "${Q[@]}" --duration 2s --concurrency 2 --max-tokens 4 --label dur >"$T/d.out" 2>&1
 check "--duration runs for its time and exits 0" [ $? -eq 0 ]
 check "--duration cell has only requests that were sent, all accounted for" \
-  [ "$(sqlite3 "$DB" "select (n_requests > 2) || (n_requests = completed + failed) || (duration < 3) from cells c join runs r on r.id=c.run_id where r.label='dur'")" = 111 ]
+  [ "$(sqlite3 "$DB" "select (n_requests > 2) || (n_requests = completed + failed) || (duration < 4) from cells c join runs r on r.id=c.run_id where r.label='dur'")" = 111 ]
+check "--duration 2s: the cell's requests span its 2 s (first send to last end)" \
+  [ "$(sqlite3 "$DB" "select duration >= 1.9 and (end_ns - start_ns) >= 2000000000 from cells c join runs r on r.id=c.run_id where r.label='dur'")" = 1 ]
+check "--duration: only the requests the deadline cut are cancelled, none failed otherwise" \
+  [ "$(sqlite3 "$DB" "select failed = n_cancelled and n_cancelled <= 2 from cells c join runs r on r.id=c.run_id where r.label='dur'")" = 1 ]
 "$CALIPER" run --preset tiny "${Q[@]}" --api chat --requests 3 --label chat >"$T/ch.out" 2>&1
 check "--api chat runs and exits 0" [ $? -eq 0 ]
 check "--api chat returns the fixed output length" \

@@ -21,7 +21,8 @@
 #define N_TOKENS 8
 
 static const char *MODES =
-    "normal chat-aware SSE over chunked encoding, keep-alive\n"
+    "normal     chat-aware SSE over chunked encoding, keep-alive; each event carries\n"
+    "           \"send_ns\", CLOCK_MONOTONIC when it was sent\n"
     "drip       the same stream one byte per write (Connection: close)\n"
     "truncate   closes mid-event (Connection: close)\n"
     "truncchunk closes mid-stream without the last chunk (chunked)\n"
@@ -39,7 +40,10 @@ static const char *MODES =
     "echo       the raw request (headers and body) back as a JSON answer's text\n"
     "(.../health and .../v1/models answer normally in every mode; .../tokenize is 404)\n"
     "llama      llama.cpp shape with timings\n"
-    "keepalive  CRLF line ends, comments, multi-line data\n";
+    "keepalive  CRLF line ends, comments, multi-line data\n"
+    "pingforever one content chunk, then an SSE comment (\": ping\") every 0.5 s, never\n"
+    "           ending: only a whole-request deadline stops it\n"
+    "forever    content chunks as fast as the socket takes them, never ending\n";
 
 static void sleep_us(long us)
 {
@@ -153,11 +157,27 @@ static int read_request(int fd, char *path, size_t pathsz, char *buf, size_t *re
     return 0;
 }
 
-static int stream_events(int fd, const events *e, int chunked, long gap_us)
+static long long mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Send e's events gap_us apart; with stamp, each gets a top-level "send_ns"
+ * taken just before its bytes go out (the clock is one across processes, so
+ * a test can check no byte was stamped before it was sent). */
+static int stream_events(int fd, const events *e, int chunked, long gap_us, int stamp)
 {
     for (int i = 0; i < e->n; i++) {
+        char ev[600];
         size_t n = strlen(e->ev[i]);
-        if (chunked ? send_chunked(fd, e->ev[i], n) : send_all(fd, e->ev[i], n)) return -1;
+        const char *p = e->ev[i];
+        if (stamp && n > 3) {                   /* "...}\n\n" -> "...,"send_ns":N}\n\n" */
+            int w = snprintf(ev, sizeof ev, "%.*s,\"send_ns\":%lld}\n\n", (int)(n - 3), p, mono_ns());
+            if (w > 0 && (size_t)w < sizeof ev) { p = ev; n = (size_t)w; }
+        }
+        if (chunked ? send_chunked(fd, p, n) : send_all(fd, p, n)) return -1;
         if (gap_us) sleep_us(gap_us);
     }
     const char *done = "data: [DONE]\n\n";
@@ -194,7 +214,7 @@ static int serve(int fd, const char *path, const char *req)
     if (!strcmp(mode, "slowfirst")) { sleep_us(300000); strcpy(mode, "normal"); }
 
     if (!strcmp(mode, "normal") || !strcmp(mode, "v1")) {
-        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 2000)) return 0;
+        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 2000, 1)) return 0;
         return send_str(fd, "0\r\n\r\n") == 0;
     }
     if (!strcmp(mode, "drip")) {
@@ -293,7 +313,7 @@ static int serve(int fd, const char *path, const char *req)
     }
     if (!strcmp(mode, "llama")) {
         make_events(&e, chat, 1, 0, 1);
-        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 1000)) return 0;
+        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 1000, 0)) return 0;
         return send_str(fd, "0\r\n\r\n") == 0;
     }
     if (!strcmp(mode, "keepalive")) {
@@ -312,6 +332,21 @@ static int serve(int fd, const char *path, const char *req)
         }
         send_str(fd, "data: [DONE]\r\n\r\n");
         return 0;
+    }
+    if (!strcmp(mode, "pingforever")) {        /* until the client hangs up */
+        if (send_str(fd, SSE_CLOSE) || send_str(fd, e.ev[chat ? 1 : 0])) return 0;
+        while (send_str(fd, ": ping\n\n") == 0) sleep_us(500000);
+        return 0;
+    }
+    if (!strcmp(mode, "forever")) {
+        if (send_str(fd, SSE_CLOSE)) return 0;
+        for (unsigned long k = 0;; k++) {
+            char ev[160];
+            int n = snprintf(ev, sizeof ev, chat
+                ? "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%lu \"},\"finish_reason\":null}]}\n\n"
+                : "data: {\"choices\":[{\"index\":0,\"text\":\"t%lu \",\"finish_reason\":null}]}\n\n", k);
+            if (send_all(fd, ev, (size_t)n)) return 0;
+        }
     }
     send_json(fd, 404, "Not Found", "{\"error\":{\"message\":\"unknown fault mode\"}}");
     return 1;

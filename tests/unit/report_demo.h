@@ -59,20 +59,18 @@ static cal_result *demo_result(const char *label, double speed, int with_clock)
     static const double SHOT[6] = {980, 939, 880, 881, 868, 872};
     double warm[5];
     for (int i = 0; i < 6; i++) {
-        cal_shot s = {0};
+        cal_shot s;
+        cal_shot_init(&s);
         s.index = i + 1;
         s.kind = i == 0 ? CAL_SHOT_COLD : CAL_SHOT_WARM;
         s.t_s = 1.0 + i * 4.5;
         s.dur_s = 4.0;
-        s.prefill_tok_s = SHOT[i] * speed;
-        s.agg_tok_s = NAN;
-        s.req_tok_s = NAN;
-        s.decode_tok_s = NAN;   /* prefill shots, as in SPEC 1.1 */
-        s.ttft_ms = 4096 / s.prefill_tok_s * 1e3;
-        s.clock_mhz = with_clock ? (i == 0 ? 1296 : 1296 * SHOT[i] / 980) : NAN;
-        s.power_w = with_clock ? (i == 0 ? 41 : 27 + 3 * demo_u()) : NAN;
+        s.v[CAL_M_PREFILL_TOKS] = SHOT[i] * speed;   /* prefill shots, as in SPEC 1.1 */
+        s.v[CAL_M_TTFT_P50] = 4096 / s.v[CAL_M_PREFILL_TOKS] * 1e3;
+        s.v[CAL_M_CLOCK_MHZ] = with_clock ? (i == 0 ? 1296 : 1296 * SHOT[i] / 980) : NAN;
+        s.v[CAL_M_POWER_W] = with_clock ? (i == 0 ? 41 : 27 + 3 * demo_u()) : NAN;
         cal_result_add_shot(r, &s);
-        if (i) warm[i - 1] = s.prefill_tok_s;
+        if (i) warm[i - 1] = s.v[CAL_M_PREFILL_TOKS];
     }
     if (with_clock)
         for (int k = 0; k <= 280; k++) {
@@ -89,12 +87,12 @@ static cal_result *demo_result(const char *label, double speed, int with_clock)
     r->shots_fp = c->fp;
     c->v[CAL_M_PREFILL_TOKS] = SHOT[0] * speed;
     c->v[CAL_M_DECODE_TOKS] = 61.5 * speed;
-    c->completed = 1; c->failed = 0;
+    c->v[CAL_M_COMPLETED] = 1; c->v[CAL_M_FAILED] = 0;
     c = cal_result_add_cell(r, CAL_SWEEP_SHOTS);
     demo_fp(&c->fp, CAL_SHOT_WARM, 2, 6, 1, 4096);
     cal_cell_set_samples(c, CAL_S_PREFILL_TOKS, warm, 5);
     c->v[CAL_M_DECODE_TOKS] = 61.0 * speed;
-    c->completed = 5; c->failed = 0;
+    c->v[CAL_M_COMPLETED] = 5; c->v[CAL_M_FAILED] = 0;
     cal_cell_fill_from_samples(c);
 
     /* concurrency sweep: 1, 2, 4, 8 with per-request samples */
@@ -118,8 +116,8 @@ static cal_result *demo_result(const char *label, double speed, int with_clock)
         cal_cell_set_samples(c, CAL_S_ITL_MS, itl, ni);
         cal_cell_fill_from_samples(c);
         c->v[CAL_M_AGG_TOKS] = c->v[CAL_M_REQ_TOKS] * cc * (cc == 1 ? 0.9 : 0.97);
-        c->completed = n; c->failed = 0;
-        c->duration_s = 12.0;
+        c->v[CAL_M_COMPLETED] = n; c->v[CAL_M_FAILED] = 0;
+        c->v[CAL_M_DURATION] = 12.0;
     }
     /* prompt-length sweep: t = 40 ms + 0.9 ms/token, a little noise */
     static const long PROMPT[4] = {128, 512, 1024, 2048};
@@ -129,7 +127,7 @@ static cal_result *demo_result(const char *label, double speed, int with_clock)
         double t = (40 + 0.9 * PROMPT[k]) / speed * (0.98 + 0.04 * demo_u());
         c->v[CAL_M_TTFT_P50] = t;
         c->v[CAL_M_PREFILL_TOKS] = PROMPT[k] / t * 1e3;
-        c->completed = 8; c->failed = 0;
+        c->v[CAL_M_COMPLETED] = 8; c->v[CAL_M_FAILED] = 0;
     }
     return r;
 }

@@ -65,6 +65,59 @@ static void test_each_engine_gauge(void **state)
     check_load("tgi.prom", "tgi_batch_current_size", 4, 1, "tgi_queue_size", 2);
 }
 
+/* A count of requests that is NaN, infinite or negative is no reading:
+ * captured scrapes with such a gauge give NAN, never 0 ("idle"). */
+static void test_invalid_running_gauge(void **state)
+{
+    (void)state;
+    static const struct { const char *file; size_t series, invalid; } cases[] = {
+        {"vllm_running_nan.prom", 1, 1},
+        {"vllm_running_negative.prom", 1, 1},
+        {"sglang_running_negative.prom", 2, 1},   /* one rank of two */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len, bad = 99;
+        char why[256];
+        char *t = slurp(cases[i].file, &len);
+        cal_prom_load ld;
+        assert_int_equal(cal_prom_find_load(t, len, NULL, &ld, &bad, why, sizeof why), CAL_OK);
+        assert_true(ld.has_running);
+        assert_true(isnan(ld.running));
+        assert_int_equal(ld.running_series, cases[i].series);
+        assert_int_equal(ld.running_invalid, cases[i].invalid);
+        assert_false(isnan(ld.waiting));           /* the waiting gauge is fine */
+        assert_int_equal(ld.waiting_invalid, 0);
+        /* the operating point refuses it and keeps what it had */
+        cal_oppoint op;
+        assert_int_equal(cal_op_init(&op), CAL_OK);
+        assert_int_equal(cal_op_add(&op, 0, 2, 0), CAL_OK);
+        assert_int_equal(cal_op_add(&op, 1000000000LL, ld.running, ld.waiting), CAL_EINVAL);
+        assert_int_equal(op.n, 1);
+        cal_op_close(&op, 2000000000LL);
+        cal_op_summary sum;
+        assert_int_equal(cal_op_summarize(&op, &sum), CAL_OK);
+        NEAR(sum.share[0], 0, 1e-12);              /* not "100 % idle", not 50 % */
+        NEAR(sum.mean, 2, 1e-12);
+        cal_op_free(&op);
+        free(t);
+    }
+    /* the sound file alongside still reads as before */
+    check_load("vllm.prom", "vllm:num_requests_running", 3, 1, "vllm:num_requests_waiting", 1);
+    /* cal_op_add on its own: every non-count is refused, waiting that is
+     * not a count is unknown rather than 0 */
+    cal_oppoint op;
+    assert_int_equal(cal_op_init(&op), CAL_OK);
+    assert_int_equal(cal_op_add(&op, 0, -1, 0), CAL_EINVAL);
+    assert_int_equal(cal_op_add(&op, 0, -0.4, 0), CAL_EINVAL);
+    assert_int_equal(cal_op_add(&op, 0, INFINITY, 0), CAL_EINVAL);
+    assert_int_equal(cal_op_add(&op, 0, -INFINITY, 0), CAL_EINVAL);
+    assert_int_equal(cal_op_add(&op, 0, NAN, 0), CAL_EINVAL);
+    assert_int_equal(op.n, 0);
+    assert_int_equal(cal_op_add(&op, 0, 1, -3), CAL_OK);
+    assert_true(isnan(op.last_waiting));
+    cal_op_free(&op);
+}
+
 static void test_override_and_absent(void **state)
 {
     (void)state;
@@ -370,6 +423,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_engine_gauge),
         cmocka_unit_test(test_override_and_absent),
+        cmocka_unit_test(test_invalid_running_gauge),
         cmocka_unit_test(test_escapes_special_values),
         cmocka_unit_test(test_histogram_family),
         cmocka_unit_test(test_malformed_rejected),

@@ -119,9 +119,36 @@ static void test_md_csv(void **state)
     assert_non_null(strstr(c, "output_throughput"));
     assert_non_null(strstr(c, "shot_kind"));
     assert_non_null(strstr(c, "median_ttft_ms"));
+    /* the CSV header is the schema's keys, in its order */
+    const char *hdr = strstr(c, "duration,completed,failed,");
+    assert_non_null(hdr);
+    assert_true(hdr < strstr(c, "output_throughput,per_request_output_throughput_median"));
     /* the host has a comma: quoted */
     assert_non_null(strstr(c, "\"AMD EPYC 7B13 (2 cores), 24 GiB\""));
     free(c);
+    cal_result_free(&r);
+}
+
+/* Labels, target names and a server's error body inside a verdict reach
+ * the Markdown report as text: no HTML, no link, no table break. */
+static void test_md_escapes(void **state)
+{
+    (void)state;
+    cal_result *r = demo_result("demo", 1.0, 0);
+    snprintf(r->label, sizeof r->label, "<img src=x onerror=alert(1)> *bold* [a](http://x) | # ");
+    snprintf(r->target_name, sizeof r->target_name, "eng<script>");
+    cal_result_add_note(r, "requests: 1 of 4 did not end ok (1 http_error); first error: "
+                           "HTTP 500: <img src=x onerror=alert(2)>`code`");
+    snprintf(r->cells[2].fp.content, sizeof r->cells[2].fp.content, "pro|se");
+    const cal_result *rs[1] = {r};
+    char *m = render(rs, 1, CAL_REPORT_MD);
+    assert_null(strstr(m, "<img"));
+    assert_null(strstr(m, "<script"));
+    assert_non_null(strstr(m, "# &lt;img src=x onerror=alert(1)&gt; \\*bold\\* \\[a\\](http://x) \\| \\#"));
+    assert_non_null(strstr(m, "- target: eng&lt;script&gt;"));
+    assert_non_null(strstr(m, "HTTP 500: &lt;img src=x onerror=alert(2)&gt;\\`code\\`"));
+    assert_null(strstr(m, "pro|se"));
+    free(m);
     cal_result_free(&r);
 }
 
@@ -148,6 +175,30 @@ static void test_json_round_trip(void **state)
         }
         for (int s = 0; s < CAL_S__N; s++) assert_int_equal(q->cells[i].ns[s], r->cells[i].ns[s]);
     }
+    for (size_t i = 0; i < r->n_shots; i++)
+        for (int m = 0; m < CAL_M__N; m++) {
+            double x = r->shots[i].v[m], y = q->shots[i].v[m];
+            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x));
+        }
+    assert_int_equal(q->n_verdicts, r->n_verdicts);
+    cal_result_free(&q);
+    /* every number sits under its schema key; none under another name */
+    assert_non_null(strstr(b.data, "\"per_request_output_throughput_median\""));
+    assert_null(strstr(b.data, "\"median_request_tok_s\""));
+    assert_non_null(strstr(b.data, "\"clock_mhz_mean\""));
+    /* a file of format 1 (the report's own keys) still reads, under the schema's */
+    const char *v1 = "{\"format\":\"caliper-result\",\"format_version\":1,\"verdicts\":[\"v\"],"
+                     "\"cells\":[{\"sweep\":\"shots\",\"fingerprint\":{\"shot_kind\":\"warm\"},"
+                     "\"completed\":4,\"metrics\":{\"output_throughput\":52.1,\"median_request_tok_s\":44.9,"
+                     "\"clock_mhz\":1300}}],\"shots\":[{\"index\":1,\"kind\":\"cold\",\"request_tok_s\":55}]}";
+    assert_int_equal(cal_result_from_json(v1, strlen(v1), "old.json", &q, err, sizeof err), CAL_OK);
+    assert_true(q->cells[0].v[CAL_M_REQ_TOKS] == 44.9);
+    assert_true(q->cells[0].v[CAL_M_AGG_TOKS] == 52.1);
+    assert_true(q->cells[0].v[CAL_M_CLOCK_MHZ] == 1300);
+    assert_true(q->cells[0].v[CAL_M_COMPLETED] == 4);
+    assert_true(q->shots[0].v[CAL_M_REQ_TOKS] == 55);
+    assert_int_equal(q->n_verdicts, 1);
+    assert_int_equal(q->verdicts[0].kind, CAL_VK_NOTE);
     cal_result_free(&q);
     /* a damaged file names what is wrong */
     const char *bad = "{\"format\":\"caliper-result\",\"cells\":[{\"sweep\":\"sideways\",\"fingerprint\":{}}]}";
@@ -174,16 +225,25 @@ static void test_fit_and_verdicts(void **state)
     assert_int_equal(cal_report_linfit(same, y, 3, &a, &b, &r2), CAL_EINVAL);
 
     cal_result *r = demo_result("demo", 1.0, 1);
-    char v[16][256];
+    cal_verdict v[16];
     size_t n = cal_report_verdicts(r, v, 16);
     int drop = 0, column = 0, prefill = 0;
     for (size_t i = 0; i < n; i++) {
-        if (strstr(v[i], "shots 2–6 run") && strstr(v[i], "below shot 1")) drop = 1;
-        if (strstr(v[i], "per-request speed at low concurrency")) column = 1;
-        if (strstr(v[i], "prefill: fixed cost")) {
+        if (strstr(v[i].text, "shots 2–6 run") && strstr(v[i].text, "below shot 1")) {
+            drop = 1;   /* as data: a drop of the warm shots, with its band */
+            assert_int_equal(v[i].kind, CAL_VK_SHOTS);
+            assert_int_equal(v[i].direction, -1);
+            assert_true(v[i].effect > v[i].hi && v[i].hi > 0);
+        }
+        if (strstr(v[i].text, "per-request speed at low concurrency")) {
+            column = 1;
+            assert_int_equal(v[i].kind, CAL_VK_COLUMN);
+        }
+        if (strstr(v[i].text, "prefill: fixed cost")) {
             prefill = 1;
+            assert_int_equal(v[i].kind, CAL_VK_PREFILL_FIT);
             double fa = 0, fb = 0;
-            const char *p = strstr(v[i], "cost ");
+            const char *p = strstr(v[i].text, "cost ");
             assert_int_equal(sscanf(p, "cost %lf ms + %lf", &fa, &fb), 2);
             /* the line through the fixture's own points, and near the 0.9 ms/token it was built on */
             double px[4], py[4], ea, eb;
@@ -250,8 +310,8 @@ static void test_vllm_import(void **state)
     assert_int_equal(c->ns[CAL_S_TTFT_MS], 4);
     assert_true(fabs(c->s[CAL_S_TTFT_MS][0] - 200.0) < 1e-9);   /* seconds -> ms */
     assert_int_equal(c->ns[CAL_S_ITL_MS], 8);
-    assert_int_equal(c->completed, 4);
-    assert_int_equal(c->failed, 0);
+    assert_true(c->v[CAL_M_COMPLETED] == 4);
+    assert_true(c->v[CAL_M_FAILED] == 0);
 
     /* beside a caliper run at c4: not comparable, and the fields named */
     cal_result *mine = demo_result("mine", 1.0, 0);
@@ -348,7 +408,18 @@ static void test_from_run_data(void **state)
     assert_string_equal(r->label, "stored");
     assert_string_equal(r->probe, "caliper 0.1.0");
     assert_non_null(strstr(r->host, "Test CPU (2 cores)"));
-    assert_int_equal(r->n_verdicts, 1);
+    /* the analysis's: a shot verdict per configuration, approximate prompts,
+     * and the stored sentence it does not reproduce */
+    assert_int_equal(r->n_verdicts, 4);
+    int stored = 0, shots = 0;
+    for (size_t i = 0; i < r->n_verdicts; i++) {
+        stored += r->verdicts[i].kind == CAL_VK_NOTE &&
+                  !strcmp(r->verdicts[i].text, "c1: shots 3–4 run 10 % below shot 2");
+        shots += r->verdicts[i].kind == CAL_VK_SHOTS &&
+                 strstr(r->verdicts[i].text, "shots 3–4 within noise of shot 2") != NULL;
+    }
+    assert_int_equal(stored, 1);
+    assert_int_equal(shots, 2);
     assert_int_equal(r->n_cells, 4);          /* cold 2 and warm 3–4, at c1 and c4 */
     int seen_warm = 0;
     for (size_t i = 0; i < r->n_cells; i++) {
@@ -363,10 +434,10 @@ static void test_from_run_data(void **state)
             assert_int_equal(c->fp.shot_last, 4);
             assert_int_equal(c->ns[CAL_S_AGG_TOKS], 2);       /* per-shot aggregates */
             assert_int_equal(c->ns[CAL_S_TTFT_MS], 4);        /* pooled requests */
-            /* aggregate: the median over shots 3 and 4 */
-            double want = 100.0 * c->fp.concurrency + 3.5;
+            /* aggregate, pooled: Σ tokens ÷ Σ duration = 2 × 32 tok ÷ 2 × 0.8 s */
+            double want = 40.0;
             assert_true(fabs(c->v[CAL_M_AGG_TOKS] - want) < 1e-9);
-            assert_int_equal(c->completed, 4);
+            assert_true(c->v[CAL_M_COMPLETED] == 4);
         } else {
             assert_int_equal(c->fp.shot_kind, CAL_SHOT_COLD);
             assert_int_equal(c->fp.shot_first, 2);
@@ -386,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_html_structure),
         cmocka_unit_test(test_html_empty_run),
         cmocka_unit_test(test_md_csv),
+        cmocka_unit_test(test_md_escapes),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_fit_and_verdicts),
         cmocka_unit_test(test_vllm_import),

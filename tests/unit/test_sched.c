@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "caliper/buf.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "server/sched.h"
@@ -127,14 +128,33 @@ typedef struct fixture {
     cal_sched       *s;
 } fixture;
 
-static int open_fix(fixture *f, int max_batch, int max_queue, int chunk)
+static int open_fix_paused(fixture *f, int max_batch, int max_queue, int chunk, int paused)
 {
     memset(f, 0, sizeof *f);
     if (cal_model_preset("tiny", &f->cfg) != CAL_OK) return -1;
     if (cal_tok_open(f->cfg.vocab, &f->tok) != CAL_OK) return -1;
     if (cal_srv_metrics_init(&f->m, 0) != CAL_OK) return -1;
-    cal_sched_config sc = {&f->cfg, f->tok, max_batch, max_queue, chunk, &f->m};
+    cal_sched_config sc = {&f->cfg, f->tok, max_batch, max_queue, chunk, &f->m, paused};
     return cal_sched_open(&sc, &f->s, NULL);
+}
+
+static int open_fix(fixture *f, int max_batch, int max_queue, int chunk)
+{
+    return open_fix_paused(f, max_batch, max_queue, chunk, 0);
+}
+
+/* The value of one rendered metric line ("name{...} value"), or -1. */
+static double metric(const cal_srv_metrics *m, const char *name)
+{
+    cal_buf b = CAL_BUF_INIT(1 << 20);
+    assert_int_equal(cal_srv_metrics_render(m, "t", &b), CAL_OK);
+    double v = -1;
+    char key[128];
+    snprintf(key, sizeof key, "\n%s{", name);
+    const char *p = strstr(b.data, key);
+    if (p && (p = strchr(p + 1, '}'))) v = strtod(p + 1, NULL);
+    cal_buf_free(&b);
+    return v;
 }
 
 static void close_fix(fixture *f)
@@ -149,12 +169,17 @@ static void test_batching(void **state)
 {
     (void)state;
     fixture f;
-    assert_int_equal(open_fix(&f, 4, 2, 8), CAL_OK);
+    /* paused: all four are queued before any is admitted, so they share the
+     * batch however slowly this thread submits (a loaded machine) */
+    assert_int_equal(open_fix_paused(&f, 4, 2, 8, 1), CAL_OK);
     cal_job *j[4];
     for (int i = 0; i < 4; i++) {
         j[i] = mkjob(20, 30, 0);
         assert_int_equal(cal_sched_submit(f.s, j[i]), CAL_OK);
     }
+    assert_int_equal(atomic_load(&f.m.steps), 0);      /* nothing ran while paused */
+    assert_int_equal(atomic_load(&f.m.waiting), 4);
+    cal_sched_release(f.s);
     for (int i = 0; i < 4; i++) {
         wait_done(j[i]);
         json_t *o = json_loadb(j[i]->out.data, j[i]->out.len, 0, NULL);
@@ -208,6 +233,10 @@ static void test_queue_limit_and_cancel(void **state)
         if (n > 0 || cal_now_ns() > end) break;
         cal_sleep_ns(1000000, NULL);
     }
+    /* the gauge is published after the step that wrote those bytes */
+    while (atomic_load(&f.m.kv_used) == 0 && cal_now_ns() < end) cal_sleep_ns(1000000, NULL);
+    assert_true(atomic_load(&f.m.kv_used) > 0);      /* j[0] holds its prompt and a token */
+    assert_true(metric(&f.m, "caliper:kv_cache_usage_perc") > 0);
     for (int i = 0; i < 3; i++) {
         pthread_mutex_lock(&j[i]->mu);
         j[i]->cancelled = 1;
@@ -215,6 +244,12 @@ static void test_queue_limit_and_cancel(void **state)
     }
     for (int i = 0; i < 3; i++) wait_done(j[i]);
     assert_int_equal(atomic_load(&f.m.requests_aborted), 3);
+    /* no request runs: the KV gauge is back to 0 (clients that go away
+     * leave no engine step behind them to update it) */
+    assert_int_equal(atomic_load(&f.m.running), 0);
+    assert_int_equal(atomic_load(&f.m.kv_used), 0);
+    assert_true(metric(&f.m, "caliper:kv_cache_usage_perc") == 0);
+    assert_true(metric(&f.m, "vllm:kv_cache_usage_perc") == 0);
     assert_true(atomic_load(&f.m.generation_tokens) < 3 * 400);
     /* the slots are free again: a new job runs to the end */
     cal_job *k = mkjob(5, 3, 1);

@@ -1,0 +1,299 @@
+/* caliper run — the library runs and records a whole shot series: the plan
+ * (prompt lengths × concurrency or rate cells, shots, rest, warm-up, cold),
+ * one target (two under A/B), the store, and an observer for progress. Every
+ * cell is filled the same way whatever the target: prompts from the
+ * workload, requests sent under the load shape, the summary of SPEC 1.2,
+ * telemetry windows, one store transaction. `caliper run` is this API plus
+ * flags and printing (docs/libcaliper.md).
+ *
+ * Targets are an ops struct (cal_run_target_ops). caliper ships two kinds:
+ *   served   (cal_run_target_served): the built-in engine, a --url engine or
+ *            a --launch'ed one, measured through the HTTP/SSE probe;
+ *   in-process (cal_run_target_inproc): a callback an engine implements —
+ *            prefill and decode one request, reporting each token as it comes
+ *            (caliper takes the timestamp when the callback reports it).
+ * Anyone may implement the ops for another kind.
+ *
+ * Library rules: nothing here prints, exits or installs signal handlers;
+ * progress goes to the observer, Ctrl-C is the caller's `stop` flag. */
+#ifndef CALIPER_RUN_H
+#define CALIPER_RUN_H
+#include <stddef.h>
+#include <stdint.h>
+#include "caliper/probe.h"
+#include "caliper/protocol.h"
+#include "caliper/store.h"
+#include "caliper/workload.h"
+
+/* ---- targets: an ops struct ------------------------------------------ */
+
+struct cal_run_plan;
+
+typedef struct cal_run_target_ops {
+    const char *kind;   /* "builtin", "url", "launch", "inproc", ... */
+    /* Start the engine (or reach it), and again after stop for a fresh one
+     * (--cold). stop: the caller's Ctrl-C flag (may be NULL). CAL_OK, or an
+     * error with the reason in err[errn]. */
+    int  (*start)(void *self, volatile int *stop, char *err, size_t errn);
+    /* Stop what start started; safe to call when not started. */
+    void (*stop)(void *self);
+    /* Send reqs[0..n) under load and fill results[0..n): the contract of
+     * cal_probe_run (every result initialised and given one status; stats
+     * may be zero where a field means nothing for this target). */
+    int  (*send)(void *self, const cal_request *reqs, size_t n, const cal_load *load,
+                 cal_req_result *results, volatile int *stop,
+                 cal_probe_progress_fn progress, void *ud, cal_probe_stats *stats);
+    /* --- optional: NULL where the target has no such thing --- */
+    /* Count the tokens of a text with the engine's tokenizer (exact prompt
+     * lengths); CAL_EABSENT when it has none. NULL: prompts approximate. */
+    int  (*count_tokens)(void *self, const char *text, int *n_tokens);
+    /* The plan the run will follow, before the first start (so an
+     * in-process engine can size its workers and know the output policy). */
+    void (*prepare)(void *self, const struct cal_run_plan *plan);
+    int  (*alive)(void *self);            /* 0: the engine is gone (NULL: always 1) */
+    int64_t (*started_ns)(void *self);    /* monotonic start of the fresh engine; -1 */
+    int  (*pid)(void *self);              /* engine process for telemetry; 0 none */
+    /* Why it stopped answering, one line (a launched engine's log tail). */
+    void (*why_failed)(void *self, char *out, size_t n);
+    /* The target as a JSON object (malloc'd): kind, name, model, version,
+     * url, command, load_s, api, detail. NULL on ENOMEM. */
+    char *(*describe)(void *self);
+    /* What to call it in messages: "the built-in engine", a URL, a command. */
+    const char *(*what)(void *self);
+    void (*destroy)(void *self);          /* free self (after stop) */
+} cal_run_target_ops;
+
+/* A target: its ops, its state, and two facts the run model needs. */
+typedef struct cal_run_target {
+    const cal_run_target_ops *ops;
+    void *self;
+    int   fresh_on_start;   /* start gives a fresh engine: its first shot is cold
+                               (0: someone else's engine, the first shot is unknown) */
+    int   restartable;      /* stop + start gives a fresh engine (--cold works) */
+} cal_run_target;
+/* Stop it, destroy self, free it, NULL *t. NULL-safe. */
+void cal_run_target_free(cal_run_target **t);
+
+/* Served: the built-in engine, a URL, or a launched command, through the
+ * probe. cfg->target says which (its stop field is ignored: the run's stop
+ * flag is used). cfg->probe: base_url is set at each start; model NULL
+ * means the first id of /v1/models (asked once, bounded by
+ * models_timeout_ns, 0 = 5 s). The server's POST /tokenize counts prompt
+ * tokens, each call bounded by tokenize_timeout_ns (0 = 30 s). name and
+ * version go to the description (NULL: the preset, command or URL; the
+ * model). Everything is copied. CAL_EINVAL, CAL_ENOMEM. */
+typedef struct cal_served_config {
+    cal_target_config target;
+    cal_probe_config  probe;
+    int64_t models_timeout_ns, tokenize_timeout_ns;
+    const char *version;     /* a label for the engine's version, or NULL */
+} cal_served_config;
+int cal_run_target_served(const cal_served_config *cfg, cal_run_target **out);
+
+/* ---- the in-process target -------------------------------------------
+ * The engine implements generate(): prefill the prompt, then decode,
+ * calling cal_inproc_token() as each token (or chunk of tokens) is ready.
+ * caliper stamps the time in that call, so the engine never reads a clock.
+ * Per request caliper records send (generate is called), first and last
+ * token, end (generate returned) and every token's time, exactly the
+ * fields the probe records for a served engine, so the same summary,
+ * store, shots, verdicts and reports apply.
+ *
+ * Concurrency: a closed-loop cell of concurrency c runs c worker threads;
+ * each takes the next request (in index order) when its previous one ends
+ * and calls generate with worker = its index 0..c−1, so at most c
+ * generate calls run at once and each worker's calls are sequential. An
+ * engine that is not thread-safe serialises inside generate (a lock around
+ * each step interleaves the c sequences token by token). An open-loop cell
+ * (rate > 0) releases each request at its Poisson arrival (the probe's
+ * seeded draw) to the first idle worker, c workers as the cap (0: 64);
+ * latency counts from the arrival. Idle timeouts do not apply in-process.
+ * A deadline or the stop flag makes cal_inproc_token return CAL_ECANCEL:
+ * generate should then return promptly (the request ends cancelled). */
+typedef struct cal_inproc_stream cal_inproc_stream;
+
+typedef struct cal_inproc_request {
+    const char *prompt;     /* the full prompt text (UTF-8) */
+    int      max_tokens;    /* tokens to generate (exactly, when ignore_eos) */
+    int      ignore_eos;    /* 1: generate max_tokens whatever the model says */
+    int      worker;        /* 0 .. concurrency−1 */
+    uint64_t index;         /* the request's index within its cell */
+} cal_inproc_request;
+
+typedef struct cal_inproc_engine {
+    const char *name;       /* the engine, for the run's target record */
+    const char *model;      /* the model it serves, or NULL */
+    void *ud;               /* passed to every callback */
+    /* Load the engine (called by start; again after close under --cold);
+     * max_workers: the most concurrent generate calls the plan needs (the
+     * largest concurrency; 64 for an uncapped rate cell), so worker is
+     * always below it. NULL: always ready. */
+    int  (*open)(void *ud, int max_workers, char *err, size_t errn);
+    void (*close)(void *ud);
+    /* One request: CAL_OK when it ran to its end (or was cancelled through
+     * cal_inproc_token), another cal_err when it failed (the request is a
+     * stream error, with cal_inproc_fail's message when one was given). */
+    int  (*generate)(void *ud, const cal_inproc_request *rq, cal_inproc_stream *s);
+    /* The engine's tokenizer, for exact prompt lengths (NULL: approximate).
+     * Called from the run's thread, never during generate calls. */
+    int  (*count_tokens)(void *ud, const char *text, int *n_tokens);
+} cal_inproc_engine;
+
+/* From generate: the prompt was prefilled, with n tokens (n < 0: unknown).
+ * Optional; the request's prompt token count comes from here. */
+void cal_inproc_prefilled(cal_inproc_stream *s, int n_tokens);
+/* From generate: n_tokens new tokens are ready (n >= 1), stamped now.
+ * Returns CAL_OK to go on, CAL_ECANCEL when the run wants the request to
+ * stop (deadline or stop flag). */
+int  cal_inproc_token(cal_inproc_stream *s, int n_tokens);
+/* From generate, before returning an error: the message stored with the
+ * request (copied, capped at 256 bytes). */
+void cal_inproc_fail(cal_inproc_stream *s, const char *msg);
+
+/* The engine struct is copied (the strings too); ud must outlive the
+ * target. CAL_EINVAL without generate, CAL_ENOMEM. */
+int cal_run_target_inproc(const cal_inproc_engine *e, cal_run_target **out);
+
+/* ---- the plan --------------------------------------------------------- */
+
+#define CAL_RUN_MAX_LIST 32
+/* A --duration cell keeps issuing requests until its time is up. It runs
+ * in rounds: the first of 64 × concurrency requests (rate × duration × 1.5
+ * + 16 open loop); while time is left, another sized from the rate so far
+ * (at most doubling the cell, and no more prompts than take 2 % of the
+ * time left to build). Between rounds the requests in flight drain and the
+ * next round's prompts are built: a short gap, counted in the cell's wall
+ * clock, so the aggregate column is, if anything, low. The requests in flight at the end are stored cancelled.
+ * A cell stops early only at this many requests, and says so in a note. */
+#define CAL_RUN_MAX_CELL_REQUESTS (1L << 18)
+
+typedef struct cal_run_plan {
+    int      prompt_tokens[CAL_RUN_MAX_LIST];  /* each a cell; n 0 = {256} */
+    size_t   n_prompt;
+    int      concurrency[CAL_RUN_MAX_LIST];    /* closed-loop cells; n 0 = {1} */
+    size_t   n_conc;
+    double   rate;           /* > 0: one open-loop cell per prompt length at
+                                rate req/s, concurrency[0] the in-flight cap
+                                when cap_given (else no cap) */
+    int      cap_given;
+    long     requests;       /* per cell; 0: max(8, 2c), or max(8, 4 × rate) */
+    double   duration_s;     /* > 0: run each cell for this long instead */
+    int      shots;          /* measured shots (0 = 1) */
+    int      warmup;         /* shots first, recorded as warm-up */
+    double   rest_s;         /* idle time before every shot after the first */
+    int      cold;           /* a fresh engine for every shot (restartable targets) */
+    double   noise_floor;    /* the narrowest verdict band; 0 = CAL_SHOT_NOISE_FLOOR */
+    cal_content content;
+    int      max_tokens;     /* 0 = 64 */
+    int      free_output;    /* 1: the model may stop early (no fixed length) */
+    int      allow_prefix;   /* 1: identical prompts (no nonce line) */
+    uint64_t seed;           /* prompt nonces and arrivals */
+    /* telemetry: sample clocks and power over the run */
+    int      telemetry;
+    double   interval_s;     /* 0 = 250 ms */
+    const char *telemetry_off_why;  /* stored when telemetry is 0 (NULL: "off") */
+    /* the run record */
+    const char *label;       /* a name for the run, or NULL */
+    const char *build;       /* the measuring program's build string */
+    /* a JSON object merged into the stored protocol (the API, the body, the
+     * timeouts: what the caller sent that the plan does not hold), or NULL */
+    const char *protocol_extra_json;
+} cal_run_plan;
+
+/* A plan with the defaults above: one 256-token prompt, c1, 8 requests,
+ * 1 shot, prose, 64 output tokens, telemetry on. */
+void cal_run_plan_default(cal_run_plan *p);
+
+/* ---- the observer ------------------------------------------------------ */
+
+typedef enum cal_run_event_kind {
+    CAL_RUN_EV_STARTING = 0,  /* a target is being started (text: what, kind) */
+    CAL_RUN_EV_BEGUN,         /* the run is in the store (run_id, shots, cells) */
+    CAL_RUN_EV_REST,          /* resting `seconds` before shot `shot` */
+    CAL_RUN_EV_PREPARING,     /* building a cell's prompts (label) */
+    CAL_RUN_EV_PROGRESS,      /* done of total requests of the cell (label) */
+    CAL_RUN_EV_CELL,          /* a cell is stored (cell, label) */
+    CAL_RUN_EV_NOTE           /* something worth saying (text) */
+} cal_run_event_kind;
+
+typedef struct cal_run_event {
+    cal_run_event_kind kind;
+    const char *side;          /* "" or "A" / "B" */
+    const char *text;          /* STARTING: what; NOTE: the note */
+    const char *field;         /* NOTE: the plan field it is about, whose value
+                                  starts the text ("prompt_tokens"), or NULL */
+    const char *target_kind;   /* STARTING: the ops' kind */
+    const char *label;         /* "shot 2 · c4 · 256 tok" (A/B: "A · shot 2 · …") */
+    int64_t run_id;
+    int     shot;              /* 1-based, warm-ups included */
+    int     total_shots, cells_per_shot;   /* BEGUN */
+    int     plan_warmup;                   /* BEGUN: warm-up shots among them */
+    double  seconds;           /* REST */
+    size_t  done, total;       /* PROGRESS */
+    const cal_cell *cell;      /* CELL */
+} cal_run_event;
+
+/* Events come one at a time; PROGRESS may come from the target's threads
+ * (the in-process workers), every other event from the caller's thread. */
+typedef struct cal_run_observer {
+    void (*fn)(void *ud, const cal_run_event *ev);   /* NULL: silent */
+    void *ud;
+} cal_run_observer;
+
+/* ---- running a series ------------------------------------------------- */
+
+typedef struct cal_run_outcome {
+    int64_t run_id;            /* 0 when the run never reached the store */
+    cal_run_status status;     /* OK, INTERRUPTED (stop), FAILED (target) */
+    char    message[1400];     /* why it failed, "" otherwise */
+    cal_run_data *data;        /* the run loaded back (chunks included), its
+                                  status and stored verdicts set; NULL when
+                                  it could not be loaded */
+    int64_t failed_requests;   /* requests not ok, less the ones a --duration
+                                  deadline cut (stored as cancelled) */
+} cal_run_outcome;
+void cal_run_outcome_clear(cal_run_outcome *o);
+
+/* Verdicts: given the run as loaded back, return a JSON array of strings
+ * (malloc'd) to store with it. NULL: cal_run_verdicts. Either way the A/B
+ * pairs and a failure are added. */
+typedef char *(*cal_run_verdicts_fn)(void *ud, const cal_run_data *d);
+
+typedef struct cal_run_args {
+    const cal_run_plan *plan;
+    cal_run_target *targets[2];  /* [1] non-NULL: A/B, alternating each shot */
+    cal_store *store;
+    cal_run_observer observer;
+    volatile int *stop;          /* non-zero: stop, store what was measured */
+    cal_run_verdicts_fn verdicts;
+    void *verdicts_ud;
+} cal_run_args;
+
+/* Run the series: start the targets, build the workloads, begin the run in
+ * the store, run every shot (warm-ups first; rest before each later shot;
+ * --cold restarts), every cell of each shot, store each cell with its
+ * requests, then finish the run with its status and verdicts and load it
+ * back into out->data. Every request is accounted for: a cell's statuses
+ * add up to its n_requests. What was measured before a stop or a target
+ * failure is stored (status INTERRUPTED or FAILED).
+ *
+ * Returns CAL_OK when the run reached the store (whatever its status:
+ * read out->status), CAL_ECANCEL when stopped before it began, CAL_EIO
+ * when a target could not start (out->message says why), CAL_ESTORE,
+ * CAL_EINVAL (a bad plan: message names the field), CAL_ENOMEM. The
+ * targets are started and stopped here; the caller frees them. */
+int cal_run_series(const cal_run_args *args, cal_run_outcome *out);
+
+/* The library's verdicts of a stored run, as a JSON array of strings
+ * (malloc'd; NULL on ENOMEM): one shot-series verdict (SPEC 1.1) per
+ * configuration with two or more measured shots, read on the per-request
+ * column up to concurrency 4 and on the aggregate one above, under the
+ * run's stored noise floor. */
+char *cal_run_verdicts(const cal_run_data *d);
+
+/* The A/B verdicts of a run (paired B ÷ A ratios over shots, with a 95 %
+ * interval) appended to a JSON array given as text; returns a new malloc'd
+ * array text (NULL on ENOMEM). arr NULL: a new array. */
+char *cal_run_ab_verdicts(const cal_run_data *d, const char *arr);
+
+#endif

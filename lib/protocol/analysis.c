@@ -1,0 +1,720 @@
+/* The analysis of a stored run (analysis.h): groups of one configuration
+ * across shots, the shots each group quotes, their pooled summary, and the
+ * verdicts as data. Every output renders what this file computes. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "caliper/analysis.h"
+#include "caliper/error.h"
+#include "caliper/protocol.h"
+#include "caliper/schema.h"
+#include "caliper/stats.h"
+#include "caliper/telemetry.h"
+
+#define MAX_VERDICTS 256
+
+/* ---- names -------------------------------------------------------------- */
+
+static const char *const VK_NAMES[CAL_VK__N] = {
+    [CAL_VK_NOTE] = "note", [CAL_VK_SHOTS] = "shots", [CAL_VK_FREQUENCY] = "frequency",
+    [CAL_VK_POWER_WALL] = "power-wall", [CAL_VK_AB] = "ab", [CAL_VK_FAILURES] = "failures",
+    [CAL_VK_OUTPUT_LENGTH] = "output-length", [CAL_VK_PROMPT_APPROX] = "prompt-approx",
+    [CAL_VK_CLIENT] = "client", [CAL_VK_COLUMN] = "column", [CAL_VK_PREFILL_FIT] = "prefill-fit",
+    [CAL_VK_TELEMETRY] = "telemetry",
+};
+
+const char *cal_verdict_kind_name(cal_verdict_kind k)
+{
+    return (unsigned)k < CAL_VK__N ? VK_NAMES[k] : VK_NAMES[CAL_VK_NOTE];
+}
+
+int cal_verdict_kind_parse(const char *s, cal_verdict_kind *out)
+{
+    for (int k = 0; s && k < CAL_VK__N; k++)
+        if (!strcmp(s, VK_NAMES[k])) { *out = (cal_verdict_kind)k; return CAL_OK; }
+    return CAL_EINVAL;
+}
+
+void cal_verdict_init(cal_verdict *v, cal_verdict_kind k)
+{
+    memset(v, 0, sizeof *v);
+    v->kind = k;
+    v->group = -1;
+    v->judged = 1;
+    v->effect = v->lo = v->hi = NAN;
+    for (int i = 0; i < CAL_VERDICT_VALUES; i++) v->values[i] = NAN;
+}
+
+char *cal_verdict_line(const cal_verdict *v, char *buf, size_t n)
+{
+    if (!n) return buf;
+    if (v->cell[0]) {
+        if (v->kind == CAL_VK_FREQUENCY || v->kind == CAL_VK_POWER_WALL)
+            snprintf(buf, n, "%s: %s: %s", v->cell, v->kind == CAL_VK_FREQUENCY ? "clock" : "power",
+                     v->text);
+        else snprintf(buf, n, "%s: %s", v->cell, v->text);
+    } else snprintf(buf, n, "%s", v->text);
+    return buf;
+}
+
+/* ---- groups and quotes ---------------------------------------------------- */
+
+int cal_analysis_same_config(const cal_cell *a, const cal_cell *b)
+{
+    return !strcmp(a->target, b->target) && a->concurrency == b->concurrency &&
+           a->rate == b->rate && a->prompt_tokens == b->prompt_tokens &&
+           !strcmp(a->content, b->content) && a->max_tokens == b->max_tokens &&
+           a->output_fixed == b->output_fixed && a->kind == b->kind;
+}
+
+static void group_name(const cal_cell *c, char *buf, size_t n)
+{
+    char load[48];
+    if (c->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", c->rate);
+    else snprintf(load, sizeof load, "c%d", c->concurrency);
+    snprintf(buf, n, "%s%s%s · %d tok %s", c->target[0] ? c->target : "",
+             c->target[0] ? " · " : "", load, c->prompt_tokens, c->content);
+}
+
+/* SPEC 1.2: per-request at 1–4 users (closed loop), aggregate above. */
+static int per_request_cell(const cal_cell *c) { return c->rate == 0 && c->concurrency <= 4; }
+
+static double judged_value(const cal_cell *c, int per_request)
+{
+    return per_request ? c->sum.per_request_output_throughput_median : c->sum.output_throughput;
+}
+
+/* The quote (SPEC 1.1): warm-ups never; with two or more measured shots the
+ * first is dropped. */
+static void quote(const cal_run_data *d, cal_group *g)
+{
+    size_t nm = 0;
+    for (size_t i = 0; i < g->n_cells; i++)
+        if (d->cells[g->cells[i]].shot_kind != CAL_SHOT_WARMUP) nm++;
+    size_t skip = nm >= 2 ? 1 : 0, seen = 0;
+    g->first_excluded = -1;
+    g->n_quoted = 0;
+    g->quoted_first = g->quoted_last = 0;
+    for (size_t i = 0; i < g->n_cells; i++) {
+        const cal_cell *c = &d->cells[g->cells[i]];
+        if (c->shot_kind == CAL_SHOT_WARMUP) continue;
+        if (seen++ < skip) { g->first_excluded = (int)g->cells[i]; continue; }
+        if (!g->n_quoted) { g->quoted_first = c->shot_index; g->quoted_kind = c->shot_kind; }
+        else if (c->shot_kind != g->quoted_kind) g->quoted_kind = CAL_SHOT_UNKNOWN;
+        g->quoted_last = c->shot_index;
+        g->quoted[g->n_quoted++] = g->cells[i];
+    }
+    if (!g->n_quoted) g->quoted_kind = CAL_SHOT_UNKNOWN;
+}
+
+/* ---- per-request values ----------------------------------------------------- */
+
+static double req_value(const cal_req_result *r, int series)
+{
+    if (r->status != CAL_REQ_OK || r->end_ns <= 0) return NAN;
+    int64_t sched = r->sched_ns > 0 ? r->sched_ns : r->send_ns;
+    double ttft = r->first_token_ns > 0 && sched > 0 ? (double)(r->first_token_ns - sched) / 1e6 : NAN;
+    double e2e = sched > 0 ? (double)(r->end_ns - sched) / 1e6 : NAN;
+    switch (series) {
+    case CAL_S_REQ_TOKS:
+        return r->output_tokens > 0 && r->send_ns > 0 && r->end_ns > r->send_ns
+                   ? r->output_tokens / ((double)(r->end_ns - r->send_ns) / 1e9) : NAN;
+    case CAL_S_PREFILL_TOKS:
+        return r->prompt_tokens > 0 && ttft > 0 ? r->prompt_tokens / (ttft / 1e3) : NAN;
+    case CAL_S_DECODE_TOKS:
+        return r->output_tokens >= 2 && r->first_token_ns > 0 && r->last_token_ns > r->first_token_ns
+                   ? (r->output_tokens - 1) / ((double)(r->last_token_ns - r->first_token_ns) / 1e9)
+                   : NAN;
+    case CAL_S_TTFT_MS: return ttft;
+    case CAL_S_TPOT_MS:
+        return r->output_tokens >= 2 && isfinite(ttft) && r->end_ns > r->first_token_ns
+                   ? (double)(r->end_ns - r->first_token_ns) / 1e6 / (r->output_tokens - 1) : NAN;
+    case CAL_S_E2E_MS: return e2e;
+    default: return NAN;
+    }
+}
+
+size_t cal_analysis_cell_values(const cal_run_data *d, const cal_cell *c, int series,
+                                double *out, size_t cap)
+{
+    size_t k = 0;
+    if (!d->reqs || c->req_first + (size_t)c->n_requests > d->n_reqs) return 0;
+    for (int64_t i = 0; i < c->n_requests && k < cap; i++) {
+        const cal_req_result *r = &d->reqs[c->req_first + (size_t)i];
+        if (series == CAL_S_ITL_MS) {
+            if (r->status != CAL_REQ_OK || !r->chunk_ns) continue;
+            for (int j = 1; j < r->n_chunks && k < cap; j++)
+                out[k++] = (double)(r->chunk_ns[j] - r->chunk_ns[j - 1]) / 1e6;
+            continue;
+        }
+        double v = req_value(r, series);
+        if (isfinite(v)) out[k++] = v;
+    }
+    return k;
+}
+
+/* ---- pooling ---------------------------------------------------------------- */
+
+/* A shot's duration: its summary's, else its cell's wall clock; 0 unknown. */
+static double shot_duration(const cal_cell *c)
+{
+    if (isfinite(c->sum.duration) && c->sum.duration > 0) return c->sum.duration;
+    return c->end_ns > c->start_ns ? (double)(c->end_ns - c->start_ns) / 1e9 : 0;
+}
+
+int cal_analysis_pool(const cal_run_data *d, const size_t *idx, size_t n, cal_summary *s)
+{
+    if (!n) { cal_summary_init(s); return CAL_OK; }
+    if (n == 1) { *s = d->cells[idx[0]].sum; return CAL_OK; }
+    size_t total = 0;
+    int loaded = d->n_reqs > 0;
+    double dur = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cal_cell *c = &d->cells[idx[i]];
+        total += (size_t)c->n_requests;
+        if (c->req_first + (size_t)c->n_requests > d->n_reqs) loaded = 0;
+        dur += shot_duration(c);
+    }
+    const cal_cell *c0 = &d->cells[idx[0]];
+    if (loaded && total) {
+        /* CAL_POOL_REQUESTS: every quoted request together; the rates come
+         * out as Σ ÷ Σ duration because the summed duration is passed */
+        cal_req_result *r = malloc(total * sizeof *r);
+        if (!r) return CAL_ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            const cal_cell *c = &d->cells[idx[i]];
+            memcpy(r + k, d->reqs + c->req_first, (size_t)c->n_requests * sizeof *r);
+            k += (size_t)c->n_requests;
+        }
+        int e = cal_summary_compute(r, k, dur, c0->output_fixed ? c0->max_tokens : 0, s);
+        free(r);   /* shallow copies: the heap fields belong to d */
+        if (e) return e;
+    } else {
+        /* requests not loaded: counts and rates from the shots' own
+         * summaries, per-request statistics unknown (NAN) */
+        cal_summary_init(s);
+        for (size_t i = 0; i < n; i++) {
+            const cal_summary *ci = &d->cells[idx[i]].sum;
+            s->completed += ci->completed;
+            s->failed += ci->failed;
+            s->n_http_error += ci->n_http_error;
+            s->n_timeout += ci->n_timeout;
+            s->n_connect_error += ci->n_connect_error;
+            s->n_stream_error += ci->n_stream_error;
+            s->n_cancelled += ci->n_cancelled;
+            s->total_input_tokens += ci->total_input_tokens;
+            s->total_output_tokens += ci->total_output_tokens;
+            s->output_len_mismatch += ci->output_len_mismatch;
+        }
+        if (dur > 0) {
+            s->duration = dur;
+            s->request_throughput = s->completed / dur;
+            s->output_throughput = s->total_output_tokens / dur;
+            s->total_token_throughput = (s->total_input_tokens + s->total_output_tokens) / dur;
+        }
+    }
+    /* CAL_POOL_TIME_MEAN and CAL_POOL_MIN: telemetry over the quoted shots */
+    double cw = 0, cs = 0, pw = 0, ps = 0, cmin = NAN, pmin = NAN;
+    for (size_t i = 0; i < n; i++) {
+        const cal_summary *ci = &d->cells[idx[i]].sum;
+        double w = shot_duration(&d->cells[idx[i]]);
+        if (isfinite(ci->clock_mhz_mean) && w > 0) { cs += w * ci->clock_mhz_mean; cw += w; }
+        if (isfinite(ci->power_w_mean) && w > 0) { ps += w * ci->power_w_mean; pw += w; }
+        if (isfinite(ci->clock_mhz_min) && !(ci->clock_mhz_min >= cmin)) cmin = ci->clock_mhz_min;
+        if (isfinite(ci->power_w_min) && !(ci->power_w_min >= pmin)) pmin = ci->power_w_min;
+    }
+    s->clock_mhz_mean = cw > 0 ? cs / cw : NAN;
+    s->power_w_mean = pw > 0 ? ps / pw : NAN;
+    s->clock_mhz_min = cmin;
+    s->power_w_min = pmin;
+    return CAL_OK;
+}
+
+/* ---- the shot-series verdict (one call site) ------------------------------- */
+
+int cal_analysis_shot_verdict(const cal_shot_sample *shots, size_t n, int per_request,
+                              double floor, cal_verdict *out)
+{
+    cal_verdict_init(out, CAL_VK_SHOTS);
+    double *vals = malloc((n ? n : 1) * sizeof *vals);
+    int *idx = malloc((n ? n : 1) * sizeof *idx);
+    if (!vals || !idx) {
+        free(vals);
+        free(idx);
+        out->judged = 0;
+        snprintf(out->text, sizeof out->text, "cannot judge: out of memory");
+        return 0;
+    }
+    int all_cold = n >= 2;
+    for (size_t i = 0; i < n; i++) {
+        vals[i] = shots[i].value;
+        idx[i] = shots[i].shot_index;
+        if (shots[i].kind != CAL_SHOT_COLD) all_cold = 0;
+    }
+    const char *what = per_request ? "per-request tok/s" : "aggregate tok/s";
+    cal_shot_verdict v;
+    cal_shot_series_verdict(vals, idx, n, what, floor, &v);
+    free(vals);
+    free(idx);
+    out->judged = v.judged;
+    out->n = v.n;
+    out->effect = v.drop;
+    out->lo = -v.band;
+    out->hi = v.band;
+    out->values[0] = v.first;
+    out->values[1] = v.later_median;
+    out->values[2] = v.first_shot;
+    out->values[3] = v.later_first;
+    out->direction = !v.judged || !v.beyond_noise ? 0 : v.drop > 0 ? -1 : 1;
+    snprintf(out->text, sizeof out->text, "%s", v.text);
+    /* --cold: every shot is a fresh process, so a difference is not a warm
+     * wall but a machine whose state changed between processes */
+    if (all_cold && v.judged) {
+        char range[48];
+        if (v.later_first == v.later_last) snprintf(range, sizeof range, "cold shot %d", v.later_first);
+        else snprintf(range, sizeof range, "cold shots %d–%d", v.later_first, v.later_last);
+        if (!v.beyond_noise)
+            snprintf(out->text, sizeof out->text,
+                     "%s within noise of cold shot %d (%+.1f %%, band ±%.1f %%): fresh processes "
+                     "agree", range, v.first_shot, -100.0 * v.drop, 100.0 * v.band);
+        else
+            snprintf(out->text, sizeof out->text,
+                     "%s %s %.1f %% %s cold shot %d (band ±%.1f %%, %s): fresh processes "
+                     "disagree — the machine's state changed between them",
+                     range, v.later_first == v.later_last ? "runs" : "run",
+                     100.0 * fabs(v.drop), v.drop > 0 ? "below" : "above", v.first_shot,
+                     100.0 * v.band, what);
+    }
+    return out->judged;
+}
+
+/* ---- the analysis ---------------------------------------------------------- */
+
+typedef struct vlist { cal_verdict *v; size_t n; } vlist;
+
+static cal_verdict *vadd(vlist *l, cal_verdict_kind k)
+{
+    if (l->n >= MAX_VERDICTS) return NULL;
+    cal_verdict *v = &l->v[l->n++];
+    cal_verdict_init(v, k);
+    return v;
+}
+
+static void for_group(cal_verdict *v, const cal_group *g, size_t gi)
+{
+    v->group = (int)gi;
+    snprintf(v->cell, sizeof v->cell, "%s", g->name);
+}
+
+/* Shot verdict, then the clock (SPEC 1.4) and power checks of a drop. */
+static int group_verdicts(const cal_run_data *d, const cal_group *g, size_t gi, double floor,
+                          vlist *l)
+{
+    size_t nm = 0, nreq = 0;
+    for (size_t i = 0; i < g->n_cells; i++) {
+        const cal_cell *c = &d->cells[g->cells[i]];
+        if (c->shot_kind == CAL_SHOT_WARMUP) continue;
+        nm++;
+        nreq += (size_t)c->n_requests;
+    }
+    if (nm < 2) return CAL_OK;
+    cal_shot_sample *sh = calloc(nm, sizeof *sh);
+    double *tok = malloc((nreq ? nreq : 1) * sizeof *tok), *ttft = malloc((nreq ? nreq : 1) * sizeof *ttft);
+    if (!sh || !tok || !ttft) { free(sh); free(tok); free(ttft); return CAL_ENOMEM; }
+    size_t k = 0, ot = 0, of = 0;
+    for (size_t i = 0; i < g->n_cells; i++) {
+        const cal_cell *c = &d->cells[g->cells[i]];
+        if (c->shot_kind == CAL_SHOT_WARMUP) continue;
+        cal_shot_sample *s = &sh[k++];
+        s->shot_index = c->shot_index;
+        s->kind = c->shot_kind;
+        s->value = judged_value(c, g->per_request);
+        s->req_tok_s = tok + ot;
+        s->n_req = cal_analysis_cell_values(d, c, CAL_S_REQ_TOKS, tok + ot, nreq - ot);
+        ot += s->n_req;
+        s->req_ttft_ms = ttft + of;
+        s->n_ttft = cal_analysis_cell_values(d, c, CAL_S_TTFT_MS, ttft + of, nreq - of);
+        of += s->n_ttft;
+    }
+    cal_verdict sv;
+    cal_analysis_shot_verdict(sh, nm, g->per_request, floor, &sv);
+    free(sh); free(tok); free(ttft);
+    if (!sv.judged) return CAL_OK;
+    cal_verdict *v = vadd(l, CAL_VK_SHOTS);
+    if (!v) return CAL_OK;
+    *v = sv;
+    for_group(v, g, gi);
+    if (sv.direction >= 0) return CAL_OK;
+
+    /* a drop: warm ≈ cold × f_warm/f_cold? and was power flat as the clock fell? */
+    double fc = NAN, *fl = malloc(nm * sizeof *fl), *pw = malloc(nm * sizeof *pw), *ck = malloc(nm * sizeof *ck);
+    if (!fl || !pw || !ck) { free(fl); free(pw); free(ck); return CAL_ENOMEM; }
+    size_t nl = 0, np = 0;
+    int seen = 0;
+    for (size_t i = 0; i < g->n_cells; i++) {
+        const cal_cell *c = &d->cells[g->cells[i]];
+        if (c->shot_kind == CAL_SHOT_WARMUP) continue;
+        if (!seen++) fc = c->sum.clock_mhz_mean;
+        else {
+            if (isfinite(c->sum.clock_mhz_mean)) fl[nl++] = c->sum.clock_mhz_mean;
+            pw[np] = c->sum.power_w_mean;
+            ck[np++] = c->sum.clock_mhz_mean;
+        }
+    }
+    double fw = cal_stats_median(fl, nl);
+    cal_freq_verdict fv;
+    cal_tel_freq_verdict(sv.values[0], sv.values[1], fc, fw, 0, &fv);
+    cal_verdict *f = vadd(l, CAL_VK_FREQUENCY);
+    if (f) {
+        for_group(f, g, gi);
+        f->judged = fv.kind != CAL_FREQ_CANNOT_JUDGE;
+        f->direction = fv.kind == CAL_FREQ_EXPLAINED ? 1 : fv.kind == CAL_FREQ_NOT_EXPLAINED ? -1 : 0;
+        f->effect = fv.explained;
+        f->values[0] = fc;
+        f->values[1] = fw;
+        f->values[2] = fv.predicted;
+        f->values[3] = fv.warm;
+        f->n = (int)nl + 1;
+        cal_tel_freq_verdict_text(&fv, f->text, sizeof f->text);
+    }
+    cal_power_wall w;
+    if (cal_tel_power_wall(pw, ck, np, 0, 0, &w) != CAL_WALL_CANNOT_JUDGE) {
+        cal_verdict *p = vadd(l, CAL_VK_POWER_WALL);
+        if (p) {
+            for_group(p, g, gi);
+            p->direction = w.kind == CAL_WALL_CEILING ? -1 : 0;
+            p->effect = w.clock_drop;
+            p->values[0] = w.power_mean_w;
+            p->values[1] = w.power_spread;
+            p->values[2] = w.clock_first;
+            p->values[3] = w.clock_last;
+            p->n = (int)w.n;
+            cal_tel_power_wall_text(&w, p->text, sizeof p->text);
+        }
+    }
+    free(fl); free(pw); free(ck);
+    return CAL_OK;
+}
+
+/* A/B: cells of target B paired with target A by configuration and shot
+ * index; B ÷ A of the judged column as a t interval on the log ratios. */
+static void ab_verdicts(const cal_run_data *d, const cal_analysis *a, vlist *l)
+{
+    for (size_t gi = 0; gi < a->n_groups; gi++) {
+        const cal_group *g = &a->groups[gi];
+        const cal_cell *c0 = &d->cells[g->cells[0]];
+        if (strcmp(c0->target, "A")) continue;
+        double lr[1024];
+        size_t n = 0;
+        int per_req = per_request_cell(c0);
+        for (size_t i = 0; i < g->n_cells && n < 1024; i++) {
+            const cal_cell *ca = &d->cells[g->cells[i]];
+            if (ca->shot_kind == CAL_SHOT_WARMUP) continue;
+            for (size_t y = 0; y < d->n_cells && n < 1024; y++) {
+                const cal_cell *cb = &d->cells[y];
+                if (strcmp(cb->target, "B") || cb->shot_index != ca->shot_index ||
+                    cb->concurrency != ca->concurrency || cb->prompt_tokens != ca->prompt_tokens ||
+                    cb->rate != ca->rate)
+                    continue;
+                double va = judged_value(ca, per_req), vb = judged_value(cb, per_req);
+                if (va > 0 && vb > 0) lr[n++] = log(vb / va);
+            }
+        }
+        cal_verdict *v = vadd(l, CAL_VK_AB);
+        if (!v) return;
+        for_group(v, g, gi);
+        v->cell[0] = 0;   /* the sentence names its configuration itself */
+        v->n = (int)n;
+        char load[32];
+        if (c0->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", c0->rate);
+        else snprintf(load, sizeof load, "c%d", c0->concurrency);
+        if (n < 2) {
+            v->judged = 0;
+            snprintf(v->text, sizeof v->text, "A/B %s · %d tok: fewer than 2 paired shots: no ratio",
+                     load, c0->prompt_tokens);
+            continue;
+        }
+        double m = cal_stats_mean(lr, n), sd = cal_stats_sd(lr, n);
+        /* two-sided 95 % t quantiles for n−1 degrees of freedom */
+        static const double T95[] = {0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                                     2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                                     2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+                                     2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+        double tq = n - 1 < sizeof T95 / sizeof T95[0] ? T95[n - 1] : 1.96;
+        double h = tq * sd / sqrt((double)n);
+        v->effect = exp(m);
+        v->lo = exp(m - h);
+        v->hi = exp(m + h);
+        v->direction = v->lo > 1 ? 1 : v->hi < 1 ? -1 : 0;
+        snprintf(v->text, sizeof v->text,
+                 "A/B %s · %d tok: B ÷ A = %.3f× (95 %% CI %.3f–%.3f, %zu paired shots, %s "
+                 "column)%s",
+                 load, c0->prompt_tokens, v->effect, v->lo, v->hi, n,
+                 per_req ? "per-request" : "aggregate",
+                 v->direction ? "" : ": no detectable difference");
+    }
+}
+
+static void run_verdicts(const cal_run_data *d, vlist *l)
+{
+    int64_t ok = 0, bad = 0, mism = 0, st[6] = {0};
+    int approx = 0, fixed = 0;
+    const char *first_err = NULL;
+    int64_t cpu = 0;
+    double lag = NAN, wall = 0;
+    for (size_t i = 0; i < d->n_cells; i++) {
+        const cal_cell *c = &d->cells[i];
+        ok += c->sum.completed;
+        bad += c->sum.failed;
+        mism += c->sum.output_len_mismatch;
+        st[CAL_REQ_HTTP_ERROR] += c->sum.n_http_error;
+        st[CAL_REQ_TIMEOUT] += c->sum.n_timeout;
+        st[CAL_REQ_CONNECT_ERROR] += c->sum.n_connect_error;
+        st[CAL_REQ_STREAM_ERROR] += c->sum.n_stream_error;
+        st[CAL_REQ_CANCELLED] += c->sum.n_cancelled;
+        if (!c->prompt_exact) approx = 1;
+        if (c->output_fixed) fixed = c->max_tokens;
+        cpu += c->cpu_ns;
+        if (isfinite(c->send_lag_p99_ms) && !(c->send_lag_p99_ms <= lag)) lag = c->send_lag_p99_ms;
+        if (isfinite(c->sum.duration)) wall += c->sum.duration;
+    }
+    for (size_t i = 0; i < d->n_reqs && !first_err; i++)
+        if (d->reqs[i].status != CAL_REQ_OK && d->reqs[i].status != CAL_REQ_CANCELLED &&
+            d->reqs[i].error)
+            first_err = d->reqs[i].error;
+    cal_verdict *v;
+    if (bad && (v = vadd(l, CAL_VK_FAILURES))) {
+        char parts[200] = "";
+        size_t off = 0;
+        for (int s = CAL_REQ_HTTP_ERROR; s <= CAL_REQ_CANCELLED && off < sizeof parts; s++)
+            if (st[s]) off += (size_t)snprintf(parts + off, sizeof parts - off, "%s%lld %s",
+                                               off ? ", " : "", (long long)st[s],
+                                               cal_req_status_name((cal_req_status)s));
+        v->direction = -1;
+        v->effect = (double)bad / (double)(ok + bad);
+        v->values[0] = (double)bad;
+        v->values[1] = (double)(ok + bad);
+        v->n = (int)(ok + bad);
+        snprintf(v->text, sizeof v->text, "requests: %lld of %lld did not end ok (%s)%s%.200s",
+                 (long long)bad, (long long)(ok + bad), parts, first_err ? "; first error: " : "",
+                 first_err ? first_err : "");
+    }
+    if (mism && (v = vadd(l, CAL_VK_OUTPUT_LENGTH))) {
+        v->direction = -1;
+        v->effect = ok ? (double)mism / (double)ok : NAN;
+        v->values[0] = (double)mism;
+        v->values[1] = (double)ok;
+        v->values[2] = fixed;
+        v->n = (int)ok;
+        snprintf(v->text, sizeof v->text,
+                 "output length: %lld of %lld ok requests did not return %d tokens: the server "
+                 "does not honour a fixed output length (ignore_eos/min_tokens)",
+                 (long long)mism, (long long)ok, fixed);
+    }
+    if (approx && d->n_cells && (v = vadd(l, CAL_VK_PROMPT_APPROX)))
+        snprintf(v->text, sizeof v->text, "prompt lengths are approximate: the target has "
+                                          "no /tokenize (4 characters per token), or a length "
+                                          "was below the shortest exact one");
+    double busy = wall > 0 ? (double)cpu / 1e9 / wall : NAN;
+    if (wall > 0 && busy > 0.5 && (v = vadd(l, CAL_VK_CLIENT))) {
+        v->direction = -1;
+        v->effect = busy;
+        v->values[0] = lag;
+        snprintf(v->text, sizeof v->text,
+                 "client self-check: the probe was busy %.0f %% of the run: the client may be "
+                 "the bottleneck", 100.0 * busy);
+    } else if (isfinite(lag) && lag > 5.0 && (v = vadd(l, CAL_VK_CLIENT))) {
+        v->direction = -1;
+        v->effect = busy;
+        v->values[0] = lag;
+        snprintf(v->text, sizeof v->text,
+                 "client self-check: send lag p99 %.1f ms: the client sent late; latencies "
+                 "include it", lag);
+    }
+}
+
+/* Stored verdicts the analysis does not recompute: NOTE objects, and plain
+ * strings (older runs) unless the analysis wrote that very sentence. */
+static void stored_verdicts(const cal_run_data *d, vlist *l, size_t n_computed)
+{
+    if (!d->run.verdicts_json) return;
+    cal_verdict *st = malloc(MAX_VERDICTS * sizeof *st);
+    if (!st) return;
+    size_t ns = cal_verdicts_from_json(d->run.verdicts_json, st, MAX_VERDICTS);
+    char a[700], b[700];
+    for (size_t i = 0; i < ns; i++) {
+        if (st[i].kind != CAL_VK_NOTE) continue;   /* recomputed above */
+        int dup = 0;
+        for (size_t k = 0; k < n_computed && !dup; k++)
+            dup = !strcmp(cal_verdict_line(&l->v[k], a, sizeof a), st[i].text) ||
+                  !strcmp(l->v[k].text, st[i].text);
+        for (size_t k = n_computed; k < l->n && !dup; k++)
+            dup = !strcmp(cal_verdict_line(&l->v[k], b, sizeof b), st[i].text);
+        if (dup) continue;
+        cal_verdict *v = vadd(l, CAL_VK_NOTE);
+        if (v) *v = st[i];
+    }
+    free(st);
+}
+
+static double noise_floor(const cal_run_data *d)
+{
+    json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+    json_t *f = json_object_get(p, "noise_floor");
+    double x = json_is_number(f) ? json_number_value(f) : 0;
+    json_decref(p);
+    return x;
+}
+
+int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
+{
+    *out = NULL;
+    cal_analysis *a = calloc(1, sizeof *a);
+    size_t nc = d->n_cells;
+    size_t *gid = malloc((nc ? nc : 1) * sizeof *gid);
+    vlist l = {calloc(MAX_VERDICTS, sizeof(cal_verdict)), 0};
+    int e = CAL_ENOMEM;
+    if (!a || !gid || !l.v) goto fail;
+    a->noise_floor = noise_floor(d);
+    a->groups = calloc(nc ? nc : 1, sizeof *a->groups);
+    if (!a->groups) goto fail;
+    /* groups in first-seen order: a group id per cell, then exact arrays */
+    for (size_t i = 0; i < nc; i++) {
+        size_t k;
+        for (k = 0; k < a->n_groups; k++)
+            if (cal_analysis_same_config(&d->cells[a->groups[k].first_excluded], &d->cells[i])) break;
+        if (k == a->n_groups) {
+            cal_group *g = &a->groups[a->n_groups++];
+            g->first_excluded = (int)i;   /* for now: the group's first cell */
+            g->per_request = per_request_cell(&d->cells[i]);
+            group_name(&d->cells[i], g->name, sizeof g->name);
+        }
+        gid[i] = k;
+        a->groups[k].n_cells++;
+    }
+    for (size_t k = 0; k < a->n_groups; k++) {
+        cal_group *g = &a->groups[k];
+        g->cells = malloc(g->n_cells * sizeof *g->cells);
+        g->quoted = malloc(g->n_cells * sizeof *g->quoted);
+        if (!g->cells || !g->quoted) goto fail;
+        g->n_cells = 0;
+    }
+    for (size_t i = 0; i < nc; i++) a->groups[gid[i]].cells[a->groups[gid[i]].n_cells++] = i;
+    for (size_t k = 0; k < a->n_groups; k++) {
+        cal_group *g = &a->groups[k];
+        quote(d, g);
+        if ((e = cal_analysis_pool(d, g->quoted, g->n_quoted, &g->pooled))) goto fail;
+    }
+    for (size_t k = 0; k < a->n_groups; k++)
+        if ((e = group_verdicts(d, &a->groups[k], k, a->noise_floor, &l))) goto fail;
+    ab_verdicts(d, a, &l);
+    run_verdicts(d, &l);
+    stored_verdicts(d, &l, l.n);
+    a->verdicts = l.v;
+    a->n_verdicts = l.n;
+    free(gid);
+    *out = a;
+    return CAL_OK;
+fail:
+    free(gid);
+    if (a) { a->verdicts = l.v; l.v = NULL; }
+    free(l.v);
+    cal_analysis_free(&a);
+    return e ? e : CAL_ENOMEM;
+}
+
+void cal_analysis_free(cal_analysis **ap)
+{
+    if (!ap || !*ap) return;
+    cal_analysis *a = *ap;
+    for (size_t k = 0; k < a->n_groups; k++) {
+        free(a->groups[k].cells);
+        free(a->groups[k].quoted);
+    }
+    free(a->groups);
+    free(a->verdicts);
+    free(a);
+    *ap = NULL;
+}
+
+/* ---- verdicts as JSON ---------------------------------------------------- */
+
+static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+static double jget(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+char *cal_verdicts_json(const cal_verdict *v, size_t n)
+{
+    json_t *arr = json_array();
+    if (!arr) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_object(), *vals = json_array();
+        json_object_set_new(o, "kind", json_string(cal_verdict_kind_name(v[i].kind)));
+        json_object_set_new(o, "group", v[i].group >= 0 ? json_integer(v[i].group) : json_null());
+        json_object_set_new(o, "cell", json_string(v[i].cell));
+        json_object_set_new(o, "judged", json_boolean(v[i].judged));
+        json_object_set_new(o, "direction", json_integer(v[i].direction));
+        json_object_set_new(o, "effect", jnum(v[i].effect));
+        json_object_set_new(o, "lo", jnum(v[i].lo));
+        json_object_set_new(o, "hi", jnum(v[i].hi));
+        for (int k = 0; k < CAL_VERDICT_VALUES; k++) json_array_append_new(vals, jnum(v[i].values[k]));
+        json_object_set_new(o, "values", vals);
+        json_object_set_new(o, "n", json_integer(v[i].n));
+        json_object_set_new(o, "text", json_string(v[i].text));
+        json_array_append_new(arr, o);
+    }
+    char *s = json_dumps(arr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(arr);
+    return s;
+}
+
+size_t cal_verdicts_from_json(const char *text, cal_verdict *out, size_t cap)
+{
+    json_t *arr = text ? json_loads(text, 0, NULL) : NULL;
+    size_t n = 0, i;
+    json_t *x;
+    json_array_foreach(arr, i, x) {
+        if (n >= cap) break;
+        cal_verdict *v = &out[n];
+        if (json_is_string(x)) {
+            cal_verdict_init(v, CAL_VK_NOTE);
+            snprintf(v->text, sizeof v->text, "%s", json_string_value(x));
+            n++;
+            continue;
+        }
+        if (!json_is_object(x)) continue;
+        cal_verdict_kind k = CAL_VK_NOTE;
+        const json_t *kj = json_object_get(x, "kind");
+        if (json_is_string(kj) && cal_verdict_kind_parse(json_string_value(kj), &k)) k = CAL_VK_NOTE;
+        cal_verdict_init(v, k);
+        const json_t *g = json_object_get(x, "group");
+        v->group = json_is_integer(g) && json_integer_value(g) >= 0 && json_integer_value(g) < (1 << 30)
+                       ? (int)json_integer_value(g) : -1;
+        const json_t *s = json_object_get(x, "cell");
+        if (json_is_string(s)) snprintf(v->cell, sizeof v->cell, "%s", json_string_value(s));
+        v->judged = !json_is_false(json_object_get(x, "judged"));
+        double dir = jget(x, "direction");
+        v->direction = dir > 0 ? 1 : dir < 0 ? -1 : 0;
+        v->effect = jget(x, "effect");
+        v->lo = jget(x, "lo");
+        v->hi = jget(x, "hi");
+        const json_t *vals = json_object_get(x, "values");
+        for (int k2 = 0; k2 < CAL_VERDICT_VALUES; k2++) {
+            const json_t *e = json_array_get(vals, (size_t)k2);
+            v->values[k2] = json_is_number(e) ? json_number_value(e) : NAN;
+        }
+        double nn = jget(x, "n");
+        v->n = isfinite(nn) && nn >= 0 && nn < 1e9 ? (int)nn : 0;
+        s = json_object_get(x, "text");
+        snprintf(v->text, sizeof v->text, "%s", json_is_string(s) ? json_string_value(s) : "");
+        n++;
+    }
+    json_decref(arr);
+    return n;
+}

@@ -1,0 +1,880 @@
+/* The run model: a shot series over one or two targets (SPEC 1.1–1.3).
+ * Shots run warm-ups first, rest before each later shot, restart the
+ * engine under --cold, and every cell of a shot in turn; each cell builds
+ * its prompts, sends them through the target, is summarised, given its
+ * telemetry windows and stored with every request. The run ends with its
+ * status (ok, interrupted, failed) and verdicts, and is loaded back. */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "caliper/clock.h"
+#include "caliper/error.h"
+#include "caliper/run.h"
+#include "caliper/stats.h"
+#include "caliper/telemetry.h"
+
+#define MAX_LIST CAL_RUN_MAX_LIST
+
+typedef struct side {
+    char name[8];                    /* "" or "A" / "B" */
+    cal_run_target *t;
+    cal_workload *wl[MAX_LIST];      /* per prompt length */
+    int64_t started_ns;              /* -1 unknown */
+    int fresh;                       /* the next shot is the engine's first */
+} side;
+
+typedef struct ctx {
+    const cal_run_args *a;
+    cal_run_plan p;                  /* with defaults filled in */
+    cal_run_outcome *out;
+    volatile int *stop;
+    cal_store *st;
+    cal_run run;
+    cal_tel *tel;
+    uint64_t tel_cursor;
+    char clock_metric[64], power_metric[64];
+    side sides[2];
+    int n_sides;
+    uint64_t nonce;
+    int seq;
+    char label[128];
+    int target_failed;
+} ctx;
+
+void cal_run_plan_default(cal_run_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->prompt_tokens[0] = 256;
+    p->n_prompt = 1;
+    p->concurrency[0] = 1;
+    p->n_conc = 1;
+    p->shots = 1;
+    p->content = CAL_CONTENT_PROSE;
+    p->max_tokens = 64;
+    p->telemetry = 1;
+}
+
+void cal_run_target_free(cal_run_target **t)
+{
+    if (!t || !*t) return;
+    if ((*t)->ops) {
+        if ((*t)->ops->stop) (*t)->ops->stop((*t)->self);
+        if ((*t)->ops->destroy) (*t)->ops->destroy((*t)->self);
+    }
+    free(*t);
+    *t = NULL;
+}
+
+void cal_run_outcome_clear(cal_run_outcome *o)
+{
+    if (!o) return;
+    cal_run_data_free(&o->data);
+    memset(o, 0, sizeof *o);
+}
+
+static void emit(ctx *c, cal_run_event *ev)
+{
+    if (c->a->observer.fn) c->a->observer.fn(c->a->observer.ud, ev);
+}
+
+/* A note; field: the plan field it is about (NULL: none). */
+static void note_on(ctx *c, const char *sidename, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void note_on(ctx *c, const char *sidename, const char *field, const char *fmt, ...)
+{
+    char buf[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cal_run_event ev = {.kind = CAL_RUN_EV_NOTE, .side = sidename, .text = buf, .field = field,
+                        .run_id = c->run.id};
+    emit(c, &ev);
+}
+#define note(c, side, ...) note_on(c, side, NULL, __VA_ARGS__)
+
+static void fail(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->out->message, sizeof c->out->message, fmt, ap);
+    va_end(ap);
+}
+
+static const char *what(const side *s)
+{
+    return s->t->ops->what ? s->t->ops->what(s->t->self) : s->t->ops->kind;
+}
+
+static int stopped(const ctx *c) { return c->stop && *c->stop; }
+
+/* ---- telemetry ---------------------------------------------------------- */
+static void drain_telemetry(ctx *c)
+{
+    if (!c->tel || !c->run.id) return;
+    cal_tel_sample buf[512];
+    size_t n;
+    while ((n = cal_tel_read(c->tel, &c->tel_cursor, buf, 512, NULL)) > 0)
+        for (size_t i = 0; i < n; i++)
+            cal_store_add_telemetry(c->st, c->run.id, buf[i].t_ns, buf[i].backend,
+                                    buf[i].metric, buf[i].unit, buf[i].value);
+}
+
+/* Mean and minimum of a telemetry metric over [t0, t1]; NAN when absent. */
+static void tel_window(ctx *c, const char *metric, int64_t t0, int64_t t1, double *mean,
+                       double *min)
+{
+    *mean = *min = NAN;
+    if (!c->tel || !metric[0]) return;
+    cal_tel_stat s;
+    if (cal_tel_window(c->tel, metric, t0, t1, &s) != CAL_OK || s.n == 0) return;
+    *mean = s.mean;
+    *min = s.min;
+}
+
+/* ---- targets ------------------------------------------------------------ */
+static int count_with_target(void *ud, const char *text, int *n)
+{
+    cal_run_target *t = ud;
+    return t->ops->count_tokens(t->self, text, n);
+}
+
+static int start_side(ctx *c, side *s)
+{
+    char err[1000] = "";
+    int rc = s->t->ops->start(s->t->self, c->stop, err, sizeof err);
+    if (rc) {
+        fail(c, "%s%starget: %s", s->name, s->name[0] ? " " : "", err[0] ? err : cal_strerror(rc));
+        return rc;
+    }
+    s->started_ns = s->t->ops->started_ns ? s->t->ops->started_ns(s->t->self) : -1;
+    s->fresh = 1;
+    int pid = s->t->ops->pid ? s->t->ops->pid(s->t->self) : 0;
+    if (c->tel && pid > 0) cal_tel_set_pid(c->tel, pid);
+    return CAL_OK;
+}
+
+static int open_workloads(ctx *c, side *s)
+{
+    const cal_run_plan *p = &c->p;
+    for (size_t i = 0; i < p->n_prompt; i++) {
+        cal_workload_config wc = {.content = p->content, .prompt_tokens = p->prompt_tokens[i],
+                                  .unique = !p->allow_prefix, .seed = p->seed,
+                                  .count = s->t->ops->count_tokens ? count_with_target : NULL,
+                                  .count_ud = s->t};
+        int rc = cal_workload_open(&wc, &s->wl[i]);
+        if (rc && rc != CAL_ENOMEM && rc != CAL_EINVAL) {
+            note(c, s->name, "the tokenizer of %s failed (%s): prompt lengths will be approximate",
+                 what(s), cal_strerror(rc));
+            wc.count = NULL;
+            rc = cal_workload_open(&wc, &s->wl[i]);
+        }
+        if (rc) {
+            fail(c, "prompt_tokens: %d: %s", p->prompt_tokens[i], cal_strerror(rc));
+            return rc;
+        }
+        int shortest = cal_workload_shortest_exact(s->wl[i]);
+        if (p->prompt_tokens[i] < shortest)
+            note_on(c, s->name, "prompt_tokens",
+                    "%d is shorter than the unique nonce line each prompt starts with (%d "
+                    "tokens here): those prompts are the nonce line alone, marked approximate; "
+                    "the shortest exact length is %d (identical prompts, without the nonce, can be "
+                    "shorter)",
+                    p->prompt_tokens[i], shortest, shortest);
+    }
+    return CAL_OK;
+}
+
+/* ---- one cell ----------------------------------------------------------- */
+typedef struct prog {
+    ctx *c;
+    const char *side;
+    int shot;
+    size_t base, total;
+} prog;
+
+static void on_progress(void *ud, size_t done, size_t total)
+{
+    prog *g = ud;
+    (void)total;
+    cal_run_event ev = {.kind = CAL_RUN_EV_PROGRESS, .side = g->side, .label = g->c->label,
+                        .run_id = g->c->run.id, .shot = g->shot, .done = g->base + done,
+                        .total = g->total};
+    emit(g->c, &ev);
+}
+
+/* Grow the cell's arrays to hold cap requests. */
+static int grow(cal_request **reqs, cal_req_result **res, char ***prompts, size_t *cap, size_t want)
+{
+    if (want <= *cap) return CAL_OK;
+    cal_request *r = realloc(*reqs, want * sizeof *r);
+    if (!r) return CAL_ENOMEM;
+    *reqs = r;
+    cal_req_result *x = realloc(*res, want * sizeof *x);
+    if (!x) return CAL_ENOMEM;
+    *res = x;
+    char **pr = realloc(*prompts, want * sizeof *pr);
+    if (!pr) return CAL_ENOMEM;
+    *prompts = pr;
+    memset(*reqs + *cap, 0, (want - *cap) * sizeof **reqs);
+    memset(*res + *cap, 0, (want - *cap) * sizeof **res);
+    memset(*prompts + *cap, 0, (want - *cap) * sizeof **prompts);
+    *cap = want;
+    return CAL_OK;
+}
+
+static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kind kind,
+                    int64_t rest_ns, cal_cell_kind ckind)
+{
+    const cal_run_plan *p = &c->p;
+    int closed = !(p->rate > 0);
+    size_t n = (size_t)(p->requests ? p->requests : (conc * 2 > 8 ? conc * 2 : 8));
+    if (!closed && !p->requests) n = (size_t)fmax(8, ceil(p->rate * 4));
+    if (p->duration_s > 0) {
+        /* the first round; later rounds are sized from the rate it shows */
+        double est = !closed ? p->rate * p->duration_s * 1.5 + 16 : (double)conc * 64;
+        n = (size_t)fmin((double)CAL_RUN_MAX_CELL_REQUESTS, est);
+    }
+    cal_request *reqs = NULL;
+    cal_req_result *res = NULL;
+    char **prompts = NULL;
+    size_t cap = 0, total = 0;
+    int rc = grow(&reqs, &res, &prompts, &cap, n);
+    if (rc) goto out;
+    char load_s[32];
+    if (!closed) snprintf(load_s, sizeof load_s, "rate %g", p->rate);
+    else snprintf(load_s, sizeof load_s, "c%d", conc);
+    snprintf(c->label, sizeof c->label, "%s%sshot %d · %s · %d tok", s->name,
+             s->name[0] ? " · " : "", shot, load_s, p->prompt_tokens[pi]);
+    cal_run_event ev = {.kind = CAL_RUN_EV_PREPARING, .side = s->name, .label = c->label,
+                        .run_id = c->run.id, .shot = shot};
+    emit(c, &ev);
+
+    cal_load load = {.concurrency = closed ? conc : (p->cap_given ? conc : 0), .rate = p->rate,
+                     .seed = p->seed + (uint64_t)c->seq * 7919};
+    cal_cell cell;
+    memset(&cell, 0, sizeof cell);
+    cal_probe_stats ps;
+    memset(&ps, 0, sizeof ps);
+    ps.first_fail = -1;
+    int64_t deadline = 0, prep_ns = 0;
+    size_t prepared = 0;
+    int round = 0;
+    for (;;) {
+        /* prompts for this round (a later round stops preparing when the
+         * time is up, and sends what it has) */
+        int64_t prep0 = cal_now_ns();
+        for (size_t i = total; i < total + n; i++) {
+            int ntok;
+            if (stopped(c)) { rc = CAL_ECANCEL; goto out; }
+            if (deadline && (i - total) % 64 == 0 && cal_now_ns() >= deadline) {
+                n = i - total;
+                break;
+            }
+            rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
+            if (rc) {
+                fail(c, "%s%scounting the tokens of prompt %zu through the target %s failed: %s%s",
+                     s->name, s->name[0] ? " " : "", i, what(s), cal_strerror(rc),
+                     rc == CAL_ECONNECT ? " (the target stopped answering)" : "");
+                goto out;
+            }
+            reqs[i].prompt = prompts[i];
+            reqs[i].max_tokens = p->max_tokens;
+        }
+        if (round == 0) {
+            cell.start_ns = cal_now_ns();
+            cell.start_wall_ns = cal_wall_ns();
+            if (p->duration_s > 0) deadline = cell.start_ns + (int64_t)(p->duration_s * 1e9);
+        }
+        prep_ns += cal_now_ns() - prep0;
+        prepared += n;
+        if (n == 0) break;
+        load.deadline_ns = deadline;
+        load.seed = p->seed + (uint64_t)c->seq * 7919 + (uint64_t)round * 104729;
+        cal_probe_stats rs;
+        memset(&rs, 0, sizeof rs);
+        prog g = {.c = c, .side = s->name, .shot = shot, .base = total,
+                  .total = p->duration_s > 0 ? 0 : n};
+        rc = s->t->ops->send(s->t->self, reqs + total, n, &load, res + total, c->stop,
+                             on_progress, &g, &rs);
+        total += n;
+        ps.cpu_ns += rs.cpu_ns;
+        ps.chunks += rs.chunks;
+        if (rs.send_lag_p99_ms > ps.send_lag_p99_ms) ps.send_lag_p99_ms = rs.send_lag_p99_ms;
+        for (int k = 0; k < CAL_REQ_N_STATUS; k++) ps.n_status[k] += rs.n_status[k];
+        if (ps.first_fail < 0 && rs.first_fail >= 0) {
+            ps.first_fail = (int)(total - n) + rs.first_fail;
+            memcpy(ps.first_fail_msg, rs.first_fail_msg, sizeof ps.first_fail_msg);
+        }
+        round++;
+        if (rc && rc != CAL_ECANCEL) {
+            fail(c, "%s: %s", s->t->ops->kind, cal_strerror(rc));
+            cell.end_ns = cal_now_ns();
+            goto out;
+        }
+        int64_t now = cal_now_ns();
+        if (!deadline || rc == CAL_ECANCEL || stopped(c) || now >= deadline) break;
+        /* --duration: every request ended before the time was up. Another
+         * round, sized from the rate so far with a margin, so the cell
+         * runs for its whole duration (at most one drain per round). */
+        size_t ended_ok = 0;
+        for (size_t i = 0; i < total; i++) ended_ok += res[i].status == CAL_REQ_OK;
+        if (ended_ok == 0) break;   /* nothing succeeds: do not spin */
+        if (total >= (size_t)CAL_RUN_MAX_CELL_REQUESTS) {
+            note(c, s->name, "%s: stopped at %zu requests (the cap of one cell) %.1f s before "
+                             "its --duration", c->label, total, (double)(deadline - now) / 1e9);
+            break;
+        }
+        /* the rate so far with a margin, but at most doubling the cell, so
+         * preparing the prompts of a round never eats the time it is for */
+        double per_s = (double)total / ((double)(now - cell.start_ns) / 1e9);
+        double want = per_s * (double)(deadline - now) / 1e9 * 1.25 + 2.0 * (conc > 0 ? conc : 1);
+        if (want > (double)total) want = (double)total;
+        /* and small enough that building its prompts takes at most 2 % of
+         * the time left (the gap between rounds stays small) */
+        double prep_per = prepared ? (double)prep_ns / (double)prepared : 0;
+        if (prep_per > 0 && want > 0.02 * (double)(deadline - now) / prep_per)
+            want = 0.02 * (double)(deadline - now) / prep_per;
+        if (want < (conc > 0 ? conc : 8)) want = conc > 0 ? conc : 8;
+        if (want > (double)(CAL_RUN_MAX_CELL_REQUESTS - total))
+            want = (double)(CAL_RUN_MAX_CELL_REQUESTS - total);
+        n = (size_t)want;
+        rc = grow(&reqs, &res, &prompts, &cap, total + n);
+        if (rc) goto out;
+    }
+    cell.end_ns = cal_now_ns();
+    /* a duration cell: requests never sent were never part of it */
+    size_t kept = total;
+    if (p->duration_s > 0 && !stopped(c)) {
+        kept = 0;
+        for (size_t i = 0; i < total; i++) {
+            if (res[i].status == CAL_REQ_CANCELLED && res[i].send_ns == 0) {
+                cal_req_result_free(&res[i]);
+                continue;
+            }
+            if (kept != i) { res[kept] = res[i]; memset(&res[i], 0, sizeof res[i]); }
+            kept++;
+        }
+    }
+    cell.seq = c->seq++;
+    cell.kind = ckind;
+    snprintf(cell.target, sizeof cell.target, "%s", s->name);
+    cell.concurrency = load.concurrency;
+    cell.rate = p->rate;
+    cell.prompt_tokens = p->prompt_tokens[pi];
+    cell.prompt_exact = cal_workload_exact(s->wl[pi]);
+    snprintf(cell.content, sizeof cell.content, "%s", cal_content_name(p->content));
+    cell.unique_prompts = !p->allow_prefix;
+    cell.max_tokens = p->max_tokens;
+    cell.output_fixed = !p->free_output;
+    cell.shot_index = shot;
+    cell.shot_kind = kind;
+    cell.rest_before_ns = rest_ns;
+    cell.process_age_ns = s->started_ns > 0 ? cell.start_ns - s->started_ns : -1;
+    cell.n_requests = (int64_t)kept;
+    cell.cpu_ns = ps.cpu_ns;
+    cell.chunks = ps.chunks;
+    cell.send_lag_p99_ms = ps.send_lag_p99_ms;
+    cal_summary_compute(res, kept, 0, cell.output_fixed ? cell.max_tokens : 0, &cell.sum);
+    tel_window(c, c->clock_metric, cell.start_ns, cell.end_ns, &cell.sum.clock_mhz_mean,
+               &cell.sum.clock_mhz_min);
+    tel_window(c, c->power_metric, cell.start_ns, cell.end_ns, &cell.sum.power_w_mean,
+               &cell.sum.power_w_min);
+    int src = cal_store_add_cell(c->st, c->run.id, &cell, res, kept);
+    if (src) {
+        fail(c, "storing the cell: %s", cal_store_errmsg(c->st));
+        rc = src;
+        goto out;
+    }
+    drain_telemetry(c);
+    cal_run_event done = {.kind = CAL_RUN_EV_CELL, .side = s->name, .label = c->label,
+                          .run_id = c->run.id, .shot = shot, .cell = &cell};
+    emit(c, &done);
+    /* a target that died is reported, not waited on */
+    int alive = s->t->ops->alive ? s->t->ops->alive(s->t->self) : 1;
+    if (!stopped(c) && kept > 0 &&
+        (!alive || (cell.sum.completed == 0 &&
+                    cell.sum.n_connect_error + cell.sum.n_stream_error + cell.sum.n_timeout > 0))) {
+        c->target_failed = 1;
+        char tail[400] = "";
+        if (s->t->ops->why_failed) s->t->ops->why_failed(s->t->self, tail, sizeof tail);
+        /* say what it sent: a target that answers malformed streams has not
+         * stopped answering */
+        char said[400];
+        cal_probe_failure_summary(&ps, said, sizeof said);
+        fail(c, "%s%sthe target %s during shot %d (%s)%s%s%s%s", s->name, s->name[0] ? " " : "",
+             !alive ? "exited"
+             : ps.n_status[CAL_REQ_CONNECT_ERROR] + ps.n_status[CAL_REQ_TIMEOUT] > 0
+                 ? "stopped answering" : "answered with errors",
+             shot, what(s), said[0] ? ": " : "", said, tail[0] ? "; its log ends: " : "", tail);
+    }
+    rc = CAL_OK;
+out:
+    if (res) for (size_t i = 0; i < cap; i++) cal_req_result_free(&res[i]);
+    if (prompts) for (size_t i = 0; i < cap; i++) free(prompts[i]);
+    free(prompts);
+    free(reqs);
+    free(res);
+    return rc;
+}
+
+/* ---- run-level JSON records -------------------------------------------- */
+static char *target_json(ctx *c)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < c->n_sides; i++) {
+        side *s = &c->sides[i];
+        char *d = s->t->ops->describe ? s->t->ops->describe(s->t->self) : NULL;
+        json_t *t = d ? json_loads(d, 0, NULL) : NULL;
+        free(d);
+        if (!json_is_object(t)) {
+            json_decref(t);
+            t = json_object();
+            json_object_set_new(t, "kind", json_string(s->t->ops->kind));
+        }
+        if (s->name[0]) json_object_set_new(t, "side", json_string(s->name));
+        json_array_append_new(arr, t);
+    }
+    json_t *out;
+    if (c->n_sides == 1) {
+        out = json_incref(json_array_get(arr, 0));
+    } else {
+        out = json_deep_copy(json_array_get(arr, 0));
+        json_object_set_new(out, "ab", json_incref(arr));
+    }
+    json_decref(arr);
+    char *s = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    return s;
+}
+
+static char *protocol_json(ctx *c)
+{
+    const cal_run_plan *p = &c->p;
+    json_t *o = json_object();
+    json_t *pl = json_array(), *cl = json_array();
+    for (size_t i = 0; i < p->n_prompt; i++) json_array_append_new(pl, json_integer(p->prompt_tokens[i]));
+    for (size_t i = 0; i < p->n_conc; i++) json_array_append_new(cl, json_integer(p->concurrency[i]));
+    json_object_set_new(o, "shots", json_integer(p->shots));
+    json_object_set_new(o, "warmup", json_integer(p->warmup));
+    json_object_set_new(o, "rest_s", json_real(p->rest_s));
+    json_object_set_new(o, "cold", json_boolean(p->cold));
+    json_object_set_new(o, "noise_floor", json_real(p->noise_floor > 0 ? p->noise_floor : CAL_SHOT_NOISE_FLOOR));
+    json_object_set_new(o, "concurrency", cl);
+    json_object_set_new(o, "rate", p->rate > 0 ? json_real(p->rate) : json_null());
+    json_object_set_new(o, "requests", p->requests ? json_integer(p->requests) : json_null());
+    json_object_set_new(o, "duration_s", p->duration_s > 0 ? json_real(p->duration_s) : json_null());
+    json_object_set_new(o, "prompt_tokens", pl);
+    json_object_set_new(o, "content", json_string(cal_content_name(p->content)));
+    json_object_set_new(o, "unique_prompts", json_boolean(!p->allow_prefix));
+    json_object_set_new(o, "max_tokens", json_integer(p->max_tokens));
+    json_object_set_new(o, "output_policy", json_string(p->free_output ? "at most" : "fixed"));
+    json_object_set_new(o, "streaming", json_true());
+    json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
+    json_object_set_new(o, "ab", json_boolean(c->n_sides == 2));
+    json_object_set_new(o, "order", json_string("each shot runs every prompt length x concurrency cell in turn"));
+    if (p->duration_s > 0)
+        json_object_set_new(o, "duration_rule", json_string(
+            "a cell issues requests until its duration is up (in rounds sized from the rate so "
+            "far); requests in flight at the end are stored as cancelled"));
+    json_t *x = p->protocol_extra_json ? json_loads(p->protocol_extra_json, 0, NULL) : NULL;
+    if (json_is_object(x)) json_object_update(o, x);
+    json_decref(x);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return s;
+}
+
+static char *telemetry_json(ctx *c)
+{
+    json_t *t = json_object(), *src = json_array();
+    char summary[700] = "";
+    if (!c->p.telemetry) {
+        snprintf(summary, sizeof summary, "%s",
+                 c->p.telemetry_off_why ? c->p.telemetry_off_why : "off: clock and power not sampled");
+    } else if (!c->tel) {
+        snprintf(summary, sizeof summary, "absent: the sampler could not start");
+    } else {
+        const cal_tel_backend_info *b;
+        size_t nb = cal_tel_backends(c->tel, &b);
+        char avail[256] = "";
+        size_t off = 0;
+        for (size_t i = 0; i < nb; i++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "backend", json_string(b[i].name));
+            json_object_set_new(o, "present", json_boolean(b[i].available));
+            json_object_set_new(o, "why", json_string(b[i].reason));
+            json_array_append_new(src, o);
+            if (b[i].available && off < sizeof avail)
+                off += (size_t)snprintf(avail + off, sizeof avail - off, "%s%s", off ? ", " : "", b[i].name);
+        }
+        const char *power_why = NULL;
+        for (size_t i = 0; i < nb && !power_why; i++)
+            if (!strcmp(b[i].name, "rapl") && !b[i].available) power_why = b[i].reason;
+        snprintf(summary, sizeof summary, "%s · clock: %s · power: %s%s%s", avail[0] ? avail : "no backend",
+                 c->clock_metric[0] ? c->clock_metric : "absent",
+                 c->power_metric[0] ? c->power_metric : "absent",
+                 !c->power_metric[0] && power_why ? " — " : "",
+                 !c->power_metric[0] && power_why ? power_why : "");
+        json_object_set_new(t, "interval_s", json_real(cal_tel_interval_ns(c->tel) / 1e9));
+    }
+    json_object_set_new(t, "sources", src);
+    json_object_set_new(t, "clock_metric", c->clock_metric[0] ? json_string(c->clock_metric) : json_null());
+    json_object_set_new(t, "power_metric", c->power_metric[0] ? json_string(c->power_metric) : json_null());
+    json_object_set_new(t, "summary", json_string(summary));
+    char *s = json_dumps(t, JSON_COMPACT);
+    json_decref(t);
+    return s;
+}
+
+/* ---- A/B: paired ratio of B to A over shots ----------------------------- */
+char *cal_run_ab_verdicts(const cal_run_data *d, const char *arr)
+{
+    json_t *verdicts = arr ? json_loads(arr, 0, NULL) : NULL;
+    if (!json_is_array(verdicts)) {
+        json_decref(verdicts);
+        verdicts = json_array();
+    }
+    if (!verdicts) return NULL;
+    /* pair cells of the same config and shot index: ratio B/A of the column
+     * the series is read on; t interval on the log ratios */
+    for (size_t i = 0; d && i < d->n_cells; i++) {
+        const cal_cell *a = &d->cells[i];
+        if (strcmp(a->target, "A") || a->shot_kind == CAL_SHOT_WARMUP) continue;
+        int first = 1;
+        for (size_t k = 0; k < i; k++) {
+            const cal_cell *q = &d->cells[k];
+            if (!strcmp(q->target, "A") && q->concurrency == a->concurrency &&
+                q->prompt_tokens == a->prompt_tokens && q->rate == a->rate &&
+                q->shot_kind != CAL_SHOT_WARMUP)
+                first = 0;
+        }
+        if (!first) continue;
+        double lr[1024];
+        size_t n = 0;
+        int per_req = a->rate == 0 && a->concurrency <= 4;
+        for (size_t x = 0; x < d->n_cells && n < 1024; x++) {
+            const cal_cell *ca = &d->cells[x];
+            if (strcmp(ca->target, "A") || ca->shot_kind == CAL_SHOT_WARMUP ||
+                ca->concurrency != a->concurrency || ca->prompt_tokens != a->prompt_tokens ||
+                ca->rate != a->rate)
+                continue;
+            for (size_t y = 0; y < d->n_cells; y++) {
+                const cal_cell *cb = &d->cells[y];
+                if (strcmp(cb->target, "B") || cb->shot_index != ca->shot_index ||
+                    cb->concurrency != ca->concurrency || cb->prompt_tokens != ca->prompt_tokens ||
+                    cb->rate != ca->rate)
+                    continue;
+                double va = per_req ? ca->sum.per_request_output_throughput_median : ca->sum.output_throughput;
+                double vb = per_req ? cb->sum.per_request_output_throughput_median : cb->sum.output_throughput;
+                if (va > 0 && vb > 0) lr[n++] = log(vb / va);
+            }
+        }
+        char line[400], load[32];
+        if (a->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", a->rate);
+        else snprintf(load, sizeof load, "c%d", a->concurrency);
+        if (n < 2) {
+            snprintf(line, sizeof line, "A/B %s · %d tok: fewer than 2 paired shots: no ratio", load, a->prompt_tokens);
+        } else {
+            double m = cal_stats_mean(lr, n), sd = cal_stats_sd(lr, n);
+            /* two-sided 95 % t quantiles for n−1 degrees of freedom */
+            static const double T95[] = {0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                                         2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+                                         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069,
+                                         2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+            double tq = n - 1 < sizeof T95 / sizeof T95[0] ? T95[n - 1] : 1.96;
+            double h = tq * sd / sqrt((double)n);
+            snprintf(line, sizeof line,
+                     "A/B %s · %d tok: B ÷ A = %.3f× (95 %% CI %.3f–%.3f, %zu paired shots, %s "
+                     "column)%s",
+                     load, a->prompt_tokens, exp(m), exp(m - h), exp(m + h), n,
+                     per_req ? "per-request" : "aggregate",
+                     (exp(m - h) > 1 || exp(m + h) < 1) ? "" : ": no detectable difference");
+        }
+        json_array_append_new(verdicts, json_string(line));
+    }
+    char *s = json_dumps(verdicts, JSON_COMPACT);
+    json_decref(verdicts);
+    return s;
+}
+
+/* ---- the library's verdicts of a stored run ------------------------------ */
+static int same_config(const cal_cell *a, const cal_cell *b)
+{
+    return !strcmp(a->target, b->target) && a->concurrency == b->concurrency &&
+           a->rate == b->rate && a->prompt_tokens == b->prompt_tokens &&
+           a->max_tokens == b->max_tokens && !strcmp(a->content, b->content);
+}
+
+char *cal_run_verdicts(const cal_run_data *d)
+{
+    json_t *arr = json_array();
+    if (!arr) return NULL;
+    double floor = 0;
+    json_t *pj = d && d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+    if (json_is_number(json_object_get(pj, "noise_floor")))
+        floor = json_number_value(json_object_get(pj, "noise_floor"));
+    json_decref(pj);
+    for (size_t i = 0; d && i < d->n_cells; i++) {
+        const cal_cell *a = &d->cells[i];
+        int first = 1;
+        for (size_t k = 0; k < i && first; k++) first = !same_config(&d->cells[k], a);
+        if (!first) continue;
+        /* the series is read on the per-request column at low concurrency,
+         * on the aggregate one above (as the terminal view reads it) */
+        int per_req = a->rate == 0 && a->concurrency <= 4;
+        double vals[512];
+        int idx[512];
+        size_t n = 0;
+        for (size_t k = i; k < d->n_cells && n < 512; k++) {
+            const cal_cell *c = &d->cells[k];
+            if (!same_config(c, a) || c->shot_kind == CAL_SHOT_WARMUP) continue;
+            vals[n] = per_req ? c->sum.per_request_output_throughput_median : c->sum.output_throughput;
+            idx[n++] = c->shot_index;
+        }
+        if (n < 2) continue;
+        cal_shot_verdict v;
+        if (!cal_shot_series_verdict(vals, idx, n, per_req ? "per-request tok/s" : "aggregate tok/s",
+                                     floor, &v))
+            continue;
+        char load[32], line[400];
+        if (a->rate > 0) snprintf(load, sizeof load, "rate %.3g/s", a->rate);
+        else snprintf(load, sizeof load, "c%d", a->concurrency);
+        snprintf(line, sizeof line, "%s%s%s · %d tok %s: %s", a->target, a->target[0] ? " · " : "",
+                 load, a->prompt_tokens, a->content, v.text);
+        json_array_append_new(arr, json_string(line));
+    }
+    char *s = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    return s;
+}
+
+/* ---- the series --------------------------------------------------------- */
+static int check_plan(ctx *c)
+{
+    cal_run_plan *p = &c->p;
+    if (p->n_prompt == 0) { p->prompt_tokens[0] = 256; p->n_prompt = 1; }
+    if (p->n_conc == 0) { p->concurrency[0] = 1; p->n_conc = 1; }
+    if (p->shots <= 0) p->shots = 1;
+    if (p->max_tokens <= 0) p->max_tokens = 64;
+    if (p->n_prompt > MAX_LIST || p->n_conc > MAX_LIST) {
+        fail(c, "plan: at most %d prompt lengths and %d concurrency levels", MAX_LIST, MAX_LIST);
+        return CAL_EINVAL;
+    }
+    for (size_t i = 0; i < p->n_prompt; i++)
+        if (p->prompt_tokens[i] < 1) {
+            fail(c, "prompt_tokens: %d is not a positive length", p->prompt_tokens[i]);
+            return CAL_EINVAL;
+        }
+    for (size_t i = 0; i < p->n_conc; i++)
+        if (p->concurrency[i] < 1) {
+            fail(c, "concurrency: %d is not a positive count", p->concurrency[i]);
+            return CAL_EINVAL;
+        }
+    if (!isfinite(p->rate) || p->rate < 0 || !isfinite(p->duration_s) || p->duration_s < 0 ||
+        p->requests < 0 || p->warmup < 0 || !(p->rest_s >= 0)) {
+        fail(c, "plan: rate %g, duration %g s, requests %ld, warmup %d, rest %g s: none may be "
+                "negative", p->rate, p->duration_s, p->requests, p->warmup, p->rest_s);
+        return CAL_EINVAL;
+    }
+    if (p->duration_s > 0 && p->requests) {
+        fail(c, "plan: requests and duration together: choose one");
+        return CAL_EINVAL;
+    }
+    for (int i = 0; i < c->n_sides; i++) {
+        const cal_run_target *t = c->sides[i].t;
+        if (!t->ops || !t->ops->start || !t->ops->send) {
+            fail(c, "target %d: its ops lack start or send", i);
+            return CAL_EINVAL;
+        }
+        if (p->cold && !t->restartable) {
+            fail(c, "cold: the target %s cannot be restarted fresh (a URL someone else runs)",
+                 t->ops->what ? t->ops->what(t->self) : t->ops->kind);
+            return CAL_EINVAL;
+        }
+    }
+    return CAL_OK;
+}
+
+int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
+{
+    if (!out) return CAL_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!args || !args->plan || !args->store || !args->targets[0]) {
+        snprintf(out->message, sizeof out->message, "cal_run_series: plan, store and a target are needed");
+        return CAL_EINVAL;
+    }
+    static volatile int never;
+    ctx c;
+    memset(&c, 0, sizeof c);
+    c.a = args;
+    c.p = *args->plan;
+    c.out = out;
+    c.st = args->store;
+    c.stop = args->stop ? args->stop : &never;
+    c.n_sides = args->targets[1] ? 2 : 1;
+    for (int i = 0; i < c.n_sides; i++) {
+        c.sides[i].t = args->targets[i];
+        c.sides[i].started_ns = -1;
+        if (c.n_sides == 2) snprintf(c.sides[i].name, sizeof c.sides[i].name, "%c", 'A' + i);
+    }
+    int rc = check_plan(&c);
+    if (rc) return rc;
+    const cal_run_plan *p = &c.p;
+
+    if (p->telemetry) {
+        cal_tel_config tc = {.interval_ns = (int64_t)((p->interval_s > 0 ? p->interval_s : 0.25) * 1e9)};
+        if (cal_tel_open(&c.tel, &tc) == CAL_OK) {
+            cal_tel_tick(c.tel);
+            if (cal_tel_pick_clock(c.tel, c.clock_metric, sizeof c.clock_metric)) c.clock_metric[0] = '\0';
+            if (cal_tel_pick_power(c.tel, c.power_metric, sizeof c.power_metric)) c.power_metric[0] = '\0';
+            cal_tel_start(c.tel);
+        }
+    }
+
+    int result = CAL_OK;
+    for (int i = 0; i < c.n_sides; i++)
+        if (c.sides[i].t->ops->prepare) c.sides[i].t->ops->prepare(c.sides[i].t->self, p);
+    for (int i = 0; i < c.n_sides; i++) {
+        side *s = &c.sides[i];
+        cal_run_event ev = {.kind = CAL_RUN_EV_STARTING, .side = s->name, .text = what(s),
+                            .target_kind = s->t->ops->kind};
+        emit(&c, &ev);
+        rc = start_side(&c, s);
+        if (rc) {
+            result = stopped(&c) ? CAL_ECANCEL : rc == CAL_ECANCEL ? CAL_ECANCEL : CAL_EIO;
+            goto cleanup;
+        }
+        rc = open_workloads(&c, s);
+        if (rc) {
+            result = rc;
+            goto cleanup;
+        }
+    }
+
+    char host_short[256];
+    c.run.label = (char *)p->label;
+    c.run.build = (char *)p->build;
+    c.run.host_json = cal_host_json(host_short, sizeof host_short);
+    c.run.target_json = target_json(&c);
+    c.run.protocol_json = protocol_json(&c);
+    c.run.telemetry_json = telemetry_json(&c);
+    rc = cal_store_begin_run(c.st, &c.run);
+    if (rc) {
+        fail(&c, "cannot store the run: %s", cal_store_errmsg(c.st));
+        c.run.id = 0;
+        result = CAL_ESTORE;
+        goto cleanup;
+    }
+    out->run_id = c.run.id;
+    size_t ncl = p->rate > 0 ? 1 : p->n_conc;
+    long total_shots = (long)p->shots + p->warmup;
+    cal_run_event bev = {.kind = CAL_RUN_EV_BEGUN, .run_id = c.run.id, .total_shots = (int)total_shots,
+                         .cells_per_shot = (int)(p->n_prompt * ncl), .side = "",
+                         .plan_warmup = p->warmup};
+    emit(&c, &bev);
+
+    cal_cell_kind ckind = p->rate > 0 ? CAL_CELL_RATE
+                          : p->n_conc > 1 ? CAL_CELL_CONCURRENCY
+                          : p->n_prompt > 1 ? CAL_CELL_PROMPT_SWEEP : CAL_CELL_SHOTS;
+    int64_t last_end = 0;
+    for (long shot = 1; shot <= total_shots && !stopped(&c) && !c.target_failed; shot++) {
+        for (int si = 0; si < c.n_sides && !stopped(&c) && !c.target_failed; si++) {
+            /* A/B: alternate the order shot by shot so drift hits both */
+            side *s = &c.sides[(c.n_sides == 2 && shot % 2 == 0) ? 1 - si : si];
+            if (shot > 1 && p->cold) {
+                s->t->ops->stop(s->t->self);
+                if (start_side(&c, s)) {
+                    c.target_failed = !stopped(&c);
+                    break;
+                }
+            }
+            int64_t rest_ns = 0;
+            if (shot > 1 && si == 0 && p->rest_s > 0) {
+                cal_run_event rev = {.kind = CAL_RUN_EV_REST, .side = s->name, .run_id = c.run.id,
+                                     .shot = (int)shot, .seconds = p->rest_s};
+                emit(&c, &rev);
+                cal_sleep_ns((int64_t)(p->rest_s * 1e9), c.stop);
+                rest_ns = cal_now_ns() - last_end;
+            } else if (shot > 1 && p->rest_s > 0) {
+                rest_ns = (int64_t)(p->rest_s * 1e9);
+            }
+            if (stopped(&c)) break;
+            cal_shot_kind kind;
+            if (shot <= p->warmup) kind = CAL_SHOT_WARMUP;
+            else if (s->fresh && s->t->fresh_on_start) kind = CAL_SHOT_COLD;
+            else if (s->fresh) kind = CAL_SHOT_UNKNOWN;
+            else if (rest_ns > 0) kind = CAL_SHOT_RESTED;
+            else kind = CAL_SHOT_WARM;
+            s->fresh = 0;
+            for (size_t pi = 0; pi < p->n_prompt && !stopped(&c) && !c.target_failed; pi++)
+                for (size_t ci = 0; ci < ncl && !stopped(&c) && !c.target_failed; ci++) {
+                    int conc = p->rate > 0 ? (p->cap_given ? p->concurrency[0] : 0) : p->concurrency[ci];
+                    rc = run_cell(&c, s, pi, conc, (int)shot, kind,
+                                  ci == 0 && pi == 0 ? rest_ns : 0, ckind);
+                    if (rc == CAL_ECANCEL) break;     /* stopped while preparing */
+                    if (rc) {
+                        c.target_failed = 1;
+                        break;
+                    }
+                }
+            last_end = cal_now_ns();
+        }
+    }
+
+    /* finish: load back what was stored, judge it, mark the run finished */
+    if (c.tel) cal_tel_stop(c.tel);
+    drain_telemetry(&c);
+    out->status = stopped(&c) ? CAL_RUN_INTERRUPTED : c.target_failed ? CAL_RUN_FAILED : CAL_RUN_OK;
+    if (out->status != CAL_RUN_FAILED) out->message[0] = '\0';
+    cal_store_flush(c.st);
+    cal_run_data *d = NULL;
+    rc = cal_store_load_run(c.st, c.run.id, CAL_LOAD_CHUNKS, &d);
+    char *verdicts = NULL;
+    if (rc == CAL_OK) {
+        char *vj = args->verdicts ? args->verdicts(args->verdicts_ud, d) : cal_run_verdicts(d);
+        char *withab = c.n_sides == 2 ? cal_run_ab_verdicts(d, vj) : NULL;
+        if (withab) { free(vj); vj = withab; }
+        json_t *va = vj ? json_loads(vj, 0, NULL) : NULL;
+        free(vj);
+        if (!json_is_array(va)) { json_decref(va); va = json_array(); }
+        if (c.target_failed && out->message[0]) json_array_append_new(va, json_string(out->message));
+        verdicts = json_dumps(va, JSON_COMPACT);
+        json_decref(va);
+    }
+    if (cal_store_finish_run(c.st, c.run.id, out->status, verdicts)) {
+        note(&c, "", "cannot mark run %lld finished: %s", (long long)c.run.id, cal_store_errmsg(c.st));
+    }
+    if (d) {
+        d->run.status = out->status;
+        free(d->run.verdicts_json);
+        d->run.verdicts_json = verdicts;
+        verdicts = NULL;
+        /* a --duration deadline cuts the requests in flight at the end of
+         * each cell: stored as cancelled, but not a failure */
+        for (size_t i = 0; i < d->n_cells; i++)
+            out->failed_requests += d->cells[i].sum.failed -
+                                    (p->duration_s > 0 ? d->cells[i].sum.n_cancelled : 0);
+        out->data = d;
+    } else {
+        note(&c, "", "cannot load run %lld back: %s", (long long)c.run.id, cal_store_errmsg(c.st));
+    }
+    free(verdicts);
+
+cleanup:
+    for (int i = 0; i < c.n_sides; i++) {
+        side *s = &c.sides[i];
+        for (size_t k = 0; k < MAX_LIST; k++) cal_workload_close(&s->wl[k]);
+        if (s->t && s->t->ops && s->t->ops->stop) s->t->ops->stop(s->t->self);
+    }
+    cal_tel_close(&c.tel);
+    free(c.run.host_json);
+    free(c.run.target_json);
+    free(c.run.protocol_json);
+    free(c.run.telemetry_json);
+    return result;
+}
