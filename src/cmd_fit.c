@@ -393,7 +393,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: caliper fit NAME [INPUT...] [--csv FILE]... [FLAGS] [--json]\n\n"
                "Least squares lines with confidence intervals over measured points.\n"
                "INPUT is a CSV file (header naming the columns) or a stored run (id, label,\n"
-               "'latest'); --csv FILE names a CSV explicitly.\n\nfits:\n");
+               "'latest'); --csv FILE names a CSV explicitly. CSV: RFC 4180 with ',' (or ';',\n"
+               "tab, or spaces), every row as many fields as the header (write 0.5, not 0,5),\n"
+               "'#' comments; a UTF-8 BOM is fine.\n\nfits:\n");
     for (size_t i = 0; i < N_FITS; i++)
         fprintf(f, "  %-15s %s\n", FITS[i].name, FITS[i].desc);
     fprintf(f, "\nflags:\n"
