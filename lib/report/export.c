@@ -9,13 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "lib/util/c_locale.h"
 #include "caliper/analysis.h"
 #include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
 #include "caliper/report.h"
 #include "caliper/store.h"
+#include "lib/util/c_locale.h"
 #include "report_internal.h"
 
 #define EXPORT_FORMAT "caliper-run"

@@ -14,6 +14,7 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/store.h"
+#include "lib/util/c_locale.h"
 #include "caliper/url.h"
 #include "caliper/utf8.h"
 
@@ -44,7 +45,7 @@ static int fail(cal_store *st, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(st->why, sizeof st->why, fmt, ap);
+    cal_vsnprintf(st->why, sizeof st->why, fmt, ap);
     va_end(ap);
     return code;
 }
