@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/util/c_locale.h"
 #include "caliper/analysis.h"
 #include "caliper/csv.h"
 #include "caliper/error.h"
