@@ -17,7 +17,6 @@
 #include "caliper/report.h"
 #include "caliper/store.h"
 #include "report_internal.h"
-#include "lib/util/c_locale.h"
 
 #define EXPORT_FORMAT "caliper-run"
 #define T0_NS 1000000000LL   /* times are offsets: keep them away from 0 ("unset") */
