@@ -158,6 +158,10 @@ $(BUILD)/tests/%: $(OBJ)/tests/unit/%.o $(ALL_LIBS)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+# The allocation-failure walk counts caliper's own allocations by wrapping
+# them at link time in this one binary (include/caliper/alloc.h).
+$(BUILD)/tests/test_malloc_fail: LDLIBS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+
 $(BUILD)/tests/helpers/lib%.so: tests/helpers/shlib/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -o $@ $<

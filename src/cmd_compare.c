@@ -239,7 +239,10 @@ int cmd_compare(int argc, char **argv)
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", OPTS, NULL)) != -1) {
         switch (ch) {
-        case 'd': db = optarg; break;
+        case 'd':
+            if (!*optarg) return cli_usage_error(CMD, "--db: \"\" is empty: give the store's file");
+            db = optarg;
+            break;
         case 'f': o.force = 1; break;
         case 's': {
             double s;

@@ -215,6 +215,10 @@ static int r_memory(const fit_def *d, const char *cmd, fit_opts *o, dataset *set
             return cli_usage_error(cmd, "--budget: %s is below the fitted base %s: nothing fits",
                                    fmtq(CAL_U_BYTES, o->budget, 4), fmtq(CAL_U_BYTES, f->a, 4));
         nmax = floor((o->budget - f->a) / f->b);
+        if (!isfinite(nmax))
+            return cli_usage_error(cmd, "--budget: %s ÷ a slope of %s per token is not a finite "
+                                   "number of tokens", fmtq(CAL_U_BYTES, o->budget, 4),
+                                   fmtq(CAL_U_BYTES, f->b, 4));
         ncons = f->has_ci ? n_within(f, o->budget, nmax) : nmax;
     }
     double xmax = 0;
@@ -262,6 +266,9 @@ static int r_decode(const fit_def *d, const char *cmd, fit_opts *o, dataset *set
     double t = NAN, h = 0, tps = NAN, tlo = NAN, thi = NAN;
     if (o->has_at) {
         t = cal_stats_linfit_at(f, o->at, &h);
+        if (!isfinite(t) || !isfinite(h))
+            return cli_usage_error(cmd, "--at: %s is too far out: the fitted step time there is "
+                                   "not a finite number", fmtn(o->at, 8));
         if (!(t > 0))
             return cli_usage_error(cmd, "--at: %s gives a step time <= 0 on the fitted line",
                                    fmtn(o->at, 8));
@@ -386,7 +393,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: caliper fit NAME [INPUT...] [--csv FILE]... [FLAGS] [--json]\n\n"
                "Least squares lines with confidence intervals over measured points.\n"
                "INPUT is a CSV file (header naming the columns) or a stored run (id, label,\n"
-               "'latest'); --csv FILE names a CSV explicitly.\n\nfits:\n");
+               "'latest'); --csv FILE names a CSV explicitly. CSV: RFC 4180 with ',' (or ';',\n"
+               "tab, or spaces), every row as many fields as the header (write 0.5, not 0,5),\n"
+               "'#' comments; a UTF-8 BOM is fine.\n\nfits:\n");
     for (size_t i = 0; i < N_FITS; i++)
         fprintf(f, "  %-15s %s\n", FITS[i].name, FITS[i].desc);
     fprintf(f, "\nflags:\n"
@@ -431,8 +440,9 @@ static int open_run(const char *cmd, const fit_opts *o, const char *ref, cal_run
         return cli_usage_error(cmd, "\"%s\" is neither a CSV file nor a run: no store at %s "
                                "(--db)", ref, o->db);
     cal_store *db = NULL;
-    int rc = cal_store_open(o->db, &db);
-    if (rc) return cli_fail(cmd, "%s: cannot open the store (%s)", o->db, cal_strerror(rc));
+    char why[400];   /* read-only: fitting a run never writes the store */
+    int rc = cal_store_open_ex(o->db, CAL_STORE_READONLY, &db, why, sizeof why);
+    if (rc) return cli_fail(cmd, "--db: %s", why);
     int64_t id;
     rc = cal_store_find_run(db, ref, &id);
     if (rc) {
@@ -596,7 +606,10 @@ int cmd_fit(int argc, char **argv)
                 return cli_usage_error(cmd, "--resolution: \"%s\" must be > 0", optarg);
             o.has_resolution = 1;
             break;
-        case 'd': o.db = optarg; break;
+        case 'd':
+            if (!*optarg) return cli_usage_error(cmd, "--db: \"\" is empty: give the store's file");
+            o.db = optarg;
+            break;
         case 'f': o.field = optarg; break;
         case 'j': o.json = 1; break;
         default:

@@ -65,7 +65,10 @@ int cmd_report(int argc, char **argv)
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "ho:", OPTS, NULL)) != -1) {
         switch (ch) {
-        case 'd': db = optarg; break;
+        case 'd':
+            if (!*optarg) return cli_usage_error(CMD, "--db: \"\" is empty: give the store's file");
+            db = optarg;
+            break;
         case 'o': outp = optarg; break;
         case 'F':
             if (fmt_of(optarg, &fmt))

@@ -17,6 +17,8 @@
 #include "caliper/protocol.h"
 #include "caliper/run.h"
 #include "caliper/store.h"
+#include "caliper/telemetry.h"
+#include "caliper/utf8.h"
 #include "caliper/workload.h"
 #include "cli.h"
 #include "run_view.h"
@@ -203,6 +205,9 @@ static int parse_opts(int argc, char **argv, opts *o)
         }
         case O_LABEL:
             if (!*optarg) return cli_usage_error(CMD, "--label: \"\" is empty");
+            if (cal_utf8_check(optarg, strlen(optarg)) < strlen(optarg))
+                return cli_usage_error(CMD, "--label: byte %zu is not valid UTF-8 (a label must "
+                                       "survive export as JSON)", cal_utf8_check(optarg, strlen(optarg)) + 1);
             o->label = optarg;
             break;
         case O_AB: o->ab = 1; break;
@@ -243,7 +248,10 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_long(CMD, "--warmup", optarg, 0, 1000, &o->warmup)) return CLI_USAGE;
             break;
         case O_COLD: o->cold = 1; break;
-        case O_DB: o->db = optarg; break;
+        case O_DB:
+            if (!*optarg) return cli_usage_error(CMD, "--db: \"\" is empty: give the store's file");
+            o->db = optarg;
+            break;
         case O_JSON: o->json = optarg; break;
         case O_CTIMEOUT:
             if (cli_parse_time_in(CMD, "--connect-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;

@@ -337,11 +337,24 @@ int run_view_json(FILE *f, const cal_run_data *d) { return write_buf(f, cal_run_
 int run_view_csv(FILE *f, const cal_run_data *d) { return write_buf(f, cal_run_export_csv, d); }
 
 /* ---- the subcommands -------------------------------------------------- */
+/* The reading commands open the store read-only: a mistyped --db creates
+ * nothing, and a store in a directory they cannot write is still read.
+ * A missing file: "no such store: PATH", exit 1 (a lookup that failed, like
+ * an unknown run); an empty --db is a usage error, exit 2. */
 static int open_db(const char *cmd, const char *path, cal_store **st)
 {
-    int rc = cal_store_open(path, st);
-    if (rc) return cli_fail(cmd, "--db: cannot open \"%s\": %s", path, cal_strerror(rc));
+    if (!*path) return cli_usage_error(cmd, "--db: \"\" is empty: give the store's file");
+    char why[512];
+    int rc = cal_store_open_ex(path, CAL_STORE_READONLY, st, why, sizeof why);
+    if (rc) return cli_fail(cmd, "--db: %s", why);
     return 0;
+}
+
+/* RUN as given: "" names nothing (exit 2). */
+static int check_ref(const char *cmd, const char *ref)
+{
+    if (*ref) return 0;
+    return cli_usage_error(cmd, "RUN: \"\" is empty: give an id, a label or latest");
 }
 
 static int load_ref(const char *cmd, cal_store *st, const char *ref, int flags, cal_run_data **d)
@@ -381,13 +394,15 @@ int cmd_runs(int argc, char **argv)
     }
     if (optind < argc) return cli_usage_error("runs", "\"%s\": unexpected argument", argv[optind]);
     cal_store *st;
-    if (open_db("runs", db, &st)) return CLI_FAIL;
+    int orc = open_db("runs", db, &st);
+    if (orc) return orc;
     cal_run *runs;
     size_t n;
     int rc = cal_store_list_runs(st, (size_t)limit, &runs, &n);
     if (rc) {
+        rc = cli_fail("runs", "cannot list runs: %s", cal_store_errmsg(st));
         cal_store_close(&st);
-        return cli_fail("runs", "cannot list runs: %s", cal_store_errmsg(st));
+        return rc;
     }
     printf("%4s  %-20s  %-16s  %-40s  %5s  %s\n", "id", "started (UTC)", "label", "target",
            "cells", "status");
@@ -433,8 +448,10 @@ int cmd_show(int argc, char **argv)
         } else return cli_usage_error("show", "%s: unknown option", argv[optind - 1]);
     }
     if (optind != argc - 1) return cli_usage_error("show", "give exactly one RUN (an id, a label or latest)");
+    if (check_ref("show", argv[optind])) return CLI_USAGE;
     cal_store *st;
-    if (open_db("show", db, &st)) return CLI_FAIL;
+    int orc = open_db("show", db, &st);
+    if (orc) return orc;
     cal_run_data *d;
     int rc = load_ref("show", st, argv[optind], CAL_LOAD_CHUNKS, &d);
     if (!rc) {
@@ -474,8 +491,10 @@ int cmd_export(int argc, char **argv)
     }
     if (!fmt) return cli_usage_error("export", "choose --json or --csv");
     if (optind != argc - 1) return cli_usage_error("export", "give exactly one RUN (an id, a label or latest)");
+    if (check_ref("export", argv[optind])) return CLI_USAGE;
     cal_store *st;
-    if (open_db("export", db, &st)) return CLI_FAIL;
+    int orc = open_db("export", db, &st);
+    if (orc) return orc;
     cal_run_data *d;
     int rc = load_ref("export", st, argv[optind], CAL_LOAD_CHUNKS, &d);
     if (!rc) {

@@ -286,7 +286,9 @@ typedef struct cal_run_args {
  * read out->status), CAL_ECANCEL when stopped before it began, CAL_EIO
  * when a target could not start (out->message says why), CAL_ESTORE,
  * CAL_EINVAL (a bad plan: message names the field), CAL_ENOMEM. The
- * targets are started and stopped here; the caller frees them. */
+ * targets are started (and restarted under cold) and stopped here, on the
+ * calling thread (a target's death_signal follows that thread); the caller
+ * frees them. */
 int cal_run_series(const cal_run_args *args, cal_run_outcome *out);
 
 /* The library's verdicts of a stored run: the run analysis's (analysis.h,

@@ -31,15 +31,37 @@
 typedef struct cal_store cal_store;
 
 /* Open (creating if needed) the store at path and migrate it to
- * CAL_STORE_SCHEMA_VERSION. Fails with CAL_ESTORE (not a SQLite file, a
- * newer schema than this build knows, locked past the timeout), CAL_ENOMEM.
- * On failure *out is NULL. */
+ * CAL_STORE_SCHEMA_VERSION. Fails with CAL_EINVAL (NULL or "" path),
+ * CAL_ESTORE (not a SQLite file, a newer schema than this build knows,
+ * locked past the timeout), CAL_ENOMEM. On failure *out is NULL.
+ * Equivalent to cal_store_open_ex(path, 0, out, NULL, 0). */
 int  cal_store_open(const char *path, cal_store **out);
+
+#define CAL_STORE_READONLY 1u  /* open flag: read, never create or migrate */
+/* Open with flags. CAL_STORE_READONLY opens an existing file with
+ * SQLITE_OPEN_READONLY: nothing is created (no file at a mistyped path), no
+ * migration is written, and a store in a directory this process cannot
+ * write is still read (immutably, when SQLite could not create its WAL
+ * index there and no -wal file is pending). A file at an older schema is
+ * read as it is: summary fields it lacks read as NAN (or 0 for integers),
+ * as a migrated file would give. Write calls on such a handle fail with
+ * CAL_EPERM. Errors, each explained in why[why_len] (may be NULL):
+ *   CAL_EINVAL    NULL or "" path, unknown flags
+ *   CAL_ENOTFOUND read-only and no file at path: "no such store: PATH"
+ *   CAL_ESTORE    not a SQLite file, not a caliper store, a newer schema,
+ *                 locked past the timeout, or (writing) migration failed
+ *   CAL_ENOMEM
+ * On failure *out is NULL. */
+int  cal_store_open_ex(const char *path, unsigned flags, cal_store **out,
+                       char *why, size_t why_len);
 /* Flush pending telemetry and close; NULLs *st. NULL or *st NULL: no-op. */
 void cal_store_close(cal_store **st);
-/* The schema version the file is at (after open: CAL_STORE_SCHEMA_VERSION). */
+/* The schema version the file is at (after a writing open:
+ * CAL_STORE_SCHEMA_VERSION; read-only: the file's own). */
 int  cal_store_schema_version(cal_store *st);
-/* The last SQLite error message of this handle (static text, never NULL). */
+/* Why this handle's last call failed: the store's own explanation when it
+ * gave one (a damaged row, an invalid label, a read-only handle), else
+ * SQLite's last error message. Static text owned by st, never NULL. */
 const char *cal_store_errmsg(cal_store *st);
 
 /* ---- runs ------------------------------------------------------------- */
@@ -81,7 +103,11 @@ typedef struct cal_run {
 /* Free the strings of r (not r itself) and zero it. */
 void cal_run_clear(cal_run *r);
 
-/* Insert a run with status RUNNING; sets run->id. The strings are copied. */
+/* Insert a run with status RUNNING; sets run->id. The strings are copied.
+ * CAL_EINVAL (nothing stored) when the label is "" or not valid UTF-8 (it
+ * would not survive export as JSON) or target_json is not JSON. Every
+ * string in target_json that is a URL with credentials is stored without
+ * them (cal_url_redact): callers redact too; this is the last line. */
 int  cal_store_begin_run(cal_store *st, cal_run *run);
 /* Set the final status, end time (now) and verdicts (may be NULL), and flush
  * pending telemetry. CAL_ENOTFOUND if no such run. */
@@ -233,7 +259,13 @@ typedef struct cal_run_data {
 #define CAL_LOAD_CHUNKS    1  /* decode every request's chunk timestamps */
 #define CAL_LOAD_NO_REQS   2  /* cells and summaries only (reqs empty) */
 /* Load a run with its cells, requests and telemetry. *out malloc'd; free
- * with cal_run_data_free. CAL_ENOTFOUND if no such run. */
+ * with cal_run_data_free. CAL_ENOTFOUND if no such run. Every row is
+ * checked against what readers index with it, so a damaged file cannot make
+ * them read past a buffer: a cell's n_requests must equal its stored
+ * requests, n_chunks must be >= 0 and the chunks blob exactly 4 × n_chunks
+ * bytes (or absent), timestamps within [0, 2^62) ns (-1: unknown where
+ * documented); otherwise CAL_ESTORE, with cal_store_errmsg naming the run,
+ * cell, request and column. */
 int  cal_store_load_run(cal_store *st, int64_t run_id, int flags,
                         cal_run_data **out);
 void cal_run_data_free(cal_run_data **d);

@@ -223,8 +223,10 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
     int has_v1 = bl >= 3 && memcmp(cfg->base_url + bl - 3, "/v1", 3) == 0;
     const char *path = cfg->api == CAL_API_CHAT ? "/chat/completions" : "/completions";
     cal_buf u = CAL_BUF_INIT(4096);
-    if (cal_buf_append(&u, cfg->base_url, bl) || cal_buf_puts(&u, has_v1 ? "" : "/v1")
-        || cal_buf_puts(&u, path)) { cal_buf_free(&u); rc = CAL_EINVAL; goto fail; }
+    int be = cal_buf_append(&u, cfg->base_url, bl);
+    if (!be) be = cal_buf_puts(&u, has_v1 ? "" : "/v1");
+    if (!be) be = cal_buf_puts(&u, path);
+    if (be) { cal_buf_free(&u); rc = be == CAL_ENOMEM ? CAL_ENOMEM : CAL_EINVAL; goto fail; }
     p->url = u.data;
 
     /* body template */
@@ -488,16 +490,19 @@ static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud)
     case MODE_ERRBODY:
         append_capped(&s->in, ptr, n);
         return n;
-    case MODE_JSON:
-        if (cal_buf_append(&s->in, ptr, n)) {
+    case MODE_JSON: {
+        int brc = cal_buf_append(&s->in, ptr, n);
+        if (brc == CAL_ENOMEM)      /* the probe's failure, not the server's */
+            set_fail(s, CAL_REQ_CANCELLED, "%scancelled: out of memory for the response body", "");
+        else if (brc)
             set_fail(s, CAL_REQ_STREAM_ERROR, "%sresponse body over its cap", "");
-            return 0;
-        }
-        return n;
+        return brc ? 0 : n;
+    }
     default: break;
     }
     int rc = cal_sse_feed(s->sse, ptr, n);
     if (rc == CAL_ETOOBIG) set_fail(s, CAL_REQ_STREAM_ERROR, "%sSSE event over its cap", "");
+    else if (rc == CAL_ENOMEM) set_fail(s, CAL_REQ_CANCELLED, "%scancelled: out of memory for the stream", "");
     else if (rc) set_fail(s, CAL_REQ_STREAM_ERROR, "%smalformed stream", "");
     return rc ? 0 : n;
 }
@@ -722,7 +727,14 @@ static void finish_slot(run *r, slot *s)
         res->tok_source = CAL_TOKSRC_CHUNKS;
         res->output_tokens = res->n_chunks;
     }
-    if (r->p->cfg.keep_text && s->text.len) res->text = dup_msg(s->text.data, s->text.len);
+    if (r->p->cfg.keep_text && s->text.len) {
+        res->text = dup_msg(s->text.data, s->text.len);
+        if (!res->text && res->status == CAL_REQ_OK) {   /* never ok without what was kept */
+            static const char m[] = "cancelled: out of memory for the generated text";
+            res->status = CAL_REQ_CANCELLED;
+            if (!res->error) res->error = dup_msg(m, sizeof m - 1);
+        }
+    }
     free(s->body);
     s->body = NULL;
     s->res = NULL;

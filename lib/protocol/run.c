@@ -566,6 +566,15 @@ static int check_plan(ctx *c)
                 "negative", p->rate, p->duration_s, p->requests, p->warmup, p->rest_s);
         return CAL_EINVAL;
     }
+    /* bounds before any conversion: rate × 4 becomes a request count, the
+     * times become int64_t nanoseconds (a year of them fits easily) */
+    if (p->rate > 1e5 || p->duration_s > 366 * 86400.0 || p->rest_s > 366 * 86400.0 ||
+        p->interval_s > 3600) {
+        fail(c, "plan: rate %g/s (at most 1e5), duration %g s, rest %g s (at most a year each), "
+                "interval %g s (at most 1 h): too large", p->rate, p->duration_s, p->rest_s,
+             p->interval_s);
+        return CAL_EINVAL;
+    }
     if (p->duration_s > 0 && p->requests) {
         fail(c, "plan: requests and duration together: choose one");
         return CAL_EINVAL;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/run.h"
+#include "caliper/url.h"
 
 typedef struct served {
     cal_target_config tcfg;
@@ -23,6 +24,7 @@ typedef struct served {
     char model[256];
     int model_given, model_asked;
     char url[512];
+    char url_shown[512];   /* url without credentials: all that is printed or stored */
     char what[600];
     int64_t load_ns;
 } served;
@@ -45,6 +47,7 @@ static int s_start(void *self, volatile int *stop, char *err, size_t errn)
     int rc = cal_target_start(&tc, &s->target, err, errn);
     if (rc) return rc;
     snprintf(s->url, sizeof s->url, "%s", cal_target_url(s->target));
+    cal_url_redact(s->url, s->url_shown, sizeof s->url_shown);
     s->load_ns = cal_target_load_ns(s->target);
     if (!s->model_given && !s->model_asked) {
         s->model_asked = 1;
@@ -57,7 +60,7 @@ static int s_start(void *self, volatile int *stop, char *err, size_t errn)
     pc.model = s->model[0] ? s->model : NULL;
     rc = cal_probe_open(&pc, &s->probe);
     if (rc) {
-        cal_why(err, errn, rc, "probe: cannot open for %s: %s", s->url, cal_strerror(rc));
+        cal_why(err, errn, rc, "probe: cannot open for %s: %s", s->url_shown, cal_strerror(rc));
         return rc;
     }
     if (s->tk) cal_http_tokenizer_retarget(s->tk, s->url);   /* a cold restart moves ports */
@@ -131,11 +134,11 @@ static char *s_describe(void *self)
     json_object_set_new(t, "kind", json_string(cal_target_kind_name(s->tcfg.kind)));
     if (s->tcfg.kind == CAL_TARGET_BUILTIN) json_object_set_new(t, "name", json_string(s->preset ? s->preset : "small"));
     else if (s->tcfg.kind == CAL_TARGET_LAUNCH) json_object_set_new(t, "name", json_string(s->command));
-    else json_object_set_new(t, "name", json_string(s->url));
+    else json_object_set_new(t, "name", json_string(s->url_shown));
     json_object_set_new(t, "model", s->model[0] ? json_string(s->model) : json_null());
     json_object_set_new(t, "version", s->version ? json_string(s->version)
                                       : s->model[0] ? json_string(s->model) : json_null());
-    json_object_set_new(t, "url", json_string(s->url));
+    json_object_set_new(t, "url", json_string(s->url_shown));
     json_object_set_new(t, "command", s->command ? json_string(s->command) : json_null());
     json_object_set_new(t, "load_s", s->target && s->load_ns >= 0 ? json_real(s->load_ns / 1e9) : json_null());
     json_object_set_new(t, "api", json_string(s->pcfg.api == CAL_API_CHAT ? "chat" : "completions"));
@@ -151,7 +154,7 @@ static const char *s_what(void *self)
     served *s = self;
     if (s->tcfg.kind == CAL_TARGET_BUILTIN) return "the built-in engine";
     if (s->tcfg.kind == CAL_TARGET_LAUNCH) return s->command;
-    return s->url[0] ? s->url : s->tcfg_url;
+    return s->url_shown;
 }
 
 static void s_destroy(void *self)
@@ -209,6 +212,7 @@ int cal_run_target_served(const cal_served_config *cfg, cal_run_target **out)
     s->models_timeout_ns = cfg->models_timeout_ns;
     s->tokenize_timeout_ns = cfg->tokenize_timeout_ns;
     if (cfg->target.kind == CAL_TARGET_URL) snprintf(s->url, sizeof s->url, "%s", cfg->target.url);
+    if (s->tcfg_url) cal_url_redact(s->tcfg_url, s->url_shown, sizeof s->url_shown);
     t->ops = &OPS[cfg->target.kind];
     t->self = s;
     t->fresh_on_start = cfg->target.kind != CAL_TARGET_URL;

@@ -23,6 +23,7 @@
 #include "caliper/error.h"
 #include "caliper/global.h"
 #include "caliper/protocol.h"
+#include "caliper/url.h"
 
 #define URL_MAX 512
 
@@ -335,7 +336,9 @@ int cal_target_start(const cal_target_config *cfg, cal_target **out, char *err, 
 
     if (cfg->kind == CAL_TARGET_URL) {
         if (!answers(t->url)) {
-            snprintf(err, errn, "%s does not answer GET /health or /v1/models", t->url);
+            char shown[URL_MAX];   /* never print a password given in the URL */
+            cal_url_redact(t->url, shown, sizeof shown);
+            snprintf(err, errn, "%s does not answer GET /health or /v1/models", shown);
             free(t);
             return CAL_ECONNECT;
         }

@@ -57,14 +57,20 @@ int cal_result_load(const char *ref, const char *db_path, cal_result **out,
         }
         return e;
     }
+    if (!*ref) {
+        cal_report_errf(err, errn, "RUN: \"\" is empty: give an id, a label, latest or a file");
+        return CAL_EINVAL;
+    }
     if (!db_path || stat(db_path, &st) != 0) {
-        cal_report_errf(err, errn, "\"%s\" is not a file, and there is no store at %s to look it up in",
-                        ref, db_path ? db_path : "(none)");
+        cal_report_errf(err, errn, "\"%s\" is not a file, and there is no store to look it up in "
+                        "(no such store: %s)", ref, db_path ? db_path : "(none)");
         return CAL_ENOTFOUND;
     }
+    /* read-only: looking a run up never creates or migrates a store */
     cal_store *s = NULL;
-    int e = cal_store_open(db_path, &s);
-    if (e) { cal_report_errf(err, errn, "%s: cannot open the store", db_path); return e; }
+    char why[400];
+    int e = cal_store_open_ex(db_path, CAL_STORE_READONLY, &s, why, sizeof why);
+    if (e) { cal_report_errf(err, errn, "%s", why); return e; }
     e = cal_result_from_store(s, ref, out, err, errn);
     cal_store_close(&s);
     return e;

@@ -1,26 +1,55 @@
 /* The SQLite result store: open + migrations, runs, cells with their
  * requests, telemetry rows, and the reads `show`, `export`, `compare`,
  * `fit` and `report` build on. docs/schema.md documents the tables. */
+#include <assert.h>
+#include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/store.h"
+#include "lib/util/c_locale.h"
+#include "caliper/url.h"
+#include "caliper/utf8.h"
+#include "lib/util/c_locale.h"
 
 #define TEL_BATCH 256
 #define BUSY_TIMEOUT_MS 10000
+/* Every stored timestamp (monotonic or wall ns) lies below 2^62 (146 years
+ * of uptime, or the year 2116): a row beyond it is damaged, and readers
+ * subtract these freely. */
+#define TS_MAX (INT64_C(1) << 62)
 
 struct cal_store {
     sqlite3 *db;
     int version;
     int open_rc;              /* SQLite's code for the last failed open step */
+    int readonly;             /* opened with CAL_STORE_READONLY */
+    unsigned char *has_col;   /* read-only at an older schema: [cal_summary_n_fields],
+                                 1 where cells has that column; NULL: all there */
     cal_store_tel_row *tel;      /* queued telemetry rows [TEL_BATCH] */
     int64_t *tel_run;         /* their run ids */
     size_t n_tel;
+    char why[320];            /* the store's own reason for the last failure, or "" */
 };
+
+/* Record why a call failed (cal_store_errmsg returns it) and return code. */
+static int fail(cal_store *st, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(cal_store *st, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cal_vsnprintf(st->why, sizeof st->why, fmt, ap);
+    va_end(ap);
+    return code;
+}
 
 /* ---- migrations: append only; never edit one that has shipped --------- */
 static const char *const MIGRATIONS[] = {
@@ -110,9 +139,26 @@ static int lookup_fn(const char *(*name)(int), int n, const char *s, int dflt)
 }
 
 /* ---- helpers ---------------------------------------------------------- */
+/* Keep SQLite's message for cal_store_errmsg: finalizing a good statement
+ * or a ROLLBACK resets it. Call where a failure is first seen. */
+static void note(cal_store *st)
+{
+    if (!st->why[0]) snprintf(st->why, sizeof st->why, "%s", sqlite3_errmsg(st->db));
+}
 static int exec_sql(cal_store *st, const char *sql)
 {
-    return sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK ? CAL_OK : CAL_ESTORE;
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+    /* the first failure of an open attempt decides whether it is retried */
+    if (rc != SQLITE_OK && st->open_rc == SQLITE_OK) st->open_rc = rc;
+    if (rc != SQLITE_OK) note(st);
+    return rc == SQLITE_OK ? CAL_OK : CAL_ESTORE;
+}
+
+/* Undo a failed write, keeping why it failed. */
+static void rollback(cal_store *st)
+{
+    note(st);
+    exec_sql(st, "ROLLBACK");
 }
 
 static char *dupstr(const char *s)
@@ -124,10 +170,15 @@ static char *dupstr(const char *s)
     return d;
 }
 
+/* SQLITE_STATIC: every bound string outlives its statement's step (they
+ * are the caller's, or locals finalized first), and a bind that copies
+ * (SQLITE_TRANSIENT) can fail out of memory while the row is still
+ * written, with NULL in that column. */
 static void bind_text(sqlite3_stmt *s, int i, const char *v)
 {
-    if (v) sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
-    else sqlite3_bind_null(s, i);
+    int rc = v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+    assert(rc == SQLITE_OK || rc == SQLITE_TOOBIG);
+    (void)rc;
 }
 static void bind_real(sqlite3_stmt *s, int i, double v)
 {
@@ -169,10 +220,14 @@ static int read_version(cal_store *st, int *v)
     if (sqlite3_prepare_v2(st->db, "SELECT max(version) FROM schema_version", -1, &s,
                            NULL) != SQLITE_OK)
         return CAL_ESTORE;
-    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+    /* a failed step is an error, not version 0: that would re-apply
+     * migration 1 to a store that has it */
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
         *v = sqlite3_column_int(s, 0);
+    if (step != SQLITE_ROW && st->open_rc == SQLITE_OK) st->open_rc = sqlite3_errcode(st->db);
     sqlite3_finalize(s);
-    return CAL_OK;
+    return step == SQLITE_ROW ? CAL_OK : CAL_ESTORE;
 }
 
 static int migrate(cal_store *st)
@@ -185,7 +240,11 @@ static int migrate(cal_store *st)
         if (exec_sql(st, "BEGIN IMMEDIATE")) return CAL_ESTORE;
         int v;
         if (read_version(st, &v)) goto fail;
-        if (v > (int)N_MIGRATIONS) goto fail;   /* a newer caliper wrote it */
+        if (v > (int)N_MIGRATIONS) {           /* a newer caliper wrote it */
+            fail(st, CAL_ESTORE, "written by a newer caliper (schema %d; this build knows up to %d)",
+                 v, (int)N_MIGRATIONS);
+            goto fail;
+        }
         if (v == (int)N_MIGRATIONS) {
             st->version = v;
             return exec_sql(st, "COMMIT");
@@ -196,8 +255,8 @@ static int migrate(cal_store *st)
         if (exec_sql(st, sql) || exec_sql(st, "COMMIT")) goto fail;
     }
 fail:
-    st->open_rc = sqlite3_errcode(st->db);   /* before ROLLBACK resets it */
-    exec_sql(st, "ROLLBACK");
+    if (st->open_rc == SQLITE_OK) st->open_rc = sqlite3_errcode(st->db);   /* before ROLLBACK */
+    rollback(st);
     return CAL_ESTORE;
 }
 
@@ -205,49 +264,186 @@ fail:
 static int open_steps(cal_store *st)
 {
     st->open_rc = SQLITE_OK;
+    st->why[0] = '\0';
     if (exec_sql(st, "PRAGMA journal_mode=WAL") || exec_sql(st, "PRAGMA foreign_keys=ON") ||
-        exec_sql(st, "PRAGMA synchronous=NORMAL")) {
-        st->open_rc = sqlite3_errcode(st->db);
+        exec_sql(st, "PRAGMA synchronous=NORMAL"))
         return CAL_ESTORE;
-    }
     return migrate(st);
+}
+
+static void store_free(cal_store *st)
+{
+    if (!st) return;
+    sqlite3_close(st->db);
+    free(st->tel);
+    free(st->tel_run);
+    free(st->has_col);
+    free(st);
+}
+
+static int open_writable(cal_store *st, const char *path, char *why, size_t why_len)
+{
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc == SQLITE_NOMEM) return cal_why(why, why_len, CAL_ENOMEM, "%s: out of memory", path);
+    if (rc != SQLITE_OK)
+        return cal_why(why, why_len, CAL_ESTORE, "%s: %s", path,
+                       st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
+    sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+    /* journal_mode answers with a row; WAL lets readers and one writer
+     * proceed together, the busy timeout queues the second writer. Two
+     * processes creating one new file can still meet SQLITE_BUSY where
+     * SQLite does not wait (switching a fresh file to WAL): those steps
+     * are retried, within the same busy timeout. */
+    int64_t until = cal_now_ns() + (int64_t)BUSY_TIMEOUT_MS * 1000000;
+    while (open_steps(st)) {
+        int busy = (st->open_rc & 0xff) == SQLITE_BUSY || (st->open_rc & 0xff) == SQLITE_LOCKED;
+        if (!busy || cal_now_ns() >= until) {
+            if ((st->open_rc & 0xff) == SQLITE_NOMEM)
+                return cal_why(why, why_len, CAL_ENOMEM, "%s: out of memory", path);
+            if (st->why[0]) return cal_why(why, why_len, CAL_ESTORE, "%s: %s", path, st->why);
+            return cal_why(why, why_len, CAL_ESTORE, "%s: %s", path, sqlite3_errstr(st->open_rc));
+        }
+        cal_sleep_ns(10000000LL, NULL);
+    }
+    return CAL_OK;
+}
+
+/* Read-only at an older schema: which summary fields cells has as columns. */
+static int read_columns(cal_store *st)
+{
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(st->db, "SELECT name FROM pragma_table_info('cells')", -1, &s,
+                           NULL) != SQLITE_OK)
+        return CAL_ESTORE;
+    st->has_col = calloc(cal_summary_n_fields, 1);
+    int step = SQLITE_NOMEM;
+    if (st->has_col)
+        while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+            const cal_field *f = cal_summary_field((const char *)sqlite3_column_text(s, 0));
+            if (f) st->has_col[f - cal_summary_fields] = 1;
+        }
+    sqlite3_finalize(s);
+    return step == SQLITE_DONE ? CAL_OK : step == SQLITE_NOMEM ? CAL_ENOMEM : CAL_ESTORE;
+}
+
+/* The first read of a read-only handle: is this a caliper store, at which
+ * schema? Returns SQLite's code of the failing step (SQLITE_OK, or with
+ * *v = 0 when there is no schema_version table). */
+static int probe_version(cal_store *st, int *v)
+{
+    sqlite3_stmt *s = NULL;
+    *v = 0;
+    int rc = sqlite3_prepare_v2(st->db, "SELECT count(*) FROM sqlite_master WHERE type='table'"
+                                " AND name='schema_version'", -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(s);
+        int have = rc == SQLITE_ROW && sqlite3_column_int(s, 0) > 0;
+        rc = rc == SQLITE_ROW ? SQLITE_OK : sqlite3_extended_errcode(st->db);
+        sqlite3_finalize(s);
+        if (rc == SQLITE_OK && have && read_version(st, v)) rc = sqlite3_extended_errcode(st->db);
+    } else {
+        rc = sqlite3_extended_errcode(st->db);
+    }
+    return rc;
+}
+
+/* "file:" + path with the characters a URI gives meaning to escaped. */
+static int immutable_uri(const char *path, char *uri, size_t n)
+{
+    size_t o = (size_t)snprintf(uri, n, "file:");
+    for (const char *p = path; *p && o + 4 < n; p++) {
+        if (*p == '?' || *p == '#' || *p == '%') o += (size_t)snprintf(uri + o, n - o, "%%%02X", (unsigned char)*p);
+        else uri[o++] = *p;
+    }
+    uri[o < n ? o : n - 1] = '\0';
+    int w = snprintf(uri + o, n - o, "?immutable=1");
+    return w < 0 || (size_t)w >= n - o ? CAL_ETOOBIG : CAL_OK;
+}
+
+static int open_readonly(cal_store *st, const char *path, char *why, size_t why_len)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return cal_why(why, why_len, CAL_ENOTFOUND, "no such store: %s", path);
+        return cal_why(why, why_len, CAL_ESTORE, "%s: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(sb.st_mode)) return cal_why(why, why_len, CAL_ESTORE, "%s is not a file", path);
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READONLY, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+        rc = probe_version(st, &st->version);
+    }
+    /* A WAL file in a directory we cannot write: SQLite cannot create the
+     * -shm index beside it. With no -wal pending, nobody can be writing
+     * (a writer would need that directory too), so the file as it is on
+     * disk is the whole store: read it as immutable. */
+    char wal[4096];
+    if (rc == SQLITE_READONLY_DIRECTORY && (size_t)snprintf(wal, sizeof wal, "%s-wal", path) < sizeof wal &&
+        stat(wal, &sb) != 0 && errno == ENOENT) {
+        char uri[4200];
+        if (immutable_uri(path, uri, sizeof uri))
+            return cal_why(why, why_len, CAL_ESTORE, "%s: the path is too long", path);
+        sqlite3_close(st->db);
+        st->db = NULL;
+        rc = sqlite3_open_v2(uri, &st->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+        if (rc == SQLITE_OK) rc = probe_version(st, &st->version);
+    }
+    if ((rc & 0xff) == SQLITE_NOMEM) return cal_why(why, why_len, CAL_ENOMEM, "%s: out of memory", path);
+    if (rc == SQLITE_READONLY_DIRECTORY)
+        return cal_why(why, why_len, CAL_ESTORE, "%s: cannot read it here: its directory is not "
+                       "writable and a -wal file is pending (open it once with a writing command "
+                       "where the directory is writable)", path);
+    if (rc != SQLITE_OK)
+        return cal_why(why, why_len, CAL_ESTORE, "%s: not a caliper store (%s)", path,
+                       st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
+    if (st->version == 0)
+        return cal_why(why, why_len, CAL_ESTORE, "%s: not a caliper store (no schema version "
+                       "recorded)", path);
+    if (st->version > (int)N_MIGRATIONS)
+        return cal_why(why, why_len, CAL_ESTORE, "%s: written by a newer caliper (schema %d; "
+                       "this build reads up to %d)", path, st->version, (int)N_MIGRATIONS);
+    /* An older schema is read as it is, without the columns later
+     * migrations add (a writing command migrates it). Every migration so
+     * far only adds columns to cells: one that changes another table must
+     * teach the reads here about it. */
+    if (st->version < (int)N_MIGRATIONS && (rc = read_columns(st)) != CAL_OK)
+        return cal_why(why, why_len, rc, "%s: cannot read its cells table (%s)", path,
+                       rc == CAL_ENOMEM ? "out of memory" : sqlite3_errmsg(st->db));
+    return CAL_OK;
+}
+
+int cal_store_open_ex(const char *path, unsigned flags, cal_store **out, char *why, size_t why_len)
+{
+    if (why && why_len) why[0] = '\0';
+    if (!out) return cal_why(why, why_len, CAL_EINVAL, "no handle to open into");
+    *out = NULL;
+    if (!path || !*path) return cal_why(why, why_len, CAL_EINVAL, "the store's path is empty");
+    if (flags & ~CAL_STORE_READONLY) return cal_why(why, why_len, CAL_EINVAL, "unknown open flags %#x", flags);
+    cal_store *st = calloc(1, sizeof *st);
+    if (!st) return cal_why(why, why_len, CAL_ENOMEM, "%s: out of memory", path);
+    st->readonly = (flags & CAL_STORE_READONLY) != 0;
+    int rc;
+    if (st->readonly) {
+        rc = open_readonly(st, path, why, why_len);
+    } else {
+        st->tel = calloc(TEL_BATCH, sizeof *st->tel);
+        st->tel_run = calloc(TEL_BATCH, sizeof *st->tel_run);
+        rc = st->tel && st->tel_run ? open_writable(st, path, why, why_len)
+                                    : cal_why(why, why_len, CAL_ENOMEM, "%s: out of memory", path);
+    }
+    if (rc != CAL_OK) {
+        store_free(st);
+        return rc;
+    }
+    st->why[0] = '\0';
+    *out = st;
+    return CAL_OK;
 }
 
 int cal_store_open(const char *path, cal_store **out)
 {
-    if (!out) return CAL_EINVAL;
-    *out = NULL;
-    if (!path || !*path) return CAL_EINVAL;
-    cal_store *st = calloc(1, sizeof *st);
-    if (!st) return CAL_ENOMEM;
-    st->tel = calloc(TEL_BATCH, sizeof *st->tel);
-    st->tel_run = calloc(TEL_BATCH, sizeof *st->tel_run);
-    if (!st->tel || !st->tel_run) {
-        free(st->tel); free(st->tel_run); free(st);
-        return CAL_ENOMEM;
-    }
-    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
-        /* journal_mode answers with a row; WAL lets readers and one writer
-         * proceed together, the busy timeout queues the second writer. Two
-         * processes creating one new file can still meet SQLITE_BUSY where
-         * SQLite does not wait (switching a fresh file to WAL): those steps
-         * are retried, within the same busy timeout. */
-        int64_t until = cal_now_ns() + (int64_t)BUSY_TIMEOUT_MS * 1000000;
-        while (open_steps(st)) {
-            int busy = (st->open_rc & 0xff) == SQLITE_BUSY || (st->open_rc & 0xff) == SQLITE_LOCKED;
-            if (!busy || cal_now_ns() >= until) { rc = SQLITE_ERROR; break; }
-            cal_sleep_ns(10000000LL, NULL);
-        }
-    }
-    if (rc != SQLITE_OK) {
-        sqlite3_close(st->db);
-        free(st->tel); free(st->tel_run); free(st);
-        return CAL_ESTORE;
-    }
-    *out = st;
-    return CAL_OK;
+    return cal_store_open_ex(path, 0, out, NULL, 0);
 }
 
 void cal_store_close(cal_store **pst)
@@ -255,10 +451,7 @@ void cal_store_close(cal_store **pst)
     if (!pst || !*pst) return;
     cal_store *st = *pst;
     cal_store_flush(st);
-    sqlite3_close(st->db);
-    free(st->tel);
-    free(st->tel_run);
-    free(st);
+    store_free(st);
     *pst = NULL;
 }
 
@@ -266,7 +459,9 @@ int cal_store_schema_version(cal_store *st) { return st ? st->version : 0; }
 
 const char *cal_store_errmsg(cal_store *st)
 {
-    return st && st->db ? sqlite3_errmsg(st->db) : "no store";
+    if (!st) return "no store";
+    if (st->why[0]) return st->why;
+    return st->db ? sqlite3_errmsg(st->db) : "no store";
 }
 
 /* ---- runs ------------------------------------------------------------- */
@@ -278,14 +473,86 @@ void cal_run_clear(cal_run *r)
     memset(r, 0, sizeof *r);
 }
 
+/* Replace each string in j that is a URL carrying credentials by the URL
+ * without them; *changed = 1 when any was. A string that curl cannot parse
+ * but looks like one (scheme and '@') becomes CAL_URL_UNPARSABLE. */
+static int redact_json(json_t *j, int *changed)
+{
+    if (json_is_string(j)) {
+        const char *v = json_string_value(j);
+        int cred = cal_url_has_credentials(v);
+        if (cred == 0 || (cred < 0 && !(strstr(v, "://") && strchr(v, '@')))) return CAL_OK;
+        char clean[2048];
+        cal_url_redact(v, clean, sizeof clean);   /* a placeholder on failure */
+        *changed = 1;
+        return json_string_set(j, clean) ? CAL_ENOMEM : CAL_OK;
+    }
+    if (json_is_object(j)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(j, k, v) {
+            int rc = redact_json(v, changed);
+            if (rc) return rc;
+        }
+    } else if (json_is_array(j)) {
+        for (size_t i = 0; i < json_array_size(j); i++) {
+            int rc = redact_json(json_array_get(j, i), changed);
+            if (rc) return rc;
+        }
+    }
+    return CAL_OK;
+}
+
+/* target_json as it may be stored: *out is NULL (keep the given text) or a
+ * malloc'd redacted copy. */
+static int redacted_target(cal_store *st, const char *target_json, char **out)
+{
+    *out = NULL;
+    if (!target_json) return CAL_OK;
+    json_error_t e;
+    json_t *j = json_loads(target_json, JSON_DECODE_ANY, &e);
+    /* jansson reports some allocation failures in its lexer as syntax
+     * errors: a text that parses on a second try was short of memory */
+    if (!j) j = json_loads(target_json, JSON_DECODE_ANY, &e);
+    if (!j) {
+        /* jansson explains every syntax error; a failure it leaves
+         * unexplained is an allocation inside the parser */
+        if (json_error_code(&e) == json_error_out_of_memory || !e.text[0])
+            return fail(st, CAL_ENOMEM, "target JSON: out of memory");
+        return fail(st, CAL_EINVAL, "target JSON: %s (line %d)", e.text, e.line);
+    }
+    int changed = 0, rc = redact_json(j, &changed);
+    if (rc == CAL_OK && changed) {
+        *out = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+        if (!*out) rc = CAL_ENOMEM;
+    }
+    json_decref(j);
+    return rc ? fail(st, rc, "target JSON: out of memory") : CAL_OK;
+}
+
 int cal_store_begin_run(cal_store *st, cal_run *run)
 {
     if (!st || !run) return CAL_EINVAL;
+    st->why[0] = '\0';
+    if (st->readonly) return fail(st, CAL_EPERM, "the store was opened read-only");
+    if (run->label) {
+        size_t n = strlen(run->label), bad = cal_utf8_check(run->label, n);
+        if (!n) return fail(st, CAL_EINVAL, "label: \"\" is empty");
+        if (bad < n)
+            return fail(st, CAL_EINVAL, "label: byte %zu (0x%02x) is not valid UTF-8", bad + 1,
+                        (unsigned char)run->label[bad]);
+    }
+    char *target = NULL;
+    int rc = redacted_target(st, run->target_json, &target);
+    if (rc) return rc;
     sqlite3_stmt *s = NULL;
     const char *sql = "INSERT INTO runs (label, started_wall_ns, ended_wall_ns, t0_mono_ns,"
                       " status, build, host, target, protocol, telemetry, verdicts)"
                       " VALUES (?,?,NULL,?,?,?,?,?,?,?,?)";
-    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+        free(target);
+        return CAL_ESTORE;
+    }
     if (!run->started_wall_ns) run->started_wall_ns = cal_wall_ns();
     if (!run->t0_mono_ns) run->t0_mono_ns = cal_now_ns();
     run->ended_wall_ns = -1;
@@ -296,12 +563,13 @@ int cal_store_begin_run(cal_store *st, cal_run *run)
     bind_text(s, 4, RUN_STATUS[CAL_RUN_RUNNING]);
     bind_text(s, 5, run->build);
     bind_text(s, 6, run->host_json);
-    bind_text(s, 7, run->target_json);
+    bind_text(s, 7, target ? target : run->target_json);
     bind_text(s, 8, run->protocol_json);
     bind_text(s, 9, run->telemetry_json);
     bind_text(s, 10, run->verdicts_json);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? CAL_OK : CAL_ESTORE;
+    rc = sqlite3_step(s) == SQLITE_DONE ? CAL_OK : CAL_ESTORE;
     sqlite3_finalize(s);
+    free(target);
     if (rc == CAL_OK) run->id = sqlite3_last_insert_rowid(st->db);
     return rc;
 }
@@ -327,6 +595,8 @@ int cal_store_finish_run(cal_store *st, int64_t run_id, cal_run_status status,
                          const char *verdicts_json)
 {
     if (!st || (unsigned)status > CAL_RUN_FAILED) return CAL_EINVAL;
+    st->why[0] = '\0';
+    if (st->readonly) return fail(st, CAL_EPERM, "the store was opened read-only");
     int rc = cal_store_flush(st);
     int rc2 = update_run(st, run_id, status, verdicts_json);
     return rc2 ? rc2 : rc;
@@ -367,13 +637,22 @@ int cal_store_chunks_decode(int64_t send_ns, const uint8_t *blob, size_t bytes,
     *n = 0;
     if (bytes % 4) return CAL_EPROTO;
     if (bytes == 0) return CAL_OK;
+    if (!blob) return CAL_EINVAL;
     size_t k = bytes / 4;
     int64_t *t = malloc(k * sizeof *t);
     if (!t) return CAL_ENOMEM;
+    if (k > INT32_MAX || send_ns < 0 || send_ns >= TS_MAX) {
+        free(t);
+        return CAL_EPROTO;
+    }
     int64_t prev = send_ns;
     for (size_t i = 0; i < k; i++) {
         uint32_t u = (uint32_t)blob[4 * i] | (uint32_t)blob[4 * i + 1] << 8 |
                      (uint32_t)blob[4 * i + 2] << 16 | (uint32_t)blob[4 * i + 3] << 24;
+        if (prev >= TS_MAX - (int64_t)u * 1000) {   /* past 2^62 ns: not a real stream */
+            free(t);
+            return CAL_EPROTO;
+        }
         prev += (int64_t)u * 1000;
         t[i] = prev;
     }
@@ -390,15 +669,18 @@ int cal_store_chunks_decode(int64_t send_ns, const uint8_t *blob, size_t bytes,
     " cpu_ns, chunks, send_lag_p99_ms"
 #define CELL_N_FIXED 23
 
-static int cell_sql(char *sql, size_t n, int select)
+static int cell_sql(const cal_store *st, char *sql, size_t n, int select)
 {
     size_t off = 0;
     int w;
     if (select) w = snprintf(sql, n, "SELECT id, " CELL_FIXED_COLS);
     else w = snprintf(sql, n, "INSERT INTO cells (" CELL_FIXED_COLS);
     off += (size_t)w;
+    /* read-only at an older schema: a column not there yet reads as NULL */
     for (size_t i = 0; i < cal_summary_n_fields && off < n; i++)
-        off += (size_t)snprintf(sql + off, n - off, ", %s", cal_summary_fields[i].name);
+        off += (size_t)snprintf(sql + off, n - off, ", %s",
+                                select && st->has_col && !st->has_col[i] ? "NULL"
+                                                                         : cal_summary_fields[i].name);
     if (off >= n) return CAL_ETOOBIG;
     if (select) {
         off += (size_t)snprintf(sql + off, n - off, " FROM cells WHERE run_id=? ORDER BY seq, id");
@@ -419,7 +701,10 @@ static int insert_requests(cal_store *st, int64_t cell_id, const cal_req_result 
         " first_token_ns, last_token_ns, end_ns, prompt_tokens, output_tokens, token_source,"
         " n_chunks, chunks, server_prefill_ms, server_decode_ms, server_decode_tokens)"
         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
-    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+        note(st);
+        return CAL_ESTORE;
+    }
     int rc = CAL_OK;
     for (size_t i = 0; i < n && rc == CAL_OK; i++) {
         const cal_req_result *q = &r[i];
@@ -451,6 +736,7 @@ static int insert_requests(cal_store *st, int64_t cell_id, const cal_req_result 
         bind_opt(s, 18, q->server_decode_tokens);
         if (sqlite3_step(s) != SQLITE_DONE) rc = CAL_ESTORE;
     }
+    if (rc) note(st);
     sqlite3_finalize(s);
     return rc;
 }
@@ -459,8 +745,10 @@ int cal_store_add_cell(cal_store *st, int64_t run_id, cal_cell *c,
                        const cal_req_result *results, size_t n)
 {
     if (!st || !c || (n && !results)) return CAL_EINVAL;
+    st->why[0] = '\0';
+    if (st->readonly) return fail(st, CAL_EPERM, "the store was opened read-only");
     char sql[4096];
-    if (cell_sql(sql, sizeof sql, 0)) return CAL_EINTERNAL;
+    if (cell_sql(st, sql, sizeof sql, 0)) return CAL_EINTERNAL;
     if (exec_sql(st, "BEGIN IMMEDIATE")) return CAL_ESTORE;
     sqlite3_stmt *s = NULL;
     int rc = CAL_ESTORE;
@@ -495,6 +783,8 @@ int cal_store_add_cell(cal_store *st, int64_t run_id, cal_cell *c,
         if (f->type == CAL_FIELD_INT) bind_i64(s, k++, (int64_t)v);
         else bind_real(s, k++, v);
     }
+    assert(k - 1 == CELL_N_FIXED + (int)cal_summary_n_fields &&
+           k - 1 == sqlite3_bind_parameter_count(s));
     if (sqlite3_step(s) != SQLITE_DONE) goto out;
     int64_t cell_id = sqlite3_last_insert_rowid(st->db);
     rc = insert_requests(st, cell_id, results, n);
@@ -504,8 +794,9 @@ int cal_store_add_cell(cal_store *st, int64_t run_id, cal_cell *c,
         c->run_id = run_id;
     }
 out:
+    if (rc != CAL_OK) note(st);
     sqlite3_finalize(s);
-    if (rc != CAL_OK) exec_sql(st, "ROLLBACK");
+    if (rc != CAL_OK) rollback(st);
     return rc;
 }
 
@@ -515,10 +806,13 @@ int cal_store_add_telemetry(cal_store *st, int64_t run_id, int64_t t_ns,
                             const char *unit, double value)
 {
     if (!st || !backend || !metric) return CAL_EINVAL;
+    st->why[0] = '\0';
+    if (st->readonly) return fail(st, CAL_EPERM, "the store was opened read-only");
     if (st->n_tel == TEL_BATCH) {
         int rc = cal_store_flush(st);
         if (rc) return rc;
     }
+    assert(st->n_tel < TEL_BATCH);
     cal_store_tel_row *t = &st->tel[st->n_tel];
     t->t_ns = t_ns;
     snprintf(t->backend, sizeof t->backend, "%s", backend);
@@ -533,6 +827,8 @@ int cal_store_flush(cal_store *st)
 {
     if (!st) return CAL_EINVAL;
     if (st->n_tel == 0) return CAL_OK;
+    st->why[0] = '\0';
+    assert(!st->readonly && st->n_tel <= TEL_BATCH);
     if (exec_sql(st, "BEGIN IMMEDIATE")) return CAL_ESTORE;
     sqlite3_stmt *s = NULL;
     int rc = CAL_ESTORE;
@@ -553,8 +849,9 @@ int cal_store_flush(cal_store *st)
     }
     if (rc == CAL_OK) rc = exec_sql(st, "COMMIT");
 out:
+    if (rc != CAL_OK) note(st);
     sqlite3_finalize(s);
-    if (rc != CAL_OK) exec_sql(st, "ROLLBACK");
+    if (rc != CAL_OK) rollback(st);
     else st->n_tel = 0;
     return rc;
 }
@@ -564,28 +861,44 @@ out:
                  " r.build, r.host, r.target, r.protocol, r.telemetry, r.verdicts," \
                  " (SELECT count(*) FROM cells c WHERE c.run_id = r.id)"
 
-static int read_run_row(sqlite3_stmt *s, cal_run *r)
+/* A stored timestamp readers may subtract: within [0, TS_MAX), or -1 where
+ * the column may be unknown (opt). */
+static int ts_ok(int64_t v, int opt) { return (v >= 0 && v < TS_MAX) || (opt && v == -1); }
+
+/* A non-NULL text column copied; CAL_ENOMEM when the copy failed. */
+static int col_dup_into(sqlite3_stmt *s, int i, char **dst)
+{
+    *dst = col_dup(s, i);
+    return *dst || sqlite3_column_type(s, i) == SQLITE_NULL ? CAL_OK : CAL_ENOMEM;
+}
+
+static int read_run_row(cal_store *st, sqlite3_stmt *s, cal_run *r)
 {
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(s, 0);
-    r->label = col_dup(s, 1);
+    int rc = col_dup_into(s, 1, &r->label);
     r->started_wall_ns = sqlite3_column_int64(s, 2);
     r->ended_wall_ns = col_opt(s, 3);
     r->t0_mono_ns = sqlite3_column_int64(s, 4);
     r->status = (cal_run_status)lookup(RUN_STATUS, 4, (const char *)sqlite3_column_text(s, 5), 0);
-    r->build = col_dup(s, 6);
-    r->host_json = col_dup(s, 7);
-    r->target_json = col_dup(s, 8);
-    r->protocol_json = col_dup(s, 9);
-    r->telemetry_json = col_dup(s, 10);
-    r->verdicts_json = col_dup(s, 11);
+    char **text[] = {&r->build, &r->host_json, &r->target_json, &r->protocol_json,
+                     &r->telemetry_json, &r->verdicts_json};
+    for (int i = 0; i < 6; i++) {
+        int e = col_dup_into(s, 6 + i, text[i]);
+        if (!rc) rc = e;
+    }
     r->n_cells = sqlite3_column_int(s, 12);
+    if (rc) return fail(st, rc, "run %lld: out of memory", (long long)r->id);
+    if (!ts_ok(r->started_wall_ns, 0) || !ts_ok(r->ended_wall_ns, 1) || !ts_ok(r->t0_mono_ns, 0))
+        return fail(st, CAL_ESTORE, "run %lld: a start or end time outside [0, 2^62) ns: the "
+                    "store is damaged", (long long)r->id);
     return CAL_OK;
 }
 
 int cal_store_list_runs(cal_store *st, size_t limit, cal_run **runs, size_t *n)
 {
     if (!st || !runs || !n) return CAL_EINVAL;
+    st->why[0] = '\0';
     *runs = NULL;
     *n = 0;
     sqlite3_stmt *s = NULL;
@@ -599,11 +912,12 @@ int cal_store_list_runs(cal_store *st, size_t limit, cal_run **runs, size_t *n)
         if (*n == cap) {
             size_t nc = cap ? cap * 2 : 16;
             cal_run *g = realloc(*runs, nc * sizeof *g);
-            if (!g) { rc = CAL_ENOMEM; break; }
+            if (!g) { rc = fail(st, CAL_ENOMEM, "listing runs: out of memory"); break; }
             *runs = g;
             cap = nc;
         }
-        read_run_row(s, &(*runs)[(*n)++]);
+        rc = read_run_row(st, s, &(*runs)[(*n)++]);
+        if (rc) break;
     }
     if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
     sqlite3_finalize(s);
@@ -623,7 +937,9 @@ void cal_store_runs_free(cal_run *runs, size_t n)
 
 int cal_store_find_run(cal_store *st, const char *ref, int64_t *run_id)
 {
-    if (!st || !ref || !*ref || !run_id) return CAL_EINVAL;
+    if (!st || !ref || !run_id) return CAL_EINVAL;
+    st->why[0] = '\0';
+    if (!*ref) return fail(st, CAL_EINVAL, "the run reference is empty: give an id, a label or latest");
     sqlite3_stmt *s = NULL;
     const char *sql;
     char *end = NULL;
@@ -643,7 +959,7 @@ int cal_store_find_run(cal_store *st, const char *ref, int64_t *run_id)
     return rc;
 }
 
-static void read_cell_row(sqlite3_stmt *s, cal_cell *c)
+static int read_cell_row(cal_store *st, sqlite3_stmt *s, cal_cell *c)
 {
     memset(c, 0, sizeof *c);
     int k = 0;
@@ -672,6 +988,7 @@ static void read_cell_row(sqlite3_stmt *s, cal_cell *c)
     c->cpu_ns = sqlite3_column_int64(s, k++);
     c->chunks = sqlite3_column_int64(s, k++);
     c->send_lag_p99_ms = col_real(s, k++);
+    assert(k == CELL_N_FIXED + 1);
     cal_summary_init(&c->sum);
     for (size_t i = 0; i < cal_summary_n_fields; i++, k++) {
         const cal_field *f = &cal_summary_fields[i];
@@ -684,12 +1001,25 @@ static void read_cell_row(sqlite3_stmt *s, cal_cell *c)
             memcpy(p, &v, sizeof v);
         }
     }
+    assert(k == sqlite3_column_count(s));
+    /* what readers index or subtract with */
+    const char *bad = c->n_requests < 0 ? "n_requests"
+                      : !ts_ok(c->start_ns, 0) || !ts_ok(c->end_ns, 0) ? "start_ns/end_ns"
+                      : !ts_ok(c->start_wall_ns, 0) ? "start_wall_ns"
+                      : !ts_ok(c->rest_before_ns, 0) ? "rest_before_ns"
+                      : !ts_ok(c->process_age_ns, 1) ? "process_age_ns"
+                      : c->cpu_ns < 0 || c->chunks < 0 ? "cpu_ns/chunks" : NULL;
+    if (bad)
+        return fail(st, CAL_ESTORE, "run %lld, cell %lld: %s out of range: the store is damaged",
+                    (long long)c->run_id, (long long)c->id, bad);
+    return CAL_OK;
 }
 
 static void free_req(cal_req_result *q)
 {
     free(q->error);
     free(q->chunk_ns);
+    free(q->chunk_send_ns);
     free(q->text);
     memset(q, 0, sizeof *q);
 }
@@ -720,6 +1050,67 @@ static int grow(void **arr, size_t *cap, size_t need, size_t sz)
     return CAL_OK;
 }
 
+/* One row of requests into q, checked against what readers index with:
+ * q->chunk_ns, when set, holds exactly q->n_chunks timestamps. */
+static int read_request_row(cal_store *st, sqlite3_stmt *s, const cal_cell *cell, size_t idx,
+                            int flags, cal_req_result *q)
+{
+    q->status = (cal_req_status)lookup_fn(req_key, CAL_REQ_N_STATUS,
+                                          (const char *)sqlite3_column_text(s, 0),
+                                          CAL_REQ_STREAM_ERROR);
+    q->http_status = sqlite3_column_int(s, 1);
+    if (col_dup_into(s, 2, &q->error))
+        return fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)cell->run_id);
+    q->sched_ns = col_opt(s, 3);
+    q->send_ns = sqlite3_column_int64(s, 4);
+    q->first_token_ns = sqlite3_column_int64(s, 5);
+    q->last_token_ns = sqlite3_column_int64(s, 6);
+    q->end_ns = sqlite3_column_int64(s, 7);
+    int64_t ptok = col_opt(s, 8), otok = col_opt(s, 9), dtok = col_opt(s, 15);
+    q->prompt_tokens = (int)ptok;
+    q->output_tokens = (int)otok;
+    const char *src = (const char *)sqlite3_column_text(s, 10);
+    q->tok_source = src && !strcmp(src, "chunks") ? CAL_TOKSRC_CHUNKS : CAL_TOKSRC_USAGE;
+    int64_t nch = sqlite3_column_int64(s, 11);
+    double sp = col_real(s, 13), sd = col_real(s, 14);
+    q->server_prefill_ms = isnan(sp) ? -1 : sp;
+    q->server_decode_ms = isnan(sd) ? -1 : sd;
+    q->server_decode_tokens = (int)dtok;
+    const char *bad = NULL;
+    if (!ts_ok(q->sched_ns, 1) || !ts_ok(q->send_ns, 0) || !ts_ok(q->first_token_ns, 0) ||
+        !ts_ok(q->last_token_ns, 0) || !ts_ok(q->end_ns, 0))
+        bad = "a timestamp outside [0, 2^62) ns";
+    else if (ptok < -1 || ptok > INT32_MAX || otok < -1 || otok > INT32_MAX || dtok < -1 ||
+             dtok > INT32_MAX)
+        bad = "a token count out of range";
+    else if (nch < 0 || nch > INT32_MAX / 4)
+        bad = "n_chunks out of range";
+    if (bad)
+        return fail(st, CAL_ESTORE, "run %lld, cell %lld, request %zu: %s: the store is damaged",
+                    (long long)cell->run_id, (long long)cell->id, idx, bad);
+    q->n_chunks = (int)nch;
+    /* the blob must be exactly the chunks the column counts: readers walk
+     * chunk_ns[0 .. n_chunks) */
+    int nb = sqlite3_column_bytes(s, 12);
+    if (nb != 0 && nb != 4 * q->n_chunks)
+        return fail(st, CAL_ESTORE, "run %lld, cell %lld, request %zu: n_chunks %d but the chunks "
+                    "blob holds %d bytes (4 per chunk): the store is damaged",
+                    (long long)cell->run_id, (long long)cell->id, idx, q->n_chunks, nb);
+    if ((flags & CAL_LOAD_CHUNKS) && nb > 0) {
+        const void *blob = sqlite3_column_blob(s, 12);
+        int nn = 0;
+        if (!blob) return fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)cell->run_id);
+        int rc = cal_store_chunks_decode(q->send_ns, blob, (size_t)nb, &q->chunk_ns, &nn);
+        if (rc == CAL_ENOMEM) return fail(st, rc, "run %lld: out of memory", (long long)cell->run_id);
+        if (rc)
+            return fail(st, CAL_ESTORE, "run %lld, cell %lld, request %zu: chunk times run past "
+                        "2^62 ns: the store is damaged", (long long)cell->run_id,
+                        (long long)cell->id, idx);
+        assert(nn == q->n_chunks);
+    }
+    return CAL_OK;
+}
+
 static int load_requests(cal_store *st, cal_run_data *d, int flags)
 {
     sqlite3_stmt *s = NULL;
@@ -738,40 +1129,22 @@ static int load_requests(cal_store *st, cal_run_data *d, int flags)
         sqlite3_bind_int64(s, 1, cell->id);
         int step;
         while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-            if ((rc = grow((void **)&d->reqs, &cap, d->n_reqs + 1, sizeof *d->reqs))) break;
+            if (grow((void **)&d->reqs, &cap, d->n_reqs + 1, sizeof *d->reqs)) {
+                rc = fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)d->run.id);
+                break;
+            }
             cal_req_result *q = &d->reqs[d->n_reqs];
             memset(q, 0, sizeof *q);
-            d->n_reqs++;
-            q->status = (cal_req_status)lookup_fn(req_key, CAL_REQ_N_STATUS,
-                                               (const char *)sqlite3_column_text(s, 0),
-                                               CAL_REQ_STREAM_ERROR);
-            q->http_status = sqlite3_column_int(s, 1);
-            q->error = col_dup(s, 2);
-            q->sched_ns = col_opt(s, 3);
-            q->send_ns = sqlite3_column_int64(s, 4);
-            q->first_token_ns = sqlite3_column_int64(s, 5);
-            q->last_token_ns = sqlite3_column_int64(s, 6);
-            q->end_ns = sqlite3_column_int64(s, 7);
-            q->prompt_tokens = (int)col_opt(s, 8);
-            q->output_tokens = (int)col_opt(s, 9);
-            const char *src = (const char *)sqlite3_column_text(s, 10);
-            q->tok_source = src && !strcmp(src, "chunks") ? CAL_TOKSRC_CHUNKS : CAL_TOKSRC_USAGE;
-            q->n_chunks = sqlite3_column_int(s, 11);
-            if (flags & CAL_LOAD_CHUNKS) {
-                const void *blob = sqlite3_column_blob(s, 12);
-                int nb = sqlite3_column_bytes(s, 12);
-                if (blob && nb > 0) {
-                    int nn = 0;
-                    rc = cal_store_chunks_decode(q->send_ns, blob, (size_t)nb, &q->chunk_ns, &nn);
-                    if (rc) break;
-                }
-            }
-            double sp = col_real(s, 13), sd = col_real(s, 14);
-            q->server_prefill_ms = isnan(sp) ? -1 : sp;
-            q->server_decode_ms = isnan(sd) ? -1 : sd;
-            q->server_decode_tokens = (int)col_opt(s, 15);
+            d->n_reqs++;   /* counted before it is filled, so a failure frees it */
+            rc = read_request_row(st, s, cell, d->n_reqs - 1 - cell->req_first, flags, q);
+            if (rc) break;
         }
-        if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+        if (rc == CAL_OK && step != SQLITE_DONE) { note(st); rc = CAL_ESTORE; }
+        /* readers take this cell's requests as reqs[req_first .. + n_requests) */
+        if (rc == CAL_OK && (int64_t)(d->n_reqs - cell->req_first) != cell->n_requests)
+            rc = fail(st, CAL_ESTORE, "run %lld, cell %lld: n_requests %lld but %zu requests are "
+                      "stored: the store is damaged", (long long)d->run.id, (long long)cell->id,
+                      (long long)cell->n_requests, d->n_reqs - cell->req_first);
     }
     sqlite3_finalize(s);
     return rc;
@@ -788,15 +1161,23 @@ static int load_telemetry(cal_store *st, cal_run_data *d)
     size_t cap = 0;
     int rc = CAL_OK, step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&d->tel, &cap, d->n_tel + 1, sizeof *d->tel))) break;
+        if (grow((void **)&d->tel, &cap, d->n_tel + 1, sizeof *d->tel)) {
+            rc = fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)d->run.id);
+            break;
+        }
         cal_store_tel_row *t = &d->tel[d->n_tel++];
         t->t_ns = sqlite3_column_int64(s, 0);
         col_copy(s, 1, t->backend, sizeof t->backend);
         col_copy(s, 2, t->metric, sizeof t->metric);
         col_copy(s, 3, t->unit, sizeof t->unit);
         t->value = col_real(s, 4);
+        if (!ts_ok(t->t_ns, 0)) {
+            rc = fail(st, CAL_ESTORE, "run %lld: a telemetry time outside [0, 2^62) ns: the store "
+                      "is damaged", (long long)d->run.id);
+            break;
+        }
     }
-    if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+    if (rc == CAL_OK && step != SQLITE_DONE) { note(st); rc = CAL_ESTORE; }
     sqlite3_finalize(s);
     return rc;
 }
@@ -805,11 +1186,13 @@ int cal_store_load_run(cal_store *st, int64_t run_id, int flags, cal_run_data **
 {
     if (!st || !out) return CAL_EINVAL;
     *out = NULL;
-    cal_store_flush(st);
+    int rc = st->readonly ? CAL_OK : cal_store_flush(st);
+    if (rc) return rc;
+    st->why[0] = '\0';
     cal_run_data *d = calloc(1, sizeof *d);
-    if (!d) return CAL_ENOMEM;
+    if (!d) return fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)run_id);
     sqlite3_stmt *s = NULL;
-    int rc = CAL_ESTORE;
+    rc = CAL_ESTORE;
     /* one read transaction: a consistent snapshot while others write */
     if (exec_sql(st, "BEGIN")) { free(d); return CAL_ESTORE; }
     if (sqlite3_prepare_v2(st->db, "SELECT " RUN_COLS " FROM runs r WHERE r.id=?", -1, &s,
@@ -821,26 +1204,33 @@ int cal_store_load_run(cal_store *st, int64_t run_id, int flags, cal_run_data **
         rc = step == SQLITE_DONE ? CAL_ENOTFOUND : CAL_ESTORE;
         goto out;
     }
-    read_run_row(s, &d->run);
+    rc = read_run_row(st, s, &d->run);
     sqlite3_finalize(s);
     s = NULL;
+    if (rc) goto out;
 
     char sql[4096];
-    if (cell_sql(sql, sizeof sql, 1)) { rc = CAL_EINTERNAL; goto out; }
+    if (cell_sql(st, sql, sizeof sql, 1)) { rc = CAL_EINTERNAL; goto out; }
+    rc = CAL_ESTORE;
     if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) goto out;
     sqlite3_bind_int64(s, 1, run_id);
     size_t cap = 0;
     rc = CAL_OK;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&d->cells, &cap, d->n_cells + 1, sizeof *d->cells))) break;
-        read_cell_row(s, &d->cells[d->n_cells++]);
+        if (grow((void **)&d->cells, &cap, d->n_cells + 1, sizeof *d->cells)) {
+            rc = fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)run_id);
+            break;
+        }
+        rc = read_cell_row(st, s, &d->cells[d->n_cells++]);
+        if (rc) break;
     }
-    if (rc == CAL_OK && step != SQLITE_DONE) rc = CAL_ESTORE;
+    if (rc == CAL_OK && step != SQLITE_DONE) { note(st); rc = CAL_ESTORE; }
     sqlite3_finalize(s);
     s = NULL;
     if (rc == CAL_OK && !(flags & CAL_LOAD_NO_REQS)) rc = load_requests(st, d, flags);
     if (rc == CAL_OK) rc = load_telemetry(st, d);
 out:
+    if (rc != CAL_OK) note(st);   /* before COMMIT resets SQLite's message */
     sqlite3_finalize(s);
     exec_sql(st, "COMMIT");
     if (rc != CAL_OK) {

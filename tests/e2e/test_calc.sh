@@ -208,6 +208,12 @@ has err "too large to fit a line" "overflowing x is not called a duplicate"
 printf '\xef\xbb\xbfn,seconds\r\n512,0.602\r\n1024,1.118\r\n2048,2.153\r\n' >"$T/bom.csv"
 run "fit BOM and CRLF" 0 fit prefill --csv "$T/bom.csv"
 has out "3 points" "BOM header read"
+printf 'n,seconds\n1,10\n2,20\n3,30.1\n' >"$T/steep.csv"
+run "fit decode-context --at too far" 2 fit decode-context --csv "$T/steep.csv" --at 1e308
+has err '--at' "a prediction that is not finite is refused"
+printf 'n,bytes\n1,1e-300\n2,2e-300\n3,3e-300\n' >"$T/flat.csv"
+run "fit memory infinite n_max" 2 fit memory --csv "$T/flat.csv" --budget 10GB
+has err '--budget' "an infinite usable context is refused"
 # --- fit on stored runs: two prompt sweeps of the built-in engine ----------
 for l in sweepA sweepB; do
   "$CALIPER" run --preset tiny --prompt-tokens 32,64,128 --max-tokens 2 --requests 2 \

@@ -24,19 +24,6 @@ if make -C "$root" --no-print-directory install PREFIX="$P" BUILD="$BUILD" ${san
 else
   not_ok "make install PREFIX=<tmp> succeeds: $(tail -5 "$T/install.log")"
 fi
-if [ ! -f "$P/lib/pkgconfig/caliper.pc" ]; then
-  # Until `make install` ships the pkg-config files and <caliper/engine.h>
-  # (the packaging change), stand them in over the installed library.
-  echo "# make install shipped no caliper.pc: standing in for it"
-  install -d "$P/lib/pkgconfig" "$P/include/caliper"
-  install -m 644 "$root/engine/engine.h" "$P/include/caliper/engine.h"
-  # today's libcaliper.a holds the engine too: OpenBLAS goes with it
-  deps=$(pkg-config --libs libcurl jansson sqlite3 libmicrohttpd openblas)
-  printf 'prefix=%s\nName: caliper\nDescription: caliper\nVersion: 0\nCflags: -I${prefix}/include\nLibs: -L${prefix}/lib -lcaliper %s -lm -pthread -ldl\n' \
-    "$P" "$deps" >"$P/lib/pkgconfig/caliper.pc"
-  printf 'prefix=%s\nName: caliper-engine\nDescription: engine\nVersion: 0\nRequires: caliper\nCflags: -I${prefix}/include\nLibs: -lm\n' \
-    "$P" >"$P/lib/pkgconfig/caliper-engine.pc"
-fi
 check "the prefix has caliper.pc and caliper-engine.pc" \
   test -f "$P/lib/pkgconfig/caliper.pc" -a -f "$P/lib/pkgconfig/caliper-engine.pc"
 check "the prefix has the run, recorder and engine headers" \

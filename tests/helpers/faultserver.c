@@ -31,6 +31,7 @@ static const char *MODES =
     "garbage    200 event-stream whose events are binary junk\n"
     "garbagehttp junk bytes instead of an HTTP reply\n"
     "429 / 500  JSON error bodies\n"
+    "500html    an HTML error body with markup in it (<img onerror>, Markdown)\n"
     "hang       accepts, reads the request, never answers\n"
     "nodone     complete events without finish_reason, usage or [DONE]\n"
     "finishnodone finish_reason and usage but no [DONE]\n"
@@ -264,6 +265,15 @@ static int serve(int fd, const char *path, const char *req)
     if (!strcmp(mode, "500")) {
         send_json(fd, 500, "Internal Server Error",
                   "{\"object\":\"error\",\"message\":\"engine died\",\"type\":\"InternalServerError\",\"code\":500}");
+        return 1;
+    }
+    if (!strcmp(mode, "500html")) {
+        static const char body[] = "<html><img src=x onerror=alert(1)> *boom* [x](javascript:y) | z</html>";
+        char head[256];
+        int n = snprintf(head, sizeof head, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/html\r\n"
+                         "Content-Length: %zu\r\n\r\n", sizeof body - 1);
+        send_all(fd, head, (size_t)n);
+        send_all(fd, body, sizeof body - 1);
         return 1;
     }
     if (!strcmp(mode, "hang")) {

@@ -227,6 +227,41 @@ static void test_verdicts_as_data(void **state)
     assert_int_equal(cal_verdict_kind_parse("wall", &bad), CAL_EINVAL);
 }
 
+/* A drop the clock explains, with power flat as the clock fell: the
+ * frequency check judges it and the power wall is called, as data. */
+static void test_clock_and_power_verdicts(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_init(&f);
+    cal_cell *c = shot(&f, 1, 1, CAL_SHOT_COLD, 4, 20, 200, 10, 1.0);
+    c->sum.clock_mhz_mean = 3000;
+    c->sum.power_w_mean = 60;
+    for (int s = 2; s <= 4; s++) {
+        c = shot(&f, 1, s, CAL_SHOT_WARM, 4, 20, 300, 10, 1.0);   /* 100 → 66.7 tok/s */
+        c->sum.clock_mhz_mean = 2000 - 100 * (s - 2);            /* falls shot by shot */
+        c->sum.power_w_mean = 60.5 - 0.5 * (s - 2);              /* flat */
+    }
+    cal_analysis *a = NULL;
+    assert_int_equal(cal_analysis_run(&f.d, &a), CAL_OK);
+    const cal_verdict *v = find(a, CAL_VK_SHOTS, 0);
+    assert_non_null(v);
+    assert_int_equal(v->direction, -1);
+    const cal_verdict *fv = find(a, CAL_VK_FREQUENCY, 0);
+    assert_non_null(fv);
+    assert_int_equal(fv->judged, 1);
+    assert_true(fabs(fv->values[0] - 3000) < 1e-9);   /* f_cold */
+    assert_true(fabs(fv->values[1] - 1900) < 1e-9);   /* f_warm: the median of the later shots */
+    assert_true(fabs(fv->values[2] - 100.0 * 1900 / 3000) < 1e-6);   /* warm ≈ cold × f_warm/f_cold */
+    const cal_verdict *pw = find(a, CAL_VK_POWER_WALL, 0);
+    assert_non_null(pw);
+    assert_int_equal(pw->direction, -1);
+    assert_non_null(strstr(pw->text, "power ceiling"));
+    char line[700];
+    assert_non_null(strstr(cal_verdict_line(pw, line, sizeof line), "c1 · 64 tok prose: power: "));
+    cal_analysis_free(&a);
+}
+
 /* The shot judgement sees each shot's requests (the one call site). */
 static void test_shot_verdict_inputs(void **state)
 {
@@ -285,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_pool_rules),
         cmocka_unit_test(test_quotes),
         cmocka_unit_test(test_verdicts_as_data),
+        cmocka_unit_test(test_clock_and_power_verdicts),
         cmocka_unit_test(test_shot_verdict_inputs),
         cmocka_unit_test(test_ab),
     };

@@ -576,6 +576,36 @@ static void test_recorder(void **state)
     rm_db(db);
 }
 
+/* Huge plan values are refused before they become request counts or int64
+ * nanoseconds (undefined behaviour when they do not fit): nothing runs. */
+static void test_series_huge_plan(void **state)
+{
+    (void)state;
+    char *db = tmp_db();
+    cal_store *st = NULL;
+    assert_int_equal(cal_store_open(db, &st), CAL_OK);
+    fake f = {.slow_from = -1};
+    cal_run_target *t = fake_target(&f, 1);
+    for (int k = 0; k < 4; k++) {
+        cal_run_plan plan;
+        small_plan(&plan);
+        if (k == 0) plan.rate = 1e30;
+        if (k == 1) { plan.requests = 0; plan.duration_s = 1e10; }
+        if (k == 2) plan.rest_s = 1e30;
+        if (k == 3) plan.interval_s = 1e30;
+        cal_run_args a = {.plan = &plan, .store = st};
+        a.targets[0] = t;
+        cal_run_outcome out;
+        assert_int_equal(cal_run_series(&a, &out), CAL_EINVAL);
+        assert_non_null(strstr(out.message, "too large"));
+        assert_int_equal(out.run_id, 0);
+    }
+    assert_int_equal(atomic_load(&f.calls), 0);
+    cal_run_target_free(&t);
+    cal_store_close(&st);
+    rm_db(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_series_slowdown_verdict),
         cmocka_unit_test(test_series_ab_and_served_config),
         cmocka_unit_test(test_recorder),
+        cmocka_unit_test(test_series_huge_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
