@@ -16,6 +16,7 @@
 #include "caliper/report.h"
 #include "caliper/store.h"
 #include "report_internal.h"
+#include "lib/util/c_locale.h"
 
 #define EXPORT_FORMAT "caliper-run"
 #define T0_NS 1000000000LL   /* times are offsets: keep them away from 0 ("unset") */
@@ -216,7 +217,7 @@ int cal_run_export_csv(const cal_run_data *d, cal_buf *out)
             if (!isfinite(v)) cal_csv_put(&w, "");   /* absent: empty, never 0 */
             else if (fl->type == CAL_FIELD_INT) cal_csv_put_int(&w, (long long)v);
             else {
-                snprintf(t, sizeof t, "%.*f", fl->decimals + 3, v);
+                cal_snprintf(t, sizeof t, "%.*f", fl->decimals + 3, v);   /* "2.5" in any locale */
                 cal_csv_put(&w, t);
             }
         }

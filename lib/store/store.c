@@ -16,6 +16,7 @@
 #include "caliper/store.h"
 #include "caliper/url.h"
 #include "caliper/utf8.h"
+#include "lib/util/c_locale.h"
 
 #define TEL_BATCH 256
 #define BUSY_TIMEOUT_MS 10000
@@ -44,7 +45,7 @@ static int fail(cal_store *st, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(st->why, sizeof st->why, fmt, ap);
+    cal_vsnprintf(st->why, sizeof st->why, fmt, ap);   /* C-locale numbers in messages */
     va_end(ap);
     return code;
 }
