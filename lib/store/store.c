@@ -46,7 +46,7 @@ static int fail(cal_store *st, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    cal_vsnprintf(st->why, sizeof st->why, fmt, ap);
+    cal_vsnprintf(st->why, sizeof st->why, fmt, ap);   /* C-locale numbers in messages */
     va_end(ap);
     return code;
 }
