@@ -17,7 +17,6 @@
 #include "lib/util/c_locale.h"
 #include "caliper/url.h"
 #include "caliper/utf8.h"
-#include "lib/util/c_locale.h"
 
 #define TEL_BATCH 256
 #define BUSY_TIMEOUT_MS 10000
