@@ -217,7 +217,7 @@ int cal_run_export_csv(const cal_run_data *d, cal_buf *out)
             if (!isfinite(v)) cal_csv_put(&w, "");   /* absent: empty, never 0 */
             else if (fl->type == CAL_FIELD_INT) cal_csv_put_int(&w, (long long)v);
             else {
-                cal_snprintf(t, sizeof t, "%.*f", fl->decimals + 3, v);
+                cal_snprintf(t, sizeof t, "%.*f", fl->decimals + 3, v);   /* "2.5" in any locale */
                 cal_csv_put(&w, t);
             }
         }

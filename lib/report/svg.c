@@ -251,10 +251,12 @@ int svg_panel_write(cal_buf *b, const svg_panel *p)
     }
     if (!data) return absent(b, p, px0, px1, py0, py1);
     /* series, clipped to the plot */
-    static unsigned clip_id;
-    unsigned cid = ++clip_id;
-    TRY(cal_buf_printf(b, "<clipPath id=\"c%u\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/></clipPath>\n"
-                          "<g clip-path=\"url(#c%u)\">\n", cid, px0, py0 - 4, px1 - px0, py1 - py0 + 8, cid));
+    /* the id must be unique within the document: the byte offset it is
+     * written at is, and unlike a process-wide counter it is the same on
+     * every render and needs no lock */
+    unsigned long cid = (unsigned long)b->len;
+    TRY(cal_buf_printf(b, "<clipPath id=\"c%lu\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/></clipPath>\n"
+                          "<g clip-path=\"url(#c%lu)\">\n", cid, px0, py0 - 4, px1 - px0, py1 - py0 + 8, cid));
     for (size_t i = 0; i < p->ns; i++) {
         const svg_series *s = &p->s[i];
         const char *c = svg_color(s->color);

@@ -17,7 +17,6 @@
 #include "lib/util/c_locale.h"
 #include "caliper/url.h"
 #include "caliper/utf8.h"
-#include "lib/util/c_locale.h"
 
 #define TEL_BATCH 256
 #define BUSY_TIMEOUT_MS 10000
@@ -46,7 +45,7 @@ static int fail(cal_store *st, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    cal_vsnprintf(st->why, sizeof st->why, fmt, ap);
+    cal_vsnprintf(st->why, sizeof st->why, fmt, ap);   /* C-locale numbers in messages */
     va_end(ap);
     return code;
 }

@@ -85,6 +85,31 @@ static void test_html_structure(void **state)
     cal_result_free(&r);
 }
 
+/* The same result renders to the same bytes every time in one process (a
+ * report is reproducible), and each clip path's id is unique in its page. */
+static void test_html_deterministic(void **state)
+{
+    (void)state;
+    cal_result *r = demo_result("demo", 1.0, 1);
+    const cal_result *rs[1] = {r};
+    char *a = render(rs, 1, CAL_REPORT_HTML);
+    char *b = render(rs, 1, CAL_REPORT_HTML);
+    assert_string_equal(a, b);
+    size_t n = 0;
+    for (const char *p = a; (p = strstr(p, "<clipPath id=\"")); p++) {
+        char id[64];
+        assert_int_equal(sscanf(p, "<clipPath id=\"%63[^\"]\"", id), 1);
+        char ref[80];
+        snprintf(ref, sizeof ref, "id=\"%s\"", id);
+        assert_int_equal(count(a, ref), 1);
+        n++;
+    }
+    assert_true(n >= 5);
+    free(a);
+    free(b);
+    cal_result_free(&r);
+}
+
 static void test_html_empty_run(void **state)
 {
     (void)state;
@@ -482,6 +507,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_html_structure),
+        cmocka_unit_test(test_html_deterministic),
         cmocka_unit_test(test_html_empty_run),
         cmocka_unit_test(test_md_csv),
         cmocka_unit_test(test_md_escapes),
