@@ -2,8 +2,11 @@
 # The calibrated shot verdict end to end, against one warmed built-in engine
 # run as a URL target (caliper cannot know its shot 1 was cold):
 #  - two shots never give a directional claim: "cannot judge: 1 warm shot";
-#  - a steady engine under the recommended protocol (--shots 5, 8 requests)
-#    stays silent: 8 runs, at most 2 directional verdicts. The rate is <= 5 %
+#  - a steady engine under the recommended protocol for a resident engine
+#    (--warmup 1 --shots 5, 8 requests) stays silent: 8 runs, at most 2
+#    directional verdicts. Without the warm-up shot, a new client's shot 1 is
+#    really slower here (every run, 10–15 %: docs/run.md), and saying so is
+#    not a false alarm. The rate is <= 5 %
 #    for normal shot noise and measured 0–5 % here (bench/verdicts); a shared
 #    machine's stalls make rarer, larger outliers, so 3 of 8 at 5 % (0.6 %)
 #    is the line: a rate like the old band's (~25 %) fails it one time in 3,
@@ -41,17 +44,17 @@ check "two shots: cannot judge, and says what to run" \
 # --- steady: silent ------------------------------------------------------------
 loud=0; said=0
 for i in 1 2 3 4 5 6 7 8; do
-  "$CALIPER" run "${RUN[@]}" --shots 5 --label "steady$i" >"$T/steady$i.out" 2>&1
+  "$CALIPER" run "${RUN[@]}" --warmup 1 --shots 5 --label "steady$i" >"$T/steady$i.out" 2>&1
   v=$(grep "^verdict:" "$T/steady$i.out")
   [ -n "$v" ] && said=$((said + 1))
-  if echo "$v" | grep -qE "run [0-9.]+ % (below|above) shot 1, 95 % CI .*: (quote|shot|the first)|per shot"; then
+  if echo "$v" | grep -qE "run [0-9.]+ % (below|above) shot [12], 95 % CI .*: (quote|shot|the first)|per shot"; then
     loud=$((loud + 1)); echo "# steady run $i: $v"
   fi
 done
 check "every steady run prints a verdict line" [ "$said" -eq 8 ]
 check "steady engine: at most 2 directional verdicts in 8 runs (got $loud)" [ "$loud" -le 2 ]
 check "a within-noise verdict carries its CI" \
-  bash -c "grep -h '^verdict:' '$T'/steady*.out | grep -q 'within noise of shot 1 (.*, 95 % CI .* to .*): no wall seen\|cannot judge\|under the'"
+  bash -c "grep -h '^verdict:' '$T'/steady*.out | grep -q 'within noise of shot [12] (.*, 95 % CI .* to .*): no wall seen\|cannot judge\|under the'"
 
 # --- a wall after shot 1 ----------------------------------------------------------
 cpu_s() { awk '{ split($0, a, ") "); split(a[2], f, " "); print (f[12] + f[13]) / 100 }' "/proc/$SERVE_PID/stat"; }
