@@ -237,8 +237,7 @@ DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
             clang libclang-rt-dev sqlite3 curl python3 locales
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \
-	  if pkg-config --exists $(PKGS) cmocka && command -v clang >/dev/null && \
-	     command -v python3 >/dev/null && \
+	  if dpkg -s $(DEB_PKGS) >/dev/null 2>&1 && \
 	     [ -f /usr/share/i18n/locales/de_DE ]; then \
 	    echo "deps: all present"; \
 	  else \
