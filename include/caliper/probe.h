@@ -96,6 +96,9 @@ typedef struct cal_req_result {
     int64_t *chunk_send_ns;     /* [n_chunks] server send_ns, when keep_send_ns
                                    (-1 where a chunk had none) */
 } cal_req_result;
+/* A result not yet ended: status cancelled, token counts and server timings
+ * -1 (unknown), tokens counted from chunks, everything else 0. */
+void cal_req_result_init(cal_req_result *r);
 void cal_req_result_free(cal_req_result *r);
 
 /* The deadline of one request, in ns after it is sent: cfg->request_timeout_ns

@@ -617,7 +617,7 @@ static void slot_free(slot *s)
     free(s);
 }
 
-static void result_init(cal_req_result *res)
+void cal_req_result_init(cal_req_result *res)
 {
     memset(res, 0, sizeof *res);
     res->status = CAL_REQ_CANCELLED;
@@ -956,7 +956,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     cal_probe_stats *st = stats ? stats : &st_local;
     memset(st, 0, sizeof *st);
     st->first_fail = -1;
-    for (size_t i = 0; i < n; i++) result_init(&results[i]);
+    for (size_t i = 0; i < n; i++) cal_req_result_init(&results[i]);
     int open_loop = load->rate > 0;
     if (!isfinite(load->rate) || load->rate < 0 || load->concurrency < 0
         || (!open_loop && load->concurrency == 0)) return CAL_EINVAL;

@@ -12,6 +12,7 @@
 #include "caliper/recorder.h"
 #include "caliper/run.h"
 #include "lib/util/c_locale.h"
+#include "inproc_json.h"
 
 #define MAX_REQS (1 << 20)
 
@@ -52,20 +53,9 @@ static char *dup0(const char *s) { return s ? strdup(s) : NULL; }
 
 static char *target_json(const cal_recorder *r)
 {
-    json_t *t = json_object();
-    json_object_set_new(t, "kind", json_string("inproc"));
-    json_object_set_new(t, "name", json_string(r->engine));
-    json_object_set_new(t, "model", r->model ? json_string(r->model) : json_null());
-    json_object_set_new(t, "version", r->model ? json_string(r->model) : json_null());
-    json_object_set_new(t, "url", json_null());
-    json_object_set_new(t, "command", json_null());
-    json_object_set_new(t, "load_s", json_null());
-    json_object_set_new(t, "api", json_string("recorder"));
-    json_object_set_new(t, "detail", json_string("recorded from inside the engine's own loop; "
-                                                 "timestamps taken by caliper in each call"));
-    char *s = json_dumps(t, JSON_COMPACT);
-    json_decref(t);
-    return s;
+    return cal_inproc_target_json(r->engine, r->model, "recorder",
+                                  "recorded from inside the engine's own loop; "
+                                  "timestamps taken by caliper in each call");
 }
 
 static char *protocol_json(const cal_recorder *r)
@@ -181,12 +171,8 @@ int cal_recorder_request_begin(cal_recorder *r, int prompt_tokens)
     }
     rreq *q = &r->reqs[r->n];
     memset(q, 0, sizeof *q);
-    q->r.status = CAL_REQ_CANCELLED;
+    cal_req_result_init(&q->r);
     q->r.prompt_tokens = prompt_tokens >= 0 ? prompt_tokens : -1;
-    q->r.output_tokens = -1;
-    q->r.tok_source = CAL_TOKSRC_CHUNKS;
-    q->r.server_prefill_ms = q->r.server_decode_ms = -1.0;
-    q->r.server_decode_tokens = -1;
     q->r.sched_ns = q->r.send_ns = now;
     q->open = 1;
     rc = (int)r->n++;

@@ -13,6 +13,7 @@
 #include "caliper/error.h"
 #include "caliper/run.h"
 #include "caliper/stats.h"
+#include "inproc_json.h"
 
 #define MAX_CHUNKS (4 << 20)      /* the probe's cap: more is a stream error */
 #define OPEN_LOOP_WORKERS 64      /* rate cells without a cap */
@@ -106,16 +107,6 @@ void cal_inproc_fail(cal_inproc_stream *s, const char *msg)
     if (s && msg) snprintf(s->msg, sizeof s->msg, "%s", msg);
 }
 
-static void result_init(cal_req_result *r)
-{
-    memset(r, 0, sizeof *r);
-    r->status = CAL_REQ_CANCELLED;
-    r->prompt_tokens = r->output_tokens = -1;
-    r->tok_source = CAL_TOKSRC_CHUNKS;
-    r->server_prefill_ms = r->server_decode_ms = -1.0;
-    r->server_decode_tokens = -1;
-}
-
 /* splitmix64, as the probe draws Poisson arrivals */
 static uint64_t next_u64(uint64_t *x)
 {
@@ -202,7 +193,7 @@ static int ip_send(void *self, const cal_request *reqs, size_t n, const cal_load
     cal_probe_stats *st = stats ? stats : &st_local;
     memset(st, 0, sizeof *st);
     if (!load || (n && (!reqs || !results))) return CAL_EINVAL;
-    for (size_t i = 0; i < n; i++) result_init(&results[i]);
+    for (size_t i = 0; i < n; i++) cal_req_result_init(&results[i]);
     int open_loop = load->rate > 0;
     if (!isfinite(load->rate) || load->rate < 0 || load->concurrency < 0 ||
         (!open_loop && load->concurrency == 0))
@@ -349,23 +340,30 @@ static void ip_prepare(void *self, const cal_run_plan *p)
 static int64_t ip_started(void *self) { return ((inproc *)self)->started_ns; }
 static int ip_alive(void *self) { return ((inproc *)self)->opened; }
 
-static char *ip_describe(void *self)
+char *cal_inproc_target_json(const char *name, const char *model, const char *api,
+                             const char *detail)
 {
-    inproc *ip = self;
     json_t *t = json_object();
     json_object_set_new(t, "kind", json_string("inproc"));
-    json_object_set_new(t, "name", json_string(ip->name));
-    json_object_set_new(t, "model", ip->model ? json_string(ip->model) : json_null());
-    json_object_set_new(t, "version", ip->model ? json_string(ip->model) : json_null());
+    json_object_set_new(t, "name", json_string(name));
+    json_object_set_new(t, "model", model ? json_string(model) : json_null());
+    json_object_set_new(t, "version", model ? json_string(model) : json_null());
     json_object_set_new(t, "url", json_null());
     json_object_set_new(t, "command", json_null());
     json_object_set_new(t, "load_s", json_null());
-    json_object_set_new(t, "api", json_string("inproc"));
-    json_object_set_new(t, "detail", json_string("in-process: a generate callback, timestamps "
-                                                 "taken by caliper as each token is reported"));
+    json_object_set_new(t, "api", json_string(api));
+    json_object_set_new(t, "detail", json_string(detail));
     char *s = json_dumps(t, JSON_COMPACT);
     json_decref(t);
     return s;
+}
+
+static char *ip_describe(void *self)
+{
+    inproc *ip = self;
+    return cal_inproc_target_json(ip->name, ip->model, "inproc",
+                                  "in-process: a generate callback, timestamps "
+                                  "taken by caliper as each token is reported");
 }
 
 static const char *ip_what(void *self) { return ((inproc *)self)->name; }
