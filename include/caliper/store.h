@@ -26,7 +26,7 @@
 #include "caliper/fingerprint.h"  /* cal_shot_kind */
 #include "caliper/schema.h"       /* cal_field, cal_metric */
 
-#define CAL_STORE_SCHEMA_VERSION 3
+#define CAL_STORE_SCHEMA_VERSION 4
 
 typedef struct cal_store cal_store;
 
@@ -245,6 +245,28 @@ void cal_store_runs_free(cal_run *runs, size_t n);
 /* Resolve "7", "latest" / "last", or a label (the newest run with that
  * label) to a run id. CAL_ENOTFOUND if none. */
 int  cal_store_find_run(cal_store *st, const char *ref, int64_t *run_id);
+
+/* ---- run-to-run noise (schema 4) ------------------------------------------
+ * One row per run that measured a shot series with >= 2 warm shots: the
+ * series key (target and protocol, include/caliper/noise.h), the run's level
+ * (mean over its warm shots of the log median per-request speed) and the
+ * warm shots' sd of that log median. Repeats of one series in the store are
+ * the run-to-run noise compare widens its CIs by. */
+#define CAL_NOISE_SERIES_MAX 512
+typedef struct cal_store_noise_row {
+    int64_t run_id;
+    char    series[CAL_NOISE_SERIES_MAX];
+    double  level;        /* log tok/s */
+    double  shot_sd;      /* log scale; NAN with one warm shot */
+    int     shots;        /* warm shots behind level */
+} cal_store_noise_row;
+/* CAL_EINVAL for an empty series, a non-finite level or shots < 1. */
+int  cal_store_put_noise(cal_store *st, int64_t run_id, const cal_store_noise_row *r);
+/* The newest rows (at most cap) of a series from runs before before_run_id
+ * (<= 0: all), newest first. A store older than schema 4 has none (CAL_OK,
+ * *n = 0). */
+int  cal_store_noise(cal_store *st, const char *series, int64_t before_run_id,
+                     cal_store_noise_row *rows, size_t cap, size_t *n);
 
 typedef struct cal_run_data {
     cal_run         run;

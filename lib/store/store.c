@@ -103,6 +103,13 @@ static const char *const MIGRATIONS[] = {
     /* 3: the lowest clock and power over each cell, beside their means */
     ("ALTER TABLE cells ADD COLUMN clock_mhz_min REAL;"
      "ALTER TABLE cells ADD COLUMN power_w_min REAL;"),   /* (): one element, for clang */
+    /* 4: each run's shot series as run-to-run noise evidence: its level
+     * (mean over warm shots of the log median per-request speed), the
+     * warm shots' sd and count, under the series key (target + protocol) */
+    ("CREATE TABLE noise ("
+     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+     " series TEXT NOT NULL, level REAL NOT NULL, shot_sd REAL, shots INTEGER NOT NULL);"
+     "CREATE INDEX noise_series ON noise(series, run_id);"),
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 
@@ -932,6 +939,57 @@ void cal_store_runs_free(cal_run *runs, size_t n)
 {
     for (size_t i = 0; i < n; i++) cal_run_clear(&runs[i]);
     free(runs);
+}
+
+int cal_store_put_noise(cal_store *st, int64_t run_id, const cal_store_noise_row *r)
+{
+    if (!st || !r || !r->series[0] || !isfinite(r->level) || r->shots < 1) return CAL_EINVAL;
+    st->why[0] = '\0';
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(st->db, "INSERT INTO noise(run_id, series, level, shot_sd, shots) "
+                           "VALUES (?,?,?,?,?)", -1, &s, NULL) != SQLITE_OK) {
+        note(st);
+        return CAL_ESTORE;
+    }
+    bind_i64(s, 1, run_id);
+    bind_text(s, 2, r->series);
+    bind_real(s, 3, r->level);
+    bind_real(s, 4, r->shot_sd);
+    sqlite3_bind_int(s, 5, r->shots);
+    int step = sqlite3_step(s);
+    if (step != SQLITE_DONE) note(st);
+    sqlite3_finalize(s);
+    return step == SQLITE_DONE ? CAL_OK : CAL_ESTORE;
+}
+
+int cal_store_noise(cal_store *st, const char *series, int64_t before_run_id,
+                    cal_store_noise_row *rows, size_t cap, size_t *n)
+{
+    if (!st || !series || !n || (cap && !rows)) return CAL_EINVAL;
+    *n = 0;
+    st->why[0] = '\0';
+    sqlite3_stmt *s = NULL;
+    /* a store written before schema 4 has no noise table: no evidence */
+    if (sqlite3_prepare_v2(st->db, "SELECT run_id, level, shot_sd, shots FROM noise "
+                           "WHERE series=? AND run_id<? ORDER BY run_id DESC LIMIT ?",
+                           -1, &s, NULL) != SQLITE_OK)
+        return st->version >= 4 ? (note(st), CAL_ESTORE) : CAL_OK;
+    bind_text(s, 1, series);
+    bind_i64(s, 2, before_run_id > 0 ? before_run_id : INT64_MAX);
+    bind_i64(s, 3, (int64_t)cap);
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW && *n < cap) {
+        cal_store_noise_row *r = &rows[(*n)++];
+        memset(r, 0, sizeof *r);
+        r->run_id = sqlite3_column_int64(s, 0);
+        snprintf(r->series, sizeof r->series, "%s", series);
+        r->level = col_real(s, 1);
+        r->shot_sd = col_real(s, 2);
+        r->shots = sqlite3_column_int(s, 3);
+    }
+    if (step != SQLITE_DONE && step != SQLITE_ROW) note(st);
+    sqlite3_finalize(s);
+    return step == SQLITE_DONE || step == SQLITE_ROW ? CAL_OK : CAL_ESTORE;
 }
 
 int cal_store_find_run(cal_store *st, const char *ref, int64_t *run_id)
