@@ -106,6 +106,12 @@ typedef struct cal_shot_sample {
  * SHOTS, group -1; the caller sets group and cell) and returns out->judged. */
 int cal_analysis_shot_verdict(const cal_shot_sample *shots, size_t n, int per_request,
                               double floor, cal_verdict *out);
+/* The same with a stored prior on the shot-to-shot sd (include/caliper/noise.h:
+ * the warm shots' sd pooled from earlier runs of the series, prior_df its
+ * degrees of freedom; 0: none). */
+int cal_analysis_shot_verdict_prior(const cal_shot_sample *shots, size_t n, int per_request,
+                                    double floor, double prior_sd, double prior_df,
+                                    cal_verdict *out);
 
 /* ---- groups and the analysis ------------------------------------------- */
 
@@ -127,6 +133,8 @@ typedef struct cal_analysis {
     cal_group   *groups;   size_t n_groups;     /* in first-seen order */
     cal_verdict *verdicts; size_t n_verdicts;
     double noise_floor;    /* the run's --noise-floor (protocol JSON), 0 default */
+    double prior_sd, prior_df; /* the shot-to-shot prior stored with the run
+                               (protocol JSON "noise_prior"); df 0 none */
 } cal_analysis;
 
 /* The same workload configuration (target, kind, load, prompt, content,

@@ -18,6 +18,15 @@
  * from each shot's 1.4826 × MAD, robust as the median is), so warm shots
  * that agree by chance do not make a tiny band.
  *
+ * With a prior (the warm shots' sd pooled from earlier runs of the same
+ * series, stored by caliper: include/caliper/noise.h), s² is pooled with it,
+ * ((k − 1)·s² + df_p·s_p²) ÷ (k − 1 + df_p), and t has k − 1 + df_p df: the
+ * test stays exact when the shot-to-shot sd is the same across the runs, and
+ * its critical value falls from 3.18 (k = 4, no prior) towards 2.0. A prior
+ * the run's own warm shots contradict (s² ÷ s_p² beyond F's 95th
+ * percentile: a busier machine now than when the prior was measured) is
+ * not used.
+ *
  * Ownership: inputs are the caller's and are not kept. */
 #ifndef CALIPER_JUDGE_H
 #define CALIPER_JUDGE_H
@@ -51,6 +60,9 @@ typedef struct cal_judge_opts {
     cal_judge_first first;   /* what caliper knows about shot 1 */
     size_t min_requests;     /* 0 → CAL_JUDGE_MIN_REQUESTS */
     const char *what;        /* the quantity for the text ("per-request tok/s"); NULL ok */
+    double prior_sd;         /* shot-to-shot sd (log) pooled from earlier runs of this
+                                series (noise.h); used only with prior_df > 0 */
+    double prior_df;         /* its degrees of freedom; 0: no prior */
 } cal_judge_opts;
 
 typedef enum cal_judge_kind {
@@ -79,6 +91,9 @@ typedef struct cal_judge_verdict {
     double t, df, p;         /* step statistic, its df (k − 1), two-sided p */
     double tau;              /* shot-to-shot sd used (log scale) */
     double tau_within;       /* the floor on it from the requests' spread */
+    double prior_df;         /* df the prior added (0 none) */
+    int    prior_rejected;   /* the warm shots spread more than the prior at 5 %
+                                (F test): the prior was not used */
     double half1, half2;     /* effect of each half of the warm shots (NAN k < 2) */
     double slope, slope_lo, slope_hi; /* trend of the warm shots, relative per shot
                                 (NAN when k < 4); CI at opts.level */
@@ -112,6 +127,10 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
  * verdict and for tests. */
 void cal_judge_step(const double *z, size_t n, double tau_within, double level,
                     cal_judge_verdict *out);
+/* cal_judge_step with a pooled prior on the shot-to-shot sd (prior_df 0:
+ * none, the same as cal_judge_step). */
+void cal_judge_step_prior(const double *z, size_t n, double tau_within, double prior_sd,
+                          double prior_df, double level, cal_judge_verdict *out);
 
 /* A comparison of two sides from their per-shot values (one number per
  * shot, value units > 0): the ratio mean_b ÷ mean_a of geometric means with

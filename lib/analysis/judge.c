@@ -10,6 +10,7 @@
 #include "lib/util/c_locale.h"
 
 #define TREND_LEVEL 0.99   /* the trend is a second test: called at 1 % */
+#define PRIOR_LEVEL 0.05   /* a prior whose sd this run's warm shots exceed at 5 % is dropped */
 
 const char *cal_judge_kind_name(cal_judge_kind k)
 {
@@ -43,20 +44,44 @@ static double var_of(const double *x, size_t n)
 void cal_judge_step(const double *z, size_t n, double tau_within, double level,
                     cal_judge_verdict *o)
 {
+    cal_judge_step_prior(z, n, tau_within, NAN, 0, level, o);
+}
+
+void cal_judge_step_prior(const double *z, size_t n, double tau_within, double prior_sd,
+                          double prior_df, double level, cal_judge_verdict *o)
+{
+    if (!(prior_df > 0 && isfinite(prior_sd) && prior_sd >= 0)) prior_df = 0;
     if (!(level > 0 && level < 1)) level = 0.95;
     o->level = level;
     o->effect = o->lo = o->hi = o->t = o->df = o->p = o->tau = NAN;
     o->half1 = o->half2 = o->slope = o->slope_lo = o->slope_hi = NAN;
     o->tau_within = tau_within > 0 ? tau_within : 0;
     o->trend_sig = 0;
+    o->prior_df = 0;
+    o->prior_rejected = 0;
     o->k = n > 0 ? (int)n - 1 : 0;
     if (n < 3) return;   /* fewer than 2 warm shots: no spread to judge by */
     size_t k = n - 1;
     const double *w = z + 1;
     double d = mean_of(w, k) - z[0];
-    double tau2 = fmax(var_of(w, k), sq(o->tau_within));
+    /* the warm shots' variance, pooled with the stored prior when there is one */
+    double v = var_of(w, k), dfv = (double)(k - 1);
+    /* a prior that does not describe this run is dropped: its warm shots
+     * spread more than the stored runs' at 5 % (F test), e.g. a busier
+     * machine now than then */
+    if (prior_df > 0 && prior_sd > 0 && v > 0) {
+        double f = v / sq(prior_sd);
+        double p_up = cal_stats_ibeta(prior_df / 2, dfv / 2, prior_df / (prior_df + dfv * f));
+        if (p_up < PRIOR_LEVEL) { prior_df = 0; o->prior_rejected = 1; }
+    }
+    if (prior_df > 0) {
+        v = (dfv * v + prior_df * sq(prior_sd)) / (dfv + prior_df);
+        dfv += prior_df;
+        o->prior_df = prior_df;
+    }
+    double tau2 = fmax(v, sq(o->tau_within));
     o->tau = sqrt(tau2);
-    o->df = (double)(k - 1);
+    o->df = dfv;
     double se = o->tau * sqrt(1.0 + 1.0 / (double)k);
     double tc = cal_stats_t_quantile(0.5 + level / 2, o->df);
     o->effect = expm1(d);
@@ -179,7 +204,7 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
         double n_h = (double)used / inv_n;
         tau_w = sqrt(M_PI / 2 * s2 / n_h);
     }
-    cal_judge_step(z, n, tau_w, op.level, o);
+    cal_judge_step_prior(z, n, tau_w, op.prior_sd, op.prior_df, op.level, o);
     o->k = (int)n - 1;
     o->judged = 1;
     o->first = exp(z[0]);

@@ -9,6 +9,7 @@
 #include "caliper/analysis.h"
 #include "caliper/error.h"
 #include "caliper/judge.h"
+#include "caliper/noise.h"
 #include "caliper/protocol.h"
 #include "caliper/schema.h"
 #include "caliper/stats.h"
@@ -240,6 +241,13 @@ int cal_analysis_pool(const cal_run_data *d, const size_t *idx, size_t n, cal_su
 int cal_analysis_shot_verdict(const cal_shot_sample *shots, size_t n, int per_request,
                               double floor, cal_verdict *out)
 {
+    return cal_analysis_shot_verdict_prior(shots, n, per_request, floor, NAN, 0, out);
+}
+
+int cal_analysis_shot_verdict_prior(const cal_shot_sample *shots, size_t n, int per_request,
+                                    double floor, double prior_sd, double prior_df,
+                                    cal_verdict *out)
+{
     cal_verdict_init(out, CAL_VK_SHOTS);
     if (n > CAL_JUDGE_MAX_SHOTS) n = CAL_JUDGE_MAX_SHOTS;
     /* the calibrated judgement (caliper/judge.h) on every request of every
@@ -255,7 +263,8 @@ int cal_analysis_shot_verdict(const cal_shot_sample *shots, size_t n, int per_re
                         : (cal_judge_shot){shots[i].shot_index, &shots[i].value, 1};
     cal_judge_opts o = {.floor = floor > 0 ? floor : CAL_SHOT_NOISE_FLOOR,
                         .min_requests = all_req ? 0 : 1,
-                        .what = all_req || per_request ? "per-request tok/s" : "aggregate tok/s"};
+                        .what = all_req || per_request ? "per-request tok/s" : "aggregate tok/s",
+                        .prior_sd = prior_sd, .prior_df = all_req ? prior_df : 0};
     cal_shot_kind k1 = n ? shots[0].kind : CAL_SHOT_UNKNOWN;
     o.first = all_cold ? CAL_JUDGE_ALL_COLD
             : k1 == CAL_SHOT_COLD ? CAL_JUDGE_FIRST_COLD
@@ -328,7 +337,7 @@ static void for_group(cal_verdict *v, const cal_group *g, size_t gi)
 
 /* Shot verdict, then the clock (SPEC 1.4) and power checks of a drop. */
 static int group_verdicts(const cal_run_data *d, const cal_group *g, size_t gi, double floor,
-                          vlist *l)
+                          double prior_sd, double prior_df, vlist *l)
 {
     size_t nm = 0, nreq = 0;
     for (size_t i = 0; i < g->n_cells; i++) {
@@ -357,7 +366,7 @@ static int group_verdicts(const cal_run_data *d, const cal_group *g, size_t gi, 
         of += s->n_ttft;
     }
     cal_verdict sv;
-    cal_analysis_shot_verdict(sh, nm, g->per_request, floor, &sv);
+    cal_analysis_shot_verdict_prior(sh, nm, g->per_request, floor, prior_sd, prior_df, &sv);
     /* per shot: the judged value and the clock, for the clock's share */
     double *tv = malloc(nm * sizeof *tv), *cv = malloc(nm * sizeof *cv);
     for (size_t i = 0; tv && cv && i < nm; i++) {
@@ -595,6 +604,8 @@ int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
     int e = CAL_ENOMEM;
     if (!a || !gid || !l.v) goto fail;
     a->noise_floor = noise_floor(d);
+    /* the stored prior is one series': it speaks for a run of one group */
+    cal_noise_prior_of(d->run.protocol_json, &a->prior_sd, &a->prior_df);
     a->groups = calloc(nc ? nc : 1, sizeof *a->groups);
     if (!a->groups) goto fail;
     /* groups in first-seen order: a group id per cell, then exact arrays */
@@ -625,7 +636,8 @@ int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
         if ((e = cal_analysis_pool(d, g->quoted, g->n_quoted, &g->pooled))) goto fail;
     }
     for (size_t k = 0; k < a->n_groups; k++)
-        if ((e = group_verdicts(d, &a->groups[k], k, a->noise_floor, &l))) goto fail;
+        if ((e = group_verdicts(d, &a->groups[k], k, a->noise_floor, a->prior_sd,
+                                  a->n_groups == 1 ? a->prior_df : 0, &l))) goto fail;
     ab_verdicts(d, a, &l);
     run_verdicts(d, &l);
     stored_verdicts(d, &l, l.n);

@@ -1,0 +1,194 @@
+/* caliper noise — each run's shot series as stored noise evidence, pooled
+ * into the shot-to-shot prior of the verdict and the run-to-run noise of
+ * compare (include/caliper/noise.h). */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "caliper/analysis.h"
+#include "caliper/error.h"
+#include "caliper/judge.h"
+#include "caliper/noise.h"
+#include "caliper/stats.h"
+
+#define MIN_OK 3   /* ok requests a shot needs to count (CAL_JUDGE_MIN_REQUESTS) */
+
+void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
+{
+    memset(e, 0, sizeof *e);
+    e->shot_sd = e->run_sd = NAN;
+    double ss = 0, df = 0, sum = 0, sum2 = 0;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cal_store_noise_row *r = &rows[i];
+        if (!isfinite(r->level)) continue;
+        m++;
+        sum += r->level;
+        if (r->shots >= 2 && isfinite(r->shot_sd) && r->shot_sd >= 0) {
+            ss += (double)(r->shots - 1) * r->shot_sd * r->shot_sd;
+            df += (double)(r->shots - 1);
+        }
+    }
+    e->runs = m;
+    if (df > 0) { e->shot_sd = sqrt(ss / df); e->shot_df = df; }
+    if (m >= 2) {
+        double mean = sum / (double)m;
+        for (size_t i = 0; i < n; i++)
+            if (isfinite(rows[i].level)) sum2 += (rows[i].level - mean) * (rows[i].level - mean);
+        e->run_sd = sqrt(sum2 / (double)(m - 1));
+        e->run_df = (double)(m - 1);
+    }
+}
+
+int cal_noise_estimate(cal_store *st, const char *series, int64_t before_run_id,
+                       cal_noise_est *e)
+{
+    cal_store_noise_row *rows = calloc(CAL_NOISE_RUN_RUNS, sizeof *rows);
+    if (!rows) return CAL_ENOMEM;
+    size_t n = 0;
+    int rc = cal_store_noise(st, series, before_run_id, rows, CAL_NOISE_RUN_RUNS, &n);
+    if (rc == CAL_OK) {
+        cal_noise_est shot;
+        cal_noise_pool(rows, n < CAL_NOISE_PRIOR_RUNS ? n : CAL_NOISE_PRIOR_RUNS, &shot);
+        cal_noise_pool(rows, n, e);
+        e->shot_sd = shot.shot_sd;
+        e->shot_df = shot.shot_df;
+    } else {
+        cal_noise_pool(NULL, 0, e);
+    }
+    free(rows);
+    return rc;
+}
+
+static const char *series_of(json_t *proto)
+{
+    json_t *s = json_object_get(json_object_get(proto, "noise_prior"), "series");
+    return json_is_string(s) && json_string_value(s)[0] ? json_string_value(s) : NULL;
+}
+
+int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
+{
+    memset(out, 0, sizeof *out);
+    out->level = out->shot_sd = NAN;
+    if (!d || d->run.status != CAL_RUN_OK || !d->run.protocol_json) return CAL_ENOTFOUND;
+    json_t *p = json_loads(d->run.protocol_json, 0, NULL);
+    const char *key = series_of(p);
+    if (key) snprintf(out->series, sizeof out->series, "%s", key);
+    json_decref(p);
+    if (!key) return CAL_ENOTFOUND;
+    out->run_id = d->run.id;
+    /* one cell per shot: the measured cells in order, warm-ups left out */
+    double z[CAL_JUDGE_MAX_SHOTS];
+    size_t k = 0, nreq = 0;
+    int shot_seen = -1;
+    for (size_t i = 0; i < d->n_cells; i++) nreq += (size_t)d->cells[i].n_requests;
+    double *v = malloc((nreq ? nreq : 1) * sizeof *v);
+    if (!v) return CAL_ENOMEM;
+    int rc = CAL_OK;
+    for (size_t i = 0; i < d->n_cells && rc == CAL_OK; i++) {
+        const cal_cell *c = &d->cells[i];
+        if (c->shot_kind == CAL_SHOT_WARMUP) continue;
+        if (c->shot_index == shot_seen || c->target[0] || k == CAL_JUDGE_MAX_SHOTS) {
+            rc = CAL_ENOTFOUND;   /* a second cell in one shot, or --ab */
+            break;
+        }
+        shot_seen = c->shot_index;
+        size_t m = cal_analysis_cell_values(d, c, CAL_S_REQ_TOKS, v, nreq);
+        size_t ok = 0;
+        for (size_t j = 0; j < m; j++)
+            if (isfinite(v[j]) && v[j] > 0) v[ok++] = log(v[j]);
+        if (ok < MIN_OK) { rc = CAL_ENOTFOUND; break; }
+        z[k++] = cal_stats_median(v, ok);
+    }
+    free(v);
+    if (rc) return rc;
+    if (k < 3) return CAL_ENOTFOUND;     /* shot 1 and >= 2 warm shots */
+    /* the warm shots: every measured shot after the first */
+    double s = 0, q = 0;
+    for (size_t i = 1; i < k; i++) s += z[i];
+    double mean = s / (double)(k - 1);
+    for (size_t i = 1; i < k; i++) q += (z[i] - mean) * (z[i] - mean);
+    out->level = mean;
+    out->shot_sd = sqrt(q / (double)(k - 2));
+    out->shots = (int)(k - 1);
+    return CAL_OK;
+}
+
+int cal_noise_record(cal_store *st, const cal_run_data *d)
+{
+    cal_store_noise_row r;
+    int rc = cal_noise_row_of_run(d, &r);
+    return rc ? rc : cal_store_put_noise(st, d->run.id, &r);
+}
+
+int cal_noise_prior_of(const char *protocol_json, double *sd, double *df)
+{
+    *sd = NAN;
+    *df = 0;
+    json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
+    json_t *np = json_object_get(p, "noise_prior");
+    json_t *a = json_object_get(np, "shot_sd"), *b = json_object_get(np, "shot_df");
+    int ok = json_is_number(a) && json_is_number(b) && json_number_value(a) >= 0 &&
+             json_number_value(b) > 0;
+    if (ok) { *sd = json_number_value(a); *df = json_number_value(b); }
+    json_decref(p);
+    return ok;
+}
+
+int cal_noise_protocol_add(cal_store *st, const char *series, char **json)
+{
+    if (!json || !*json || !series) return CAL_EINVAL;
+    json_t *p = json_loads(*json, 0, NULL);
+    if (!json_is_object(p)) { json_decref(p); return CAL_EINVAL; }
+    cal_noise_est e;
+    if (cal_noise_estimate(st, series, 0, &e) != CAL_OK) cal_noise_pool(NULL, 0, &e);
+    json_t *np = json_object();
+    json_object_set_new(np, "series", json_string(series));
+    json_object_set_new(np, "runs", json_integer((json_int_t)e.runs));
+    json_object_set_new(np, "shot_sd", isfinite(e.shot_sd) ? json_real(e.shot_sd) : json_null());
+    json_object_set_new(np, "shot_df", json_real(e.shot_df));
+    json_object_set_new(p, "noise_prior", np);
+    char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(p);
+    if (!s) return CAL_ENOMEM;
+    free(*json);
+    *json = s;
+    return CAL_OK;
+}
+
+size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res, size_t n,
+                              cal_compare_opts *o)
+{
+    if (n > CAL_CMP_MAX) n = CAL_CMP_MAX;
+    for (size_t j = 0; j < n; j++) { o->run_sd[j] = NAN; o->run_df[j] = 0; o->run_same[j] = 0; }
+    cal_store *st = NULL;
+    char why[256];
+    if (!db_path || cal_store_open_ex(db_path, CAL_STORE_READONLY, &st, why, sizeof why) != CAL_OK)
+        return 0;
+    char (*key)[CAL_NOISE_SERIES_MAX] = calloc(n ? n : 1, sizeof *key);
+    if (!key) { cal_store_close(&st); return 0; }
+    size_t got = 0;
+    for (size_t j = 0; j < n; j++) {
+        key[j][0] = 0;
+        char *end = NULL;
+        long long id = res[j] ? strtoll(res[j]->id, &end, 10) : 0;
+        if (!res[j] || !end || *end || id <= 0) continue;
+        cal_run_data *d = NULL;
+        if (cal_store_load_run(st, id, CAL_LOAD_NO_REQS, &d) != CAL_OK) continue;
+        json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+        const char *k = series_of(p);
+        if (k) snprintf(key[j], sizeof key[j], "%s", k);
+        json_decref(p);
+        cal_run_data_free(&d);
+        cal_noise_est e;
+        if (!key[j][0] || cal_noise_estimate(st, key[j], 0, &e) != CAL_OK || !(e.run_df > 0))
+            continue;
+        o->run_sd[j] = e.run_sd;
+        o->run_df[j] = e.run_df;
+        o->run_same[j] = j > 0 && !strcmp(key[j], key[0]);
+        got++;
+    }
+    free(key);
+    cal_store_close(&st);
+    return got;
+}
