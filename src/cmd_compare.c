@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include "caliper/error.h"
+#include "caliper/noise.h"
 #include "caliper/report.h"
 #include "caliper/protocol.h"
 #include "cli.h"
@@ -65,7 +66,8 @@ static void fmt_entry(const cal_cmp_entry *e, char *buf, size_t n)
         char ci[64] = "";
         if (isfinite(e->ci_lo))
             snprintf(ci, sizeof ci, " (CI %.2f–%.2f%s)%s", e->ci_lo, e->ci_hi,
-                     e->ci_scope == CAL_CI_REQUESTS ? ", within-run noise only" : "",
+                     e->ci_scope == CAL_CI_REQUESTS || e->ci_scope == CAL_CI_SHOTS
+                         ? ", within-run noise only" : "",
                      e->differs ? " differs" : "");
         if (e->comparable) snprintf(buf, n, "%.2f×%s", e->ratio, ci);
         else {
@@ -180,6 +182,11 @@ static int print_json(const cal_comparison *c, const cal_result *const *res, siz
             json_object_set_new(eo, "ratio", num_or_null(e->ratio));
             json_object_set_new(eo, "ci_lo", num_or_null(e->ci_lo));
             json_object_set_new(eo, "ci_hi", num_or_null(e->ci_hi));
+            json_object_set_new(eo, "ci_scope", json_string(e->ci_scope == CAL_CI_RUNS ? "runs"
+                                                            : e->ci_scope == CAL_CI_SHOTS ? "shots"
+                                                            : e->ci_scope == CAL_CI_REQUESTS ? "requests"
+                                                            : "none"));
+            json_object_set_new(eo, "differs", json_boolean(e->differs));
             json_object_set_new(eo, "note", json_string(e->note));
             json_array_append_new(es, eo);
         }
@@ -294,6 +301,8 @@ int cmd_compare(int argc, char **argv)
                 snprintf(res[j]->label, sizeof res[j]->label, "%s", l);
             }
 
+    /* the run-to-run noise of each side's stored repeats (noise.h) */
+    size_t with_runs = no_ci ? 0 : cal_noise_compare_opts(db, (const cal_result *const *)res, n, &o);
     cal_comparison *c = NULL;
     int e = cal_compare((const cal_result *const *)res, n, &o, &c);
     if (e) { rc = cli_fail(CMD, "%s", cal_strerror(e)); goto out; }
@@ -329,6 +338,14 @@ int cmd_compare(int argc, char **argv)
            c->n_ratios, c->n_ratios == 1 ? "" : "s", c->n_refused, c->n_refused == 1 ? "" : "s",
            o.force ? "forced despite" : "refused",
            o.force || !c->n_refused ? "" : " (--force prints them with the differences)");
+    if (!no_ci && !with_runs)
+        printf("CIs cover within-run noise only: no stored repeats of these protocols, so no "
+               "difference is claimed; run each again (>= 2 runs of one protocol) and caliper "
+               "measures run-to-run noise (docs/compare.md)\n");
+    else if (!no_ci && with_runs < n)
+        printf("run-to-run noise: %zu of %zu results have no stored repeats and borrow the "
+               "baseline's or the other side's (the same protocol on this machine)\n",
+               n - with_runs, n);
     if (!c->n_ratios) {
         fprintf(stderr, "caliper compare: nothing comparable: every pair differs in protocol (fields named above)\n");
         rc = CLI_FAIL;

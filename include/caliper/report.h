@@ -175,9 +175,15 @@ typedef struct cal_compare_opts {
     uint64_t metrics;     /* bit (1ull << cal_metric) per metric to compare;
                              0 = every comparable one (cal_metric_comparable) */
     double  floor;        /* smallest |ratio − 1| called a difference; 0 = 0.03 */
+    double  run_sd[CAL_CMP_MAX]; /* per result: the sd (log) of its series' run level
+                             over the store's repeats (include/caliper/noise.h);
+                             used only where run_df > 0 */
+    double  run_df[CAL_CMP_MAX]; /* its degrees of freedom (runs − 1); 0: no repeats */
+    int     run_same[CAL_CMP_MAX]; /* 1: result j's estimate is the baseline's
+                             (one series), so its df are not added */
 } cal_compare_opts;
 
-enum { CAL_CI_NONE = 0, CAL_CI_REQUESTS, CAL_CI_SHOTS };
+enum { CAL_CI_NONE = 0, CAL_CI_REQUESTS, CAL_CI_SHOTS, CAL_CI_RUNS };
 typedef struct cal_cmp_entry {
     int    present;       /* this result has a cell on this row */
     double value;         /* its number (NAN when absent) */
@@ -187,9 +193,11 @@ typedef struct cal_cmp_entry {
                              requests' bootstrap, widened to a shot-level t CI
                              where each side's shot-to-shot spread is known
                              (its cell's shots, else its run's warm shots) */
-    int    ci_scope;      /* CAL_CI_NONE, CAL_CI_REQUESTS (no shot spread: the CI
-                             covers within-run noise only), CAL_CI_SHOTS */
-    int    differs;       /* CAL_CI_SHOTS, the CI excludes 1 and |ratio − 1| >=
+    int    ci_scope;      /* CAL_CI_NONE; CAL_CI_REQUESTS or CAL_CI_SHOTS: the CI
+                             covers within-run noise only (requests, or the
+                             run's shots); CAL_CI_RUNS: widened to the
+                             run-to-run noise of stored repeats (run_sd) */
+    int    differs;       /* CAL_CI_RUNS, the CI excludes 1 and |ratio − 1| >=
                              the floor: the only case a difference is claimed */
     size_t n_diff;        /* fields differing from the baseline cell */
     cal_fp_difference diff[CAL_FPF__N];

@@ -2,7 +2,9 @@
  * several results are paired per metric, nearest protocol first, and a ratio
  * is given only where the fingerprints are equal; elsewhere the differing
  * fields are named. A CI rides on each ratio with samples behind: the
- * requests' bootstrap, widened to the shots' spread where there are shots. */
+ * requests' bootstrap, widened to the shots' spread where there are shots,
+ * and to the run-to-run noise of stored repeats (the only CI a difference
+ * is claimed on). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,8 +245,44 @@ static void log_stats(const double *x, size_t n, double *mean, double *var)
     *var = n > 1 ? q / (double)(n - 1) : NAN;
 }
 
+/* widen [ci_lo, ci_hi] around the ratio to at least ± h on the log scale */
+static void widen_to(cal_cmp_entry *e, double h)
+{
+    double lo = isfinite(e->ci_lo) && e->ci_lo > 0 ? log(e->ratio / e->ci_lo) : 0;
+    double hi = isfinite(e->ci_hi) && e->ci_hi > 0 ? log(e->ci_hi / e->ratio) : 0;
+    e->ci_lo = e->ratio * exp(-fmax(lo, h));
+    e->ci_hi = e->ratio * exp(fmax(hi, h));
+}
+
+/* ---- run-level CI: the run-to-run noise caliper stored ---------------------
+ * Runs of one protocol minutes apart differ by more than the shots of one run
+ * show (a shared machine's load moves between runs). Where the store holds
+ * repeats of a side's series, the sd of their levels is how well one run
+ * knows its level: the log ratio carries both sides' run variance, t with
+ * the repeats' df (Welch–Satterthwaite for two separate estimates; one
+ * series' estimate used for both sides counts its df once). A side without
+ * repeats borrows the other's (the same protocol on the same machine). */
+static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j)
+{
+    int ka = o->run_df[0] > 0 && isfinite(o->run_sd[0]);
+    int kb = o->run_df[j] > 0 && isfinite(o->run_sd[j]);
+    if ((!ka && !kb) || !(isfinite(e->ratio) && e->ratio > 0)) return;
+    double va = ka ? o->run_sd[0] * o->run_sd[0] : o->run_sd[j] * o->run_sd[j];
+    double vb = kb ? o->run_sd[j] * o->run_sd[j] : va;
+    double dfa = ka ? o->run_df[0] : o->run_df[j], dfb = kb ? o->run_df[j] : dfa;
+    double df;
+    if (!ka || !kb || o->run_same[j]) df = ka ? dfa : dfb;
+    else {
+        double den = (va > 0 ? va * va / dfa : 0) + (vb > 0 ? vb * vb / dfb : 0);
+        df = den > 0 ? (va + vb) * (va + vb) / den : dfa + dfb;
+    }
+    widen_to(e, cal_stats_t_quantile(0.975, df) * sqrt(va + vb));
+    e->ci_scope = CAL_CI_RUNS;
+}
+
 static void shot_widen(cal_cmp_entry *e, const cal_result *ra, const cal_rcell *base,
-                       const cal_result *rb, const cal_rcell *oc, cal_metric m, double floor)
+                       const cal_result *rb, const cal_rcell *oc, cal_metric m, double floor,
+                       const cal_compare_opts *o, size_t j)
 {
     double a[CAL_JUDGE_MAX_SHOTS], b[CAL_JUDGE_MAX_SHOTS];
     double xa[CAL_JUDGE_MAX_SHOTS], xb[CAL_JUDGE_MAX_SHOTS];
@@ -267,16 +305,13 @@ static void shot_widen(cal_cmp_entry *e, const cal_result *ra, const cal_rcell *
         double sa = va, sb = vb, se = sqrt(sa + sb);
         double den = (sa > 0 ? sa * sa / (double)dfa : 0) + (sb > 0 ? sb * sb / (double)dfb : 0);
         double df = den > 0 ? (sa + sb) * (sa + sb) / den : (double)(dfa + dfb);
-        double h = cal_stats_t_quantile(0.975, df) * se;
-        double lo = isfinite(e->ci_lo) && e->ci_lo > 0 ? log(e->ratio / e->ci_lo) : 0;
-        double hi = isfinite(e->ci_hi) && e->ci_hi > 0 ? log(e->ci_hi / e->ratio) : 0;
-        e->ci_lo = e->ratio * exp(-fmax(lo, h));
-        e->ci_hi = e->ratio * exp(fmax(hi, h));
+        widen_to(e, cal_stats_t_quantile(0.975, df) * se);
         e->ci_scope = CAL_CI_SHOTS;
     }
-    /* a CI of the requests alone says nothing about run-to-run noise: no
-     * difference is claimed on it */
-    e->differs = e->ci_scope == CAL_CI_SHOTS && (e->ci_lo > 1 || e->ci_hi < 1) &&
+    run_widen(e, o, j);
+    /* a CI of the requests or of one run's shots says nothing about
+     * run-to-run noise: no difference is claimed on it */
+    e->differs = e->ci_scope == CAL_CI_RUNS && (e->ci_lo > 1 || e->ci_hi < 1) &&
                  fabs(e->ratio - 1) >= floor;
 }
 
@@ -318,7 +353,7 @@ static void fill_pair(cal_comparison *c, cal_cmp_row *row, size_t j,
             e->ci_hi = hi;
         }
     }
-    if (o->boot_iters >= 0) shot_widen(e, ra, base, rb, oc, m, o->floor > 0 ? o->floor : 0.03);
+    if (o->boot_iters >= 0) shot_widen(e, ra, base, rb, oc, m, o->floor > 0 ? o->floor : 0.03, o, j);
 }
 
 static int compare_metric(builder *b, const cal_result *const *res, size_t n,
