@@ -13,18 +13,23 @@
 #include "caliper/auth.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/noise.h"
 #include "caliper/probe.h"
 #include "caliper/protocol.h"
 #include "caliper/run.h"
 #include "caliper/store.h"
 #include "caliper/telemetry.h"
+#include "caliper/url.h"
 #include "caliper/utf8.h"
 #include "caliper/workload.h"
 #include "cli.h"
+#include "lib/util/c_locale.h"
 #include "run_view.h"
 
 #define CMD "run"
 #define MAX_LIST CAL_RUN_MAX_LIST
+#define DEFAULT_SHOTS  5  /* with no shot flag: a verdict at the default protocol */
+#define DEFAULT_WARMUP 1
 #define MAX_RATE 1e5   /* requests/s: --rate above it is a usage error, not an overflow */
 
 static void usage(FILE *f)
@@ -61,9 +66,12 @@ static void usage(FILE *f)
         "  --rate R             open loop: Poisson arrivals at R req/s (latency from the\n"
         "                       scheduled time); --concurrency then caps in-flight requests\n"
         "shots (cold, warm and rested; docs/run.md):\n"
-        "  --shots N            N consecutive shots of the whole workload (default 1)\n"
+        "  --shots N            N consecutive shots of the whole workload (default 5 after\n"
+        "                       1 warm-up shot when no shot flag is given, 1 with --duration;\n"
+        "                       --shots 1 gives no shot verdict)\n"
         "  --rest T             rest between shots (default 0)\n"
-        "  --warmup K           K shots first, recorded but left out of summaries\n"
+        "  --warmup K           K shots first, recorded but left out of summaries (default 1\n"
+        "                       with the default shots, else 0)\n"
         "  --cold               a fresh engine process for every shot (built-in or --launch)\n"
         "  --noise-floor R      the smallest shot-to-shot drop worth calling (default 3%%)\n"
         "output:\n"
@@ -100,6 +108,7 @@ typedef struct opts {
     long requests;
     double duration_s, rate;
     long shots, warmup;
+    int shot_flags;           /* a shot flag was given: no default protocol */
     double rest_s, noise_floor;
     int cold, ab, no_tel;
     const char *db, *json;
@@ -240,14 +249,17 @@ static int parse_opts(int argc, char **argv, opts *o)
             break;
         case O_SHOTS:
             if (cli_parse_long(CMD, "--shots", optarg, 1, 1000, &o->shots)) return CLI_USAGE;
+            o->shot_flags = 1;
             break;
         case O_REST:
             if (cli_parse_unit_in(CMD, "--rest", optarg, CAL_U_TIME, "s", 0, CLI_TIME_MAX_S, 0, &o->rest_s)) return CLI_USAGE;
+            o->shot_flags = 1;
             break;
         case O_WARMUP:
             if (cli_parse_long(CMD, "--warmup", optarg, 0, 1000, &o->warmup)) return CLI_USAGE;
+            o->shot_flags = 1;
             break;
-        case O_COLD: o->cold = 1; break;
+        case O_COLD: o->cold = 1; o->shot_flags = 1; break;
         case O_DB:
             if (!*optarg) return cli_usage_error(CMD, "--db: \"\" is empty: give the store's file");
             o->db = optarg;
@@ -307,6 +319,13 @@ static int parse_opts(int argc, char **argv, opts *o)
                                     "the engine will answer");
     if (o->duration_s > 0 && o->requests)
         return cli_usage_error(CMD, "--requests and --duration together: choose one");
+    /* the default protocol gives a calibrated verdict (docs/run.md): a
+     * warm-up shot, then 5 measured shots; a --duration or --ab run keeps
+     * the one shot of its stated length */
+    if (!o->shot_flags && !(o->duration_s > 0) && !o->ab) {
+        o->shots = DEFAULT_SHOTS;
+        o->warmup = DEFAULT_WARMUP;
+    }
     return 0;
 }
 
@@ -396,6 +415,21 @@ static char *protocol_extra(const opts *o)
     char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(p);
     return s;
+}
+
+/* The series key: the target as given and every protocol field that changes
+ * what a shot measures (the shot flags aside). */
+static void series_key(const opts *o, char *key, size_t n)
+{
+    /* a URL's credentials are never stored: the key holds it redacted */
+    char url[CAL_NOISE_SERIES_MAX / 2] = "";
+    if (o->n_url && cal_url_redact(o->url[0], url, sizeof url) != CAL_OK) url[0] = 0;
+    const char *tgt = o->n_launch ? o->launch[0] : o->n_url ? url : "built-in";
+    cal_snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%ld|rate %g|p%ld|m%ld|%s|n%ld|d%g|free %d|prefix %d",
+                 tgt, o->n_url && o->n_launch ? url : "", o->n_launch || o->n_url ? "" : o->preset,
+                 o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
+                 o->conc[0], o->rate, o->prompt[0], o->max_tokens, cal_content_name(o->content),
+                 o->requests, o->duration_s, o->free_output, o->allow_prefix);
 }
 
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
@@ -496,6 +530,13 @@ int cmd_run(int argc, char **argv)
         exit_code = cli_fail(CMD, "--db: cannot open \"%s\": %s", o.db, cal_strerror(rc));
         goto cleanup;
     }
+    /* one shot series: its key and the shot noise of its earlier runs go
+     * with the protocol (include/caliper/noise.h) */
+    if (o.n_prompt == 1 && o.n_conc == 1 && !o.ab && !o.cold) {
+        char key[CAL_NOISE_SERIES_MAX];
+        series_key(&o, key, sizeof key);
+        if (cal_noise_protocol_add(st, key, &extra) == CAL_OK) plan.protocol_extra_json = extra;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -520,6 +561,11 @@ int cmd_run(int argc, char **argv)
         goto cleanup;
     }
     if (out.data) {
+        /* this run's shot series as noise evidence for the next ones */
+        int nrc = cal_noise_record(st, out.data);
+        if (nrc != CAL_OK && nrc != CAL_ENOTFOUND)
+            fprintf(stderr, "caliper run: warning: noise estimate not stored: %s\n",
+                    cal_store_errmsg(st));
         fputc('\n', stderr);
         run_view_print(stdout, out.data, o.db);
         fflush(stdout);
