@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include "caliper/error.h"
 #include "caliper/judge.h"
+#include "caliper/noise.h"
 #include "caliper/protocol.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
@@ -32,7 +33,9 @@
 
 static const char *g_caliper = "build/caliper", *g_db = "/tmp/caliper-verdicts.db";
 static char g_url[256];
-static long g_shots = 5, g_requests = 8, g_max_tokens = 128, g_prompt = 64;
+/* shots 0: no shot flag, i.e. caliper run's default protocol (--warmup 1
+ * --shots 5, docs/run.md) */
+static long g_shots = 0, g_warmup = -1, g_requests = 8, g_max_tokens = 128, g_prompt = 64;
 
 /* ---- the CPU quota ------------------------------------------------------ */
 static char g_cg[256];      /* the cgroup directory holding the engine */
@@ -134,8 +137,9 @@ static int64_t run_series(const char *label, double drop)
 {
     int fd[2];
     if (pipe(fd)) return -1;
-    char s_shots[16], s_req[16], s_max[16], s_prompt[16];
+    char s_shots[24], s_warm[24], s_req[24], s_max[24], s_prompt[24];
     snprintf(s_shots, sizeof s_shots, "%ld", g_shots);
+    snprintf(s_warm, sizeof s_warm, "%ld", g_warmup < 0 ? 0 : g_warmup);
     snprintf(s_req, sizeof s_req, "%ld", g_requests);
     snprintf(s_max, sizeof s_max, "%ld", g_max_tokens);
     snprintf(s_prompt, sizeof s_prompt, "%ld", g_prompt);
@@ -147,9 +151,15 @@ static int64_t run_series(const char *label, double drop)
         close(fd[0]);
         close(fd[1]);
         if (!freopen("/dev/null", "w", stdout)) _exit(127);
-        execl(g_caliper, g_caliper, "run", "--url", g_url, "--shots", s_shots, "--requests",
-              s_req, "--max-tokens", s_max, "--prompt-tokens", s_prompt, "--concurrency", "1",
-              "--db", g_db, "--no-telemetry", "--label", label, (char *)NULL);
+        if (g_shots > 0)
+            execl(g_caliper, g_caliper, "run", "--url", g_url, "--shots", s_shots, "--warmup",
+                  s_warm, "--requests", s_req, "--max-tokens", s_max, "--prompt-tokens", s_prompt,
+                  "--concurrency", "1", "--db", g_db, "--no-telemetry", "--label", label,
+                  (char *)NULL);
+        else   /* the default protocol: no shot flag at all */
+            execl(g_caliper, g_caliper, "run", "--url", g_url, "--requests", s_req,
+                  "--max-tokens", s_max, "--prompt-tokens", s_prompt, "--concurrency", "1",
+                  "--db", g_db, "--no-telemetry", "--label", label, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
@@ -158,13 +168,20 @@ static int64_t run_series(const char *label, double drop)
     int slowed = 0;
     double c0 = NAN, w0 = NAN;
     static char last[512];
+    /* the first measured shot is shot warm-ups + 1: its CPU share is what
+     * the quota cuts once it ends */
+    long warm = g_shots > 0 ? (g_warmup < 0 ? 0 : g_warmup) : 1;
+    char first_done[32], warm_done[32];
+    snprintf(first_done, sizeof first_done, "shot %ld · ", warm + 1);
+    snprintf(warm_done, sizeof warm_done, "shot %ld · ", warm);
     while (e && fgets(line, sizeof line, e)) {
         if (!strncmp(line, "caliper run: ", 13)) snprintf(last, sizeof last, "%s", line);
-        if (!strncmp(line, "caliper run: run ", strlen("caliper run: run "))) {
+        if (!strncmp(line, "caliper run: run ", strlen("caliper run: run ")) ||
+            (warm > 0 && !strncmp(line, warm_done, strlen(warm_done)))) {
             c0 = engine_cpu_s();
             w0 = now_s();
         }
-        if (!slowed && drop > 0 && !strncmp(line, "shot 1 · ", strlen("shot 1 · "))) {
+        if (!slowed && drop > 0 && !strncmp(line, first_done, strlen(first_done))) {
             double share = (engine_cpu_s() - c0) / (now_s() - w0);
             if (!(share > 0.05 && share <= 1)) share = 1;
             g_share_sum += share;
@@ -190,7 +207,7 @@ static int64_t run_series(const char *label, double drop)
 }
 
 /* the verdict of `caliper run` on that stored run: per-request speeds */
-static int judge_run(int64_t id, cal_judge_verdict *v)
+static int judge_run(int64_t id, cal_judge_verdict *v, cal_judge_verdict *v0)
 {
     cal_store *db = NULL;
     cal_run_data *d = NULL;
@@ -214,8 +231,19 @@ static int judge_run(int64_t id, cal_judge_verdict *v)
         s[n++] = (cal_judge_shot){cell->shot_index, vals + used, m};
         used += m;
     }
+    /* as caliper run judged it: with the shot noise of earlier runs stored
+     * with the run's protocol, the first measured shot's kind as stored */
     cal_judge_opts o = {.what = "per-request tok/s", .first = CAL_JUDGE_FIRST_UNKNOWN};
+    cal_noise_prior_of(d->run.protocol_json, &o.prior_sd, &o.prior_df);
+    for (size_t c = 0; c < d->n_cells; c++)
+        if (d->cells[c].shot_kind != CAL_SHOT_WARMUP) {
+            if (d->cells[c].shot_kind == CAL_SHOT_WARM) o.first = CAL_JUDGE_FIRST_WARM;
+            break;
+        }
     cal_judge_shots(s, n, &o, v);
+    /* the same run judged on its own shots alone, as without a store */
+    o.prior_df = 0;
+    cal_judge_shots(s, n, &o, v0);
     cal_run_data_free(&d);
     cal_store_close(&db);
     return 0;
@@ -248,6 +276,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--url")) snprintf(g_url, sizeof g_url, "%s", v);
         else if (!strcmp(k, "--series")) series = atol(v);
         else if (!strcmp(k, "--shots")) g_shots = atol(v);
+        else if (!strcmp(k, "--warmup")) g_warmup = atol(v);
         else if (!strcmp(k, "--requests")) g_requests = atol(v);
         else if (!strcmp(k, "--max-tokens")) g_max_tokens = atol(v);
         else if (!strcmp(k, "--prompt-tokens")) g_prompt = atol(v);
@@ -256,7 +285,10 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--db")) g_db = v;
         else { fprintf(stderr, "verdicts: unknown flag %s\n", k); return 2; }
     }
-    if (series < 2 || g_shots < 2) { fprintf(stderr, "verdicts: --series and --shots >= 2\n"); return 2; }
+    if (series < 2 || (g_shots && g_shots < 2)) {
+        fprintf(stderr, "verdicts: --series >= 2 and --shots >= 2 (or 0: the default protocol)\n");
+        return 2;
+    }
     unlink(g_db);
     cal_target *t = NULL;
     char err[512];
@@ -271,30 +303,55 @@ int main(int argc, char **argv)
     }
     g_engine = t ? cal_target_pid(t) : 0;
     int can_slow = t && geteuid() == 0 && quota_setup(cal_target_pid(t)) == 0 && quota_set(0) == 0;
-    printf("bench/verdicts · %s · protocol: --shots %ld --requests %ld --concurrency 1 "
+    char shots_s[64];
+    if (g_shots > 0) snprintf(shots_s, sizeof shots_s, "--warmup %ld --shots %ld", g_warmup < 0 ? 0 : g_warmup, g_shots);
+    else snprintf(shots_s, sizeof shots_s, "default shots (--warmup 1 --shots 5)");
+    printf("bench/verdicts · %s · protocol: %s --requests %ld --concurrency 1 "
            "--prompt-tokens %ld --max-tokens %ld · load average %.1f on %ld CPUs\n",
-           t ? "built-in engine (--threads 1)" : g_url, g_shots, g_requests, g_prompt,
+           t ? "built-in engine (--threads 1)" : g_url, shots_s, g_requests, g_prompt,
            g_max_tokens, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
     /* warm the engine: one series whose verdict is not counted */
     run_series("warm-up", 0);
 
     /* false alarms, and the A/A pairs from consecutive steady series */
-    size_t fa = 0, nfa = 0, cannot = 0, under = 0;
+    size_t fa = 0, fa0 = 0, nfa = 0, cannot = 0, under = 0;
+    double prior_dfs[1024];
+    size_t n_prior = 0;
     int64_t *ids = calloc((size_t)series, sizeof *ids);
     for (long i = 0; i < series; i++) {
         char label[32];
         snprintf(label, sizeof label, "steady-%ld", i);
         ids[i] = run_series(label, 0);
-        cal_judge_verdict v;
-        if (ids[i] < 0 || judge_run(ids[i], &v)) { fprintf(stderr, "verdicts: %s failed\n", label); continue; }
+        cal_judge_verdict v, v0;
+        if (ids[i] < 0 || judge_run(ids[i], &v, &v0)) { fprintf(stderr, "verdicts: %s failed\n", label); continue; }
         nfa++;
+        if (n_prior < 1024) prior_dfs[n_prior++] = v.prior_df;
+        fa0 += v0.directional != 0;
         if (v.directional) { fa++; printf("  false alarm: %s\n", v.text); }
         if (v.kind == CAL_JUDGE_CANNOT) cannot++;
         if (v.kind == CAL_JUDGE_SMALL) under++;
     }
-    char extra[160];
-    snprintf(extra, sizeof extra, "; %zu cannot judge, %zu under the floor", cannot, under);
+    char extra[200];
+    snprintf(extra, sizeof extra, "; %zu cannot judge, %zu under the floor; prior df median %.0f; "
+             "without the stored prior %zu", cannot, under,
+             n_prior ? cal_stats_median(prior_dfs, n_prior) : NAN, fa0);
     print_rate("false alarms (steady engine)", fa, nfa, extra);
+    /* the noise caliper measured and stored for this series */
+    if (nfa && ids[series - 1] > 0) {
+        cal_store *db = NULL;
+        cal_run_data *d = NULL;
+        cal_store_noise_row row;
+        cal_noise_est est;
+        if (cal_store_open(g_db, &db) == CAL_OK &&
+            cal_store_load_run(db, ids[series - 1], 0, &d) == CAL_OK &&
+            cal_noise_row_of_run(d, &row) == CAL_OK &&
+            cal_noise_estimate(db, row.series, 0, &est) == CAL_OK)
+            printf("stored noise of the steady series: shot-to-shot sd %.1f %% (%.0f df, newest %d "
+                   "runs), run-to-run sd %.1f %% (%.0f df)\n", 100 * expm1(est.shot_sd),
+                   est.shot_df, CAL_NOISE_PRIOR_RUNS, 100 * expm1(est.run_sd), est.run_df);
+        cal_run_data_free(&d);
+        cal_store_close(&db);
+    }
 
     size_t aa = 0, aa_agg = 0, naa = 0;
     for (long i = 0; i + 1 < series; i += 1) {
@@ -309,6 +366,7 @@ int main(int argc, char **argv)
         }
         const cal_result *rs[] = {a, b};
         cal_compare_opts o = {.metrics = (1ull << CAL_M_REQ_TOKS) | (1ull << CAL_M_AGG_TOKS), .seed = 1};
+        cal_noise_compare_opts(g_db, rs, 2, &o);   /* as caliper compare does */
         cal_comparison *c = NULL;
         if (cal_compare(rs, 2, &o, &c) == CAL_OK) {
             int d_req = 0, d_agg = 0;
@@ -339,6 +397,7 @@ int main(int argc, char **argv)
                 !cal_result_load(rb, g_db, &b, err, sizeof err)) {
                 const cal_result *rs[] = {a, b};
                 cal_compare_opts o = {.metrics = 1ull << CAL_M_REQ_TOKS, .seed = 1, .boot_iters = 200};
+                cal_noise_compare_opts(g_db, rs, 2, &o);
                 cal_comparison *c = NULL;
                 if (cal_compare(rs, 2, &o, &c) == CAL_OK) {
                     int d = 0;
@@ -371,24 +430,26 @@ int main(int argc, char **argv)
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
             double drop = atof(tok) / 100;
             if (!(drop > 0 && drop < 1)) continue;
-            size_t hit = 0, nd = 0;
+            size_t hit = 0, hit0 = 0, nd = 0;
             double eff[1024];
             size_t ne = 0;
             for (long i = 0; i < series; i++) {
                 char label[48];
                 snprintf(label, sizeof label, "drop%.0f-%ld", drop * 100, i);
                 int64_t id = run_series(label, drop);
-                cal_judge_verdict v;
-                if (id < 0 || judge_run(id, &v)) continue;
+                cal_judge_verdict v, v0;
+                if (id < 0 || judge_run(id, &v, &v0)) continue;
                 nd++;
                 if (v.kind == CAL_JUDGE_SLOWER || (v.kind == CAL_JUDGE_TREND && v.slope < 0)) hit++;
+                if (v0.kind == CAL_JUDGE_SLOWER || (v0.kind == CAL_JUDGE_TREND && v0.slope < 0)) hit0++;
                 if (isfinite(v.effect) && ne < 1024) eff[ne++] = -v.effect;
             }
-            char what[64], ex[96];
+            char what[64], ex[160];
             snprintf(what, sizeof what, "detected, %.0f %% CPU quota cut", drop * 100);
-            snprintf(ex, sizeof ex, "; measured drop median %.1f %%; engine had %.2f of a core",
+            snprintf(ex, sizeof ex, "; measured drop median %.1f %%; engine had %.2f of a core; "
+                     "without the stored prior %zu",
                      ne ? 100 * cal_stats_median(eff, ne) : NAN,
-                     g_share_n ? g_share_sum / (double)g_share_n : NAN);
+                     g_share_n ? g_share_sum / (double)g_share_n : NAN, hit0);
             g_share_sum = 0;
             g_share_n = 0;
             print_rate(what, hit, nd, ex);

@@ -10,9 +10,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "caliper/error.h"
 #include "caliper/judge.h"
+#include "caliper/noise.h"
 #include "caliper/protocol.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
@@ -276,6 +278,186 @@ static void test_false_alarm_rate(void **state)
     assert_true(det10_long >= 0.95);
 }
 
+/* The stored prior, by hand: z = 0, −0.2, −0.1, −0.3, −0.2 (shot 1, four
+ * warm shots: mean −0.2, s² = 0.02 ÷ 3); a prior sd 0.1 on 12 df pools to
+ * (3 · 0.02/3 + 12 · 0.01) ÷ 15 = 0.14 ÷ 15 on 15 df. */
+static void test_prior_known_case(void **state)
+{
+    (void)state;
+    double z[] = {0, -0.2, -0.1, -0.3, -0.2};
+    cal_judge_verdict v, v0;
+    cal_judge_step_prior(z, 5, 0, 0.1, 12, 0.95, &v);
+    NEAR(v.tau, sqrt(0.14 / 15), 1e-12);
+    NEAR(v.df, 15, 1e-12);
+    NEAR(v.prior_df, 12, 1e-12);
+    assert_false(v.prior_rejected);
+    double se = sqrt(0.14 / 15) * sqrt(1.25);
+    NEAR(v.lo, expm1(-0.2 - cal_stats_t_quantile(0.975, 15) * se), 1e-9);
+    NEAR(v.hi, expm1(-0.2 + cal_stats_t_quantile(0.975, 15) * se), 1e-9);
+    /* without it: the warm shots' own 3 df, t_0.975 = 3.18, and a wider CI */
+    cal_judge_step(z, 5, 0, 0.95, &v0);
+    NEAR(v0.tau, sqrt(0.02 / 3), 1e-12);
+    NEAR(v0.df, 3, 1e-12);
+    assert_true(v0.hi - v0.lo > v.hi - v.lo);
+    /* a prior the run contradicts is dropped: warm shots of sd 0.1 against a
+     * stored 0.01 (F = 100 on 3 and 12 df) */
+    cal_judge_step_prior(z, 5, 0, 0.01, 12, 0.95, &v);
+    assert_true(v.prior_rejected);
+    NEAR(v.df, 3, 1e-12);
+    NEAR(v.tau, v0.tau, 1e-12);
+    /* the requests' floor on tau still holds with a prior */
+    cal_judge_step_prior(z, 5, 0.5, 0.1, 12, 0.95, &v);
+    NEAR(v.tau, 0.5, 1e-12);
+    /* no prior (df 0, NAN) is the plain step */
+    cal_judge_step_prior(z, 5, 0, NAN, 12, 0.95, &v);
+    NEAR(v.df, 3, 1e-12);
+    assert_int_equal((int)v.prior_df, 0);
+}
+
+/* Seeded series judged with a prior pooled from 10 earlier runs of the same
+ * noise (4 warm shots each: 30 df), as caliper run does with a store: the
+ * false-alarm rate holds and a 25 % wall at 8 % shot noise, which the run's
+ * own 3 df miss half the time, is caught far more often. A prior from a
+ * quieter time (3 % against 8 % now) is what the F gate is for: it still
+ * lets through enough to double the rate, which docs/run.md says. */
+static double prior_rate(size_t trials, double tau, double prior_tau, double drop, int want_slower,
+                         double *without)
+{
+    static series x, h;
+    size_t hits = 0, hits0 = 0;
+    for (size_t t = 0; t < trials; t++) {
+        /* the prior: 10 runs × 4 warm shots of 8 requests at prior_tau */
+        double ss = 0, df = 0;
+        for (int r = 0; r < 10; r++) {
+            make(&h, 5, 8, prior_tau, 0.06, 0, 0);
+            double z[5], m = 0, q = 0;
+            for (int j = 1; j < 5; j++) {
+                double lv[8];
+                for (int i = 0; i < 8; i++) lv[i] = log(h.v[j][i]);
+                z[j] = cal_stats_median(lv, 8);
+                m += z[j] / 4;
+            }
+            for (int j = 1; j < 5; j++) q += (z[j] - m) * (z[j] - m);
+            ss += q;
+            df += 3;
+        }
+        make(&x, 5, 8, tau, 0.06, drop, 0);
+        cal_judge_opts o = {.prior_sd = sqrt(ss / df), .prior_df = df};
+        cal_judge_verdict v, v0;
+        cal_judge_shots(x.s, 5, &o, &v);
+        cal_judge_shots(x.s, 5, NULL, &v0);
+        if (want_slower ? v.kind == CAL_JUDGE_SLOWER || v.kind == CAL_JUDGE_TREND : v.directional) hits++;
+        if (want_slower ? v0.kind == CAL_JUDGE_SLOWER || v0.kind == CAL_JUDGE_TREND : v0.directional) hits0++;
+    }
+    *without = (double)hits0 / (double)trials;
+    return (double)hits / (double)trials;
+}
+
+static void test_prior_rates(void **state)
+{
+    (void)state;
+    g_seed = 4242;
+    double fa0, det0, mis0, fa = prior_rate(2000, 0.08, 0.08, 0, 0, &fa0);
+    double det = prior_rate(1000, 0.08, 0.08, 0.25, 1, &det0);
+    double mis = prior_rate(2000, 0.08, 0.03, 0, 0, &mis0);
+    print_message("# prior (30 df): false alarms %.4f (without %.4f); 25 %% wall at tau 8 %% "
+                  "%.4f (without %.4f); prior from tau 3 %% at tau 8 %%: false alarms %.4f\n",
+                  fa, fa0, det, det0, mis);
+    assert_true(fa <= 0.065);            /* 5 % step + 1 % trend, nominal */
+    assert_true(det >= 0.75);
+    assert_true(det >= det0 + 0.2);      /* the stored noise is where the power comes from */
+    assert_true(mis <= 0.15);            /* the F gate bounds a stale, quieter prior */
+}
+
+/* The noise table's pooling, by hand: three runs of 4 warm shots, sds 0.1,
+ * 0.2, 0.1 and levels 5.0, 5.1, 4.9: shot sd √((0.01 + 0.04 + 0.01) ÷ 3) on
+ * 9 df; run-to-run sd 0.1 on 2 df. A run with one warm shot adds a level
+ * only. */
+static void test_noise_pool(void **state)
+{
+    (void)state;
+    cal_store_noise_row r[4] = {
+        {.level = 5.0, .shot_sd = 0.1, .shots = 4}, {.level = 5.1, .shot_sd = 0.2, .shots = 4},
+        {.level = 4.9, .shot_sd = 0.1, .shots = 4}, {.level = NAN, .shot_sd = 0.1, .shots = 4}};
+    cal_noise_est e;
+    cal_noise_pool(r, 4, &e);
+    assert_int_equal(e.runs, 3);
+    NEAR(e.shot_sd, sqrt(0.02), 1e-12);
+    NEAR(e.shot_df, 9, 1e-12);
+    NEAR(e.run_sd, 0.1, 1e-12);
+    NEAR(e.run_df, 2, 1e-12);
+    r[3] = (cal_store_noise_row){.level = 5.0, .shot_sd = NAN, .shots = 1};
+    cal_noise_pool(r, 4, &e);
+    NEAR(e.shot_df, 9, 1e-12);
+    NEAR(e.run_df, 3, 1e-12);
+    cal_noise_pool(r, 1, &e);
+    assert_true(isnan(e.run_sd));
+    NEAR(e.run_df, 0, 0);
+    cal_noise_pool(NULL, 0, &e);
+    assert_true(isnan(e.shot_sd) && isnan(e.run_sd));
+    /* the prior as stored in a run's protocol */
+    double sd, df;
+    assert_int_equal(cal_noise_prior_of("{\"noise_prior\":{\"series\":\"k\",\"runs\":3,"
+                                        "\"shot_sd\":0.12,\"shot_df\":9.0}}", &sd, &df), 1);
+    NEAR(sd, 0.12, 1e-12);
+    NEAR(df, 9, 1e-12);
+    assert_int_equal(cal_noise_prior_of("{\"noise_prior\":{\"shot_sd\":null,\"shot_df\":0}}", &sd, &df), 0);
+    assert_true(isnan(sd));
+    assert_int_equal(cal_noise_prior_of(NULL, &sd, &df), 0);
+}
+
+/* The store keeps a series' rows: newest first, only runs before the one
+ * asked about, only its own series; a protocol gets the pooled prior. */
+static void test_noise_store(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/caliper-test-noise-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    cal_store *st = NULL;
+    assert_int_equal(cal_store_open(path, &st), CAL_OK);
+    int64_t ids[4];
+    for (int i = 0; i < 4; i++) {
+        cal_run run = {.started_wall_ns = 1, .t0_mono_ns = 1};
+        assert_int_equal(cal_store_begin_run(st, &run), CAL_OK);
+        ids[i] = run.id;
+        cal_store_noise_row r = {.level = 5 + 0.1 * i, .shot_sd = 0.1, .shots = 4};
+        snprintf(r.series, sizeof r.series, "%s", i == 3 ? "other" : "a|c1");
+        assert_int_equal(cal_store_put_noise(st, ids[i], &r), CAL_OK);
+    }
+    cal_store_noise_row bad = {.level = NAN, .shots = 4};
+    snprintf(bad.series, sizeof bad.series, "a|c1");
+    assert_int_equal(cal_store_put_noise(st, ids[0], &bad), CAL_EINVAL);
+    cal_store_noise_row rows[8];
+    size_t n = 0;
+    assert_int_equal(cal_store_noise(st, "a|c1", 0, rows, 8, &n), CAL_OK);
+    assert_int_equal(n, 3);
+    assert_true(rows[0].run_id == ids[2] && rows[2].run_id == ids[0]);
+    NEAR(rows[0].level, 5.2, 1e-12);
+    assert_int_equal(cal_store_noise(st, "a|c1", ids[2], rows, 8, &n), CAL_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(cal_store_noise(st, "a|c1", 0, rows, 1, &n), CAL_OK);
+    assert_int_equal(n, 1);
+    cal_noise_est e;
+    assert_int_equal(cal_noise_estimate(st, "a|c1", 0, &e), CAL_OK);
+    assert_int_equal(e.runs, 3);
+    NEAR(e.run_sd, 0.1, 1e-9);
+    NEAR(e.shot_df, 9, 1e-12);
+    char *js = strdup("{\"api\":\"completions\"}");
+    assert_int_equal(cal_noise_protocol_add(st, "a|c1", &js), CAL_OK);
+    double sd, df;
+    assert_int_equal(cal_noise_prior_of(js, &sd, &df), 1);
+    NEAR(sd, 0.1, 1e-9);
+    NEAR(df, 9, 1e-12);
+    assert_non_null(strstr(js, "\"series\":\"a|c1\""));
+    assert_non_null(strstr(js, "\"api\":\"completions\""));
+    free(js);
+    cal_store_close(&st);
+    unlink(path);
+}
+
 static void test_deterministic(void **state)
 {
     (void)state;
@@ -407,7 +589,8 @@ static void test_compare_shot_ci(void **state)
     assert_int_equal(e->ci_scope, CAL_CI_SHOTS);
     assert_false(e->differs);
     cal_comparison_free(&c);
-    /* without the shots, the requests alone would have claimed it */
+    /* a 25 % difference: its shot-level CI excludes 1, but the shots of one
+     * run say nothing of run-to-run noise, so nothing is claimed ... */
     o.boot_iters = 300;
     cal_result_free(&b);
     double lc[] = {1000, 1250, 1190, 1310, 1250};
@@ -416,8 +599,36 @@ static void test_compare_shot_ci(void **state)
     assert_int_equal(cal_compare(rs, 2, &o, &c), CAL_OK);
     e = req_entry(c, 1);
     assert_true(e->ci_lo > 1.05);
-    assert_true(e->differs);
+    assert_int_equal(e->ci_scope, CAL_CI_SHOTS);
+    assert_false(e->differs);
     cal_comparison_free(&c);
+    /* ... until the store knows it: run-to-run sd 6 % from 9 repeats of the
+     * baseline's series (8 df), borrowed by the other side. The CI is the
+     * ratio × e^(± t_0.975,8 · 0.06 · √2), wider than the shots' */
+    o.run_sd[0] = 0.06;
+    o.run_df[0] = 8;
+    assert_int_equal(cal_compare(rs, 2, &o, &c), CAL_OK);
+    e = req_entry(c, 1);
+    assert_int_equal(e->ci_scope, CAL_CI_RUNS);
+    assert_true(e->differs);
+    double h = cal_stats_t_quantile(0.975, 8) * 0.06 * sqrt(2);
+    NEAR(e->ci_lo, 1.25 * exp(-h), 1e-9);
+    NEAR(e->ci_hi, 1.25 * exp(h), 1e-9);
+    cal_comparison_free(&c);
+    /* an A/A pair 6 % apart whose runs drift by 5 %: not claimed */
+    cal_result_free(&b);
+    b = aa_result(lb, 5, 1060);
+    rs[1] = b;
+    o.run_sd[0] = o.run_sd[1] = 0.05;
+    o.run_df[0] = o.run_df[1] = 8;
+    o.run_same[1] = 1;
+    assert_int_equal(cal_compare(rs, 2, &o, &c), CAL_OK);
+    e = req_entry(c, 1);
+    assert_int_equal(e->ci_scope, CAL_CI_RUNS);
+    assert_true(e->ci_lo < 1);
+    assert_false(e->differs);
+    cal_comparison_free(&c);
+    o.run_df[0] = o.run_df[1] = 0;
     cal_result_free(&a);
     cal_result_free(&b);
     /* single-shot runs: within-run noise only, never "differs" */
@@ -467,6 +678,10 @@ int main(void)
         cmocka_unit_test(test_trend),
         cmocka_unit_test(test_shot_kinds),
         cmocka_unit_test(test_false_alarm_rate),
+        cmocka_unit_test(test_prior_known_case),
+        cmocka_unit_test(test_prior_rates),
+        cmocka_unit_test(test_noise_pool),
+        cmocka_unit_test(test_noise_store),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_clock_share),
         cmocka_unit_test(test_ratio_ci_and_wilson),
