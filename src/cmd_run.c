@@ -425,11 +425,11 @@ static void series_key(const opts *o, char *key, size_t n)
     char url[CAL_NOISE_SERIES_MAX / 2] = "";
     if (o->n_url && cal_url_redact(o->url[0], url, sizeof url) != CAL_OK) url[0] = 0;
     const char *tgt = o->n_launch ? o->launch[0] : o->n_url ? url : "built-in";
-    cal_snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%ld|rate %g|p%ld|m%ld|%s|n%ld|d%g|free %d|prefix %d",
+    cal_snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%ld|rate %g|p%ld|m%ld|%s|n%ld|d%g|free %d|prefix %d|rest %g",
                  tgt, o->n_url && o->n_launch ? url : "", o->n_launch || o->n_url ? "" : o->preset,
                  o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
                  o->conc[0], o->rate, o->prompt[0], o->max_tokens, cal_content_name(o->content),
-                 o->requests, o->duration_s, o->free_output, o->allow_prefix);
+                 o->requests, o->duration_s, o->free_output, o->allow_prefix, o->rest_s);
 }
 
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
@@ -568,6 +568,9 @@ int cmd_run(int argc, char **argv)
                     cal_store_errmsg(st));
         fputc('\n', stderr);
         run_view_print(stdout, out.data, o.db);
+        if (o.shots == 1 && !o.cold)   /* asked for explicitly, or a --duration run */
+            printf("verdict: cannot judge: 1 shot; run --shots 5 (no shot flag: the default "
+                   "protocol, --warmup 1 --shots 5)\n");
         fflush(stdout);
         if (o.json) {
             FILE *jf = fopen(o.json, "w");

@@ -106,10 +106,10 @@ static const char *const MIGRATIONS[] = {
     /* 4: each run's shot series as run-to-run noise evidence: its level
      * (mean over warm shots of the log median per-request speed), the
      * warm shots' sd and count, under the series key (target + protocol) */
-    ("CREATE TABLE noise ("
+    ("CREATE TABLE IF NOT EXISTS noise ("
      " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
      " series TEXT NOT NULL, level REAL NOT NULL, shot_sd REAL, shots INTEGER NOT NULL);"
-     "CREATE INDEX noise_series ON noise(series, run_id);"),
+     "CREATE INDEX IF NOT EXISTS noise_series ON noise(series, run_id);"),
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 

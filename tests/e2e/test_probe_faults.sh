@@ -24,7 +24,7 @@ run_mode() {
   local mode=$1 api=$2
   shift 2
   timeout 60 "$CALIPER" run --url "http://127.0.0.1:$PORT/$mode" --api "$api" --model m \
-    --requests 4 --concurrency 2 --max-tokens 8 --prompt-tokens 16 \
+    --requests 4 --concurrency 2 --max-tokens 8 --prompt-tokens 16 --shots 1 \
     --idle-timeout 400ms --connect-timeout 1s --no-telemetry --seed 1 \
     --db "$E2E_TMP/runs.db" --json "$E2E_TMP/$mode.json" "$@" >"$E2E_TMP/$mode.out" 2>&1
 }

@@ -80,7 +80,7 @@ else
 fi
 
 # --- open loop, duration, chat ---------------------------------------------------
-"$CALIPER" run --preset tiny "${Q[@]}" --rate 20 --requests 10 --label rate >"$T/r.out" 2>&1
+"$CALIPER" run --preset tiny "${Q[@]}" --rate 20 --requests 10 --shots 1 --label rate >"$T/r.out" 2>&1
 check "--rate runs an open-loop cell" \
   [ "$(sqlite3 "$DB" "select kind || ':' || rate || ':' || completed from cells c join runs r on r.id=c.run_id where r.label='rate'")" = "rate:20.0:10" ]
 check "the open-loop table names its rate" grep -q "── cells · open loop" "$T/r.out"
@@ -100,7 +100,7 @@ check "--duration 2s: the cell lasts its 2 s and its requests span most of it" \
   [ "$(sqlite3 "$DB" "select duration >= 1.0 and (end_ns - start_ns) >= 2000000000 from cells c join runs r on r.id=c.run_id where r.label='dur'")" = 1 ]
 check "--duration: only the requests the deadline cut are cancelled, none failed otherwise" \
   [ "$(sqlite3 "$DB" "select failed = n_cancelled and n_cancelled <= 2 from cells c join runs r on r.id=c.run_id where r.label='dur'")" = 1 ]
-"$CALIPER" run --preset tiny "${Q[@]}" --api chat --requests 3 --label chat >"$T/ch.out" 2>&1
+"$CALIPER" run --preset tiny "${Q[@]}" --api chat --requests 3 --shots 1 --label chat >"$T/ch.out" 2>&1
 check "--api chat runs and exits 0" [ $? -eq 0 ]
 check "--api chat returns the fixed output length" \
   [ "$(sqlite3 "$DB" "select completed || ':' || output_len_mismatch from cells c join runs r on r.id=c.run_id where r.label='chat'")" = "3:0" ]

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 T=$E2E_TMP
 
-"$CALIPER" run --preset tiny --prompt-tokens 1,32 --max-tokens 2 --requests 3 --no-telemetry \
+"$CALIPER" run --preset tiny --prompt-tokens 1,32 --max-tokens 2 --requests 3 --shots 1 --no-telemetry \
   --db "$T/w.db" >"$T/out" 2>"$T/err"; rc=$?
 check "run exits 0" [ "$rc" -eq 0 ]
 if grep -qE -- '--prompt-tokens 1 is shorter than the unique nonce line .* the shortest exact length is [0-9]+' "$T/err"
