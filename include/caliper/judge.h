@@ -128,9 +128,11 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
 void cal_judge_step(const double *z, size_t n, double tau_within, double level,
                     cal_judge_verdict *out);
 /* cal_judge_step with a pooled prior on the shot-to-shot sd (prior_df 0:
- * none, the same as cal_judge_step). */
-void cal_judge_step_prior(const double *z, size_t n, double tau_within, double prior_sd,
-                          double prior_df, double level, cal_judge_verdict *out);
+ * none) and the degrees of freedom of tau_within (0: none; it is then only a
+ * floor). With both 0 it is cal_judge_step. */
+void cal_judge_step_prior(const double *z, size_t n, double tau_within, double tau_within_df,
+                          double prior_sd, double prior_df, double level,
+                          cal_judge_verdict *out);
 
 /* A comparison of two sides from their per-shot values (one number per
  * shot, value units > 0): the ratio mean_b ÷ mean_a of geometric means with

@@ -11,7 +11,8 @@
  *                 where its power comes from (judge.h, prior_sd);
  *   run-to-run    the variance of the runs' levels (runs − 1 df): what an A/A
  *                 pair of runs minutes apart differs by, which compare widens
- *                 its CIs by (report.h, cal_compare_opts.run_sd).
+ *                 its CIs by (report.h, cal_run_noise), no narrower
+ *                 than the 95th percentile of the stored pairs' distance.
  * Only runs of one shot series are recorded: one concurrency, one prompt
  * length, no --ab, no --cold, with >= 2 warm shots of >= 3 ok requests.
  * Ownership: callers' buffers; nothing is kept. */
@@ -30,6 +31,9 @@ typedef struct cal_noise_est {
     double shot_df;        /* its degrees of freedom; 0 none */
     double run_sd;         /* sd of the runs' levels (log); NAN with < 2 runs */
     double run_df;         /* runs − 1; 0 none */
+    double run_q95;        /* 95th percentile (type 7) of |level_i − level_j| over
+                              every pair of runs; NAN with < 2 runs */
+    int    shots;          /* warm shots of the first row given (the newest) */
 } cal_noise_est;
 
 /* Pool rows (any order) into *e. Rows with shots < 2 add to the run-to-run
@@ -64,11 +68,11 @@ int cal_noise_prior_of(const char *protocol_json, double *sd, double *df);
 int cal_noise_protocol_add(cal_store *st, const char *series, char **json);
 
 /* compare's run-to-run noise: for each result read from the store at
- * db_path (its id a run id), the run-to-run sd of its series over every
- * stored run of it (the newest CAL_NOISE_RUN_RUNS) into o->run_sd[j],
- * o->run_df[j]; run_same[j] where its series is the baseline's. A file
- * result, a run of no recorded series, or a store that cannot be read
- * leaves run_df 0. Returns how many results got an estimate. */
+ * db_path (its id a run id), its series' noise over every stored run of it
+ * (the newest CAL_NOISE_RUN_RUNS) into o->run_noise[j]; .same where its
+ * series is the baseline's. A file result, a run of no recorded series, or
+ * a store that cannot be read leaves df 0. Returns how many results got
+ * an estimate. */
 size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res, size_t n,
                               cal_compare_opts *o);
 

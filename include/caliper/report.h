@@ -166,6 +166,19 @@ int cal_result_import(const char *tool, const char *path, cal_result **out,
 
 #define CAL_CMP_MAX 16   /* results in one comparison */
 
+/* The run-to-run noise of one series, measured over its stored runs: how
+ * far apart two runs of it land (log scale). */
+typedef struct cal_run_noise {
+    double sd;            /* sd of the runs' levels (mean of k warm shots) */
+    double df;            /* runs − 1; 0: no repeats (nothing else is read) */
+    double q95;           /* the 95th percentile of |level_i − level_j| over every
+                             pair of the stored runs; NAN with < 2 runs */
+    double shot_sd;       /* the warm shots' sd, pooled; NAN unknown */
+    int    shots;         /* warm shots behind a level (the newest run's) */
+    int    same;          /* 1: this is the baseline's series, so its df are
+                             not added to the baseline's */
+} cal_run_noise;
+
 typedef struct cal_compare_opts {
     int     force;        /* ratio even across differing fingerprints */
     double  stale_s;      /* flag results older than this (s); 0 = never */
@@ -175,12 +188,9 @@ typedef struct cal_compare_opts {
     uint64_t metrics;     /* bit (1ull << cal_metric) per metric to compare;
                              0 = every comparable one (cal_metric_comparable) */
     double  floor;        /* smallest |ratio − 1| called a difference; 0 = 0.03 */
-    double  run_sd[CAL_CMP_MAX]; /* per result: the sd (log) of its series' run level
-                             over the store's repeats (include/caliper/noise.h);
-                             used only where run_df > 0 */
-    double  run_df[CAL_CMP_MAX]; /* its degrees of freedom (runs − 1); 0: no repeats */
-    int     run_same[CAL_CMP_MAX]; /* 1: result j's estimate is the baseline's
-                             (one series), so its df are not added */
+    cal_run_noise run_noise[CAL_CMP_MAX]; /* per result: the run-to-run noise of
+                             its series from the store's repeats
+                             (include/caliper/noise.h); df 0: none */
 } cal_compare_opts;
 
 enum { CAL_CI_NONE = 0, CAL_CI_REQUESTS, CAL_CI_SHOTS, CAL_CI_RUNS };

@@ -16,7 +16,8 @@
 void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
 {
     memset(e, 0, sizeof *e);
-    e->shot_sd = e->run_sd = NAN;
+    e->shot_sd = e->run_sd = e->run_q95 = NAN;
+    e->shots = n ? rows[0].shots : 0;
     double ss = 0, df = 0, sum = 0, sum2 = 0;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -37,6 +38,15 @@ void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
             if (isfinite(rows[i].level)) sum2 += (rows[i].level - mean) * (rows[i].level - mean);
         e->run_sd = sqrt(sum2 / (double)(m - 1));
         e->run_df = (double)(m - 1);
+        /* the stored A/A pairs' distances, as measured */
+        double *d = malloc(m * (m - 1) / 2 * sizeof *d);
+        size_t nd = 0;
+        for (size_t i = 0; d && i < n; i++)
+            for (size_t k = i + 1; k < n; k++)
+                if (isfinite(rows[i].level) && isfinite(rows[k].level))
+                    d[nd++] = fabs(rows[i].level - rows[k].level);
+        if (d && nd) e->run_q95 = cal_stats_percentile(d, nd, 95);
+        free(d);
     }
 }
 
@@ -160,7 +170,8 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
                               cal_compare_opts *o)
 {
     if (n > CAL_CMP_MAX) n = CAL_CMP_MAX;
-    for (size_t j = 0; j < n; j++) { o->run_sd[j] = NAN; o->run_df[j] = 0; o->run_same[j] = 0; }
+    for (size_t j = 0; j < n; j++)
+        o->run_noise[j] = (cal_run_noise){.sd = NAN, .q95 = NAN, .shot_sd = NAN};
     cal_store *st = NULL;
     char why[256];
     if (!db_path || cal_store_open_ex(db_path, CAL_STORE_READONLY, &st, why, sizeof why) != CAL_OK)
@@ -183,9 +194,9 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         cal_noise_est e;
         if (!key[j][0] || cal_noise_estimate(st, key[j], 0, &e) != CAL_OK || !(e.run_df > 0))
             continue;
-        o->run_sd[j] = e.run_sd;
-        o->run_df[j] = e.run_df;
-        o->run_same[j] = j > 0 && !strcmp(key[j], key[0]);
+        o->run_noise[j] = (cal_run_noise){.sd = e.run_sd, .df = e.run_df, .q95 = e.run_q95,
+                                          .shot_sd = e.shot_sd, .shots = e.shots,
+                                          .same = j > 0 && !strcmp(key[j], key[0])};
         got++;
     }
     free(key);

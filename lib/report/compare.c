@@ -262,21 +262,43 @@ static void widen_to(cal_cmp_entry *e, double h)
  * the repeats' df (Welch–Satterthwaite for two separate estimates; one
  * series' estimate used for both sides counts its df once). A side without
  * repeats borrows the other's (the same protocol on the same machine). */
-static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j)
+/* The variance of a cell's level from its series' run noise: a level is the
+ * mean of k warm shots; a cell of fewer shots (the first measured shot alone)
+ * carries more of the shot-to-shot variance. */
+static double cell_var(const cal_run_noise *r, const cal_fingerprint *fp)
 {
-    int ka = o->run_df[0] > 0 && isfinite(o->run_sd[0]);
-    int kb = o->run_df[j] > 0 && isfinite(o->run_sd[j]);
+    double v = r->sd * r->sd;
+    int n = fp->shot_first > 0 && fp->shot_last >= fp->shot_first
+                ? fp->shot_last - fp->shot_first + 1 : 1;
+    if (isfinite(r->shot_sd) && r->shots > 0 && n < r->shots)
+        v += r->shot_sd * r->shot_sd * (1.0 / n - 1.0 / r->shots);
+    return v;
+}
+
+static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j,
+                      const cal_fingerprint *fa, const cal_fingerprint *fb)
+{
+    const cal_run_noise *a = &o->run_noise[0], *b = &o->run_noise[j];
+    int ka = a->df > 0 && isfinite(a->sd), kb = b->df > 0 && isfinite(b->sd);
     if ((!ka && !kb) || !(isfinite(e->ratio) && e->ratio > 0)) return;
-    double va = ka ? o->run_sd[0] * o->run_sd[0] : o->run_sd[j] * o->run_sd[j];
-    double vb = kb ? o->run_sd[j] * o->run_sd[j] : va;
-    double dfa = ka ? o->run_df[0] : o->run_df[j], dfb = kb ? o->run_df[j] : dfa;
+    if (!ka) a = b;   /* a side without repeats borrows the other's */
+    if (!kb) b = a;
+    double va = cell_var(a, fa), vb = cell_var(b, fb);
     double df;
-    if (!ka || !kb || o->run_same[j]) df = ka ? dfa : dfb;
+    if (a == b || b->same) df = a->df;
     else {
-        double den = (va > 0 ? va * va / dfa : 0) + (vb > 0 ? vb * vb / dfb : 0);
-        df = den > 0 ? (va + vb) * (va + vb) / den : dfa + dfb;
+        double den = (va > 0 ? va * va / a->df : 0) + (vb > 0 ? vb * vb / b->df : 0);
+        df = den > 0 ? (va + vb) * (va + vb) / den : a->df + b->df;
     }
-    widen_to(e, cal_stats_t_quantile(0.975, df) * sqrt(va + vb));
+    /* t on the runs' sd, and no narrower than the stored A/A pairs' own
+     * 95th percentile of distance: run levels on a shared machine are not
+     * normal (a busy spell moves several runs together), and 95 % of the
+     * stored pairs of this series lie within it */
+    double h = cal_stats_t_quantile(0.975, df) * sqrt(va + vb);
+    double q = isfinite(a->q95) && isfinite(b->q95) ? (a->q95 + b->q95) / 2
+             : isfinite(a->q95) ? a->q95 : b->q95;
+    if (isfinite(q) && q > h) h = q;
+    widen_to(e, h);
     e->ci_scope = CAL_CI_RUNS;
 }
 
@@ -308,7 +330,7 @@ static void shot_widen(cal_cmp_entry *e, const cal_result *ra, const cal_rcell *
         widen_to(e, cal_stats_t_quantile(0.975, df) * se);
         e->ci_scope = CAL_CI_SHOTS;
     }
-    run_widen(e, o, j);
+    run_widen(e, o, j, &base->fp, &oc->fp);
     /* a CI of the requests or of one run's shots says nothing about
      * run-to-run noise: no difference is claimed on it */
     e->differs = e->ci_scope == CAL_CI_RUNS && (e->ci_lo > 1 || e->ci_hi < 1) &&
