@@ -1,0 +1,13 @@
+/* Shared inside lib/workload between the chat scenario and the replay. */
+#ifndef CAL_TRAFFIC_INTERNAL_H
+#define CAL_TRAFFIC_INTERNAL_H
+#include "caliper/workload_traffic.h"
+
+/* A traffic of sessions × turns, every turn absent; NULL on ENOMEM. */
+cal_traffic *cal_traffic_new_(const char *kind, int sessions, int turns);
+/* Append text[n] to *p (*len bytes) and count the whole into *total. */
+int  cal_traffic_append_text_(cal_textgen *g, char **p, size_t *len, const char *text, size_t n,
+                              int *total);
+/* Eight letters from seed and a newline: a shared block's first line. */
+void cal_traffic_nonce_(uint64_t seed, char out[10]);
+#endif
