@@ -714,6 +714,7 @@ int cmd_run(int argc, char **argv)
     if (out.data) {
         fputc('\n', stderr);
         run_view_print(stdout, out.data, o.db);
+        cal_report_lengths_text(stdout, out.data);
         cal_report_turns_text(stdout, out.data);
         fflush(stdout);
         if (o.json) {

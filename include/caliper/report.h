@@ -296,6 +296,10 @@ void cal_turns_free(cal_turns *t);
 /* The per-turn table as text onto f (nothing for a run without turns).
  * Returns the number of rows printed. */
 int  cal_report_turns_text(FILE *f, const cal_run_data *d);
+/* For a run with a dataset or length distributions: the dataset's id and
+ * hash, and the realised prompt and output lengths (min, p5, median, p95,
+ * max over the ok requests) beside what was asked. Returns 1 when printed. */
+int  cal_report_lengths_text(FILE *f, const cal_run_data *d);
 /* An inline SVG of TTFT (per side) against prompt tokens, one point per
  * turn, appended to out; CAL_ETOOBIG at out's cap. */
 int  cal_report_turns_svg(const cal_turns *t, cal_buf *out);

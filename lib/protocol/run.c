@@ -320,6 +320,8 @@ static int draw_prompt(ctx *c, side *s, uint64_t index, char **out, int *max_tok
         if (want < 1) want = 1;
         int base = 0;
         if (len) rc = cal_textgen_count(s->tg, pr, &base);
+        /* the drawn length is the whole prompt's, nonce line included */
+        if (base > 0) want = want - base > 1 ? want - base : 1;
         if (!rc) rc = cal_textgen_append(s->tg, &pr, &len, base, want, (index * 7919) % 4096, &n);
     }
     if (rc) { free(pr); return rc; }

@@ -263,3 +263,44 @@ int cal_report_turns_svg(const cal_turns *t, cal_buf *out)
     if (!rc) rc = svg_end(out);
     return rc;
 }
+
+/* p5 / median / p95 / min / max of the requests' lengths into buf. */
+static void dist_line(const cal_run_data *d, int output, char *buf, size_t n)
+{
+    double *x = malloc((d->n_reqs + 1) * sizeof *x);
+    size_t k = 0;
+    for (size_t i = 0; x && i < d->n_reqs; i++) {
+        int v = output ? d->reqs[i].output_tokens : d->reqs[i].prompt_tokens;
+        if (d->reqs[i].status == CAL_REQ_OK && v >= 0) x[k++] = v;
+    }
+    if (!k) snprintf(buf, n, "not reported by the server");
+    else {
+        cal_stats_sort(x, k);
+        snprintf(buf, n, "min %.0f · p5 %.0f · median %.0f · p95 %.0f · max %.0f (%zu requests)", x[0],
+                 cal_stats_percentile_sorted(x, k, 5), cal_stats_percentile_sorted(x, k, 50),
+                 cal_stats_percentile_sorted(x, k, 95), x[k - 1], k);
+    }
+    free(x);
+}
+
+int cal_report_lengths_text(FILE *f, const cal_run_data *d)
+{
+    json_t *p = d && d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+    const char *pl = json_string_value(json_object_get(p, "prompt_len"));
+    const char *ol = json_string_value(json_object_get(p, "output_len"));
+    const char *ds = json_string_value(json_object_get(json_object_get(p, "dataset"), "id"));
+    int printed = 0;
+    if (pl || ol || ds) {
+        char line[256];
+        if (ds) fprintf(f, "dataset: %s (sha256 %s)\n", ds,
+                        json_string_value(json_object_get(json_object_get(p, "dataset"), "sha256")));
+        dist_line(d, 0, line, sizeof line);
+        fprintf(f, "prompt tokens, realised (server's count)%s%s: %s\n", pl ? ", asked " : "",
+                pl ? pl : "", line);
+        dist_line(d, 1, line, sizeof line);
+        fprintf(f, "output tokens, realised%s%s: %s\n", ol ? ", asked " : "", ol ? ol : "", line);
+        printed = 1;
+    }
+    json_decref(p);
+    return printed;
+}
