@@ -107,7 +107,7 @@ static int text_line(acc *a, const char *line, size_t n, size_t lineno, char *wh
 static json_t *jline(const char *line, size_t n, size_t lineno, char *why, size_t wl)
 {
     json_error_t je;
-    json_t *j = json_loadb(line, n, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = json_loadb(line, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (!j) snprintf(why, wl, "line %zu: malformed JSON: %s", lineno, je.text);
     return j;
 }

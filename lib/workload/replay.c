@@ -169,7 +169,9 @@ int cal_replay_build(const char *log, size_t len, const char *name, double speed
                 char nl[10];
                 cal_traffic_nonce_((uint64_t)s * 7919 + 17, nl);
                 if ((rc = cal_traffic_append_text_(g, &p, &plen, nl, 9, &nn))) break;
-                if ((rc = cal_textgen_append(g, &p, &plen, nn, (int)r[i].sys, 0, &nn))) break;
+                /* the recorded block's size counts the nonce line */
+                long body = r[i].sys - (nn > 0 ? nn : 0);
+                if (body > 0 && (rc = cal_textgen_append(g, &p, &plen, nn, (int)body, 0, &nn))) break;
                 total = nn;
                 est = nn < 0;
                 off = 1201 + (uint64_t)s * 2003;
