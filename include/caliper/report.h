@@ -83,6 +83,8 @@ typedef struct cal_result {
     cal_fingerprint shots_fp;  /* the workload the shots ran (shot kind and
                                   range aside); shot_kind UNKNOWN = not known */
     cal_tel_point *tel;     size_t n_tel;
+    struct cal_turns *turns;  /* per turn of a chat scenario or a replay (from
+                                 the store only; NULL otherwise), owned */
 } cal_result;
 
 /* A zeroed result (no cells). NULL on allocation failure. */
@@ -300,6 +302,8 @@ int  cal_report_turns_text(FILE *f, const cal_run_data *d);
  * hash, and the realised prompt and output lengths (min, p5, median, p95,
  * max over the ok requests) beside what was asked. Returns 1 when printed. */
 int  cal_report_lengths_text(FILE *f, const cal_run_data *d);
+/* The HTML figure of a result's turns: the chart and the per-turn table. */
+int  cal_report_turns_html(const cal_turns *t, cal_buf *out);
 /* An inline SVG of TTFT (per side) against prompt tokens, one point per
  * turn, appended to out; CAL_ETOOBIG at out's cap. */
 int  cal_report_turns_svg(const cal_turns *t, cal_buf *out);

@@ -232,6 +232,16 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
                             is_c ? tr->value : NAN, is_p ? tr->value : NAN};
         e = cal_result_add_tel(r, &pt);
     }
+    /* a chat scenario or a replay: its turns (docs/workload.md) */
+    if (!e && !(r->turns = calloc(1, sizeof *r->turns))) e = CAL_ENOMEM;
+    if (!e) {
+        int te = cal_turns_from_run(d, r->turns);
+        if (te) {
+            free(r->turns);
+            r->turns = NULL;
+            if (te != CAL_ENOTFOUND) e = te;
+        }
+    }
 out:
     if (e) {
         cal_report_errf(err, errn, "run %lld: %s", (long long)d->run.id, cal_strerror(e));

@@ -304,3 +304,59 @@ int cal_report_lengths_text(FILE *f, const cal_run_data *d)
     json_decref(p);
     return printed;
 }
+
+int cal_report_turns_html(const cal_turns *t, cal_buf *b)
+{
+    int rc = cal_buf_puts(b, "<figure id=\"chart-turns\" class=\"chart wide\">\n<h3>");
+    if (!rc) rc = svg_esc(b, t->ab ? "TTFT per turn against the resent prefix, A and B"
+                                   : "TTFT per turn against the resent prefix");
+    if (!rc) rc = cal_buf_puts(b, "</h3>\n");
+    if (!rc) rc = cal_report_turns_svg(t, b);
+    if (!rc) rc = cal_buf_puts(b, "<table class=\"turns\"><thead><tr><th>turn</th><th>prompt tok</th>"
+                                  "<th>shared tok</th><th>shared %</th>");
+    if (!rc) rc = cal_buf_puts(b, t->ab ? "<th>TTFT A s</th><th>TTFT B s</th><th>turn A s</th>"
+                                          "<th>turn B s</th><th>A ÷ B</th>"
+                                        : "<th>TTFT s (median)</th><th>decode s</th><th>whole turn s</th><th>n</th>");
+    if (!rc) rc = cal_buf_puts(b, "</tr></thead><tbody>\n");
+    for (int k = 0; k < t->n_rows && !rc; k++) {
+        const cal_turn_row *r = &t->rows[k];
+        char a[9][32];
+        num(a[0], 32, "%.0f", r->prompt_tokens);
+        num(a[1], 32, "%.0f", r->shared_tokens);
+        num(a[2], 32, "%.1f", 100 * r->shared_share);
+        num(a[3], 32, "%.3f", r->ttft_s[0]);
+        if (t->ab) {
+            num(a[4], 32, "%.3f", r->ttft_s[1]);
+            num(a[5], 32, "%.3f", r->turn_s[0]);
+            num(a[6], 32, "%.3f", r->turn_s[1]);
+            num(a[7], 32, "%.3f", r->turn_s[0] / r->turn_s[1]);
+            rc = cal_buf_printf(b, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                                   "<td>%s</td><td>%s</td><td>%s</td></tr>\n", r->turn, a[0], a[1], a[2],
+                                a[3], a[4], a[5], a[6], a[7]);
+        } else {
+            num(a[4], 32, "%.3f", r->decode_s[0]);
+            num(a[5], 32, "%.3f", r->turn_s[0]);
+            rc = cal_buf_printf(b, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                                   "<td>%s</td><td>%d</td></tr>\n", r->turn, a[0], a[1], a[2], a[3], a[4],
+                                a[5], r->n[0]);
+        }
+    }
+    if (!rc) rc = cal_buf_puts(b, "</tbody></table>\n<figcaption><b>");
+    char line[400];
+    if (t->ab && isfinite(t->lo))
+        snprintf(line, sizeof line, "Whole-turn speedup A ÷ B %.3f× [%.3f, %.3f], 95 %% CI over %d (shot, "
+                 "turn) pairs; the notes' formula from the decode speedup alone gives %.3f×.",
+                 t->speedup, t->lo, t->hi, t->pairs, t->formula);
+    else if (isfinite(t->ttft_slope_ms_per_ktok))
+        snprintf(line, sizeof line, "TTFT grows %.1f ms per 1000 prompt tokens across the turns.",
+                 t->ttft_slope_ms_per_ktok);
+    else
+        snprintf(line, sizeof line, "Per turn.");
+    if (!rc) rc = svg_esc(b, line);
+    if (!rc) rc = cal_buf_puts(b, "</b> Protocol: ");
+    if (!rc) rc = svg_esc(b, t->describe);
+    if (!rc) rc = cal_buf_puts(b, "; shared = the prompt's tokens an earlier turn already sent "
+                                  "(the previous prompt of the session); a server without a prefix cache "
+                                  "(the built-in engine) prefills all of it.</figcaption>\n</figure>\n");
+    return rc;
+}

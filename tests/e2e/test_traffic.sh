@@ -87,6 +87,12 @@ assert all(b>a for a,b in zip(share[1:],share[2:])), share" "$DB"
 check "TTFT against the prefix is fitted" grep -qE '^TTFT grows -?[0-9]+\.[0-9] ms per 1000 prompt tokens' "$E2E_TMP/chat.out"
 check "every turn has its 4 users' TTFT" [ "$(sed -n '/^per turn/,/^TTFT grows/p' "$E2E_TMP/chat.out" | grep -cE '^ +[1-6] .* 4$')" -eq 6 ]
 
+"$CALIPER" report chat --db "$DB" -o "$E2E_TMP/chat.html" >/dev/null 2>&1
+check "report has the per-turn chart and its 6 rows" python3 -c "
+import re,sys; h=open(sys.argv[1]).read()
+f=h[h.index('id=\"chart-turns\"'):]; f=f[:f.index('</figure>')]
+assert '<svg' in f and f.count('<tr><td>')==6, f[:300]" "$E2E_TMP/chat.html"
+
 # ---- a session captured through caliper proxy, replayed against engine B ----
 start_serve --preset tiny --context 2048 || { not_ok "serve A started"; finish; }
 A_URL=$SERVE_URL
