@@ -639,7 +639,7 @@ int cmd_run(int argc, char **argv)
         chat.stagger_s = o.stagger_s;
         chat.dataset = ds;
         plan.chat = &chat;
-        plan.dataset = NULL;          /* the messages, not the requests, come from it */
+        /* plan.dataset stays: the protocol names the messages' dataset */
         plan.prompt_len.kind = plan.output_len.kind = CAL_LEN_FIXED;
         plan.n_conc = 1;
     }

@@ -252,6 +252,21 @@ static int grow(cal_request **reqs, cal_req_result **res, char ***prompts, size_
     return CAL_OK;
 }
 
+/* The fields every cell of a shot fills alike: which shot, its kind, the
+ * rest before it, the engine's age, its requests and the probe's check. */
+static void cell_shot(cal_cell *cell, const side *s, int shot, cal_shot_kind kind, int64_t rest_ns,
+                      size_t n, const cal_probe_stats *ps)
+{
+    cell->shot_index = shot;
+    cell->shot_kind = kind;
+    cell->rest_before_ns = rest_ns;
+    cell->process_age_ns = s->started_ns > 0 ? cell->start_ns - s->started_ns : -1;
+    cell->n_requests = (int64_t)n;
+    cell->cpu_ns = ps->cpu_ns;
+    cell->chunks = ps->chunks;
+    cell->send_lag_p99_ms = ps->send_lag_p99_ms;
+}
+
 /* Summarise a cell's requests, give it its telemetry windows, store it
  * with them, tell the observer, and notice a target that died. */
 static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size_t kept,
@@ -500,14 +515,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         cell.output_fixed = !p->free_output;
     }
     cell.unique_prompts = !p->allow_prefix;
-    cell.shot_index = shot;
-    cell.shot_kind = kind;
-    cell.rest_before_ns = rest_ns;
-    cell.process_age_ns = s->started_ns > 0 ? cell.start_ns - s->started_ns : -1;
-    cell.n_requests = (int64_t)kept;
-    cell.cpu_ns = ps.cpu_ns;
-    cell.chunks = ps.chunks;
-    cell.send_lag_p99_ms = ps.send_lag_p99_ms;
+    cell_shot(&cell, s, shot, kind, rest_ns, kept, &ps);
     rc = store_cell(c, s, &cell, res, kept, &ps, shot);
     if (rc) goto out;
     rc = CAL_OK;
@@ -623,14 +631,7 @@ static int run_turns(ctx *c, side *s, int shot, cal_shot_kind kind, int64_t rest
         cell.unique_prompts = 1;
         cell.max_tokens = same ? reqs[0].max_tokens : 0;
         cell.output_fixed = !p->free_output && same;
-        cell.shot_index = shot;
-        cell.shot_kind = kind;
-        cell.rest_before_ns = k == 0 ? rest_ns : 0;
-        cell.process_age_ns = s->started_ns > 0 ? cell.start_ns - s->started_ns : -1;
-        cell.n_requests = (int64_t)n;
-        cell.cpu_ns = ps.cpu_ns;
-        cell.chunks = ps.chunks;
-        cell.send_lag_p99_ms = ps.send_lag_p99_ms;
+        cell_shot(&cell, s, shot, kind, k == 0 ? rest_ns : 0, n, &ps);
         rc = store_cell(c, s, &cell, res, n, &ps, shot);
         for (size_t i = 0; i < n; i++) cal_req_result_free(&res[i]);
         if (rc) goto out;

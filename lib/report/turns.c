@@ -5,9 +5,11 @@
  * whole-turn row: (TTFT + decode × s) ÷ (TTFT + decode)). */
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/util/c_locale.h"
 #include "caliper/error.h"
 #include "caliper/formulas.h"
 #include "caliper/report.h"
@@ -38,12 +40,12 @@ int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
     cal_report_jstr(sc, "scenario", out->scenario, sizeof out->scenario);
     int nt = (int)json_array_size(plan);
     if (!strcmp(out->scenario, "chat"))
-        snprintf(out->describe, sizeof out->describe, "chat: %g users x %g turns, system+tools %g tok, "
+        cal_snprintf(out->describe, sizeof out->describe, "chat: %g users x %g turns, system+tools %g tok, "
                  "think %s ms", cal_report_jnum(sc, "users"), cal_report_jnum(sc, "turns"),
                  cal_report_jnum(sc, "system_tokens"),
                  json_string_value(json_object_get(sc, "think_ms")) ? json_string_value(json_object_get(sc, "think_ms")) : "?");
     else
-        snprintf(out->describe, sizeof out->describe, "replay of %s: %g session%s, %g recorded turns, "
+        cal_snprintf(out->describe, sizeof out->describe, "replay of %s: %g session%s, %g recorded turns, "
                  "speed x%g", json_string_value(json_object_get(sc, "log")) ? json_string_value(json_object_get(sc, "log")) : "?",
                  cal_report_jnum(sc, "sessions"), cal_report_jnum(sc, "sessions") == 1 ? "" : "s",
                  cal_report_jnum(sc, "recorded_turns"), cal_report_jnum(sc, "speed"));
@@ -167,29 +169,41 @@ done:
     return rc;
 }
 
+/* fprintf in the C locale (numbers print the same under any locale) */
+static void outf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(FILE *f, const char *fmt, ...)
+{
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    cal_vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fputs(line, f);
+}
+
 static void num(char *b, size_t n, const char *fmt, double v)
 {
-    if (isfinite(v)) snprintf(b, n, fmt, v);
-    else snprintf(b, n, "—");
+    if (isfinite(v)) cal_snprintf(b, n, fmt, v);
+    else cal_snprintf(b, n, "—");
 }
 
 int cal_report_turns_text(FILE *f, const cal_run_data *d)
 {
     cal_turns t;
     if (cal_turns_from_run(d, &t) != CAL_OK) return 0;
-    fprintf(f, "\nper turn (%s; shared = the prompt's tokens an earlier turn already sent):\n",
+    outf(f, "\nper turn (%s; shared = the prompt's tokens an earlier turn already sent):\n",
             t.describe);
     if (!t.ab)
-        fprintf(f, "%5s %10s %10s %7s %10s %11s %11s %4s\n", "turn", "prompt", "shared", "shared",
+        outf(f, "%5s %10s %10s %7s %10s %11s %11s %4s\n", "turn", "prompt", "shared", "shared",
                 "TTFT", "decode", "whole turn", "n");
     else
-        fprintf(f, "%5s %10s %10s %7s %9s %9s %10s %10s %7s\n", "turn", "prompt", "shared", "shared",
+        outf(f, "%5s %10s %10s %7s %9s %9s %10s %10s %7s\n", "turn", "prompt", "shared", "shared",
                 "TTFT A", "TTFT B", "turn A", "turn B", "A ÷ B");
     if (!t.ab)
-        fprintf(f, "%5s %10s %10s %7s %10s %11s %11s %4s\n", "", "tok", "tok", "%", "median s",
+        outf(f, "%5s %10s %10s %7s %10s %11s %11s %4s\n", "", "tok", "tok", "%", "median s",
                 "mean s", "mean s", "");
     else
-        fprintf(f, "%5s %10s %10s %7s %9s %9s %10s %10s %7s\n", "", "tok", "tok", "%", "median s",
+        outf(f, "%5s %10s %10s %7s %9s %9s %10s %10s %7s\n", "", "tok", "tok", "%", "median s",
                 "median s", "mean s", "mean s", "");
     for (int k = 0; k < t.n_rows; k++) {
         const cal_turn_row *r = &t.rows[k];
@@ -201,7 +215,7 @@ int cal_report_turns_text(FILE *f, const cal_run_data *d)
             num(a[3], 32, "%.3f", r->ttft_s[0]);
             num(a[4], 32, "%.3f", r->decode_s[0]);
             num(a[5], 32, "%.3f", r->turn_s[0]);
-            fprintf(f, "%5d %10s %10s %7s %10s %11s %11s %4d\n", r->turn, a[0], a[1], a[2], a[3],
+            outf(f, "%5d %10s %10s %7s %10s %11s %11s %4d\n", r->turn, a[0], a[1], a[2], a[3],
                     a[4], a[5], r->n[0]);
         } else {
             char b[3][32];
@@ -210,23 +224,23 @@ int cal_report_turns_text(FILE *f, const cal_run_data *d)
             num(b[0], 32, "%.3f", r->turn_s[0]);
             num(b[1], 32, "%.3f", r->turn_s[1]);
             num(b[2], 32, "%.3f", r->turn_s[0] / r->turn_s[1]);
-            fprintf(f, "%5d %10s %10s %7s %9s %9s %10s %10s %7s\n", r->turn, a[0], a[1], a[2], a[3],
+            outf(f, "%5d %10s %10s %7s %9s %9s %10s %10s %7s\n", r->turn, a[0], a[1], a[2], a[3],
                     a[4], b[0], b[1], b[2]);
         }
     }
     if (isfinite(t.ttft_slope_ms_per_ktok))
-        fprintf(f, "TTFT grows %.1f ms per 1000 prompt tokens across the turns (least squares%s)\n",
+        outf(f, "TTFT grows %.1f ms per 1000 prompt tokens across the turns (least squares%s)\n",
                 t.ttft_slope_ms_per_ktok, t.ab ? ", side A" : "");
-    fprintf(f, "prefix cache: the server's cached_tokens are not read by the probe; the shared "
+    outf(f, "prefix cache: the server's cached_tokens are not read by the probe; the shared "
                "column is what a cache could reuse\n");
     if (t.ab) {
         if (isfinite(t.lo))
-            fprintf(f, "whole-turn speedup A ÷ B: %.3f× [%.3f, %.3f] 95%% CI over %d (shot, turn) "
+            outf(f, "whole-turn speedup A ÷ B: %.3f× [%.3f, %.3f] 95%% CI over %d (shot, turn) "
                        "pairs (t on log ratios)\n", t.speedup, t.lo, t.hi, t.pairs);
         else if (isfinite(t.speedup))
-            fprintf(f, "whole-turn speedup A ÷ B: %.3f× (%d pair: no CI)\n", t.speedup, t.pairs);
+            outf(f, "whole-turn speedup A ÷ B: %.3f× (%d pair: no CI)\n", t.speedup, t.pairs);
         if (isfinite(t.formula))
-            fprintf(f, "the notes' formula from the decode speedup alone, (TTFT + decode × s) ÷ "
+            outf(f, "the notes' formula from the decode speedup alone, (TTFT + decode × s) ÷ "
                        "(TTFT + decode) on B: %.3f×\n", t.formula);
     }
     int n = t.n_rows;
@@ -273,10 +287,10 @@ static void dist_line(const cal_run_data *d, int output, char *buf, size_t n)
         int v = output ? d->reqs[i].output_tokens : d->reqs[i].prompt_tokens;
         if (d->reqs[i].status == CAL_REQ_OK && v >= 0) x[k++] = v;
     }
-    if (!k) snprintf(buf, n, "not reported by the server");
+    if (!k) cal_snprintf(buf, n, "not reported by the server");
     else {
         cal_stats_sort(x, k);
-        snprintf(buf, n, "min %.0f · p5 %.0f · median %.0f · p95 %.0f · max %.0f (%zu requests)", x[0],
+        cal_snprintf(buf, n, "min %.0f · p5 %.0f · median %.0f · p95 %.0f · max %.0f (%zu requests)", x[0],
                  cal_stats_percentile_sorted(x, k, 5), cal_stats_percentile_sorted(x, k, 50),
                  cal_stats_percentile_sorted(x, k, 95), x[k - 1], k);
     }
@@ -292,13 +306,13 @@ int cal_report_lengths_text(FILE *f, const cal_run_data *d)
     int printed = 0;
     if (pl || ol || ds) {
         char line[256];
-        if (ds) fprintf(f, "dataset: %s (sha256 %s)\n", ds,
+        if (ds) outf(f, "dataset: %s (sha256 %s)\n", ds,
                         json_string_value(json_object_get(json_object_get(p, "dataset"), "sha256")));
         dist_line(d, 0, line, sizeof line);
-        fprintf(f, "prompt tokens, realised (server's count)%s%s: %s\n", pl ? ", asked " : "",
+        outf(f, "prompt tokens, realised (server's count)%s%s: %s\n", pl ? ", asked " : "",
                 pl ? pl : "", line);
         dist_line(d, 1, line, sizeof line);
-        fprintf(f, "output tokens, realised%s%s: %s\n", ol ? ", asked " : "", ol ? ol : "", line);
+        outf(f, "output tokens, realised%s%s: %s\n", ol ? ", asked " : "", ol ? ol : "", line);
         printed = 1;
     }
     json_decref(p);
@@ -344,14 +358,14 @@ int cal_report_turns_html(const cal_turns *t, cal_buf *b)
     if (!rc) rc = cal_buf_puts(b, "</tbody></table>\n<figcaption><b>");
     char line[400];
     if (t->ab && isfinite(t->lo))
-        snprintf(line, sizeof line, "Whole-turn speedup A ÷ B %.3f× [%.3f, %.3f], 95 %% CI over %d (shot, "
+        cal_snprintf(line, sizeof line, "Whole-turn speedup A ÷ B %.3f× [%.3f, %.3f], 95 %% CI over %d (shot, "
                  "turn) pairs; the notes' formula from the decode speedup alone gives %.3f×.",
                  t->speedup, t->lo, t->hi, t->pairs, t->formula);
     else if (isfinite(t->ttft_slope_ms_per_ktok))
-        snprintf(line, sizeof line, "TTFT grows %.1f ms per 1000 prompt tokens across the turns.",
+        cal_snprintf(line, sizeof line, "TTFT grows %.1f ms per 1000 prompt tokens across the turns.",
                  t->ttft_slope_ms_per_ktok);
     else
-        snprintf(line, sizeof line, "Per turn.");
+        cal_snprintf(line, sizeof line, "Per turn.");
     if (!rc) rc = svg_esc(b, line);
     if (!rc) rc = cal_buf_puts(b, "</b> Protocol: ");
     if (!rc) rc = svg_esc(b, t->describe);

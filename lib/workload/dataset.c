@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/util/c_locale.h"
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "caliper/proxy.h"
@@ -98,7 +99,7 @@ static int lines(acc *a, const char *buf, size_t len, line_fn fn, char *why, siz
 static int text_line(acc *a, const char *line, size_t n, size_t lineno, char *why, size_t wl)
 {
     if (memchr(line, '\0', n) || !utf8_ok(line, n)) {
-        snprintf(why, wl, "line %zu: not valid UTF-8 text", lineno);
+        cal_snprintf(why, wl, "line %zu: not valid UTF-8 text", lineno);
         return CAL_EPROTO;
     }
     return add(a, line, n, -1, -1, -1);
@@ -108,7 +109,7 @@ static json_t *jline(const char *line, size_t n, size_t lineno, char *why, size_
 {
     json_error_t je;
     json_t *j = json_loadb(line, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-    if (!j) snprintf(why, wl, "line %zu: malformed JSON: %s", lineno, je.text);
+    if (!j) cal_snprintf(why, wl, "line %zu: malformed JSON: %s", lineno, je.text);
     return j;
 }
 
@@ -120,7 +121,7 @@ static int jsonl_line(acc *a, const char *line, size_t n, size_t lineno, char *w
     if (!p && json_is_object(j)) p = json_object_get(j, "text");
     int rc = CAL_OK;
     if (!json_is_string(p)) {
-        snprintf(why, wl, "line %zu: neither a JSON string nor an object with a string "
+        cal_snprintf(why, wl, "line %zu: neither a JSON string nor an object with a string "
                           "\"prompt\" or \"text\"", lineno);
         rc = CAL_EPROTO;
     } else if (json_string_length(p) == 0) {
@@ -162,7 +163,7 @@ static int openai_line(acc *a, const char *line, size_t n, size_t lineno, char *
     }
     int rc = CAL_OK;
     if (!json_is_array(msgs)) {
-        snprintf(why, wl, "line %zu: no \"messages\" array (an OpenAI chat request body)", lineno);
+        cal_snprintf(why, wl, "line %zu: no \"messages\" array (an OpenAI chat request body)", lineno);
         json_decref(j);
         return CAL_EPROTO;
     }
@@ -194,7 +195,7 @@ static int proxy_line(acc *a, const char *line, size_t n, size_t lineno, char *w
     int rc = CAL_OK;
     json_t *pt = json_object_get(j, "prefix_tokens");
     if (!json_is_object(j) || !json_is_integer(pt)) {
-        snprintf(why, wl, "line %zu: not a caliper proxy --log turn (no \"prefix_tokens\")", lineno);
+        cal_snprintf(why, wl, "line %zu: not a caliper proxy --log turn (no \"prefix_tokens\")", lineno);
         rc = CAL_EPROTO;
     } else {
         json_int_t st = json_integer_value(json_object_get(j, "status"));
@@ -211,11 +212,11 @@ static int sharegpt(acc *a, const char *buf, size_t len, char *why, size_t wl)
     json_error_t je;
     json_t *j = json_loadb(buf, len, 0, &je);
     if (!j) {
-        snprintf(why, wl, "line %d: malformed JSON: %s", je.line, je.text);
+        cal_snprintf(why, wl, "line %d: malformed JSON: %s", je.line, je.text);
         return CAL_EPROTO;
     }
     if (!json_is_array(j)) {
-        snprintf(why, wl, "not a JSON array of conversations");
+        cal_snprintf(why, wl, "not a JSON array of conversations");
         json_decref(j);
         return CAL_EPROTO;
     }
@@ -226,7 +227,7 @@ static int sharegpt(acc *a, const char *buf, size_t len, char *why, size_t wl)
         json_t *turns = json_object_get(conv, "conversations");
         if (!turns) turns = json_object_get(conv, "conversation");
         if (!json_is_array(turns)) {
-            snprintf(why, wl, "item %zu: no \"conversations\" array", i);
+            cal_snprintf(why, wl, "item %zu: no \"conversations\" array", i);
             rc = CAL_EPROTO;
             break;
         }
@@ -260,7 +261,7 @@ static int sha256_hex(const char *buf, size_t len, char out[65])
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdn = 0;
     if (!EVP_Digest(buf, len, md, &mdn, EVP_sha256(), NULL) || mdn != 32) return CAL_ENOMEM;
-    for (unsigned i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+    for (unsigned i = 0; i < 32; i++) cal_snprintf(out + 2 * i, 3, "%02x", md[i]);
     return CAL_OK;
 }
 
@@ -272,18 +273,18 @@ int cal_dataset_parse(const char *buf, size_t len, cal_ds_format f, const char *
     why[0] = '\0';
     *out = NULL;
     if ((unsigned)f >= CAL_DS_N) {
-        snprintf(why, why_len, "format %d is not a dataset format", (int)f);
+        cal_snprintf(why, why_len, "format %d is not a dataset format", (int)f);
         return CAL_EINVAL;
     }
     if (len > CAL_DS_MAX_BYTES) {
-        snprintf(why, why_len, "%zu bytes: over the %u MiB a dataset may have", len,
+        cal_snprintf(why, why_len, "%zu bytes: over the %u MiB a dataset may have", len,
                  CAL_DS_MAX_BYTES >> 20);
         return CAL_ETOOBIG;
     }
     acc a = {.d = calloc(1, sizeof(cal_dataset))};
     if (!a.d) return CAL_ENOMEM;
     a.d->format = f;
-    snprintf(a.d->name, sizeof a.d->name, "%s", name ? name : "");
+    cal_snprintf(a.d->name, sizeof a.d->name, "%s", name ? name : "");
     int rc = sha256_hex(buf ? buf : "", buf ? len : 0, a.d->sha256);
     if (rc == CAL_OK && buf) {
         switch (f) {
@@ -296,9 +297,9 @@ int cal_dataset_parse(const char *buf, size_t len, cal_ds_format f, const char *
         }
     }
     if (rc == CAL_ETOOBIG && !why[0])
-        snprintf(why, why_len, "over %u entries", CAL_DS_MAX_ENTRIES);
+        cal_snprintf(why, why_len, "over %u entries", CAL_DS_MAX_ENTRIES);
     if (rc == CAL_OK && a.d->n == 0) {
-        snprintf(why, why_len, "no usable prompt in it (%zu skipped as empty or failed)",
+        cal_snprintf(why, why_len, "no usable prompt in it (%zu skipped as empty or failed)",
                  a.d->skipped);
         rc = CAL_EPROTO;
     }
@@ -316,7 +317,7 @@ int cal_dataset_load(const char *path, cal_ds_format f, cal_dataset **out, char 
     *out = NULL;
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        snprintf(why, why_len, "\"%s\": %s", path, strerror(errno));
+        cal_snprintf(why, why_len, "\"%s\": %s", path, strerror(errno));
         return CAL_EIO;
     }
     size_t cap = 1 << 16, n = 0;
@@ -325,7 +326,7 @@ int cal_dataset_load(const char *path, cal_ds_format f, cal_dataset **out, char 
     while (rc == CAL_OK) {
         if (n == cap) {
             if (cap > CAL_DS_MAX_BYTES) {
-                snprintf(why, why_len, "\"%s\": over the %u MiB a dataset may have", path,
+                cal_snprintf(why, why_len, "\"%s\": over the %u MiB a dataset may have", path,
                          CAL_DS_MAX_BYTES >> 20);
                 rc = CAL_ETOOBIG;
                 break;
@@ -339,7 +340,7 @@ int cal_dataset_load(const char *path, cal_ds_format f, cal_dataset **out, char 
         n += k;
         if (k == 0) {
             if (ferror(fp)) {
-                snprintf(why, why_len, "\"%s\": read error", path);
+                cal_snprintf(why, why_len, "\"%s\": read error", path);
                 rc = CAL_EIO;
             }
             break;
@@ -374,6 +375,6 @@ size_t cal_dataset_pick(const cal_dataset *d, uint64_t seed, uint64_t index)
 
 char *cal_dataset_id(const cal_dataset *d, char *buf, size_t n)
 {
-    snprintf(buf, n, "%.64s@%.12s", d->name, d->sha256);
+    cal_snprintf(buf, n, "%.64s@%.12s", d->name, d->sha256);
     return buf;
 }

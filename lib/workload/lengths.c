@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/util/c_locale.h"
 #include "caliper/error.h"
 #include "caliper/workload_traffic.h"
 
@@ -33,7 +34,7 @@ int cal_lendist_parse(const char *s, int max, cal_lendist *out, char *why, size_
     char *end;
     long a, b;
     if (!s || !*s) {
-        snprintf(why, why_len, "\"\" is not a length");
+        cal_snprintf(why, why_len, "\"\" is not a length");
         return CAL_EINVAL;
     }
     if (!strcmp(s, "dataset")) {
@@ -42,11 +43,11 @@ int cal_lendist_parse(const char *s, int max, cal_lendist *out, char *why, size_
     }
     if (!strncmp(s, "uniform:", 8)) {
         if (num(s + 8, &end, max, &a) || *end != '-' || num(end + 1, &end, max, &b) || *end) {
-            snprintf(why, why_len, "\"%s\" is not uniform:A-B with whole numbers 1..%d", s, max);
+            cal_snprintf(why, why_len, "\"%s\" is not uniform:A-B with whole numbers 1..%d", s, max);
             return CAL_EINVAL;
         }
         if (a > b) {
-            snprintf(why, why_len, "\"%s\": the low end is above the high end", s);
+            cal_snprintf(why, why_len, "\"%s\": the low end is above the high end", s);
             return CAL_EINVAL;
         }
         out->kind = CAL_LEN_UNIFORM;
@@ -56,15 +57,15 @@ int cal_lendist_parse(const char *s, int max, cal_lendist *out, char *why, size_
     }
     if (!strncmp(s, "normal:", 7)) {
         errno = 0;
-        double m = strtod(s + 7, &end);
+        double m = cal_strtod(s + 7, &end);
         double sd = NAN;
         if (!errno && end != s + 7 && *end == ',') {
             const char *q = end + 1;
-            sd = strtod(q, &end);
+            sd = cal_strtod(q, &end);
             if (end == q || *end) sd = NAN;
         }
         if (!(m >= 1 && m <= max) || !(sd >= 0 && sd <= max)) {
-            snprintf(why, why_len, "\"%s\" is not normal:MEAN,SD with a mean in 1..%d and SD >= 0",
+            cal_snprintf(why, why_len, "\"%s\" is not normal:MEAN,SD with a mean in 1..%d and SD >= 0",
                      s, max);
             return CAL_EINVAL;
         }
@@ -77,7 +78,7 @@ int cal_lendist_parse(const char *s, int max, cal_lendist *out, char *why, size_
         return CAL_OK;
     }
     if (num(s, &end, max, &a) || *end) {
-        snprintf(why, why_len, "\"%s\" is not N, uniform:A-B, normal:MEAN,SD or dataset "
+        cal_snprintf(why, why_len, "\"%s\" is not N, uniform:A-B, normal:MEAN,SD or dataset "
                                "(N a whole number 1..%d)", s, max);
         return CAL_EINVAL;
     }
@@ -89,10 +90,10 @@ int cal_lendist_parse(const char *s, int max, cal_lendist *out, char *why, size_
 char *cal_lendist_text(const cal_lendist *d, char *buf, size_t n)
 {
     switch (d->kind) {
-    case CAL_LEN_UNIFORM: snprintf(buf, n, "uniform:%d-%d", d->lo, d->hi); break;
-    case CAL_LEN_NORMAL: snprintf(buf, n, "normal:%g,%g", d->mean, d->sd); break;
-    case CAL_LEN_DATASET: snprintf(buf, n, "dataset"); break;
-    default: snprintf(buf, n, "%d", d->n); break;
+    case CAL_LEN_UNIFORM: cal_snprintf(buf, n, "uniform:%d-%d", d->lo, d->hi); break;
+    case CAL_LEN_NORMAL: cal_snprintf(buf, n, "normal:%g,%g", d->mean, d->sd); break;
+    case CAL_LEN_DATASET: cal_snprintf(buf, n, "dataset"); break;
+    default: cal_snprintf(buf, n, "%d", d->n); break;
     }
     return buf;
 }

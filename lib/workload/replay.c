@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/util/c_locale.h"
 #include "caliper/error.h"
 #include "caliper/workload_traffic.h"
 #include "lib/workload/traffic_internal.h"
@@ -50,7 +51,7 @@ static int parse_log(const char *log, size_t len, rec **out, size_t *n, char *wh
         json_t *j = json_loadb(line, ln, 0, &je);
         json_t *pre = json_object_get(j, "prefix");
         if (!j || !json_is_object(pre) || !json_is_integer(json_object_get(j, "wall_ns"))) {
-            snprintf(why, wl, "line %zu: not a caliper proxy --log turn (%s)", lineno,
+            cal_snprintf(why, wl, "line %zu: not a caliper proxy --log turn (%s)", lineno,
                      j ? "no \"prefix\" object or \"wall_ns\"" : je.text);
             json_decref(j);
             free(r);
@@ -62,7 +63,7 @@ static int parse_log(const char *log, size_t len, rec **out, size_t *n, char *wh
             continue;
         }
         if (*n >= MAX_LOG_TURNS) {
-            snprintf(why, wl, "over %d turns", MAX_LOG_TURNS);
+            cal_snprintf(why, wl, "over %d turns", MAX_LOG_TURNS);
             json_decref(j);
             free(r);
             return CAL_ETOOBIG;
@@ -129,7 +130,7 @@ int cal_replay_build(const char *log, size_t len, const char *name, double speed
     why[0] = '\0';
     *out = NULL;
     if (!(speed > 0) || !isfinite(speed)) {
-        snprintf(why, why_len, "speed %g is not a positive factor", speed);
+        cal_snprintf(why, why_len, "speed %g is not a positive factor", speed);
         return CAL_EINVAL;
     }
     rec *r = NULL;
@@ -137,7 +138,7 @@ int cal_replay_build(const char *log, size_t len, const char *name, double speed
     int rc = parse_log(log ? log : "", log ? len : 0, &r, &n, why, why_len);
     if (rc) return rc;
     if (n == 0) {
-        snprintf(why, why_len, "no successful turn in the log");
+        cal_snprintf(why, why_len, "no successful turn in the log");
         free(r);
         return CAL_EPROTO;
     }
@@ -146,12 +147,12 @@ int cal_replay_build(const char *log, size_t len, const char *name, double speed
     cal_textgen *g = NULL;
     cal_traffic *tr = NULL;
     if ((rc = cal_textgen_open(content, count, count_ud, &g))) {
-        snprintf(why, why_len, "counting the tokens of the content: %s", cal_strerror(rc));
+        cal_snprintf(why, why_len, "counting the tokens of the content: %s", cal_strerror(rc));
         free(r);
         return rc;
     }
     if (!(tr = cal_traffic_new_("replay", ns, nt))) { rc = CAL_ENOMEM; goto out; }
-    snprintf(tr->source, sizeof tr->source, "%s", name ? name : "");
+    cal_snprintf(tr->source, sizeof tr->source, "%s", name ? name : "");
     size_t bytes = 0;
     int64_t t0 = r[0].wall_ns;
     for (int s = 0; s < ns && rc == CAL_OK; s++) {
@@ -210,8 +211,8 @@ int cal_replay_build(const char *log, size_t len, const char *name, double speed
         free(p);
     }
     if (rc) {
-        if (rc == CAL_ETOOBIG) snprintf(why, why_len, "the replay's prompts pass %u MiB together", MAX_BYTES >> 20);
-        else if (!why[0]) snprintf(why, why_len, "building the turns: %s", cal_strerror(rc));
+        if (rc == CAL_ETOOBIG) cal_snprintf(why, why_len, "the replay's prompts pass %u MiB together", MAX_BYTES >> 20);
+        else if (!why[0]) cal_snprintf(why, why_len, "building the turns: %s", cal_strerror(rc));
         goto out;
     }
     json_t *o = json_object(), *turns = json_array();
@@ -235,10 +236,7 @@ int cal_replay_build(const char *log, size_t len, const char *name, double speed
         json_array_append_new(turns, json_pack("{s:i,s:o,s:o,s:o}", "turn", k + 1, "prompt_tokens", pt,
                                                "shared_tokens", sh, "recorded_prompt_tokens", rec_pt));
     }
-    json_object_set_new(o, "turn_plan", turns);
-    tr->protocol_json = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (!tr->protocol_json) { rc = CAL_ENOMEM; goto out; }
+    if ((rc = cal_traffic_set_protocol_(tr, o, turns))) goto out;
     *out = tr;
     tr = NULL;
 out:

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/util/c_locale.h"
 #include "caliper/error.h"
 #include "caliper/workload_traffic.h"
 #include "lib/workload/traffic_internal.h"
@@ -36,7 +37,7 @@ cal_traffic *cal_traffic_new_(const char *kind, int sessions, int turns)
 {
     cal_traffic *t = calloc(1, sizeof *t);
     if (!t) return NULL;
-    snprintf(t->kind, sizeof t->kind, "%s", kind);
+    cal_snprintf(t->kind, sizeof t->kind, "%s", kind);
     t->n_sessions = sessions;
     t->n_turns = turns;
     t->t = calloc((size_t)sessions * (size_t)turns, sizeof *t->t);
@@ -56,6 +57,14 @@ int cal_traffic_append_text_(cal_textgen *g, char **p, size_t *len, const char *
     *p = q;
     *len = keep + n;
     return cal_textgen_count(g, q, total);
+}
+
+int cal_traffic_set_protocol_(cal_traffic *tr, json_t *o, json_t *turns)
+{
+    json_object_set_new(o, "turn_plan", turns);
+    tr->protocol_json = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return tr->protocol_json ? CAL_OK : CAL_ENOMEM;
 }
 
 /* The nonce line a scenario's shared block starts with: eight letters from
@@ -84,18 +93,18 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
     *out = NULL;
     if (!cfg || cfg->users < 1 || cfg->users > MAX_SESSIONS || cfg->turns < 1 ||
         cfg->turns > MAX_TURNS || cfg->system_tokens < 0 || !(cfg->stagger_s >= 0)) {
-        snprintf(why, why_len, "users 1..%d, turns 1..%d, a system block >= 0 tokens and a "
+        cal_snprintf(why, why_len, "users 1..%d, turns 1..%d, a system block >= 0 tokens and a "
                                "stagger >= 0 are needed", MAX_SESSIONS, MAX_TURNS);
         return CAL_EINVAL;
     }
     if (cfg->user_tokens.kind == CAL_LEN_DATASET && (!cfg->dataset || !cfg->dataset->n)) {
-        snprintf(why, why_len, "user messages from a dataset need --dataset");
+        cal_snprintf(why, why_len, "user messages from a dataset need --dataset");
         return CAL_EINVAL;
     }
     cal_textgen *g = NULL;
     int rc = cal_textgen_open(cfg->content, cfg->count, cfg->count_ud, &g);
     if (rc) {
-        snprintf(why, why_len, "counting the tokens of the content: %s", cal_strerror(rc));
+        cal_snprintf(why, why_len, "counting the tokens of the content: %s", cal_strerror(rc));
         return rc;
     }
     cal_traffic *tr = cal_traffic_new_("chat", cfg->users, cfg->turns);
@@ -166,8 +175,8 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
         free(p);
         if (rc) {
             if (rc == CAL_ETOOBIG)
-                snprintf(why, why_len, "the scenario's prompts pass %u MiB together", MAX_BYTES >> 20);
-            else snprintf(why, why_len, "building user %d's turns: %s", u + 1, cal_strerror(rc));
+                cal_snprintf(why, why_len, "the scenario's prompts pass %u MiB together", MAX_BYTES >> 20);
+            else cal_snprintf(why, why_len, "building user %d's turns: %s", u + 1, cal_strerror(rc));
             goto out;
         }
     }
@@ -196,10 +205,7 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
         json_array_append_new(turns, json_pack("{s:i,s:o,s:o}", "turn", k + 1, "prompt_tokens", pt,
                                                "shared_tokens", sh));
     }
-    json_object_set_new(o, "turn_plan", turns);
-    tr->protocol_json = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (!tr->protocol_json) { rc = CAL_ENOMEM; goto out; }
+    if ((rc = cal_traffic_set_protocol_(tr, o, turns))) goto out;
     *out = tr;
     tr = NULL;
 out:
