@@ -19,6 +19,7 @@
 #include "lib/workload/traffic_internal.h"
 
 #define MAX_LIST CAL_RUN_MAX_LIST
+#define CACHE_TURNS 64   /* turn indices whose cache hits are summed */
 
 typedef struct side {
     char name[8];                    /* "" or "A" / "B" */
@@ -26,6 +27,9 @@ typedef struct side {
     cal_workload *wl[MAX_LIST];      /* per prompt length */
     cal_textgen *tg;                 /* prompts of drawn lengths, datasets, turns */
     cal_traffic *tr;                 /* this shot's turns (chat, replay) */
+    /* the server's prefix-cache reports per turn index (first CACHE_TURNS) */
+    double cached[CACHE_TURNS], prompt[CACHE_TURNS];
+    long   reported[CACHE_TURNS], sent[CACHE_TURNS];
     int64_t started_ns;              /* -1 unknown */
     int fresh;                       /* the next shot is the engine's first */
 } side;
@@ -619,8 +623,18 @@ static int run_turns(ctx *c, side *s, int shot, cal_shot_kind kind, int64_t rest
             for (size_t i = 0; i < n; i++) cal_req_result_free(&res[i]);
             goto out;
         }
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             last_end[order[i]] = res[i].end_ns > 0 ? res[i].end_ns : cell.end_ns;
+            if (k < CACHE_TURNS && res[i].status == CAL_REQ_OK && kind != CAL_SHOT_WARMUP) {
+                s->sent[k]++;
+                if (res[i].cached_tokens >= 0) {
+                    s->reported[k]++;
+                    s->cached[k] += res[i].cached_tokens;
+                    s->prompt[k] += res[i].prompt_tokens > 0 ? res[i].prompt_tokens
+                                    : cal_traffic_turn(tr, k, order[i])->prompt_tokens;
+                }
+            }
+        }
         cell.seq = c->seq++;
         cell.kind = CAL_CELL_PROMPT_SWEEP;   /* the turns are a prompt-length line */
         snprintf(cell.target, sizeof cell.target, "%s", s->name);
@@ -644,6 +658,36 @@ out:
     free(reqs);
     free(res);
     return rc;
+}
+
+/* What the server said of its prefix cache over the turns (usage's
+ * cached_tokens or llama.cpp's cache_n): one sentence per side, stored
+ * with the verdicts and told to the observer. */
+static void cache_notes(ctx *c, json_t *va)
+{
+    for (int i = 0; i < c->n_sides; i++) {
+        side *s = &c->sides[i];
+        long sent = 0, rep = 0;
+        for (int k = 0; k < CACHE_TURNS; k++) { sent += s->sent[k]; rep += s->reported[k]; }
+        if (!sent) continue;
+        char buf[1100];
+        int o = cal_snprintf(buf, sizeof buf, "%s%sprefix cache: ", s->name, s->name[0] ? ": " : "");
+        if (!rep) {
+            cal_snprintf(buf + o, sizeof buf - (size_t)o,
+                         "%s reported no cached tokens (no usage.prompt_tokens_details.cached_tokens "
+                         "or timings.cache_n) in %ld turns: its cache hits are unknown", what(s), sent);
+        } else {
+            o += cal_snprintf(buf + o, sizeof buf - (size_t)o,
+                              "%s reported cached tokens in %ld of %ld turns; share of the prompt "
+                              "taken from its cache per turn:", what(s), rep, sent);
+            for (int k = 0; k < CACHE_TURNS && o < (int)sizeof buf - 40; k++)
+                if (s->reported[k] && s->prompt[k] > 0)
+                    o += cal_snprintf(buf + o, sizeof buf - (size_t)o, " %d: %.0f %%", k + 1,
+                                      100 * s->cached[k] / s->prompt[k]);
+        }
+        note(c, s->name, "%s", buf + (s->name[0] ? strlen(s->name) + 2 : 0));
+        json_array_append_new(va, json_string(buf));
+    }
 }
 
 /* ---- run-level JSON records -------------------------------------------- */
@@ -1008,6 +1052,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
         json_t *va = vj ? json_loads(vj, 0, NULL) : NULL;
         free(vj);
         if (!json_is_array(va)) { json_decref(va); va = json_array(); }
+        if (turns_mode(p)) cache_notes(&c, va);
         if (c.target_failed && out->message[0]) {   /* why it failed: a note */
             cal_verdict nv;
             cal_verdict_init(&nv, CAL_VK_NOTE);

@@ -231,8 +231,6 @@ int cal_report_turns_text(FILE *f, const cal_run_data *d)
     if (isfinite(t.ttft_slope_ms_per_ktok))
         outf(f, "TTFT grows %.1f ms per 1000 prompt tokens across the turns (least squares%s)\n",
                 t.ttft_slope_ms_per_ktok, t.ab ? ", side A" : "");
-    outf(f, "prefix cache: the server's cached_tokens are not read by the probe; the shared "
-               "column is what a cache could reuse\n");
     if (t.ab) {
         if (isfinite(t.lo))
             outf(f, "whole-turn speedup A ÷ B: %.3f× [%.3f, %.3f] 95%% CI over %d (shot, turn) "

@@ -85,6 +85,8 @@ assert all(b>a for a,b in zip(share[1:],share[2:])), share" "$DB"
 # the growth is printed (a figure, not asserted: on a shared machine the
 # other users' prefill and the load move a few hundred ms either way)
 check "TTFT against the prefix is fitted" grep -qE '^TTFT grows -?[0-9]+\.[0-9] ms per 1000 prompt tokens' "$E2E_TMP/chat.out"
+check "the run says whether the server reported prefix-cache hits" grep -q 'prefix cache: the built-in engine reported no cached tokens .* in 24 turns' "$E2E_TMP/chat.out"
+check "that note is stored with the run" sh -c "sqlite3 '$DB' \"select verdicts from runs where label='chat'\" | grep -q 'prefix cache: the built-in engine'"
 check "every turn has its 4 users' TTFT" [ "$(sed -n '/^per turn/,/^TTFT grows/p' "$E2E_TMP/chat.out" | grep -cE '^ +[1-6] .* 4$')" -eq 6 ]
 
 "$CALIPER" report chat --db "$DB" -o "$E2E_TMP/chat.html" >/dev/null 2>&1

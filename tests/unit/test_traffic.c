@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "caliper/error.h"
+#include "caliper/probe.h"
 #include "caliper/workload_traffic.h"
 
 static int fake_count(void *ud, const char *text, int *n)
@@ -188,6 +189,28 @@ static void test_replay(void **st)
                                       why, sizeof why), CAL_EINVAL);
 }
 
+/* The server's prefix-cache report reaches the chunk: vLLM/SGLang usage
+ * details, llama.cpp's timings, and absent means -1 (not 0). */
+static void test_cached_tokens(void **st)
+{
+    (void)st;
+    cal_chunk c;
+    const char *v = "{\"choices\":[],\"usage\":{\"prompt_tokens\":500,\"completion_tokens\":8,"
+                    "\"prompt_tokens_details\":{\"cached_tokens\":448}}}";
+    assert_int_equal(cal_chunk_parse(v, strlen(v), &c, NULL), CAL_OK);
+    assert_int_equal(c.cached_tokens, 448);
+    const char *l = "{\"choices\":[],\"timings\":{\"prompt_ms\":3.5,\"predicted_ms\":9,"
+                    "\"predicted_n\":8,\"cache_n\":120}}";
+    assert_int_equal(cal_chunk_parse(l, strlen(l), &c, NULL), CAL_OK);
+    assert_int_equal(c.cached_tokens, 120);
+    const char *n = "{\"choices\":[],\"usage\":{\"prompt_tokens\":500,\"completion_tokens\":8}}";
+    assert_int_equal(cal_chunk_parse(n, strlen(n), &c, NULL), CAL_OK);
+    assert_int_equal(c.cached_tokens, -1);
+    cal_req_result r;
+    cal_req_result_init(&r);
+    assert_int_equal(r.cached_tokens, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -195,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_datasets),
         cmocka_unit_test(test_chat),
         cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_cached_tokens),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
