@@ -18,6 +18,8 @@
 
 #define MAX_LOG_TURNS 65536
 #define MAX_BYTES     (512u << 20)
+#define MAX_PROMPT    (1 << 20)       /* tokens in one recorded turn */
+#define MAX_SLOTS     (1u << 22)      /* sessions × turns */
 
 typedef struct rec {
     long    sys, hist;       /* system + tools tokens; history + new tokens */
@@ -78,6 +80,13 @@ static int parse_log(const char *log, size_t len, rec **out, size_t *n, char *wh
         e->sys = part(pre, "system") + part(pre, "tools");
         e->hist = part(pre, "history") + part(pre, "new");
         if (e->sys + e->hist < 1) e->hist = 1;
+        if (e->sys + e->hist > MAX_PROMPT) {
+            cal_snprintf(why, wl, "line %zu: a prompt of %ld tokens, over the %d a replayed turn may have",
+                     lineno, e->sys + e->hist, MAX_PROMPT);
+            json_decref(j);
+            free(r);
+            return CAL_ETOOBIG;
+        }
         json_t *o = json_object_get(j, "output_tokens");
         e->out = json_is_integer(o) && json_integer_value(o) > 0 && json_integer_value(o) < (1 << 20)
                      ? (long)json_integer_value(o) : -1;
@@ -144,6 +153,11 @@ int cal_replay_build(const char *log, size_t len, const char *name, double speed
     }
     int ns, nt;
     assign_sessions(r, n, &ns, &nt);
+    if ((size_t)ns * (size_t)nt > MAX_SLOTS) {
+        cal_snprintf(why, why_len, "%d sessions x %d turns: over the %u a replay may hold", ns, nt, MAX_SLOTS);
+        free(r);
+        return CAL_ETOOBIG;
+    }
     cal_textgen *g = NULL;
     cal_traffic *tr = NULL;
     if ((rc = cal_textgen_open(content, count, count_ud, &g))) {
