@@ -225,7 +225,9 @@ int cmd_serve(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    if (pipe2(g_sig_pipe, O_CLOEXEC) != 0) return cli_fail(C, "pipe: %s", strerror(errno));
+    if (pipe(g_sig_pipe) != 0) return cli_fail(C, "pipe: %s", strerror(errno));
+    fcntl(g_sig_pipe[0], F_SETFD, FD_CLOEXEC);
+    fcntl(g_sig_pipe[1], F_SETFD, FD_CLOEXEC);
     fcntl(g_sig_pipe[1], F_SETFL, O_NONBLOCK);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
