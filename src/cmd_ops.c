@@ -11,6 +11,7 @@
 #include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/ops.h"
+#include "caliper/report.h"
 #include "caliper/units.h"
 #include "cli.h"
 
@@ -35,6 +36,9 @@ static void usage(FILE *f)
         "  --no-default-map  only the rules of --map\n"
         "  --tokens N[,N]    tokens each profile covers (one value: both)\n"
         "  --e2e TIME[,TIME] end-to-end time of each (bare = ms); overrides the file's\n"
+        "  --run REF[,REF]   take tokens (prompt + output) and end to end (wall time)\n"
+        "                    from a stored run of the same workload (id, label, latest)\n"
+        "  --db FILE         the store for --run (default caliper.db)\n"
         "  --e2e-span GLOB   trace: spans whose duration is end to end (ProfilerStep#*)\n"
         "  --trace-cat CAT   trace: the event category that holds kernels (default\n"
         "                    kernel if present, else cpu_op)\n"
@@ -52,7 +56,7 @@ static void usage(FILE *f)
         "inconsistent, 2 usage error.\n");
 }
 
-enum { O_MAP = 256, O_NODEF, O_TOKENS, O_E2E, O_SPAN, O_CAT, O_BW, O_MBW, O_WHATIF, O_ISO, O_JSON };
+enum { O_MAP = 256, O_NODEF, O_TOKENS, O_E2E, O_SPAN, O_CAT, O_BW, O_MBW, O_WHATIF, O_ISO, O_JSON, O_RUN, O_DB };
 
 /* "N" or "N,M" into v[2] (one value: both). */
 static int parse_pair(const char *flag, const char *arg, cal_unit u, const char *bare, double v[2])
@@ -82,6 +86,28 @@ static int parse_whatif(const char *arg, cal_ops_opts *o)
     memcpy(w->cat, arg, (size_t)(eq - arg));
     w->speedup = s;
     return 0;
+}
+
+/* A stored run's tokens (prompt + output, every cell) and wall time (the
+ * cells' durations): what a profile taken over that run covers. */
+static int from_run(const char *ref, const char *db, double *tokens, double *e2e_s)
+{
+    cal_result *r = NULL;
+    char err[512];
+    if (cal_result_load(ref, db, &r, err, sizeof err)) return cli_fail(CMD, "--run: %s", err);
+    double t = 0, d = 0;
+    for (size_t i = 0; i < r->n_cells; i++) {
+        const double *v = r->cells[i].v;
+        if (isfinite(v[CAL_M_INPUT_TOKENS])) t += v[CAL_M_INPUT_TOKENS];
+        if (isfinite(v[CAL_M_OUTPUT_TOKENS])) t += v[CAL_M_OUTPUT_TOKENS];
+        if (isfinite(v[CAL_M_DURATION])) d += v[CAL_M_DURATION];
+    }
+    cal_result_free(&r);
+    if (!(t > 0) || !(d > 0))
+        return cli_fail(CMD, "--run: \"%s\" has no token counts or no duration", ref);
+    *tokens = t;
+    *e2e_s = d;
+    return CLI_OK;
 }
 
 /* ---- the terminal table ---------------------------------------------------- */
@@ -257,10 +283,11 @@ int cmd_ops(int argc, char **argv)
         {"e2e-span", required_argument, 0, O_SPAN}, {"trace-cat", required_argument, 0, O_CAT},
         {"bandwidth", required_argument, 0, O_BW}, {"measure-bandwidth", no_argument, 0, O_MBW},
         {"what-if", required_argument, 0, O_WHATIF}, {"isolated", required_argument, 0, O_ISO},
-        {"json", no_argument, 0, O_JSON}, {"output", required_argument, 0, 'o'},
+        {"json", no_argument, 0, O_JSON}, {"run", required_argument, 0, O_RUN},
+        {"db", required_argument, 0, O_DB}, {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
-    const char *map_path = NULL, *iso_path = NULL, *outp = NULL;
+    const char *map_path = NULL, *iso_path = NULL, *outp = NULL, *runs = NULL, *db = "caliper.db";
     int no_def = 0, json = 0, measure = 0, ch;
     double tokens[2] = {NAN, NAN}, e2e[2] = {NAN, NAN};
     cal_ops_read_opts ro = {0};
@@ -287,6 +314,11 @@ int cmd_ops(int argc, char **argv)
         case O_MBW: measure = 1; break;
         case O_WHATIF: rc = parse_whatif(optarg, &oo); break;
         case O_ISO: iso_path = optarg; break;
+        case O_RUN:
+            if (!*optarg) return cli_usage_error(CMD, "--run: \"\" is empty: give a run id, label or latest");
+            runs = optarg;
+            break;
+        case O_DB: db = optarg; break;
         case O_JSON: json = 1; break;
         case 'o': outp = optarg; break;
         case 'h': usage(stdout); return CLI_OK;
@@ -311,6 +343,19 @@ int cmd_ops(int argc, char **argv)
     int have_trap = 0;
     cal_buf out = CAL_BUF_INIT(64u << 20);
     FILE *f = stdout;
+    if (runs) {   /* "R" for both, "R1,R2" one each; flags below still win */
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", runs);
+        char *comma = strchr(buf, ',');
+        if (comma) *comma = 0;
+        const char *ref[2] = {buf, comma ? comma + 1 : buf};
+        for (int i = 0; i < npos && i < 2; i++) {
+            double t = 0, d = 0;
+            if ((status = from_run(ref[i], db, &t, &d))) goto done;
+            if (isnan(tokens[i])) tokens[i] = t;
+            if (isnan(e2e[i])) e2e[i] = d;
+        }
+    }
     for (int i = 0; i < npos; i++) {
         int e = cal_ops_load(argv[optind + i], &ro, &p[i], err, sizeof err);
         if (e) { status = cli_fail(CMD, "%s", err); goto done; }

@@ -82,6 +82,20 @@ assert by == sorted(by, reverse=True)
 assert g["biggest"].startswith("the biggest gap is ")
 EOF
 
+# tokens and end to end from the stored run instead: the wall time, so the
+# HTTP and scheduling time shows up outside every kernel
+"$CALIPER" ops "$T/t1.json" --run t1 --db "$T/r.db" --json -o "$T/run.json"
+check "--run takes the run's tokens and wall time" python3 - "$T" <<'EOF2'
+import json, sys
+T = sys.argv[1]
+s = json.load(open(T + "/run.json"))["sides"][0]
+cells = json.load(open(T + "/t1.run.json"))["cells"]
+assert s["tokens"] == sum(c["total_input_tokens"] + c["total_output_tokens"] for c in cells)
+assert abs(s["e2e_ns"] - 1e9 * sum(c["duration"] for c in cells)) < 1e3
+prof = json.load(open(T + "/t1.json"))
+assert s["outside_ms_per_token"] * s["tokens"] * 1e6 >= prof["unattributed_ns"]
+EOF2
+
 # dense against MoE: the MoE category only on B, and it holds time there
 "$CALIPER" ops "$T/t1.json" "$T/m1.json" --json -o "$T/dm.json"
 check "dense vs moe: moe only on B, with time, and every side adds up" python3 - "$T/dm.json" <<'EOF'
