@@ -137,12 +137,18 @@ static int fill_side(cal_ops_recon *r, cal_ops_side *sd, const cal_ops_profile *
     return CAL_OK;
 }
 
-static const cal_ops_recon *g_sort;   /* qsort has no context argument */
-static int gap_cmp(const void *a, const void *b)
+/* r->gap_order: categories by |gap|, largest first, ties in row order
+ * (an insertion sort: at most CAL_OPS_MAX_CATS rows, and no global state) */
+static void sort_gaps(cal_ops_recon *r)
 {
-    double x = fabs(g_sort->gap_ms[*(const size_t *)a]), y = fabs(g_sort->gap_ms[*(const size_t *)b]);
-    if (x != y) return x > y ? -1 : 1;
-    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+    for (size_t i = 0; i < r->n_cats; i++) {
+        size_t c = r->gap_order[i], j = i;
+        while (j > 0 && fabs(r->gap_ms[r->gap_order[j - 1]]) < fabs(r->gap_ms[c])) {
+            r->gap_order[j] = r->gap_order[j - 1];
+            j--;
+        }
+        r->gap_order[j] = c;
+    }
 }
 
 int cal_ops_reconcile(const cal_ops_profile *a, const cal_ops_profile *b,
@@ -170,9 +176,7 @@ int cal_ops_reconcile(const cal_ops_profile *a, const cal_ops_profile *b,
             r->gap_order[c] = c;
             r->gap_kernel_ms += r->gap_ms[c];
         }
-        g_sort = r;
-        qsort(r->gap_order, r->n_cats, sizeof r->gap_order[0], gap_cmp);
-        g_sort = NULL;
+        sort_gaps(r);
         r->gap_total_ms = r->side[0].e2e_ms_per_token - r->side[1].e2e_ms_per_token;
         r->gap_outside_ms = r->side[0].outside_ms_per_token - r->side[1].outside_ms_per_token;
         /* the biggest single item: a category, or the time no kernel owns */
