@@ -23,6 +23,7 @@ static const cli_cmd COMMANDS[] = {
     {"report",  cmd_report,  "HTML, Markdown, CSV or JSON report of stored runs"},
     {"watch",   cmd_watch,   "operating point from a server's /metrics; memory slope of processes"},
     {"proxy",   cmd_proxy,   "between a chat client and an engine: per-turn prefix, TTFT, decode"},
+    {"ops",     cmd_ops,     "per-op reconciliation of one or two engine profiles"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
