@@ -103,7 +103,8 @@ int cal_run_target_served(const cal_served_config *cfg, cal_run_target **out);
  *
  * Concurrency: a closed-loop cell of concurrency c runs c worker threads;
  * each takes the next request (in index order) when its previous one ends
- * and calls generate with worker = its index 0..c−1, so at most c
+ * (or at the request's sched_ns when that is later: the chat scenario's
+ * think times and a replay's gaps) and calls generate with worker = its index 0..c−1, so at most c
  * generate calls run at once and each worker's calls are sequential. An
  * engine that is not thread-safe serialises inside generate (a lock around
  * each step interleaves the c sequences token by token). An open-loop cell

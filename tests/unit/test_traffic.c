@@ -11,6 +11,10 @@
 #include <cmocka.h>
 #include "caliper/error.h"
 #include "caliper/probe.h"
+#include "caliper/report.h"
+#include "caliper/run.h"
+#include "caliper/store.h"
+#include <unistd.h>
 #include "caliper/workload_traffic.h"
 
 static int fake_count(void *ud, const char *text, int *n)
@@ -211,6 +215,78 @@ static void test_cached_tokens(void **st)
     assert_int_equal(r.cached_tokens, -1);
 }
 
+/* An in-process engine: every token at once, a tokenizer of 4 bytes each. */
+static int gen(void *ud, const cal_inproc_request *rq, cal_inproc_stream *s)
+{
+    (void)ud;
+    cal_inproc_prefilled(s, (int)((strlen(rq->prompt) + 3) / 4));
+    for (int i = 0; i < rq->max_tokens; i++)
+        if (cal_inproc_token(s, 1) != CAL_OK) break;
+    return CAL_OK;
+}
+static int gen_count(void *ud, const char *text, int *n) { return fake_count(ud, text, n); }
+
+/* The chat scenario through the run model: one cell per turn, each user's
+ * turn sent no sooner than its think time after its previous turn ended
+ * (a floor: nothing here bounds it from above), and the protocol's plan
+ * matching the prompts the engine was given. */
+static void test_chat_series(void **st)
+{
+    (void)st;
+    char db[64];
+    snprintf(db, sizeof db, "/tmp/caliper-test-traffic-XXXXXX");
+    int fd = mkstemp(db);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(db);
+    cal_store *store = NULL;
+    assert_int_equal(cal_store_open(db, &store), CAL_OK);
+    int calls = 0;
+    cal_inproc_engine e = {.name = "fake", .ud = &calls, .generate = gen, .count_tokens = gen_count};
+    cal_run_target *t = NULL;
+    assert_int_equal(cal_run_target_inproc(&e, &t), CAL_OK);
+    cal_chat_config cc = {.users = 1, .turns = 3, .system_tokens = 100,
+                          .user_tokens = {.kind = CAL_LEN_FIXED, .n = 20},
+                          .answer_tokens = {.kind = CAL_LEN_FIXED, .n = 4},
+                          .think_ms = {.kind = CAL_LEN_FIXED, .n = 30}};
+    cal_run_plan plan;
+    cal_run_plan_default(&plan);
+    plan.telemetry = 0;
+    plan.seed = 9;
+    plan.chat = &cc;
+    cal_run_args a = {.plan = &plan, .targets = {t}, .store = store};
+    cal_run_outcome out;
+    assert_int_equal(cal_run_series(&a, &out), CAL_OK);
+    assert_int_equal(out.status, CAL_RUN_OK);
+    const cal_run_data *d = out.data;
+    assert_non_null(d);
+    assert_int_equal(d->n_cells, 3);
+    for (size_t k = 0; k < 3; k++) {
+        const cal_cell *c = &d->cells[k];
+        assert_int_equal(c->n_requests, 1);
+        assert_string_equal(c->content, "chat");
+        const cal_req_result *r = &d->reqs[c->req_first];
+        assert_int_equal(r->status, CAL_REQ_OK);
+        assert_int_equal(r->output_tokens, 4);
+        if (k > 0) {
+            const cal_req_result *p = &d->reqs[d->cells[k - 1].req_first];
+            assert_true(r->send_ns - p->end_ns >= 30000000);   /* the think time */
+            assert_true(c->prompt_tokens > d->cells[k - 1].prompt_tokens);
+        }
+    }
+    cal_turns tt;
+    assert_int_equal(cal_turns_from_run(d, &tt), CAL_OK);
+    assert_int_equal(tt.n_rows, 3);
+    assert_true(fabs(tt.rows[1].shared_tokens - tt.rows[0].prompt_tokens) < 1e-9);
+    assert_true(tt.rows[2].shared_share > tt.rows[1].shared_share);
+    assert_int_equal(tt.rows[2].n[0], 1);
+    cal_turns_free(&tt);
+    cal_run_outcome_clear(&out);
+    cal_run_target_free(&t);
+    cal_store_close(&store);
+    unlink(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -219,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_chat),
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_cached_tokens),
+        cmocka_unit_test(test_chat_series),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
