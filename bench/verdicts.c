@@ -206,8 +206,10 @@ static int64_t run_series(const char *label, double drop)
     return id;
 }
 
-/* the verdict of `caliper run` on that stored run: per-request speeds */
-static int judge_run(int64_t id, cal_judge_verdict *v, cal_judge_verdict *v0)
+/* the verdict of `caliper run` on that stored run (per-request speeds) into
+ * *v, and into *vp the verdict with the earlier runs' warm-shot spread pooled
+ * in, as `caliper run --pool-noise` gives it */
+static int judge_run(int64_t id, cal_judge_verdict *v, cal_judge_verdict *vp)
 {
     cal_store *db = NULL;
     cal_run_data *d = NULL;
@@ -231,19 +233,22 @@ static int judge_run(int64_t id, cal_judge_verdict *v, cal_judge_verdict *v0)
         s[n++] = (cal_judge_shot){cell->shot_index, vals + used, m};
         used += m;
     }
-    /* as caliper run judged it: with the shot noise of earlier runs stored
-     * with the run's protocol, the first measured shot's kind as stored */
+    /* as caliper run judged it, the first measured shot's kind as stored */
     cal_judge_opts o = {.what = "per-request tok/s", .first = CAL_JUDGE_FIRST_UNKNOWN};
-    cal_noise_prior_of(d->run.protocol_json, &o.prior_sd, &o.prior_df);
     for (size_t c = 0; c < d->n_cells; c++)
         if (d->cells[c].shot_kind != CAL_SHOT_WARMUP) {
             if (d->cells[c].shot_kind == CAL_SHOT_WARM) o.first = CAL_JUDGE_FIRST_WARM;
             break;
         }
     cal_judge_shots(s, n, &o, v);
-    /* the same run judged on its own shots alone, as without a store */
-    o.prior_df = 0;
-    cal_judge_shots(s, n, &o, v0);
+    /* the prior --pool-noise would have stored: the series' rows before it */
+    cal_store_noise_row row;
+    cal_noise_est est;
+    if (cal_noise_row_of_run(d, &row) == CAL_OK && cal_noise_estimate(db, row.series, id, &est) == CAL_OK) {
+        o.prior_sd = est.shot_sd;
+        o.prior_df = est.shot_df;
+    }
+    cal_judge_shots(s, n, &o, vp);
     cal_run_data_free(&d);
     cal_store_close(&db);
     return 0;
@@ -325,7 +330,7 @@ int main(int argc, char **argv)
         cal_judge_verdict v, v0;
         if (ids[i] < 0 || judge_run(ids[i], &v, &v0)) { fprintf(stderr, "verdicts: %s failed\n", label); continue; }
         nfa++;
-        if (n_prior < 1024) prior_dfs[n_prior++] = v.prior_df;
+        if (n_prior < 1024) prior_dfs[n_prior++] = v0.prior_df;
         fa0 += v0.directional != 0;
         if (v.directional) { fa++; printf("  false alarm: %s\n", v.text); }
         if (v.kind == CAL_JUDGE_CANNOT) cannot++;
@@ -333,7 +338,7 @@ int main(int argc, char **argv)
     }
     char extra[200];
     snprintf(extra, sizeof extra, "; %zu cannot judge, %zu under the floor; prior df median %.0f; "
-             "without the stored prior %zu", cannot, under,
+             "with --pool-noise %zu", cannot, under,
              n_prior ? cal_stats_median(prior_dfs, n_prior) : NAN, fa0);
     print_rate("false alarms (steady engine)", fa, nfa, extra);
     /* the noise caliper measured and stored for this series */
@@ -447,7 +452,7 @@ int main(int argc, char **argv)
             char what[64], ex[160];
             snprintf(what, sizeof what, "detected, %.0f %% CPU quota cut", drop * 100);
             snprintf(ex, sizeof ex, "; measured drop median %.1f %%; engine had %.2f of a core; "
-                     "without the stored prior %zu",
+                     "with --pool-noise %zu",
                      ne ? 100 * cal_stats_median(eff, ne) : NAN,
                      g_share_n ? g_share_sum / (double)g_share_n : NAN, hit0);
             g_share_sum = 0;

@@ -6,9 +6,10 @@
  * and the warm shots' sd. Repeats of a series are then evidence of two
  * kinds:
  *   shot-to-shot  the warm shots' variance pooled over earlier runs
- *                 (Σ (k_i − 1) s_i² ÷ Σ (k_i − 1)): the shot verdict adds it
- *                 to its own warm shots' k − 1 degrees of freedom, which is
- *                 where its power comes from (judge.h, prior_sd);
+ *                 (Σ (k_i − 1) s_i² ÷ Σ (k_i − 1)): with --pool-noise the
+ *                 shot verdict adds it to its own warm shots' k − 1 degrees
+ *                 of freedom (judge.h, prior_sd): more power where the
+ *                 machine's noise holds steady from run to run;
  *   run-to-run    the variance of the runs' levels (runs − 1 df): what an A/A
  *                 pair of runs minutes apart differs by, which compare widens
  *                 its CIs by (report.h, cal_run_noise), no narrower
@@ -63,9 +64,11 @@ int cal_noise_record(cal_store *st, const cal_run_data *d);
 int cal_noise_prior_of(const char *protocol_json, double *sd, double *df);
 
 /* Add "noise_prior": {"series", "runs", "shot_sd", "shot_df"} to a JSON
- * object text (*json, malloc'd, replaced), from the store's rows of series.
- * CAL_ENOMEM, CAL_EINVAL (not an object), else CAL_OK. */
-int cal_noise_protocol_add(cal_store *st, const char *series, char **json);
+ * object text (*json, malloc'd, replaced), from the store's rows of series;
+ * pool 0 records the series and runs but no prior (shot_sd null, shot_df
+ * 0): the verdict judges on the run's own shots (caliper run without
+ * --pool-noise). CAL_ENOMEM, CAL_EINVAL (not an object), else CAL_OK. */
+int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **json);
 
 /* compare's run-to-run noise: for each result read from the store at
  * db_path (its id a run id), its series' noise over every stored run of it

@@ -145,7 +145,7 @@ int cal_noise_prior_of(const char *protocol_json, double *sd, double *df)
     return ok;
 }
 
-int cal_noise_protocol_add(cal_store *st, const char *series, char **json)
+int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **json)
 {
     if (!json || !*json || !series) return CAL_EINVAL;
     json_t *p = json_loads(*json, 0, NULL);
@@ -155,8 +155,8 @@ int cal_noise_protocol_add(cal_store *st, const char *series, char **json)
     json_t *np = json_object();
     json_object_set_new(np, "series", json_string(series));
     json_object_set_new(np, "runs", json_integer((json_int_t)e.runs));
-    json_object_set_new(np, "shot_sd", isfinite(e.shot_sd) ? json_real(e.shot_sd) : json_null());
-    json_object_set_new(np, "shot_df", json_real(e.shot_df));
+    json_object_set_new(np, "shot_sd", pool && isfinite(e.shot_sd) ? json_real(e.shot_sd) : json_null());
+    json_object_set_new(np, "shot_df", json_real(pool ? e.shot_df : 0));
     json_object_set_new(p, "noise_prior", np);
     char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(p);

@@ -293,10 +293,13 @@ static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j,
     /* t on the runs' sd, and no narrower than the stored A/A pairs' own
      * 95th percentile of distance: run levels on a shared machine are not
      * normal (a busy spell moves several runs together), and 95 % of the
-     * stored pairs of this series lie within it */
+     * stored pairs of this series lie within it; a cell of fewer shots
+     * scales it by its larger sd */
     double h = cal_stats_t_quantile(0.975, df) * sqrt(va + vb);
     double q = isfinite(a->q95) && isfinite(b->q95) ? (a->q95 + b->q95) / 2
              : isfinite(a->q95) ? a->q95 : b->q95;
+    double v0 = a->sd * a->sd + b->sd * b->sd;
+    if (isfinite(q) && v0 > 0) q *= sqrt((va + vb) / v0);
     if (isfinite(q) && q > h) h = q;
     widen_to(e, h);
     e->ci_scope = CAL_CI_RUNS;

@@ -7,8 +7,8 @@
 #    --shots 5, 8 requests) stays silent: 8 runs, at most 2 directional
 #    verdicts. Without the warm-up shot, a new client's shot 1 is really
 #    slower here (every run, 10–15 %: docs/run.md), and saying so is not a
-#    false alarm. Each run stores its series' noise, and the later runs judge
-#    with the earlier runs' shot spread pooled in. The rate is <= 5 %
+#    false alarm. Each run stores its series' noise; --pool-noise judges with
+#    the earlier runs' shot spread pooled in. The rate is <= 5 %
 #    for normal shot noise and measured 0–5 % here (bench/verdicts); a shared
 #    machine's stalls make rarer, larger outliers, so 3 of 8 at 5 % (0.6 %)
 #    is the line: a rate like the old band's (~25 %) fails it one time in 3,
@@ -65,8 +65,12 @@ check "the default protocol is a warm-up and 5 measured shots" \
            [ \$(sqlite3 '$DB' \"select count(*) from cells c join runs r on r.id = c.run_id where r.label = 'steady1' and c.shot_kind != 'warmup'\") = 5 ]"
 check "each steady run stores its series' noise" \
   [ "$(sqlite3 "$DB" "select count(*) from noise n join runs r on r.id = n.run_id where r.label like 'steady%' and n.shots = 4")" = 8 ]
-check "the last steady run judged with the 7 before it pooled in" \
-  [ "$(sqlite3 "$DB" "select json_extract(protocol, '\$.noise_prior.runs') from runs where label = 'steady8'")" = 7 ]
+check "the last steady run's protocol names its series and the 7 runs before it, and pools none" \
+  [ "$(sqlite3 "$DB" "select json_extract(protocol, '\$.noise_prior.runs') || ':' || json_extract(protocol, '\$.noise_prior.shot_df') from runs where label = 'steady8'")" = "7:0.0" ]
+"$CALIPER" run "${RUN[@]}" --pool-noise --label pooled >"$T/pooled.out" 2>&1
+check "--pool-noise: the verdict pools the 8 earlier runs' 4 warm shots each (24 df)" \
+  [ "$(sqlite3 "$DB" "select json_extract(protocol, '\$.noise_prior.runs') || ':' || json_extract(protocol, '\$.noise_prior.shot_df') from runs where label = 'pooled'")" = "8:24.0" ]
+check "--pool-noise: a verdict line" grep -q "^verdict: " "$T/pooled.out"
 "$CALIPER" compare steady1 steady8 --db "$DB" >"$T/aa.out" 2>&1
 check "compare of two stored repeats: the per-request CI carries run-to-run noise" \
   bash -c "grep -E '^per-request tok/s .* warm 3–6 ' '$T/aa.out' | grep -q '(CI [0-9.]*–[0-9.]*)' &&

@@ -459,11 +459,15 @@ static void test_noise_store(void **state)
     NEAR(e.run_sd, 0.1, 1e-9);
     NEAR(e.shot_df, 9, 1e-12);
     char *js = strdup("{\"api\":\"completions\"}");
-    assert_int_equal(cal_noise_protocol_add(st, "a|c1", &js), CAL_OK);
+    assert_int_equal(cal_noise_protocol_add(st, "a|c1", 1, &js), CAL_OK);
     double sd, df;
     assert_int_equal(cal_noise_prior_of(js, &sd, &df), 1);
     NEAR(sd, 0.1, 1e-9);
     NEAR(df, 9, 1e-12);
+    /* without pooling: the series is kept, the prior is not */
+    assert_int_equal(cal_noise_protocol_add(st, "a|c1", 0, &js), CAL_OK);
+    assert_int_equal(cal_noise_prior_of(js, &sd, &df), 0);
+    assert_non_null(strstr(js, "\"runs\":3"));
     assert_non_null(strstr(js, "\"series\":\"a|c1\""));
     assert_non_null(strstr(js, "\"api\":\"completions\""));
     free(js);
