@@ -12,7 +12,7 @@ T=$E2E_TMP
 # profile lands in $T/NAME.json and the run in $T/NAME.run.json
 profile() {
   start_serve --preset "$1" --threads "$2" --max-batch 1 --profile "$T/$3.json" || return 1
-  "$CALIPER" run --url "$SERVE_URL" --prompt-tokens 8 --max-tokens 24 --requests 3 \
+  "$CALIPER" run --url "$SERVE_URL" --prompt-tokens 8 --max-tokens 24 --requests 3 --shots 1 \
     --no-telemetry --db "$T/r.db" --json "$T/$3.run.json" --label "$3" >"$T/$3.run.out" 2>&1
   local rc=$?
   kill -TERM "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null

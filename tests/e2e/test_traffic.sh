@@ -6,7 +6,7 @@
 # through caliper proxy and replayed with --ab against a second engine.
 . "$(dirname "$0")/lib.sh"
 DB="$E2E_TMP/t.db"
-RUN=("$CALIPER" run --preset tiny --no-telemetry --db "$DB")
+RUN=("$CALIPER" run --preset tiny --shots 1 --no-telemetry --db "$DB")
 
 # ---- a dataset the test writes --------------------------------------------
 printf 'Write a short poem about rivers.\nExplain slow start in TCP.\nName three primes.\n' >"$E2E_TMP/a.txt"
