@@ -13,6 +13,7 @@
 #include "caliper/auth.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/keep.h"
 #include "caliper/probe.h"
 #include "caliper/protocol.h"
 #include "caliper/run.h"
@@ -21,6 +22,8 @@
 #include "caliper/utf8.h"
 #include "caliper/workload.h"
 #include "cli.h"
+#include "mpi_ops.h"
+#include "run_dist.h"
 #include "run_view.h"
 
 #define CMD "run"
@@ -74,6 +77,13 @@ static void usage(FILE *f)
         "                       (default: connect + idle timeout + 1s per --max-tokens)\n"
         "  --no-telemetry       do not sample clocks and power   --interval T  sampling period (250ms)\n"
         "  --seed N             prompt nonces and Poisson arrivals (default: from the clock)\n"
+        "  --keep-chunks all|none|N   raw chunk timestamps to keep in the run (default 8Mi;\n"
+        "                       ITL percentiles come from histograms once any is dropped)\n"
+        "several clients (docs/distributed.md):\n"
+        "  --shard I/N          run share I of N of the load; --json FILE then writes the\n"
+        "                       shard for `caliper merge`\n"
+        "  --start-at TIME      start the first shot at TIME (Unix seconds or 2026-12-01T13:00:00Z)\n"
+        "  --mpi                under mpirun: every rank runs its share, rank 0 stores one run\n"
         "\n"
         "Exit status: 0 all requests ok, 1 a request failed or the target failed,\n"
         "2 usage error, 130 interrupted (what was measured is stored).\n");
@@ -107,13 +117,16 @@ typedef struct opts {
     double request_s;                /* 0: derived, cal_probe_request_timeout_ns */
     long seed;
     int seed_given;
+    long long keep_chunks;           /* plan.keep_chunks */
+    dist_opts dist;                  /* --shard, --start-at, --mpi */
 } opts;
 
 enum {
     O_URL = 256, O_LAUNCH, O_PORT, O_LTIMEOUT, O_PRESET, O_SERVEARGS, O_API, O_MODEL,
     O_KEYENV, O_BODY, O_LABEL, O_AB, O_CONTENT, O_PTOK, O_MAXTOK, O_FREE, O_PREFIX, O_CONC,
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_DB, O_JSON, O_CTIMEOUT,
-    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP
+    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP,
+    O_KEEP, O_SHARD, O_STARTAT, O_MPI
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -136,6 +149,8 @@ static const struct option LONGOPTS[] = {
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
     {"help", no_argument, 0, O_HELP},
+    {"keep-chunks", required_argument, 0, O_KEEP}, {"shard", required_argument, 0, O_SHARD},
+    {"start-at", required_argument, 0, O_STARTAT}, {"mpi", no_argument, 0, O_MPI},
     {0, 0, 0, 0}};
 
 static int parse_opts(int argc, char **argv, opts *o)
@@ -279,6 +294,20 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (!(o->noise_floor > 0 && o->noise_floor < 1))
                 return cli_usage_error(CMD, "--noise-floor: \"%s\" is not between 0 and 100 %%", optarg);
             break;
+        case O_KEEP: {
+            long long k;
+            char why[160];
+            if (cal_keep_parse(optarg, &k, why, sizeof why)) return cli_usage_error(CMD, "%s", why);
+            o->keep_chunks = k < 0 ? CAL_KEEP_ALL : k == 0 ? CAL_RUN_KEEP_NONE : k;
+            break;
+        }
+        case O_SHARD:
+            if (dist_parse_shard(optarg, &o->dist)) return CLI_USAGE;
+            break;
+        case O_STARTAT:
+            if (dist_parse_start(optarg, &o->dist)) return CLI_USAGE;
+            break;
+        case O_MPI: o->dist.mpi = 1; break;
         case O_HELP: usage(stdout); return -1;
         default:
             if (optopt && optopt < 256 && optopt != '?')
@@ -288,6 +317,12 @@ static int parse_opts(int argc, char **argv, opts *o)
         }
     }
     if (optind < argc) return cli_usage_error(CMD, "\"%s\": unexpected argument", argv[optind]);
+    if (o->dist.shard_n && o->dist.mpi)
+        return cli_usage_error(CMD, "--shard and --mpi: under MPI every rank takes its share itself");
+    if (o->dist.shard_n && !o->json)
+        return cli_usage_error(CMD, "--shard: needs --json FILE (the shard document `caliper merge` reads)");
+    if ((o->dist.shard_n || o->dist.mpi) && o->ab)
+        return cli_usage_error(CMD, "--ab: not with --shard or --mpi (one target per fleet)");
     if (o->n_url && o->n_launch && o->n_url != o->n_launch) {
         return cli_usage_error(CMD, "--url and --launch together: give one --url per --launch "
                                     "(it names where that engine listens)");
@@ -445,6 +480,7 @@ int cmd_run(int argc, char **argv)
     int prc = parse_opts(argc, argv, &o);
     if (prc == -1) return CLI_OK;
     if (prc) return prc;
+    if (o.dist.mpi && !cli_mpi) return dist_exec_mpi(argc, argv);
     if (!o.seed_given) o.seed = (long)(cal_wall_ns() & 0x7fffffff);
     for (size_t i = 0; i < o.n_conc && o.requests && o.rate == 0; i++)
         if (o.requests < o.conc[i])
@@ -480,6 +516,14 @@ int cmd_run(int argc, char **argv)
     plan.build = cli_build_string();
     char *extra = protocol_extra(&o);
     plan.protocol_extra_json = extra;
+    plan.keep_chunks = o.keep_chunks;
+    dist dd;
+    const char *db = o.db;
+    int drc = dist_begin(&o.dist, &plan, &dd, &db);
+    if (drc) {
+        free(extra);
+        return drc;
+    }
 
     const char *api_key = o.api_key_env ? getenv(o.api_key_env) : NULL;
     cal_run_args args;
@@ -491,9 +535,9 @@ int cmd_run(int argc, char **argv)
             exit_code = cli_fail(CMD, "target: out of memory");
             goto cleanup;
         }
-    int rc = cal_store_open(o.db, &st);
+    int rc = cal_store_open(db, &st);
     if (rc) {
-        exit_code = cli_fail(CMD, "--db: cannot open \"%s\": %s", o.db, cal_strerror(rc));
+        exit_code = cli_fail(CMD, "--db: cannot open \"%s\": %s", db, cal_strerror(rc));
         goto cleanup;
     }
     struct sigaction sa;
@@ -521,9 +565,9 @@ int cmd_run(int argc, char **argv)
     }
     if (out.data) {
         fputc('\n', stderr);
-        run_view_print(stdout, out.data, o.db);
+        if (!dd.mpi) run_view_print(stdout, out.data, o.db);   /* --mpi: rank 0 shows the merged run */
         fflush(stdout);
-        if (o.json) {
+        if (o.json && !dd.active) {
             FILE *jf = fopen(o.json, "w");
             if (!jf || run_view_json(jf, out.data) != 0) {
                 fprintf(stderr, "caliper run: --json: cannot write \"%s\"\n", o.json);
@@ -543,11 +587,13 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "caliper run: %s\n", out.message[0] ? out.message : "the run failed");
         exit_code = CLI_FAIL;
     }
+    exit_code = dist_end(&dd, st, out.run_id, o.db, o.json, o.label, exit_code);
     cal_run_outcome_clear(&out);
 
 cleanup:
     for (int i = 0; i < 2; i++) cal_run_target_free(&args.targets[i]);
     cal_store_close(&st);
+    dist_cleanup(&dd);
     free(extra);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);

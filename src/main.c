@@ -22,6 +22,7 @@ static const cli_cmd COMMANDS[] = {
     {"report",  cmd_report,  "HTML, Markdown, CSV or JSON report of stored runs"},
     {"watch",   cmd_watch,   "operating point from a server's /metrics; memory slope of processes"},
     {"proxy",   cmd_proxy,   "between a chat client and an engine: per-turn prefix, TTFT, decode"},
+    {"merge",   cmd_merge,   "shards of a run measured by several clients into one stored run"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

@@ -13,6 +13,7 @@
 #include "caliper/analysis.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/keep.h"
 #include "caliper/run.h"
 #include "caliper/telemetry.h"
 #include "lib/util/c_locale.h"
@@ -43,7 +44,16 @@ typedef struct ctx {
     int seq;
     char label[128];
     int target_failed;
+    cal_keep keep;                   /* --keep-chunks budget, the cell's histograms */
 } ctx;
+
+/* The plan's keep_chunks as a cal_keep limit. */
+static long long keep_limit(const cal_run_plan *p)
+{
+    if (p->keep_chunks == 0) return CAL_KEEP_DEFAULT;
+    if (p->keep_chunks == CAL_RUN_KEEP_NONE) return 0;
+    return p->keep_chunks < 0 ? CAL_KEEP_ALL : p->keep_chunks;
+}
 
 void cal_run_plan_default(cal_run_plan *p)
 {
@@ -245,6 +255,9 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     cal_req_result *res = NULL;
     char **prompts = NULL;
     size_t cap = 0, total = 0;
+    cal_cell_hists *hists = malloc(sizeof *hists);
+    if (!hists) return CAL_ENOMEM;
+    cal_keep_begin(&c->keep, hists);
     int rc = grow(&reqs, &res, &prompts, &cap, n);
     if (rc) goto out;
     char load_s[32];
@@ -257,7 +270,8 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     emit(c, &ev);
 
     cal_load load = {.concurrency = closed ? conc : (p->cap_given ? conc : 0), .rate = p->rate,
-                     .seed = p->seed + (uint64_t)c->seq * 7919};
+                     .seed = p->seed + (uint64_t)c->seq * 7919,
+                     .on_end = cal_keep_fold, .on_end_ud = &c->keep};
     cal_cell cell;
     memset(&cell, 0, sizeof cell);
     cal_probe_stats ps;
@@ -301,8 +315,12 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         memset(&rs, 0, sizeof rs);
         prog g = {.c = c, .side = s->name, .shot = shot, .base = total,
                   .total = p->duration_s > 0 ? 0 : n};
+        int64_t calls0 = c->keep.calls;
         rc = s->t->ops->send(s->t->self, reqs + total, n, &load, res + total, c->stop,
                              on_progress, &g, &rs);
+        /* a target that does not call on_end is folded here, after the fact */
+        if (c->keep.calls == calls0)
+            for (size_t i = total; i < total + n; i++) cal_keep_fold(&c->keep, &res[i]);
         total += n;
         ps.cpu_ns += rs.cpu_ns;
         ps.chunks += rs.chunks;
@@ -382,6 +400,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     cell.chunks = ps.chunks;
     cell.send_lag_p99_ms = ps.send_lag_p99_ms;
     cal_summary_compute(res, kept, 0, cell.output_fixed ? cell.max_tokens : 0, &cell.sum);
+    const char *itl_source = cal_keep_summary(hists, res, kept, &cell.sum);
     tel_window(c, c->clock_metric, cell.start_ns, cell.end_ns, &cell.sum.clock_mhz_mean,
                &cell.sum.clock_mhz_min);
     tel_window(c, c->power_metric, cell.start_ns, cell.end_ns, &cell.sum.power_w_mean,
@@ -392,6 +411,15 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         rc = src;
         goto out;
     }
+    if (cal_store_add_cell_hists(c->st, cell.id, hists, itl_source)) {
+        fail(c, "storing the cell's histograms: %s", cal_store_errmsg(c->st));
+        rc = CAL_ESTORE;
+        goto out;
+    }
+    if (hists->chunks_dropped)
+        note(c, s->name, "%s: ITL percentiles from histograms (within %.2f %%): the chunk "
+                         "timestamps of %lld requests were not kept (--keep-chunks)",
+             c->label, CAL_HIST_REL_ERROR * 100, (long long)hists->chunks_dropped);
     drain_telemetry(c);
     cal_run_event done = {.kind = CAL_RUN_EV_CELL, .side = s->name, .label = c->label,
                           .run_id = c->run.id, .shot = shot, .cell = &cell};
@@ -416,6 +444,8 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     }
     rc = CAL_OK;
 out:
+    cal_keep_begin(&c->keep, NULL);
+    free(hists);
     if (res) for (size_t i = 0; i < cap; i++) cal_req_result_free(&res[i]);
     if (prompts) for (size_t i = 0; i < cap; i++) free(prompts[i]);
     free(prompts);
@@ -479,6 +509,12 @@ static char *protocol_json(ctx *c)
     json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
     json_object_set_new(o, "ab", json_boolean(c->n_sides == 2));
     json_object_set_new(o, "order", json_string("each shot runs every prompt length x concurrency cell in turn"));
+    char kb[32];
+    json_object_set_new(o, "keep_chunks", json_string(cal_keep_name(keep_limit(p), kb, sizeof kb)));
+    json_object_set_new(o, "percentile_source", json_string(
+        "TTFT, TPOT and E2E from every request's record; ITL from raw chunk timestamps where "
+        "each request kept them, else from the cell's log-linear histogram (relative error "
+        "<= 0.78 %): cell_hists.itl_source says which"));
     if (p->duration_s > 0)
         json_object_set_new(o, "duration_rule", json_string(
             "a cell issues requests until its duration is up (in rounds sized from the rate so "
@@ -619,6 +655,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
     int rc = check_plan(&c);
     if (rc) return rc;
     const cal_run_plan *p = &c.p;
+    cal_keep_init(&c.keep, keep_limit(p));
 
     if (p->telemetry) {
         cal_tel_config tc = {.interval_ns = (int64_t)((p->interval_s > 0 ? p->interval_s : 0.25) * 1e9)};
@@ -672,6 +709,15 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
                          .plan_warmup = p->warmup};
     emit(&c, &bev);
 
+    /* a common start with the other clients of a sharded run */
+    if (p->start_mono_ns > 0) {
+        int64_t wait = p->start_mono_ns - cal_now_ns();
+        if (wait < 0)
+            note(&c, "", "the common start passed %.3f s before this client was ready: it "
+                         "starts late", (double)-wait / 1e9);
+        else
+            cal_sleep_ns(wait, c.stop);
+    }
     cal_cell_kind ckind = p->rate > 0 ? CAL_CELL_RATE
                           : p->n_conc > 1 ? CAL_CELL_CONCURRENCY
                           : p->n_prompt > 1 ? CAL_CELL_PROMPT_SWEEP : CAL_CELL_SHOTS;
@@ -775,6 +821,7 @@ cleanup:
         if (s->t && s->t->ops && s->t->ops->stop) s->t->ops->stop(s->t->self);
     }
     cal_tel_close(&c.tel);
+    cal_keep_destroy(&c.keep);
     free(c.run.host_json);
     free(c.run.target_json);
     free(c.run.protocol_json);
