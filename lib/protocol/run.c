@@ -219,6 +219,19 @@ static void on_progress(void *ud, size_t done, size_t total)
     emit(g->c, &ev);
 }
 
+/* A request ended (a target's on_end, on its thread): fold it into the
+ * cell's histograms under the chunk budget, and free its prompt, which went
+ * out with it, so a long cell holds records rather than prompts. */
+typedef struct ended { cal_keep *keep; cal_req_result *res; char **prompts; } ended;
+static void on_end(void *ud, cal_req_result *r)
+{
+    ended *e = ud;
+    cal_keep_fold(e->keep, r);
+    size_t i = (size_t)(r - e->res);
+    free(e->prompts[i]);
+    e->prompts[i] = NULL;
+}
+
 /* Grow the cell's arrays to hold cap requests. */
 static int grow(cal_request **reqs, cal_req_result **res, char ***prompts, size_t *cap, size_t want)
 {
@@ -270,8 +283,8 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     emit(c, &ev);
 
     cal_load load = {.concurrency = closed ? conc : (p->cap_given ? conc : 0), .rate = p->rate,
-                     .seed = p->seed + (uint64_t)c->seq * 7919,
-                     .on_end = cal_keep_fold, .on_end_ud = &c->keep};
+                     .seed = p->seed + (uint64_t)c->seq * 7919};
+    ended en = {.keep = &c->keep};
     cal_cell cell;
     memset(&cell, 0, sizeof cell);
     cal_probe_stats ps;
@@ -315,6 +328,10 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         memset(&rs, 0, sizeof rs);
         prog g = {.c = c, .side = s->name, .shot = shot, .base = total,
                   .total = p->duration_s > 0 ? 0 : n};
+        en.res = res;                  /* stable while the round is sent */
+        en.prompts = prompts;
+        load.on_end = on_end;
+        load.on_end_ud = &en;
         int64_t calls0 = c->keep.calls;
         rc = s->t->ops->send(s->t->self, reqs + total, n, &load, res + total, c->stop,
                              on_progress, &g, &rs);
