@@ -9,6 +9,7 @@
 #include "caliper/error.h"
 #include "caliper/protocol.h"
 #include "caliper/shard.h"
+#include "lib/util/c_locale.h"
 
 #define FORMAT "caliper-shard"
 #define FORMAT_VERSION 1
@@ -551,20 +552,25 @@ static char *fleet_protocol(cal_shard_doc *const *ds, size_t n, const int64_t *d
         json_object_set_new(o, "send_lag_p99_ms", jnum(lag));
         json_object_set_new(o, "saturated", json_boolean(sat));
         json_array_append_new(fleet, o);
-        char text[400];
-        const char *who = d->host[0] ? d->host : "unknown host";
+        char text[400], who[200];
+        /* an MPI rank (its offset was measured) by its rank, a shard as given */
+        if (d->info.offset_uncertainty_ns >= 0)
+            snprintf(who, sizeof who, "rank %d (%s)", d->info.index, d->host[0] ? d->host : "unknown host");
+        else
+            snprintf(who, sizeof who, "shard %d/%d (%s)", d->info.index + 1, d->info.count,
+                     d->host[0] ? d->host : "unknown host");
         if (sat) {
-            snprintf(text, sizeof text, "shard %d (%s): client self-check: %s; its requests may "
-                     "carry client delay", d->info.index, who,
+            snprintf(text, sizeof text, "%s: client self-check: %s; its requests may "
+                     "carry client delay", who,
                      busy > BUSY_MAX ? "the probe was busy more than half the run"
                                      : "send lag p99 above 5 ms");
             json_array_append_new(verdicts, json_string(text));
         }
         if (d->info.offset_uncertainty_ns >= 0 && isfinite(itl_res_ns) &&
             (double)d->info.offset_uncertainty_ns > itl_res_ns) {
-            snprintf(text, sizeof text, "shard %d (%s): clock offset uncertain by %.1f µs, beyond "
+            cal_snprintf(text, sizeof text, "%s: clock offset uncertain by %.1f µs, beyond "
                      "the ITL resolution (%.1f µs): its place on the fleet's timeline is not "
-                     "known that well", d->info.index, who, d->info.offset_uncertainty_ns / 1e3,
+                     "known that well", who, d->info.offset_uncertainty_ns / 1e3,
                      itl_res_ns / 1e3);
             json_array_append_new(verdicts, json_string(text));
         }

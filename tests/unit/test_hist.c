@@ -281,14 +281,17 @@ static char *shard_doc(const char *path, int index, int count, int n, int keep_a
     c.end_ns = r[n - 1].end_ns;
     c.start_wall_ns = run.started_wall_ns;
     c.n_requests = n;
-    c.cpu_ns = 1000000;
+    /* shard 3's client was busy its whole cell: the fleet names it */
+    c.cpu_ns = index == 2 ? c.end_ns - c.start_ns : 1000000;
     snprintf(c.content, sizeof c.content, "prose");
     cal_summary_compute(r, (size_t)n, 0, 0, &c.sum);
     const char *src = cal_keep_summary(ch, r, (size_t)n, &c.sum);
     assert_int_equal(cal_store_add_cell(st, run.id, &c, r, (size_t)n), CAL_OK);
     assert_int_equal(cal_store_add_cell_hists(st, c.id, ch, src), CAL_OK);
     assert_int_equal(cal_store_finish_run(st, run.id, CAL_RUN_OK, NULL), CAL_OK);
-    cal_shard_info info = {.index = index, .count = count, .offset_uncertainty_ns = -1};
+    /* shard 2's clock offset is known only to 5 ms, beyond any ITL here */
+    cal_shard_info info = {.index = index, .count = count,
+                           .offset_uncertainty_ns = index == 1 ? 5000000 : -1};
     char *doc;
     size_t len;
     assert_int_equal(cal_shard_write(st, run.id, &info, &doc, &len), CAL_OK);
@@ -357,6 +360,13 @@ static void merge_case(int keep_all)
         assert_true(isfinite(g->median_itl_ms));
     }
     assert_non_null(strstr(d->run.protocol_json, "\"fleet\""));
+    /* the verdicts name the saturated shard and the uncertain one, only them */
+    assert_non_null(d->run.verdicts_json);
+    assert_non_null(strstr(d->run.verdicts_json, "shard 3/3 ("));
+    assert_non_null(strstr(d->run.verdicts_json, "client self-check"));
+    assert_non_null(strstr(d->run.verdicts_json, "rank 1 ("));
+    assert_non_null(strstr(d->run.verdicts_json, "beyond the ITL resolution"));
+    assert_null(strstr(d->run.verdicts_json, "shard 1/3 ("));
     free(ch);
     cal_run_data_free(&d);
     /* a shard twice, or one missing, is refused */
