@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/csv.h"
 #include "caliper/error.h"
 #include "caliper/shard.h"
 #include "caliper/store.h"
@@ -12,7 +13,7 @@
 #include "run_view.h"
 
 #define CMD "merge"
-#define MAX_DOC_BYTES (4LL << 30)   /* a shard document larger than this is refused */
+#define MAX_DOC_BYTES ((size_t)4 << 30)   /* a shard document larger than this is refused */
 
 static void usage(FILE *f)
 {
@@ -29,23 +30,6 @@ static void usage(FILE *f)
         "  --json FILE   also write the merged run as JSON (as caliper export)\n"
         "\n"
         "Exit status: 0 merged, 1 a shard could not be read or merged, 2 usage error.\n");
-}
-
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long len = ftell(f);
-        if (len >= 0 && len < MAX_DOC_BYTES && fseek(f, 0, SEEK_SET) == 0 &&
-            (buf = malloc((size_t)len + 1))) {
-            if (fread(buf, 1, (size_t)len, f) != (size_t)len) { free(buf); buf = NULL; }
-            else { buf[len] = '\0'; *n = (size_t)len; }
-        }
-    }
-    fclose(f);
-    return buf;
 }
 
 int cmd_merge(int argc, char **argv)
@@ -81,8 +65,10 @@ int cmd_merge(int argc, char **argv)
     for (int i = 0; i < n && code == CLI_OK; i++) {
         const char *path = argv[optind + i];
         size_t len = 0;
-        char *text = slurp(path, &len);
-        if (!text) code = cli_fail(CMD, "\"%s\": cannot read it", path);
+        char *text = NULL;
+        /* the one whole-file reader (csv.h), "-" for stdin */
+        if (cal_csv_read_file(path, MAX_DOC_BYTES, &text, &len, why, sizeof why))
+            code = cli_fail(CMD, "%s", why);
         else if (cal_shard_read(text, len, path, &ds[i], why, sizeof why))
             code = cli_fail(CMD, "%s", why);
         free(text);
