@@ -64,7 +64,9 @@ void cal_shard_free(cal_shard_doc **d);
 
 /* Merge n shard documents (any order; sorted by index here) into one run in
  * st. The shards must be shards 0..n−1 of n of the same plan (same cells in
- * the same order): CAL_EMISMATCH with why otherwise. Each shard's
+ * the same order): CAL_EMISMATCH with why otherwise; CAL_ERANGE when a
+ * shard's clock is so far from shard 0's that its timestamps would leave
+ * the store's range (not one run). Each shard's
  * timestamps are moved onto shard 0's monotonic clock (by the measured
  * offset when every shard has one, else through each shard's wall clock at
  * its start). Each merged cell holds every shard's requests; its summary

@@ -441,7 +441,7 @@ int cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc
         goto out;
     d->info.offset_uncertainty_ns = -1;
     if (json_is_integer(json_object_get(sh, "offset_ns")) &&
-        ((rc = get_i64(&r, sh, "offset_ns", -TS_MAX, TS_MAX, &d->info.offset_ns)) ||
+        ((rc = get_i64(&r, sh, "offset_ns", -TS_MAX / 4, TS_MAX / 4, &d->info.offset_ns)) ||
          (rc = get_i64(&r, sh, "offset_uncertainty_ns", 0, TS_MAX, &d->info.offset_uncertainty_ns))))
         goto out;
     cal_run *ru = &d->data->run;
@@ -621,6 +621,17 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
     const cal_run *r0 = &ds[0]->data->run;
     for (size_t i = 0; i < n; i++) {
         const cal_run *ri = &ds[i]->data->run;
+        /* every term is below 2^62 (read checks it): the sums fit in double
+         * exactly enough to refuse clocks too far apart before int64 math */
+        double dd = measured ? -((double)ds[i]->info.offset_ns - (double)ds[0]->info.offset_ns)
+                             : ((double)ri->started_wall_ns - (double)ri->t0_mono_ns) -
+                                   ((double)r0->started_wall_ns - (double)r0->t0_mono_ns);
+        if (fabs(dd) > (double)(TS_MAX / 4)) {
+            rc = cal_why(why, why_len, CAL_ERANGE, "merge: shard %zu's clock is %.3g s from shard "
+                         "1's: not the same run", i + 1, dd / 1e9);
+            free(delta);
+            goto done;
+        }
         delta[i] = measured ? -(ds[i]->info.offset_ns - ds[0]->info.offset_ns)
                             : (ri->started_wall_ns - ri->t0_mono_ns) - (r0->started_wall_ns - r0->t0_mono_ns);
     }
@@ -638,6 +649,25 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
         }
     }
     for (size_t i = 0; i < n; i++) delta[i] += lift;
+    /* and below the store's ceiling */
+    for (size_t i = 0; i < n; i++) {
+        const cal_run_data *d = ds[i]->data;
+        int64_t hi = 0;
+        for (size_t q = 0; q < d->n_reqs; q++) {
+            const cal_req_result *x = &d->reqs[q];
+            int64_t t = x->end_ns > x->last_token_ns ? x->end_ns : x->last_token_ns;
+            if (x->chunk_ns && x->n_chunks && x->chunk_ns[x->n_chunks - 1] > t) t = x->chunk_ns[x->n_chunks - 1];
+            if (x->first_byte_ns > t) t = x->first_byte_ns;
+            if (t > hi) hi = t;
+        }
+        for (size_t k = 0; k < d->n_cells; k++) if (d->cells[k].end_ns > hi) hi = d->cells[k].end_ns;
+        if (hi && (double)hi + (double)delta[i] >= (double)TS_MAX) {
+            rc = cal_why(why, why_len, CAL_ERANGE, "merge: shard %zu's timestamps would pass 2^62 "
+                         "ns on shard 1's clock: not the same run", i + 1);
+            free(delta);
+            goto done;
+        }
+    }
 
     size_t nc = ds[0]->data->n_cells;
     cal_cell *cells = calloc(nc ? nc : 1, sizeof *cells);
