@@ -11,6 +11,7 @@
 #include "caliper/error.h"
 #include "caliper/shard.h"
 #include "cli.h"
+#include "lib/platform/platform.h"
 #include "mpi_ops.h"
 #include "run_dist.h"
 #include "run_view.h"
@@ -55,10 +56,10 @@ __attribute__((weak)) const cli_mpi_ops *cli_mpi = NULL;
 
 int dist_exec_mpi(int argc, char **argv)
 {
-    char self[PATH_MAX], path[PATH_MAX + 16];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return cli_usage_error(CMD, "--mpi: cannot find this program's path");
-    self[n] = '\0';
+    char self[PATH_MAX], path[PATH_MAX + 16], why[200];
+    const char *exe = cal_plat_self_exe(why, sizeof why);
+    if (!exe) return cli_usage_error(CMD, "--mpi: cannot find this program's path: %s", why);
+    snprintf(self, sizeof self, "%s", exe);
     char *slash = strrchr(self, '/');
     if (slash) *slash = '\0';
     snprintf(path, sizeof path, "%s/caliper-mpi", self);
