@@ -59,7 +59,8 @@ int dist_exec_mpi(int argc, char **argv)
     char self[PATH_MAX], path[PATH_MAX + 16], why[200];
     const char *exe = cal_plat_self_exe(why, sizeof why);
     if (!exe) return cli_usage_error(CMD, "--mpi: cannot find this program's path: %s", why);
-    snprintf(self, sizeof self, "%s", exe);
+    /* where it lies (Linux names it /proc/self/exe): caliper-mpi is beside it */
+    if (!realpath(exe, self)) snprintf(self, sizeof self, "%s", exe);
     char *slash = strrchr(self, '/');
     if (slash) *slash = '\0';
     snprintf(path, sizeof path, "%s/caliper-mpi", self);

@@ -395,8 +395,8 @@ static void test_shard_read_rejects(void **state)
     static const char *const BAD[] = {
         "", "[]", "{\"format\":\"caliper-run\"}",
         "{\"format\":\"caliper-shard\",\"format_version\":1}",
-        "{\"format\":\"caliper-shard\",\"format_version\":1,\"shard\":{\"index\":3,\"count\":2},"
-        "\"run\":{},\"cells\":[]}",
+        ("{\"format\":\"caliper-shard\",\"format_version\":1,\"shard\":{\"index\":3,\"count\":2},"
+         "\"run\":{},\"cells\":[]}"),
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
         assert_int_equal(cal_shard_read(BAD[i], strlen(BAD[i]), "x.json", &d, why, sizeof why), CAL_EPROTO);
