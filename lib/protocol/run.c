@@ -52,6 +52,8 @@ typedef struct ctx {
     char label[128];
     int target_failed;
     cal_keep keep;                   /* --keep-chunks budget, the cell's histograms */
+    int itl_hist_cells;              /* cells whose ITL came from histograms */
+    int64_t chunks_dropped;          /* ok requests whose chunk times were not kept */
 } ctx;
 
 /* The plan's keep_chunks as a cal_keep limit. */
@@ -327,6 +329,8 @@ static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size
         fail(c, "storing the cell's histograms: %s", cal_store_errmsg(c->st));
         return src;
     }
+    if (strcmp(itl_source, "raw")) c->itl_hist_cells++;
+    c->chunks_dropped += dropped;
     if (dropped)
         note(c, s->name, "%s: ITL percentiles from histograms (within %.2f %%): the chunk "
                          "timestamps of %lld requests were not kept (--keep-chunks)",
@@ -1128,6 +1132,15 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
         free(vj);
         if (!json_is_array(va)) { json_decref(va); va = json_array(); }
         if (turns_mode(p)) cache_notes(&c, va);
+        if (c.itl_hist_cells) {     /* where the ITL figures came from, kept with the run */
+            char kb[32], buf[400];
+            cal_snprintf(buf, sizeof buf, "ITL percentiles in %d of the run's cells come from "
+                         "histograms (within %.2f %%): --keep-chunks %s kept no chunk timestamps for %lld "
+                         "requests; TTFT, TPOT and E2E are from every request's record",
+                         c.itl_hist_cells, CAL_HIST_REL_ERROR * 100,
+                         cal_keep_name(keep_limit(p), kb, sizeof kb), (long long)c.chunks_dropped);
+            json_array_append_new(va, json_string(buf));
+        }
         if (c.target_failed && out->message[0]) {   /* why it failed: a note */
             cal_verdict nv;
             cal_verdict_init(&nv, CAL_VK_NOTE);

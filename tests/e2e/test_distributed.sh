@@ -103,6 +103,8 @@ check "ITL percentiles come from the histogram" \
   [ "$(sqlite3 "$T/k.db" "select itl_source from cell_hists")" = histogram ]
 check "... and are there" [ -n "$(sqlite3 "$T/k.db" "select median_itl_ms from cells")" ]
 check "the run says so" grep -q "ITL percentiles from histograms" "$T/k.err"
+"$CALIPER" show --db "$T/k.db" 1 >"$T/k.show" 2>&1
+check "... and show says so again (a stored note)" grep -q "ITL percentiles in 1 of the run.s cells come from histograms" "$T/k.show"
 check "the protocol records the budget" grep -q '"keep_chunks":"none"' <(sqlite3 "$T/k.db" "select protocol from runs")
 "$CALIPER" run "${COMMON[@]}" --keep-chunks lots >/dev/null 2>"$T/kb.err"
 check "--keep-chunks lots is a usage error" [ $? = 2 ]
