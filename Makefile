@@ -253,6 +253,23 @@ fuzz:
 
 bench: $(BENCH_BIN) $(BIN)
 
+# MPI (`caliper run --mpi`): only where mpicc is present, build/caliper-mpi is
+# the same program plus mpi/run_mpi.c, compiled and linked with mpicc.
+# libcaliper.a and build/caliper never link MPI; `caliper run --mpi` execs
+# caliper-mpi from beside itself (src/mpi_ops.h).
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+MPI_BIN := $(BUILD)/caliper-mpi
+all: $(MPI_BIN)
+$(OBJ)/mpi/%.o: mpi/%.c
+	@mkdir -p $(dir $@)
+	$(call say,MPICC,$<)
+	$(Q)$(MPICC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+$(MPI_BIN): $(OBJ)/src/main.o $(OBJ)/mpi/run_mpi.o $(ALL_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(MPICC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+endif
+
 check-deps:
 	@pkg-config --exists $(PKGS) cmocka || { \
 	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
@@ -260,7 +277,8 @@ check-deps:
 # locales: the tests build a de_DE locale with localedef (decimal comma).
 DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev libssl-dev \
-            clang libclang-rt-dev sqlite3 curl python3 locales
+            clang libclang-rt-dev sqlite3 curl python3 locales \
+            openmpi-bin libopenmpi-dev
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \
 	  if dpkg -s $(DEB_PKGS) >/dev/null 2>&1 && \
@@ -274,8 +292,8 @@ deps:
 	else \
 	  echo "Not a Debian system. Install the equivalents of:"; \
 	  echo "  Debian:   apt-get install $(DEB_PKGS)"; \
-	  echo "  macOS:    brew install curl jansson sqlite openblas libmicrohttpd cmocka pkg-config llvm"; \
-	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source"; \
+	  echo "  macOS:    brew install curl jansson sqlite openblas libmicrohttpd cmocka pkg-config llvm open-mpi"; \
+	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source openmpi-devel"; \
 	fi
 
 run: deps

@@ -18,6 +18,8 @@ link_flags=$(cat "$build/link-flags" 2>/dev/null || true)
 
 install -d "$dest/bin" "$dest/lib/pkgconfig" "$dest/include/caliper" "$dest/share/man/man1"
 install -m 755 "$build/caliper" "$dest/bin/caliper"
+# beside it: `caliper run --mpi` execs it (built only where mpicc was)
+[ ! -x "$build/caliper-mpi" ] || install -m 755 "$build/caliper-mpi" "$dest/bin/caliper-mpi"
 install -m 644 "$build/libcaliper.a" "$build/libcaliper-engine.a" "$dest/lib/"
 install -m 644 "$root"/include/caliper/*.h "$dest/include/caliper/"
 install -m 644 "$root/engine/engine.h" "$dest/include/caliper/engine.h"

@@ -14,6 +14,7 @@
 #include "caliper/auth.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/keep.h"
 #include "caliper/noise.h"
 #include "caliper/probe.h"
 #include "caliper/report.h"
@@ -28,6 +29,8 @@
 #include "cli.h"
 #include "lib/platform/platform.h"
 #include "lib/util/c_locale.h"
+#include "mpi_ops.h"
+#include "run_dist.h"
 #include "run_view.h"
 
 #define CMD "run"
@@ -102,6 +105,13 @@ static void usage(FILE *f)
         "                       (default: connect + idle timeout + 1s per --max-tokens)\n"
         "  --no-telemetry       do not sample clocks and power   --interval T  sampling period (250ms)\n"
         "  --seed N             prompt nonces and Poisson arrivals (default: from the clock)\n"
+        "  --keep-chunks all|none|N   raw chunk timestamps to keep in the run (default 8Mi;\n"
+        "                       ITL percentiles come from histograms once any is dropped)\n"
+        "several clients (docs/distributed.md):\n"
+        "  --shard I/N          run share I of N of the load; --json FILE then writes the\n"
+        "                       shard for `caliper merge`\n"
+        "  --start-at TIME      start the first shot at TIME (Unix seconds or 2026-12-01T13:00:00Z)\n"
+        "  --mpi                under mpirun: every rank runs its share, rank 0 stores one run\n"
         "\n"
         "Exit status: 0 all requests ok, 1 a request failed or the target failed,\n"
         "2 usage error, 130 interrupted (what was measured is stored).\n");
@@ -137,6 +147,8 @@ typedef struct opts {
     double request_s;                /* 0: derived, cal_probe_request_timeout_ns */
     long seed;
     int seed_given;
+    long long keep_chunks;           /* plan.keep_chunks */
+    dist_opts dist;                  /* --shard, --start-at, --mpi */
     /* traffic (docs/workload.md) */
     cal_lendist prompt_len, output_len;
     const char *dataset, *dataset_format, *scenario, *replay;
@@ -151,7 +163,8 @@ enum {
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_POOL, O_DB, O_JSON, O_CTIMEOUT,
     O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP,
     O_DATASET, O_DSFMT, O_SCENARIO, O_USERS, O_TURNS, O_SYSTOK, O_USERTOK, O_THINK, O_STAGGER,
-    O_REPLAY, O_RSPEED
+    O_REPLAY, O_RSPEED,
+    O_KEEP, O_SHARD, O_STARTAT, O_MPI
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -175,6 +188,8 @@ static const struct option LONGOPTS[] = {
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
     {"help", no_argument, 0, O_HELP},
+    {"keep-chunks", required_argument, 0, O_KEEP}, {"shard", required_argument, 0, O_SHARD},
+    {"start-at", required_argument, 0, O_STARTAT}, {"mpi", no_argument, 0, O_MPI},
     {"dataset", required_argument, 0, O_DATASET}, {"dataset-format", required_argument, 0, O_DSFMT},
     {"scenario", required_argument, 0, O_SCENARIO}, {"users", required_argument, 0, O_USERS},
     {"turns", required_argument, 0, O_TURNS}, {"system-tokens", required_argument, 0, O_SYSTOK},
@@ -355,6 +370,20 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (!(o->noise_floor > 0 && o->noise_floor < 1))
                 return cli_usage_error(CMD, "--noise-floor: \"%s\" is not between 0 and 100 %%", optarg);
             break;
+        case O_KEEP: {
+            long long k;
+            char why[160];
+            if (cal_keep_parse(optarg, &k, why, sizeof why)) return cli_usage_error(CMD, "%s", why);
+            o->keep_chunks = k < 0 ? CAL_KEEP_ALL : k == 0 ? CAL_RUN_KEEP_NONE : k;
+            break;
+        }
+        case O_SHARD:
+            if (dist_parse_shard(optarg, &o->dist)) return CLI_USAGE;
+            break;
+        case O_STARTAT:
+            if (dist_parse_start(optarg, &o->dist)) return CLI_USAGE;
+            break;
+        case O_MPI: o->dist.mpi = 1; break;
         case O_DATASET:
             if (!*optarg) return cli_usage_error(CMD, "--dataset: \"\" is empty: give a file");
             o->dataset = optarg;
@@ -410,6 +439,12 @@ static int parse_opts(int argc, char **argv, opts *o)
         }
     }
     if (optind < argc) return cli_usage_error(CMD, "\"%s\": unexpected argument", argv[optind]);
+    if (o->dist.shard_n && o->dist.mpi)
+        return cli_usage_error(CMD, "--shard and --mpi: under MPI every rank takes its share itself");
+    if (o->dist.shard_n && !o->json)
+        return cli_usage_error(CMD, "--shard: needs --json FILE (the shard document `caliper merge` reads)");
+    if ((o->dist.shard_n || o->dist.mpi) && o->ab)
+        return cli_usage_error(CMD, "--ab: not with --shard or --mpi (one target per fleet)");
     if (o->n_url && o->n_launch && o->n_url != o->n_launch) {
         return cli_usage_error(CMD, "--url and --launch together: give one --url per --launch "
                                     "(it names where that engine listens)");
@@ -611,6 +646,7 @@ int cmd_run(int argc, char **argv)
     int prc = parse_opts(argc, argv, &o);
     if (prc == -1) return CLI_OK;
     if (prc) return prc;
+    if (o.dist.mpi && !cli_mpi) return dist_exec_mpi(argc, argv);
     if (!o.seed_given) o.seed = (long)(cal_wall_ns() & 0x7fffffff);
     for (size_t i = 0; i < o.n_conc && o.requests && o.rate == 0; i++)
         if (o.requests < o.conc[i])
@@ -646,6 +682,7 @@ int cmd_run(int argc, char **argv)
     plan.build = cli_build_string();
     char *extra = protocol_extra(&o);
     plan.protocol_extra_json = extra;
+    plan.keep_chunks = o.keep_chunks;
 
     /* traffic: a dataset, length distributions, the chat scenario, a replay */
     cal_dataset *ds = NULL;
@@ -721,19 +758,23 @@ int cmd_run(int argc, char **argv)
         plan.n_conc = 1;
     }
 
-    const char *api_key = o.api_key_env ? getenv(o.api_key_env) : NULL;
+    /* --shard / --mpi: this client's share, its store, the common start */
+    dist dd;
+    const char *db = o.db;
+    int exit_code = dist_begin(&o.dist, &plan, &dd, &db), rc;
     cal_run_args args;
     memset(&args, 0, sizeof args);
     cal_store *st = NULL;
-    int exit_code = CLI_OK, rc;
+    if (exit_code) goto cleanup;
+    const char *api_key = o.api_key_env ? getenv(o.api_key_env) : NULL;
     for (int i = 0; i < (o.ab ? 2 : 1); i++)
         if ((rc = make_target(&o, i, api_key, &args.targets[i]))) {
             exit_code = rc == CAL_ENOTFOUND ? CLI_FAIL : cli_fail(CMD, "target: out of memory");
             goto cleanup;
         }
-    rc = cal_store_open(o.db, &st);
+    rc = cal_store_open(db, &st);
     if (rc) {
-        exit_code = cli_fail(CMD, "--db: cannot open \"%s\": %s", o.db, cal_strerror(rc));
+        exit_code = cli_fail(CMD, "--db: cannot open \"%s\": %s", db, cal_strerror(rc));
         goto cleanup;
     }
     /* one shot series: its key and the shot noise of its earlier runs go
@@ -775,14 +816,16 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "caliper run: warning: noise estimate not stored: %s\n",
                     cal_store_errmsg(st));
         fputc('\n', stderr);
-        run_view_print(stdout, out.data, o.db);
-        if (o.shots == 1 && !o.cold)   /* asked for explicitly, or a --duration run */
-            printf("verdict: cannot judge: 1 shot; run --shots 5 (no shot flag: the default "
-                   "protocol, --warmup 1 --shots 5)\n");
-        cal_report_lengths_text(stdout, out.data);
-        cal_report_turns_text(stdout, out.data);
+        if (!dd.mpi) {   /* --mpi: rank 0 shows the merged run */
+            run_view_print(stdout, out.data, o.db);
+            if (o.shots == 1 && !o.cold)   /* asked for explicitly, or a --duration run */
+                printf("verdict: cannot judge: 1 shot; run --shots 5 (no shot flag: the default "
+                       "protocol, --warmup 1 --shots 5)\n");
+            cal_report_lengths_text(stdout, out.data);
+            cal_report_turns_text(stdout, out.data);
+        }
         fflush(stdout);
-        if (o.json) {
+        if (o.json && !dd.active) {
             FILE *jf = fopen(o.json, "w");
             if (!jf || run_view_json(jf, out.data) != 0) {
                 fprintf(stderr, "caliper run: --json: cannot write \"%s\"\n", o.json);
@@ -802,11 +845,13 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "caliper run: %s\n", out.message[0] ? out.message : "the run failed");
         exit_code = CLI_FAIL;
     }
+    exit_code = dist_end(&dd, st, out.run_id, o.db, o.json, o.label, exit_code);
     cal_run_outcome_clear(&out);
 
 cleanup:
     for (int i = 0; i < 2; i++) cal_run_target_free(&args.targets[i]);
     cal_store_close(&st);
+    dist_cleanup(&dd);
     free(extra);
     cal_dataset_free(&ds);
     free(replay);

@@ -24,6 +24,7 @@ static const cli_cmd COMMANDS[] = {
     {"watch",   cmd_watch,   "operating point from a server's /metrics; memory slope of processes"},
     {"proxy",   cmd_proxy,   "between a chat client and an engine: per-turn prefix, TTFT, decode"},
     {"ops",     cmd_ops,     "per-op reconciliation of one or two engine profiles"},
+    {"merge",   cmd_merge,   "shards of a run measured by several clients into one stored run"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

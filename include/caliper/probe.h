@@ -134,6 +134,12 @@ typedef struct cal_load {
     uint64_t seed;
     int64_t  deadline_ns;       /* absolute; 0 = none. Unsent requests at the
                                    deadline end as cancelled. */
+    /* Called as each sent request ends, with its final result, before
+     * progress; on the thread that ran it (several threads may call at
+     * once). It may fold the chunk timestamps into histograms and free
+     * chunk_ns (setting it NULL, n_chunks kept): --keep-chunks. NULL: none. */
+    void   (*on_end)(void *ud, cal_req_result *r);
+    void    *on_end_ud;
 } cal_load;
 
 /* The probe's self-check over one cal_probe_run call. */

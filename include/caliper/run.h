@@ -201,6 +201,13 @@ typedef struct cal_run_plan {
     /* a JSON object merged into the stored protocol (the API, the body, the
      * timeouts: what the caller sent that the plan does not hold), or NULL */
     const char *protocol_extra_json;
+    /* raw chunk timestamps the run keeps (keep.h): 0 the default budget
+     * (CAL_KEEP_DEFAULT), CAL_KEEP_ALL, CAL_RUN_KEEP_NONE, or a count; every
+     * latency also goes into each cell's histograms, stored beside it */
+    long long keep_chunks;
+    /* > 0: the first shot starts at this CLOCK_MONOTONIC instant (after the
+     * targets are up), so several clients start together (shard.h) */
+    int64_t  start_mono_ns;
     /* ---- traffic (workload_traffic.h, docs/workload.md); zeroed: none ---- */
     const cal_dataset *dataset;  /* prompts drawn from it (seeded, with
                                     replacement): one cell per load point, the
@@ -222,6 +229,7 @@ typedef struct cal_run_plan {
     const char *replay_name;     /* the log's name for the protocol */
     double   replay_speed;       /* recorded gaps ÷ this (0 = 1) */
 } cal_run_plan;
+#define CAL_RUN_KEEP_NONE (-2LL)
 
 /* A plan with the defaults above: one 256-token prompt, c1, 8 requests,
  * 1 shot, prose, 64 output tokens, telemetry on. */

@@ -26,7 +26,7 @@
 #include "caliper/fingerprint.h"  /* cal_shot_kind */
 #include "caliper/schema.h"       /* cal_field, cal_metric */
 
-#define CAL_STORE_SCHEMA_VERSION 4
+#define CAL_STORE_SCHEMA_VERSION 5
 
 typedef struct cal_store cal_store;
 
@@ -218,6 +218,20 @@ int  cal_store_chunks_encode(int64_t send_ns, const int64_t *chunk_ns, int n,
                              uint8_t **out, size_t *out_bytes);
 int  cal_store_chunks_decode(int64_t send_ns, const uint8_t *blob, size_t bytes,
                              int64_t **out, int *n);
+
+/* ---- per-cell latency histograms (hist.h, keep.h) ---------------------
+ * One row per cell: its TTFT, ITL, TPOT and E2E histograms (cal_hist_encode
+ * blobs), the requests folded, the ok requests whose chunk timestamps were
+ * not kept, and where the cell's ITL percentiles came from ("raw" or
+ * "histogram"). add: replaces the cell's row; CAL_ESTORE, CAL_ENOMEM.
+ * load: CAL_ENOTFOUND when the cell has none (a store older than schema 4
+ * too), CAL_ESTORE for a damaged blob (cal_store_errmsg names it); *ch is
+ * left empty on failure. itl_source[n] may be NULL. */
+struct cal_cell_hists;
+int  cal_store_add_cell_hists(cal_store *st, int64_t cell_id, const struct cal_cell_hists *ch,
+                              const char *itl_source);
+int  cal_store_load_cell_hists(cal_store *st, int64_t cell_id, struct cal_cell_hists *ch,
+                               char *itl_source, size_t n);
 
 /* ---- telemetry: long format, one row per (time, backend, metric) ------- */
 /* Queue one sample; rows are written in one transaction per 256 queued or at

@@ -159,6 +159,7 @@ typedef struct slot {
 
 struct run {
     cal_probe *p;
+    const cal_load *load;        /* its on_end hook (--keep-chunks) */
     shard   *shards;
     int      nshards;
     int      epfd;
@@ -737,6 +738,7 @@ static void finish_slot(run *r, slot *s)
             if (!res->error) res->error = dup_msg(m, sizeof m - 1);
         }
     }
+    if (r->load->on_end) r->load->on_end(r->load->on_end_ud, res);
     free(s->body);
     s->body = NULL;
     s->res = NULL;
@@ -975,6 +977,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     run r;
     memset(&r, 0, sizeof r);
     r.p = p;
+    r.load = load;
     r.cap = cap;
     r.st = st;
     r.epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -13,6 +13,7 @@
 #include "caliper/analysis.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/keep.h"
 #include "caliper/run.h"
 #include "caliper/telemetry.h"
 #include "lib/util/c_locale.h"
@@ -50,7 +51,18 @@ typedef struct ctx {
     int seq;
     char label[128];
     int target_failed;
+    cal_keep keep;                   /* --keep-chunks budget, the cell's histograms */
+    int itl_hist_cells;              /* cells whose ITL came from histograms */
+    int64_t chunks_dropped;          /* ok requests whose chunk times were not kept */
 } ctx;
+
+/* The plan's keep_chunks as a cal_keep limit. */
+static long long keep_limit(const cal_run_plan *p)
+{
+    if (p->keep_chunks == 0) return CAL_KEEP_DEFAULT;
+    if (p->keep_chunks == CAL_RUN_KEEP_NONE) return 0;
+    return p->keep_chunks < 0 ? CAL_KEEP_ALL : p->keep_chunks;
+}
 
 void cal_run_plan_default(cal_run_plan *p)
 {
@@ -236,6 +248,19 @@ static void on_progress(void *ud, size_t done, size_t total)
     emit(g->c, &ev);
 }
 
+/* A request ended (a target's on_end, on its thread): fold it into the
+ * cell's histograms under the chunk budget, and free its prompt, which went
+ * out with it, so a long cell holds records rather than prompts. */
+typedef struct ended { cal_keep *keep; cal_req_result *res; char **prompts; } ended;
+static void on_end(void *ud, cal_req_result *r)
+{
+    ended *e = ud;
+    cal_keep_fold(e->keep, r);
+    size_t i = (size_t)(r - e->res);
+    free(e->prompts[i]);
+    e->prompts[i] = NULL;
+}
+
 /* Grow the cell's arrays to hold cap requests. */
 static int grow(cal_request **reqs, cal_req_result **res, char ***prompts, size_t *cap, size_t want)
 {
@@ -276,16 +301,40 @@ static void cell_shot(cal_cell *cell, const side *s, int shot, cal_shot_kind kin
 static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size_t kept,
                       const cal_probe_stats *ps, int shot)
 {
+    /* the cell's histograms: filled as its requests ended (run_cell, under
+     * the chunk budget), or here from the results (the turns of a chat or
+     * a replay, cells of a few requests) */
+    cal_cell_hists *hists = c->keep.cell, *own = NULL;
+    if (!hists) {
+        if (!(hists = own = malloc(sizeof *own))) return CAL_ENOMEM;
+        cal_cell_hists_init(own);
+        for (size_t i = 0; i < kept; i++) cal_cell_hists_add(own, &res[i]);
+    }
     cal_summary_compute(res, kept, 0, cell->output_fixed ? cell->max_tokens : 0, &cell->sum);
+    const char *itl_source = cal_keep_summary(hists, res, kept, &cell->sum);
     tel_window(c, c->clock_metric, cell->start_ns, cell->end_ns, &cell->sum.clock_mhz_mean,
                &cell->sum.clock_mhz_min);
     tel_window(c, c->power_metric, cell->start_ns, cell->end_ns, &cell->sum.power_w_mean,
                &cell->sum.power_w_min);
     int src = cal_store_add_cell(c->st, c->run.id, cell, res, kept);
     if (src) {
+        free(own);
         fail(c, "storing the cell: %s", cal_store_errmsg(c->st));
         return src;
     }
+    src = cal_store_add_cell_hists(c->st, cell->id, hists, itl_source);
+    int64_t dropped = hists->chunks_dropped;
+    free(own);
+    if (src) {
+        fail(c, "storing the cell's histograms: %s", cal_store_errmsg(c->st));
+        return src;
+    }
+    if (strcmp(itl_source, "raw")) c->itl_hist_cells++;
+    c->chunks_dropped += dropped;
+    if (dropped)
+        note(c, s->name, "%s: ITL percentiles from histograms (within %.2f %%): the chunk "
+                         "timestamps of %lld requests were not kept (--keep-chunks)",
+             c->label, CAL_HIST_REL_ERROR * 100, (long long)dropped);
     drain_telemetry(c);
     cal_run_event done = {.kind = CAL_RUN_EV_CELL, .side = s->name, .label = c->label,
                           .run_id = c->run.id, .shot = shot, .cell = cell};
@@ -375,6 +424,9 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     cal_req_result *res = NULL;
     char **prompts = NULL;
     size_t cap = 0, total = 0;
+    cal_cell_hists *hists = malloc(sizeof *hists);
+    if (!hists) return CAL_ENOMEM;
+    cal_keep_begin(&c->keep, hists);
     int rc = grow(&reqs, &res, &prompts, &cap, n);
     if (rc) goto out;
     char load_s[32];
@@ -392,6 +444,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
 
     cal_load load = {.concurrency = closed ? conc : (p->cap_given ? conc : 0), .rate = p->rate,
                      .seed = p->seed + (uint64_t)c->seq * 7919};
+    ended en = {.keep = &c->keep};
     cal_cell cell;
     memset(&cell, 0, sizeof cell);
     cal_probe_stats ps;
@@ -436,8 +489,16 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         memset(&rs, 0, sizeof rs);
         prog g = {.c = c, .side = s->name, .shot = shot, .base = total,
                   .total = p->duration_s > 0 ? 0 : n};
+        en.res = res;                  /* stable while the round is sent */
+        en.prompts = prompts;
+        load.on_end = on_end;
+        load.on_end_ud = &en;
+        int64_t calls0 = c->keep.calls;
         rc = s->t->ops->send(s->t->self, reqs + total, n, &load, res + total, c->stop,
                              on_progress, &g, &rs);
+        /* a target that does not call on_end is folded here, after the fact */
+        if (c->keep.calls == calls0)
+            for (size_t i = total; i < total + n; i++) cal_keep_fold(&c->keep, &res[i]);
         total += n;
         ps.cpu_ns += rs.cpu_ns;
         ps.chunks += rs.chunks;
@@ -524,6 +585,8 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     if (rc) goto out;
     rc = CAL_OK;
 out:
+    cal_keep_begin(&c->keep, NULL);
+    free(hists);
     if (res) for (size_t i = 0; i < cap; i++) cal_req_result_free(&res[i]);
     if (prompts) for (size_t i = 0; i < cap; i++) free(prompts[i]);
     free(prompts);
@@ -745,6 +808,12 @@ static char *protocol_json(ctx *c)
     json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
     json_object_set_new(o, "ab", json_boolean(c->n_sides == 2));
     json_object_set_new(o, "order", json_string("each shot runs every prompt length x concurrency cell in turn"));
+    char kb[32];
+    json_object_set_new(o, "keep_chunks", json_string(cal_keep_name(keep_limit(p), kb, sizeof kb)));
+    json_object_set_new(o, "percentile_source", json_string(
+        "TTFT, TPOT and E2E from every request's record; ITL from raw chunk timestamps where "
+        "each request kept them, else from the cell's log-linear histogram (relative error "
+        "<= 0.78 %): cell_hists.itl_source says which"));
     if (p->duration_s > 0)
         json_object_set_new(o, "duration_rule", json_string(
             "a cell issues requests until its duration is up (in rounds sized from the rate so "
@@ -920,6 +989,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
     int rc = check_plan(&c);
     if (rc) return rc;
     const cal_run_plan *p = &c.p;
+    cal_keep_init(&c.keep, keep_limit(p));
 
     if (p->telemetry) {
         cal_tel_config tc = {.interval_ns = (int64_t)((p->interval_s > 0 ? p->interval_s : 0.25) * 1e9)};
@@ -978,6 +1048,15 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
                          .plan_warmup = p->warmup};
     emit(&c, &bev);
 
+    /* a common start with the other clients of a sharded run */
+    if (p->start_mono_ns > 0) {
+        int64_t wait = p->start_mono_ns - cal_now_ns();
+        if (wait < 0)
+            note(&c, "", "the common start passed %.3f s before this client was ready: it "
+                         "starts late", (double)-wait / 1e9);
+        else
+            cal_sleep_ns(wait, c.stop);
+    }
     cal_cell_kind ckind = p->rate > 0 ? CAL_CELL_RATE
                           : p->n_conc > 1 ? CAL_CELL_CONCURRENCY
                           : p->n_prompt > 1 ? CAL_CELL_PROMPT_SWEEP : CAL_CELL_SHOTS;
@@ -1053,6 +1132,15 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
         free(vj);
         if (!json_is_array(va)) { json_decref(va); va = json_array(); }
         if (turns_mode(p)) cache_notes(&c, va);
+        if (c.itl_hist_cells) {     /* where the ITL figures came from, kept with the run */
+            char kb[32], buf[400];
+            cal_snprintf(buf, sizeof buf, "ITL percentiles in %d of the run's cells come from "
+                         "histograms (within %.2f %%): --keep-chunks %s kept no chunk timestamps for %lld "
+                         "requests; TTFT, TPOT and E2E are from every request's record",
+                         c.itl_hist_cells, CAL_HIST_REL_ERROR * 100,
+                         cal_keep_name(keep_limit(p), kb, sizeof kb), (long long)c.chunks_dropped);
+            json_array_append_new(va, json_string(buf));
+        }
         if (c.target_failed && out->message[0]) {   /* why it failed: a note */
             cal_verdict nv;
             cal_verdict_init(&nv, CAL_VK_NOTE);
@@ -1096,6 +1184,7 @@ cleanup:
         if (s->t && s->t->ops && s->t->ops->stop) s->t->ops->stop(s->t->self);
     }
     cal_tel_close(&c.tel);
+    cal_keep_destroy(&c.keep);
     free(c.run.host_json);
     free(c.run.target_json);
     free(c.run.protocol_json);

@@ -14,6 +14,7 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/store.h"
+#include "caliper/keep.h"
 #include "lib/util/c_locale.h"
 #include "caliper/url.h"
 #include "caliper/utf8.h"
@@ -110,6 +111,12 @@ static const char *const MIGRATIONS[] = {
      " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
      " series TEXT NOT NULL, level REAL NOT NULL, shot_sd REAL, shots INTEGER NOT NULL);"
      "CREATE INDEX IF NOT EXISTS noise_series ON noise(series, run_id);"),
+    /* 5: each cell's latency histograms (hist.h) and where its ITL
+     * percentiles came from (--keep-chunks) */
+    ("CREATE TABLE IF NOT EXISTS cell_hists ("
+     " cell_id INTEGER PRIMARY KEY REFERENCES cells(id) ON DELETE CASCADE,"
+     " itl_source TEXT NOT NULL, folded INTEGER, chunks_dropped INTEGER,"
+     " ttft BLOB, itl BLOB, tpot BLOB, e2el BLOB);"),
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 
@@ -1296,4 +1303,79 @@ out:
     }
     *out = d;
     return CAL_OK;
+}
+
+/* ---- per-cell histograms ---------------------------------------------- */
+
+int cal_store_add_cell_hists(cal_store *st, int64_t cell_id, const cal_cell_hists *ch,
+                             const char *itl_source)
+{
+    if (!st || !ch || !itl_source) return CAL_EINVAL;
+    st->why[0] = '\0';
+    if (st->readonly) return fail(st, CAL_EPERM, "the store was opened read-only");
+    uint8_t *blob[CAL_HIST_N_METRIC] = {0};
+    size_t bytes[CAL_HIST_N_METRIC] = {0};
+    int rc = CAL_OK;
+    for (int m = 0; m < CAL_HIST_N_METRIC && rc == CAL_OK; m++)
+        rc = cal_hist_encode(&ch->h[m], &blob[m], &bytes[m]);
+    sqlite3_stmt *s = NULL;
+    if (rc == CAL_OK) {
+        rc = CAL_ESTORE;
+        if (sqlite3_prepare_v2(st->db,
+                               "INSERT OR REPLACE INTO cell_hists (cell_id, itl_source, folded, "
+                               "chunks_dropped, ttft, itl, tpot, e2el) VALUES (?,?,?,?,?,?,?,?)",
+                               -1, &s, NULL) == SQLITE_OK) {
+            bind_i64(s, 1, cell_id);
+            bind_text(s, 2, itl_source);
+            bind_i64(s, 3, ch->folded);
+            bind_i64(s, 4, ch->chunks_dropped);
+            for (int m = 0; m < CAL_HIST_N_METRIC; m++)
+                sqlite3_bind_blob(s, 5 + m, blob[m], (int)bytes[m], SQLITE_TRANSIENT);
+            if (sqlite3_step(s) == SQLITE_DONE) rc = CAL_OK;
+        }
+        if (rc != CAL_OK) note(st);
+    }
+    sqlite3_finalize(s);
+    for (int m = 0; m < CAL_HIST_N_METRIC; m++) free(blob[m]);
+    return rc;
+}
+
+int cal_store_load_cell_hists(cal_store *st, int64_t cell_id, cal_cell_hists *ch,
+                              char *itl_source, size_t n)
+{
+    if (!st || !ch) return CAL_EINVAL;
+    st->why[0] = '\0';
+    cal_cell_hists_init(ch);
+    if (itl_source && n) itl_source[0] = '\0';
+    sqlite3_stmt *s = NULL;
+    /* a store written before the table existed has no histograms */
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT itl_source, folded, chunks_dropped, ttft, itl, tpot, e2el "
+                           "FROM cell_hists WHERE cell_id = ?", -1, &s, NULL) != SQLITE_OK) {
+        sqlite3_finalize(s);
+        return CAL_ENOTFOUND;
+    }
+    bind_i64(s, 1, cell_id);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(s);
+        if (rc == SQLITE_DONE) return CAL_ENOTFOUND;
+        note(st);
+        return CAL_ESTORE;
+    }
+    if (itl_source) col_copy(s, 0, itl_source, n);
+    ch->folded = sqlite3_column_int64(s, 1);
+    ch->chunks_dropped = sqlite3_column_int64(s, 2);
+    rc = CAL_OK;
+    for (int m = 0; m < CAL_HIST_N_METRIC && rc == CAL_OK; m++) {
+        char why[160];
+        const uint8_t *b = sqlite3_column_blob(s, 3 + m);
+        size_t nb = (size_t)sqlite3_column_bytes(s, 3 + m);
+        if (cal_hist_decode(b, nb, &ch->h[m], why, sizeof why) != CAL_OK)
+            rc = fail(st, CAL_ESTORE, "cell %lld, cell_hists.%s: %s", (long long)cell_id,
+                      cal_hist_metric_name((cal_hist_metric)m), why);
+    }
+    sqlite3_finalize(s);
+    if (rc != CAL_OK) cal_cell_hists_init(ch);
+    return rc;
 }

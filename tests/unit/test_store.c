@@ -88,6 +88,7 @@ static void test_open_migrates_and_reopens(void **state)
                      "ALTER TABLE cells DROP COLUMN std_e2el_ms;"
                      "ALTER TABLE cells DROP COLUMN clock_mhz_min;"
                      "ALTER TABLE cells DROP COLUMN power_w_min;"
+                     "DROP TABLE cell_hists;"
                      "DELETE FROM schema_version WHERE version >= 2;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(cal_store_open(p, &st), CAL_OK);
@@ -451,6 +452,7 @@ static void test_readonly_open(void **state)
                      "ALTER TABLE cells DROP COLUMN std_e2el_ms;"
                      "ALTER TABLE cells DROP COLUMN clock_mhz_min;"
                      "ALTER TABLE cells DROP COLUMN power_w_min;"
+                     "DROP TABLE cell_hists;"
                      "DELETE FROM schema_version WHERE version >= 2;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(cal_store_open_ex(p, CAL_STORE_READONLY, &st, why, sizeof why), CAL_OK);

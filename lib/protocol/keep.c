@@ -1,0 +1,121 @@
+/* --keep-chunks: fold each ended request into its cell's histograms and
+ * keep its chunk timestamps while the run's budget lasts (keep.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "caliper/error.h"
+#include "caliper/keep.h"
+
+int cal_keep_parse(const char *s, long long *limit, char *why, size_t why_len)
+{
+    if (!s) return cal_why(why, why_len, CAL_EINVAL, "--keep-chunks: missing value");
+    if (!strcmp(s, "all")) { *limit = CAL_KEEP_ALL; return CAL_OK; }
+    if (!strcmp(s, "none")) { *limit = 0; return CAL_OK; }
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    long long mul = 1;
+    if (end && *end == 'k' && end[1] == '\0') { mul = 1000; end++; }
+    else if (end && *end == 'M' && end[1] == '\0') { mul = 1000000; end++; }
+    if (errno || end == s || *end || v < 0 || v > (1LL << 50) / mul || s[0] == '-' || s[0] == '+')
+        return cal_why(why, why_len, CAL_EINVAL,
+                       "--keep-chunks: \"%s\" is not all, none or a count of timestamps", s);
+    *limit = v * mul;
+    return CAL_OK;
+}
+
+const char *cal_keep_name(long long limit, char *buf, size_t n)
+{
+    if (limit < 0) snprintf(buf, n, "all");
+    else if (limit == 0) snprintf(buf, n, "none");
+    else snprintf(buf, n, "%lld", limit);
+    return buf;
+}
+
+void cal_cell_hists_init(cal_cell_hists *ch)
+{
+    memset(ch, 0, sizeof *ch);
+    for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_init(&ch->h[m]);
+}
+
+void cal_cell_hists_add(cal_cell_hists *ch, const cal_req_result *q)
+{
+    ch->folded++;
+    if (q->status != CAL_REQ_OK) return;
+    /* the summary's definitions (cal_summary_compute) */
+    int64_t base = q->sched_ns > 0 ? q->sched_ns : q->send_ns;
+    if (q->end_ns > 0 && base > 0) cal_hist_add(&ch->h[CAL_HIST_E2E], q->end_ns - base);
+    if (q->first_token_ns > 0 && base > 0) {
+        cal_hist_add(&ch->h[CAL_HIST_TTFT], q->first_token_ns - base);
+        if (q->output_tokens >= 2 && q->end_ns > q->first_token_ns)
+            cal_hist_add(&ch->h[CAL_HIST_TPOT],
+                         llround((double)(q->end_ns - q->first_token_ns) / (q->output_tokens - 1)));
+    }
+    if (q->chunk_ns)
+        for (int k = 1; k < q->n_chunks; k++)
+            cal_hist_add(&ch->h[CAL_HIST_ITL], q->chunk_ns[k] - q->chunk_ns[k - 1]);
+}
+
+void cal_cell_hists_merge(cal_cell_hists *dst, const cal_cell_hists *src)
+{
+    for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_merge(&dst->h[m], &src->h[m]);
+    dst->folded += src->folded;
+    dst->chunks_dropped += src->chunks_dropped;
+}
+
+void cal_keep_init(cal_keep *k, long long limit)
+{
+    memset(k, 0, sizeof *k);
+    k->limit = limit;
+    pthread_mutex_init(&k->mu, NULL);
+}
+
+void cal_keep_destroy(cal_keep *k) { pthread_mutex_destroy(&k->mu); }
+
+void cal_keep_begin(cal_keep *k, cal_cell_hists *cell)
+{
+    pthread_mutex_lock(&k->mu);
+    k->cell = cell;
+    k->calls = 0;
+    if (cell) cal_cell_hists_init(cell);
+    pthread_mutex_unlock(&k->mu);
+}
+
+void cal_keep_fold(void *ud, cal_req_result *r)
+{
+    cal_keep *k = ud;
+    pthread_mutex_lock(&k->mu);
+    k->calls++;
+    if (k->cell) cal_cell_hists_add(k->cell, r);
+    /* a request keeps all its timestamps or none, so a kept one is whole */
+    int keep = k->limit < 0 || (r->chunk_ns && r->n_chunks <= k->limit - k->used);
+    if (r->chunk_ns && keep) k->used += r->n_chunks;
+    if (!keep && r->chunk_ns) {
+        free(r->chunk_ns);
+        r->chunk_ns = NULL;
+        if (k->cell && r->status == CAL_REQ_OK && r->n_chunks > 1) k->cell->chunks_dropped++;
+    }
+    pthread_mutex_unlock(&k->mu);
+}
+
+void cal_keep_itl_from_hist(const cal_cell_hists *ch, cal_summary *s)
+{
+    const cal_hist *h = &ch->h[CAL_HIST_ITL];
+    s->mean_itl_ms = cal_hist_mean_ms(h);
+    s->std_itl_ms = cal_hist_sd_ms(h);
+    s->median_itl_ms = cal_hist_percentile_ms(h, 50);
+    s->p99_itl_ms = cal_hist_percentile_ms(h, 99);
+}
+
+const char *cal_keep_summary(const cal_cell_hists *ch, const cal_req_result *r, size_t n,
+                             cal_summary *s)
+{
+    int complete = 1;
+    for (size_t i = 0; i < n && complete; i++)
+        if (r[i].status == CAL_REQ_OK && r[i].n_chunks > 1 && !r[i].chunk_ns) complete = 0;
+    if (complete) return "raw";
+    cal_keep_itl_from_hist(ch, s);
+    return "histogram";
+}

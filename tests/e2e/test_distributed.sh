@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# One run from several clients, against `caliper serve` on loopback:
+#  - three `caliper run --shard I/3 --start-at T --json F` merged by
+#    `caliper merge`: the counts add up, and every merged percentile equals
+#    the one computed (here, in Python, type 7) from the union of the
+#    shards' raw records;
+#  - `mpirun -np 2 --oversubscribe caliper run --mpi`: one stored run whose
+#    request count and percentiles equal those of the union of its ranks'
+#    requests, with each rank's clock offset recorded (skipped, with the
+#    reason, where mpirun or caliper-mpi is absent);
+#  - `--keep-chunks none`: no chunk timestamps stored, the ITL percentiles
+#    from the cell's histogram, and the run says so.
+. "$(dirname "$0")/lib.sh"
+T=$E2E_TMP
+start_serve --preset tiny || { not_ok "serve starts"; finish; }
+COMMON=(--url "$SERVE_URL" --max-tokens 12 --prompt-tokens 32 --no-telemetry)
+
+# check_union DB RUN_ID: the run's cells against their own stored requests
+# (the union of every shard's), and EXPECT requests in all
+check_union() {
+  python3 - "$1" "$2" <<'EOF'
+import sqlite3, sys, struct
+db, want = sys.argv[1], int(sys.argv[2])
+c = sqlite3.connect(db)
+def pct(x, p):
+    x = sorted(x)
+    if not x: return None
+    h = p / 100 * (len(x) - 1); lo = int(h)
+    return x[lo] if lo + 1 >= len(x) else x[lo] + (h - lo) * (x[lo + 1] - x[lo])
+run = c.execute("select max(id) from runs").fetchone()[0]
+cells = c.execute("select id, n_requests, completed, median_ttft_ms, p99_ttft_ms, median_e2el_ms, "
+                  "p99_e2el_ms, median_tpot_ms, median_itl_ms, p99_itl_ms from cells where run_id=?", (run,)).fetchall()
+total = 0
+for cid, n, ok, mt, pt, me, pe, mtp, mi, pi in cells:
+    rows = c.execute("select status, sched_ns, send_ns, first_token_ns, end_ns, output_tokens, n_chunks, chunks "
+                     "from requests where cell_id=?", (cid,)).fetchall()
+    assert len(rows) == n, (len(rows), n)
+    total += n
+    ttft, e2e, tpot, itl = [], [], [], []
+    for st, sched, send, first, end, out, nch, blob in rows:
+        if st != 'ok': continue
+        base = sched if sched and sched > 0 else send
+        e2e.append((end - base) / 1e6)
+        ttft.append((first - base) / 1e6)
+        if out >= 2 and end > first: tpot.append((end - first) / 1e6 / (out - 1))
+        if blob:
+            d = struct.unpack('<%dI' % nch, blob)
+            t = send; ts = []
+            for x in d: t += x * 1000; ts.append(t)
+            itl += [(ts[k] - ts[k - 1]) / 1e6 for k in range(1, len(ts))]
+    for name, got, want_v in [("median_ttft", mt, pct(ttft, 50)), ("p99_ttft", pt, pct(ttft, 99)),
+                              ("median_e2el", me, pct(e2e, 50)), ("p99_e2el", pe, pct(e2e, 99)),
+                              ("median_tpot", mtp, pct(tpot, 50)), ("median_itl", mi, pct(itl, 50)),
+                              ("p99_itl", pi, pct(itl, 99))]:
+        if want_v is None or got is None or abs(got - want_v) > 1e-9 * max(1, abs(want_v)):
+            print("cell %d %s: stored %r, union of raw records %r" % (cid, name, got, want_v)); sys.exit(1)
+assert total == want, (total, want)
+print("union ok: %d requests over %d cells" % (total, len(cells)))
+EOF
+}
+
+# ---- three shards, merged ----------------------------------------------------
+START=$(python3 -c 'import time; print("%.3f" % (time.time() + 3))')
+for i in 1 2 3; do
+  "$CALIPER" run "${COMMON[@]}" --concurrency 3,6 --requests 9 --seed 11 --shard "$i/3" \
+    --start-at "$START" --db "$T/s$i.db" --json "$T/s$i.json" >"$T/s$i.out" 2>"$T/s$i.err" &
+  pids[$i]=$!
+done
+okall=1
+for i in 1 2 3; do wait "${pids[$i]}" || { okall=0; cat "$T/s$i.err"; }; done
+check "three shards run" [ "$okall" = 1 ]
+check "each shard wrote its document" grep -q '"format":"caliper-shard"' "$T/s2.json"
+check "merge stores one run" "$CALIPER" merge "$T/s3.json" "$T/s1.json" "$T/s2.json" --db "$T/m.db" \
+  --label fleet --json "$T/m.json" >"$T/m.out"
+n_shard=0
+for i in 1 2 3; do n_shard=$((n_shard + $(sqlite3 "$T/s$i.db" "select sum(n_requests) from cells"))); done
+check "the shards' requests add up to the plan's (2 cells x 9)" [ "$n_shard" = 18 ]
+check "merged: counts add up, percentiles equal the union's" check_union "$T/m.db" 18
+check "merged cells carry the fleet's concurrency" \
+  [ "$(sqlite3 "$T/m.db" "select group_concat(concurrency) from cells")" = "3,6" ]
+check "the merged protocol records three shards" \
+  python3 -c 'import json,sqlite3,sys; p=json.loads(sqlite3.connect(sys.argv[1]).execute("select protocol from runs").fetchone()[0]); sys.exit(not (p["shards"]==3 and len(p["fleet"])==3))' "$T/m.db"
+"$CALIPER" merge "$T/s1.json" "$T/s1.json" "$T/s2.json" --db "$T/bad.db" 2>"$T/dup.err"
+check "a shard given twice is refused" [ $? = 1 ]
+check "... and says which" grep -q "shard" "$T/dup.err"
+"$CALIPER" run "${COMMON[@]}" --shard 4/3 --json x.json >/dev/null 2>&1
+check "--shard 4/3 is a usage error" [ $? = 2 ]
+"$CALIPER" run "${COMMON[@]}" --shard 1/3 >/dev/null 2>&1
+check "--shard without --json is a usage error" [ $? = 2 ]
+"$CALIPER" run "${COMMON[@]}" --concurrency 2 --shard 1/3 --json x.json >/dev/null 2>"$T/c.err"
+check "a concurrency below the shard count is a usage error naming it" \
+  grep -q -- '--concurrency: 2 cannot be split over 3 shards' "$T/c.err"
+
+# ---- --keep-chunks none -----------------------------------------------------------
+"$CALIPER" run "${COMMON[@]}" --concurrency 2 --requests 6 --keep-chunks none --db "$T/k.db" \
+  >"$T/k.out" 2>"$T/k.err"
+check "--keep-chunks none runs" [ $? = 0 ]
+check "no chunk timestamps are stored" \
+  [ "$(sqlite3 "$T/k.db" "select count(*) from requests where chunks is not null")" = 0 ]
+check "... though every request counted its chunks" \
+  [ "$(sqlite3 "$T/k.db" "select min(n_chunks) from requests")" -ge 2 ]
+check "ITL percentiles come from the histogram" \
+  [ "$(sqlite3 "$T/k.db" "select itl_source from cell_hists")" = histogram ]
+check "... and are there" [ -n "$(sqlite3 "$T/k.db" "select median_itl_ms from cells")" ]
+check "the run says so" grep -q "ITL percentiles from histograms" "$T/k.err"
+"$CALIPER" show --db "$T/k.db" 1 >"$T/k.show" 2>&1
+check "... and show says so again (a stored note)" grep -q "ITL percentiles in 1 of the run.s cells come from histograms" "$T/k.show"
+check "the protocol records the budget" grep -q '"keep_chunks":"none"' <(sqlite3 "$T/k.db" "select protocol from runs")
+"$CALIPER" run "${COMMON[@]}" --keep-chunks lots >/dev/null 2>"$T/kb.err"
+check "--keep-chunks lots is a usage error" [ $? = 2 ]
+
+# ---- MPI -----------------------------------------------------------------------------
+if ! command -v mpirun >/dev/null 2>&1; then
+  echo "ok - # SKIP mpirun: not installed (make deps installs openmpi-bin)"
+elif [ ! -x "$BUILD/caliper-mpi" ]; then
+  echo "ok - # SKIP caliper run --mpi: $BUILD/caliper-mpi not built (no mpicc at build time)"
+else
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
+  # Open MPI's own allocations are not caliper's: no leak report from them
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0" \
+  timeout 300 mpirun -np 2 --oversubscribe "$CALIPER" run --mpi "${COMMON[@]}" --concurrency 4 \
+    --requests 10 --db "$T/mpi.db" >"$T/mpi.out" 2>"$T/mpi.err"
+  rc=$?
+  check "mpirun -np 2 caliper run --mpi exits 0" [ $rc = 0 ]
+  [ $rc = 0 ] || tail -20 "$T/mpi.err"
+  check "one run is stored" [ "$(sqlite3 "$T/mpi.db" "select count(*) from runs")" = 1 ]
+  check "mpi: counts add up, percentiles equal the union of the ranks'" check_union "$T/mpi.db" 10
+  check "mpi: each rank's share and clock offset are recorded" \
+    python3 -c 'import json,sqlite3,sys; p=json.loads(sqlite3.connect(sys.argv[1]).execute("select protocol from runs").fetchone()[0]); f=p["fleet"]; sys.exit(not (len(f)==2 and all(x["offset_uncertainty_ns"] is not None for x in f)))' "$T/mpi.db"
+  check "mpi: rank 0 printed the merged run" grep -q "2 ranks merged into run" "$T/mpi.err"
+fi
+finish
