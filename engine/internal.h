@@ -11,20 +11,24 @@
  * scale-invariant, so the layers still see the token in full. */
 #define CAL_ENGINE_EMBED_SCALE 0.1f
 
+/* Matrices are rows in `dtype` (cal_k_row_bytes / cal_k_dequantize_row of
+ * kernels.h read them); norms are F32. */
 typedef struct cal_layer_weights {
+    int dtype;               /* CAL_DTYPE_* of the matrices */
     const float *attn_norm;  /* [dim] */
-    const float *wqkv;       /* [q_dim + 2·kv_dim][dim]: Q rows, then K, then V */
-    const float *wo;         /* [dim][q_dim] */
+    const void *wqkv;        /* [q_dim + 2·kv_dim][dim]: Q rows, then K, then V */
+    const void *wo;          /* [dim][q_dim] */
     const float *ffn_norm;   /* [dim] */
-    const float *w13;        /* dense: [2·ffn][dim], gate rows then up rows;
+    const void *w13;         /* dense: [2·ffn][dim], gate rows then up rows;
                                 MoE: [n_experts][2·ffn][dim] */
-    const float *w2;         /* dense: [dim][ffn]; MoE: [n_experts][dim][ffn] */
-    const float *router;     /* MoE: [n_experts][dim]; NULL when dense */
+    const void *w2;          /* dense: [dim][ffn]; MoE: [n_experts][dim][ffn] */
+    const void *router;      /* MoE: [n_experts][dim]; NULL when dense */
 } cal_layer_weights;
 
 typedef struct cal_model_weights {
-    const float *embedding;  /* [vocab][dim] */
-    const float *output;     /* [vocab][dim]; == embedding when tied */
+    int dtype;               /* CAL_DTYPE_* of the matrices */
+    const void *embedding;   /* [vocab][dim] */
+    const void *output;      /* [vocab][dim]; == embedding when tied */
     const float *final_norm; /* [dim] */
     int n_layers;
 } cal_model_weights;

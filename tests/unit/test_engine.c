@@ -117,8 +117,19 @@ static void ref_topk(const double *probs, int n, int k, int *idx, double *w)
     }
 }
 
-/* The whole model, token by token, in double, straight from the weights:
- * logits[vocab] for the last of tokens[n]. */
+/* rows × n_in weights in dtype, dequantized into a new F32 array */
+static float *deq(int dt, const void *w, int64_t rows, int n_in)
+{
+    float *o = malloc(sizeof(float) * (size_t)(rows * n_in));
+    assert_non_null(o);
+    size_t rb = cal_k_row_bytes(dt, n_in);
+    for (int64_t r = 0; r < rows; r++)
+        cal_k_dequantize_row(dt, (const char *)w + (size_t)r * rb, o + r * n_in, n_in);
+    return o;
+}
+
+/* The whole model, token by token, in double, straight from the weights
+ * (dequantized when not F32): logits[vocab] for the last of tokens[n]. */
 static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *logits)
 {
     const cal_model_config *c = cal_engine_config(e);
@@ -135,12 +146,21 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
     double *h13 = calloc((size_t)2 * f, sizeof(double)), *a = calloc((size_t)f, sizeof(double));
     double *r = calloc((size_t)(c->n_experts + 1), sizeof(double));
     assert_non_null(K); assert_non_null(V); assert_non_null(sc);
+    int dt = mw.dtype, ne_all = c->n_experts > 0 ? c->n_experts : 1;
+    float *emb = deq(dt, mw.embedding, c->vocab, d);
+    float *outw = deq(dt, mw.output, c->vocab, d);
     for (int p = 0; p < n; p++) {
         for (int i = 0; i < d; i++)
-            x[i] = (double)mw.embedding[(size_t)tok[p] * d + i] * CAL_ENGINE_EMBED_SCALE;
+            x[i] = (double)emb[(size_t)tok[p] * d + i] * CAL_ENGINE_EMBED_SCALE;
         for (int l = 0; l < L; l++) {
-            cal_layer_weights w;
-            cal_engine_layer_weights(e, l, &w);
+            cal_layer_weights lw, w;
+            cal_engine_layer_weights(e, l, &lw);
+            w = lw;
+            w.wqkv = deq(dt, lw.wqkv, qd + 2 * kvd, d);
+            w.wo = deq(dt, lw.wo, d, qd);
+            w.w13 = deq(dt, lw.w13, (int64_t)ne_all * 2 * f, d);
+            w.w2 = deq(dt, lw.w2, (int64_t)ne_all * d, f);
+            w.router = lw.router ? deq(dt, lw.router, c->n_experts, d) : NULL;
             ref_rmsnorm(xn, x, w.attn_norm, d, c->norm_eps);
             ref_mv(qkv, w.wqkv, xn, qd + 2 * kvd, d);
             ref_rope(qkv, H, hd, p, c->rope_theta);
@@ -176,8 +196,8 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
                 ref_topk(r, c->n_experts, c->top_k, idx, wt);
             }
             for (int k = 0; k < ne; k++) {
-                const float *w13 = w.w13 + (size_t)idx[k] * 2 * f * d;
-                const float *w2 = w.w2 + (size_t)idx[k] * d * f;
+                const float *w13 = (const float *)w.w13 + (size_t)idx[k] * 2 * f * d;
+                const float *w2 = (const float *)w.w2 + (size_t)idx[k] * d * f;
                 ref_mv(h13, w13, xn, 2 * f, d);
                 for (int i = 0; i < f; i++)
                     a[i] = silu(h13[i]) * h13[f + i];
@@ -185,10 +205,13 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
                 for (int i = 0; i < d; i++)
                     x[i] += wt[k] * o[i];
             }
+            free((void *)w.wqkv); free((void *)w.wo); free((void *)w.w13);
+            free((void *)w.w2); free((void *)w.router);
         }
     }
     ref_rmsnorm(xn, x, mw.final_norm, d, c->norm_eps);
-    ref_mv(logits, mw.output, xn, c->vocab, d);
+    ref_mv(logits, outw, xn, c->vocab, d);
+    free(emb); free(outw);
     free(K); free(V); free(x); free(xn); free(qkv); free(att); free(o); free(sc);
     free(h13); free(a); free(r);
 }
@@ -411,6 +434,85 @@ static void test_forward_tiny_vs_reference(void **state)
     check_vs_reference(e, 13, 1);  /* token by token: cache attention */
     cal_engine_close(&e);
     assert_null(e);
+}
+
+/* rms(ŵ − w) ÷ rms(w) over every matrix of layer 0 and the embedding: the
+ * format's rounding as the model actually sees it */
+static double weight_rounding(const cal_engine *q, const cal_engine *f)
+{
+    const cal_model_config *c = cal_engine_config(f);
+    int d = c->dim, ff = c->ffn_dim, kvd = c->n_kv_heads * (d / c->n_heads);
+    cal_layer_weights a, b;
+    cal_engine_layer_weights(q, 0, &a);
+    cal_engine_layer_weights(f, 0, &b);
+    cal_model_weights ma, mb;
+    cal_engine_weights(q, &ma);
+    cal_engine_weights(f, &mb);
+    const void *ta[] = {a.wqkv, a.wo, a.w13, a.w2, ma.embedding};
+    const void *tb[] = {b.wqkv, b.wo, b.w13, b.w2, mb.embedding};
+    int64_t rows[] = {d + 2 * kvd, d, 2 * ff, d, c->vocab};
+    int cols[] = {d, d, d, ff, d};
+    double e2 = 0, w2 = 0;
+    for (int t = 0; t < 5; t++) {
+        float *x = deq(a.dtype, ta[t], rows[t], cols[t]);
+        const float *y = tb[t];
+        for (int64_t i = 0; i < rows[t] * cols[t]; i++) {
+            e2 += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+            w2 += (double)y[i] * y[i];
+        }
+        free(x);
+    }
+    return sqrt(e2 / w2);
+}
+
+/* Every weight format against the double-precision reference over the same
+ * dequantized weights: the engine sums in F32 whatever the format, so the
+ * F32 tolerance holds (decode kernels for the token-by-token run, dequantized
+ * tiles through SGEMM for the chunk). Then the format against the F32 model
+ * of the same seed, whose weights differ from it by rounding only: the logits
+ * move by the weights' relative rounding ε (measured from the weights) times
+ * the logits' size times a gain the network gives every format alike (4
+ * layers and the logits; 9 to 11 on tiny). So the gain must be the same
+ * for F16, BF16 and Q8_0 within a factor 2, whose ε span 25×: an error that
+ * is not rounding (a wrong block, a lost scale) breaks that. */
+static void test_forward_formats_vs_reference(void **state)
+{
+    (void)state;
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    cal_engine *ref32 = NULL;
+    assert_int_equal(cal_engine_open(&c, 2, 64, &ref32), CAL_OK);
+    int V = c.vocab;
+    int32_t t[24];
+    prompt(t, 24, V, 5);
+    float *l32 = malloc(sizeof(float) * V), *lq = malloc(sizeof(float) * V);
+    assert_int_equal(run(ref32, 0, 0, t, 24, l32), CAL_OK);
+    double span = 0;
+    for (int i = 0; i < V; i++)
+        span = fmax(span, fabs((double)l32[i]));
+    double gain[CAL_DTYPE_COUNT] = {0}, eps[CAL_DTYPE_COUNT] = {0};
+    for (int dt = CAL_DTYPE_F16; dt < CAL_DTYPE_COUNT; dt++) {
+        c.dtype = dt;
+        cal_engine *e = NULL;
+        assert_int_equal(cal_engine_open(&c, 2, 64, &e), CAL_OK);
+        check_vs_reference(e, 37, 37);
+        check_vs_reference(e, 13, 1);
+        assert_int_equal(run(e, 0, 0, t, 24, lq), CAL_OK);
+        double worst = 0;
+        for (int i = 0; i < V; i++)
+            worst = fmax(worst, fabs((double)lq[i] - l32[i]));
+        eps[dt] = weight_rounding(e, ref32);
+        gain[dt] = worst / (eps[dt] * span);
+        cal_engine_close(&e);
+    }
+    assert_true(eps[CAL_DTYPE_Q8_0] > 10 * eps[CAL_DTYPE_F16]);
+    assert_true(eps[CAL_DTYPE_BF16] > 4 * eps[CAL_DTYPE_F16]);
+    for (int dt = CAL_DTYPE_F16; dt < CAL_DTYPE_COUNT; dt++) {
+        assert_true(gain[dt] > 1.0 && gain[dt] < 50.0);
+        assert_true(gain[dt] < 2.0 * gain[CAL_DTYPE_F16] && gain[dt] > 0.5 * gain[CAL_DTYPE_F16]);
+    }
+    free(l32); free(lq);
+    cal_engine_close(&ref32);
 }
 
 static void test_forward_moe_vs_reference(void **state)
@@ -725,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_kernel_dot_axpy),
         cmocka_unit_test(test_forward_tiny_vs_reference),
         cmocka_unit_test(test_forward_moe_vs_reference),
+        cmocka_unit_test(test_forward_formats_vs_reference),
         cmocka_unit_test(test_prefill_chunk_equals_tokenwise),
         cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_greedy_stable),
