@@ -180,6 +180,8 @@ typedef struct op_prof {
     double  flops, bytes;
 } op_prof;
 
+#define PROF_MAX_B 16   /* decode batches profiled one by one: the kernels' range */
+
 /* norms are F32; the matrices are rows in the engine's dtype (kernels.h) */
 typedef struct layer {
     float *attn_norm, *ffn_norm;
@@ -228,6 +230,11 @@ struct cal_engine {
     void  *sscratch;               /* sampler scratch */
     op_prof prof[OP_COUNT];
     int64_t steps, step_tokens, step_ns;
+    /* decode-only steps by batch size (entries of one token each), so the
+     * profile shows where time goes at each B; [0] unused */
+    op_prof prof_b[PROF_MAX_B + 1][OP_COUNT];
+    int64_t steps_b[PROF_MAX_B + 1], step_ns_b[PROF_MAX_B + 1];
+    int   cur_b;                   /* the running step's batch, 0 = not decode-only */
     char  err[160];
 };
 
@@ -580,11 +587,19 @@ void cal_engine_layer_weights(const cal_engine *e, int l, cal_layer_weights *w)
 static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
                             double bytes)
 {
+    int64_t dt = cal_now_ns() - t0;
     op_prof *p = &e->prof[op];
-    p->ns += cal_now_ns() - t0;
+    p->ns += dt;
     p->calls++;
     p->flops += flops;
     p->bytes += bytes;
+    if (e->cur_b > 0) {
+        p = &e->prof_b[e->cur_b][op];
+        p->ns += dt;
+        p->calls++;
+        p->flops += flops;
+        p->bytes += bytes;
+    }
 }
 
 /* Y[M][out] (row stride ldy) = beta·Y + X[M][in] (row stride ldx) · W[out][in]ᵀ,
@@ -939,6 +954,7 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
     const cal_model_config *c = &e->c;
     int d = c->dim, f = c->ffn_dim;
     int64_t step0 = cal_now_ns();
+    e->cur_b = T == n_en && T <= PROF_MAX_B ? T : 0;
 
     int64_t t0 = cal_now_ns();
     int row = 0;
@@ -1021,9 +1037,15 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
     }
     for (int i = 0; i < n_en; i++)
         e->slot_len[en[i].slot] = en[i].pos + en[i].n_tokens;
+    int64_t ns = cal_now_ns() - step0;
     e->steps++;
     e->step_tokens += T;
-    e->step_ns += cal_now_ns() - step0;
+    e->step_ns += ns;
+    if (e->cur_b > 0) {
+        e->steps_b[e->cur_b]++;
+        e->step_ns_b[e->cur_b] += ns;
+    }
+    e->cur_b = 0;   /* sampling between steps is not a step's */
     return CAL_OK;
 }
 
@@ -1078,6 +1100,9 @@ void cal_engine_profile_reset(cal_engine *e)
     if (!e)
         return;
     memset(e->prof, 0, sizeof e->prof);
+    memset(e->prof_b, 0, sizeof e->prof_b);
+    memset(e->steps_b, 0, sizeof e->steps_b);
+    memset(e->step_ns_b, 0, sizeof e->step_ns_b);
     e->steps = e->step_tokens = e->step_ns = 0;
 }
 
@@ -1104,6 +1129,7 @@ char *cal_engine_profile_json(const cal_engine *e)
     json_object_set_new(model, "vocab", json_integer(c->vocab));
     json_object_set_new(model, "max_ctx", json_integer(c->max_ctx));
     json_object_set_new(model, "n_params", json_integer(cal_model_n_params(c)));
+    json_object_set_new(model, "dtype", json_string(cal_dtype_name(c->dtype)));
     json_object_set_new(model, "decode_bytes_per_token",
                         json_integer(cal_model_decode_bytes_per_token(c)));
     int64_t covered = 0;
@@ -1128,6 +1154,7 @@ char *cal_engine_profile_json(const cal_engine *e)
     json_object_set_new(blas, "library", json_string("OpenBLAS"));
     json_object_set_new(blas, "core", json_string(cal_engine_blas_core()));
     json_object_set_new(blas, "engine_threads", json_integer(e->nt));
+    json_object_set_new(blas, "decode_kernels", json_string(cal_k_isa()));
     json_object_set_new(root, "blas", blas);
     json_object_set_new(root, "steps", json_integer(e->steps));
     json_object_set_new(root, "tokens", json_integer(e->step_tokens));
@@ -1135,6 +1162,33 @@ char *cal_engine_profile_json(const cal_engine *e)
     json_object_set_new(root, "unattributed_ns",
                         json_integer(e->step_ns > covered ? e->step_ns - covered : 0));
     json_object_set_new(root, "ops", ops);
+    /* decode-only steps by batch size: time per step and per op at each B */
+    json_t *byb = json_array();
+    for (int b = 1; b <= PROF_MAX_B && byb; b++) {
+        if (e->steps_b[b] == 0)
+            continue;
+        json_t *o = json_object(), *bops = json_array();
+        json_object_set_new(o, "batch", json_integer(b));
+        json_object_set_new(o, "steps", json_integer(e->steps_b[b]));
+        json_object_set_new(o, "step_time_ns", json_integer(e->step_ns_b[b]));
+        for (int i = 0; i < OP_COUNT; i++) {
+            const op_prof *p = &e->prof_b[b][i];
+            if (p->calls == 0)
+                continue;
+            json_t *q = json_object();
+            json_object_set_new(q, "op", json_string(op_names[i]));
+            json_object_set_new(q, "calls", json_integer(p->calls));
+            json_object_set_new(q, "time_ns", json_integer(p->ns));
+            json_object_set_new(q, "flops", json_real(p->flops));
+            json_object_set_new(q, "bytes", json_real(p->bytes));
+            json_object_set_new(q, "share_of_step",
+                                json_real((double)p->ns / (double)e->step_ns_b[b]));
+            json_array_append_new(bops, q);
+        }
+        json_object_set_new(o, "ops", bops);
+        json_array_append_new(byb, o);
+    }
+    json_object_set_new(root, "by_batch", byb);
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return s;

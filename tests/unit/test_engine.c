@@ -746,6 +746,73 @@ static void test_validation(void **state)
     cal_engine_close(&e); /* closing NULL is a no-op */
 }
 
+/* The profile's by_batch part: decode-only steps counted at their batch
+ * size, prefill and mixed steps left out, per-op figures that add up. */
+static void test_profile_by_batch(void **state)
+{
+    (void)state;
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    c.dtype = CAL_DTYPE_Q8_0;
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, 4, 32, &e), CAL_OK);
+    int32_t t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int s = 0; s < 4; s++)
+        assert_int_equal(run(e, s, 0, t, 4 + s, NULL), CAL_OK); /* prefill: not counted */
+    cal_step_entry en[3];
+    for (int k = 0; k < 2; k++) {   /* two steps of three sequences at depths 4, 5, 6 */
+        for (int s = 0; s < 3; s++)
+            en[s] = (cal_step_entry){s, 4 + s + k, 1, &t[s], NULL};
+        assert_int_equal(cal_engine_step(e, en, 3), CAL_OK);
+    }
+    assert_int_equal(run(e, 3, 7, t, 1, NULL), CAL_OK);          /* one at batch 1 */
+    cal_step_entry mixed[2] = {{0, 6, 2, t, NULL}, {1, 7, 1, t, NULL}};
+    assert_int_equal(cal_engine_step(e, mixed, 2), CAL_OK);       /* mixed: not counted */
+    char *s = cal_engine_profile_json(e);
+    json_error_t err;
+    json_t *j = json_loads(s, 0, &err);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "model"),
+                                                           "dtype")), "q8_0");
+    json_t *bb = json_object_get(j, "by_batch");
+    assert_int_equal(json_array_size(bb), 2);
+    json_t *b1 = json_array_get(bb, 0), *b3 = json_array_get(bb, 1);
+    assert_int_equal(json_integer_value(json_object_get(b1, "batch")), 1);
+    assert_int_equal(json_integer_value(json_object_get(b1, "steps")), 1);
+    assert_int_equal(json_integer_value(json_object_get(b3, "batch")), 3);
+    assert_int_equal(json_integer_value(json_object_get(b3, "steps")), 2);
+    /* dense_proj at batch 3: 4 products per layer per step, each reading the
+     * Q8_0 weights once for the three rows (34 bytes per 32 weights) plus the
+     * rows in and out in F32: QKV 128→256, O 128→128, gate-up 128→768,
+     * down 384→128 */
+    double per_layer = (128 * 256 + 128 * 128 + 768 * 128 + 128 * 384) * 34.0 / 32 +
+                       4.0 * 3 * ((128 + 256) + (128 + 128) + (128 + 768) + (384 + 128));
+    json_t *ops = json_object_get(b3, "ops");
+    int64_t sum = 0;
+    int seen_proj = 0;
+    for (size_t i = 0; i < json_array_size(ops); i++) {
+        json_t *o = json_array_get(ops, i);
+        sum += json_integer_value(json_object_get(o, "time_ns"));
+        if (strcmp(json_string_value(json_object_get(o, "op")), "dense_proj") == 0) {
+            seen_proj = 1;
+            assert_int_equal(json_integer_value(json_object_get(o, "calls")), 2 * 4 * 4);
+            double by = json_real_value(json_object_get(o, "bytes"));
+            assert_true(fabs(by - 2 * 4 * per_layer) < 1);
+        }
+    }
+    assert_true(seen_proj);
+    assert_true(sum <= json_integer_value(json_object_get(b3, "step_time_ns")));
+    json_decref(j);
+    free(s);
+    cal_engine_profile_reset(e);
+    s = cal_engine_profile_json(e);
+    j = json_loads(s, 0, &err);
+    assert_int_equal(json_array_size(json_object_get(j, "by_batch")), 0);
+    json_decref(j);
+    free(s);
+    cal_engine_close(&e);
+}
+
 static void test_profile_json(void **state)
 {
     (void)state;
@@ -828,6 +895,7 @@ int main(void)
         cmocka_unit_test(test_forward_tiny_vs_reference),
         cmocka_unit_test(test_forward_moe_vs_reference),
         cmocka_unit_test(test_forward_formats_vs_reference),
+        cmocka_unit_test(test_profile_by_batch),
         cmocka_unit_test(test_prefill_chunk_equals_tokenwise),
         cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_greedy_stable),
