@@ -200,6 +200,8 @@ struct cal_engine {
     float *dq;                     /* [threads][dq_rows][max n_in]: a dequantized
                                       weight tile for prefill products (not F32) */
     int   dq_rows;
+    float *xr;                     /* Q8_0: [S][max n_in] activations rounded to
+                                      Q8_0 for prefill products */
     layer *layers;                 /* [n_layers] */
     float *kcache, *vcache;        /* [n_layers][max_seqs][n_kv][max_ctx][hd] */
     int   *slot_len;               /* [max_seqs] positions filled */
@@ -415,7 +417,7 @@ void cal_engine_close(cal_engine **pe)
     free(e->qpack); free(e->opack); free(e->rowpos);
     free(e->rlogits); free(e->rprobs); free(e->topi); free(e->topw);
     free(e->elist); free(e->ewt); free(e->ecount); free(e->lhid);
-    free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch); free(e->dq);
+    free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch); free(e->dq); free(e->xr);
     if (e->pool) {
         cal_pool_close(&e->pool);
         blas_give_threads();
@@ -505,8 +507,10 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         if (e->dq_rows > 512)
             e->dq_rows = 512;
         e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
+        if (e->dt == CAL_DTYPE_Q8_0)
+            e->xr = xalloc((size_t)S * max_in * sizeof(float));
     }
-    int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
+    int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
              e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
              e->seen && e->sscratch && e->rowpos;
@@ -609,7 +613,8 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
  * here cost 0.9× at batch 2 what batch 1 cost in aggregate (sgemm repacks
  * the weights for M = 2–8). Larger M is prefill, compute-bound: OpenBLAS
  * SGEMM, the other formats dequantized into F32 a tile of rows at a time
- * (the tile's conversion is 1/M of its multiply-adds). */
+ * (the tile's conversion is 1/M of its multiply-adds). Q8_0 multiplies
+ * activations rounded to Q8_0 at every M (kernels.h). */
 #define SMALL_M 16
 
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
@@ -664,6 +669,14 @@ static void mm_part(void *a, int tid, int nt)
 static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                      const char *w, int n_out, int n_in, int m, float beta)
 {
+    if (e->dt == CAL_DTYPE_Q8_0 && m > SMALL_M) {
+        /* Q8_0 multiplies Q8_0 activations at every batch size, as the
+         * decode kernel does (and llama.cpp): round them once here */
+        for (int i = 0; i < m; i++)
+            cal_k_q8_0_round(x + (size_t)i * ldx, e->xr + (size_t)i * n_in, n_in);
+        x = e->xr;
+        ldx = n_in;
+    }
     mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta};
     if (e->nt == 1 || (double)n_out * n_in * m < 65536.0 || n_out < 32)
         matmul1(e, y, ldy, x, ldx, w, n_out, n_in, m, beta, dq_of(e, 0));

@@ -75,18 +75,26 @@ size_t cal_k_row_bytes(int dtype, int n);
  * llama.cpp's quantize_row_q8_0). */
 void cal_k_quantize_row(int dtype, const float *src, void *dst, int n);
 void cal_k_dequantize_row(int dtype, const void *src, float *dst, int n);
+/* Activations as Q8_0 products see them: each 32-block of x[n] (n % 32 == 0)
+ * scaled by d = max|x|/127 in F32 and rounded, out = d · round(x / d).
+ * out may equal x. */
+void cal_k_q8_0_round(const float *x, float *out, int n);
 
 /* Y[m][n_out] (row stride ldy) = beta·Y + X[m][n_in] (row stride ldx) ·
  * Wᵀ, W [n_out] rows of n_in weights in dtype. Every weight row is read from
  * memory once for all m rows of X: the decode batch's product. beta 0 never
- * reads Y. Sums are in F32 over the dequantized weights. AVX-512 where the
- * CPU has it (checked once, at the first call) and n_in % 32 == 0, the
- * portable path otherwise; cal_k_matmul_portable is that path alone. */
+ * reads Y. Sums are in F32 over the dequantized weights; Q8_0 multiplies X
+ * rounded to Q8_0 (cal_k_q8_0_round), as llama.cpp's Q8_0 × Q8_0 product
+ * does, so the integer kernel (AVX-512 VNNI) and the portable path agree.
+ * AVX-512 where the CPU has it (checked once, at the first call) and
+ * n_in % 32 == 0, the portable path otherwise; cal_k_matmul_portable is that
+ * path alone. */
 void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
                   int n_out, int n_in, int m, float beta);
 void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
                            const void *w, int n_out, int n_in, int m, float beta);
-/* "avx512" or "portable": the path cal_k_matmul takes on this CPU. */
+/* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
+ * this CPU (VNNI: the Q8_0 integer kernel). */
 const char *cal_k_isa(void);
 /* Reads n bytes with the same vector loads as the products and returns a
  * checksum (so the reads cannot be skipped): the read-bandwidth probe. */

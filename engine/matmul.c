@@ -148,6 +148,20 @@ void cal_k_dequantize_row(int dtype, const void *src, float *dst, int n)
     }
 }
 
+/* llama.cpp's Q8_0 activations: each 32-block of x scaled by d = max|x|/127
+ * (kept in F32) and rounded to an integer; out = d · q. */
+void cal_k_q8_0_round(const float *x, float *out, int n)
+{
+    for (int b = 0; b + CAL_Q8_0_BLOCK <= n; b += CAL_Q8_0_BLOCK) {
+        float amax = 0;
+        for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
+            amax = fmaxf(amax, fabsf(x[b + i]));
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
+            out[b + i] = d * (float)lrintf(x[b + i] * id);
+    }
+}
+
 /* ---- the portable product ----------------------------------------------- */
 
 /* Weights are dequantized a chunk at a time (a multiple of the Q8_0 block)
@@ -159,7 +173,7 @@ void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx
                            const void *w, int n_out, int n_in, int m, float beta)
 {
     size_t rb = cal_k_row_bytes(dtype, n_in);
-    float buf[PCHUNK];
+    float buf[PCHUNK], xr[PCHUNK];
     for (int r = 0; r < n_out; r++) {
         const char *row = (const char *)w + (size_t)r * rb;
         for (int i0 = 0; i0 < m; i0 += PROWS) {
@@ -174,8 +188,14 @@ void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx
                     cal_k_dequantize_row(dtype, row + cal_k_row_bytes(dtype, k0), buf, kn);
                     wk = buf;
                 }
-                for (int i = 0; i < mb; i++)
-                    acc[i] += cal_k_dot(wk, x + (size_t)(i0 + i) * ldx + k0, kn);
+                for (int i = 0; i < mb; i++) {
+                    const float *xk = x + (size_t)(i0 + i) * ldx + k0;
+                    if (dtype == CAL_DTYPE_Q8_0) {  /* Q8_0 × Q8_0, as llama.cpp */
+                        cal_k_q8_0_round(xk, xr, kn);
+                        xk = xr;
+                    }
+                    acc[i] += cal_k_dot(wk, xk, kn);
+                }
             }
             for (int i = 0; i < mb; i++) {
                 float *o = y + (size_t)(i0 + i) * ldy + r;
@@ -191,7 +211,8 @@ void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 #define INL static inline __attribute__((always_inline)) TGT
 
-/* 32 weights of a row from element k on, as two vectors of 16 floats */
+/* 32 weights of a row from element k on, as two vectors of 16 floats
+ * (F32, F16, BF16; Q8_0 has its own integer kernel below) */
 INL void ld32(int dt, const char *row, int k, __m512 *a, __m512 *b)
 {
     if (dt == CAL_DTYPE_F32) {
@@ -202,20 +223,13 @@ INL void ld32(int dt, const char *row, int k, __m512 *a, __m512 *b)
         const uint16_t *p = (const uint16_t *)row + k;
         *a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
         *b = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 16)));
-    } else if (dt == CAL_DTYPE_BF16) {
+    } else {
         /* bf16 is the top half of an f32: widen and shift */
         const uint16_t *p = (const uint16_t *)row + k;
         __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
         __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 16)));
         *a = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
         *b = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-    } else {
-        const cal_q8_0_block *blk = (const cal_q8_0_block *)row + k / CAL_Q8_0_BLOCK;
-        __m512 d = _mm512_set1_ps(_cvtsh_ss(blk->d));
-        __m512i u = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)blk->qs));
-        __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk->qs + 16)));
-        *a = _mm512_mul_ps(_mm512_cvtepi32_ps(u), d);
-        *b = _mm512_mul_ps(_mm512_cvtepi32_ps(v), d);
     }
 }
 
@@ -230,8 +244,13 @@ INL void tile(int dt, int R, int MB, float *y, int ldy, const float *x, int ldx,
             acc[r][i] = _mm512_setzero_ps();
     for (int k = 0; k < n_in; k += 32) {
         __m512 wa[4], wb[4];
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++) {
             ld32(dt, w + (size_t)r * rb, k, &wa[r], &wb[r]);
+            /* pin the weights in registers: GCC would otherwise reload them
+             * from memory for every activation row (twice the loads at
+             * batch 2, measured 1.1× batch 1's aggregate instead of 1.8×) */
+            __asm__("" : "+v"(wa[r]), "+v"(wb[r]));
+        }
         for (int i = 0; i < MB; i++) {
             __m512 xa = _mm512_loadu_ps(x + (size_t)i * ldx + k);
             __m512 xb = _mm512_loadu_ps(x + (size_t)i * ldx + k + 16);
@@ -263,13 +282,12 @@ typedef void (*tile_fn)(float *y, int ldy, const float *x, int ldx, const char *
 TILES(CAL_DTYPE_F32, f32)
 TILES(CAL_DTYPE_F16, f16)
 TILES(CAL_DTYPE_BF16, bf16)
-TILES(CAL_DTYPE_Q8_0, q8)
 #define ROW_R(DN, R) {t_##DN##_##R##_1, t_##DN##_##R##_2, t_##DN##_##R##_3,          \
                       t_##DN##_##R##_4, t_##DN##_##R##_5, t_##DN##_##R##_6,          \
                       t_##DN##_##R##_7, t_##DN##_##R##_8}
 #define ROW_DT(DN) {ROW_R(DN, 1), ROW_R(DN, 2), ROW_R(DN, 4)}
 /* [dtype][R = 1, 2, 4][MB − 1] */
-static const tile_fn tiles[4][3][8] = {ROW_DT(f32), ROW_DT(f16), ROW_DT(bf16), ROW_DT(q8)};
+static const tile_fn tiles[3][3][8] = {ROW_DT(f32), ROW_DT(f16), ROW_DT(bf16)};
 
 /* Rows of W go in blocks of R; for each block every chunk of ≤ 8 activation
  * rows runs while the block's R rows are still in L1, so the weights stream
@@ -321,6 +339,147 @@ static TGT uint64_t read_avx512(const void *p, size_t n)
     return s;
 }
 
+/* ---- Q8_0 × Q8_0 with AVX-512 VNNI -------------------------------------- */
+
+#define TGTV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+#define INLV static inline __attribute__((always_inline)) TGTV
+
+/* The activations of one call, quantized once per thread: q [m][kp] int8,
+ * and per pair of blocks two vectors of 16 lanes (8 per block): the block
+ * scales dx, and the correction 16·dx·Σq (see tile_q8v). kp = n_in rounded
+ * up to 64, the tail zero. */
+enum { XQ_CAP = 16 * 4096 };
+typedef struct xq_buf {
+    int8_t q[XQ_CAP];
+    float  dx[XQ_CAP / 4], cv[XQ_CAP / 4];
+} xq_buf;
+static _Thread_local xq_buf xqb __attribute__((aligned(64)));
+
+static void quantize_x(const float *x, int ldx, int n_in, int m, int kp)
+{
+    for (int i = 0; i < m; i++) {
+        int8_t *q = xqb.q + (size_t)i * kp;
+        float *dx = xqb.dx + (size_t)i * kp / 4, *cv = xqb.cv + (size_t)i * kp / 4;
+        for (int b = 0; b < kp / CAL_Q8_0_BLOCK; b++) {
+            const float *xb = x + (size_t)i * ldx + (size_t)b * CAL_Q8_0_BLOCK;
+            float d = 0;
+            int sum = 0;
+            if (b * CAL_Q8_0_BLOCK < n_in) {
+                float amax = 0;
+                for (int k = 0; k < CAL_Q8_0_BLOCK; k++)
+                    amax = fmaxf(amax, fabsf(xb[k]));
+                d = amax / 127.0f;
+                float id = d > 0 ? 1.0f / d : 0.0f;
+                for (int k = 0; k < CAL_Q8_0_BLOCK; k++) {
+                    int v = (int)lrintf(xb[k] * id);
+                    q[b * CAL_Q8_0_BLOCK + k] = (int8_t)v;
+                    sum += v;
+                }
+            } else {
+                memset(q + b * CAL_Q8_0_BLOCK, 0, CAL_Q8_0_BLOCK);
+            }
+            /* lanes 8·(b%2) .. +7 of pair b/2 */
+            for (int l = 0; l < 8; l++) {
+                dx[(b / 2) * 16 + (b % 2) * 8 + l] = d;
+                cv[(b / 2) * 16 + (b % 2) * 8 + l] = 16.0f * d * (float)sum;
+            }
+        }
+    }
+}
+
+/* vpdpbusd multiplies unsigned by signed bytes: the weights go in with their
+ * sign bit flipped (w + 128, unsigned), so each lane gets Σ(w+128)·q over 4
+ * bytes; the 8 lanes of a block hold dot(w, q) + 128·Σq. Per lane,
+ * cvt(s)·dx − 16·dx·Σq summed over the block's 8 lanes is dx·dot(w, q), and
+ * the FMA with the weight scale finishes dw·dx·dot(w, q). Four operations
+ * per activation row per 64 weights, against four FMAs in F32. */
+INLV void tile_q8v(int R, int MB, float *y, int ldy, int kp, const char *w, size_t rb,
+                   int nblk, float beta, int i0)
+{
+    __m512 acc[4][8];
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < MB; i++)
+            acc[r][i] = _mm512_setzero_ps();
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int p = 0; p < nblk; p += 2) {
+        __m512i wu[4];
+        __m512 dw[4];
+        for (int r = 0; r < R; r++) {
+            const cal_q8_0_block *b0 = (const cal_q8_0_block *)(w + (size_t)r * rb) + p;
+            int two = p + 1 < nblk;
+            __m256i lo = _mm256_loadu_si256((const __m256i *)b0->qs);
+            __m256i hi = two ? _mm256_loadu_si256((const __m256i *)b0[1].qs)
+                             : _mm256_set1_epi8((char)0x80); /* flips to 0 */
+            wu[r] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                     flip);
+            __m128i d0 = _mm_set1_epi16((short)b0->d);
+            __m128i d1 = _mm_set1_epi16(two ? (short)b0[1].d : 0);
+            dw[r] = _mm512_cvtph_ps(_mm256_set_m128i(d1, d0));
+        }
+        for (int i = 0; i < MB; i++) {
+            size_t row = (size_t)(i0 + i);
+            __m512i xv = _mm512_load_si512(xqb.q + row * kp + (size_t)p * 32);
+            __m512 dx = _mm512_load_ps(xqb.dx + row * kp / 4 + (size_t)p * 8);
+            __m512 cv = _mm512_load_ps(xqb.cv + row * kp / 4 + (size_t)p * 8);
+            for (int r = 0; r < R; r++) {
+                __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu[r], xv);
+                __m512 t = _mm512_fmsub_ps(_mm512_cvtepi32_ps(s), dx, cv);
+                acc[r][i] = _mm512_fmadd_ps(t, dw[r], acc[r][i]);
+            }
+        }
+    }
+    for (int i = 0; i < MB; i++)
+        for (int r = 0; r < R; r++) {
+            float s = _mm512_reduce_add_ps(acc[r][i]);
+            float *o = y + (size_t)i * ldy + r;
+            *o = beta == 0.0f ? s : beta * *o + s;
+        }
+}
+
+typedef void (*tileq_fn)(float *y, int ldy, int kp, const char *w, size_t rb, int nblk,
+                         float beta, int i0);
+#define TILEQ(R, MB)                                                                  \
+    static TGTV void tq_##R##_##MB(float *y, int ldy, int kp, const char *w, size_t rb, \
+                                   int nblk, float beta, int i0)                      \
+    { tile_q8v(R, MB, y, ldy, kp, w, rb, nblk, beta, i0); }
+#define TILEQ_R(R) TILEQ(R, 1) TILEQ(R, 2) TILEQ(R, 3) TILEQ(R, 4) TILEQ(R, 5)          \
+                   TILEQ(R, 6) TILEQ(R, 7) TILEQ(R, 8)
+TILEQ_R(1) TILEQ_R(2) TILEQ_R(4)
+#define ROWQ(R) {tq_##R##_1, tq_##R##_2, tq_##R##_3, tq_##R##_4, tq_##R##_5, tq_##R##_6, \
+                 tq_##R##_7, tq_##R##_8}
+static const tileq_fn tilesq[3][8] = {ROWQ(1), ROWQ(2), ROWQ(4)};
+
+static TGTV void matmul_q8_vnni(float *y, int ldy, const float *x, int ldx, const void *w,
+                                int n_out, int n_in, int m, float beta)
+{
+    int kp = (n_in + 63) & ~63, nblk = n_in / CAL_Q8_0_BLOCK;
+    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n_in);
+    quantize_x(x, ldx, n_in, m, kp);
+    int nch = (m + 7) / 8;
+    int ri = nch == 1 && m <= 3 ? 2 : 1, R = ri == 2 ? 4 : 2;
+    for (int r = 0; r < n_out;) {
+        int full = n_out - r >= R;   /* the last rows go one at a time */
+        const char *wr = (const char *)w + (size_t)r * rb;
+        for (int c = 0, i0 = 0; c < nch; c++) {
+            int mb = (m - i0) / (nch - c);
+            tilesq[full ? ri : 0][mb - 1](y + (size_t)i0 * ldy + r, ldy, kp, wr, rb, nblk,
+                                          beta, i0);
+            i0 += mb;
+        }
+        r += full ? R : 1;
+    }
+}
+
+static int have_vnni(void)
+{
+    static int cached = -1;   /* a pure function of the CPU: races write the same */
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512vnni");
+    }
+    return cached;
+}
+
 static int have_avx512(void)
 {
     static int cached = -1;   /* a pure function of the CPU: races write the same */
@@ -338,7 +497,7 @@ static int have_avx512(void) { return 0; }
 
 const char *cal_k_isa(void)
 {
-    return have_avx512() ? "avx512" : "portable";
+    return have_avx512() ? (have_vnni() ? "avx512+vnni" : "avx512") : "portable";
 }
 
 void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
@@ -347,8 +506,18 @@ void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const v
     if (n_out <= 0 || m <= 0)
         return;
 #if HAVE_X86
-    if (have_avx512() && n_in % 32 == 0 && dtype >= 0 && dtype <= CAL_DTYPE_Q8_0) {
+    if (have_avx512() && n_in % 32 == 0 && dtype >= 0 && dtype < CAL_DTYPE_Q8_0) {
         matmul_avx512(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        return;
+    }
+    /* Q8_0: activations quantized per call into this thread's buffer, in
+     * row groups that fit it (one group for any decode shape of the presets) */
+    if (dtype == CAL_DTYPE_Q8_0 && have_avx512() && have_vnni() &&
+        (size_t)((n_in + 63) & ~63) <= XQ_CAP) {
+        int kp = (n_in + 63) & ~63, g = XQ_CAP / kp;
+        for (int i0 = 0; i0 < m; i0 += g)
+            matmul_q8_vnni(y + (size_t)i0 * ldy, ldy, x + (size_t)i0 * ldx, ldx, w, n_out,
+                           n_in, m - i0 < g ? m - i0 : g, beta);
         return;
     }
 #endif

@@ -84,8 +84,24 @@ static void ref_rope(double *v, int n_heads, int hd, int pos, double theta)
 }
 
 /* y[out] = W[out][in] · x[in] */
-static void ref_mv(double *y, const float *w, const double *x, int n_out, int n_in)
+/* set while the reference models a Q8_0 engine: its products take the
+ * activations rounded to Q8_0 (kernels.h), and so does the reference */
+static int ref_q8_0;
+
+static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n_in)
 {
+    double xr[4096];
+    const double *x = x0;
+    if (ref_q8_0) {
+        float f[4096];
+        assert_true(n_in <= 4096);
+        for (int i = 0; i < n_in; i++)
+            f[i] = (float)x0[i];
+        cal_k_q8_0_round(f, f, n_in);
+        for (int i = 0; i < n_in; i++)
+            xr[i] = f[i];
+        x = xr;
+    }
     for (int o = 0; o < n_out; o++) {
         double s = 0;
         for (int i = 0; i < n_in; i++)
@@ -147,6 +163,7 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
     double *r = calloc((size_t)(c->n_experts + 1), sizeof(double));
     assert_non_null(K); assert_non_null(V); assert_non_null(sc);
     int dt = mw.dtype, ne_all = c->n_experts > 0 ? c->n_experts : 1;
+    ref_q8_0 = dt == CAL_DTYPE_Q8_0;
     float *emb = deq(dt, mw.embedding, c->vocab, d);
     float *outw = deq(dt, mw.output, c->vocab, d);
     for (int p = 0; p < n; p++) {
@@ -211,6 +228,7 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
     }
     ref_rmsnorm(xn, x, mw.final_norm, d, c->norm_eps);
     ref_mv(logits, outw, xn, c->vocab, d);
+    ref_q8_0 = 0;
     free(emb); free(outw);
     free(K); free(V); free(x); free(xn); free(qkv); free(att); free(o); free(sc);
     free(h13); free(a); free(r);

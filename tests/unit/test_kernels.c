@@ -104,12 +104,15 @@ static void test_q8_0_layout(void **state)
 }
 
 /* One product checked two ways, for every format and m = 1..16:
- *  (a) against a double-precision product over the same dequantized weights.
+ *  (a) against a double-precision product over the same dequantized weights
+ *      (and, for Q8_0, the activations rounded to Q8_0 as the product takes
+ *      them).
  *      The kernel sums n_in F32 products; each partial sum's rounding is at
  *      most 2^-24 of the running |sum|, so the error is at most
  *      n_in · 2^-24 · Σ|w·x| (a crude bound, never reached; we allow it).
  *  (b) against the F32 weights the format was made from: the format's own
- *      error Σ|w − ŵ|·|x| bounds the difference (plus (a)'s rounding). That
+ *      error Σ|w − ŵ|·|x| (Q8_0: + Σ|ŵ|·|x − x̂|) bounds the difference
+ *      (plus (a)'s rounding). That
  *      bound is computed from the very weights, so a wrong scale, a wrong
  *      block offset or a swapped half fails it. */
 static void check_product(int dt, int portable, int n_out, int n_in)
@@ -119,6 +122,7 @@ static void check_product(int dt, int portable, int n_out, int n_in)
     float *wq = malloc(sizeof(float) * (size_t)n_out * n_in);
     char *ws = malloc(rb * (size_t)n_out);
     float *x = malloc(sizeof(float) * 16 * (size_t)n_in);
+    float *xh = malloc(sizeof(float) * 16 * (size_t)n_in);
     float *y = malloc(sizeof(float) * 17 * (size_t)(n_out + 3));
     assert_non_null(w); assert_non_null(wq); assert_non_null(ws);
     assert_non_null(x); assert_non_null(y);
@@ -126,6 +130,12 @@ static void check_product(int dt, int portable, int n_out, int n_in)
         w[i] = frand() * (i % 7 == 0 ? 2.0f : 0.3f);
     for (int i = 0; i < 16 * n_in; i++)
         x[i] = frand();
+    for (int i = 0; i < 16; i++) {
+        float *xi = xh + (size_t)i * n_in;
+        memcpy(xi, x + (size_t)i * n_in, sizeof(float) * (size_t)n_in);
+        if (dt == CAL_DTYPE_Q8_0)
+            cal_k_q8_0_round(xi, xi, n_in);
+    }
     for (int r = 0; r < n_out; r++) {
         cal_k_quantize_row(dt, w + (size_t)r * n_in, ws + (size_t)r * rb, n_in);
         cal_k_dequantize_row(dt, ws + (size_t)r * rb, wq + (size_t)r * n_in, n_in);
@@ -146,14 +156,14 @@ static void check_product(int dt, int portable, int n_out, int n_in)
                 cal_k_matmul(dt, y, ldy, x, n_in, ws, n_out, n_in, m, beta);
             for (int i = 0; i < m; i++) {
                 for (int r = 0; r < n_out; r++) {
-                    const float *xi = x + (size_t)i * n_in;
+                    const float *xi = x + (size_t)i * n_in, *hi = xh + (size_t)i * n_in;
                     double s = 0, sa = 0, sf = 0, qerr = 0;
                     for (int k = 0; k < n_in; k++) {
                         double a = wq[(size_t)r * n_in + k], b = w[(size_t)r * n_in + k];
-                        s += a * xi[k];
-                        sa += fabs(a * xi[k]);
+                        s += a * hi[k];
+                        sa += fabs(a * hi[k]);
                         sf += b * xi[k];
-                        qerr += fabs(a - b) * fabs(xi[k]);
+                        qerr += fabs(a - b) * fabs(xi[k]) + fabs(a) * fabs(hi[k] - xi[k]);
                     }
                     double got = y[(size_t)i * ldy + r] - (pass ? beta * 1.0 : 0.0);
                     double round = n_in * 0x1p-24 * sa + 1e-30;
@@ -169,7 +179,7 @@ static void check_product(int dt, int portable, int n_out, int n_in)
                                       : y[(size_t)m * ldy + r] == 1.0f);
         }
     }
-    free(w); free(wq); free(ws); free(x); free(y);
+    free(w); free(wq); free(ws); free(x); free(xh); free(y);
 }
 
 static void test_products_every_format_and_batch(void **state)
@@ -228,6 +238,32 @@ static void test_quantisation_error_sizes(void **state)
     free(w); free(x); free(ws);
 }
 
+/* Q8_0 activation rounding against its definition: per block, the scale is
+ * max|x|/127 and every value within half a step; the largest lands on ±127. */
+static void test_q8_0_round(void **state)
+{
+    (void)state;
+    float x[96], y[96];
+    for (int i = 0; i < 96; i++)
+        x[i] = frand() * (float)(1 + i / 32);
+    x[70] = -9.0f;
+    cal_k_q8_0_round(x, y, 96);
+    for (int b = 0; b < 3; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        float d = amax / 127;
+        for (int i = 0; i < 32; i++) {
+            float q = y[b * 32 + i] / d;
+            assert_true(fabsf(q - roundf(q)) < 1e-3f);          /* on the grid */
+            assert_true(fabsf(y[b * 32 + i] - x[b * 32 + i]) <= 0.5f * d * 1.0001f);
+        }
+    }
+    assert_true(fabsf(y[70] + 9.0f) < 1e-5f);
+    cal_k_q8_0_round(x, x, 96); /* in place */
+    assert_memory_equal(x, y, sizeof x);
+}
+
 static void test_read_bytes(void **state)
 {
     (void)state;
@@ -240,7 +276,8 @@ static void test_read_bytes(void **state)
         assert_true(cal_k_read_bytes(p, N) != z);
         p[i] = 0;
     }
-    assert_true(strcmp(cal_k_isa(), "avx512") == 0 || strcmp(cal_k_isa(), "portable") == 0);
+    assert_true(strcmp(cal_k_isa(), "avx512+vnni") == 0 || strcmp(cal_k_isa(), "avx512") == 0 ||
+                strcmp(cal_k_isa(), "portable") == 0);
     free(p);
 }
 
@@ -265,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_q8_0_layout),
         cmocka_unit_test(test_products_every_format_and_batch),
         cmocka_unit_test(test_quantisation_error_sizes),
+        cmocka_unit_test(test_q8_0_round),
         cmocka_unit_test(test_read_bytes),
         cmocka_unit_test(test_dtype_names),
     };
