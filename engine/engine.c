@@ -1119,6 +1119,19 @@ void cal_engine_profile_reset(cal_engine *e)
     e->steps = e->step_tokens = e->step_ns = 0;
 }
 
+/* one op's counters as the profile's JSON object */
+static json_t *op_json(int op, const op_prof *p, double share)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "op", json_string(op_names[op]));
+    json_object_set_new(o, "calls", json_integer(p->calls));
+    json_object_set_new(o, "time_ns", json_integer(p->ns));
+    json_object_set_new(o, "flops", json_real(p->flops));
+    json_object_set_new(o, "bytes", json_real(p->bytes));
+    json_object_set_new(o, "share_of_step", json_real(share));
+    return o;
+}
+
 char *cal_engine_profile_json(const cal_engine *e)
 {
     if (!e)
@@ -1150,16 +1163,9 @@ char *cal_engine_profile_json(const cal_engine *e)
         const op_prof *p = &e->prof[i];
         if (i != OP_SAMPLE)
             covered += p->ns;
-        json_t *o = json_object();
-        json_object_set_new(o, "op", json_string(op_names[i]));
-        json_object_set_new(o, "calls", json_integer(p->calls));
-        json_object_set_new(o, "time_ns", json_integer(p->ns));
-        json_object_set_new(o, "flops", json_real(p->flops));
-        json_object_set_new(o, "bytes", json_real(p->bytes));
-        json_object_set_new(o, "share_of_step",
-                            json_real(e->step_ns > 0 && i != OP_SAMPLE
-                                          ? (double)p->ns / (double)e->step_ns : 0.0));
-        json_array_append_new(ops, o);
+        json_array_append_new(ops, op_json(i, p, e->step_ns > 0 && i != OP_SAMPLE
+                                                      ? (double)p->ns / (double)e->step_ns
+                                                      : 0.0));
     }
     json_object_set_new(root, "format", json_string("caliper.engine.profile/1"));
     json_object_set_new(root, "model", model);
@@ -1186,17 +1192,9 @@ char *cal_engine_profile_json(const cal_engine *e)
         json_object_set_new(o, "step_time_ns", json_integer(e->step_ns_b[b]));
         for (int i = 0; i < OP_COUNT; i++) {
             const op_prof *p = &e->prof_b[b][i];
-            if (p->calls == 0)
-                continue;
-            json_t *q = json_object();
-            json_object_set_new(q, "op", json_string(op_names[i]));
-            json_object_set_new(q, "calls", json_integer(p->calls));
-            json_object_set_new(q, "time_ns", json_integer(p->ns));
-            json_object_set_new(q, "flops", json_real(p->flops));
-            json_object_set_new(q, "bytes", json_real(p->bytes));
-            json_object_set_new(q, "share_of_step",
-                                json_real((double)p->ns / (double)e->step_ns_b[b]));
-            json_array_append_new(bops, q);
+            if (p->calls > 0)
+                json_array_append_new(bops, op_json(i, p, (double)p->ns /
+                                                              (double)e->step_ns_b[b]));
         }
         json_object_set_new(o, "ops", bops);
         json_array_append_new(byb, o);

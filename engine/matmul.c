@@ -14,6 +14,20 @@
 
 /* ---- scalar conversions (the portable path and the quantizers) ---------- */
 
+static float from_bits(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static uint32_t to_bits(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    return x;
+}
+
 float cal_k_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu,
@@ -28,15 +42,12 @@ float cal_k_f16_to_f32(uint16_t h)
         float f = (float)man * (1.0f / 16777216.0f);
         return sign ? -f : f;
     }
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
+    return from_bits(bits);
 }
 
 uint16_t cal_k_f32_to_f16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
+    uint32_t x = to_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t ax = x & 0x7fffffffu;
     if (ax >= 0x7f800000u)                   /* inf stays inf, nan stays nan */
@@ -44,8 +55,7 @@ uint16_t cal_k_f32_to_f16(float f)
     if (ax >= 0x477ff000u)                   /* rounds to ≥ 65520: overflow */
         return (uint16_t)(sign | 0x7c00u);
     if (ax < 0x38800000u) {                  /* below 2^−14: subnormal or 0 */
-        float a;
-        memcpy(&a, &ax, sizeof a);
+        float a = from_bits(ax);
         /* a · 2^24 rounded to nearest even by the FPU's default mode */
         return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
     }
@@ -59,16 +69,12 @@ uint16_t cal_k_f32_to_f16(float f)
 
 float cal_k_bf16_to_f32(uint16_t b)
 {
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
+    return from_bits((uint32_t)b << 16);
 }
 
 uint16_t cal_k_f32_to_bf16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
+    uint32_t x = to_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u)     /* nan: keep it a quiet nan */
         return (uint16_t)((x >> 16) | 0x40u);
     x += 0x7fffu + ((x >> 16) & 1u);         /* round to nearest even */
@@ -88,6 +94,23 @@ size_t cal_k_row_bytes(int dtype, int n)
     }
 }
 
+/* llama.cpp's quantize_row_q8_0 for one block: d = max|x| / 127 (F32),
+ * q = round(x / d); returns d and Σq */
+static float q8_block(const float *x, int8_t *q, int *sum)
+{
+    float amax = 0;
+    for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+    int s = 0;
+    for (int i = 0; i < CAL_Q8_0_BLOCK; i++) {
+        q[i] = (int8_t)lrintf(x[i] * id);
+        s += q[i];
+    }
+    *sum = s;
+    return d;
+}
+
 void cal_k_quantize_row(int dtype, const float *src, void *dst, int n)
 {
     switch (dtype) {
@@ -103,17 +126,10 @@ void cal_k_quantize_row(int dtype, const float *src, void *dst, int n)
             ((uint16_t *)dst)[i] = cal_k_f32_to_bf16(src[i]);
         break;
     case CAL_DTYPE_Q8_0:
-        /* llama.cpp's quantize_row_q8_0: d = max|x| / 127, q = round(x / d) */
         for (int b = 0; b < n / CAL_Q8_0_BLOCK; b++) {
-            const float *x = src + (size_t)b * CAL_Q8_0_BLOCK;
             cal_q8_0_block *o = (cal_q8_0_block *)dst + b;
-            float amax = 0;
-            for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
-                amax = fmaxf(amax, fabsf(x[i]));
-            float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-            o->d = cal_k_f32_to_f16(d);
-            for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
-                o->qs[i] = (int8_t)lrintf(x[i] * id);
+            int sum;
+            o->d = cal_k_f32_to_f16(q8_block(src + (size_t)b * CAL_Q8_0_BLOCK, o->qs, &sum));
         }
         break;
     default:
@@ -153,12 +169,11 @@ void cal_k_dequantize_row(int dtype, const void *src, float *dst, int n)
 void cal_k_q8_0_round(const float *x, float *out, int n)
 {
     for (int b = 0; b + CAL_Q8_0_BLOCK <= n; b += CAL_Q8_0_BLOCK) {
-        float amax = 0;
+        int8_t q[CAL_Q8_0_BLOCK];
+        int sum;
+        float d = q8_block(x + b, q, &sum);
         for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
-            amax = fmaxf(amax, fabsf(x[b + i]));
-        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-        for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
-            out[b + i] = d * (float)lrintf(x[b + i] * id);
+            out[b + i] = d * (float)q[i];
     }
 }
 
@@ -365,16 +380,7 @@ static void quantize_x(const float *x, int ldx, int n_in, int m, int kp)
             float d = 0;
             int sum = 0;
             if (b * CAL_Q8_0_BLOCK < n_in) {
-                float amax = 0;
-                for (int k = 0; k < CAL_Q8_0_BLOCK; k++)
-                    amax = fmaxf(amax, fabsf(xb[k]));
-                d = amax / 127.0f;
-                float id = d > 0 ? 1.0f / d : 0.0f;
-                for (int k = 0; k < CAL_Q8_0_BLOCK; k++) {
-                    int v = (int)lrintf(xb[k] * id);
-                    q[b * CAL_Q8_0_BLOCK + k] = (int8_t)v;
-                    sum += v;
-                }
+                d = q8_block(xb, q + b * CAL_Q8_0_BLOCK, &sum);
             } else {
                 memset(q + b * CAL_Q8_0_BLOCK, 0, CAL_Q8_0_BLOCK);
             }
