@@ -6,6 +6,7 @@
 #include "engine/kernels.h"
 #include "engine/engine.h"
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -476,26 +477,41 @@ static TGTV void matmul_q8_vnni(float *y, int ldy, const float *x, int ldx, cons
     }
 }
 
+/* cpuid answers, asked once: a pure function of the CPU, so threads that
+ * race to ask store the same value (atomically, for the race detector) */
+static int cpu_once(_Atomic int *cached, int (*ask)(void))
+{
+    int v = atomic_load_explicit(cached, memory_order_relaxed);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = ask();
+        atomic_store_explicit(cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+static int ask_vnni(void)
+{
+    return __builtin_cpu_supports("avx512vnni");
+}
+
+static int ask_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
 static int have_vnni(void)
 {
-    static int cached = -1;   /* a pure function of the CPU: races write the same */
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512vnni");
-    }
-    return cached;
+    static _Atomic int cached = -1;
+    return cpu_once(&cached, ask_vnni);
 }
 
 static int have_avx512(void)
 {
-    static int cached = -1;   /* a pure function of the CPU: races write the same */
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                 __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    }
-    return cached;
+    static _Atomic int cached = -1;
+    return cpu_once(&cached, ask_avx512);
 }
 #else
 static int have_avx512(void) { return 0; }
