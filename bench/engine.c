@@ -180,7 +180,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench/engine: unknown preset \"%s\"\n", preset);
         return 2;
     }
-    if (rounds < 1 || rounds > 20 || n_prefill < CTX0 + MAXB || n_prefill > c.max_ctx ||
+    if (rounds < 1 || rounds > 20 || n_prefill < 1 || n_prefill > c.max_ctx ||
         CTX0 + MAXB + STEPS > c.max_ctx) {
         fprintf(stderr, "bench/engine: prefill %d / rounds %d do not fit max_ctx %d\n",
                 n_prefill, rounds, c.max_ctx);
@@ -212,17 +212,20 @@ int main(int argc, char **argv)
     double load0 = loadavg();
 
     float *lg = malloc(sizeof(float) * (size_t)c.vocab * MAXB);
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n_prefill);
+    /* decode slot s holds CTX0 + s + STEPS tokens taken from tok + s */
+    int fill_max = CTX0 + MAXB + STEPS, n_tok = n_prefill + fill_max + MAXB;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n_tok);
     if (!lg || !tok)
         return 1;
-    for (int i = 0; i < n_prefill; i++)
+    for (int i = 0; i < n_tok; i++)
         tok[i] = (int32_t)((i * 2654435761u) % (unsigned)c.vocab);
     for (int i = 0; i < nf; i++) {
         cal_model_config ci = c;
         ci.dtype = runs[i].dt;
         int64_t t0 = cal_now_ns();
         /* MAXB decode slots plus one for the prefill */
-        int rc = cal_engine_open(&ci, MAXB + 1, n_prefill, &runs[i].e);
+        int rc = cal_engine_open(&ci, MAXB + 1, n_prefill > fill_max ? n_prefill : fill_max,
+                                 &runs[i].e);
         if (rc != CAL_OK) {
             fprintf(stderr, "bench/engine: open %s: %s\n", cal_dtype_name(ci.dtype),
                     cal_strerror(rc));
@@ -232,7 +235,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench/engine: %s open in %.2f s\n", cal_dtype_name(ci.dtype),
                 (double)(cal_now_ns() - t0) / 1e9);
         for (int s = 0; s < MAXB; s++)
-            step1(runs[i].e, s, 0, tok + s, CTX0 + s + STEPS, NULL);
+            if (step1(runs[i].e, s, 0, tok + s, CTX0 + s + STEPS, NULL) != CAL_OK) {
+                fprintf(stderr, "bench/engine: fill: %s\n", cal_engine_last_error(runs[i].e));
+                return 1;
+            }
     }
     printf("preset %s: %.1f M params, %d engine threads, kernels %s, OpenBLAS %s, "
            "load average %.2f\n", c.name, cal_model_n_params(&c) / 1e6, threads,
@@ -316,8 +322,15 @@ int main(int argc, char **argv)
     glob_t g;
     char pat[512];
     const char *home = getenv("HOME");
+    /* make compat's tree: PREFIX/bin when installed, PREFIX/build/bin as built */
     snprintf(pat, sizeof pat, "%s/.cache/caliper/*/bin/llama-bench", home ? home : "");
     int have = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (!have) {
+        globfree(&g);
+        snprintf(pat, sizeof pat, "%s/.cache/caliper/*/build/bin/llama-bench",
+                 home ? home : "");
+        have = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    }
     const char *gguf = getenv("CALIPER_BENCH_GGUF_DIR");
     if (!have)
         printf("\nllama-bench: not built (%s absent; make compat builds it)\n", pat);
@@ -335,8 +348,7 @@ int main(int argc, char **argv)
             if (system(cmd) != 0)
                 printf("llama-bench failed for %s\n", cal_dtype_name(runs[i].dt));
         }
-    if (have)
-        globfree(&g);
+    globfree(&g);
     free(lg);
     free(tok);
     for (int i = 0; i < nf; i++)
