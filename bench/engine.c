@@ -1,12 +1,17 @@
 /* bench/engine — the reference engine against its own rooflines, measured in
- * one run on this machine: decode at batch 1 vs weight bytes ÷ copy
- * bandwidth, prefill vs FLOPs ÷ OpenBLAS SGEMM rate at the same shape, and
- * aggregate decode throughput at batch 1, 2, 4, 8 as ratios to batch 1.
- * Usage: bench/engine [preset] [prefill_tokens] [rounds]; best of the rounds. */
+ * one run on this machine, for each weight format: decode at batch 1 vs
+ * bytes per token ÷ read bandwidth, prefill vs FLOPs ÷ OpenBLAS SGEMM rate at
+ * the same shape, aggregate decode at batch 1, 2, 4, 8, 16 as ratios to batch
+ * 1, and the batching gain at 8 as `caliper calc batching-gain` predicts it.
+ * Usage: bench/engine [preset] [prefill_tokens] [rounds] [formats]
+ * (formats: comma-separated, default f32,f16,bf16,q8_0); best of the rounds. */
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/formulas.h"
 #include "engine/engine.h"
+#include "engine/kernels.h"
 #include <cblas.h>
+#include <glob.h>
 #include <locale.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -16,66 +21,64 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Each roofline is timed over about as long as the engine figure it is set
+/* Each roofline is timed over about as long as the engine figures it is set
  * against (a few hundred ms), so a quiet moment favours neither side. */
-enum { PASSES = 4 };
+enum { PASSES = 4, NB = 5, MAXB = 16, STEPS = 16, CTX0 = 32 };
+static const int batches[NB] = {1, 2, 4, 8, 16};
 
-typedef struct copy_job {
-    char *dst;
+typedef struct read_job {
     const char *src;
     size_t n;
     int passes;
-} copy_job;
+    uint64_t sum;
+} read_job;
 
-static void *copy_part(void *arg)
+static void *read_part(void *arg)
 {
-    copy_job *j = arg;
+    read_job *j = arg;
     for (int p = 0; p < j->passes; p++)
-        memcpy(j->dst, j->src, j->n);
+        j->sum += cal_k_read_bytes(j->src, j->n);
     return NULL;
 }
 
-/* STREAM-style copy bandwidth with one thread per BLAS thread: bytes read
- * plus bytes written per second, best of several passes over buffers far
- * larger than the last-level cache. */
-static double copy_bandwidth(int threads)
+/* Read bandwidth with one thread per engine thread, each streaming its part
+ * of a buffer far larger than the last-level cache with the same vector
+ * loads as the decode kernels: decode reads weights and writes almost
+ * nothing, so a read test is its roofline (a copy test would count writes
+ * the engine never makes). */
+static double read_bandwidth(int threads)
 {
-    size_t n = (size_t)1 << 30; /* 1 GiB each way */
-    /* on 2 MiB pages where offered, as the engine's weights are */
-    char *a = aligned_alloc((size_t)2 << 20, n), *b = aligned_alloc((size_t)2 << 20, n);
-#ifdef MADV_HUGEPAGE
-    if (a && b) {
-        madvise(a, n, MADV_HUGEPAGE);
-        madvise(b, n, MADV_HUGEPAGE);
-    }
-#endif
-    if (!a || !b) {
-        free(a); free(b);
+    size_t n = (size_t)1 << 30;
+    char *a = aligned_alloc((size_t)2 << 20, n); /* 2 MiB pages, as the weights */
+    if (!a)
         return 0;
-    }
+#ifdef MADV_HUGEPAGE
+    madvise(a, n, MADV_HUGEPAGE);
+#endif
     memset(a, 1, n);
-    memset(b, 2, n);
     double best = 0;
-    for (int rep = 0; rep < 2; rep++) { /* the first pass touches the pages */
-        int passes = rep == 0 ? 1 : PASSES;
-        pthread_t th[16];
-        copy_job jobs[16];
-        size_t part = n / (size_t)threads;
+    uint64_t sink = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        pthread_t th[64];
+        read_job jobs[64];
+        size_t part = n / (size_t)threads & ~(size_t)63;
         int64_t t0 = cal_now_ns();
         for (int i = 0; i < threads; i++) {
-            jobs[i] = (copy_job){b + i * part, a + i * part, part, passes};
+            jobs[i] = (read_job){a + i * part, part, PASSES, 0};
             if (i > 0)
-                pthread_create(&th[i], NULL, copy_part, &jobs[i]);
+                pthread_create(&th[i], NULL, read_part, &jobs[i]);
         }
-        copy_part(&jobs[0]);
+        read_part(&jobs[0]);
         for (int i = 1; i < threads; i++)
             pthread_join(th[i], NULL);
         double s = (double)(cal_now_ns() - t0) / 1e9;
-        best = 2.0 * (double)n * passes / s;
+        double bw = (double)part * threads * PASSES / s;
+        best = bw > best ? bw : best;
+        for (int i = 0; i < threads; i++)
+            sink += jobs[i].sum;
     }
     free(a);
-    free(b);
-    return best;
+    return sink == 42 ? best + 1e-9 : best; /* the sum is used: reads stay */
 }
 
 /* SGEMM FLOP rate at the prefill's dominant shape: M = tokens, the FFN
@@ -105,13 +108,64 @@ static double sgemm_rate(int m, int n, int k, double flops)
     return best;
 }
 
+static double maxd(double a, double b) { return a > b ? a : b; }
+
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+typedef struct fmt_run {
+    int dt;
+    cal_engine *e;
+    double bpt;          /* weight bytes per decode token */
+    double pf_tps;       /* prefill tokens/s */
+    double agg[NB];      /* aggregate decode tokens/s at batches[] */
+} fmt_run;
+
 static int step1(cal_engine *e, int slot, int pos, const int32_t *tok, int n, float *lg)
 {
     cal_step_entry s = {slot, pos, n, tok, lg};
     return cal_engine_step(e, &s, 1);
 }
 
-static double maxd(double a, double b) { return a > b ? a : b; }
+/* One round of one format: prefill n_prefill tokens in a spare slot, then
+ * STEPS decode steps at each batch size from context depth pos. */
+static int measure(fmt_run *f, const int32_t *tok, int n_prefill, int pos, float *lg)
+{
+    cal_engine *e = f->e;
+    int vocab = cal_engine_config(e)->vocab;
+    int64_t t0 = cal_now_ns();
+    if (step1(e, MAXB, 0, tok, n_prefill, lg) != CAL_OK)
+        return -1;
+    f->pf_tps = maxd(f->pf_tps, n_prefill / ((double)(cal_now_ns() - t0) / 1e9));
+    for (int bi = 0; bi < NB; bi++) {
+        int b = batches[bi];
+        cal_step_entry en[MAXB];
+        int32_t dtok[MAXB];
+        for (int s = 0; s < b; s++)
+            dtok[s] = tok[s];
+        t0 = cal_now_ns();
+        for (int i = 0; i < STEPS; i++) {
+            /* every sequence at its own depth: attention over different
+             * lengths in one step, as a server's batch is */
+            for (int s = 0; s < b; s++)
+                en[s] = (cal_step_entry){s, pos + s + i, 1, &dtok[s], lg + (size_t)s * vocab};
+            if (cal_engine_step(e, en, b) != CAL_OK)
+                return -1;
+        }
+        /* the next batch size rewinds to the same depths: pos ≤ cached */
+        f->agg[bi] = maxd(f->agg[bi], b * STEPS / ((double)(cal_now_ns() - t0) / 1e9));
+    }
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -119,17 +173,28 @@ int main(int argc, char **argv)
     const char *preset = argc > 1 ? argv[1] : "base";
     int n_prefill = argc > 2 ? atoi(argv[2]) : 512;
     int rounds = argc > 3 ? atoi(argv[3]) : 3;
-    enum { MAXB = 8, STEPS = 16, CTX0 = 32 };
+    char fmts[64];
+    snprintf(fmts, sizeof fmts, "%s", argc > 4 ? argv[4] : "f32,f16,bf16,q8_0");
     cal_model_config c;
     if (cal_model_preset(preset, &c) != CAL_OK) {
         fprintf(stderr, "bench/engine: unknown preset \"%s\"\n", preset);
         return 2;
     }
-    if (rounds < 1 || rounds > 20 || n_prefill < CTX0 || n_prefill > c.max_ctx ||
-        CTX0 + STEPS > c.max_ctx) {
+    if (rounds < 1 || rounds > 20 || n_prefill < 1 || n_prefill > c.max_ctx ||
+        CTX0 + MAXB + STEPS > c.max_ctx) {
         fprintf(stderr, "bench/engine: prefill %d / rounds %d do not fit max_ctx %d\n",
                 n_prefill, rounds, c.max_ctx);
         return 2;
+    }
+    fmt_run runs[CAL_DTYPE_COUNT];
+    int nf = 0;
+    for (char *save = NULL, *t = strtok_r(fmts, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int dt = cal_dtype_parse(t);
+        if (dt < 0 || nf == CAL_DTYPE_COUNT) {
+            fprintf(stderr, "bench/engine: formats: \"%s\" is not f32, f16, bf16 or q8_0\n", t);
+            return 2;
+        }
+        runs[nf++] = (fmt_run){.dt = dt};
     }
     /* OpenBLAS chose its kernels at load time; if it took this CPU for a
      * generic one, run again with the right kernels (measure the engine, not
@@ -142,92 +207,151 @@ int main(int argc, char **argv)
         execv("/proc/self/exe", argv);
     }
     int threads = openblas_get_num_threads();
-    if (threads > 16)
-        threads = 16;
+    if (threads > 64)
+        threads = 64;
+    double load0 = loadavg();
 
-    cal_engine *e = NULL;
-    int64_t t0 = cal_now_ns();
-    int rc = cal_engine_open(&c, MAXB, n_prefill, &e);
-    if (rc != CAL_OK) {
-        fprintf(stderr, "bench/engine: open: %s\n", cal_strerror(rc));
-        return 1;
-    }
-    double open_s = (double)(cal_now_ns() - t0) / 1e9;
     float *lg = malloc(sizeof(float) * (size_t)c.vocab * MAXB);
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n_prefill);
-    for (int i = 0; i < n_prefill; i++)
+    /* decode slot s holds CTX0 + s + STEPS tokens taken from tok + s */
+    int fill_max = CTX0 + MAXB + STEPS, n_tok = n_prefill + fill_max + MAXB;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n_tok);
+    if (!lg || !tok)
+        return 1;
+    for (int i = 0; i < n_tok; i++)
         tok[i] = (int32_t)((i * 2654435761u) % (unsigned)c.vocab);
-    printf("preset %s: %.1f M params, %.1f MB weights read per decode token, "
-           "OpenBLAS %s kernels, %d threads, open %.2f s\n", c.name,
-           cal_model_n_params(&c) / 1e6, cal_model_decode_bytes_per_token(&c) / 1e6,
-           cal_engine_blas_core(), threads, open_s);
+    for (int i = 0; i < nf; i++) {
+        cal_model_config ci = c;
+        ci.dtype = runs[i].dt;
+        int64_t t0 = cal_now_ns();
+        /* MAXB decode slots plus one for the prefill */
+        int rc = cal_engine_open(&ci, MAXB + 1, n_prefill > fill_max ? n_prefill : fill_max,
+                                 &runs[i].e);
+        if (rc != CAL_OK) {
+            fprintf(stderr, "bench/engine: open %s: %s\n", cal_dtype_name(ci.dtype),
+                    cal_strerror(rc));
+            return 1;
+        }
+        runs[i].bpt = (double)cal_model_decode_bytes_per_token(&ci);
+        fprintf(stderr, "bench/engine: %s open in %.2f s\n", cal_dtype_name(ci.dtype),
+                (double)(cal_now_ns() - t0) / 1e9);
+        for (int s = 0; s < MAXB; s++)
+            if (step1(runs[i].e, s, 0, tok + s, CTX0 + s + STEPS, NULL) != CAL_OK) {
+                fprintf(stderr, "bench/engine: fill: %s\n", cal_engine_last_error(runs[i].e));
+                return 1;
+            }
+    }
+    printf("preset %s: %.1f M params, %d engine threads, kernels %s, OpenBLAS %s, "
+           "load average %.2f\n", c.name, cal_model_n_params(&c) / 1e6, threads,
+           cal_k_isa(), cal_engine_blas_core(), load0);
 
-    /* Rounds: each one measures the rooflines and then the engine, so both
+    /* Rounds: each one measures the rooflines and then every format, so all
      * see the same machine; on a shared machine neighbours only ever slow a
      * measurement down, so each figure is the best over the rounds. */
     int f2 = 2 * c.ffn_dim;
-    double bw = 0, gemm = 0, pf_tps = 0, agg[MAXB + 1] = {0};
-    double pf_flops = 0;
+    double bw = 0, gemm = 0, pf_flops = 0;
     for (int p = 0; p < n_prefill; p++)
         pf_flops += cal_model_flops_per_token(&c, p) - 2.0 * c.vocab * c.dim;
     pf_flops += 2.0 * c.vocab * c.dim; /* logits for the last token only */
-    for (int s = 0; s < MAXB; s++)
-        step1(e, s, 0, tok + s, CTX0, NULL);
-    int pos = CTX0;
     for (int r = 0; r < rounds; r++) {
-        bw = maxd(bw, copy_bandwidth(threads));
-        /* SGEMM with OpenBLAS's own threading on every core; the engine is
-         * idle and runs OpenBLAS single-threaded inside its own pool */
+        bw = maxd(bw, read_bandwidth(threads));
+        /* SGEMM with OpenBLAS's own threading on every core; the engines are
+         * idle and run OpenBLAS single-threaded inside their own pools */
         openblas_set_num_threads(threads);
         gemm = maxd(gemm, sgemm_rate(n_prefill, f2, c.dim, pf_flops));
         openblas_set_num_threads(1);
-
-        /* prefill: one chunk of n_prefill tokens in a spare slot */
-        t0 = cal_now_ns();
-        step1(e, MAXB - 1, 0, tok, n_prefill, lg);
-        pf_tps = maxd(pf_tps, n_prefill / ((double)(cal_now_ns() - t0) / 1e9));
-        step1(e, MAXB - 1, 0, tok + MAXB - 1, pos, NULL); /* restore its context */
-
-        /* decode at batch 1, 2, 4, 8: STEPS steps each; aggregate = all
-         * tokens ÷ wall time of the steps */
-        for (int b = 1; b <= MAXB; b *= 2) {
-            cal_step_entry en[MAXB];
-            int32_t dtok[MAXB];
-            for (int s = 0; s < b; s++)
-                dtok[s] = tok[s];
-            int base = pos;
-            t0 = cal_now_ns();
-            for (int i = 0; i < STEPS; i++) {
-                for (int s = 0; s < b; s++)
-                    en[s] = (cal_step_entry){s, base + i, 1, &dtok[s],
-                                             lg + (size_t)s * c.vocab};
-                if (cal_engine_step(e, en, b) != CAL_OK) {
-                    fprintf(stderr, "bench/engine: step failed: %s\n",
-                            cal_engine_last_error(e));
-                    return 1;
-                }
+        for (int i = 0; i < nf; i++)
+            if (measure(&runs[i], tok, n_prefill, CTX0, lg) != 0) {
+                fprintf(stderr, "bench/engine: step failed: %s\n",
+                        cal_engine_last_error(runs[i].e));
+                return 1;
             }
-            /* the next batch size rewinds to the same depth: pos ≤ cached */
-            agg[b] = maxd(agg[b], b * STEPS / ((double)(cal_now_ns() - t0) / 1e9));
-        }
     }
-    double bpt = (double)cal_model_decode_bytes_per_token(&c);
+    double load1 = loadavg();
     double pf_roof = gemm / (pf_flops / n_prefill);
-    double roof = bw / bpt;
-    printf("copy bandwidth %.1f GB/s (STREAM-style read+write, %d threads); SGEMM "
-           "%.1f GFLOP/s at M=%d N=%d K=%d (best of %d rounds)\n",
-           bw / 1e9, threads, gemm / 1e9, n_prefill, f2, c.dim, rounds);
-    printf("prefill %d tokens: %.1f tok/s (%.1f GFLOP/s); SGEMM roofline %.1f tok/s; "
-           "%.0f %% of roofline (target >= 70 %%)\n", n_prefill, pf_tps,
-           pf_tps * pf_flops / n_prefill / 1e9, pf_roof, 100.0 * pf_tps / pf_roof);
-    printf("decode batch 1: %.1f tok/s (%.1f GB/s of weights); bandwidth roofline "
-           "%.1f tok/s; %.0f %% of roofline (target >= 80 %%)\n", agg[1],
-           agg[1] * bpt / 1e9, roof, 100.0 * agg[1] / roof);
-    printf("aggregate decode: batch 1 %.1f, 2 %.1f, 4 %.1f, 8 %.1f tok/s; ratios "
-           "1.00 %.2f %.2f %.2f (target at 8 >= 4)\n", agg[1], agg[2], agg[4], agg[8],
-           agg[2] / agg[1], agg[4] / agg[1], agg[8] / agg[1]);
+    printf("read bandwidth %.1f GB/s (%d threads); SGEMM %.1f GFLOP/s at M=%d N=%d K=%d; "
+           "best of %d rounds; load average %.2f at the end\n",
+           bw / 1e9, threads, gemm / 1e9, n_prefill, f2, c.dim, rounds, load1);
+    printf("\n%-5s %8s %9s %9s %5s | %9s %5s | %8s %8s %8s %8s %8s | %5s %5s %5s %5s\n",
+           "dtype", "MB/tok", "B1 tok/s", "roof", "%", "pf tok/s", "%", "B1", "B2", "B4",
+           "B8", "B16", "x2", "x4", "x8", "x16");
+    for (int i = 0; i < nf; i++) {
+        const fmt_run *f = &runs[i];
+        double roof = bw / f->bpt;
+        printf("%-5s %8.1f %9.1f %9.1f %5.0f | %9.1f %5.0f | %8.1f %8.1f %8.1f %8.1f %8.1f |"
+               " %5.2f %5.2f %5.2f %5.2f\n", cal_dtype_name(f->dt), f->bpt / 1e6, f->agg[0],
+               roof, 100.0 * f->agg[0] / roof, f->pf_tps, 100.0 * f->pf_tps / pf_roof,
+               f->agg[0], f->agg[1], f->agg[2], f->agg[3], f->agg[4], f->agg[1] / f->agg[0],
+               f->agg[2] / f->agg[0], f->agg[3] / f->agg[0], f->agg[4] / f->agg[0]);
+    }
+    printf("(roof: read bandwidth ÷ bytes per token; pf %%: of the SGEMM roofline %.1f tok/s;"
+           " Bn: aggregate decode tok/s at batch n; xn: Bn ÷ B1)\n", pf_roof);
+
+    /* The batching lesson: gain(8) = [bandwidth used at 8 ÷ at 1] × [bytes
+     * per token at 1 ÷ at 8]. Bytes per token at B: the weights shared by
+     * the batch plus each sequence's own KV reads. Fed with the bandwidth
+     * the engine used at 1 and the read roofline for 8 (all the idle
+     * bandwidth fed), the formula predicts a bandwidth-bound engine's gain;
+     * fed with the bandwidth used at 8, it splits the measured gain into its
+     * two factors. */
+    printf("\nbatching gain at 8 (caliper calc batching-gain):\n");
+    double kv_tok = (double)cal_model_kv_bytes_per_token(&c) * (CTX0 + STEPS);
+    for (int i = 0; i < nf; i++) {
+        const fmt_run *f = &runs[i];
+        double b1 = f->bpt + kv_tok, b8 = f->bpt / 8 + kv_tok;
+        double bw1 = f->agg[0] * b1, bw8 = f->agg[3] * b8;
+        double pred, fp, bp, meas, fm, bm;
+        const char *bad = NULL;
+        if (cal_f_batching_gain(bw, bw1, b1, b8, &pred, &fp, &bp, &bad) != CAL_OK ||
+            cal_f_batching_gain(bw8, bw1, b1, b8, &meas, &fm, &bm, &bad) != CAL_OK) {
+            printf("  %-5s: not computable (%s)\n", cal_dtype_name(f->dt), bad ? bad : "?");
+            continue;
+        }
+        printf("  %-5s: bytes/token %.1f MB at 1, %.1f MB at 8; bandwidth used %.1f GB/s at 1,"
+               " %.1f GB/s at 8\n", cal_dtype_name(f->dt), b1 / 1e6, b8 / 1e6, bw1 / 1e9,
+               bw8 / 1e9);
+        printf("         predicted if 8 fed the read roofline: %.2f = %.2f x %.2f;"
+               " measured %.2f = %.2f (bandwidth) x %.2f (bytes)\n", pred, fp, bp,
+               f->agg[3] / f->agg[0], fm, bm);
+        printf("         caliper calc batching-gain --bw-single %.3gGB/s --bw-batch %.3gGB/s"
+               " --bytes-single %.4gMB --bytes-batch %.4gMB\n", bw1 / 1e9, bw8 / 1e9,
+               b1 / 1e6, b8 / 1e6);
+    }
+
+    /* llama.cpp on the same shape needs its build (make compat) and a GGUF of
+     * this model; say which is missing rather than print nothing */
+    glob_t g;
+    char pat[512];
+    const char *home = getenv("HOME");
+    /* make compat's tree: PREFIX/bin when installed, PREFIX/build/bin as built */
+    snprintf(pat, sizeof pat, "%s/.cache/caliper/*/bin/llama-bench", home ? home : "");
+    int have = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (!have) {
+        globfree(&g);
+        snprintf(pat, sizeof pat, "%s/.cache/caliper/*/build/bin/llama-bench",
+                 home ? home : "");
+        have = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    }
+    const char *gguf = getenv("CALIPER_BENCH_GGUF_DIR");
+    if (!have)
+        printf("\nllama-bench: not built (%s absent; make compat builds it)\n", pat);
+    else if (!gguf)
+        printf("\nllama-bench: %s present; set CALIPER_BENCH_GGUF_DIR to a folder of "
+               "%s-<dtype>.gguf files to run it side by side\n", g.gl_pathv[0], c.name);
+    else
+        for (int i = 0; i < nf; i++) {
+            char cmd[2048];
+            snprintf(cmd, sizeof cmd, "%s -m %s/%s-%s.gguf -p %d -n %d -t %d -r %d -o md",
+                     g.gl_pathv[0], gguf, c.name, cal_dtype_name(runs[i].dt), n_prefill,
+                     STEPS * 4, threads, rounds);
+            printf("\n$ %s\n", cmd);
+            fflush(stdout);
+            if (system(cmd) != 0)
+                printf("llama-bench failed for %s\n", cal_dtype_name(runs[i].dt));
+        }
+    globfree(&g);
     free(lg);
     free(tok);
-    cal_engine_close(&e);
+    for (int i = 0; i < nf; i++)
+        cal_engine_close(&runs[i].e);
     return 0;
 }

@@ -1,7 +1,8 @@
 /* caliper reference engine — presets and shape arithmetic, the one-time
  * allocation of weights / KV cache / activations, the batched forward step
- * (dense projections through OpenBLAS, one weight pass per step for every
- * sequence in it) and the per-op profile. */
+ * (one weight pass per step for every sequence in it: the engine's own
+ * kernels for decode-sized products, OpenBLAS for prefill) and the per-op
+ * profile. */
 #include "engine/engine.h"
 #include "engine/internal.h"
 #include "engine/kernels.h"
@@ -23,10 +24,10 @@
 
 static const cal_model_config presets[] = {
     /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed */
-    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42},
-    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42},
-    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42},
-    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42},
+    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32},
+    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32},
+    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32},
+    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32},
 };
 
 int cal_model_preset(const char *name, cal_model_config *out)
@@ -41,11 +42,35 @@ int cal_model_preset(const char *name, cal_model_config *out)
     return CAL_ENOTFOUND;
 }
 
-static int64_t layer_params(const cal_model_config *c, int active_only)
+static const char *const dtype_names[CAL_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8_0"};
+
+const char *cal_dtype_name(int dtype)
+{
+    return dtype >= 0 && dtype < CAL_DTYPE_COUNT ? dtype_names[dtype] : NULL;
+}
+
+int cal_dtype_parse(const char *s)
+{
+    for (int i = 0; s && i < CAL_DTYPE_COUNT; i++)
+        if (strcasecmp(s, dtype_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+double cal_dtype_bytes_per_weight(int dtype)
+{
+    return dtype >= 0 && dtype < CAL_DTYPE_COUNT
+               ? (double)cal_k_row_bytes(dtype, CAL_Q8_0_BLOCK) / CAL_Q8_0_BLOCK
+               : 0.0;
+}
+
+/* Weights of one layer held in matrices (the dtype's format); the two norms
+ * (2·dim floats) are F32 in every format. */
+static int64_t layer_matrix_params(const cal_model_config *c, int active_only)
 {
     int64_t d = c->dim, hd = c->dim / c->n_heads;
     int64_t qd = d, kvd = hd * c->n_kv_heads, f = c->ffn_dim;
-    int64_t p = 2 * d + d * (qd + 2 * kvd) + qd * d;
+    int64_t p = d * (qd + 2 * kvd) + qd * d;
     if (c->n_experts > 0) {
         int64_t ne = active_only ? c->top_k : c->n_experts;
         p += (int64_t)c->n_experts * d + ne * 3 * d * f;
@@ -53,6 +78,11 @@ static int64_t layer_params(const cal_model_config *c, int active_only)
         p += 3 * d * f;
     }
     return p;
+}
+
+static int64_t layer_params(const cal_model_config *c, int active_only)
+{
+    return 2 * (int64_t)c->dim + layer_matrix_params(c, active_only);
 }
 
 int cal_model_validate(const cal_model_config *c, const char **why)
@@ -86,6 +116,12 @@ int cal_model_validate(const cal_model_config *c, const char **why)
         w = "norm_eps";
     else if (cal_model_n_params(c) > (int64_t)4 << 30)
         w = "n_params";
+    else if (c->dtype < 0 || c->dtype >= CAL_DTYPE_COUNT)
+        w = "dtype";
+    else if (c->dtype != CAL_DTYPE_F32 && c->dim % CAL_Q8_0_BLOCK != 0)
+        w = "dim";      /* F16/BF16/Q8_0 rows are whole 32-weight blocks */
+    else if (c->dtype != CAL_DTYPE_F32 && c->ffn_dim % CAL_Q8_0_BLOCK != 0)
+        w = "ffn_dim";
     if (why)
         *why = w;
     return w ? CAL_EINVAL : CAL_OK;
@@ -100,10 +136,13 @@ int64_t cal_model_n_params(const cal_model_config *c)
 
 int64_t cal_model_decode_bytes_per_token(const cal_model_config *c)
 {
-    int64_t floats = (int64_t)c->n_layers * layer_params(c, 1) + c->dim /* final norm */
-                     + (int64_t)c->vocab * c->dim /* output projection */
-                     + c->dim /* one embedding row */;
-    return floats * (int64_t)sizeof(float);
+    int64_t d = c->dim;
+    /* matrices in the dtype: per layer, the output projection, one embedding row */
+    int64_t mats = (int64_t)c->n_layers * layer_matrix_params(c, 1) +
+                   (int64_t)c->vocab * d + d;
+    int64_t norms = (int64_t)c->n_layers * 2 * d + d; /* F32 in every format */
+    double bpw = cal_dtype_bytes_per_weight(c->dtype);
+    return (int64_t)((double)mats * bpw) + norms * (int64_t)sizeof(float);
 }
 
 int64_t cal_model_kv_bytes_per_token(const cal_model_config *c)
@@ -141,17 +180,28 @@ typedef struct op_prof {
     double  flops, bytes;
 } op_prof;
 
+#define PROF_MAX_B 16   /* decode batches profiled one by one: the kernels' range */
+
+/* norms are F32; the matrices are rows in the engine's dtype (kernels.h) */
 typedef struct layer {
-    float *attn_norm, *wqkv, *wo, *ffn_norm, *w13, *w2, *router;
+    float *attn_norm, *ffn_norm;
+    char  *wqkv, *wo, *w13, *w2, *router;
 } layer;
 
 struct cal_engine {
     cal_model_config c;
     int   max_seqs, max_step;
     int   hd, qd, kvd, qkv_ld;     /* head_dim, q width, kv width, QKV row */
-    float *weights;                /* one allocation holding every tensor */
-    int64_t n_weights;
-    float *emb, *out, *final_norm; /* [vocab][dim], [vocab][dim], [dim] */
+    int   dt;                      /* CAL_DTYPE_* of the matrices */
+    char  *weights;                /* one allocation holding every tensor */
+    size_t weight_bytes;
+    char  *emb, *out;              /* [vocab] rows of dim, in dt */
+    float *final_norm;             /* [dim] */
+    float *dq;                     /* [threads][dq_rows][max n_in]: a dequantized
+                                      weight tile for prefill products (not F32) */
+    int   dq_rows;
+    float *xr;                     /* Q8_0: [S][max n_in] activations rounded to
+                                      Q8_0 for prefill products */
     layer *layers;                 /* [n_layers] */
     float *kcache, *vcache;        /* [n_layers][max_seqs][n_kv][max_ctx][hd] */
     int   *slot_len;               /* [max_seqs] positions filled */
@@ -182,6 +232,11 @@ struct cal_engine {
     void  *sscratch;               /* sampler scratch */
     op_prof prof[OP_COUNT];
     int64_t steps, step_tokens, step_ns;
+    /* decode-only steps by batch size (entries of one token each), so the
+     * profile shows where time goes at each B; [0] unused */
+    op_prof prof_b[PROF_MAX_B + 1][OP_COUNT];
+    int64_t steps_b[PROF_MAX_B + 1], step_ns_b[PROF_MAX_B + 1];
+    int   cur_b;                   /* the running step's batch, 0 = not decode-only */
     char  err[160];
 };
 
@@ -268,8 +323,9 @@ int cal_engine_max_step_tokens(const cal_engine *e) { return e ? e->max_step : 0
 const char *cal_engine_last_error(const cal_engine *e) { return e ? e->err : ""; }
 
 typedef struct fill_job {
-    float *p;
-    int64_t n;
+    void *p;          /* F32 floats, or rows in the dtype */
+    int64_t n;        /* elements */
+    int dt;
     uint64_t key;
     float std, mean;
 } fill_job;
@@ -277,26 +333,45 @@ typedef struct fill_job {
 static void fill_part(void *a, int tid, int nt)
 {
     const fill_job *j = a;
-    int64_t b0 = j->n * tid / nt, b1 = j->n * (tid + 1) / nt;
-    for (int64_t i = b0; i < b1; i++)
-        j->p[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)i) * j->std;
+    if (j->dt == CAL_DTYPE_F32) {
+        float *p = j->p;
+        int64_t b0 = j->n * tid / nt, b1 = j->n * (tid + 1) / nt;
+        for (int64_t i = b0; i < b1; i++)
+            p[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)i) * j->std;
+        return;
+    }
+    /* whole 32-weight groups (rows are whole groups), each drawn in F32 and
+     * stored in the dtype: the same values as the F32 model's, rounded */
+    int64_t nb = j->n / CAL_Q8_0_BLOCK;
+    int64_t b0 = nb * tid / nt, b1 = nb * (tid + 1) / nt;
+    size_t gb = cal_k_row_bytes(j->dt, CAL_Q8_0_BLOCK);
+    float tmp[CAL_Q8_0_BLOCK];
+    for (int64_t b = b0; b < b1; b++) {
+        for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
+            tmp[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)(b * CAL_Q8_0_BLOCK + i)) *
+                               j->std;
+        cal_k_quantize_row(j->dt, tmp, (char *)j->p + (size_t)b * gb, CAL_Q8_0_BLOCK);
+    }
 }
 
 /* every element is a pure function of (key, index), so the cores can split
  * a tensor without changing a single value */
-static void fill_mean(cal_engine *e, float *p, int64_t n, uint64_t key, float mean,
-                      float std)
+static void fill_job_run(cal_engine *e, void *p, int64_t n, int dt, uint64_t key,
+                         float mean, float std)
 {
-    fill_job j = {p, n, key, std, mean};
+    fill_job j = {p, n, dt, key, std, mean};
     cal_pool_run(e->pool, fill_part, &j);
 }
-#define fill(p, n, key, std) fill_mean(e, p, n, key, 0.0f, std)
-#define fill_norm(p, n, key) fill_mean(e, p, n, key, 1.0f, 0.1f)
+/* a matrix of rows × n_in in the engine's dtype; a norm vector in F32 */
+#define fill(p, rows, n_in, key, std) \
+    fill_job_run(e, p, (int64_t)(rows) * (n_in), e->dt, key, 0.0f, std)
+#define fill_norm(p, n, key) fill_job_run(e, p, n, CAL_DTYPE_F32, key, 1.0f, 0.1f)
 
 /* Weights are a pure function of (shape, seed): each tensor has its own key
  * derived from the seed and the tensor's index. Fan-in scaling keeps each
  * projection's output near unit variance; residual branches are damped by
- * 1/sqrt(2·layers) so the stream stays bounded at any depth. */
+ * 1/sqrt(2·layers) so the stream stays bounded at any depth. Other formats
+ * store the F32 values rounded to the format. */
 static void generate(cal_engine *e)
 {
     const cal_model_config *c = &e->c;
@@ -306,25 +381,26 @@ static void generate(cal_engine *e)
     float emb_std = 2.0f / sqrtf((float)c->dim);
     float branch = 1.0f / sqrtf(2.0f * c->n_layers);
     int64_t d = c->dim, f = c->ffn_dim;
-    fill(e->emb, (int64_t)c->vocab * d, KEY(), emb_std);
+    fill(e->emb, c->vocab, d, KEY(), emb_std);
     uint64_t out_key = KEY();
     if (!c->tied_embeddings)
-        fill(e->out, (int64_t)c->vocab * d, out_key, emb_std);
+        fill(e->out, c->vocab, d, out_key, emb_std);
     fill_norm(e->final_norm, d, KEY());
     int ne = c->n_experts > 0 ? c->n_experts : 1;
+    size_t rb = cal_k_row_bytes(e->dt, (int)d);
     for (int l = 0; l < c->n_layers; l++) {
         layer *L = &e->layers[l];
         fill_norm(L->attn_norm, d, KEY());
         uint64_t kq = KEY();
-        fill(L->wqkv, (int64_t)(e->qd + e->kvd) * d, kq, QK_GAIN / sqrtf((float)d));
-        fill(L->wqkv + (int64_t)(e->qd + e->kvd) * d, (int64_t)e->kvd * d, kq ^ 1,
+        fill(L->wqkv, e->qd + e->kvd, d, kq, QK_GAIN / sqrtf((float)d));
+        fill(L->wqkv + (size_t)(e->qd + e->kvd) * rb, e->kvd, d, kq ^ 1,
              1.0f / sqrtf((float)d));
-        fill(L->wo, d * e->qd, KEY(), branch / sqrtf((float)e->qd));
+        fill(L->wo, d, e->qd, KEY(), branch / sqrtf((float)e->qd));
         fill_norm(L->ffn_norm, d, KEY());
-        fill(L->w13, ne * 2 * f * d, KEY(), 1.0f / sqrtf((float)d));
-        fill(L->w2, ne * d * f, KEY(), branch / sqrtf((float)f));
+        fill(L->w13, ne * 2 * f, d, KEY(), 1.0f / sqrtf((float)d));
+        fill(L->w2, ne * d, f, KEY(), branch / sqrtf((float)f));
         if (L->router)
-            fill(L->router, (int64_t)c->n_experts * d, KEY(), 1.0f / sqrtf((float)d));
+            fill(L->router, c->n_experts, d, KEY(), 1.0f / sqrtf((float)d));
     }
 #undef KEY
 }
@@ -341,7 +417,7 @@ void cal_engine_close(cal_engine **pe)
     free(e->qpack); free(e->opack); free(e->rowpos);
     free(e->rlogits); free(e->rprobs); free(e->topi); free(e->topw);
     free(e->elist); free(e->ewt); free(e->ecount); free(e->lhid);
-    free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch);
+    free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch); free(e->dq); free(e->xr);
     if (e->pool) {
         cal_pool_close(&e->pool);
         blas_give_threads();
@@ -375,15 +451,19 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
 
     int64_t d = c->dim, f = c->ffn_dim, V = c->vocab;
     int ne = c->n_experts > 0 ? c->n_experts : 1;
-    /* every tensor rounded up to 16 floats so each starts 64-byte aligned */
-#define R16(n) ((((int64_t)(n)) + 15) & ~(int64_t)15)
-    int64_t per_layer = R16(d) * 2 + R16(e->qkv_ld * d) + R16(d * e->qd) +
-                        R16(ne * 2 * f * d) + R16(ne * d * f) +
-                        (c->n_experts > 0 ? R16(c->n_experts * d) : 0);
-    e->n_weights = R16(V * d) * (c->tied_embeddings ? 1 : 2) + R16(d) +
-                   per_layer * c->n_layers;
+    e->dt = c->dtype;
+    /* every tensor rounded up to 64 bytes so each starts cache-line aligned;
+     * a matrix is rows × n_in in the dtype */
+#define R64(n) ((((size_t)(n)) + 63) & ~(size_t)63)
+#define MAT(rows, n_in) R64((size_t)(rows) * cal_k_row_bytes(e->dt, (int)(n_in)))
+#define VEC(n) R64((size_t)(n) * sizeof(float))
+    size_t per_layer = VEC(d) * 2 + MAT(e->qkv_ld, d) + MAT(d, e->qd) +
+                       MAT((int64_t)ne * 2 * f, d) + MAT((int64_t)ne * d, f) +
+                       (c->n_experts > 0 ? MAT(c->n_experts, d) : 0);
+    e->weight_bytes = MAT(V, d) * (c->tied_embeddings ? 1 : 2) + VEC(d) +
+                      per_layer * (size_t)c->n_layers;
     /* every weight is written by generate(): no need to zero them first */
-    e->weights = weights_alloc((size_t)e->n_weights * sizeof(float));
+    e->weights = weights_alloc(e->weight_bytes);
     e->layers = calloc((size_t)c->n_layers, sizeof(layer));
     int64_t kv_floats = (int64_t)c->n_layers * max_seqs * e->kvd * c->max_ctx;
     e->kcache = lazy_alloc((size_t)kv_floats * sizeof(float));
@@ -418,7 +498,19 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->rowpos = calloc((size_t)S, sizeof(int));
     e->seen = calloc((size_t)max_seqs, 1);
     e->sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
-    int ok = e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
+    if (e->dt != CAL_DTYPE_F32) {
+        /* prefill tiles: about 4 MiB of floats per thread, whole 16-row groups */
+        int max_in = (int)(d > f ? d : f);
+        e->dq_rows = ((1 << 20) / max_in) & ~15;
+        if (e->dq_rows < 16)
+            e->dq_rows = 16;
+        if (e->dq_rows > 512)
+            e->dq_rows = 512;
+        e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
+        if (e->dt == CAL_DTYPE_Q8_0)
+            e->xr = xalloc((size_t)S * max_in * sizeof(float));
+    }
+    int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
              e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
              e->seen && e->sscratch && e->rowpos;
@@ -441,23 +533,25 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         return CAL_ENOMEM;
     }
 
-    float *p = e->weights;
-#define TAKE(n) (p += R16(n), p - R16(n))
-    e->emb = TAKE(V * d);
-    e->out = c->tied_embeddings ? e->emb : TAKE(V * d);
-    e->final_norm = TAKE(d);
+    char *p = e->weights;
+#define TAKE(n) (p += (n), (void *)(p - (n)))
+    e->emb = TAKE(MAT(V, d));
+    e->out = c->tied_embeddings ? e->emb : TAKE(MAT(V, d));
+    e->final_norm = TAKE(VEC(d));
     for (int l = 0; l < c->n_layers; l++) {
         layer *L = &e->layers[l];
-        L->attn_norm = TAKE(d);
-        L->wqkv = TAKE(e->qkv_ld * d);
-        L->wo = TAKE(d * e->qd);
-        L->ffn_norm = TAKE(d);
-        L->w13 = TAKE(ne * 2 * f * d);
-        L->w2 = TAKE(ne * d * f);
-        L->router = c->n_experts > 0 ? TAKE(c->n_experts * d) : NULL;
+        L->attn_norm = TAKE(VEC(d));
+        L->wqkv = TAKE(MAT(e->qkv_ld, d));
+        L->wo = TAKE(MAT(d, e->qd));
+        L->ffn_norm = TAKE(VEC(d));
+        L->w13 = TAKE(MAT((int64_t)ne * 2 * f, d));
+        L->w2 = TAKE(MAT((int64_t)ne * d, f));
+        L->router = c->n_experts > 0 ? TAKE(MAT(c->n_experts, d)) : NULL;
     }
 #undef TAKE
-#undef R16
+#undef MAT
+#undef VEC
+#undef R64
     int half = e->hd / 2;
     for (int pos = 0; pos < c->max_ctx; pos++)
         for (int i = 0; i < half; i++) {
@@ -472,6 +566,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
 
 void cal_engine_weights(const cal_engine *e, cal_model_weights *m)
 {
+    m->dtype = e->dt;
     m->embedding = e->emb;
     m->output = e->out;
     m->final_norm = e->final_norm;
@@ -481,6 +576,7 @@ void cal_engine_weights(const cal_engine *e, cal_model_weights *m)
 void cal_engine_layer_weights(const cal_engine *e, int l, cal_layer_weights *w)
 {
     const layer *L = &e->layers[l];
+    w->dtype = e->dt;
     w->attn_norm = L->attn_norm;
     w->wqkv = L->wqkv;
     w->wo = L->wo;
@@ -495,50 +591,69 @@ void cal_engine_layer_weights(const cal_engine *e, int l, cal_layer_weights *w)
 static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
                             double bytes)
 {
+    int64_t dt = cal_now_ns() - t0;
     op_prof *p = &e->prof[op];
-    p->ns += cal_now_ns() - t0;
+    p->ns += dt;
     p->calls++;
     p->flops += flops;
     p->bytes += bytes;
+    if (e->cur_b > 0) {
+        p = &e->prof_b[e->cur_b][op];
+        p->ns += dt;
+        p->calls++;
+        p->flops += flops;
+        p->bytes += bytes;
+    }
 }
 
-/* Y[M][out] (row stride ldy) = beta·Y + X[M][in] (row stride ldx) · W[out][in]ᵀ.
- * One pass over W serves all M rows; M = 1 is a matrix-vector product. */
-/* OpenBLAS multiplies small products (M·N·K up to about this) with direct
- * kernels that skip packing the operands. A decode batch of 2–16 rows cut
- * into weight bands of that size costs 1.0–1.6× one matrix-vector pass over
- * the weights (measured here: 2.2–2.7× as one large SGEMM), which is what
- * lets one weight pass serve a whole batch. */
-#define SMALL_MNK 400000.0
+/* Y[M][out] (row stride ldy) = beta·Y + X[M][in] (row stride ldx) · W[out][in]ᵀ,
+ * W in the engine's dtype. One pass over W serves all M rows.
+ * Decode batches (M ≤ 16) run cal_k_matmul: each weight row is loaded once
+ * and feeds every row of the batch from registers. OpenBLAS's sgemv/sgemm
+ * here cost 0.9× at batch 2 what batch 1 cost in aggregate (sgemm repacks
+ * the weights for M = 2–8). Larger M is prefill, compute-bound: OpenBLAS
+ * SGEMM, the other formats dequantized into F32 a tile of rows at a time
+ * (the tile's conversion is 1/M of its multiply-adds). Q8_0 multiplies
+ * activations rounded to Q8_0 at every M (kernels.h). */
+#define SMALL_M 16
 
-static void matmul1(float *y, int ldy, const float *x, int ldx, const float *w,
-                    int n_out, int n_in, int m, float beta)
+static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
+                    const char *w, int n_out, int n_in, int m, float beta, float *dq)
 {
-    if (m == 1) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n_out, n_in, 1.0f, w, n_in, x,
-                    1, beta, y, 1);
-    } else if (m <= 16 && (double)m * n_out * n_in > SMALL_MNK) {
-        int band = (int)(SMALL_MNK / ((double)m * n_in)) & ~15;
-        if (band < 16)
-            band = 16;
-        for (int r0 = 0; r0 < n_out; r0 += band)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m,
-                        n_out - r0 < band ? n_out - r0 : band, n_in, 1.0f, x, ldx,
-                        w + (size_t)r0 * n_in, n_in, beta, y + r0, ldy);
-    } else {
+    if (m <= SMALL_M) {
+        cal_k_matmul(e->dt, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+    } else if (e->dt == CAL_DTYPE_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_out, n_in, 1.0f,
-                    x, ldx, w, n_in, beta, y, ldy);
+                    x, ldx, (const float *)w, n_in, beta, y, ldy);
+    } else {
+        size_t rb = cal_k_row_bytes(e->dt, n_in);
+        for (int r0 = 0; r0 < n_out; r0 += e->dq_rows) {
+            int nr = n_out - r0 < e->dq_rows ? n_out - r0 : e->dq_rows;
+            for (int r = 0; r < nr; r++)
+                cal_k_dequantize_row(e->dt, w + (size_t)(r0 + r) * rb,
+                                     dq + (size_t)r * n_in, n_in);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, n_in, 1.0f,
+                        x, ldx, dq, n_in, beta, y + r0, ldy);
+        }
     }
 }
 
 typedef struct mm_job {
+    cal_engine *e;
     float *y;
-    const float *x, *w;
+    const float *x;
+    const char *w;
     int ldy, ldx, n_out, n_in, m;
     float beta;
 } mm_job;
 
-/* each thread takes a band of W's rows (64-byte aligned): one streaming
+static float *dq_of(const cal_engine *e, int tid)
+{
+    int max_in = e->c.dim > e->c.ffn_dim ? e->c.dim : e->c.ffn_dim;
+    return e->dq ? e->dq + (size_t)tid * e->dq_rows * max_in : NULL;
+}
+
+/* each thread takes a band of W's rows (whole 16-row groups): one streaming
  * pass over the weights, split across the cores */
 static void mm_part(void *a, int tid, int nt)
 {
@@ -546,16 +661,25 @@ static void mm_part(void *a, int tid, int nt)
     int band = ((j->n_out + nt - 1) / nt + 15) & ~15;
     int r0 = tid * band, r1 = r0 + band < j->n_out ? r0 + band : j->n_out;
     if (r0 < r1)
-        matmul1(j->y + r0, j->ldy, j->x, j->ldx, j->w + (size_t)r0 * j->n_in, r1 - r0,
-                j->n_in, j->m, j->beta);
+        matmul1(j->e, j->y + r0, j->ldy, j->x, j->ldx,
+                j->w + (size_t)r0 * cal_k_row_bytes(j->e->dt, j->n_in), r1 - r0, j->n_in,
+                j->m, j->beta, dq_of(j->e, tid));
 }
 
 static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
-                     const float *w, int n_out, int n_in, int m, float beta)
+                     const char *w, int n_out, int n_in, int m, float beta)
 {
-    mm_job j = {y, x, w, ldy, ldx, n_out, n_in, m, beta};
+    if (e->dt == CAL_DTYPE_Q8_0 && m > SMALL_M) {
+        /* Q8_0 multiplies Q8_0 activations at every batch size, as the
+         * decode kernel does (and llama.cpp): round them once here */
+        for (int i = 0; i < m; i++)
+            cal_k_q8_0_round(x + (size_t)i * ldx, e->xr + (size_t)i * n_in, n_in);
+        x = e->xr;
+        ldx = n_in;
+    }
+    mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta};
     if (e->nt == 1 || (double)n_out * n_in * m < 65536.0 || n_out < 32)
-        matmul1(y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        matmul1(e, y, ldy, x, ldx, w, n_out, n_in, m, beta, dq_of(e, 0));
     else
         cal_pool_run(e->pool, mm_part, &j);
 }
@@ -563,7 +687,7 @@ static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
     matmul_p(e, y, ldy, x, ldx, w, n_out, n_in, m, beta)
 
 void cal_engine_matmul(cal_engine *e, float *y, int ldy, const float *x, int ldx,
-                       const float *w, int n_out, int n_in, int m, float beta)
+                       const void *w, int n_out, int n_in, int m, float beta)
 {
     matmul_p(e, y, ldy, x, ldx, w, n_out, n_in, m, beta);
 }
@@ -573,10 +697,13 @@ cal_pool *cal_engine_pool(cal_engine *e)
     return e->pool;
 }
 
-static double mm_bytes(int n_out, int n_in, int m)
+/* weights in the dtype, activations in and out in F32 */
+static double mm_bytes_dt(int dt, int n_out, int n_in, int m)
 {
-    return 4.0 * ((double)n_out * n_in + (double)m * (n_in + n_out));
+    return (double)n_out * (double)cal_k_row_bytes(dt, n_in) +
+           4.0 * (double)m * (n_in + n_out);
 }
+#define mm_bytes(n_out, n_in, m) mm_bytes_dt(e->dt, n_out, n_in, m)
 
 static int fail(cal_engine *e, const char *fmt, ...)
 {
@@ -776,8 +903,8 @@ static void moe(cal_engine *e, const layer *L, int T)
         const float *wt = e->ewt + (size_t)x * e->max_step;
         for (int i = 0; i < m; i++)
             memcpy(e->gin + (size_t)i * d, e->xn + (size_t)rows[i] * d, sizeof(float) * d);
-        const float *w13 = L->w13 + (size_t)x * 2 * f * d;
-        const float *w2 = L->w2 + (size_t)x * d * f;
+        const char *w13 = L->w13 + (size_t)x * 2 * f * cal_k_row_bytes(e->dt, d);
+        const char *w2 = L->w2 + (size_t)x * d * cal_k_row_bytes(e->dt, f);
         matmul(e->h13, 2 * f, e->gin, d, w13, 2 * f, d, m, 0.0f);
         for (int i = 0; i < m; i++)
             cal_k_swiglu(e->act + (size_t)i * f, e->h13 + (size_t)i * 2 * f,
@@ -851,16 +978,20 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
     const cal_model_config *c = &e->c;
     int d = c->dim, f = c->ffn_dim;
     int64_t step0 = cal_now_ns();
+    e->cur_b = T == n_en && T <= PROF_MAX_B ? T : 0;
 
     int64_t t0 = cal_now_ns();
     int row = 0;
+    size_t erb = cal_k_row_bytes(e->dt, d);
     for (int i = 0; i < n_en; i++)
         for (int j = 0; j < en[i].n_tokens; j++, row++) {
+            float *xr = e->x + (size_t)row * d;
             e->rowpos[row] = en[i].pos + j;
-            for (int k = 0, tk = en[i].tokens[j]; k < d; k++)
-                e->x[(size_t)row * d + k] = e->emb[(size_t)tk * d + k] * CAL_ENGINE_EMBED_SCALE;
+            cal_k_dequantize_row(e->dt, e->emb + (size_t)en[i].tokens[j] * erb, xr, d);
+            for (int k = 0; k < d; k++)
+                xr[k] *= CAL_ENGINE_EMBED_SCALE;
         }
-    prof_add(e, OP_EMBED, t0, 0, 8.0 * T * d);
+    prof_add(e, OP_EMBED, t0, 0, (double)T * ((double)erb + 4.0 * d));
 
     for (int l = 0; l < c->n_layers; l++) {
         const layer *L = &e->layers[l];
@@ -930,9 +1061,15 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
     }
     for (int i = 0; i < n_en; i++)
         e->slot_len[en[i].slot] = en[i].pos + en[i].n_tokens;
+    int64_t ns = cal_now_ns() - step0;
     e->steps++;
     e->step_tokens += T;
-    e->step_ns += cal_now_ns() - step0;
+    e->step_ns += ns;
+    if (e->cur_b > 0) {
+        e->steps_b[e->cur_b]++;
+        e->step_ns_b[e->cur_b] += ns;
+    }
+    e->cur_b = 0;   /* sampling between steps is not a step's */
     return CAL_OK;
 }
 
@@ -987,7 +1124,23 @@ void cal_engine_profile_reset(cal_engine *e)
     if (!e)
         return;
     memset(e->prof, 0, sizeof e->prof);
+    memset(e->prof_b, 0, sizeof e->prof_b);
+    memset(e->steps_b, 0, sizeof e->steps_b);
+    memset(e->step_ns_b, 0, sizeof e->step_ns_b);
     e->steps = e->step_tokens = e->step_ns = 0;
+}
+
+/* one op's counters as the profile's JSON object */
+static json_t *op_json(int op, const op_prof *p, double share)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "op", json_string(op_names[op]));
+    json_object_set_new(o, "calls", json_integer(p->calls));
+    json_object_set_new(o, "time_ns", json_integer(p->ns));
+    json_object_set_new(o, "flops", json_real(p->flops));
+    json_object_set_new(o, "bytes", json_real(p->bytes));
+    json_object_set_new(o, "share_of_step", json_real(share));
+    return o;
 }
 
 char *cal_engine_profile_json(const cal_engine *e)
@@ -1013,6 +1166,7 @@ char *cal_engine_profile_json(const cal_engine *e)
     json_object_set_new(model, "vocab", json_integer(c->vocab));
     json_object_set_new(model, "max_ctx", json_integer(c->max_ctx));
     json_object_set_new(model, "n_params", json_integer(cal_model_n_params(c)));
+    json_object_set_new(model, "dtype", json_string(cal_dtype_name(c->dtype)));
     json_object_set_new(model, "decode_bytes_per_token",
                         json_integer(cal_model_decode_bytes_per_token(c)));
     int64_t covered = 0;
@@ -1020,16 +1174,9 @@ char *cal_engine_profile_json(const cal_engine *e)
         const op_prof *p = &e->prof[i];
         if (i != OP_SAMPLE)
             covered += p->ns;
-        json_t *o = json_object();
-        json_object_set_new(o, "op", json_string(op_names[i]));
-        json_object_set_new(o, "calls", json_integer(p->calls));
-        json_object_set_new(o, "time_ns", json_integer(p->ns));
-        json_object_set_new(o, "flops", json_real(p->flops));
-        json_object_set_new(o, "bytes", json_real(p->bytes));
-        json_object_set_new(o, "share_of_step",
-                            json_real(e->step_ns > 0 && i != OP_SAMPLE
-                                          ? (double)p->ns / (double)e->step_ns : 0.0));
-        json_array_append_new(ops, o);
+        json_array_append_new(ops, op_json(i, p, e->step_ns > 0 && i != OP_SAMPLE
+                                                      ? (double)p->ns / (double)e->step_ns
+                                                      : 0.0));
     }
     json_object_set_new(root, "format", json_string("caliper.engine.profile/1"));
     json_object_set_new(root, "model", model);
@@ -1037,6 +1184,7 @@ char *cal_engine_profile_json(const cal_engine *e)
     json_object_set_new(blas, "library", json_string("OpenBLAS"));
     json_object_set_new(blas, "core", json_string(cal_engine_blas_core()));
     json_object_set_new(blas, "engine_threads", json_integer(e->nt));
+    json_object_set_new(blas, "decode_kernels", json_string(cal_k_isa()));
     json_object_set_new(root, "blas", blas);
     json_object_set_new(root, "steps", json_integer(e->steps));
     json_object_set_new(root, "tokens", json_integer(e->step_tokens));
@@ -1044,6 +1192,25 @@ char *cal_engine_profile_json(const cal_engine *e)
     json_object_set_new(root, "unattributed_ns",
                         json_integer(e->step_ns > covered ? e->step_ns - covered : 0));
     json_object_set_new(root, "ops", ops);
+    /* decode-only steps by batch size: time per step and per op at each B */
+    json_t *byb = json_array();
+    for (int b = 1; b <= PROF_MAX_B && byb; b++) {
+        if (e->steps_b[b] == 0)
+            continue;
+        json_t *o = json_object(), *bops = json_array();
+        json_object_set_new(o, "batch", json_integer(b));
+        json_object_set_new(o, "steps", json_integer(e->steps_b[b]));
+        json_object_set_new(o, "step_time_ns", json_integer(e->step_ns_b[b]));
+        for (int i = 0; i < OP_COUNT; i++) {
+            const op_prof *p = &e->prof_b[b][i];
+            if (p->calls > 0)
+                json_array_append_new(bops, op_json(i, p, (double)p->ns /
+                                                              (double)e->step_ns_b[b]));
+        }
+        json_object_set_new(o, "ops", bops);
+        json_array_append_new(byb, o);
+    }
+    json_object_set_new(root, "by_batch", byb);
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return s;

@@ -1,7 +1,9 @@
 /* caliper reference engine — a decoder-only transformer computed for real on
  * the CPU (RMSNorm, RoPE, grouped-query attention over a KV cache, SwiGLU MLP,
- * and a Qwen3-MoE style mixture of experts), F32, synthetic weights generated
- * deterministically from a seed. Matrix products go through OpenBLAS.
+ * and a Qwen3-MoE style mixture of experts), weights in F32, F16, BF16 or Q8_0
+ * generated deterministically from a seed. Decode-sized products (≤ 16 rows)
+ * run the engine's own kernels, one weight pass for the whole batch; larger
+ * ones go through OpenBLAS (other formats dequantized a tile at a time).
  *
  * Ownership: cal_engine_open allocates everything once (weights, KV cache for
  * max_seqs slots × max_ctx positions, activations for the largest step);
@@ -34,11 +36,26 @@ typedef struct cal_model_config {
     float    rope_theta;
     float    norm_eps;
     uint64_t seed;          /* weights are a pure function of (shape, seed) */
+    int      dtype;         /* CAL_DTYPE_*: the matrices' format (norms stay F32) */
 } cal_model_config;
+
+/* Weight formats of the matrices (embedding, projections, experts, router,
+ * output). F16 and BF16 hold each weight in 2 bytes; Q8_0 is llama.cpp's
+ * block layout, 32 int8 and one F16 scale (34 bytes per 32 weights), and
+ * needs dim and ffn_dim divisible by 32 (so do F16 and BF16, for the vector
+ * kernels). Products sum in F32 over the dequantized weights. */
+enum { CAL_DTYPE_F32 = 0, CAL_DTYPE_F16, CAL_DTYPE_BF16, CAL_DTYPE_Q8_0, CAL_DTYPE_COUNT };
+/* "f32", "f16", "bf16", "q8_0"; NULL for an unknown value. */
+const char *cal_dtype_name(int dtype);
+/* The CAL_DTYPE_* named s (case-insensitive), or −1. */
+int  cal_dtype_parse(const char *s);
+/* Bytes per weight: 4, 2, 2, 34/32. 0 for an unknown value. */
+double cal_dtype_bytes_per_weight(int dtype);
 
 /* Fill *out with a preset: "tiny" (< 5 M params), "small" (25–50 M), "base"
  * (dim 768, 12 layers, 12 heads, 4 KV heads, FFN 2048, vocab 32000, tied),
- * "moe" (dim 512, 8 layers, 8 experts of FFN 1024, top-2, vocab 151936).
+ * "moe" (dim 512, 8 layers, 8 experts of FFN 1024, top-2, vocab 151936);
+ * all F32 (set dtype after).
  * CAL_ENOTFOUND for an unknown name. */
 int  cal_model_preset(const char *name, cal_model_config *out);
 /* CAL_EINVAL with a field name in *why (static string) when a shape is
@@ -46,7 +63,8 @@ int  cal_model_preset(const char *name, cal_model_config *out);
 int  cal_model_validate(const cal_model_config *c, const char **why);
 int64_t cal_model_n_params(const cal_model_config *c);
 /* Bytes of weights read for one decode token (all dense weights, top_k
- * experts' weights, the output projection). The bandwidth roofline's input. */
+ * experts' weights, the output projection) in the config's dtype. The
+ * bandwidth roofline's input. */
 int64_t cal_model_decode_bytes_per_token(const cal_model_config *c);
 /* Multiply-add FLOPs (2 per MAC) for one token at context position pos. */
 double  cal_model_flops_per_token(const cal_model_config *c, int pos);

@@ -11,20 +11,24 @@
  * scale-invariant, so the layers still see the token in full. */
 #define CAL_ENGINE_EMBED_SCALE 0.1f
 
+/* Matrices are rows in `dtype` (cal_k_row_bytes / cal_k_dequantize_row of
+ * kernels.h read them); norms are F32. */
 typedef struct cal_layer_weights {
+    int dtype;               /* CAL_DTYPE_* of the matrices */
     const float *attn_norm;  /* [dim] */
-    const float *wqkv;       /* [q_dim + 2·kv_dim][dim]: Q rows, then K, then V */
-    const float *wo;         /* [dim][q_dim] */
+    const void *wqkv;        /* [q_dim + 2·kv_dim][dim]: Q rows, then K, then V */
+    const void *wo;          /* [dim][q_dim] */
     const float *ffn_norm;   /* [dim] */
-    const float *w13;        /* dense: [2·ffn][dim], gate rows then up rows;
+    const void *w13;         /* dense: [2·ffn][dim], gate rows then up rows;
                                 MoE: [n_experts][2·ffn][dim] */
-    const float *w2;         /* dense: [dim][ffn]; MoE: [n_experts][dim][ffn] */
-    const float *router;     /* MoE: [n_experts][dim]; NULL when dense */
+    const void *w2;          /* dense: [dim][ffn]; MoE: [n_experts][dim][ffn] */
+    const void *router;      /* MoE: [n_experts][dim]; NULL when dense */
 } cal_layer_weights;
 
 typedef struct cal_model_weights {
-    const float *embedding;  /* [vocab][dim] */
-    const float *output;     /* [vocab][dim]; == embedding when tied */
+    int dtype;               /* CAL_DTYPE_* of the matrices */
+    const void *embedding;   /* [vocab][dim] */
+    const void *output;      /* [vocab][dim]; == embedding when tied */
     const float *final_norm; /* [dim] */
     int n_layers;
 } cal_model_weights;
@@ -33,12 +37,13 @@ void cal_engine_weights(const cal_engine *e, cal_model_weights *m);
 void cal_engine_layer_weights(const cal_engine *e, int layer, cal_layer_weights *w);
 
 /* The step's own matrix product, split across the engine's pool exactly as
- * inside a step: Y[m][n_out] (row stride ldy) = beta·Y + X[m][n_in] · Wᵀ.
+ * inside a step: Y[m][n_out] (row stride ldy) = beta·Y + X[m][n_in] · Wᵀ,
+ * W rows in the engine's dtype (as cal_engine_layer_weights gives them).
  * And the pool itself. For the op micro-benchmark (engine/opbench.c), which
  * must time each op with the kernels and threads the step uses. */
 struct cal_pool;
 void cal_engine_matmul(cal_engine *e, float *y, int ldy, const float *x, int ldx,
-                       const float *w, int n_out, int n_in, int m, float beta);
+                       const void *w, int n_out, int n_in, int m, float beta);
 struct cal_pool *cal_engine_pool(cal_engine *e);
 
 #endif

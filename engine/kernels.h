@@ -4,6 +4,7 @@
  * reference); not part of the installed contract. */
 #ifndef CALIPER_ENGINE_KERNELS_H
 #define CALIPER_ENGINE_KERNELS_H
+#include <stddef.h>
 #include <stdint.h>
 
 /* splitmix64: advances *state and returns the next 64 random bits. */
@@ -52,5 +53,51 @@ void cal_k_attention_heads(const float *q, const float *k, const float *v,
  * probs: scratch [n]. */
 void cal_k_route_topk(const float *logits, int n, int top_k, float *probs,
                       int *idx, float *w);
+
+/* ---- weight formats and the decode products (matmul.c) ------------------
+ * dtype is a CAL_DTYPE_* of engine.h. A row of n weights is stored as n
+ * floats (F32), n IEEE halves (F16), n bfloat16 (BF16), or n/32 Q8_0 blocks
+ * laid out as llama.cpp's block_q8_0 (n % 32 == 0). */
+#define CAL_Q8_0_BLOCK 32
+typedef struct cal_q8_0_block {
+    uint16_t d;                    /* scale, IEEE half */
+    int8_t   qs[CAL_Q8_0_BLOCK];   /* value i = d · qs[i] */
+} cal_q8_0_block;                  /* 34 bytes, as in GGUF files */
+
+float    cal_k_f16_to_f32(uint16_t h);
+uint16_t cal_k_f32_to_f16(float f);      /* round to nearest even */
+float    cal_k_bf16_to_f32(uint16_t b);
+uint16_t cal_k_f32_to_bf16(float f);     /* round to nearest even */
+
+/* Bytes of one row of n weights; 0 for an unknown dtype. */
+size_t cal_k_row_bytes(int dtype, int n);
+/* n floats to one stored row and back (Q8_0: max|x|/127 scale per block, as
+ * llama.cpp's quantize_row_q8_0). */
+void cal_k_quantize_row(int dtype, const float *src, void *dst, int n);
+void cal_k_dequantize_row(int dtype, const void *src, float *dst, int n);
+/* Activations as Q8_0 products see them: each 32-block of x[n] (n % 32 == 0)
+ * scaled by d = max|x|/127 in F32 and rounded, out = d · round(x / d).
+ * out may equal x. */
+void cal_k_q8_0_round(const float *x, float *out, int n);
+
+/* Y[m][n_out] (row stride ldy) = beta·Y + X[m][n_in] (row stride ldx) ·
+ * Wᵀ, W [n_out] rows of n_in weights in dtype. Every weight row is read from
+ * memory once for all m rows of X: the decode batch's product. beta 0 never
+ * reads Y. Sums are in F32 over the dequantized weights; Q8_0 multiplies X
+ * rounded to Q8_0 (cal_k_q8_0_round), as llama.cpp's Q8_0 × Q8_0 product
+ * does, so the integer kernel (AVX-512 VNNI) and the portable path agree.
+ * AVX-512 where the CPU has it (checked once, at the first call) and
+ * n_in % 32 == 0, the portable path otherwise; cal_k_matmul_portable is that
+ * path alone. */
+void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
+                  int n_out, int n_in, int m, float beta);
+void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
+                           const void *w, int n_out, int n_in, int m, float beta);
+/* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
+ * this CPU (VNNI: the Q8_0 integer kernel). */
+const char *cal_k_isa(void);
+/* Reads n bytes with the same vector loads as the products and returns a
+ * checksum (so the reads cannot be skipped): the read-bandwidth probe. */
+uint64_t cal_k_read_bytes(const void *p, size_t n);
 
 #endif

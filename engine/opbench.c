@@ -55,9 +55,14 @@ static float *fa(size_t n)
 static void op_embedding(bench *b)
 {
     int d = b->c->dim;
-    for (int t = 0; t < b->T; t++)
+    size_t rb = cal_k_row_bytes(b->M.dtype, d);   /* rows in the engine's dtype */
+    for (int t = 0; t < b->T; t++) {
+        float *xr = b->x + (size_t)t * d;
+        cal_k_dequantize_row(b->M.dtype, (const char *)b->M.embedding + (size_t)b->tok[t] * rb,
+                             xr, d);
         for (int k = 0; k < d; k++)
-            b->x[(size_t)t * d + k] = b->M.embedding[(size_t)b->tok[t] * d + k] * CAL_ENGINE_EMBED_SCALE;
+            xr[k] *= CAL_ENGINE_EMBED_SCALE;
+    }
 }
 
 static void op_norm(bench *b)
@@ -143,7 +148,9 @@ static void op_experts(bench *b)
 {
     int d = b->c->dim, f = b->c->ffn_dim, m = b->per_exp;
     for (int x = 0; x < b->n_act; x++) {
-        const float *w13 = b->L.w13 + (size_t)x * 2 * f * d, *w2 = b->L.w2 + (size_t)x * d * f;
+        const char *w13 = (const char *)b->L.w13 +
+                          (size_t)x * 2 * f * cal_k_row_bytes(b->L.dtype, d);
+        const char *w2 = (const char *)b->L.w2 + (size_t)x * d * cal_k_row_bytes(b->L.dtype, f);
         cal_engine_matmul(b->e, b->h13, 2 * f, b->xn, d, w13, 2 * f, d, m, 0.0f);
         for (int i = 0; i < m; i++)
             cal_k_swiglu(b->act + (size_t)i * f, b->h13 + (size_t)i * 2 * f, b->h13 + (size_t)i * 2 * f + f, f);
@@ -189,9 +196,10 @@ static int time_op(bench *b, void (*fn)(bench *), int reps, int64_t *ns, int64_t
     return CAL_OK;
 }
 
-static double mm_bytes(double n_out, double n_in, double m)
+/* weights at bpw bytes each (the engine's dtype), activations in and out F32 */
+static double mm_bytes_w(double bpw, double n_out, double n_in, double m)
 {
-    return 4.0 * (n_out * n_in + m * (n_in + n_out));
+    return bpw * n_out * n_in + 4.0 * m * (n_in + n_out);
 }
 
 static void free_bench(bench *b)
@@ -273,6 +281,8 @@ int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
         np += b.pos + t + 1;
     int nproj = E > 0 ? 2 : 4;
     double proj_flops = 2.0 * T * b.qkv_ld * d + 2.0 * T * d * b.qd;
+    double bpw = cal_dtype_bytes_per_weight(c->dtype);
+#define mm_bytes(n_out, n_in, m) mm_bytes_w(bpw, n_out, n_in, m)
     double proj_bytes = mm_bytes(b.qkv_ld, d, T) + mm_bytes(d, b.qd, T);
     if (E == 0) {
         proj_flops += 2.0 * T * 2 * f * d + 2.0 * T * d * f;
@@ -284,7 +294,7 @@ int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
         int on, per;
         double flops, bytes;
     } OPS[] = {
-        {"embedding", op_embedding, 1, 1, 0, 8.0 * T * d},
+        {"embedding", op_embedding, 1, 1, 0, T * ((double)cal_k_row_bytes(c->dtype, d) + 4.0 * d)},
         {"norm", op_norm, 1, 1, 4.0 * T * d, 4.0 * (2.0 * T * d + d)},
         {"rope", op_rope, 1, 1, 6.0 * T * (b.qd + b.kvd) / 2, 8.0 * T * (b.qd + b.kvd)},
         {"attention", op_attention, 1, 1, 4.0 * b.qd * np, 4.0 * 2 * b.kvd * np},
@@ -296,6 +306,7 @@ int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
         {"logits", op_logits, 1, 1, 2.0 * c->vocab * d, mm_bytes(c->vocab, d, 1)},
         {"sampling", op_sampling, 1, 1, 0, 4.0 * c->vocab},
     };
+#undef mm_bytes
     int rc = CAL_OK;
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
         if (!OPS[i].on)

@@ -912,11 +912,19 @@ static void e_batch(calc_ctx *c)
         Q(CAL_U_BANDWIDTH, in(c, "bw-batch")), Q(CAL_U_BANDWIDTH, in(c, "bw-single")),
         Q(CAL_U_BYTES, in(c, "bytes-single")), Q(CAL_U_BYTES, in(c, "bytes-batch")), R(f), R(b),
         R(out(c, "gain")));
-    mean_(c, "Batching gives %s×: %s. ", R3(out(c, "gain")),
-          fabs(log(f)) >= fabs(log(b))
-              ? "feeding bandwidth that sat idle at batch 1 dominates, the bytes saved per token "
-                "are secondary"
-              : "the bytes saved per token dominate, not extra bandwidth");
+    if (f < 1)
+        /* a batch that moves fewer bytes per second than batch 1 did is
+         * waiting on arithmetic, not memory (the engine's Q8_0 at 8, say) */
+        mean_(c, "Batching gives %s×: the bytes saved per token (%s×) less the bandwidth the "
+                 "batch no longer uses (%s×): at this batch the step waits on compute, not "
+                 "memory, and a faster kernel, not more batching, is what would raise it. ",
+              R3(out(c, "gain")), R3(b), R3(f));
+    else
+        mean_(c, "Batching gives %s×: %s. ", R3(out(c, "gain")),
+              fabs(log(f)) >= fabs(log(b))
+                  ? "feeding bandwidth that sat idle at batch 1 dominates, the bytes saved per "
+                    "token are secondary"
+                  : "the bytes saved per token dominate, not extra bandwidth");
     mean_(c, "An engine whose batch-1 decode already saturates bandwidth gains only the second "
              "factor.");
 }

@@ -23,7 +23,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: caliper serve [--preset tiny|small|base|moe] [shape flags] [--port N]\n"
+        "usage: caliper serve [--preset tiny|small|base|moe] [--dtype f32|f16|bf16|q8_0]\n"
+        "                     [shape flags] [--port N]\n"
         "\n"
         "The reference engine (a real CPU transformer, synthetic weights) behind an\n"
         "OpenAI-compatible API: /v1/completions, /v1/chat/completions, /v1/models,\n"
@@ -36,6 +37,8 @@ static void usage(FILE *f)
         "  --layers N --dim N --heads N --kv-heads N --ffn N --experts N --top-k N\n"
         "  --vocab N --context N --seed N\n"
         "                       override one field of the preset's shape\n"
+        "  --dtype F            weight format: f32 (default), f16, bf16, q8_0 (llama.cpp's\n"
+        "                       block layout); same weights as f32, rounded to the format\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
         "server:\n"
         "  --host ADDR          bind address (default 127.0.0.1: loopback only)\n"
@@ -65,7 +68,8 @@ static void usage(FILE *f)
 enum {
     O_PRESET = 256, O_LAYERS, O_DIM, O_HEADS, O_KVHEADS, O_FFN, O_EXPERTS, O_TOPK,
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
-    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP
+    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP,
+    O_DTYPE
 };
 
 static const struct option OPTS[] = {
@@ -97,6 +101,7 @@ static const struct option OPTS[] = {
     {"op-bench-pos", required_argument, 0, O_OBPOS},
     {"op-bench-reps", required_argument, 0, O_OBREPS},
     {"help", no_argument, 0, O_HELP},
+    {"dtype", required_argument, 0, O_DTYPE},
     {0, 0, 0, 0},
 };
 
@@ -169,13 +174,18 @@ int cmd_serve(int argc, char **argv)
     double max_body = 4.0 * 1024 * 1024;
     shape_flags sf = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     const char *C = "serve";
-    int rc, opt;
+    int rc, opt, dtype = CAL_DTYPE_F32;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", OPTS, NULL)) != -1) {
         rc = 0;
         switch (opt) {
         case O_PRESET:   preset = optarg; break;
+        case O_DTYPE:
+            dtype = cal_dtype_parse(optarg);
+            if (dtype < 0)
+                return cli_usage_error(C, "--dtype: \"%s\" is not f32, f16, bf16 or q8_0", optarg);
+            break;
         case O_LAYERS:   rc = cli_parse_long(C, "--layers", optarg, 1, 1024, &sf.layers); break;
         case O_DIM:      rc = cli_parse_long(C, "--dim", optarg, 1, 1 << 16, &sf.dim); break;
         case O_HEADS:    rc = cli_parse_long(C, "--heads", optarg, 1, 1024, &sf.heads); break;
@@ -243,6 +253,7 @@ int cmd_serve(int argc, char **argv)
 #undef OVERRIDE
     if (sf.experts == 0) sc.model.top_k = 0;
     if (sf.seed >= 0) sc.model.seed = (uint64_t)sf.seed;
+    sc.model.dtype = dtype;
     if (custom) snprintf(sc.model.name, sizeof sc.model.name, "custom");
     const char *why = NULL;
     if (cal_model_validate(&sc.model, &why) != CAL_OK)
@@ -250,7 +261,9 @@ int cmd_serve(int argc, char **argv)
 
     char name[128];
     if (!model_name) {
-        snprintf(name, sizeof name, "caliper-%s", custom ? "custom" : preset);
+        /* a format other than f32 is part of the model's identity */
+        snprintf(name, sizeof name, "caliper-%s%s%s", custom ? "custom" : preset,
+                 dtype != CAL_DTYPE_F32 ? "-" : "", dtype != CAL_DTYPE_F32 ? cal_dtype_name(dtype) : "");
         model_name = name;
     }
     sc.model_name = model_name;

@@ -84,8 +84,24 @@ static void ref_rope(double *v, int n_heads, int hd, int pos, double theta)
 }
 
 /* y[out] = W[out][in] · x[in] */
-static void ref_mv(double *y, const float *w, const double *x, int n_out, int n_in)
+/* set while the reference models a Q8_0 engine: its products take the
+ * activations rounded to Q8_0 (kernels.h), and so does the reference */
+static int ref_q8_0;
+
+static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n_in)
 {
+    double xr[4096];
+    const double *x = x0;
+    if (ref_q8_0) {
+        float f[4096];
+        assert_true(n_in <= 4096);
+        for (int i = 0; i < n_in; i++)
+            f[i] = (float)x0[i];
+        cal_k_q8_0_round(f, f, n_in);
+        for (int i = 0; i < n_in; i++)
+            xr[i] = f[i];
+        x = xr;
+    }
     for (int o = 0; o < n_out; o++) {
         double s = 0;
         for (int i = 0; i < n_in; i++)
@@ -117,8 +133,19 @@ static void ref_topk(const double *probs, int n, int k, int *idx, double *w)
     }
 }
 
-/* The whole model, token by token, in double, straight from the weights:
- * logits[vocab] for the last of tokens[n]. */
+/* rows × n_in weights in dtype, dequantized into a new F32 array */
+static float *deq(int dt, const void *w, int64_t rows, int n_in)
+{
+    float *o = malloc(sizeof(float) * (size_t)(rows * n_in));
+    assert_non_null(o);
+    size_t rb = cal_k_row_bytes(dt, n_in);
+    for (int64_t r = 0; r < rows; r++)
+        cal_k_dequantize_row(dt, (const char *)w + (size_t)r * rb, o + r * n_in, n_in);
+    return o;
+}
+
+/* The whole model, token by token, in double, straight from the weights
+ * (dequantized when not F32): logits[vocab] for the last of tokens[n]. */
 static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *logits)
 {
     const cal_model_config *c = cal_engine_config(e);
@@ -135,12 +162,22 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
     double *h13 = calloc((size_t)2 * f, sizeof(double)), *a = calloc((size_t)f, sizeof(double));
     double *r = calloc((size_t)(c->n_experts + 1), sizeof(double));
     assert_non_null(K); assert_non_null(V); assert_non_null(sc);
+    int dt = mw.dtype, ne_all = c->n_experts > 0 ? c->n_experts : 1;
+    ref_q8_0 = dt == CAL_DTYPE_Q8_0;
+    float *emb = deq(dt, mw.embedding, c->vocab, d);
+    float *outw = deq(dt, mw.output, c->vocab, d);
     for (int p = 0; p < n; p++) {
         for (int i = 0; i < d; i++)
-            x[i] = (double)mw.embedding[(size_t)tok[p] * d + i] * CAL_ENGINE_EMBED_SCALE;
+            x[i] = (double)emb[(size_t)tok[p] * d + i] * CAL_ENGINE_EMBED_SCALE;
         for (int l = 0; l < L; l++) {
-            cal_layer_weights w;
-            cal_engine_layer_weights(e, l, &w);
+            cal_layer_weights lw, w;
+            cal_engine_layer_weights(e, l, &lw);
+            w = lw;
+            w.wqkv = deq(dt, lw.wqkv, qd + 2 * kvd, d);
+            w.wo = deq(dt, lw.wo, d, qd);
+            w.w13 = deq(dt, lw.w13, (int64_t)ne_all * 2 * f, d);
+            w.w2 = deq(dt, lw.w2, (int64_t)ne_all * d, f);
+            w.router = lw.router ? deq(dt, lw.router, c->n_experts, d) : NULL;
             ref_rmsnorm(xn, x, w.attn_norm, d, c->norm_eps);
             ref_mv(qkv, w.wqkv, xn, qd + 2 * kvd, d);
             ref_rope(qkv, H, hd, p, c->rope_theta);
@@ -176,8 +213,8 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
                 ref_topk(r, c->n_experts, c->top_k, idx, wt);
             }
             for (int k = 0; k < ne; k++) {
-                const float *w13 = w.w13 + (size_t)idx[k] * 2 * f * d;
-                const float *w2 = w.w2 + (size_t)idx[k] * d * f;
+                const float *w13 = (const float *)w.w13 + (size_t)idx[k] * 2 * f * d;
+                const float *w2 = (const float *)w.w2 + (size_t)idx[k] * d * f;
                 ref_mv(h13, w13, xn, 2 * f, d);
                 for (int i = 0; i < f; i++)
                     a[i] = silu(h13[i]) * h13[f + i];
@@ -185,10 +222,14 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
                 for (int i = 0; i < d; i++)
                     x[i] += wt[k] * o[i];
             }
+            free((void *)w.wqkv); free((void *)w.wo); free((void *)w.w13);
+            free((void *)w.w2); free((void *)w.router);
         }
     }
     ref_rmsnorm(xn, x, mw.final_norm, d, c->norm_eps);
-    ref_mv(logits, mw.output, xn, c->vocab, d);
+    ref_mv(logits, outw, xn, c->vocab, d);
+    ref_q8_0 = 0;
+    free(emb); free(outw);
     free(K); free(V); free(x); free(xn); free(qkv); free(att); free(o); free(sc);
     free(h13); free(a); free(r);
 }
@@ -411,6 +452,85 @@ static void test_forward_tiny_vs_reference(void **state)
     check_vs_reference(e, 13, 1);  /* token by token: cache attention */
     cal_engine_close(&e);
     assert_null(e);
+}
+
+/* rms(ŵ − w) ÷ rms(w) over every matrix of layer 0 and the embedding: the
+ * format's rounding as the model actually sees it */
+static double weight_rounding(const cal_engine *q, const cal_engine *f)
+{
+    const cal_model_config *c = cal_engine_config(f);
+    int d = c->dim, ff = c->ffn_dim, kvd = c->n_kv_heads * (d / c->n_heads);
+    cal_layer_weights a, b;
+    cal_engine_layer_weights(q, 0, &a);
+    cal_engine_layer_weights(f, 0, &b);
+    cal_model_weights ma, mb;
+    cal_engine_weights(q, &ma);
+    cal_engine_weights(f, &mb);
+    const void *ta[] = {a.wqkv, a.wo, a.w13, a.w2, ma.embedding};
+    const void *tb[] = {b.wqkv, b.wo, b.w13, b.w2, mb.embedding};
+    int64_t rows[] = {d + 2 * kvd, d, 2 * ff, d, c->vocab};
+    int cols[] = {d, d, d, ff, d};
+    double e2 = 0, w2 = 0;
+    for (int t = 0; t < 5; t++) {
+        float *x = deq(a.dtype, ta[t], rows[t], cols[t]);
+        const float *y = tb[t];
+        for (int64_t i = 0; i < rows[t] * cols[t]; i++) {
+            e2 += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+            w2 += (double)y[i] * y[i];
+        }
+        free(x);
+    }
+    return sqrt(e2 / w2);
+}
+
+/* Every weight format against the double-precision reference over the same
+ * dequantized weights: the engine sums in F32 whatever the format, so the
+ * F32 tolerance holds (decode kernels for the token-by-token run, dequantized
+ * tiles through SGEMM for the chunk). Then the format against the F32 model
+ * of the same seed, whose weights differ from it by rounding only: the logits
+ * move by the weights' relative rounding ε (measured from the weights) times
+ * the logits' size times a gain the network gives every format alike (4
+ * layers and the logits; 9 to 11 on tiny). So the gain must be the same
+ * for F16, BF16 and Q8_0 within a factor 2, whose ε span 25×: an error that
+ * is not rounding (a wrong block, a lost scale) breaks that. */
+static void test_forward_formats_vs_reference(void **state)
+{
+    (void)state;
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    cal_engine *ref32 = NULL;
+    assert_int_equal(cal_engine_open(&c, 2, 64, &ref32), CAL_OK);
+    int V = c.vocab;
+    int32_t t[24];
+    prompt(t, 24, V, 5);
+    float *l32 = malloc(sizeof(float) * V), *lq = malloc(sizeof(float) * V);
+    assert_int_equal(run(ref32, 0, 0, t, 24, l32), CAL_OK);
+    double span = 0;
+    for (int i = 0; i < V; i++)
+        span = fmax(span, fabs((double)l32[i]));
+    double gain[CAL_DTYPE_COUNT] = {0}, eps[CAL_DTYPE_COUNT] = {0};
+    for (int dt = CAL_DTYPE_F16; dt < CAL_DTYPE_COUNT; dt++) {
+        c.dtype = dt;
+        cal_engine *e = NULL;
+        assert_int_equal(cal_engine_open(&c, 2, 64, &e), CAL_OK);
+        check_vs_reference(e, 37, 37);
+        check_vs_reference(e, 13, 1);
+        assert_int_equal(run(e, 0, 0, t, 24, lq), CAL_OK);
+        double worst = 0;
+        for (int i = 0; i < V; i++)
+            worst = fmax(worst, fabs((double)lq[i] - l32[i]));
+        eps[dt] = weight_rounding(e, ref32);
+        gain[dt] = worst / (eps[dt] * span);
+        cal_engine_close(&e);
+    }
+    assert_true(eps[CAL_DTYPE_Q8_0] > 10 * eps[CAL_DTYPE_F16]);
+    assert_true(eps[CAL_DTYPE_BF16] > 4 * eps[CAL_DTYPE_F16]);
+    for (int dt = CAL_DTYPE_F16; dt < CAL_DTYPE_COUNT; dt++) {
+        assert_true(gain[dt] > 1.0 && gain[dt] < 50.0);
+        assert_true(gain[dt] < 2.0 * gain[CAL_DTYPE_F16] && gain[dt] > 0.5 * gain[CAL_DTYPE_F16]);
+    }
+    free(l32); free(lq);
+    cal_engine_close(&ref32);
 }
 
 static void test_forward_moe_vs_reference(void **state)
@@ -644,6 +764,73 @@ static void test_validation(void **state)
     cal_engine_close(&e); /* closing NULL is a no-op */
 }
 
+/* The profile's by_batch part: decode-only steps counted at their batch
+ * size, prefill and mixed steps left out, per-op figures that add up. */
+static void test_profile_by_batch(void **state)
+{
+    (void)state;
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    c.dtype = CAL_DTYPE_Q8_0;
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, 4, 32, &e), CAL_OK);
+    int32_t t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int s = 0; s < 4; s++)
+        assert_int_equal(run(e, s, 0, t, 4 + s, NULL), CAL_OK); /* prefill: not counted */
+    cal_step_entry en[3];
+    for (int k = 0; k < 2; k++) {   /* two steps of three sequences at depths 4, 5, 6 */
+        for (int s = 0; s < 3; s++)
+            en[s] = (cal_step_entry){s, 4 + s + k, 1, &t[s], NULL};
+        assert_int_equal(cal_engine_step(e, en, 3), CAL_OK);
+    }
+    assert_int_equal(run(e, 3, 7, t, 1, NULL), CAL_OK);          /* one at batch 1 */
+    cal_step_entry mixed[2] = {{0, 6, 2, t, NULL}, {1, 7, 1, t, NULL}};
+    assert_int_equal(cal_engine_step(e, mixed, 2), CAL_OK);       /* mixed: not counted */
+    char *s = cal_engine_profile_json(e);
+    json_error_t err;
+    json_t *j = json_loads(s, 0, &err);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "model"),
+                                                           "dtype")), "q8_0");
+    json_t *bb = json_object_get(j, "by_batch");
+    assert_int_equal(json_array_size(bb), 2);
+    json_t *b1 = json_array_get(bb, 0), *b3 = json_array_get(bb, 1);
+    assert_int_equal(json_integer_value(json_object_get(b1, "batch")), 1);
+    assert_int_equal(json_integer_value(json_object_get(b1, "steps")), 1);
+    assert_int_equal(json_integer_value(json_object_get(b3, "batch")), 3);
+    assert_int_equal(json_integer_value(json_object_get(b3, "steps")), 2);
+    /* dense_proj at batch 3: 4 products per layer per step, each reading the
+     * Q8_0 weights once for the three rows (34 bytes per 32 weights) plus the
+     * rows in and out in F32: QKV 128→256, O 128→128, gate-up 128→768,
+     * down 384→128 */
+    double per_layer = (128 * 256 + 128 * 128 + 768 * 128 + 128 * 384) * 34.0 / 32 +
+                       4.0 * 3 * ((128 + 256) + (128 + 128) + (128 + 768) + (384 + 128));
+    json_t *ops = json_object_get(b3, "ops");
+    int64_t sum = 0;
+    int seen_proj = 0;
+    for (size_t i = 0; i < json_array_size(ops); i++) {
+        json_t *o = json_array_get(ops, i);
+        sum += json_integer_value(json_object_get(o, "time_ns"));
+        if (strcmp(json_string_value(json_object_get(o, "op")), "dense_proj") == 0) {
+            seen_proj = 1;
+            assert_int_equal(json_integer_value(json_object_get(o, "calls")), 2 * 4 * 4);
+            double by = json_real_value(json_object_get(o, "bytes"));
+            assert_true(fabs(by - 2 * 4 * per_layer) < 1);
+        }
+    }
+    assert_true(seen_proj);
+    assert_true(sum <= json_integer_value(json_object_get(b3, "step_time_ns")));
+    json_decref(j);
+    free(s);
+    cal_engine_profile_reset(e);
+    s = cal_engine_profile_json(e);
+    j = json_loads(s, 0, &err);
+    assert_int_equal(json_array_size(json_object_get(j, "by_batch")), 0);
+    json_decref(j);
+    free(s);
+    cal_engine_close(&e);
+}
+
 static void test_profile_json(void **state)
 {
     (void)state;
@@ -725,6 +912,8 @@ int main(void)
         cmocka_unit_test(test_kernel_dot_axpy),
         cmocka_unit_test(test_forward_tiny_vs_reference),
         cmocka_unit_test(test_forward_moe_vs_reference),
+        cmocka_unit_test(test_forward_formats_vs_reference),
+        cmocka_unit_test(test_profile_by_batch),
         cmocka_unit_test(test_prefill_chunk_equals_tokenwise),
         cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_greedy_stable),
