@@ -4,6 +4,7 @@
  * sequence in it) and the per-op profile. */
 #include "engine/engine.h"
 #include "engine/internal.h"
+#include "engine/gguf.h"
 #include "engine/kernels.h"
 #include "engine/pool.h"
 #include "caliper/clock.h"
@@ -23,10 +24,10 @@
 
 static const cal_model_config presets[] = {
     /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed */
-    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42},
-    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42},
-    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42},
-    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42},
+    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, ""},
+    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, ""},
+    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, ""},
+    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, ""},
 };
 
 int cal_model_preset(const char *name, cal_model_config *out)
@@ -84,6 +85,8 @@ int cal_model_validate(const cal_model_config *c, const char **why)
         w = "rope_theta";
     else if (!(c->norm_eps > 0.0f) || !(c->norm_eps < 1.0f))
         w = "norm_eps";
+    else if (!memchr(c->weights, '\0', sizeof c->weights))
+        w = "weights";
     else if (cal_model_n_params(c) > (int64_t)4 << 30)
         w = "n_params";
     if (why)
@@ -150,6 +153,7 @@ struct cal_engine {
     int   max_seqs, max_step;
     int   hd, qd, kvd, qkv_ld;     /* head_dim, q width, kv width, QKV row */
     float *weights;                /* one allocation holding every tensor */
+    float embed_scale;             /* see cal_model_weights */
     int64_t n_weights;
     float *emb, *out, *final_norm; /* [vocab][dim], [vocab][dim], [dim] */
     layer *layers;                 /* [n_layers] */
@@ -465,7 +469,16 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
             e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
             e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
         }
-    generate(e);
+    e->embed_scale = c->weights[0] ? 1.0f : CAL_ENGINE_EMBED_SCALE;
+    if (c->weights[0]) {
+        int lrc = cal_gguf_load_weights(e, e->err, sizeof e->err);
+        if (lrc != CAL_OK) {
+            cal_engine_close(&e);
+            return lrc;
+        }
+    } else {
+        generate(e);
+    }
     *out = e;
     return CAL_OK;
 }
@@ -476,6 +489,7 @@ void cal_engine_weights(const cal_engine *e, cal_model_weights *m)
     m->output = e->out;
     m->final_norm = e->final_norm;
     m->n_layers = e->c.n_layers;
+    m->embed_scale = e->embed_scale;
 }
 
 void cal_engine_layer_weights(const cal_engine *e, int l, cal_layer_weights *w)
@@ -847,7 +861,7 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
         for (int j = 0; j < en[i].n_tokens; j++, row++) {
             e->rowpos[row] = en[i].pos + j;
             for (int k = 0, tk = en[i].tokens[j]; k < d; k++)
-                e->x[(size_t)row * d + k] = e->emb[(size_t)tk * d + k] * CAL_ENGINE_EMBED_SCALE;
+                e->x[(size_t)row * d + k] = e->emb[(size_t)tk * d + k] * e->embed_scale;
         }
     prof_add(e, OP_EMBED, t0, 0, 8.0 * T * d);
 

@@ -17,6 +17,7 @@
 #include "caliper/error.h"
 #include "cli.h"
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "server/server.h"
 
 static void usage(FILE *f)
@@ -36,6 +37,11 @@ static void usage(FILE *f)
         "  --vocab N --context N --seed N\n"
         "                       override one field of the preset's shape\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
+        "  --model FILE.gguf    serve a GGUF file's weights (llama architecture, F32 or\n"
+        "                       F16, the byte vocabulary --export-gguf writes); only\n"
+        "                       --context of the shape flags applies\n"
+        "  --export-gguf FILE   write the model as a GGUF file llama.cpp loads, and exit\n"
+        "  --dtype f32|f16      the exported weights' type (default f32)\n"
         "server:\n"
         "  --host ADDR          bind address (default 127.0.0.1: loopback only)\n"
         "  --port N             TCP port; 0 picks a free one (default 8080)\n"
@@ -58,7 +64,7 @@ static void usage(FILE *f)
 enum {
     O_PRESET = 256, O_LAYERS, O_DIM, O_HEADS, O_KVHEADS, O_FFN, O_EXPERTS, O_TOPK,
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
-    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_HELP
+    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_MODEL, O_EXPORT, O_DTYPE, O_HELP
 };
 
 static const struct option OPTS[] = {
@@ -85,6 +91,9 @@ static const struct option OPTS[] = {
     {"max-body", required_argument, 0, O_MAXBODY},
     {"http-threads", required_argument, 0, O_HTTPTHREADS},
     {"max-connections", required_argument, 0, O_MAXCONN},
+    {"model", required_argument, 0, O_MODEL},
+    {"export-gguf", required_argument, 0, O_EXPORT},
+    {"dtype", required_argument, 0, O_DTYPE},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -126,13 +135,22 @@ int cmd_serve(int argc, char **argv)
     double max_body = 4.0 * 1024 * 1024;
     shape_flags sf = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     const char *C = "serve";
+    const char *gguf_in = NULL, *gguf_out = NULL, *dtype = NULL;
+    int preset_given = 0;
     int rc, opt;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", OPTS, NULL)) != -1) {
         rc = 0;
         switch (opt) {
-        case O_PRESET:   preset = optarg; break;
+        case O_PRESET:   preset = optarg; preset_given = 1; break;
+        case O_MODEL:    gguf_in = optarg; break;
+        case O_EXPORT:   gguf_out = optarg; break;
+        case O_DTYPE:
+            if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))
+                return cli_usage_error(C, "--dtype: \"%s\" is not f32 or f16", optarg);
+            dtype = optarg;
+            break;
         case O_LAYERS:   rc = cli_parse_long(C, "--layers", optarg, 1, 1024, &sf.layers); break;
         case O_DIM:      rc = cli_parse_long(C, "--dim", optarg, 1, 1 << 16, &sf.dim); break;
         case O_HEADS:    rc = cli_parse_long(C, "--heads", optarg, 1, 1024, &sf.heads); break;
@@ -179,8 +197,22 @@ int cmd_serve(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error(C, "\"%s\": serve takes no arguments", argv[optind]);
 
+    if (dtype && !gguf_out)
+        return cli_usage_error(C, "--dtype: applies to --export-gguf only");
+    if (gguf_in && (preset_given || sf.layers >= 0 || sf.dim >= 0 || sf.heads >= 0 ||
+                    sf.kv_heads >= 0 || sf.ffn >= 0 || sf.experts >= 0 || sf.top_k >= 0 ||
+                    sf.vocab >= 0 || sf.seed >= 0))
+        return cli_usage_error(C, "--model: the file fixes the shape (only --context applies)");
     cal_server_config sc = {0};
-    if (cal_model_preset(preset, &sc.model) != CAL_OK)
+    if (gguf_in) {
+        char gwhy[512];
+        rc = cal_gguf_model_config(gguf_in, &sc.model, gwhy, sizeof gwhy);
+        if (rc != CAL_OK)
+            return cli_fail(C, "--model: %s", gwhy);
+        if (sf.context >= 0) sc.model.max_ctx = (int)sf.context;
+        const char *base = strrchr(gguf_in, '/');
+        preset = base ? base + 1 : gguf_in;
+    } else if (cal_model_preset(preset, &sc.model) != CAL_OK)
         return cli_usage_error(C, "--preset: \"%s\" is not tiny, small, base or moe", preset);
     int custom = 0;
 #define OVERRIDE(field, v) do { if ((v) >= 0) { sc.model.field = (int)(v); custom = 1; } } while (0)
@@ -201,9 +233,28 @@ int cmd_serve(int argc, char **argv)
     if (cal_model_validate(&sc.model, &why) != CAL_OK)
         return cli_usage_error(C, "the model shape is impossible: %s", why ? why : "?");
 
+    if (gguf_out) {
+        cal_engine *eng = NULL;
+        rc = cal_engine_open(&sc.model, 1, 1, &eng);
+        if (rc != CAL_OK)
+            return cli_fail(C, "--export-gguf: cannot open the engine: %s", cal_strerror(rc));
+        char gwhy[512];
+        int f16 = dtype && !strcmp(dtype, "f16");
+        rc = cal_gguf_export(eng, gguf_out, f16, gwhy, sizeof gwhy);
+        long long np = (long long)cal_model_n_params(&sc.model);
+        cal_engine_close(&eng);
+        if (rc != CAL_OK)
+            return cli_fail(C, "--export-gguf: %s", gwhy);
+        fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s)\n", gguf_out,
+                sc.model.name, np, f16 ? "F16" : "F32");
+        return CLI_OK;
+    }
     char name[128];
     if (!model_name) {
-        snprintf(name, sizeof name, "caliper-%s", custom ? "custom" : preset);
+        if (gguf_in)
+            snprintf(name, sizeof name, "%s", preset);
+        else
+            snprintf(name, sizeof name, "caliper-%s", custom ? "custom" : preset);
         model_name = name;
     }
     sc.model_name = model_name;
