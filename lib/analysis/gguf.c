@@ -543,6 +543,23 @@ int cal_gguf_read_mem(const void *buf, size_t len, cal_model_shape *out, char *w
     return parse(&r, out);
 }
 
+/* A reader over a regular file (r->f open, r->size set), or the error. */
+static int rd_open(rd *r, const char *path)
+{
+    r->f = fopen(path, "rb");
+    if (!r->f)
+        return fail(r, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s", path,
+                    strerror(errno));
+    struct stat st;
+    if (fstat(fileno(r->f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(r->f);
+        r->f = NULL;
+        return fail(r, CAL_EIO, "%s: not a regular file", path);
+    }
+    r->size = (uint64_t)st.st_size;
+    return CAL_OK;
+}
+
 int cal_gguf_read_file(const char *path, cal_model_shape *out, char *why, size_t why_len)
 {
     rd r;
@@ -551,17 +568,9 @@ int cal_gguf_read_file(const char *path, cal_model_shape *out, char *why, size_t
     r.why_len = why_len;
     if (why && why_len) why[0] = '\0';
     if (!path || !out) return CAL_EINVAL;
-    r.f = fopen(path, "rb");
-    if (!r.f)
-        return fail(&r, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s", path,
-                    strerror(errno));
-    struct stat st;
-    if (fstat(fileno(r.f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(r.f);
-        return fail(&r, CAL_EIO, "%s: not a regular file", path);
-    }
-    r.size = (uint64_t)st.st_size;
-    int rc = parse(&r, out);
+    int rc = rd_open(&r, path);
+    if (rc) return rc;
+    rc = parse(&r, out);
     fclose(r.f);
     return rc;
 }
@@ -708,17 +717,9 @@ int cal_gguf_read_model_file(const char *path, cal_gguf_model *out, char *why,
     if (why && why_len) why[0] = '\0';
     if (!path || !out) return CAL_EINVAL;
     memset(out, 0, sizeof *out);
-    r.f = fopen(path, "rb");
-    if (!r.f)
-        return fail(&r, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s", path,
-                    strerror(errno));
-    struct stat st;
-    if (fstat(fileno(r.f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(r.f);
-        return fail(&r, CAL_EIO, "%s: not a regular file", path);
-    }
-    r.size = (uint64_t)st.st_size;
-    int rc = read_model(&r, out);
+    int rc = rd_open(&r, path);
+    if (rc) return rc;
+    rc = read_model(&r, out);
     fclose(r.f);
     return rc;
 }

@@ -1,6 +1,6 @@
 # Helpers for the compat tests (sourced after tests/e2e/lib.sh): a free
 # loopback port, and llama-server started on it and waited for.
-: "${LLAMA_BIN:?LLAMA_BIN must point at llama.cpp's build/bin}"
+: "${LLAMA_BIN:?LLAMA_BIN must point at the llama.cpp build/bin}"
 : "${NEXT_TOKEN:?NEXT_TOKEN must point at build/compat/next_token}"
 COMPAT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
