@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/csv.h"
 #include "caliper/error.h"
+#include "caliper/ops.h"
 #include "caliper/report.h"
 #include "cli.h"
 
@@ -32,6 +34,8 @@ static void usage(FILE *f)
         "                    (-o json or jsonl), aiperf (profile_export_aiperf.json),\n"
         "                    genai-perf (profile_export_genai_perf.json), guidellm\n"
         "                    (benchmarks JSON)\n"
+        "  --ops FILE        add the per-op section from `caliper ops --json` output\n"
+        "                    (HTML only; runs may then be left out)\n"
         "  -o, --output FILE write here (default: stdout)\n"
         "  --format FMT      html, md, csv or json (default: from -o's extension, else html)\n"
         "  -h, --help        this text\n"
@@ -57,9 +61,10 @@ int cmd_report(int argc, char **argv)
     static const struct option OPTS[] = {
         {"db", required_argument, 0, 'd'},
         {"output", required_argument, 0, 'o'}, {"format", required_argument, 0, 'F'},
+        {"ops", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
-    const char *db = "caliper.db", *outp = NULL;
+    const char *db = "caliper.db", *outp = NULL, *ops = NULL;
     const char *imports[MAX_RESULTS], *import_tools[MAX_RESULTS];
     size_t n_imports = 0;
     int have_fmt = 0, ch;
@@ -74,6 +79,7 @@ int cmd_report(int argc, char **argv)
             db = optarg;
             break;
         case 'o': outp = optarg; break;
+        case 'P': ops = optarg; break;
         case 'F':
             if (fmt_of(optarg, &fmt))
                 return cli_usage_error(CMD, "--format: \"%s\" is not html, md, csv or json", optarg);
@@ -89,7 +95,9 @@ int cmd_report(int argc, char **argv)
         if (dot && fmt_of(dot + 1, &fmt)) fmt = CAL_REPORT_HTML;
     }
     size_t n_pos = (size_t)(argc - optind), n = n_pos + n_imports;
-    if (n == 0) return cli_usage_error(CMD, "which run? give a run id, a label, \"latest\" or a result file");
+    if (ops && fmt != CAL_REPORT_HTML)
+        return cli_usage_error(CMD, "--ops: only the HTML report has the per-op section");
+    if (n == 0 && !ops) return cli_usage_error(CMD, "which run? give a run id, a label, \"latest\" or a result file");
     if (n > MAX_RESULTS) return cli_usage_error(CMD, "at most %d runs in one report (got %zu)", MAX_RESULTS, n);
 
     cal_result *res[MAX_RESULTS] = {0};
@@ -101,7 +109,18 @@ int cmd_report(int argc, char **argv)
                           : cal_result_import(import_tools[i - n_pos], imports[i - n_pos], &res[i], err, sizeof err);
         if (e) { rc = cli_fail(CMD, "%s", err); goto done; }
     }
-    int e = cal_report_write((const cal_result *const *)res, n, fmt, &out);
+    cal_buf sec = CAL_BUF_INIT(16u << 20);
+    if (ops) {
+        char *text = NULL;
+        size_t len = 0;
+        int e = cal_csv_read_file(ops, 64u << 20, &text, &len, err, sizeof err);
+        if (!e) e = cal_ops_html_section(text, len, &sec, err, sizeof err);
+        free(text);
+        if (e) { cal_buf_free(&sec); rc = cli_fail(CMD, "--ops: %s: %s", ops, err); goto done; }
+    }
+    int e = ops ? cal_report_write_html_ex((const cal_result *const *)res, n, sec.data ? sec.data : "", &out)
+                : cal_report_write((const cal_result *const *)res, n, fmt, &out);
+    cal_buf_free(&sec);
     if (e) { rc = cli_fail(CMD, "writing the report: %s", cal_strerror(e)); goto done; }
     if (outp && strcmp(outp, "-")) {
         FILE *f = fopen(outp, "wb");
