@@ -33,8 +33,12 @@ def main():
             print(f"not ok - prompt {n}: llama-server tokenizes to {toks[:12]}..., caliper to {row['ids'][:12]}...")
             bad += 1
             continue
+        # the probabilities are the raw logits' softmax; the bias only keeps
+        # the sampled token off bytes 128..255, whose incomplete UTF-8 would
+        # make the server hold the token (and its probabilities) back
         r = post(url + "/completion", {"prompt": text, "n_predict": 1, "n_probs": K,
-                                       "temperature": 0, "cache_prompt": False})
+                                       "temperature": 0, "cache_prompt": False,
+                                       "logit_bias": [[i, False] for i in range(128, 256)]})
         cp = r["completion_probabilities"][0]
         ll = [(t["id"], math.exp(t["logprob"])) for t in cp["top_logprobs"]][:K]
         cal = [(t["id"], t["p"]) for t in row["top"]][:K]
