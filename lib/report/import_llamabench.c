@@ -90,6 +90,11 @@ int cal_import_llamabench(const char *text, size_t len, const char *name,
     /* -o json is one array; -o jsonl one object per line */
     json_error_t je;
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (json_is_object(root)) {   /* -o jsonl with a single test */
+        json_t *a = json_array();
+        if (!a || json_array_append_new(a, root)) { json_decref(a); return CAL_ENOMEM; }
+        root = a;
+    }
     if (!root) {
         root = json_array();
         if (!root) return CAL_ENOMEM;

@@ -22,6 +22,8 @@ grep -q '10240' lb.md && ok "llama-bench: pp128 prefill 10240 tok/s read" || { n
 grep -q '800' lb.md && ok "llama-bench: tg32 decode 800 tok/s read" || not_ok "llama-bench decode"
 "$CALIPER" report --import llama-bench "$DATA/llama-bench.jsonl" --format md >lbl.md 2>&1 \
   && grep -q '10240' lbl.md && ok "llama-bench -o jsonl reads the same" || { not_ok "jsonl"; cat lbl.md; }
+"$CALIPER" report --import llama-bench "$DATA/llama-bench-one.jsonl" --format md >lb1.md 2>&1 \
+  && grep -q '10240' lb1.md && ok "llama-bench -o jsonl with one test (one line)" || { not_ok "one-line jsonl"; cat lb1.md; }
 
 # Must show: a llama-bench result beside a caliper run, no ratio, the
 # differing protocol fields named
