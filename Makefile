@@ -7,6 +7,9 @@
 #   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each (default 20)
 #   make fuzz-long  the same, 10 minutes each
 #   make bench      build the benchmarks in bench/ (run them one by one)
+#   make compat     build llama.cpp's llama-server (cached in ~/.cache/caliper;
+#                   needs the npm registry the first time) and run caliper
+#                   against it (tests/compat/); never part of `make test`
 #   make deps       install Debian packages (root); prints the list elsewhere
 #   make install PREFIX=/usr/local   binary, both libraries, headers, caliper.pc,
 #                   caliper-engine.pc, man pages (scripts/install.sh)
@@ -115,7 +118,7 @@ SHLIB_BIN  := $(SHLIB_SRC:tests/helpers/shlib/%.c=$(BUILD)/tests/helpers/lib%.so
 REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/replay_%)
 BENCH_BIN  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all run test unit e2e fuzz-replay asan ubsan tsan fuzz fuzz-long bench deps install clean check-deps
+.PHONY: all run test unit e2e fuzz-replay asan ubsan tsan fuzz fuzz-long bench deps install clean check-deps compat
 all: $(BIN) $(LIBCAL) $(LIBENG) $(BUILD)/link-flags
 
 # The build identity every stored run records; rewritten only when it changes,
@@ -270,15 +273,24 @@ $(MPI_BIN): $(OBJ)/src/main.o $(OBJ)/mpi/run_mpi.o $(ALL_LIBS)
 	$(Q)$(MPICC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 endif
 
+COMPAT_BIN := $(BUILD)/compat/next_token
+$(BUILD)/compat/%: $(OBJ)/tests/compat/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+compat: all $(COMPAT_BIN)
+	@bash tests/compat/run.sh "$(abspath $(BUILD))"
+
 check-deps:
 	@pkg-config --exists $(PKGS) cmocka || { \
 	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
 
 # locales: the tests build a de_DE locale with localedef (decimal comma).
+# cmake, g++, git, npm: make compat builds llama.cpp from node-llama-cpp's bundle.
 DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev libssl-dev \
             clang libclang-rt-dev sqlite3 curl python3 locales \
-            openmpi-bin libopenmpi-dev
+            openmpi-bin libopenmpi-dev cmake g++ git npm
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \
 	  if dpkg -s $(DEB_PKGS) >/dev/null 2>&1 && \

@@ -5,6 +5,7 @@
  * profile. */
 #include "engine/engine.h"
 #include "engine/internal.h"
+#include "engine/gguf.h"
 #include "engine/kernels.h"
 #include "engine/pool.h"
 #include "caliper/clock.h"
@@ -24,10 +25,10 @@
 
 static const cal_model_config presets[] = {
     /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed */
-    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32},
-    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32},
-    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32},
-    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32},
+    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, ""},
+    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, ""},
+    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, ""},
+    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, ""},
 };
 
 int cal_model_preset(const char *name, cal_model_config *out)
@@ -114,6 +115,8 @@ int cal_model_validate(const cal_model_config *c, const char **why)
         w = "rope_theta";
     else if (!(c->norm_eps > 0.0f) || !(c->norm_eps < 1.0f))
         w = "norm_eps";
+    else if (!memchr(c->weights, '\0', sizeof c->weights))
+        w = "weights";
     else if (cal_model_n_params(c) > (int64_t)4 << 30)
         w = "n_params";
     else if (c->dtype < 0 || c->dtype >= CAL_DTYPE_COUNT)
@@ -193,6 +196,7 @@ struct cal_engine {
     int   max_seqs, max_step;
     int   hd, qd, kvd, qkv_ld;     /* head_dim, q width, kv width, QKV row */
     int   dt;                      /* CAL_DTYPE_* of the matrices */
+    float embed_scale;             /* see cal_model_weights */
     char  *weights;                /* one allocation holding every tensor */
     size_t weight_bytes;
     char  *emb, *out;              /* [vocab] rows of dim, in dt */
@@ -559,7 +563,16 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
             e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
             e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
         }
-    generate(e);
+    e->embed_scale = c->weights[0] ? 1.0f : CAL_ENGINE_EMBED_SCALE;
+    if (c->weights[0]) {
+        int lrc = cal_gguf_load_weights(e, e->err, sizeof e->err);
+        if (lrc != CAL_OK) {
+            cal_engine_close(&e);
+            return lrc;
+        }
+    } else {
+        generate(e);
+    }
     *out = e;
     return CAL_OK;
 }
@@ -571,6 +584,7 @@ void cal_engine_weights(const cal_engine *e, cal_model_weights *m)
     m->output = e->out;
     m->final_norm = e->final_norm;
     m->n_layers = e->c.n_layers;
+    m->embed_scale = e->embed_scale;
 }
 
 void cal_engine_layer_weights(const cal_engine *e, int l, cal_layer_weights *w)
@@ -989,7 +1003,7 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
             e->rowpos[row] = en[i].pos + j;
             cal_k_dequantize_row(e->dt, e->emb + (size_t)en[i].tokens[j] * erb, xr, d);
             for (int k = 0; k < d; k++)
-                xr[k] *= CAL_ENGINE_EMBED_SCALE;
+                xr[k] *= e->embed_scale;
         }
     prof_add(e, OP_EMBED, t0, 0, (double)T * ((double)erb + 4.0 * d));
 

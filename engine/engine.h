@@ -37,6 +37,8 @@ typedef struct cal_model_config {
     float    norm_eps;
     uint64_t seed;          /* weights are a pure function of (shape, seed) */
     int      dtype;         /* CAL_DTYPE_*: the matrices' format (norms stay F32) */
+    char     weights[256];  /* a GGUF file to read the weights from instead
+                               (engine/gguf.h); "" = synthetic from seed */
 } cal_model_config;
 
 /* Weight formats of the matrices (embedding, projections, experts, router,
@@ -132,6 +134,10 @@ const char *cal_engine_blas_coretype_advice(void);
  * whenever the ids came from sampling (see cal_tok_decode). */
 typedef struct cal_tokenizer cal_tokenizer;
 int  cal_tok_open(int vocab, cal_tokenizer **out);
+/* The byte vocabulary of a GGUF file caliper wrote (engine/gguf.h): encode
+ * gives one id per byte, ids 256.. decode as "[N]" (none of 256..258, and
+ * eos, print). CAL_EINVAL for eos outside 256..vocab−1. */
+int  cal_tok_open_bytes(int vocab, int eos, cal_tokenizer **out);
 void cal_tok_close(cal_tokenizer **t);
 /* Encode n bytes of text into ids[cap]; returns the count, or CAL_ETOOBIG
  * when more than cap ids would be needed. */

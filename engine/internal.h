@@ -31,6 +31,9 @@ typedef struct cal_model_weights {
     const void *output;      /* [vocab][dim]; == embedding when tied */
     const float *final_norm; /* [dim] */
     int n_layers;
+    float embed_scale;       /* the embedding row enters the stream times this:
+                                CAL_ENGINE_EMBED_SCALE, or 1 for GGUF weights
+                                (their token_embd holds the scaled rows) */
 } cal_model_weights;
 
 void cal_engine_weights(const cal_engine *e, cal_model_weights *m);

@@ -5,6 +5,7 @@
 #include "engine/engine.h"
 #include "engine/kernels.h"
 #include "caliper/error.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,8 @@ struct cal_tokenizer {
     uint8_t *len;     /* [vocab] */
     int32_t *table;   /* open addressing: id or −1; pieces of length ≥ 2 */
     uint32_t mask;
+    int      eos;
+    int      bytes_only; /* encode one id per byte (a GGUF byte vocabulary) */
 };
 
 static uint32_t hash(const char *s, int n)
@@ -103,6 +106,7 @@ int cal_tok_open(int vocab, cal_tokenizer **out)
         t->len[i] = 1;
     }
     t->len[EOS_ID] = 0;
+    t->eos = EOS_ID;
     /* A fixed stream, independent of the vocabulary size: piece i is the
      * same in every vocabulary that has an id i. */
     uint64_t rng = 0xca11be7ull;
@@ -131,7 +135,42 @@ void cal_tok_close(cal_tokenizer **pt)
     *pt = NULL;
 }
 
-int cal_tok_eos(const cal_tokenizer *t) { return t ? EOS_ID : CAL_EINVAL; }
+int cal_tok_open_bytes(int vocab, int eos, cal_tokenizer **out)
+{
+    if (!out)
+        return CAL_EINVAL;
+    *out = NULL;
+    if (vocab < 257 || vocab > 1 << 24 || eos < 256 || eos >= vocab)
+        return CAL_EINVAL;
+    cal_tokenizer *t = calloc(1, sizeof *t);
+    if (!t)
+        return CAL_ENOMEM;
+    t->vocab = vocab;
+    t->eos = eos;
+    t->bytes_only = 1;
+    t->pool = calloc((size_t)vocab, MAX_PIECE);
+    t->len = calloc((size_t)vocab, 1);
+    if (!t->pool || !t->len) {
+        cal_tok_close(&t);
+        return CAL_ENOMEM;
+    }
+    for (int i = 0; i < 256; i++) {
+        t->pool[(size_t)i * MAX_PIECE] = (char)i;
+        t->len[i] = 1;
+    }
+    /* 256..258 are </s>, <s>, <unk> (no text); the rest print as "[N]",
+     * the text engine/gguf.c gives them in the file */
+    for (int id = 259; id < vocab; id++) {
+        char tmp[16];
+        int n = snprintf(tmp, sizeof tmp, "[%d]", id);
+        memcpy(t->pool + (size_t)id * MAX_PIECE, tmp, (size_t)n);
+        t->len[id] = (uint8_t)n;
+    }
+    *out = t;
+    return CAL_OK;
+}
+
+int cal_tok_eos(const cal_tokenizer *t) { return t ? t->eos : CAL_EINVAL; }
 int cal_tok_vocab(const cal_tokenizer *t) { return t ? t->vocab : 0; }
 
 const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len)
@@ -156,7 +195,7 @@ int cal_tok_encode(const cal_tokenizer *t, const char *text, size_t n,
     while (i < n) {
         int id = -1, take = 1;
         int most = n - i < MAX_PIECE ? (int)(n - i) : MAX_PIECE;
-        for (int l = most; l >= 2 && id < 0; l--)
+        for (int l = most; l >= 2 && id < 0 && !t->bytes_only; l--)
             if ((id = lookup(t, text + i, l)) >= 0)
                 take = l;
         if (id < 0)

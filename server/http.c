@@ -14,6 +14,7 @@
 #include <time.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "engine/gguf.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -509,7 +510,9 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
     s->seed_base = mix64((uint64_t)cal_wall_ns() ^ (uint64_t)cal_now_ns());
     int pace = c->pace_ns > 0;
     int rc = cal_srv_metrics_init(&s->m, pace);
-    if (rc == CAL_OK) rc = cal_tok_open(c->model.vocab, &s->tok);
+    if (rc == CAL_OK)
+        rc = c->model.weights[0] ? cal_tok_open_bytes(c->model.vocab, CAL_GGUF_EOS, &s->tok)
+                                 : cal_tok_open(c->model.vocab, &s->tok);
     if (rc != CAL_OK) {
         cal_server_close(&s);
         return fail(why, why_cap, rc, "tokenizer: %s", cal_strerror(rc));

@@ -68,9 +68,11 @@ int cli_parse_long(const char *cmd, const char *flag, const char *arg,
 int cli_parse_long_list(const char *cmd, const char *flag, const char *arg,
                         long min, long max, long *out, size_t cap, size_t *n);
 
-/* Remove every "--import vllm FILE" (or --import=vllm FILE) from argv,
- * collecting FILE into files[cap]; argv keeps the rest in order. 0 or 2. */
-int cli_lift_imports(const char *cmd, int *argc, char **argv, const char **files,
+/* Remove every "--import TOOL FILE" (or --import=TOOL FILE) from argv,
+ * collecting TOOL into tools[cap] and FILE into files[cap] (TOOL one of
+ * CAL_IMPORT_TOOLS); argv keeps the rest in order. 0 or 2. */
+int cli_lift_imports(const char *cmd, int *argc, char **argv, const char **tools,
+                     const char **files,
                      size_t cap, size_t *n);
 
 /* SIGINT and SIGTERM set *flag (cleared first) instead of killing the

@@ -33,7 +33,10 @@ static void usage(FILE *f)
         "                    or a vLLM bench result)\n"
         "  --db FILE         the store (default caliper.db)\n"
         "  --import TOOL FILE  add a foreign tool's result file; TOOL: vllm\n"
-        "                    (vllm bench serve --save-result JSON)\n"
+        "                    (vllm bench serve --save-result JSON), llama-bench\n"
+        "                    (-o json or jsonl), aiperf (profile_export_aiperf.json),\n"
+        "                    genai-perf (profile_export_genai_perf.json), guidellm\n"
+        "                    (benchmarks JSON)\n"
         "  --force           print the ratio even where protocols differ, with the\n"
         "                    differences beside it\n"
         "  --stale AGE       flag results older than AGE (default 30d; 0 = never)\n"
@@ -236,12 +239,12 @@ int cmd_compare(int argc, char **argv)
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *db = "caliper.db", *now_url = NULL;
-    const char *imports[CAL_CMP_MAX];
+    const char *imports[CAL_CMP_MAX], *import_tools[CAL_CMP_MAX];
     size_t n_imports = 0;
     cal_compare_opts o = {0};
     o.stale_s = 30 * 86400.0;
     int md = 0, js = 0, no_ci = 0, all = 0, ch;
-    if (cli_lift_imports(CMD, &argc, argv, imports, CAL_CMP_MAX, &n_imports)) return CLI_USAGE;
+    if (cli_lift_imports(CMD, &argc, argv, import_tools, imports, CAL_CMP_MAX, &n_imports)) return CLI_USAGE;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "h", OPTS, NULL)) != -1) {
@@ -288,7 +291,7 @@ int cmd_compare(int argc, char **argv)
     char err[512];
     for (size_t i = 0; i < n; i++) {
         int e = i < n_pos ? cal_result_load(argv[optind + (int)i], db, &res[i], err, sizeof err)
-                          : cal_result_import("vllm", imports[i - n_pos], &res[i], err, sizeof err);
+                          : cal_result_import(import_tools[i - n_pos], imports[i - n_pos], &res[i], err, sizeof err);
         if (e) { rc = cli_fail(CMD, "%s", err); goto out; }
     }
     /* the same label twice would make the columns ambiguous: add the id */

@@ -30,6 +30,10 @@ static void usage(FILE *f)
         "                    JSON file (caliper's, or a vLLM bench result)\n"
         "  --db FILE         the store (default caliper.db)\n"
         "  --import TOOL FILE  add a foreign tool's result file; TOOL: vllm\n"
+        "                    (vllm bench serve --save-result JSON), llama-bench\n"
+        "                    (-o json or jsonl), aiperf (profile_export_aiperf.json),\n"
+        "                    genai-perf (profile_export_genai_perf.json), guidellm\n"
+        "                    (benchmarks JSON)\n"
         "  --ops FILE        add the per-op section from `caliper ops --json` output\n"
         "                    (HTML only; runs may then be left out)\n"
         "  -o, --output FILE write here (default: stdout)\n"
@@ -61,11 +65,11 @@ int cmd_report(int argc, char **argv)
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
     const char *db = "caliper.db", *outp = NULL, *ops = NULL;
-    const char *imports[MAX_RESULTS];
+    const char *imports[MAX_RESULTS], *import_tools[MAX_RESULTS];
     size_t n_imports = 0;
     int have_fmt = 0, ch;
     cal_report_format fmt = CAL_REPORT_HTML;
-    if (cli_lift_imports(CMD, &argc, argv, imports, MAX_RESULTS, &n_imports)) return CLI_USAGE;
+    if (cli_lift_imports(CMD, &argc, argv, import_tools, imports, MAX_RESULTS, &n_imports)) return CLI_USAGE;
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "ho:", OPTS, NULL)) != -1) {
@@ -102,7 +106,7 @@ int cmd_report(int argc, char **argv)
     char err[512];
     for (size_t i = 0; i < n; i++) {
         int e = i < n_pos ? cal_result_load(argv[optind + (int)i], db, &res[i], err, sizeof err)
-                          : cal_result_import("vllm", imports[i - n_pos], &res[i], err, sizeof err);
+                          : cal_result_import(import_tools[i - n_pos], imports[i - n_pos], &res[i], err, sizeof err);
         if (e) { rc = cli_fail(CMD, "%s", err); goto done; }
     }
     cal_buf sec = CAL_BUF_INIT(16u << 20);

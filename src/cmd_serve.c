@@ -17,6 +17,7 @@
 #include "caliper/error.h"
 #include "cli.h"
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "engine/opbench.h"
 #include "server/server.h"
 
@@ -40,6 +41,11 @@ static void usage(FILE *f)
         "  --dtype F            weight format: f32 (default), f16, bf16, q8_0 (llama.cpp's\n"
         "                       block layout); same weights as f32, rounded to the format\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
+        "  --model FILE.gguf    serve a GGUF file's weights (llama architecture, F32 or\n"
+        "                       F16, the byte vocabulary --export-gguf writes); only\n"
+        "                       --context and --dtype of the shape flags apply\n"
+        "  --export-gguf FILE   write the model as a GGUF file llama.cpp loads, in --dtype\n"
+        "                       f32 or f16, and exit\n"
         "server:\n"
         "  --host ADDR          bind address (default 127.0.0.1: loopback only)\n"
         "  --port N             TCP port; 0 picks a free one (default 8080)\n"
@@ -68,8 +74,8 @@ static void usage(FILE *f)
 enum {
     O_PRESET = 256, O_LAYERS, O_DIM, O_HEADS, O_KVHEADS, O_FFN, O_EXPERTS, O_TOPK,
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
-    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP,
-    O_DTYPE
+    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_MODEL, O_EXPORT,
+    O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE
 };
 
 static const struct option OPTS[] = {
@@ -96,12 +102,14 @@ static const struct option OPTS[] = {
     {"max-body", required_argument, 0, O_MAXBODY},
     {"http-threads", required_argument, 0, O_HTTPTHREADS},
     {"max-connections", required_argument, 0, O_MAXCONN},
+    {"model", required_argument, 0, O_MODEL},
+    {"export-gguf", required_argument, 0, O_EXPORT},
+    {"dtype", required_argument, 0, O_DTYPE},
     {"op-bench", required_argument, 0, O_OPBENCH},
     {"op-bench-tokens", required_argument, 0, O_OBTOKENS},
     {"op-bench-pos", required_argument, 0, O_OBPOS},
     {"op-bench-reps", required_argument, 0, O_OBREPS},
     {"help", no_argument, 0, O_HELP},
-    {"dtype", required_argument, 0, O_DTYPE},
     {0, 0, 0, 0},
 };
 
@@ -174,13 +182,17 @@ int cmd_serve(int argc, char **argv)
     double max_body = 4.0 * 1024 * 1024;
     shape_flags sf = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     const char *C = "serve";
+    const char *gguf_in = NULL, *gguf_out = NULL;
+    int preset_given = 0;
     int rc, opt, dtype = CAL_DTYPE_F32;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", OPTS, NULL)) != -1) {
         rc = 0;
         switch (opt) {
-        case O_PRESET:   preset = optarg; break;
+        case O_PRESET:   preset = optarg; preset_given = 1; break;
+        case O_MODEL:    gguf_in = optarg; break;
+        case O_EXPORT:   gguf_out = optarg; break;
         case O_DTYPE:
             dtype = cal_dtype_parse(optarg);
             if (dtype < 0)
@@ -236,8 +248,23 @@ int cmd_serve(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error(C, "\"%s\": serve takes no arguments", argv[optind]);
 
+    if (gguf_out && dtype != CAL_DTYPE_F32 && dtype != CAL_DTYPE_F16)
+        return cli_usage_error(C, "--dtype: \"%s\" cannot be exported (--export-gguf writes f32 or f16)",
+                               cal_dtype_name(dtype));
+    if (gguf_in && (preset_given || sf.layers >= 0 || sf.dim >= 0 || sf.heads >= 0 ||
+                    sf.kv_heads >= 0 || sf.ffn >= 0 || sf.experts >= 0 || sf.top_k >= 0 ||
+                    sf.vocab >= 0 || sf.seed >= 0))
+        return cli_usage_error(C, "--model: the file fixes the shape (only --context applies)");
     cal_server_config sc = {0};
-    if (cal_model_preset(preset, &sc.model) != CAL_OK)
+    if (gguf_in) {
+        char gwhy[512];
+        rc = cal_gguf_model_config(gguf_in, &sc.model, gwhy, sizeof gwhy);
+        if (rc != CAL_OK)
+            return cli_fail(C, "--model: %s", gwhy);
+        if (sf.context >= 0) sc.model.max_ctx = (int)sf.context;
+        const char *base = strrchr(gguf_in, '/');
+        preset = base ? base + 1 : gguf_in;
+    } else if (cal_model_preset(preset, &sc.model) != CAL_OK)
         return cli_usage_error(C, "--preset: \"%s\" is not tiny, small, base or moe", preset);
     int custom = 0;
 #define OVERRIDE(field, v) do { if ((v) >= 0) { sc.model.field = (int)(v); custom = 1; } } while (0)
@@ -259,10 +286,27 @@ int cmd_serve(int argc, char **argv)
     if (cal_model_validate(&sc.model, &why) != CAL_OK)
         return cli_usage_error(C, "the model shape is impossible: %s", why ? why : "?");
 
+    if (gguf_out) {
+        cal_engine *eng = NULL;
+        rc = cal_engine_open(&sc.model, 1, 1, &eng);
+        if (rc != CAL_OK)
+            return cli_fail(C, "--export-gguf: cannot open the engine: %s", cal_strerror(rc));
+        char gwhy[512];
+        int f16 = dtype == CAL_DTYPE_F16;
+        rc = cal_gguf_export(eng, gguf_out, f16, gwhy, sizeof gwhy);
+        long long np = (long long)cal_model_n_params(&sc.model);
+        cal_engine_close(&eng);
+        if (rc != CAL_OK)
+            return cli_fail(C, "--export-gguf: %s", gwhy);
+        fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s)\n", gguf_out,
+                sc.model.name, np, f16 ? "F16" : "F32");
+        return CLI_OK;
+    }
     char name[128];
     if (!model_name) {
         /* a format other than f32 is part of the model's identity */
-        snprintf(name, sizeof name, "caliper-%s%s%s", custom ? "custom" : preset,
+        snprintf(name, sizeof name, "%s%s%s%s", gguf_in ? "" : "caliper-",
+                 gguf_in ? preset : custom ? "custom" : preset,
                  dtype != CAL_DTYPE_F32 ? "-" : "", dtype != CAL_DTYPE_F32 ? cal_dtype_name(dtype) : "");
         model_name = name;
     }

@@ -55,4 +55,55 @@ int cal_hfconfig_read_mem(const char *buf, size_t len, cal_model_shape *out,
 int cal_hfconfig_read_file(const char *path, cal_model_shape *out, char *why,
                            size_t why_len);
 
+/* ---- the whole header: what a loader needs -----------------------------
+ * cal_gguf_read_model_* read the same header plus the scalar keys a llama
+ * style loader needs, a summary of the tokenizer and the tensor directory.
+ * Tensor data is still never read: offsets are checked against the file
+ * size, and the caller maps the bytes itself. */
+
+enum { CAL_GGUF_F32 = 0, CAL_GGUF_F16 = 1 };   /* ggml tensor types */
+
+typedef struct cal_gguf_tensor {
+    char     name[64];     /* "blk.0.attn_q.weight" */
+    uint32_t n_dims;       /* 1..4 */
+    uint64_t ne[4];        /* ne[0] innermost (the row length); unused are 1 */
+    uint32_t type;         /* ggml type: CAL_GGUF_F32, CAL_GGUF_F16, others */
+    uint64_t offset;       /* bytes from the start of the file */
+    uint64_t bytes;        /* 0 when the type's size is unknown here */
+} cal_gguf_tensor;
+
+typedef struct cal_gguf_model {
+    cal_model_shape shape;
+    long   ffn;            /* <arch>.feed_forward_length; 0 absent */
+    long   n_expert;       /* <arch>.expert_count; 0 absent */
+    long   n_expert_used;  /* <arch>.expert_used_count; 0 absent */
+    long   ctx_len;        /* <arch>.context_length; 0 absent */
+    double rope_theta;     /* <arch>.rope.freq_base; 0 absent */
+    double norm_eps;       /* <arch>.attention.layer_norm_rms_epsilon; 0 absent */
+    long   rope_dims;      /* <arch>.rope.dimension_count; 0 absent */
+    char   tok_model[32];  /* tokenizer.ggml.model; "" absent */
+    long   n_vocab;        /* length of tokenizer.ggml.tokens; 0 absent */
+    int    byte_tokens;    /* 1: ids 0..255 are the bytes "<0x00>".."<0xFF>"
+                              (id 32 may be SentencePiece's space "\u2581") */
+    long   eos, bos;       /* tokenizer.ggml.eos/bos_token_id; -1 absent */
+    uint64_t alignment;    /* general.alignment, default 32 */
+    uint64_t data_offset;  /* where tensor data starts */
+    uint64_t n_tensors;
+    cal_gguf_tensor *tensors; /* [n_tensors], malloc'd: cal_gguf_model_free */
+} cal_gguf_model;
+
+/* CAL_OK and *out filled (free with cal_gguf_model_free), or the errors of
+ * cal_gguf_read_mem plus CAL_EPROTO for a tensor directory that does not fit
+ * (a name too long, more than 4 dims, data past the end) and CAL_ENOMEM.
+ * *out is zeroed on failure. */
+int  cal_gguf_read_model_mem(const void *buf, size_t len, cal_gguf_model *out,
+                             char *why, size_t why_len);
+int  cal_gguf_read_model_file(const char *path, cal_gguf_model *out, char *why,
+                              size_t why_len);
+void cal_gguf_model_free(cal_gguf_model *m);
+/* The tensor called name, or NULL. */
+const cal_gguf_tensor *cal_gguf_find(const cal_gguf_model *m, const char *name);
+/* "F32", "F16", "Q8_0", ... for a ggml type id; "unknown" beyond the table. */
+const char *cal_gguf_type_name(uint32_t type);
+
 #endif

@@ -127,6 +127,33 @@ int cal_result_from_json(const char *text, size_t len, const char *name,
 int cal_import_vllm(const char *text, size_t len, const char *name,
                     cal_result **out, char *err, size_t errn);
 
+/* Read llama.cpp's `llama-bench -o json` (or -o jsonl): one cell per test,
+ * prefill tok/s from pp tests (n_gen 0), decode tok/s from tg tests, the
+ * repetitions' samples_ts as samples. Protocol: in-process (API "in-process
+ * (no HTTP)", not streamed), warm shots after one warm-up, random tokens,
+ * host from cpu_info/gpu_info, probe "llama-bench". CAL_EPROTO naming a
+ * missing n_prompt, n_gen or avg_ts. */
+int cal_import_llamabench(const char *text, size_t len, const char *name,
+                          cal_result **out, char *err, size_t errn);
+
+/* Read AIPerf's profile_export_aiperf.json or GenAI-Perf's
+ * profile_export_genai_perf.json (tool "aiperf" or "genai-perf" names the
+ * probe): request_latency, time_to_first_token, inter_token_latency (as
+ * TPOT), throughputs, counts; streaming, endpoint type, concurrency and
+ * rate from input_config when present. CAL_EPROTO without request_latency. */
+int cal_import_aiperf(const char *text, size_t len, const char *name, const char *tool,
+                      cal_result **out, char *err, size_t errn);
+
+/* Read a guidellm benchmarks report: one cell per benchmark (successful
+ * requests), concurrency/rate from its strategy, probe "guidellm".
+ * CAL_EPROTO naming what is missing. */
+int cal_import_guidellm(const char *text, size_t len, const char *name,
+                        cal_result **out, char *err, size_t errn);
+
+/* The tools cal_result_import reads: "vllm, llama-bench, aiperf, genai-perf,
+ * guidellm". */
+extern const char CAL_IMPORT_TOOLS[];
+
 /* Convert a `caliper export RUN --json` document (the store's shape) into a
  * result; the same errors. Exposed for the store adapter and its tests. */
 int cal_result_from_export(const char *text, size_t len, const char *name,

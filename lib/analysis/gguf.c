@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "caliper/error.h"
@@ -39,6 +40,21 @@ typedef struct slot {
     int    was_array;
 } slot;
 
+/* What the model reader keeps besides the shape: integer keys that may be 0,
+ * float keys, each "<arch>.<suffix>" and chosen once the architecture is
+ * known, like the shape keys. */
+enum { X_FFN, X_EXPERT, X_EXPERT_USED, X_CTX, X_ROPE_DIMS, X_ROPE_BASE, X_EPS, X_N };
+static const char *const XSUFFIX[X_N] = {
+    "feed_forward_length", "expert_count", "expert_used_count", "context_length",
+    "rope.dimension_count", "rope.freq_base", "attention.layer_norm_rms_epsilon"};
+#define MAX_XSLOTS 32
+
+typedef struct xslot {
+    char   prefix[64];
+    int    which;
+    double value;
+} xslot;
+
 typedef struct rd {
     const uint8_t *mem;     /* memory source, or NULL */
     FILE   *f;              /* file source, or NULL */
@@ -48,6 +64,9 @@ typedef struct rd {
     slot    slots[MAX_SLOTS];
     int     n_slots;
     char    arch[64], name[128];
+    cal_gguf_model *m;      /* the model reader's extra fields, or NULL */
+    xslot   xslots[MAX_XSLOTS];
+    int     n_xslots;
 } rd;
 
 static int fail(rd *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -238,6 +257,142 @@ static int match_key(const char *key, size_t *plen)
     return -1;
 }
 
+/* ---- the model reader's keys ------------------------------------------- */
+
+/* A scalar number of any numeric type as a double; *ok = 0 otherwise. */
+static int rd_number(rd *r, uint32_t type, double *v, int *ok)
+{
+    *ok = 0;
+    if (is_int_type(type)) {
+        long long i;
+        int rc = rd_int(r, type, &i, ok);
+        if (!rc) *v = (double)i;
+        return rc;
+    }
+    if (type == T_F32 || type == T_F64) {
+        uint8_t b[8];
+        int rc = rd_bytes(r, b, TYPE_SIZE[type], TYPE_NAME[type]);
+        if (rc) return rc;
+        uint64_t u = le(b, TYPE_SIZE[type]);
+        if (type == T_F32) {
+            uint32_t u32 = (uint32_t)u;
+            float f;
+            memcpy(&f, &u32, 4);
+            *v = f;
+        } else {
+            memcpy(v, &u, 8);
+        }
+        *ok = 1;
+        return CAL_OK;
+    }
+    return rd_value(r, type, 0, NULL, NULL);
+}
+
+/* tokenizer.ggml.tokens: count them, and see whether ids 0..255 are the 256
+ * byte tokens (id 32 may instead be SentencePiece's space, U+2581). */
+static int rd_tokens(rd *r, uint64_t at)
+{
+    uint32_t et;
+    uint64_t n;
+    int rc = rd_u32(r, &et, "array type");
+    if (!rc) rc = rd_u64(r, &n, "array length");
+    if (rc) return rc;
+    if (et != T_STRING)
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tokenizer.ggml.tokens is an array "
+                    "of %s, not of strings", at, et < T_COUNT ? TYPE_NAME[et] : "?");
+    if (n > (r->size - r->pos) / 8 || n > (1u << 24))
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tokenizer.ggml.tokens length %"
+                    PRIu64 " runs past the end or exceeds 2^24", at, n);
+    int bytes = n >= 256;
+    for (uint64_t i = 0; i < n; i++) {
+        char tok[16];
+        int full = 0;
+        rc = rd_string(r, i < 256 ? tok : NULL, sizeof tok, &full, "token");
+        if (rc) return rc;
+        if (i < 256 && bytes) {
+            char want[8];
+            snprintf(want, sizeof want, "<0x%02" PRIX64 ">", i);
+            if (!full || (strcmp(tok, want) && !(i == 32 && !strcmp(tok, "\xe2\x96\x81"))))
+                bytes = 0;
+        }
+    }
+    r->m->n_vocab = (long)n;
+    r->m->byte_tokens = bytes;
+    return CAL_OK;
+}
+
+/* The keys only the model reader wants; *taken = 1 when key was one. */
+static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int *taken)
+{
+    cal_gguf_model *m = r->m;
+    *taken = 1;
+    if (!strcmp(key, "tokenizer.ggml.model") && type == T_STRING) {
+        int fit = 0;
+        int rc = rd_string(r, m->tok_model, sizeof m->tok_model, &fit, key);
+        if (!rc && !fit)
+            snprintf(m->tok_model, sizeof m->tok_model, "(too long)");
+        return rc;
+    }
+    if (!strcmp(key, "tokenizer.ggml.tokens") && type == T_ARRAY)
+        return rd_tokens(r, at);
+    int is_eos = !strcmp(key, "tokenizer.ggml.eos_token_id");
+    int is_bos = !strcmp(key, "tokenizer.ggml.bos_token_id");
+    int is_align = !strcmp(key, "general.alignment");
+    if (is_eos || is_bos || is_align) {
+        long long v = 0;
+        int ok = 0;
+        if (!is_int_type(type)) return rd_value(r, type, 0, NULL, NULL);
+        int rc = rd_int(r, type, &v, &ok);
+        if (rc) return rc;
+        if (!ok || v < 0 || v > (1LL << 32))
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %lld, out of range", at,
+                        key, v);
+        if (is_align) {
+            if (v == 0 || (v & (v - 1)) || v > 65536)
+                return fail(r, CAL_EPROTO, "offset %" PRIu64 ": general.alignment %lld is "
+                            "not a power of two up to 65536", at, v);
+            m->alignment = (uint64_t)v;
+        } else {
+            *(is_eos ? &m->eos : &m->bos) = (long)v;
+        }
+        return CAL_OK;
+    }
+    size_t kl = strlen(key);
+    for (int x = 0; x < X_N; x++) {
+        size_t sl = strlen(XSUFFIX[x]);
+        if (kl <= sl + 1 || key[kl - sl - 1] != '.' || strcmp(key + kl - sl, XSUFFIX[x]))
+            continue;
+        size_t plen = kl - sl - 1;
+        if (plen >= sizeof r->xslots[0].prefix || r->n_xslots == MAX_XSLOTS)
+            break;
+        double v = 0;
+        int ok = 0;
+        int rc = rd_number(r, type, &v, &ok);
+        if (rc) return rc;
+        if (!ok) return CAL_OK;
+        if (!(v >= 0) || v > 1e12)
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %g, not a non-negative "
+                        "number", at, key, v);
+        xslot *s = &r->xslots[r->n_xslots++];
+        memcpy(s->prefix, key, plen);
+        s->prefix[plen] = '\0';
+        s->which = x;
+        s->value = v;
+        return CAL_OK;
+    }
+    *taken = 0;
+    return CAL_OK;
+}
+
+static double xpick(const rd *r, int which)
+{
+    double v = 0;
+    for (int i = 0; i < r->n_xslots; i++)
+        if (r->xslots[i].which == which && !strcmp(r->xslots[i].prefix, r->arch))
+            v = r->xslots[i].value;
+    return v;
+}
+
 static int rd_pair(rd *r, uint64_t idx)
 {
     char key[MAX_KEY];
@@ -263,6 +418,11 @@ static int rd_pair(rd *r, uint64_t idx)
             return fail(r, CAL_EPROTO, "offset %" PRIu64 ": general.architecture is "
                         "longer than %zu bytes or holds a NUL", at, cap - 1);
         return CAL_OK;
+    }
+    if (r->m) {
+        int taken = 0;
+        rc = rd_model_pair(r, key, type, at, &taken);
+        if (rc || taken) return rc;
     }
     size_t plen = 0;
     int which = match_key(key, &plen);
@@ -383,6 +543,23 @@ int cal_gguf_read_mem(const void *buf, size_t len, cal_model_shape *out, char *w
     return parse(&r, out);
 }
 
+/* A reader over a regular file (r->f open, r->size set), or the error. */
+static int rd_open(rd *r, const char *path)
+{
+    r->f = fopen(path, "rb");
+    if (!r->f)
+        return fail(r, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s", path,
+                    strerror(errno));
+    struct stat st;
+    if (fstat(fileno(r->f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(r->f);
+        r->f = NULL;
+        return fail(r, CAL_EIO, "%s: not a regular file", path);
+    }
+    r->size = (uint64_t)st.st_size;
+    return CAL_OK;
+}
+
 int cal_gguf_read_file(const char *path, cal_model_shape *out, char *why, size_t why_len)
 {
     rd r;
@@ -391,17 +568,175 @@ int cal_gguf_read_file(const char *path, cal_model_shape *out, char *why, size_t
     r.why_len = why_len;
     if (why && why_len) why[0] = '\0';
     if (!path || !out) return CAL_EINVAL;
-    r.f = fopen(path, "rb");
-    if (!r.f)
-        return fail(&r, errno == ENOENT ? CAL_ENOTFOUND : CAL_EIO, "%s: %s", path,
-                    strerror(errno));
-    struct stat st;
-    if (fstat(fileno(r.f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(r.f);
-        return fail(&r, CAL_EIO, "%s: not a regular file", path);
-    }
-    r.size = (uint64_t)st.st_size;
-    int rc = parse(&r, out);
+    int rc = rd_open(&r, path);
+    if (rc) return rc;
+    rc = parse(&r, out);
     fclose(r.f);
     return rc;
+}
+
+/* ---- the model reader: header, loader keys, tensor directory ------------ */
+
+/* ggml types: name, bytes per block, elements per block (0: not known here) */
+static const struct { const char *name; unsigned bytes, block; } GGML_TYPE[] = {
+    [0] = {"F32", 4, 1},      [1] = {"F16", 2, 1},       [2] = {"Q4_0", 18, 32},
+    [3] = {"Q4_1", 20, 32},   [6] = {"Q5_0", 22, 32},    [7] = {"Q5_1", 24, 32},
+    [8] = {"Q8_0", 34, 32},   [9] = {"Q8_1", 36, 32},    [10] = {"Q2_K", 84, 256},
+    [11] = {"Q3_K", 110, 256}, [12] = {"Q4_K", 144, 256}, [13] = {"Q5_K", 176, 256},
+    [14] = {"Q6_K", 210, 256}, [15] = {"Q8_K", 292, 256}, [24] = {"I8", 1, 1},
+    [25] = {"I16", 2, 1},     [26] = {"I32", 4, 1},      [27] = {"I64", 8, 1},
+    [28] = {"F64", 8, 1},     [30] = {"BF16", 2, 1},
+};
+#define N_GGML_TYPE (sizeof GGML_TYPE / sizeof GGML_TYPE[0])
+
+const char *cal_gguf_type_name(uint32_t type)
+{
+    return type < N_GGML_TYPE && GGML_TYPE[type].name ? GGML_TYPE[type].name : "unknown";
+}
+
+static int rd_tensor(rd *r, uint64_t i, cal_gguf_tensor *t)
+{
+    uint64_t at = r->pos;
+    int full = 0;
+    int rc = rd_string(r, t->name, sizeof t->name, &full, "tensor name");
+    if (rc) return rc;
+    if (!full)
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %" PRIu64 "'s name is longer "
+                    "than %zu bytes or holds a NUL", at, i, sizeof t->name - 1);
+    rc = rd_u32(r, &t->n_dims, "tensor dims");
+    if (rc) return rc;
+    if (t->n_dims < 1 || t->n_dims > 4)
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %s has %" PRIu32 " dims "
+                    "(1..4 allowed)", at, t->name, t->n_dims);
+    uint64_t n = 1;
+    for (unsigned d = 0; d < 4; d++) {
+        t->ne[d] = 1;
+        if (d < t->n_dims) {
+            rc = rd_u64(r, &t->ne[d], "tensor extent");
+            if (rc) return rc;
+            if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || n > (1ull << 40) / t->ne[d])
+                return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %s extent %" PRIu64
+                            " is zero or too large", at, t->name, t->ne[d]);
+            n *= t->ne[d];
+        }
+    }
+    rc = rd_u32(r, &t->type, "tensor type");
+    if (!rc) rc = rd_u64(r, &t->offset, "tensor offset");
+    if (rc) return rc;
+    t->bytes = 0;
+    if (t->type < N_GGML_TYPE && GGML_TYPE[t->type].block) {
+        unsigned blk = GGML_TYPE[t->type].block;
+        if (t->ne[0] % blk)
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %s row of %" PRIu64
+                        " is not a multiple of %s's block of %u", at, t->name, t->ne[0],
+                        GGML_TYPE[t->type].name, blk);
+        t->bytes = n / blk * GGML_TYPE[t->type].bytes;
+    }
+    return CAL_OK;
+}
+
+static int parse_model(rd *r, cal_gguf_model *m)
+{
+    cal_model_shape s;
+    int rc = parse(r, &s);
+    if (rc) return rc;
+    m->shape = s;
+    m->ffn = (long)xpick(r, X_FFN);
+    m->n_expert = (long)xpick(r, X_EXPERT);
+    m->n_expert_used = (long)xpick(r, X_EXPERT_USED);
+    m->ctx_len = (long)xpick(r, X_CTX);
+    m->rope_dims = (long)xpick(r, X_ROPE_DIMS);
+    m->rope_theta = xpick(r, X_ROPE_BASE);
+    m->norm_eps = xpick(r, X_EPS);
+    /* each tensor info takes at least 8 + 1 + 4 + 8 + 4 + 8 bytes */
+    if (s.n_tensors > (r->size - r->pos) / 33 || s.n_tensors > (1u << 20))
+        return fail(r, CAL_EPROTO, "tensor count %" PRIu64 " cannot fit in the %" PRIu64
+                    " bytes that follow", s.n_tensors, r->size - r->pos);
+    m->n_tensors = s.n_tensors;
+    m->tensors = calloc(s.n_tensors ? (size_t)s.n_tensors : 1, sizeof *m->tensors);
+    if (!m->tensors)
+        return fail(r, CAL_ENOMEM, "%" PRIu64 " tensor infos: out of memory", s.n_tensors);
+    for (uint64_t i = 0; i < s.n_tensors; i++) {
+        rc = rd_tensor(r, i, &m->tensors[i]);
+        if (rc) return rc;
+    }
+    uint64_t a = m->alignment;
+    m->data_offset = (r->pos + a - 1) / a * a;
+    for (uint64_t i = 0; i < s.n_tensors; i++) {
+        cal_gguf_tensor *t = &m->tensors[i];
+        if (t->offset % a || t->offset > r->size || r->size - t->offset < m->data_offset ||
+            t->bytes > r->size - m->data_offset - t->offset)
+            return fail(r, CAL_EPROTO, "tensor %s: data at %" PRIu64 " + %" PRIu64 " bytes is "
+                        "misaligned or runs past the end of the %" PRIu64 "-byte file",
+                        t->name, t->offset, t->bytes, r->size);
+        t->offset += m->data_offset;
+    }
+    return CAL_OK;
+}
+
+static int read_model(rd *r, cal_gguf_model *out)
+{
+    cal_gguf_model m;
+    memset(&m, 0, sizeof m);
+    m.alignment = 32;
+    m.eos = m.bos = -1;
+    r->m = &m;
+    int rc = parse_model(r, &m);
+    r->m = NULL;
+    if (rc) {
+        free(m.tensors);
+        return rc;
+    }
+    *out = m;
+    return CAL_OK;
+}
+
+int cal_gguf_read_model_mem(const void *buf, size_t len, cal_gguf_model *out, char *why,
+                            size_t why_len)
+{
+    static const uint8_t empty[1];
+    rd r;
+    memset(&r, 0, sizeof r);
+    r.mem = buf ? buf : empty;
+    r.size = buf ? len : 0;
+    r.why = why;
+    r.why_len = why_len;
+    if (why && why_len) why[0] = '\0';
+    if (!out) return CAL_EINVAL;
+    memset(out, 0, sizeof *out);
+    return read_model(&r, out);
+}
+
+int cal_gguf_read_model_file(const char *path, cal_gguf_model *out, char *why,
+                             size_t why_len)
+{
+    rd r;
+    memset(&r, 0, sizeof r);
+    r.why = why;
+    r.why_len = why_len;
+    if (why && why_len) why[0] = '\0';
+    if (!path || !out) return CAL_EINVAL;
+    memset(out, 0, sizeof *out);
+    int rc = rd_open(&r, path);
+    if (rc) return rc;
+    rc = read_model(&r, out);
+    fclose(r.f);
+    return rc;
+}
+
+void cal_gguf_model_free(cal_gguf_model *m)
+{
+    if (!m) return;
+    free(m->tensors);
+    m->tensors = NULL;
+    m->n_tensors = 0;
+}
+
+const cal_gguf_tensor *cal_gguf_find(const cal_gguf_model *m, const char *name)
+{
+    if (!m || !name) return NULL;
+    for (uint64_t i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name))
+            return &m->tensors[i];
+    return NULL;
 }

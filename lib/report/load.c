@@ -76,17 +76,32 @@ int cal_result_load(const char *ref, const char *db_path, cal_result **out,
     return e;
 }
 
+const char CAL_IMPORT_TOOLS[] = "vllm, llama-bench, aiperf, genai-perf, guidellm";
+
 int cal_result_import(const char *tool, const char *path, cal_result **out, char *err, size_t errn)
 {
-    if (strcmp(tool, "vllm")) {
-        cal_report_errf(err, errn, "\"%s\" is not a tool caliper imports (vllm)", tool);
+    int k = !strcmp(tool, "vllm") ? 0 : !strcmp(tool, "llama-bench") ? 1
+          : !strcmp(tool, "aiperf") || !strcmp(tool, "genai-perf") ? 2
+          : !strcmp(tool, "guidellm") ? 3 : -1;
+    if (k < 0) {
+        cal_report_errf(err, errn, "\"%s\" is not a tool caliper imports (%s)", tool,
+                        CAL_IMPORT_TOOLS);
         return CAL_EINVAL;
     }
     char *text;
     size_t len;
     int e = cal_report_read_file(path, &text, &len, err, errn);
     if (e) return e;
-    e = cal_import_vllm(text, len, base_name(path), out, err, errn);
+    const char *nm = base_name(path);
+    e = k == 0 ? cal_import_vllm(text, len, nm, out, err, errn)
+      : k == 1 ? cal_import_llamabench(text, len, nm, out, err, errn)
+      : k == 2 ? cal_import_aiperf(text, len, nm, tool, out, err, errn)
+      : cal_import_guidellm(text, len, nm, out, err, errn);
     free(text);
+    if (e && err && errn) {   /* say which file */
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s: %s", path, err);
+        snprintf(err, errn, "%s", tmp);
+    }
     return e;
 }

@@ -1,0 +1,550 @@
+/* caliper reference engine — GGUF export of an engine's weights, the check
+ * that a GGUF file is one caliper can serve, and the weight load (mmap, F16
+ * widened to the engine's F32). The format is llama.cpp's: see engine/gguf.h
+ * for the function both engines compute and the vocabulary. */
+#include "engine/gguf.h"
+#include "engine/kernels.h"
+#include "engine/internal.h"
+#include "caliper/error.h"
+#include "caliper/gguf.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ALIGN 32
+
+static int fail(char *why, size_t cap, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *why, size_t cap, int rc, const char *fmt, ...)
+{
+    if (why && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* ---- half precision ------------------------------------------------------ */
+
+uint16_t cal_gguf_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
+    if (mag >= 0x7f800000u) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0));
+    if (mag >= 0x477ff000u) /* rounds to beyond 65504 */
+        return (uint16_t)(sign | 0x7c00u);
+    if (mag < 0x38800000u) { /* subnormal half (or zero) */
+        if (mag < 0x33000000u)
+            return (uint16_t)sign;
+        uint32_t m = (mag & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)(mag >> 23);  /* value = m × 2^(e−150) = h × 2^−24 */
+        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((mag >> 13) - ((127 - 15) << 10));
+    uint32_t rem = mag & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+float cal_gguf_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu, x;
+    if (e == 0x1f) {
+        x = sign | 0x7f800000u | (m << 13);
+    } else if (e == 0) {
+        if (m == 0) {
+            x = sign;
+        } else { /* subnormal: normalise */
+            int s = 0;
+            while (!(m & 0x400u)) { m <<= 1; s++; }
+            x = sign | ((uint32_t)(127 - 15 + 1 - s) << 23) | ((m & 0x3ffu) << 13);
+        }
+    } else {
+        x = sign | ((e + 127 - 15) << 23) | (m << 13);
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* ---- the tensor list both directions share -------------------------------- */
+
+enum { PART_ALL, PART_Q, PART_K, PART_V, PART_GATE, PART_UP };
+
+typedef struct tdesc {
+    char     name[64];
+    int      n_dims;
+    uint64_t ne[3];      /* ne[0] the row length */
+    int      is_norm;    /* 1-D: stays F32 */
+    int      dtype;      /* the engine's format of these rows (norms: F32) */
+    char    *data;       /* engine memory: the first row */
+    int      part;       /* which rows of a fused engine tensor */
+    int64_t  stride;     /* rows between experts (3-D), 0 otherwise */
+    int64_t  rows_skip;  /* rows to skip at the start of each expert block */
+    float    scale;      /* token_embd only: the engine's embedding scale */
+} tdesc;
+
+#define MAX_TENSORS(c) (4 + (c)->n_layers * 10)
+
+/* The tensors of c, in the order they are written, pointing into e's weights
+ * (or NULL data when e is NULL: names and shapes only). Returns the count. */
+static int tensor_list(const cal_model_config *c, const cal_engine *e, tdesc *t)
+{
+    int n = 0, d = c->dim, hd = c->dim / c->n_heads, qd = c->dim;
+    int kvd = hd * c->n_kv_heads, f = c->ffn_dim, E = c->n_experts;
+    cal_model_weights mw = {0};
+    if (e)
+        cal_engine_weights(e, &mw);
+    /* row r of a matrix in the engine's format (fused tensors: Q, K, V and
+     * gate, up are row ranges of one matrix) */
+#define ROWS(ptr, r, len) ((ptr) ? (const char *)(ptr) + (size_t)(r) * cal_k_row_bytes(mw.dtype, len) : NULL)
+#define ADD(nm, nd, a, b, cc, norm, ptr, prt, strd, skip) do { \
+        tdesc *x = &t[n++]; memset(x, 0, sizeof *x); \
+        snprintf(x->name, sizeof x->name, "%s", nm); x->n_dims = nd; \
+        x->ne[0] = a; x->ne[1] = b; x->ne[2] = cc; x->is_norm = norm; \
+        x->dtype = norm ? CAL_DTYPE_F32 : mw.dtype; \
+        x->data = (char *)(ptr); x->part = prt; x->stride = strd; x->rows_skip = skip; \
+        x->scale = 1.0f; } while (0)
+    /* the engine's weights are its own mutable memory; the accessors hand
+     * them out const for the tests, the loader writes through them */
+    ADD("token_embd.weight", 2, d, c->vocab, 1, 0, mw.embedding, PART_ALL, 0, 0);
+    t[n - 1].scale = e ? mw.embed_scale : 1.0f;
+    ADD("output_norm.weight", 1, d, 1, 1, 1, mw.final_norm, PART_ALL, 0, 0);
+    ADD("output.weight", 2, d, c->vocab, 1, 0, mw.output, PART_ALL, 0, 0);
+    for (int l = 0; l < c->n_layers; l++) {
+        cal_layer_weights w = {0};
+        if (e)
+            cal_engine_layer_weights(e, l, &w);
+        char nm[64];
+#define NM(s) (snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, s), nm)
+        ADD(NM("attn_norm"), 1, d, 1, 1, 1, w.attn_norm, PART_ALL, 0, 0);
+        ADD(NM("attn_q"), 2, d, qd, 1, 0, w.wqkv, PART_Q, 0, 0);
+        ADD(NM("attn_k"), 2, d, kvd, 1, 0, ROWS(w.wqkv, qd, d), PART_K, 0, 0);
+        ADD(NM("attn_v"), 2, d, kvd, 1, 0, ROWS(w.wqkv, qd + kvd, d), PART_V, 0, 0);
+        ADD(NM("attn_output"), 2, qd, d, 1, 0, w.wo, PART_ALL, 0, 0);
+        ADD(NM("ffn_norm"), 1, d, 1, 1, 1, w.ffn_norm, PART_ALL, 0, 0);
+        if (E > 0) {
+            ADD(NM("ffn_gate_inp"), 2, d, E, 1, 0, w.router, PART_ALL, 0, 0);
+            ADD(NM("ffn_gate_exps"), 3, d, f, E, 0, w.w13, PART_GATE, (int64_t)2 * f, 0);
+            ADD(NM("ffn_up_exps"), 3, d, f, E, 0, ROWS(w.w13, f, d), PART_UP, (int64_t)2 * f, 0);
+            ADD(NM("ffn_down_exps"), 3, f, d, E, 0, w.w2, PART_ALL, (int64_t)d, 0);
+        } else {
+            ADD(NM("ffn_gate"), 2, d, f, 1, 0, w.w13, PART_GATE, 0, 0);
+            ADD(NM("ffn_up"), 2, d, f, 1, 0, ROWS(w.w13, f, d), PART_UP, 0, 0);
+            ADD(NM("ffn_down"), 2, f, d, 1, 0, w.w2, PART_ALL, 0, 0);
+        }
+#undef NM
+    }
+#undef ADD
+#undef ROWS
+    return n;
+}
+
+static uint64_t t_elems(const tdesc *t) { return t->ne[0] * t->ne[1] * t->ne[2]; }
+
+/* Row `row` of expert `expert` of t in the engine, in t->dtype. */
+static char *t_row(const tdesc *t, uint64_t expert, uint64_t row)
+{
+    int64_t rows = t->stride ? (int64_t)expert * t->stride : (int64_t)(expert * t->ne[1]);
+    return t->data + (size_t)(rows + (int64_t)row) * cal_k_row_bytes(t->dtype, (int)t->ne[0]);
+}
+
+/* ---- export ----------------------------------------------------------- */
+
+typedef struct wbuf {
+    FILE *f;
+    int   err;
+    uint64_t pos;
+} wbuf;
+
+static void w_bytes(wbuf *w, const void *p, size_t n)
+{
+    if (!w->err && fwrite(p, 1, n, w->f) != n)
+        w->err = errno ? errno : EIO;
+    w->pos += n;
+}
+static void w_u32(wbuf *w, uint32_t v)
+{
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    w_bytes(w, b, 4);
+}
+static void w_u64(wbuf *w, uint64_t v)
+{
+    w_u32(w, (uint32_t)v);
+    w_u32(w, (uint32_t)(v >> 32));
+}
+static void w_f32(wbuf *w, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    w_u32(w, u);
+}
+static void w_str(wbuf *w, const char *s)
+{
+    w_u64(w, strlen(s));
+    w_bytes(w, s, strlen(s));
+}
+enum { G_U32 = 4, G_I32 = 5, G_F32 = 6, G_BOOL = 7, G_STRING = 8, G_ARRAY = 9 };
+static void kv_u32(wbuf *w, const char *k, uint32_t v) { w_str(w, k); w_u32(w, G_U32); w_u32(w, v); }
+static void kv_f32(wbuf *w, const char *k, float v) { w_str(w, k); w_u32(w, G_F32); w_f32(w, v); }
+static void kv_str(wbuf *w, const char *k, const char *v) { w_str(w, k); w_u32(w, G_STRING); w_str(w, v); }
+static void kv_bool(wbuf *w, const char *k, int v)
+{
+    uint8_t b = (uint8_t)(v != 0);
+    w_str(w, k); w_u32(w, G_BOOL); w_bytes(w, &b, 1);
+}
+
+static void token_text(int id, char *out, size_t cap)
+{
+    if (id == 32)
+        snprintf(out, cap, "\xe2\x96\x81");
+    else if (id < 256)
+        snprintf(out, cap, "<0x%02X>", id);
+    else if (id == CAL_GGUF_EOS)
+        snprintf(out, cap, "</s>");
+    else if (id == CAL_GGUF_BOS)
+        snprintf(out, cap, "<s>");
+    else if (id == CAL_GGUF_UNK)
+        snprintf(out, cap, "<unk>");
+    else
+        snprintf(out, cap, "[%d]", id);
+}
+
+/* llama.cpp's token types: 1 normal, 2 unknown, 3 control, 6 byte */
+static int32_t token_type(int id)
+{
+    if (id == 32) return 1;
+    if (id < 256) return 6;
+    if (id == CAL_GGUF_EOS || id == CAL_GGUF_BOS) return 3;
+    if (id == CAL_GGUF_UNK) return 2;
+    return 1;
+}
+
+int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
+                    size_t why_len)
+{
+    if (!e || !path)
+        return fail(why, why_len, CAL_EINVAL, "export: no engine or path");
+    const cal_model_config *c = cal_engine_config(e);
+    if (c->vocab < CAL_GGUF_UNK + 1)
+        return fail(why, why_len, CAL_EINVAL, "vocab: %d is too small for the byte "
+                    "vocabulary (needs %d)", c->vocab, CAL_GGUF_UNK + 1);
+    tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
+    if (!t)
+        return fail(why, why_len, CAL_ENOMEM, "export: out of memory");
+    int nt = tensor_list(c, e, t);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        int rc = fail(why, why_len, CAL_EIO, "%s: %s", path, strerror(errno));
+        free(t);
+        return rc;
+    }
+    wbuf w = {f, 0, 0};
+    int n_kv = 23 + (c->n_experts > 0 ? 2 : 0);
+    w_bytes(&w, "GGUF", 4);
+    w_u32(&w, 3);
+    w_u64(&w, (uint64_t)nt);
+    w_u64(&w, (uint64_t)n_kv);
+    char name[96];
+    snprintf(name, sizeof name, "caliper-%s", c->name);
+    kv_str(&w, "general.architecture", "llama");
+    kv_str(&w, "general.name", name);
+    kv_u32(&w, "general.alignment", ALIGN);
+    kv_u32(&w, "general.file_type", f16 ? 1 : 0);
+    kv_u32(&w, "llama.context_length", (uint32_t)c->max_ctx);
+    kv_u32(&w, "llama.embedding_length", (uint32_t)c->dim);
+    kv_u32(&w, "llama.block_count", (uint32_t)c->n_layers);
+    kv_u32(&w, "llama.feed_forward_length", (uint32_t)c->ffn_dim);
+    kv_u32(&w, "llama.attention.head_count", (uint32_t)c->n_heads);
+    kv_u32(&w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
+    kv_u32(&w, "llama.rope.dimension_count", (uint32_t)(c->dim / c->n_heads));
+    kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
+    kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
+    kv_u32(&w, "llama.vocab_size", (uint32_t)c->vocab);
+    if (c->n_experts > 0) {
+        kv_u32(&w, "llama.expert_count", (uint32_t)c->n_experts);
+        kv_u32(&w, "llama.expert_used_count", (uint32_t)c->top_k);
+    }
+    kv_str(&w, "tokenizer.ggml.model", "llama");
+    /* tokens, scores, types */
+    w_str(&w, "tokenizer.ggml.tokens");
+    w_u32(&w, G_ARRAY); w_u32(&w, G_STRING); w_u64(&w, (uint64_t)c->vocab);
+    for (int i = 0; i < c->vocab; i++) {
+        char tx[32];
+        token_text(i, tx, sizeof tx);
+        w_str(&w, tx);
+    }
+    w_str(&w, "tokenizer.ggml.scores");
+    w_u32(&w, G_ARRAY); w_u32(&w, G_F32); w_u64(&w, (uint64_t)c->vocab);
+    for (int i = 0; i < c->vocab; i++)
+        w_f32(&w, 0.0f);
+    w_str(&w, "tokenizer.ggml.token_type");
+    w_u32(&w, G_ARRAY); w_u32(&w, G_I32); w_u64(&w, (uint64_t)c->vocab);
+    for (int i = 0; i < c->vocab; i++)
+        w_u32(&w, (uint32_t)token_type(i));
+    kv_u32(&w, "tokenizer.ggml.eos_token_id", CAL_GGUF_EOS);
+    kv_u32(&w, "tokenizer.ggml.bos_token_id", CAL_GGUF_BOS);
+    kv_u32(&w, "tokenizer.ggml.unknown_token_id", CAL_GGUF_UNK);
+    kv_bool(&w, "tokenizer.ggml.add_bos_token", 0);
+    kv_bool(&w, "tokenizer.ggml.add_space_prefix", 0);
+
+    /* tensor directory */
+    uint64_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        int ty = f16 && !t[i].is_norm ? 1 : 0;
+        w_str(&w, t[i].name);
+        w_u32(&w, (uint32_t)t[i].n_dims);
+        for (int d = 0; d < t[i].n_dims; d++)
+            w_u64(&w, t[i].ne[d]);
+        w_u32(&w, (uint32_t)ty);
+        w_u64(&w, off);
+        off += t_elems(&t[i]) * (ty ? 2 : 4);
+        off = (off + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    static const uint8_t zeros[ALIGN];
+    w_bytes(&w, zeros, (size_t)((ALIGN - w.pos % ALIGN) % ALIGN));
+
+    /* data, one row at a time */
+    size_t row_cap = 0;
+    for (int i = 0; i < nt; i++)
+        if (t[i].ne[0] > row_cap)
+            row_cap = (size_t)t[i].ne[0];
+    uint8_t *row = malloc(row_cap * 4);
+    float *fr = malloc(row_cap * sizeof *fr);
+    if (!row || !fr) {
+        free(row);
+        free(fr);
+        fclose(f);
+        free(t);
+        return fail(why, why_len, CAL_ENOMEM, "export: out of memory");
+    }
+    uint64_t start = w.pos;
+    for (int i = 0; i < nt && !w.err; i++) {
+        int ty = f16 && !t[i].is_norm ? 1 : 0;
+        for (uint64_t x = 0; x < t[i].ne[2]; x++)
+            for (uint64_t r = 0; r < t[i].ne[1]; r++) {
+                cal_k_dequantize_row(t[i].dtype, t_row(&t[i], x, r), fr, (int)t[i].ne[0]);
+                for (uint64_t k = 0; k < t[i].ne[0]; k++) {
+                    float v = fr[k] * t[i].scale;
+                    if (ty) {
+                        uint16_t h = cal_gguf_f32_to_f16(v);
+                        row[2 * k] = (uint8_t)h;
+                        row[2 * k + 1] = (uint8_t)(h >> 8);
+                    } else {
+                        memcpy(row + 4 * k, &v, 4);
+                    }
+                }
+                w_bytes(&w, row, (size_t)t[i].ne[0] * (ty ? 2 : 4));
+            }
+        w_bytes(&w, zeros, (size_t)((ALIGN - (w.pos - start) % ALIGN) % ALIGN));
+    }
+    free(row);
+    free(fr);
+    free(t);
+    if (fclose(f) != 0 && !w.err)
+        w.err = errno ? errno : EIO;
+    if (w.err)
+        return fail(why, why_len, CAL_EIO, "%s: %s", path, strerror(w.err));
+    return CAL_OK;
+}
+
+/* ---- import: is this a GGUF caliper can serve? --------------------------- */
+
+static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, char *why,
+                         size_t why_len)
+{
+    tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
+    if (!t)
+        return fail(why, why_len, CAL_ENOMEM, "out of memory");
+    int nt = tensor_list(c, NULL, t), rc = CAL_OK;
+    for (int i = 0; i < nt && rc == CAL_OK; i++) {
+        const cal_gguf_tensor *g = cal_gguf_find(m, t[i].name);
+        if (!g && !strcmp(t[i].name, "output.weight"))
+            continue; /* tied: llama.cpp reuses token_embd */
+        if (!g) {
+            rc = fail(why, why_len, CAL_EINVAL, "tensor %s is missing", t[i].name);
+            break;
+        }
+        if (g->type != CAL_GGUF_F32 && g->type != CAL_GGUF_F16)
+            rc = fail(why, why_len, CAL_EINVAL, "tensor %s: type %s is not supported "
+                      "(F32 and F16 are)", g->name, cal_gguf_type_name(g->type));
+        else if (g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
+                 g->ne[3] != 1)
+            rc = fail(why, why_len, CAL_EINVAL, "tensor %s: shape [%" PRIu64 ", %" PRIu64
+                      ", %" PRIu64 "] where the header's sizes give [%" PRIu64 ", %" PRIu64
+                      ", %" PRIu64 "]", g->name, g->ne[0], g->ne[1], g->ne[2], t[i].ne[0],
+                      t[i].ne[1], t[i].ne[2]);
+    }
+    /* a tensor caliper would not use changes the function: refuse it */
+    for (uint64_t j = 0; j < m->n_tensors && rc == CAL_OK; j++) {
+        int known = 0;
+        for (int i = 0; i < nt && !known; i++)
+            known = !strcmp(m->tensors[j].name, t[i].name);
+        if (!known)
+            rc = fail(why, why_len, CAL_EINVAL, "tensor %s is not supported (caliper "
+                      "serves the llama architecture without biases or RoPE factors)",
+                      m->tensors[j].name);
+    }
+    free(t);
+    return rc;
+}
+
+int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
+                          size_t why_len)
+{
+    cal_gguf_model m;
+    char w[200];
+    int rc = cal_gguf_read_model_file(path, &m, w, sizeof w);
+    int no_file = rc == CAL_EIO || (rc == CAL_ENOTFOUND && access(path, R_OK) != 0);
+    if (no_file)
+        return fail(why, why_len, rc, "%s", w);  /* names the path already */
+    if (rc != CAL_OK)
+        return fail(why, why_len, CAL_EINVAL, "%s: %s", path, w);
+    cal_model_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "gguf");
+    const cal_model_shape *s = &m.shape;
+    rc = CAL_EINVAL;
+    if (strcmp(s->arch, "llama"))
+        fail(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
+             "\"llama\", with or without experts)", path, s->arch);
+    else if (strcmp(m.tok_model, "llama") || !m.byte_tokens)
+        fail(why, why_len, rc, "%s: vocabulary \"%s\"%s is not supported: caliper serves "
+             "byte-level SentencePiece vocabularies (ids 0..255 the tokens <0x00>..<0xFF>)",
+             path, m.tok_model[0] ? m.tok_model : "(none)",
+             m.byte_tokens ? "" : " without byte tokens at ids 0..255");
+    else if (m.eos != CAL_GGUF_EOS)
+        fail(why, why_len, rc, "%s: tokenizer.ggml.eos_token_id is %ld: caliper's byte "
+             "vocabulary has </s> at %d", path, m.eos, CAL_GGUF_EOS);
+    else if (s->heads <= 0 || s->embedding <= 0 || s->k_dim * s->heads != s->embedding ||
+             s->v_dim != s->k_dim)
+        fail(why, why_len, rc, "%s: head sizes (key %ld, value %ld, %ld heads) do not "
+             "divide embedding_length %ld evenly: not supported", path, s->k_dim, s->v_dim,
+             s->heads, s->embedding);
+    else if (m.rope_dims && m.rope_dims != s->k_dim)
+        fail(why, why_len, rc, "%s: llama.rope.dimension_count %ld: partial RoPE is not "
+             "supported (head size %ld)", path, m.rope_dims, s->k_dim);
+    else if (m.ffn <= 0)
+        fail(why, why_len, rc, "%s: llama.feed_forward_length is missing", path);
+    else
+        rc = CAL_OK;
+    if (rc == CAL_OK) {
+        c.dim = (int)s->embedding;
+        c.n_layers = (int)s->layers;
+        c.n_heads = (int)s->heads;
+        c.n_kv_heads = (int)s->kv_heads;
+        c.ffn_dim = (int)m.ffn;
+        c.n_experts = (int)m.n_expert;
+        c.top_k = m.n_expert > 0 ? (int)m.n_expert_used : 0;
+        c.vocab = (int)m.n_vocab;
+        c.max_ctx = m.ctx_len > 0 ? (int)(m.ctx_len < 1 << 20 ? m.ctx_len : 1 << 20) : 2048;
+        c.tied_embeddings = cal_gguf_find(&m, "output.weight") ? 0 : 1;
+        c.rope_theta = m.rope_theta > 0 ? (float)m.rope_theta : 10000.0f;
+        c.norm_eps = m.norm_eps > 0 ? (float)m.norm_eps : 1e-5f;
+        const char *bad = NULL;
+        if (s->kv_heads_varies || cal_model_validate(&c, &bad) != CAL_OK)
+            rc = fail(why, why_len, CAL_EINVAL, "%s: the model's %s is not one caliper's "
+                      "engine can run", path, bad ? bad : "per-layer head_count_kv");
+    }
+    if (rc == CAL_OK) {
+        rc = check_tensors(&m, &c, w, sizeof w);
+        if (rc != CAL_OK)
+            fail(why, why_len, rc, "%s: %s", path, w);
+    }
+    if (rc == CAL_OK && strlen(path) >= sizeof c.weights)
+        rc = fail(why, why_len, CAL_EINVAL, "%s: path longer than %zu bytes", path,
+                  sizeof c.weights - 1);
+    if (rc == CAL_OK) {
+        snprintf(c.weights, sizeof c.weights, "%s", path);
+        *out = c;
+    }
+    cal_gguf_model_free(&m);
+    return rc;
+}
+
+/* ---- load -------------------------------------------------------------- */
+
+int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
+{
+    const cal_model_config *c = cal_engine_config(e);
+    const char *path = c->weights;
+    cal_gguf_model m;
+    char w[200];
+    int rc = cal_gguf_read_model_file(path, &m, w, sizeof w);
+    if (rc != CAL_OK)
+        return fail(why, why_len, rc, "%s: %s", path, w);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        rc = fail(why, why_len, CAL_EIO, "%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        cal_gguf_model_free(&m);
+        return rc;
+    }
+    size_t size = (size_t)st.st_size;
+    const uint8_t *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        cal_gguf_model_free(&m);
+        return fail(why, why_len, CAL_EIO, "%s: mmap: %s", path, strerror(errno));
+    }
+    tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
+    if (!t) {
+        munmap((void *)map, size);
+        cal_gguf_model_free(&m);
+        return fail(why, why_len, CAL_ENOMEM, "out of memory");
+    }
+    int nt = tensor_list(c, e, t);
+    rc = CAL_OK;
+    for (int i = 0; i < nt && rc == CAL_OK; i++) {
+        const char *nm = t[i].name;
+        if (!strcmp(nm, "output.weight") && c->tied_embeddings)
+            continue;
+        const cal_gguf_tensor *g = cal_gguf_find(&m, nm);
+        if (!g || (g->type != CAL_GGUF_F32 && g->type != CAL_GGUF_F16) ||
+            g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
+            g->offset + g->bytes > size) {
+            rc = fail(why, why_len, CAL_EINVAL, "%s: tensor %s changed since the header "
+                      "was checked", path, nm);
+            break;
+        }
+        const uint8_t *src = map + g->offset;
+        size_t esz = g->type == CAL_GGUF_F16 ? 2 : 4;
+        int n = (int)t[i].ne[0];
+        float *fr = malloc((size_t)n * sizeof *fr);
+        if (!fr) { rc = fail(why, why_len, CAL_ENOMEM, "out of memory"); break; }
+        /* the file's F32 or F16 row, then the engine's format (--dtype) */
+        for (uint64_t x = 0; x < t[i].ne[2]; x++)
+            for (uint64_t r = 0; r < t[i].ne[1]; r++) {
+                const uint8_t *s = src + ((x * t[i].ne[1] + r) * t[i].ne[0]) * esz;
+                if (esz == 4)
+                    memcpy(fr, s, (size_t)n * 4);
+                else
+                    for (int k = 0; k < n; k++)
+                        fr[k] = cal_gguf_f16_to_f32((uint16_t)(s[2 * k] | s[2 * k + 1] << 8));
+                cal_k_quantize_row(t[i].dtype, fr, t_row(&t[i], x, r), n);
+            }
+        free(fr);
+    }
+    free(t);
+    munmap((void *)map, size);
+    cal_gguf_model_free(&m);
+    return rc;
+}

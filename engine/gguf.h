@@ -1,0 +1,55 @@
+/* caliper reference engine — GGUF in and out: write an engine's weights as a
+ * GGUF file llama.cpp loads (llama architecture; MoE presets as llama with
+ * experts, Mixtral's layout), and describe a GGUF file as a model config the
+ * engine opens (cal_engine_open reads the weights when config.weights names
+ * a file).
+ *
+ * The function both engines compute: RMSNorm, RoPE on adjacent pairs
+ * (llama.cpp's "normal" RoPE, the llama architecture's), attention scaled by
+ * 1/sqrt(head_dim), SwiGLU, softmax routing over all experts with the top-k
+ * weights renormalised (llama.cpp's build_moe_ffn with norm_w, softmax
+ * gating). The engine's embedding scale is folded into token_embd and the
+ * unscaled matrix written as output.weight, so llama.cpp, which does not
+ * scale embeddings, computes the same logits.
+ *
+ * The vocabulary is byte-level SentencePiece: ids 0..255 the byte tokens
+ * <0x00>..<0xFF> (id 32 is "\u2581", SentencePiece's space, so llama.cpp's
+ * whitespace escaping maps a space to it), then </s>, <s>, <unk> and tokens
+ * "[N]" that no text can reach (no two-character token exists to start a
+ * merge). Any text becomes one token per byte in both engines. */
+#ifndef CALIPER_ENGINE_GGUF_H
+#define CALIPER_ENGINE_GGUF_H
+#include <stddef.h>
+#include "engine/engine.h"
+
+/* The vocabulary's fixed ids. */
+#define CAL_GGUF_EOS 256
+#define CAL_GGUF_BOS 257
+#define CAL_GGUF_UNK 258
+
+/* Write e's weights to path (created or truncated). f16: 2-D weights as F16
+ * (norms stay F32, as llama.cpp's converters keep them), else all F32.
+ * CAL_EIO with why naming the path and errno text; CAL_ENOMEM. */
+int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
+                    size_t why_len);
+
+/* Read path's header into *out (weights = path, seed 0, name "gguf"), after
+ * checking that caliper can serve it: architecture llama, head sizes equal,
+ * a byte-level vocabulary, every tensor present with the expected shape and
+ * of type F32 or F16, no tensor caliper would ignore (biases, RoPE factors).
+ * CAL_EPROTO / CAL_ENOTSUP style errors return CAL_EINVAL with why naming
+ * what is missing or unsupported ("tensor blk.0.attn_q.weight: type Q4_K is
+ * not supported (F32 and F16 are)"); CAL_ENOTFOUND / CAL_EIO for the file. */
+int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
+                          size_t why_len);
+
+/* Fill an open engine's weights from c->weights (the engine calls this from
+ * cal_engine_open). The file is mapped read-only and F16 converted to the
+ * engine's F32. CAL_EIO / CAL_EINVAL with why. */
+int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len);
+
+/* IEEE half <-> single, round to nearest even. */
+uint16_t cal_gguf_f32_to_f16(float f);
+float    cal_gguf_f16_to_f32(uint16_t h);
+
+#endif
