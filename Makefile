@@ -25,7 +25,7 @@ PREFIX   ?= /usr/local
 BUILD    ?= build
 CC       ?= cc
 SAN      ?=
-PKGS     := libcurl jansson sqlite3 openblas libmicrohttpd
+PKGS     := libcurl jansson yajl sqlite3 openblas libmicrohttpd
 VERSION  := 0.1.0
 COMMIT   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 DIRTY    := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
@@ -232,7 +232,7 @@ check-deps:
 	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
 
 # locales: the tests build a de_DE locale with localedef (decimal comma).
-DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
+DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev libyajl-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev \
             clang libclang-rt-dev sqlite3 curl python3 locales
 deps:
@@ -248,8 +248,8 @@ deps:
 	else \
 	  echo "Not a Debian system. Install the equivalents of:"; \
 	  echo "  Debian:   apt-get install $(DEB_PKGS)"; \
-	  echo "  macOS:    brew install curl jansson sqlite openblas libmicrohttpd cmocka pkg-config llvm"; \
-	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source"; \
+	  echo "  macOS:    brew install curl jansson yajl sqlite openblas libmicrohttpd cmocka pkg-config llvm"; \
+	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel yajl-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source"; \
 	fi
 
 run: deps
