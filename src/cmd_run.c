@@ -60,6 +60,8 @@ static void usage(FILE *f)
         "                       until T; the ones in flight then are stored cancelled\n"
         "  --rate R             open loop: Poisson arrivals at R req/s (latency from the\n"
         "                       scheduled time); --concurrency then caps in-flight requests\n"
+        "  --loops N            client event loops, one thread each (default: the CPUs caliper\n"
+        "                       may use, less those a local engine is pinned to)\n"
         "shots (cold, warm and rested; docs/run.md):\n"
         "  --shots N            N consecutive shots of the whole workload (default 1)\n"
         "  --rest T             rest between shots (default 0)\n"
@@ -107,13 +109,14 @@ typedef struct opts {
     double request_s;                /* 0: derived, cal_probe_request_timeout_ns */
     long seed;
     int seed_given;
+    long loops;                      /* 0: CAL_PROBE_LOOPS_AUTO */
 } opts;
 
 enum {
     O_URL = 256, O_LAUNCH, O_PORT, O_LTIMEOUT, O_PRESET, O_SERVEARGS, O_API, O_MODEL,
     O_KEYENV, O_BODY, O_LABEL, O_AB, O_CONTENT, O_PTOK, O_MAXTOK, O_FREE, O_PREFIX, O_CONC,
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_DB, O_JSON, O_CTIMEOUT,
-    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP
+    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_LOOPS, O_HELP
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -135,6 +138,7 @@ static const struct option LONGOPTS[] = {
     {"request-timeout", required_argument, 0, O_RTIMEOUT},
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
+    {"loops", required_argument, 0, O_LOOPS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0}};
 
@@ -266,6 +270,9 @@ static int parse_opts(int argc, char **argv, opts *o)
             o->request_s = d;
             break;
         case O_NOTEL: o->no_tel = 1; break;
+        case O_LOOPS:
+            if (cli_parse_long(CMD, "--loops", optarg, 1, CAL_PROBE_MAX_LOOPS, &o->loops)) return CLI_USAGE;
+            break;
         case O_INTERVAL:
             if (cli_parse_time_in(CMD, "--interval", optarg, "ms", 0.01, 3600, &o->interval_s)) return CLI_USAGE;
             break;
@@ -388,6 +395,7 @@ static char *protocol_extra(const opts *o)
     json_object_set_new(p, "body", o->body ? json_loads(o->body, 0, NULL) : json_null());
     json_object_set_new(p, "connect_timeout_s", json_real(o->connect_s));
     json_object_set_new(p, "idle_timeout_s", json_real(o->idle_s));
+    if (o->loops) json_object_set_new(p, "loops", json_integer(o->loops));
     cal_probe_config rt = { .connect_timeout_ns = (int64_t)(o->connect_s * 1e9),
                             .idle_timeout_ns = (int64_t)(o->idle_s * 1e9),
                             .request_timeout_ns = (int64_t)(o->request_s * 1e9) };
@@ -430,6 +438,7 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     sc.probe.idle_timeout_ns = (int64_t)(o->idle_s * 1e9);
     sc.probe.request_timeout_ns = (int64_t)(o->request_s * 1e9);
     sc.probe.keep_chunks = 1;
+    sc.probe.loops = o->loops ? (int)o->loops : CAL_PROBE_LOOPS_AUTO;
     sc.probe.model = o->model;
     sc.version = o->label;
     /* bounded like a request: the model lookup by 5 s at most, each

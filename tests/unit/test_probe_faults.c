@@ -35,6 +35,7 @@ static int g_port;
 static pid_t g_pace_server = -1;     /* test_deferred_interpretation's server */
 static int64_t g_request_timeout_ns; /* run_mode's cal_probe_config.request_timeout_ns */
 static int g_keep_chunks = 1;        /* run_mode's keep_chunks */
+static int g_loops = 0;              /* run_mode's loops (CALIPER_TEST_PROBE_LOOPS) */
 
 /* Start argv[0] with stdout on a pipe; read until a line holds the port (after
  * `prefix`), up to timeout_ms. Returns the pid or -1. */
@@ -111,6 +112,7 @@ static outcome run_mode(const char *mode, cal_api api, size_t n, int conc, doubl
         .connect_timeout_ns = 1000000000, .idle_timeout_ns = idle_ms * 1000000,
         .request_timeout_ns = g_request_timeout_ns,
         .keep_chunks = g_keep_chunks, .keep_text = 1, .keep_send_ns = 1,
+        .loops = g_loops,
     };
     cal_probe *p = NULL;
     assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
@@ -842,6 +844,119 @@ static void test_epoll_wait_fallback(void **state)
     free_all(res, 2);
 }
 
+/* --loops: the same workload on 1, 2 and 3 event loops gives the same
+ * records in the same places (each result is its own request's: the echo
+ * server returns the request, prompt included), the same counts, and per-loop
+ * figures that add up to the run's. */
+static void test_loops_merge_exactly(void **state)
+{
+    (void)state;
+    enum { N = 23, CONC = 5 };
+    cal_request rq[N];
+    char prompts[N][32];
+    for (int i = 0; i < N; i++) {
+        snprintf(prompts[i], sizeof prompts[i], "prompt number %d.", i);
+        rq[i] = (cal_request){ .prompt = prompts[i], .max_tokens = 8 };
+    }
+    const char *modes[] = { "echo", "normal", "errorevent" };
+    int keep = g_loops;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        cal_req_result base[N], res[N];
+        g_loops = 1;
+        outcome o1 = run_mode(modes[m], CAL_API_COMPLETIONS, N, CONC, 0, 2000, base, rq, 0,
+                              NULL, NULL, NULL);
+        assert_int_equal(o1.rc, CAL_OK);
+        assert_int_equal(o1.st.n_loops, 1);
+        for (int loops = 2; loops <= 3; loops++) {
+            g_loops = loops;
+            outcome o = run_mode(modes[m], CAL_API_COMPLETIONS, N, CONC, 0, 2000, res, rq, 0,
+                                 NULL, NULL, NULL);
+            assert_int_equal(o.rc, CAL_OK);
+            assert_int_equal(o.st.n_loops, loops);
+            for (int k = 0; k < CAL_REQ_N_STATUS; k++)
+                assert_int_equal(o.st.n_status[k], o1.st.n_status[k]);
+            assert_int_equal(o.st.first_fail, o1.st.first_fail);
+            /* events parsed: the same when every stream runs to its end (a
+             * failed one stops where its read happened to stop) */
+            if (o1.st.n_status[CAL_REQ_OK] == N) assert_int_equal(o.st.chunks, o1.st.chunks);
+            int64_t reqs = 0, chunks = 0, cpu = 0;
+            for (int k = 0; k < loops; k++) {
+                assert_true(o.st.loop[k].requests > 0);
+                reqs += o.st.loop[k].requests;
+                chunks += o.st.loop[k].chunks;
+                cpu += o.st.loop[k].cpu_ns;
+            }
+            assert_int_equal(reqs, N);
+            assert_true(chunks == o.st.chunks);
+            assert_true(cpu == o.st.cpu_ns);
+            for (int i = 0; i < N; i++) {
+                assert_int_equal(res[i].status, base[i].status);
+                assert_int_equal(res[i].http_status, base[i].http_status);
+                assert_int_equal(res[i].n_chunks, base[i].n_chunks);
+                assert_int_equal(res[i].output_tokens, base[i].output_tokens);
+                assert_int_equal(res[i].prompt_tokens, base[i].prompt_tokens);
+                assert_int_equal(res[i].tok_source, base[i].tok_source);
+                assert_true((res[i].error == NULL) == (base[i].error == NULL));
+                if (res[i].error) assert_string_equal(res[i].error, base[i].error);
+                assert_true((res[i].text == NULL) == (base[i].text == NULL));
+                if (res[i].text) assert_string_equal(res[i].text, base[i].text);
+                if (!strcmp(modes[m], "echo")) assert_non_null(strstr(res[i].text, prompts[i]));
+                assert_true(res[i].send_ns >= res[i].sched_ns);
+                assert_true(res[i].end_ns >= res[i].send_ns);
+                if (res[i].n_chunks) {
+                    assert_non_null(res[i].chunk_ns);
+                    assert_true(res[i].chunk_ns[0] == res[i].first_token_ns);
+                }
+            }
+            /* the progress line a caller shows: one summary naming each loop */
+            char line[512];
+            assert_int_equal(cal_probe_loops_summary(&o.st, line, sizeof line), o.st.saturated_loop);
+            assert_non_null(strstr(line, loops == 2 ? "2 loops (" : "3 loops ("));
+            assert_non_null(strstr(line, "loop 1:"));
+            free_all(res, N);
+        }
+        free_all(base, N);
+    }
+    g_loops = keep;
+}
+
+/* CALIPER_LOOP picks the readiness backend; a name not built here is refused
+ * at open, not at the first wait. */
+static void test_loop_backend_choice(void **state)
+{
+    (void)state;
+    const char *was = getenv("CALIPER_LOOP");
+    char keep[16] = "";
+    if (was) snprintf(keep, sizeof keep, "%s", was);
+    cal_req_result res[4];
+    assert_int_equal(setenv("CALIPER_LOOP", "poll", 1), 0);
+    outcome o = run_mode("normal", CAL_API_CHAT, 4, 2, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 4);
+    assert_string_equal(o.st.loop_backend, "poll");
+    assert_int_equal(o.st.wait_fallback, 1);       /* poll() waits in whole ms */
+    for (int i = 0; i < 4; i++) assert_int_equal(res[i].n_chunks, 8);
+    free_all(res, 4);
+    assert_int_equal(setenv("CALIPER_LOOP", "select", 1), 0);
+    cal_probe_config cfg = { .base_url = "http://127.0.0.1:1", .api = CAL_API_COMPLETIONS };
+    cal_probe *p = NULL;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_EINVAL);
+    assert_null(p);
+    assert_int_equal(unsetenv("CALIPER_LOOP"), 0);
+    o = run_mode("normal", CAL_API_CHAT, 2, 2, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 2);
+#ifdef __linux__
+    assert_string_equal(o.st.loop_backend, "epoll");
+#endif
+    free_all(res, 2);
+    cfg.loops = -1;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_ERANGE);
+    if (was) assert_int_equal(setenv("CALIPER_LOOP", keep, 1), 0);
+    /* the default loop count is at least one and within the cap */
+    int d = cal_probe_default_loops(0);
+    assert_true(d >= 1 && d <= CAL_PROBE_MAX_LOOPS);
+    assert_true(cal_probe_default_loops((int)getpid()) >= 1);
+}
+
 /* ---- every jansson allocation of a short run fails in turn --------------
  * The probe builds each request body and reads each event with jansson.
  * Failing its k-th allocation (k = 1, 2, ... until a run needs fewer) must
@@ -920,6 +1035,9 @@ int main(int argc, char **argv)
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", argv[0]);
     snprintf(g_bindir, sizeof g_bindir, "%s", dirname(tmp));
+    /* tests/e2e/test_probe_loops.sh runs this suite again on other loops */
+    const char *lp = getenv("CALIPER_TEST_PROBE_LOOPS");
+    g_loops = lp ? atoi(lp) : 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_normal_completions_and_chat),
         cmocka_unit_test(test_drip_feed_parses),
@@ -937,6 +1055,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_request_deadline_pings_forever),
         cmocka_unit_test(test_chunk_cap_streams_forever),
         cmocka_unit_test(test_epoll_wait_fallback),
+        cmocka_unit_test(test_loops_merge_exactly),
+        cmocka_unit_test(test_loop_backend_choice),
         cmocka_unit_test(test_alloc_failures_walk),
         cmocka_unit_test(test_against_caliper_serve),
     };
