@@ -177,9 +177,9 @@ typedef struct cal_probe_stats {
     char    loop_backend[8];    /* "epoll", "kqueue" or "poll" */
     int     n_loops;            /* event loops the run used */
     cal_probe_loop_stats loop[CAL_PROBE_MAX_LOOPS];   /* [n_loops] */
-    int     saturated_loop;     /* a loop that could not keep up (CPU busy
-                                   >= 90 % of its wall time, or send lag p99
-                                   over 5 ms), the busiest such; -1: none */
+    int     saturated_loop;     /* a loop that could not keep up (its thread
+                                   on a CPU >= 90 % of its wall time), the
+                                   busiest such; -1: none */
 } cal_probe_stats;
 
 /* One line on the loops: "2 loops (epoll): loop 0: 64 requests, CPU 41 %,

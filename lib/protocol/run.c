@@ -265,7 +265,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     ps.first_fail = -1;
     int64_t deadline = 0, prep_ns = 0;
     size_t prepared = 0;
-    int round = 0;
+    int round = 0, loops_noted = 0;
     for (;;) {
         /* prompts for this round (a later round stops preparing when the
          * time is up, and sends what it has) */
@@ -307,6 +307,12 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         ps.cpu_ns += rs.cpu_ns;
         ps.chunks += rs.chunks;
         if (rs.send_lag_p99_ms > ps.send_lag_p99_ms) ps.send_lag_p99_ms = rs.send_lag_p99_ms;
+        if (rs.n_loops > 0 && rs.saturated_loop >= 0 && !loops_noted) {   /* the client self-check, once a cell */
+            char ls[900];
+            cal_probe_loops_summary(&rs, ls, sizeof ls);
+            loops_noted = 1;
+            note(c, s->name, "client self-check, concurrency %d: %s", conc, ls);
+        }
         for (int k = 0; k < CAL_REQ_N_STATUS; k++) ps.n_status[k] += rs.n_status[k];
         if (ps.first_fail < 0 && rs.first_fail >= 0) {
             ps.first_fail = (int)(total - n) + rs.first_fail;
