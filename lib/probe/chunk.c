@@ -10,13 +10,16 @@
  * The bytes are still checked as JSON in full: one top-level object, valid
  * UTF-8, no trailing bytes, nesting at most MAX_DEPTH deep. A member the probe
  * reads that appears twice in one object is ambiguous and rejected. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <yajl_parse.h>
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
+#include "lib/util/c_locale.h"
 
 #define MAX_DEPTH  2048     /* nesting, as jansson's parser allows */
 #define MAX_FRAMES 8        /* the members read lie at most this deep */
@@ -161,8 +164,29 @@ static int number(reader *r, int is_int, long long i, double d)
     return 1;
 }
 
-static int on_integer(void *ud, long long i) { return number(ud, 1, i, 0); }
-static int on_double(void *ud, double d) { return number(ud, 0, 0, d); }
+/* A number's text, read here rather than by yajl, whose strtod follows the
+ * process locale (a decimal comma would cut "10.5" to 10): an integer is one
+ * without a fraction or an exponent, as jansson reads them; one past
+ * int64, or a real past the double range, is malformed, as jansson says. */
+static int on_number(void *ud, const char *s, size_t n)
+{
+    reader *r = ud;
+    if (!r->started) return 0;
+    if (r->skip || !r->nf || r->f[r->nf - 1].key == K_NONE) return 1;   /* not read */
+    char small[64], *t = n < sizeof small ? small : malloc(n + 1);
+    if (!t) { r->rc = CAL_ENOMEM; return 0; }
+    memcpy(t, s, n);
+    t[n] = '\0';
+    int is_int = !memchr(s, '.', n) && !memchr(s, 'e', n) && !memchr(s, 'E', n);
+    long long i = 0;
+    double d = 0;
+    errno = 0;
+    if (is_int) i = strtoll(t, NULL, 10);
+    else d = cal_strtod(t, NULL);
+    int bad = errno == ERANGE && (is_int || d == HUGE_VAL || d == -HUGE_VAL);
+    if (t != small) free(t);
+    return bad ? 0 : number(r, is_int, i, d);
+}
 
 /* An object or array opens: read into it (a new frame) or skip it. */
 static int open_container(reader *r, int is_map)
@@ -234,7 +258,7 @@ static int on_key(void *ud, const unsigned char *s, size_t n)
 }
 
 static const yajl_callbacks g_cb = {
-    on_null, on_bool, on_integer, on_double, NULL, on_string,
+    on_null, on_bool, NULL, NULL, on_number, on_string,
     on_start_map, on_key, on_end, on_start_array, on_end
 };
 
@@ -272,6 +296,7 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
     yajl_status ys = yajl_parse(h, (const unsigned char *)data, len);
     if (ys == yajl_status_ok) ys = yajl_complete_parse(h);
     yajl_free(h);
+    if (r.rc == CAL_ENOMEM) return CAL_ENOMEM;
     if (ys != yajl_status_ok || !r.started || r.nf || r.skip) {
         /* what was gathered from bad bytes says nothing */
         memset(c, 0, sizeof *c);

@@ -27,6 +27,7 @@
 #include "caliper/auth.h"
 #include "caliper/probe.h"
 #include "caliper/stats.h"
+#include "lib/util/c_locale.h"
 #include "loop.h"
 
 #define MAX_EVENT_BYTES   ((size_t)1 << 20)   /* one SSE event */
@@ -1401,7 +1402,7 @@ int cal_probe_loops_summary(const cal_probe_stats *st, char *buf, size_t size)
     for (int k = 0; k < st->n_loops && k < CAL_PROBE_MAX_LOOPS && o < size; k++) {
         const cal_probe_loop_stats *l = &st->loop[k];
         double busy = l->wall_ns > 0 ? 100.0 * (double)l->cpu_ns / (double)l->wall_ns : 0;
-        w = snprintf(buf + o, size - o, "%s loop %d: %lld requests, CPU %.0f %%, send lag p99 %.2f ms",
+        w = cal_snprintf(buf + o, size - o, "%s loop %d: %lld requests, CPU %.0f %%, send lag p99 %.2f ms",
                      k ? ";" : ":", k, (long long)l->requests, busy, l->send_lag_p99_ms);
         o += w > 0 ? (size_t)w : 0;
     }

@@ -920,6 +920,30 @@ static void test_loops_merge_exactly(void **state)
     g_loops = keep;
 }
 
+/* The self-check line names each loop's share, CPU and lag, and the
+ * saturated one. */
+static void test_loops_summary_line(void **state)
+{
+    (void)state;
+    cal_probe_stats st;
+    memset(&st, 0, sizeof st);
+    st.n_loops = 2;
+    st.saturated_loop = 1;
+    snprintf(st.loop_backend, sizeof st.loop_backend, "epoll");
+    st.loop[0] = (cal_probe_loop_stats){ .requests = 10, .chunks = 80, .cpu_ns = 250000000,
+                                         .wall_ns = 1000000000, .send_lag_p99_ms = 0.5 };
+    st.loop[1] = (cal_probe_loop_stats){ .requests = 11, .chunks = 88, .cpu_ns = 970000000,
+                                         .wall_ns = 1000000000, .send_lag_p99_ms = 7.25 };
+    char line[512];
+    assert_int_equal(cal_probe_loops_summary(&st, line, sizeof line), 1);
+    assert_string_equal(line, "2 loops (epoll): loop 0: 10 requests, CPU 25 %, send lag p99 0.50 ms; "
+                              "loop 1: 11 requests, CPU 97 %, send lag p99 7.25 ms; loop 1 saturated");
+    st.saturated_loop = -1;
+    assert_int_equal(cal_probe_loops_summary(&st, line, 20), -1);   /* cut, still a string */
+    assert_int_equal(strlen(line), 19);
+    assert_int_equal(cal_probe_loops_summary(&st, NULL, 0), -1);
+}
+
 /* CALIPER_LOOP picks the readiness backend; a name not built here is refused
  * at open, not at the first wait. */
 static void test_loop_backend_choice(void **state)
@@ -948,8 +972,11 @@ static void test_loop_backend_choice(void **state)
     assert_string_equal(o.st.loop_backend, "epoll");
 #endif
     free_all(res, 2);
-    cfg.loops = -1;
+    cfg.loops = -2;                                 /* -1 is CAL_PROBE_LOOPS_AUTO */
     assert_int_equal(cal_probe_open(&cfg, &p), CAL_ERANGE);
+    cfg.loops = CAL_PROBE_LOOPS_AUTO;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
+    cal_probe_close(&p);
     if (was) assert_int_equal(setenv("CALIPER_LOOP", keep, 1), 0);
     /* the default loop count is at least one and within the cap */
     int d = cal_probe_default_loops(0);
@@ -1056,6 +1083,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_chunk_cap_streams_forever),
         cmocka_unit_test(test_epoll_wait_fallback),
         cmocka_unit_test(test_loops_merge_exactly),
+        cmocka_unit_test(test_loops_summary_line),
         cmocka_unit_test(test_loop_backend_choice),
         cmocka_unit_test(test_alloc_failures_walk),
         cmocka_unit_test(test_against_caliper_serve),
