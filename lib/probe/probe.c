@@ -932,7 +932,8 @@ typedef struct job {
     cal_req_result *results;     /* [n], initialised */
     size_t   n;
     cal_load load;               /* this loop's concurrency (and rate) */
-    volatile int *stop;
+    volatile int *stop;          /* the caller's flag (one loop, the caller's thread) */
+    atomic_int *astop;           /* the coordinator's copy of it (several loops) */
     cal_probe_progress_fn progress;
     void    *ud;
     cal_probe_stats st;          /* this loop's chunks, bytes, CPU, wall */
@@ -1009,8 +1010,9 @@ static int loop_run(job *j)
 
     while (r.done < n) {
         int64_t now = cal_now_ns();
-        if ((stop && *stop) || (load->deadline_ns && now >= load->deadline_ns)) {
-            stopped = stop && *stop ? 1 : 2;
+        int halt = (stop && *stop) || (j->astop && atomic_load_explicit(j->astop, memory_order_relaxed));
+        if (halt || (load->deadline_ns && now >= load->deadline_ns)) {
+            stopped = halt ? 1 : 2;
             break;
         }
         /* release every request that is due and has a slot */
@@ -1156,10 +1158,15 @@ out:
 
 /* ---- loops: shares, threads, the merge ---------------------------------- */
 
+/* The caller's thread coordinates: it shows progress, and reads the
+ * caller's stop flag (which its progress callback or a signal handler may
+ * set) into an atomic the loops read. A loop takes the lock once a request,
+ * to wake it; never per chunk. */
 typedef struct coord {
     pthread_mutex_t mu;
     pthread_cond_t  cv;
     int             running;     /* loops not yet returned */
+    atomic_int      stop;        /* *stop, as last seen */
 } coord;
 
 static void job_progress(void *ud, size_t done, size_t total)
@@ -1167,6 +1174,9 @@ static void job_progress(void *ud, size_t done, size_t total)
     job *j = ud;
     (void)total;
     atomic_store_explicit(&j->done, done, memory_order_relaxed);
+    pthread_mutex_lock(&j->co->mu);
+    pthread_cond_signal(&j->co->cv);
+    pthread_mutex_unlock(&j->co->mu);
 }
 
 static void *job_thread(void *arg)
@@ -1314,6 +1324,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
             cal_req_result_init(&rs[at]);
         }
         coord co = { .running = 0 };
+        atomic_init(&co.stop, stop && *stop);
         pthread_mutex_init(&co.mu, NULL);
         pthread_cond_init(&co.cv, NULL);
         pthread_t *th = calloc((size_t)nl, sizeof *th);
@@ -1323,7 +1334,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
             cal_load lk = *load;
             lk.concurrency = load->concurrency > 0 || !open_loop ? (int)share : 0;
             jobs[k] = (job){ .p = p, .reqs = rq + off[k], .results = rs + off[k],
-                             .n = off[k + 1] - off[k], .load = lk, .stop = stop,
+                             .n = off[k + 1] - off[k], .load = lk, .astop = &co.stop,
                              .progress = job_progress, .co = &co, .t0 = t0 };
             jobs[k].ud = &jobs[k];
             atomic_init(&jobs[k].done, 0);
@@ -1353,10 +1364,11 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
                 progress(ud, done, n);
                 pthread_mutex_lock(&co.mu);
             }
+            if (stop && *stop) atomic_store_explicit(&co.stop, 1, memory_order_relaxed);
             if (co.running == 0) break;
-            struct timespec ts;
+            struct timespec ts;                 /* *stop is read at least every 50 ms */
             clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100000000;
+            ts.tv_nsec += 50000000;
             if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
             pthread_cond_timedwait(&co.cv, &co.mu, &ts);
         }
