@@ -19,6 +19,8 @@
 
 typedef struct ep {
     int epfd;
+    unsigned char *in;       /* [cap] fd is in the set: one epoll_ctl per change */
+    int cap;
     struct epoll_event evs[MAX_BATCH];
 } ep;
 
@@ -37,6 +39,7 @@ static void ep_close(cal_loop *l)
     ep *e = l->impl;
     if (!e) return;
     close(e->epfd);
+    free(e->in);
     free(e);
     l->impl = NULL;
 }
@@ -45,18 +48,38 @@ static void ep_close(cal_loop *l)
 static int ep_set(cal_loop *l, int fd, unsigned what, uint32_t tag)
 {
     ep *e = l->impl;
+    if (fd < 0) return CAL_EINVAL;
     if (!what) {
-        epoll_ctl(e->epfd, EPOLL_CTL_DEL, fd, NULL);   /* an fd closed already is gone */
+        if (fd < e->cap && e->in[fd]) {
+            e->in[fd] = 0;
+            epoll_ctl(e->epfd, EPOLL_CTL_DEL, fd, NULL);   /* an fd closed already is gone */
+        }
         return CAL_OK;
+    }
+    if (fd >= e->cap) {
+        int nc = e->cap ? e->cap : 256;
+        while (nc <= fd) nc *= 2;
+        unsigned char *a = realloc(e->in, (size_t)nc);
+        if (!a) return CAL_ENOMEM;
+        memset(a + e->cap, 0, (size_t)(nc - e->cap));
+        e->in = a;
+        e->cap = nc;
     }
     struct epoll_event ev;
     memset(&ev, 0, sizeof ev);
     ev.data.u64 = (uint64_t)tag << 32 | (uint32_t)fd;
     if (what & CAL_LOOP_IN) ev.events |= EPOLLIN;
     if (what & CAL_LOOP_OUT) ev.events |= EPOLLOUT;
-    if (epoll_ctl(e->epfd, EPOLL_CTL_MOD, fd, &ev) == 0) return CAL_OK;
-    if (errno == ENOENT && epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) == 0) return CAL_OK;
-    return errno == ENOMEM ? CAL_ENOMEM : CAL_EIO;
+    /* the set's own idea wins where ours is stale (an fd closed and reused
+     * between curl's calls) */
+    int op = e->in[fd] ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(e->epfd, op, fd, &ev) != 0) {
+        if (errno != (op == EPOLL_CTL_MOD ? ENOENT : EEXIST)) return errno == ENOMEM ? CAL_ENOMEM : CAL_EIO;
+        op = op == EPOLL_CTL_MOD ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+        if (epoll_ctl(e->epfd, op, fd, &ev) != 0) return errno == ENOMEM ? CAL_ENOMEM : CAL_EIO;
+    }
+    e->in[fd] = 1;
+    return CAL_OK;
 }
 
 static int ep_wait(cal_loop *l, cal_loop_event *out, int maxev, int64_t wait_ns)
