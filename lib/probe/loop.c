@@ -1,5 +1,5 @@
 /* The event-loop seam's front: which backend, and the calls that reach it.
- * The platform test is here and in each backend's file, nowhere else. */
+ * What differs by platform lives in loop_<platform>.c, nowhere else. */
 #include <stdlib.h>
 #include <string.h>
 #include "caliper/error.h"
@@ -8,27 +8,16 @@
 const cal_loop_ops *cal_loop_pick(const char *name)
 {
     if (!name || !*name) name = getenv("CALIPER_LOOP");
-    if (!name || !*name) {
-        if (cal_loop_epoll_ops) return cal_loop_epoll_ops;
-        if (cal_loop_kqueue_ops) return cal_loop_kqueue_ops;
-        return cal_loop_poll_ops;
-    }
-    const cal_loop_ops *all[] = { cal_loop_epoll_ops, cal_loop_kqueue_ops, cal_loop_poll_ops };
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i] && strcmp(all[i]->name, name) == 0) return all[i];
+    if (!name || !*name) return cal_loop_native_ops ? cal_loop_native_ops : cal_loop_poll_ops;
+    if (cal_loop_native_ops && strcmp(cal_loop_native_ops->name, name) == 0) return cal_loop_native_ops;
+    if (strcmp(cal_loop_poll_ops->name, name) == 0) return cal_loop_poll_ops;
     return NULL;
 }
 
 const char *cal_loop_names(void)
 {
-#if defined(__linux__)
-    return "epoll, poll";
-#elif defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) \
-    || defined(__NetBSD__) || defined(__DragonFly__)
-    return "kqueue, poll";
-#else
-    return "poll";
-#endif
+    if (!cal_loop_native_ops) return "poll";
+    return strcmp(cal_loop_native_ops->name, "epoll") == 0 ? "epoll, poll" : "kqueue, poll";
 }
 
 int cal_loop_open(const cal_loop_ops *ops, cal_loop **out)

@@ -1,7 +1,7 @@
 /* The probe's event-loop seam, in the redis ae style: one small interface
- * over the readiness call of the platform. Backends: epoll (Linux), kqueue
- * (macOS and the BSDs: compiled only there) and poll() (any POSIX system, and
- * the fallback where the others are missing). The loop only says which
+ * over the readiness call of the platform. Backends: the platform's own, in
+ * its per-platform file (loop_linux.c: epoll; loop_darwin.c: kqueue;
+ * loop_posix.c: none), and poll() (loop_poll.c: any POSIX system). The loop only says which
  * sockets are ready; the probe stamps every chunk in curl's write callback,
  * on arrival and before parsing, so the stamp is taken at the same point
  * whichever backend waited. */
@@ -39,15 +39,17 @@ struct cal_loop {
                              answer ENOSYS */
 };
 
-/* The backends built here; NULL where the platform has none. */
-extern const cal_loop_ops *const cal_loop_epoll_ops;
-extern const cal_loop_ops *const cal_loop_kqueue_ops;
+/* The platform's own backend (NULL: none, poll() only), and poll(). */
+extern const cal_loop_ops *const cal_loop_native_ops;
 extern const cal_loop_ops *const cal_loop_poll_ops;
 
+/* The CPUs this process may run on, less those process engine_pid (> 0) is
+ * pinned to where it is pinned to fewer than all of them (per platform). */
+int cal_loop_cpus(int engine_pid);
+
 /* The backend a probe uses: `name` ("epoll", "kqueue", "poll"), or when NULL
- * or empty the environment's CALIPER_LOOP, or else the build's default (epoll
- * on Linux, kqueue on macOS and the BSDs, poll elsewhere). NULL for a name
- * not built here. */
+ * or empty the environment's CALIPER_LOOP, or else the platform's own (poll
+ * where it has none). NULL for a name not built here. */
 const cal_loop_ops *cal_loop_pick(const char *name);
 const char *cal_loop_names(void);        /* "epoll, poll": those built here */
 

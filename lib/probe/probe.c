@@ -284,6 +284,12 @@ fail:
 
 const char *cal_probe_loop_backends(void) { return cal_loop_names(); }
 
+int cal_probe_default_loops(int engine_pid)
+{
+    int n = cal_loop_cpus(engine_pid);
+    return n < 1 ? 1 : n > CAL_PROBE_MAX_LOOPS ? CAL_PROBE_MAX_LOOPS : n;
+}
+
 void cal_probe_close(cal_probe **pp)
 {
     if (!pp || !*pp) return;

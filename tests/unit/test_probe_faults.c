@@ -968,8 +968,12 @@ static void test_loop_backend_choice(void **state)
     assert_int_equal(unsetenv("CALIPER_LOOP"), 0);
     o = run_mode("normal", CAL_API_CHAT, 2, 2, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
     assert_int_equal(o.count[CAL_REQ_OK], 2);
-#ifdef __linux__
+#if defined(CAL_PLATFORM_LINUX)
     assert_string_equal(o.st.loop_backend, "epoll");
+#elif defined(CAL_PLATFORM_DARWIN)
+    assert_string_equal(o.st.loop_backend, "kqueue");
+#else
+    assert_string_equal(o.st.loop_backend, "poll");
 #endif
     free_all(res, 2);
     cfg.loops = -2;                                 /* -1 is CAL_PROBE_LOOPS_AUTO */

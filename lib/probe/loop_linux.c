@@ -1,19 +1,20 @@
-/* The event-loop seam's epoll backend (Linux): O(ready sockets) per wakeup.
+/* The event-loop seam on Linux: the epoll backend, O(ready sockets) per
+ * wakeup, and the CPUs a run may use (sched_getaffinity).
  * It waits with epoll_pwait2 (a timeout in ns); a kernel before 5.11 answers
  * ENOSYS (a seccomp filter may answer EPERM, which the call has no other use
  * for): the loop then waits with epoll_wait for good, its timeout rounded up
  * to whole ms so that a wait under 1 ms does not become a busy loop. */
-#include <stddef.h>
-#include "loop.h"
-#ifdef __linux__
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/epoll.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 #include "caliper/error.h"
+#include "loop.h"
 
 #define MAX_BATCH 256
 
@@ -108,7 +109,24 @@ static int ep_wait(cal_loop *l, cal_loop_event *out, int maxev, int64_t wait_ns)
 }
 
 static const cal_loop_ops g_epoll = { "epoll", ep_open, ep_close, ep_set, ep_wait };
-const cal_loop_ops *const cal_loop_epoll_ops = &g_epoll;
-#else
-const cal_loop_ops *const cal_loop_epoll_ops = NULL;
-#endif
+const cal_loop_ops *const cal_loop_native_ops = &g_epoll;
+
+int cal_loop_cpus(int engine_pid)
+{
+    cpu_set_t mine, eng;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        return online > 0 ? (int)online : 1;
+    }
+    int n = CPU_COUNT(&mine);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    CPU_ZERO(&eng);
+    if (engine_pid > 0 && sched_getaffinity((pid_t)engine_pid, sizeof eng, &eng) == 0
+        && online > 0 && CPU_COUNT(&eng) < online) {   /* pinned: leave it its CPUs */
+        cpu_set_t both;
+        CPU_AND(&both, &mine, &eng);
+        n -= CPU_COUNT(&both);
+    }
+    return n;
+}

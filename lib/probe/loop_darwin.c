@@ -1,14 +1,10 @@
-/* The event-loop seam's kqueue backend (macOS, FreeBSD, OpenBSD, NetBSD,
- * DragonFly): compiled only there, written against kqueue(2) / kevent(2) as
- * documented. A socket is two filters (EVFILT_READ, EVFILT_WRITE), each added
+/* The event-loop seam on macOS: the kqueue backend, written against
+ * kqueue(2) / kevent(2) as documented (the BSDs have the same calls), and the
+ * CPUs a run may use (macOS has no affinity masks: the online count). A socket is two filters (EVFILT_READ, EVFILT_WRITE), each added
  * or deleted as curl's interest changes; the timeout is a timespec (ns). The
  * wanted mask per fd is kept so that a change touches only the filters that
  * differ. Not exercised here (no such system); the poll backend is the
  * generic one the tests run. */
-#include <stddef.h>
-#include "loop.h"
-#if defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) \
-    || defined(__NetBSD__) || defined(__DragonFly__)
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "caliper/error.h"
+#include "loop.h"
 
 #define MAX_BATCH 256
 
@@ -100,7 +97,11 @@ static int kq_wait(cal_loop *l, cal_loop_event *out, int maxev, int64_t wait_ns)
 }
 
 static const cal_loop_ops g_kqueue = { "kqueue", kq_open, kq_close, kq_set, kq_wait };
-const cal_loop_ops *const cal_loop_kqueue_ops = &g_kqueue;
-#else
-const cal_loop_ops *const cal_loop_kqueue_ops = NULL;
-#endif
+const cal_loop_ops *const cal_loop_native_ops = &g_kqueue;
+
+int cal_loop_cpus(int engine_pid)
+{
+    (void)engine_pid;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
+}
