@@ -36,14 +36,7 @@ check "--loops 0 is a usage error (exit 2)" \
   bash -c "'$CALIPER' run --loops 0 >/dev/null 2>&1; [ \$? -eq 2 ]"
 
 # --loops 1 and --loops 2: one workload, the same records
-"$FS" >"$E2E_TMP/fs.out" 2>&1 &
-E2E_PIDS+=($!)
-for i in $(seq 1 100); do
-  PORT=$(grep -oE '^port [0-9]+' "$E2E_TMP/fs.out" | cut -d' ' -f2)
-  [ -n "$PORT" ] && break
-  sleep 0.05
-done
-[ -n "${PORT:-}" ] || { not_ok "fault server starts"; finish; }
+start_faultserver "$FS" || { not_ok "fault server starts"; finish; }
 CALIPER_LOOP=nosuch timeout 30 "$CALIPER" run --url "http://127.0.0.1:$PORT/normal" --model m \
   --requests 1 --no-telemetry --db "$E2E_TMP/x.db" >"$E2E_TMP/nosuch.out" 2>&1
 check "a loop backend not built here fails the run (exit 1)" [ $? -eq 1 ]
