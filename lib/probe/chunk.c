@@ -34,6 +34,7 @@ enum { K_NONE, K_ERROR, K_OBJECT, K_MESSAGE, K_CHOICES, K_USAGE, K_TIMINGS, K_SE
        K_FUNCTION, K_ARGUMENTS, K_PROMPT_TOKENS, K_COMPLETION_TOKENS, K_PROMPT_MS,
        K_PREDICTED_MS, K_PREDICTED_N };
 
+/* Grouped by frame, each frame's names together (on_key relies on it). */
 #define KEY(f, k, name) { f, k, sizeof name - 1, name }
 static const struct { unsigned char frame, key, len; const char *name; } g_keys[] = {
     KEY(F_ROOT, K_ERROR, "error"), KEY(F_ROOT, K_OBJECT, "object"),
@@ -245,9 +246,11 @@ static int on_key(void *ud, const unsigned char *s, size_t n)
     if (r->skip || !r->nf) return 1;
     frame *f = &r->f[r->nf - 1];
     f->key = K_NONE;
-    for (size_t i = 0; i < sizeof g_keys / sizeof g_keys[0]; i++) {
-        if (g_keys[i].frame != f->kind || g_keys[i].len != n
-            || memcmp(g_keys[i].name, s, n) != 0) continue;
+    /* the table is grouped by frame: look only at this frame's names */
+    size_t i = 0, nk = sizeof g_keys / sizeof g_keys[0];
+    while (i < nk && g_keys[i].frame != f->kind) i++;
+    for (; i < nk && g_keys[i].frame == f->kind; i++) {
+        if (g_keys[i].len != n || memcmp(g_keys[i].name, s, n) != 0) continue;
         uint32_t bit = 1u << g_keys[i].key;
         if (f->seen & bit) return 0;      /* a member read twice: ambiguous */
         f->seen |= bit;
