@@ -26,13 +26,13 @@
 
 /* The objects and arrays whose members are read; all others are skipped. */
 enum { F_ROOT, F_ERROR, F_CHOICES, F_CHOICE, F_HOLDER, F_TOOLS, F_CALL, F_FUNCTION,
-       F_USAGE, F_TIMINGS };
+       F_USAGE, F_DETAILS, F_TIMINGS };
 
 /* The member names read, per frame kind (K_NONE: any other). */
 enum { K_NONE, K_ERROR, K_OBJECT, K_MESSAGE, K_CHOICES, K_USAGE, K_TIMINGS, K_SEND_NS,
        K_TEXT, K_DELTA, K_FINISH, K_REASONING_CONTENT, K_REASONING, K_CONTENT, K_TOOL_CALLS,
-       K_FUNCTION, K_ARGUMENTS, K_PROMPT_TOKENS, K_COMPLETION_TOKENS, K_PROMPT_MS,
-       K_PREDICTED_MS, K_PREDICTED_N };
+       K_FUNCTION, K_ARGUMENTS, K_PROMPT_TOKENS, K_COMPLETION_TOKENS, K_DETAILS,
+       K_CACHED_TOKENS, K_PROMPT_MS, K_PREDICTED_MS, K_PREDICTED_N, K_CACHE_N };
 
 /* Grouped by frame, each frame's names together (on_key relies on it). */
 #define KEY(f, k, name) { f, k, sizeof name - 1, name }
@@ -50,8 +50,10 @@ static const struct { unsigned char frame, key, len; const char *name; } g_keys[
     KEY(F_CALL, K_FUNCTION, "function"), KEY(F_FUNCTION, K_ARGUMENTS, "arguments"),
     KEY(F_USAGE, K_PROMPT_TOKENS, "prompt_tokens"),
     KEY(F_USAGE, K_COMPLETION_TOKENS, "completion_tokens"),
+    KEY(F_USAGE, K_DETAILS, "prompt_tokens_details"),
+    KEY(F_DETAILS, K_CACHED_TOKENS, "cached_tokens"),
     KEY(F_TIMINGS, K_PROMPT_MS, "prompt_ms"), KEY(F_TIMINGS, K_PREDICTED_MS, "predicted_ms"),
-    KEY(F_TIMINGS, K_PREDICTED_N, "predicted_n"),
+    KEY(F_TIMINGS, K_PREDICTED_N, "predicted_n"), KEY(F_TIMINGS, K_CACHE_N, "cache_n"),
 };
 
 typedef struct frame { unsigned char kind, key; uint32_t seen; } frame;
@@ -66,6 +68,7 @@ typedef struct reader {
     int        started;        /* the top-level value began */
     int        err_kind;       /* 0 none, 1 string, 2 object, 3 other (root "error") */
     int        object_error;   /* root "object" is "error" */
+    int        cache_n;        /* llama.cpp's timings.cache_n; -1 when absent */
     char       err_msg[256], root_msg[256];   /* error.message / root message */
 } reader;
 
@@ -157,10 +160,13 @@ static int number(reader *r, int is_int, long long i, double d)
     } else if (f->kind == F_USAGE) {
         if (key == K_PROMPT_TOKENS) c->prompt_tokens = count_of(is_int, i, d);
         else if (key == K_COMPLETION_TOKENS) c->completion_tokens = count_of(is_int, i, d);
+    } else if (f->kind == F_DETAILS) {        /* a prefix cache's hit (vLLM, SGLang) */
+        if (key == K_CACHED_TOKENS) c->cached_tokens = count_of(is_int, i, d);
     } else if (f->kind == F_TIMINGS) {
         if (key == K_PROMPT_MS) c->prefill_ms = v;
         else if (key == K_PREDICTED_MS) c->decode_ms = v;
         else if (key == K_PREDICTED_N) c->decode_tokens = count_of(is_int, i, d);
+        else if (key == K_CACHE_N) r->cache_n = count_of(is_int, i, d);
     }
     return 1;
 }
@@ -220,6 +226,7 @@ static int open_container(reader *r, int is_map)
             break;
         case F_HOLDER: if (key == K_TOOL_CALLS && !is_map) kind = F_TOOLS; break;
         case F_TOOLS: if (is_map) kind = F_CALL; break;
+        case F_USAGE: if (key == K_DETAILS && is_map) kind = F_DETAILS; break;
         case F_CALL: if (key == K_FUNCTION && is_map) kind = F_FUNCTION; break;
         default: break;
         }
@@ -275,7 +282,7 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
 {
     if (!c || (!data && len)) return CAL_EINVAL;
     memset(c, 0, sizeof *c);
-    c->prompt_tokens = c->completion_tokens = c->decode_tokens = -1;
+    c->prompt_tokens = c->completion_tokens = c->decode_tokens = c->cached_tokens = -1;
     c->prefill_ms = c->decode_ms = -1.0;
     c->send_ns = -1;
     /* tolerate surrounding whitespace around the sentinel */
@@ -293,6 +300,7 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
     r.text = text;
     r.rc = CAL_OK;
     r.nf = r.skip = r.started = r.err_kind = r.object_error = 0;
+    r.cache_n = -1;
     r.err_msg[0] = r.root_msg[0] = '\0';
     yajl_handle h = yajl_alloc(&g_cb, NULL, &r);
     if (!h) return CAL_ENOMEM;
@@ -303,7 +311,7 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
     if (ys != yajl_status_ok || !r.started || r.nf || r.skip) {
         /* what was gathered from bad bytes says nothing */
         memset(c, 0, sizeof *c);
-        c->prompt_tokens = c->completion_tokens = c->decode_tokens = -1;
+        c->prompt_tokens = c->completion_tokens = c->decode_tokens = c->cached_tokens = -1;
         c->prefill_ms = c->decode_ms = -1.0;
         c->send_ns = -1;
         return CAL_EPROTO;
@@ -313,5 +321,6 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
     if (c->text_bytes) c->flags |= CAL_CHUNK_TEXT;
     if (c->completion_tokens >= 0) c->flags |= CAL_CHUNK_USAGE;
     if (c->decode_ms >= 0) c->flags |= CAL_CHUNK_TIMINGS;
+    if (c->cached_tokens < 0) c->cached_tokens = r.cache_n;   /* llama.cpp */
     return r.rc;
 }
