@@ -1356,9 +1356,13 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
             }
         }
         pthread_mutex_unlock(&co.mu);
-        /* a loop no thread could be had for runs here, beside the others */
+        /* a loop no thread could be had for runs here, beside the others,
+         * reading the caller's flag itself */
         for (int k = 0; k < nl; k++)
-            if (jobs[k].n && !(started && started[k])) loop_run(&jobs[k]);
+            if (jobs[k].n && !(started && started[k])) {
+                jobs[k].stop = stop;
+                loop_run(&jobs[k]);
+            }
         size_t shown = (size_t)-1;
         pthread_mutex_lock(&co.mu);
         for (;;) {
@@ -1386,7 +1390,6 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         pthread_cond_destroy(&co.cv);
         for (int k = 0; k < nl; k++)            /* the worst: a failure, then a cancel */
             if (jobs[k].rc && (rc == CAL_OK || rc == CAL_ECANCEL)) rc = jobs[k].rc;
-        if (!th || !started) rc = CAL_ENOMEM;
         /* results back in request order: ownership moves with the struct */
         for (size_t a = 0; a < n; a++) results[idx[a]] = rs[a];
         if (progress && shown != n) progress(ud, n, n);
