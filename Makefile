@@ -39,7 +39,7 @@ endif
 BUILD    ?= $(if $(filter $(PLATFORM),$(NATIVE_PLATFORM)),build,build/$(PLATFORM))
 CC       ?= cc
 SAN      ?=
-PKGS     := libcurl jansson sqlite3 openblas libmicrohttpd libcrypto
+PKGS     := libcurl jansson yajl sqlite3 openblas libmicrohttpd libcrypto
 VERSION  := 0.1.0
 COMMIT   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 DIRTY    := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
@@ -287,7 +287,7 @@ check-deps:
 
 # locales: the tests build a de_DE locale with localedef (decimal comma).
 # cmake, g++, git, npm: make compat builds llama.cpp from node-llama-cpp's bundle.
-DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
+DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev libyajl-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev libssl-dev \
             clang libclang-rt-dev sqlite3 curl python3 locales \
             openmpi-bin libopenmpi-dev cmake g++ git npm
@@ -304,8 +304,8 @@ deps:
 	else \
 	  echo "Not a Debian system. Install the equivalents of:"; \
 	  echo "  Debian:   apt-get install $(DEB_PKGS)"; \
-	  echo "  macOS:    brew install curl jansson sqlite openblas libmicrohttpd cmocka pkg-config llvm open-mpi"; \
-	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source openmpi-devel"; \
+	  echo "  macOS:    brew install curl jansson yajl sqlite openblas libmicrohttpd cmocka pkg-config llvm open-mpi"; \
+	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel yajl-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source openmpi-devel"; \
 	fi
 
 run: deps

@@ -1,7 +1,12 @@
 /* bench/probe — the probe's timestamp accuracy and CPU cost against a pacing
  * server, each beside a floor measured in the same run by a minimal epoll
  * reader (raw sockets, no HTTP library, no JSON). Error = client receive
- * stamp − the server's CLOCK_MONOTONIC send_ns carried in each chunk.
+ * stamp − the server's CLOCK_MONOTONIC send_ns carried in each chunk. The
+ * probe runs twice per repetition, on the build's loop backend (epoll here)
+ * and on poll() (CALIPER_LOOP=poll), interleaved with the floor, so each
+ * ratio to the floor is taken side by side. With more than 2 CPUs it then
+ * scans the event loops (1, 2, 4 ... up to the CPUs left beside the pacer)
+ * at the largest level, against the same pacer.
  *
  *   bench/probe [--quick] [--seconds S] [--chunks K] [--url URL]
  *
@@ -219,14 +224,16 @@ static int64_t runqueue_wait_ns(void)
 }
 
 static int g_pin = 1;
-static void pin(pid_t pid, int cpu)
+/* pid on CPUs [cpu, cpu + n) */
+static void pin_range(pid_t pid, int cpu, int n)
 {
     if (!g_pin || sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
     cpu_set_t s;
     CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
+    for (int k = 0; k < n; k++) CPU_SET(cpu + k, &s);
     sched_setaffinity(pid, sizeof s, &s);
 }
+static void pin(pid_t pid, int cpu) { pin_range(pid, cpu, 1); }
 
 static int pacer_start(pacer *pc, int64_t pace_ns, int chunks)
 {
@@ -415,14 +422,22 @@ static void run_floor(int port, int conc, int64_t dur_ns, int64_t pace_ns, sampl
     free(fc);
 }
 
+/* backend: CALIPER_LOOP for this run (NULL: as the environment says); the
+ * backend used is written to used[8]. */
 static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns, int chunks,
+                      const char *backend, int loops, char used[8],
                       samples *s, int64_t *cpu_ns, int *errors)
 {
     cal_probe_config cfg = { .base_url = url, .api = CAL_API_COMPLETIONS, .model = "pace",
-                             .keep_send_ns = 1, .keep_chunks = 1,
+                             .keep_send_ns = 1, .keep_chunks = 1, .loops = loops,
                              .idle_timeout_ns = 10000000000LL };
     cal_probe *p = NULL;
-    if (cal_probe_open(&cfg, &p)) { fprintf(stderr, "probe: cannot open\n"); exit(1); }
+    char *was = getenv("CALIPER_LOOP") ? strdup(getenv("CALIPER_LOOP")) : NULL;
+    if (backend) setenv("CALIPER_LOOP", backend, 1);
+    int orc = cal_probe_open(&cfg, &p);
+    if (backend) { if (was) setenv("CALIPER_LOOP", was, 1); else unsetenv("CALIPER_LOOP"); }
+    free(was);
+    if (orc) { fprintf(stderr, "probe: cannot open: %s\n", cal_strerror(orc)); exit(1); }
     size_t per = (size_t)(dur_ns / (pace_ns * chunks)) + 2;
     size_t n = (size_t)conc * per;
     cal_request *rq = calloc(n, sizeof *rq);
@@ -447,6 +462,12 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
         cal_req_result_free(&res[i]);
     }
     *cpu_ns = st.cpu_ns;
+    snprintf(used, 8, "%s", st.loop_backend);
+    if (st.n_loops > 1 || getenv("BENCH_PROBE_VERBOSE")) {
+        char ls[2048];
+        cal_probe_loops_summary(&st, ls, sizeof ls);
+        fprintf(stderr, "probe: %s\n", ls);
+    }
     if (getenv("BENCH_PROBE_VERBOSE")) {
         double fb[3] = { 0, 0, 0 };             /* first byte after send: p50, p99, max (ms) */
         double *d = malloc(n * sizeof *d);
@@ -472,9 +493,60 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench/probe [--quick] [--seconds S] [--chunks K] [--levels 1,64,512,2048]\n"
-               "                   [--reps N (3; 1 with --quick)]\n"
-               "                   [--url URL --pace-ms N] [--only floor|probe] [--nice N]\n"
+               "                   [--reps N (3; 1 with --quick)] [--loops N (1)]\n"
+               "                   [--url URL --pace-ms N] [--only floor|probe|poll] [--nice N]\n"
+               "                   [--no-poll] [--scan-loops | --no-scan (default: scan with > 2 CPUs)]\n"
                "                   [--no-pin (default: pacer on CPU 0, clients on CPU 1)]\n");
+}
+
+/* One client's run against a fresh pacer (or --url): prints its row, and
+ * returns its figures in r. which: 0 floor, 1 probe, 2 probe on poll(). */
+typedef struct bench_cfg {
+    const char *url;
+    int ext_pace_ms, chunks;
+    double seconds;
+} bench_cfg;
+
+static int one_run(const bench_cfg *b, int which, int conc, int pace_ms, int loops, result *r)
+{
+    int64_t pace_ns = (int64_t)pace_ms * 1000000, dur = (int64_t)(b->seconds * 1e9);
+    pacer pc = { 0 };
+    char base[128];
+    int port, err = 0;
+    if (b->url) {
+        snprintf(base, sizeof base, "%s", b->url);
+        const char *c = strrchr(b->url, ':');
+        port = c ? atoi(c + 1) : 80;
+    } else {
+        if (pacer_start(&pc, pace_ns, b->chunks)) { perror("pacer"); exit(1); }
+        port = pc.port;
+        snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
+    }
+    build_request("127.0.0.1", port, "");
+    samples s = { 0 };
+    double late[3] = { NAN, NAN, NAN };
+    char used[8] = "floor";
+    int64_t cpu = 0, t0 = cal_now_ns(), rq0 = runqueue_wait_ns();
+    if (which == 0) run_floor(port, conc, dur, pace_ns, &s, &cpu, &err);
+    else run_probe(base, conc, dur, pace_ns, b->chunks, which == 2 ? "poll" : NULL, loops, used,
+                   &s, &cpu, &err);
+    int64_t rq1 = runqueue_wait_ns(), wall = cal_now_ns() - t0;
+    double starved = rq0 >= 0 && rq1 >= 0 ? 100.0 * (double)(rq1 - rq0) / (double)wall : NAN;
+    summarize(&s, t0, dur, cpu, r);
+    free(s.err_ms); free(s.send_ns);
+    long shorts = 0;
+    if (!b->url) pacer_stop(&pc, late, &shorts);
+    double nominal = (double)conc * 1000.0 / pace_ms;
+    char label[24];
+    if (which == 0) snprintf(label, sizeof label, "floor");
+    else if (loops > 1) snprintf(label, sizeof label, "%.5s×%d", used, loops);
+    else snprintf(label, sizeof label, "%s", used);
+    printf("%-6d %3dms %-8s %10.0f %10.0f %8.3f %8.3f %8.2f %9.2f %9.3f %7.3f %15.3f %7.0f%%%s\n",
+           conc, pace_ms, label, r->chunks_s, nominal,
+           r->p50, r->p99, r->max, r->cpu_us, r->early_p50, r->late_p50, late[1], starved,
+           err ? "  (errors)" : "");
+    fflush(stdout);
+    return err;
 }
 
 int main(int argc, char **argv)
@@ -482,7 +554,7 @@ int main(int argc, char **argv)
     double seconds = 4;
     int chunks = 64, quick = 0;
     const char *url = NULL;
-    int ext_pace_ms = 0, only = -1, reps = 0, nice_inc = 0;
+    int ext_pace_ms = 0, only = -1, reps = 0, nice_inc = 0, loops = 1, poll_too = 1, scan = -1;
     int levels[8] = { 1, 64, 512, 2048 }, nlev = 4;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -492,9 +564,15 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) ext_pace_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--nice") && i + 1 < argc) nice_inc = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--loops") && i + 1 < argc) loops = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-poll")) poll_too = 0;
+        else if (!strcmp(argv[i], "--scan-loops")) scan = 1;
+        else if (!strcmp(argv[i], "--no-scan")) scan = 0;
         else if (!strcmp(argv[i], "--no-pin")) g_pin = 0;
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = !strcmp(argv[++i], "probe");
-        else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            i++;
+            only = !strcmp(argv[i], "probe") ? 1 : !strcmp(argv[i], "poll") ? 2 : 0;
+        } else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
             nlev = 0;
             for (char *t = strtok(argv[++i], ","); t && nlev < 8; t = strtok(NULL, ","))
                 levels[nlev++] = atoi(t);
@@ -504,7 +582,8 @@ int main(int argc, char **argv)
     if (quick) { seconds = 1.5; chunks = 32; }
     if (reps <= 0) reps = quick ? 1 : 3;
     if (reps > 16) reps = 16;
-    if (seconds <= 0 || chunks < 2 || nlev == 0 || (url && ext_pace_ms <= 0)) { usage(stderr); return 2; }
+    if (seconds <= 0 || chunks < 2 || nlev == 0 || (url && ext_pace_ms <= 0)
+        || loops < 1 || loops > CAL_PROBE_MAX_LOOPS) { usage(stderr); return 2; }
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
     rl.rlim_cur = rl.rlim_max < 16384 ? rl.rlim_max : 16384;
@@ -512,56 +591,34 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     /* a shared host: --nice -10 lifts pacer and both clients alike */
     if (nice_inc && setpriority(PRIO_PROCESS, 0, nice_inc) != 0) perror("bench/probe: --nice");
-    pin(0, 1);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    /* clients beside the pacer: CPU 1 alone, or CPUs 1.. for several loops */
+    int client_cpus = loops > 1 && ncpu > 2 ? (int)(ncpu - 1 < loops ? ncpu - 1 : loops) : 1;
+    pin_range(0, 1, client_cpus);
+    bench_cfg bc = { url, ext_pace_ms, chunks, seconds };
+    double la[3] = { NAN, NAN, NAN };
+    FILE *lf = fopen("/proc/loadavg", "r");
+    if (lf) { if (fscanf(lf, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = NAN; fclose(lf); }
 
     printf("bench/probe: receive − send per chunk (ms), client CPU per chunk; %s, %.1f s per run, "
-           "%d chunks per request\n", url ? url : "built-in pacer (Connection: close)", seconds, chunks);
-    printf("%-6s %5s %-6s %10s %10s %8s %8s %8s %9s %9s %7s %15s %8s\n", "conc", "pace", "client",
+           "%d chunks per request; %ld CPUs, load average %.2f %.2f %.2f\n",
+           url ? url : "built-in pacer (Connection: close)", seconds, chunks, ncpu, la[0], la[1], la[2]);
+    printf("%-6s %5s %-8s %10s %10s %8s %8s %8s %9s %9s %7s %15s %8s\n", "conc", "pace", "client",
            "chunks/s", "nominal", "p50", "p99", "max", "µs/chunk", "p50 1st⅓", "last⅓", "pacer late p99",
            "starved");
     int rc_exit = 0;
+    int nclients = poll_too ? 3 : 2;
     for (int li = 0; li < nlev; li++) {
         int conc = levels[li];
         int pace_ms = url ? ext_pace_ms : conc >= 2048 ? 40 : 20;
-        int64_t pace_ns = (int64_t)pace_ms * 1000000, dur = (int64_t)(seconds * 1e9);
         /* per client, each repetition's p50, p99, CPU, chunks/s, backlog */
-        double m[2][5][16];
-        int nm[2] = { 0, 0 };
+        double m[3][5][16];
+        int nm[3] = { 0, 0, 0 };
         for (int rep = 0; rep < reps; rep++) {
-            for (int which = 0; which < 2; which++) {   /* 0 = floor, 1 = probe, interleaved */
+            for (int which = 0; which < nclients; which++) {   /* floor, probe, poll: interleaved */
                 if (only >= 0 && which != only) continue;
-                pacer pc = { 0 };
-                char base[128];
-                int port, err = 0;
-                if (url) {
-                    snprintf(base, sizeof base, "%s", url);
-                    const char *c = strrchr(url, ':');
-                    port = c ? atoi(c + 1) : 80;
-                } else {
-                    if (pacer_start(&pc, pace_ns, chunks)) { perror("pacer"); return 1; }
-                    port = pc.port;
-                    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
-                }
-                build_request("127.0.0.1", port, "");
-                samples s = { 0 };
                 result r;
-                double late[3] = { NAN, NAN, NAN };
-                int64_t cpu = 0, t0 = cal_now_ns(), rq0 = runqueue_wait_ns();
-                if (which == 0) run_floor(port, conc, dur, pace_ns, &s, &cpu, &err);
-                else run_probe(base, conc, dur, pace_ns, chunks, &s, &cpu, &err);
-                int64_t rq1 = runqueue_wait_ns(), wall = cal_now_ns() - t0;
-                double starved = rq0 >= 0 && rq1 >= 0 ? 100.0 * (double)(rq1 - rq0) / (double)wall : NAN;
-                summarize(&s, t0, dur, cpu, &r);
-                free(s.err_ms); free(s.send_ns);
-                long shorts = 0;
-                if (!url) pacer_stop(&pc, late, &shorts);
-                double nominal = (double)conc * 1000.0 / pace_ms;
-                printf("%-6d %3dms %-6s %10.0f %10.0f %8.3f %8.3f %8.2f %9.2f %9.3f %7.3f %15.3f %7.0f%%%s\n",
-                       conc, pace_ms, which ? "probe" : "floor", r.chunks_s, nominal,
-                       r.p50, r.p99, r.max, r.cpu_us, r.early_p50, r.late_p50, late[1], starved,
-                       err ? "  (errors)" : "");
-                fflush(stdout);
-                if (err) rc_exit = 1;
+                if (one_run(&bc, which, conc, pace_ms, loops, &r)) rc_exit = 1;
                 int k = nm[which]++;
                 m[which][0][k] = r.p50;
                 m[which][1][k] = r.p99;
@@ -571,16 +628,40 @@ int main(int argc, char **argv)
             }
         }
         if (only >= 0) continue;
-        double md[2][5];
-        for (int w = 0; w < 2; w++)
+        double md[3][5];
+        for (int w = 0; w < nclients; w++)
             for (int q = 0; q < 5; q++) md[w][q] = cal_stats_median(m[w][q], (size_t)nm[w]);
         printf("%-6d median of %d: p50 %.3f / %.3f ms, p99 %.3f / %.3f ms, CPU %.2f / %.2f us "
                "(probe / floor): p99 %.2fx, CPU/chunk %.2fx, chunks/s %.3fx; probe backlog "
                "growth %+.1f ms (floor %+.1f)%s\n",
                conc, reps, md[1][0], md[0][0], md[1][1], md[0][1], md[1][2], md[0][2],
                md[1][1] / md[0][1], md[1][2] / md[0][2], md[1][3] / md[0][3], md[1][4], md[0][4],
-               md[1][3] >= 0.95 * md[0][3] && md[1][4] < 5 + pace_ms / 2.0 ? ": keeps up" : ": FALLS BEHIND");
+               md[1][3] >= 0.98 * md[0][3] && md[1][4] < 5 + pace_ms / 2.0 ? ": keeps up" : ": FALLS BEHIND");
+        if (poll_too)
+            printf("%-6d median of %d, poll(): p99 %.3f ms (%.2fx the floor), CPU %.2f us (%.2fx), "
+                   "chunks/s %.3fx, backlog growth %+.1f ms%s\n",
+                   conc, reps, md[2][1], md[2][1] / md[0][1], md[2][2], md[2][2] / md[0][2],
+                   md[2][3] / md[0][3], md[2][4],
+                   md[2][3] >= 0.98 * md[0][3] && md[2][4] < 5 + pace_ms / 2.0 ? ": keeps up" : ": FALLS BEHIND");
         fflush(stdout);
+    }
+    /* loops against the same pacer: 1, 2, 4 ... on CPUs 1.. (the pacer keeps CPU 0) */
+    if (scan < 0) scan = ncpu > 2 && only < 0;
+    if (scan) {
+        int conc = levels[nlev - 1];
+        int pace_ms = url ? ext_pace_ms : conc >= 2048 ? 40 : 20;
+        int maxl = ncpu > 2 ? (int)ncpu - 1 : 1;
+        printf("loops at %d streams × %d ms (clients on CPUs 1-%d, pacer on CPU 0):\n", conc, pace_ms, maxl);
+        pin_range(0, 1, maxl);
+        double base = NAN;
+        for (int l = 1; l <= maxl && l <= CAL_PROBE_MAX_LOOPS; l = l * 2 <= maxl || l == maxl ? l * 2 : maxl) {
+            result r;
+            if (one_run(&bc, 1, conc, pace_ms, l, &r)) rc_exit = 1;
+            if (l == 1) base = r.chunks_s;
+            printf("%-6d loops %2d: chunks/s %.0f (%.2fx one loop), p99 %.3f ms, CPU %.2f us/chunk\n",
+                   conc, l, r.chunks_s, r.chunks_s / base, r.p99, r.cpu_us);
+            fflush(stdout);
+        }
     }
     return rc_exit;
 }

@@ -85,6 +85,8 @@ static void usage(FILE *f)
         "                       until T; the ones in flight then are stored cancelled\n"
         "  --rate R             open loop: Poisson arrivals at R req/s (latency from the\n"
         "                       scheduled time); --concurrency then caps in-flight requests\n"
+        "  --loops N            client event loops, one thread each (default: the CPUs caliper\n"
+        "                       may use, less those a local engine is pinned to)\n"
         "shots (cold, warm and rested; docs/run.md):\n"
         "  --shots N            N consecutive shots of the whole workload (default 5 after\n"
         "                       1 warm-up shot when no shot flag is given, 1 with --duration;\n"
@@ -149,6 +151,7 @@ typedef struct opts {
     int seed_given;
     long long keep_chunks;           /* plan.keep_chunks */
     dist_opts dist;                  /* --shard, --start-at, --mpi */
+    long loops;                      /* 0: CAL_PROBE_LOOPS_AUTO */
     /* traffic (docs/workload.md) */
     cal_lendist prompt_len, output_len;
     const char *dataset, *dataset_format, *scenario, *replay;
@@ -164,7 +167,7 @@ enum {
     O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP,
     O_DATASET, O_DSFMT, O_SCENARIO, O_USERS, O_TURNS, O_SYSTOK, O_USERTOK, O_THINK, O_STAGGER,
     O_REPLAY, O_RSPEED,
-    O_KEEP, O_SHARD, O_STARTAT, O_MPI
+    O_KEEP, O_SHARD, O_STARTAT, O_MPI, O_LOOPS
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -187,6 +190,7 @@ static const struct option LONGOPTS[] = {
     {"request-timeout", required_argument, 0, O_RTIMEOUT},
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
+    {"loops", required_argument, 0, O_LOOPS},
     {"help", no_argument, 0, O_HELP},
     {"keep-chunks", required_argument, 0, O_KEEP}, {"shard", required_argument, 0, O_SHARD},
     {"start-at", required_argument, 0, O_STARTAT}, {"mpi", no_argument, 0, O_MPI},
@@ -357,6 +361,9 @@ static int parse_opts(int argc, char **argv, opts *o)
             o->request_s = d;
             break;
         case O_NOTEL: o->no_tel = 1; break;
+        case O_LOOPS:
+            if (cli_parse_long(CMD, "--loops", optarg, 1, CAL_PROBE_MAX_LOOPS, &o->loops)) return CLI_USAGE;
+            break;
         case O_INTERVAL:
             if (cli_parse_time_in(CMD, "--interval", optarg, "ms", 0.01, 3600, &o->interval_s)) return CLI_USAGE;
             break;
@@ -570,6 +577,7 @@ static char *protocol_extra(const opts *o)
     json_object_set_new(p, "body", o->body ? json_loads(o->body, 0, NULL) : json_null());
     json_object_set_new(p, "connect_timeout_s", json_real(o->connect_s));
     json_object_set_new(p, "idle_timeout_s", json_real(o->idle_s));
+    if (o->loops) json_object_set_new(p, "loops", json_integer(o->loops));
     cal_probe_config rt = { .connect_timeout_ns = (int64_t)(o->connect_s * 1e9),
                             .idle_timeout_ns = (int64_t)(o->idle_s * 1e9),
                             .request_timeout_ns = (int64_t)(o->request_s * 1e9) };
@@ -631,6 +639,7 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     sc.probe.idle_timeout_ns = (int64_t)(o->idle_s * 1e9);
     sc.probe.request_timeout_ns = (int64_t)(o->request_s * 1e9);
     sc.probe.keep_chunks = 1;
+    sc.probe.loops = o->loops ? (int)o->loops : CAL_PROBE_LOOPS_AUTO;
     sc.probe.model = o->model;
     sc.version = o->label;
     /* bounded like a request: the model lookup by 5 s at most, each

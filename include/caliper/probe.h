@@ -1,7 +1,9 @@
 /* caliper probe — the HTTP/SSE client that measures an OpenAI-compatible
- * server. libcurl's multi interface drives every concurrent stream from one
- * thread; each chunk gets a CLOCK_MONOTONIC timestamp (ns) taken when its
- * bytes arrive, before any parsing.
+ * server. libcurl's multi interface drives the concurrent streams from one
+ * event loop per thread (cfg.loops of them; one by default, on the caller's
+ * thread); each chunk gets a CLOCK_MONOTONIC timestamp (ns) taken when its
+ * bytes arrive, before any parsing, whichever readiness backend waited
+ * (epoll, kqueue or poll: CALIPER_LOOP below).
  *
  * Ownership: cal_probe_open copies the config; results are filled into the
  * caller's array and own their heap fields (free with cal_req_result_free).
@@ -61,7 +63,23 @@ typedef struct cal_probe_config {
     int         raise_nofile;   /* raise this process's RLIMIT_NOFILE soft limit
                                    (process-wide) to fit the run's connections;
                                    0: leave it as the caller set it */
+    int         loops;          /* event loops, one thread each (0 or 1: one, on
+                                   the calling thread; at most CAL_PROBE_MAX_LOOPS,
+                                   never more than the requests in flight at
+                                   once). The streams are sharded across them;
+                                   the results are merged: the same records and
+                                   statistics one loop gives. CAL_PROBE_LOOPS_AUTO:
+                                   cal_probe_default_loops(0) at open) */
 } cal_probe_config;
+
+#define CAL_PROBE_MAX_LOOPS 64
+#define CAL_PROBE_LOOPS_AUTO (-1)
+
+/* The loops a run on this machine should use when not told: the CPUs this
+ * process may run on, less those a local engine's process (engine_pid > 0)
+ * is pinned to, when it is pinned to fewer than all of them; at least 1, at
+ * most CAL_PROBE_MAX_LOOPS. */
+int cal_probe_default_loops(int engine_pid);
 
 /* One request to send. sched_ns is when it is due (CLOCK_MONOTONIC). Closed
  * loop: the probe releases a request when a slot frees and records as its
@@ -137,29 +155,50 @@ typedef struct cal_load {
     /* Called as each sent request ends, with its final result, before
      * progress; on the thread that ran it (several threads may call at
      * once). It may fold the chunk timestamps into histograms and free
-     * chunk_ns (setting it NULL, n_chunks kept): --keep-chunks. NULL: none. */
-    void   (*on_end)(void *ud, cal_req_result *r);
+     * chunk_ns (setting it NULL, n_chunks kept): --keep-chunks. NULL: none.
+     * index is the request's position in the caller's arrays: r itself may
+     * be a loop's working copy (--loops), moved there after the run. */
+    void   (*on_end)(void *ud, size_t index, cal_req_result *r);
     void    *on_end_ud;
 } cal_load;
 
+/* One event loop's part of a run. */
+typedef struct cal_probe_loop_stats {
+    int64_t requests, chunks;   /* its share, and the events it parsed */
+    int64_t cpu_ns, wall_ns;    /* its thread's CPU time, and its wall time */
+    double  send_lag_p99_ms;    /* send − sched over its requests */
+} cal_probe_loop_stats;
+
 /* The probe's self-check over one cal_probe_run call. */
 typedef struct cal_probe_stats {
-    int64_t cpu_ns;             /* probe thread CPU time */
+    int64_t cpu_ns;             /* the probe's CPU time, all loops' threads */
     int64_t wall_ns;
     int64_t chunks;             /* all chunks parsed */
     double  send_lag_p50_ms, send_lag_p99_ms;   /* send − sched */
     double  send_lag_max_ms;
     int64_t bytes;              /* response bytes received */
-    int     max_in_flight;      /* most requests in flight at once */
+    int     max_in_flight;      /* most requests in flight at once (with several
+                                   loops, the sum of each loop's most) */
     int     n_status[CAL_REQ_N_STATUS];   /* requests per status */
     int     first_fail;         /* index of the first request (in request
                                    order) that ended neither ok nor cancelled;
                                    -1 when none did */
     char    first_fail_msg[256];/* its error text (truncated), "" when none */
-    int     wait_fallback;      /* 1: the loop waited with epoll_wait (ms
-                                   timeouts) because epoll_pwait2 is missing
-                                   (kernels before 5.11), or was said to be */
+    int     wait_fallback;      /* 1: a loop waited with ms timeouts: epoll_wait
+                                   because epoll_pwait2 is missing (kernels
+                                   before 5.11, or said to be), or poll() */
+    char    loop_backend[8];    /* "epoll", "kqueue" or "poll" */
+    int     n_loops;            /* event loops the run used */
+    cal_probe_loop_stats loop[CAL_PROBE_MAX_LOOPS];   /* [n_loops] */
+    int     saturated_loop;     /* a loop that could not keep up (its thread
+                                   on a CPU >= 90 % of its wall time), the
+                                   busiest such; -1: none */
 } cal_probe_stats;
+
+/* One line on the loops: "2 loops (epoll): loop 0: 64 requests, CPU 41 %,
+ * send lag p99 0.12 ms; loop 1: ...; loop 1 saturated". Returns
+ * saturated_loop. buf may be NULL with size 0. */
+int  cal_probe_loops_summary(const cal_probe_stats *st, char *buf, size_t size);
 
 /* One line for a person on what went wrong in a run: "4 stream_error; first
  * (request 0): malformed event: ..." (counts of every failing status, then
@@ -174,15 +213,22 @@ int  cal_probe_failure_summary(const cal_probe_stats *st, char *buf, size_t size
  * extra_body keys on top (they win; a null deletes the field). URL: base_url + "/v1" (unless base_url
  * already ends in /v1) + "/completions" or "/chat/completions".
  * cal_probe_open: CAL_EINVAL for a missing base_url, an unknown api or an
- * extra_body that is not a JSON object; CAL_ERANGE for negative timeouts;
+ * extra_body that is not a JSON object; CAL_ERANGE for negative timeouts or loops
+ * (other than CAL_PROBE_LOOPS_AUTO);
  * CAL_ENOMEM. cal_probe_close NULLs *p; NULL is fine. */
 typedef struct cal_probe cal_probe;
 int  cal_probe_open(const cal_probe_config *cfg, cal_probe **out);
+/* The loop backends built here, for messages: "epoll, poll". */
+const char *cal_probe_loop_backends(void);
 void cal_probe_close(cal_probe **p);
 
-/* The environment variable CALIPER_PROBE_NO_PWAIT2=1 (read by cal_probe_open)
- * makes the probe act as if epoll_pwait2 answered ENOSYS, the way a kernel
- * before 5.11 does, so that the epoll_wait fallback can be tested anywhere. */
+/* The environment variable CALIPER_LOOP (read by cal_probe_open) picks the
+ * readiness backend: "epoll" (Linux), "kqueue" (macOS, the BSDs) or "poll"
+ * (any POSIX system); unset, the build's own (epoll on Linux). A name not
+ * built here: cal_probe_open answers CAL_EINVAL. CALIPER_PROBE_NO_PWAIT2=1
+ * (read by each run) makes the epoll backend act as if epoll_pwait2 answered
+ * ENOSYS, the way a kernel before 5.11 does, so that the epoll_wait fallback
+ * can be tested anywhere. */
 
 /* Progress callback after each request ends (may be NULL). */
 typedef void (*cal_probe_progress_fn)(void *ud, size_t done, size_t total);

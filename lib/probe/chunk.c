@@ -1,68 +1,281 @@
 /* Chunk interpreter: what one SSE event (or a non-streaming body) from an
  * OpenAI-compatible server says — generated text, usage, llama.cpp timings,
  * an in-stream error, finish_reason — in the shapes vLLM, SGLang, llama.cpp,
- * Ollama and OpenAI send. */
+ * Ollama and OpenAI send.
+ *
+ * A targeted streaming read (yajl's callbacks): the few members the probe
+ * needs are picked out as the parser meets them and nothing else is kept, so
+ * a chunk costs no tree, no hash table and no per-value allocation (a jansson
+ * tree per chunk was three quarters of the probe's instructions per chunk).
+ * The bytes are still checked as JSON in full: one top-level object, valid
+ * UTF-8, no trailing bytes, nesting at most MAX_DEPTH deep. A member the probe
+ * reads that appears twice in one object is ambiguous and rejected. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <jansson.h>
+#include <yajl_parse.h>
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
+#include "lib/util/c_locale.h"
+
+#define MAX_DEPTH  2048     /* nesting, as jansson's parser allows */
+#define MAX_FRAMES 8        /* the members read lie at most this deep */
+
+/* The objects and arrays whose members are read; all others are skipped. */
+enum { F_ROOT, F_ERROR, F_CHOICES, F_CHOICE, F_HOLDER, F_TOOLS, F_CALL, F_FUNCTION,
+       F_USAGE, F_DETAILS, F_TIMINGS };
+
+/* The member names read, per frame kind (K_NONE: any other). */
+enum { K_NONE, K_ERROR, K_OBJECT, K_MESSAGE, K_CHOICES, K_USAGE, K_TIMINGS, K_SEND_NS,
+       K_TEXT, K_DELTA, K_FINISH, K_REASONING_CONTENT, K_REASONING, K_CONTENT, K_TOOL_CALLS,
+       K_FUNCTION, K_ARGUMENTS, K_PROMPT_TOKENS, K_COMPLETION_TOKENS, K_DETAILS,
+       K_CACHED_TOKENS, K_PROMPT_MS, K_PREDICTED_MS, K_PREDICTED_N, K_CACHE_N };
+
+/* Grouped by frame, each frame's names together (on_key relies on it). */
+#define KEY(f, k, name) { f, k, sizeof name - 1, name }
+static const struct { unsigned char frame, key, len; const char *name; } g_keys[] = {
+    KEY(F_ROOT, K_ERROR, "error"), KEY(F_ROOT, K_OBJECT, "object"),
+    KEY(F_ROOT, K_MESSAGE, "message"), KEY(F_ROOT, K_CHOICES, "choices"),
+    KEY(F_ROOT, K_USAGE, "usage"), KEY(F_ROOT, K_TIMINGS, "timings"),
+    KEY(F_ROOT, K_SEND_NS, "send_ns"),
+    KEY(F_ERROR, K_MESSAGE, "message"),
+    KEY(F_CHOICE, K_TEXT, "text"), KEY(F_CHOICE, K_DELTA, "delta"),
+    KEY(F_CHOICE, K_MESSAGE, "message"), KEY(F_CHOICE, K_FINISH, "finish_reason"),
+    KEY(F_HOLDER, K_REASONING_CONTENT, "reasoning_content"),
+    KEY(F_HOLDER, K_REASONING, "reasoning"), KEY(F_HOLDER, K_CONTENT, "content"),
+    KEY(F_HOLDER, K_TOOL_CALLS, "tool_calls"),
+    KEY(F_CALL, K_FUNCTION, "function"), KEY(F_FUNCTION, K_ARGUMENTS, "arguments"),
+    KEY(F_USAGE, K_PROMPT_TOKENS, "prompt_tokens"),
+    KEY(F_USAGE, K_COMPLETION_TOKENS, "completion_tokens"),
+    KEY(F_USAGE, K_DETAILS, "prompt_tokens_details"),
+    KEY(F_DETAILS, K_CACHED_TOKENS, "cached_tokens"),
+    KEY(F_TIMINGS, K_PROMPT_MS, "prompt_ms"), KEY(F_TIMINGS, K_PREDICTED_MS, "predicted_ms"),
+    KEY(F_TIMINGS, K_PREDICTED_N, "predicted_n"), KEY(F_TIMINGS, K_CACHE_N, "cache_n"),
+};
+
+typedef struct frame { unsigned char kind, key; uint32_t seen; } frame;
+
+typedef struct reader {
+    cal_chunk *c;
+    cal_buf   *text;
+    int        rc;             /* the text buffer's first failure */
+    frame      f[MAX_FRAMES];
+    int        nf;             /* frames read into */
+    int        skip;           /* depth inside a skipped object or array */
+    int        started;        /* the top-level value began */
+    int        err_kind;       /* 0 none, 1 string, 2 object, 3 other (root "error") */
+    int        object_error;   /* root "object" is "error" */
+    int        cache_n;        /* llama.cpp's timings.cache_n; -1 when absent */
+    char       err_msg[256], root_msg[256];   /* error.message / root message */
+} reader;
+
+static void copy_msg(char *dst, size_t cap, const unsigned char *s, size_t n)
+{
+    const void *nul = memchr(s, '\0', n);   /* a C string ends at its first NUL */
+    if (nul) n = (size_t)((const unsigned char *)nul - s);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+}
+
+/* The frame a value lands in, and the member it is the value of; NULL inside
+ * a skipped part. Clears the key so a second value cannot reuse it. */
+static frame *at(reader *r, unsigned *key)
+{
+    if (r->skip || !r->nf) return NULL;
+    frame *f = &r->f[r->nf - 1];
+    *key = f->key;
+    f->key = K_NONE;
+    return f;
+}
+
+static void add_text(reader *r, const unsigned char *s, size_t n)
+{
+    r->c->text_bytes += n;
+    if (n && r->text && r->rc == CAL_OK) r->rc = cal_buf_append(r->text, (const char *)s, n);
+}
+
+/* A scalar. Returns 1 to go on (yajl's convention). */
+static int scalar(reader *r, int is_null, const unsigned char *s, size_t n, int is_str)
+{
+    if (!r->started) return 0;            /* the top level must be an object */
+    unsigned key;
+    frame *f = at(r, &key);
+    if (!f || key == K_NONE) return 1;
+    switch (f->kind) {
+    case F_ROOT:
+        if (key == K_ERROR && !is_null) {
+            r->err_kind = is_str ? 1 : 3;
+            if (is_str) copy_msg(r->err_msg, sizeof r->err_msg, s, n);
+        } else if (key == K_OBJECT && is_str) {
+            r->object_error = n == 5 && memcmp(s, "error", 5) == 0;
+        } else if (key == K_MESSAGE && is_str) {
+            copy_msg(r->root_msg, sizeof r->root_msg, s, n);
+        }
+        break;
+    case F_ERROR:
+        if (key == K_MESSAGE && is_str) copy_msg(r->err_msg, sizeof r->err_msg, s, n);
+        break;
+    case F_CHOICE:
+        if (key == K_TEXT && is_str) add_text(r, s, n);
+        else if (key == K_FINISH && !is_null) r->c->flags |= CAL_CHUNK_FINISH;
+        break;
+    case F_HOLDER:
+    case F_FUNCTION:
+        if (is_str && key != K_TOOL_CALLS) add_text(r, s, n);   /* reasoning, content, arguments */
+        break;
+    default: break;
+    }
+    return 1;
+}
+
+static int on_null(void *ud) { return scalar(ud, 1, NULL, 0, 0); }
+static int on_bool(void *ud, int b) { (void)b; return scalar(ud, 0, NULL, 0, 0); }
+static int on_string(void *ud, const unsigned char *s, size_t n) { return scalar(ud, 0, s, n, 1); }
+
+/* usage and timings counts: an integer, clamped to int; a real in [0, 2e9)
+ * truncated; anything else -1 */
+static int count_of(int is_int, long long i, double d)
+{
+    if (is_int) return i < 0 ? -1 : i > 0x7fffffff ? 0x7fffffff : (int)i;
+    return d >= 0 && d < 2e9 ? (int)d : -1;
+}
+
+static int number(reader *r, int is_int, long long i, double d)
+{
+    if (!r->started) return 0;
+    unsigned key;
+    frame *f = at(r, &key);
+    if (!f || key == K_NONE) return 1;
+    cal_chunk *c = r->c;
+    double v = is_int ? (double)i : d;
+    if (f->kind == F_ROOT) {
+        if (key == K_ERROR) r->err_kind = 3;
+        else if (key == K_SEND_NS && is_int) { c->send_ns = (int64_t)i; c->flags |= CAL_CHUNK_SEND_NS; }
+    } else if (f->kind == F_CHOICE) {
+        if (key == K_FINISH) c->flags |= CAL_CHUNK_FINISH;
+    } else if (f->kind == F_USAGE) {
+        if (key == K_PROMPT_TOKENS) c->prompt_tokens = count_of(is_int, i, d);
+        else if (key == K_COMPLETION_TOKENS) c->completion_tokens = count_of(is_int, i, d);
+    } else if (f->kind == F_DETAILS) {        /* a prefix cache's hit (vLLM, SGLang) */
+        if (key == K_CACHED_TOKENS) c->cached_tokens = count_of(is_int, i, d);
+    } else if (f->kind == F_TIMINGS) {
+        if (key == K_PROMPT_MS) c->prefill_ms = v;
+        else if (key == K_PREDICTED_MS) c->decode_ms = v;
+        else if (key == K_PREDICTED_N) c->decode_tokens = count_of(is_int, i, d);
+        else if (key == K_CACHE_N) r->cache_n = count_of(is_int, i, d);
+    }
+    return 1;
+}
+
+/* A number's text, read here rather than by yajl, whose strtod follows the
+ * process locale (a decimal comma would cut "10.5" to 10): an integer is one
+ * without a fraction or an exponent, as jansson reads them; one past
+ * int64, or a real past the double range, is malformed, as jansson says. */
+static int on_number(void *ud, const char *s, size_t n)
+{
+    reader *r = ud;
+    if (!r->started) return 0;
+    if (r->skip || !r->nf || r->f[r->nf - 1].key == K_NONE) return 1;   /* not read */
+    char small[64], *t = n < sizeof small ? small : malloc(n + 1);
+    if (!t) { r->rc = CAL_ENOMEM; return 0; }
+    memcpy(t, s, n);
+    t[n] = '\0';
+    int is_int = !memchr(s, '.', n) && !memchr(s, 'e', n) && !memchr(s, 'E', n);
+    long long i = 0;
+    double d = 0;
+    errno = 0;
+    if (is_int) i = strtoll(t, NULL, 10);
+    else d = cal_strtod(t, NULL);
+    int bad = errno == ERANGE && (is_int || d == HUGE_VAL || d == -HUGE_VAL);
+    if (t != small) free(t);
+    return bad ? 0 : number(r, is_int, i, d);
+}
+
+/* An object or array opens: read into it (a new frame) or skip it. */
+static int open_container(reader *r, int is_map)
+{
+    if (r->nf + r->skip >= MAX_DEPTH) return 0;
+    if (!r->started) {
+        if (!is_map) return 0;            /* the top level must be an object */
+        r->started = 1;
+        r->f[r->nf++] = (frame){ F_ROOT, K_NONE, 0 };
+        return 1;
+    }
+    unsigned key;
+    frame *f = at(r, &key);
+    int kind = -1;
+    if (f) {
+        switch (f->kind) {
+        case F_ROOT:
+            if (key == K_ERROR) {
+                r->err_kind = is_map ? 2 : 3;
+                if (is_map) { kind = F_ERROR; r->err_msg[0] = '\0'; }
+            }
+            else if (key == K_CHOICES && !is_map) kind = F_CHOICES;
+            else if (key == K_USAGE && is_map) kind = F_USAGE;
+            else if (key == K_TIMINGS && is_map) kind = F_TIMINGS;
+            break;
+        case F_CHOICES: if (is_map) kind = F_CHOICE; break;
+        case F_CHOICE:
+            if (key == K_FINISH) r->c->flags |= CAL_CHUNK_FINISH;
+            else if ((key == K_DELTA || key == K_MESSAGE) && is_map) kind = F_HOLDER;
+            break;
+        case F_HOLDER: if (key == K_TOOL_CALLS && !is_map) kind = F_TOOLS; break;
+        case F_TOOLS: if (is_map) kind = F_CALL; break;
+        case F_USAGE: if (key == K_DETAILS && is_map) kind = F_DETAILS; break;
+        case F_CALL: if (key == K_FUNCTION && is_map) kind = F_FUNCTION; break;
+        default: break;
+        }
+    }
+    if (kind < 0 || r->nf == MAX_FRAMES) { r->skip++; return 1; }
+    r->f[r->nf++] = (frame){ (unsigned char)kind, K_NONE, 0 };
+    return 1;
+}
+
+static int close_container(reader *r)
+{
+    if (r->skip) r->skip--;
+    else if (r->nf) r->nf--;
+    return 1;
+}
+
+static int on_start_map(void *ud) { return open_container(ud, 1); }
+static int on_start_array(void *ud) { return open_container(ud, 0); }
+static int on_end(void *ud) { return close_container(ud); }
+
+static int on_key(void *ud, const unsigned char *s, size_t n)
+{
+    reader *r = ud;
+    if (r->skip || !r->nf) return 1;
+    frame *f = &r->f[r->nf - 1];
+    f->key = K_NONE;
+    /* the table is grouped by frame: look only at this frame's names */
+    size_t i = 0, nk = sizeof g_keys / sizeof g_keys[0];
+    while (i < nk && g_keys[i].frame != f->kind) i++;
+    for (; i < nk && g_keys[i].frame == f->kind; i++) {
+        if (g_keys[i].len != n || memcmp(g_keys[i].name, s, n) != 0) continue;
+        uint32_t bit = 1u << g_keys[i].key;
+        if (f->seen & bit) return 0;      /* a member read twice: ambiguous */
+        f->seen |= bit;
+        f->key = g_keys[i].key;
+        break;
+    }
+    return 1;
+}
+
+static const yajl_callbacks g_cb = {
+    on_null, on_bool, NULL, NULL, on_number, on_string,
+    on_start_map, on_key, on_end, on_start_array, on_end
+};
 
 static void set_error(cal_chunk *c, const char *msg)
 {
     c->flags |= CAL_CHUNK_ERROR;
     snprintf(c->error, sizeof c->error, "%s", msg && *msg ? msg : "error event");
-}
-
-/* Append a string member's text; returns its length (0 if absent/empty). */
-static size_t take_text(json_t *obj, const char *key, cal_buf *text, int *rc)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!json_is_string(v)) return 0;
-    size_t n = json_string_length(v);
-    if (n && text && *rc == CAL_OK) *rc = cal_buf_append(text, json_string_value(v), n);
-    return n;
-}
-
-static size_t choice_text(json_t *ch, cal_buf *text, int *rc)
-{
-    size_t n = take_text(ch, "text", text, rc);               /* completions */
-    const char *holders[] = {"delta", "message"};             /* chat stream / whole */
-    for (size_t h = 0; h < 2; h++) {
-        json_t *d = json_object_get(ch, holders[h]);
-        if (!json_is_object(d)) continue;
-        /* Reasoning is generated text too: it costs decode steps. */
-        n += take_text(d, "reasoning_content", text, rc);
-        n += take_text(d, "reasoning", text, rc);
-        n += take_text(d, "content", text, rc);
-        json_t *tc = json_object_get(d, "tool_calls");
-        size_t i;
-        json_t *call;
-        json_array_foreach(tc, i, call) {
-            json_t *fn = json_object_get(call, "function");
-            if (json_is_object(fn)) n += take_text(fn, "arguments", text, rc);
-        }
-    }
-    return n;
-}
-
-static int int_member(json_t *o, const char *key)
-{
-    json_t *v = json_object_get(o, key);
-    if (json_is_integer(v)) {
-        json_int_t x = json_integer_value(v);
-        return x < 0 ? -1 : x > 0x7fffffff ? 0x7fffffff : (int)x;
-    }
-    if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) < 2e9)
-        return (int)json_real_value(v);
-    return -1;
-}
-
-static double num_member(json_t *o, const char *key)
-{
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : -1.0;
 }
 
 int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
@@ -81,62 +294,33 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
         return CAL_OK;
     }
     if (a == b) return CAL_OK;              /* an empty event says nothing */
-    json_error_t jerr;
-    const size_t flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
-    json_t *root = json_loadb(data, len, flags, &jerr);
-    /* jansson 2.14 reports a failed allocation as a syntax error, or as no
-     * error at all: one more read tells a passing shortage from data that
-     * is malformed, so the probe's want of memory is not blamed on the
-     * server's bytes */
-    if (!root && json_error_code(&jerr) != json_error_out_of_memory)
-        root = json_loadb(data, len, flags, &jerr);
-    if (!root) return json_error_code(&jerr) == json_error_out_of_memory ? CAL_ENOMEM : CAL_EPROTO;
-    if (!json_is_object(root)) { json_decref(root); return CAL_EPROTO; }
 
-    int rc = CAL_OK;
-    json_t *err = json_object_get(root, "error");
-    if (err && !json_is_null(err)) {
-        if (json_is_string(err)) set_error(c, json_string_value(err));
-        else if (json_is_object(err)) set_error(c, json_string_value(json_object_get(err, "message")));
-        else set_error(c, NULL);
+    reader r;
+    r.c = c;
+    r.text = text;
+    r.rc = CAL_OK;
+    r.nf = r.skip = r.started = r.err_kind = r.object_error = 0;
+    r.cache_n = -1;
+    r.err_msg[0] = r.root_msg[0] = '\0';
+    yajl_handle h = yajl_alloc(&g_cb, NULL, &r);
+    if (!h) return CAL_ENOMEM;
+    yajl_status ys = yajl_parse(h, (const unsigned char *)data, len);
+    if (ys == yajl_status_ok) ys = yajl_complete_parse(h);
+    yajl_free(h);
+    if (r.rc == CAL_ENOMEM) return CAL_ENOMEM;
+    if (ys != yajl_status_ok || !r.started || r.nf || r.skip) {
+        /* what was gathered from bad bytes says nothing */
+        memset(c, 0, sizeof *c);
+        c->prompt_tokens = c->completion_tokens = c->decode_tokens = c->cached_tokens = -1;
+        c->prefill_ms = c->decode_ms = -1.0;
+        c->send_ns = -1;
+        return CAL_EPROTO;
     }
-    json_t *obj = json_object_get(root, "object");
-    if (json_is_string(obj) && strcmp(json_string_value(obj), "error") == 0)
-        set_error(c, json_string_value(json_object_get(root, "message")));
-
-    json_t *choices = json_object_get(root, "choices");
-    size_t i;
-    json_t *ch;
-    json_array_foreach(choices, i, ch) {
-        if (!json_is_object(ch)) continue;
-        c->text_bytes += choice_text(ch, text, &rc);
-        json_t *fr = json_object_get(ch, "finish_reason");
-        if (fr && !json_is_null(fr)) c->flags |= CAL_CHUNK_FINISH;
-    }
+    if (r.err_kind) set_error(c, r.err_kind == 3 ? NULL : r.err_msg);
+    if (r.object_error) set_error(c, r.root_msg);
     if (c->text_bytes) c->flags |= CAL_CHUNK_TEXT;
-
-    json_t *usage = json_object_get(root, "usage");
-    if (json_is_object(usage)) {
-        c->prompt_tokens = int_member(usage, "prompt_tokens");
-        c->completion_tokens = int_member(usage, "completion_tokens");
-        if (c->completion_tokens >= 0) c->flags |= CAL_CHUNK_USAGE;
-        /* a prefix cache's hit, where the server reports it (vLLM, SGLang) */
-        json_t *det = json_object_get(usage, "prompt_tokens_details");
-        if (json_is_object(det)) c->cached_tokens = int_member(det, "cached_tokens");
-    }
-    json_t *tm = json_object_get(root, "timings");
-    if (json_is_object(tm)) {
-        c->prefill_ms = num_member(tm, "prompt_ms");
-        c->decode_ms = num_member(tm, "predicted_ms");
-        c->decode_tokens = int_member(tm, "predicted_n");
-        if (c->cached_tokens < 0) c->cached_tokens = int_member(tm, "cache_n");   /* llama.cpp */
-        if (c->decode_ms >= 0) c->flags |= CAL_CHUNK_TIMINGS;
-    }
-    json_t *sn = json_object_get(root, "send_ns");
-    if (json_is_integer(sn)) {
-        c->send_ns = (int64_t)json_integer_value(sn);
-        c->flags |= CAL_CHUNK_SEND_NS;
-    }
-    json_decref(root);
-    return rc;
+    if (c->completion_tokens >= 0) c->flags |= CAL_CHUNK_USAGE;
+    if (c->decode_ms >= 0) c->flags |= CAL_CHUNK_TIMINGS;
+    if (c->cached_tokens < 0) c->cached_tokens = r.cache_n;   /* llama.cpp */
+    return r.rc;
 }

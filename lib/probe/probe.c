@@ -1,17 +1,20 @@
 /* The probe: libcurl's multi interface in event-driven form (socket_action
- * over one epoll set, O(active sockets) per wakeup, so 2048 streams cost what
- * their traffic costs; curl_multi_poll would walk every transfer on each
- * wakeup) drives every request from the calling thread. Each
- * write callback stamps CLOCK_MONOTONIC before it parses anything. */
+ * over one readiness set, O(active sockets) per wakeup with epoll or kqueue,
+ * so 2048 streams cost what their traffic costs; curl_multi_poll would walk
+ * every transfer on each wakeup). One event loop drives its share of the
+ * requests from one thread; --loops N runs N of them, each with its own
+ * curl multi handles and readiness set, and merges their results. Each
+ * write callback stamps CLOCK_MONOTONIC before it parses anything, whichever
+ * backend (loop.h) waited. */
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +27,8 @@
 #include "caliper/auth.h"
 #include "caliper/probe.h"
 #include "caliper/stats.h"
+#include "lib/util/c_locale.h"
+#include "loop.h"
 
 #define MAX_EVENT_BYTES   ((size_t)1 << 20)   /* one SSE event */
 #define MAX_ERROR_BYTES   ((size_t)4096)      /* kept error body */
@@ -74,10 +79,7 @@ struct cal_probe {
     char    *url;
     json_t  *tmpl;               /* the body without prompt and max_tokens */
     struct curl_slist *headers;
-    int      no_pwait2;          /* epoll_pwait2 answered ENOSYS: epoll_wait from
-                                    then on */
-    int      fake_enosys;        /* CALIPER_PROBE_NO_PWAIT2=1: epoll_pwait2 is
-                                    taken to answer ENOSYS */
+    const cal_loop_ops *loop_ops; /* the event-loop backend (CALIPER_LOOP) */
 };
 
 static int64_t sat_add(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
@@ -160,9 +162,12 @@ typedef struct slot {
 struct run {
     cal_probe *p;
     const cal_load *load;        /* its on_end hook (--keep-chunks) */
+    const cal_req_result *res0;  /* this loop's results[0] */
+    const size_t *idx;           /* its j-th request is the caller's idx[j]; NULL: j */
     shard   *shards;
     int      nshards;
-    int      epfd;
+    cal_loop *loop;              /* this loop's readiness set */
+    json_t  *tmpl;               /* this loop's copy of the body template */
     slot   **slots;              /* all slots ever made */
     size_t   nslots;
     slot   **freel;              /* free slots (stack) */
@@ -212,9 +217,12 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
     p->cfg.extra_body = dup_or_null(cfg->extra_body);
     if (!p->cfg.connect_timeout_ns) p->cfg.connect_timeout_ns = DEFAULT_CONNECT_NS;
     if (!p->cfg.idle_timeout_ns) p->cfg.idle_timeout_ns = DEFAULT_IDLE_NS;
-    const char *nop2 = getenv("CALIPER_PROBE_NO_PWAIT2");
-    p->fake_enosys = nop2 && strcmp(nop2, "1") == 0;
+    p->loop_ops = cal_loop_pick(NULL);
     int rc = CAL_ENOMEM;
+    if (!p->loop_ops) { rc = CAL_EINVAL; goto fail; }   /* CALIPER_LOOP names none built */
+    if (p->cfg.loops == CAL_PROBE_LOOPS_AUTO) p->cfg.loops = cal_probe_default_loops(0);
+    if (p->cfg.loops < 0) { rc = CAL_ERANGE; goto fail; }
+    if (p->cfg.loops > CAL_PROBE_MAX_LOOPS) p->cfg.loops = CAL_PROBE_MAX_LOOPS;
     if (!p->cfg.base_url || (cfg->model && !p->cfg.model) || (cfg->api_key && !p->cfg.api_key)
         || (cfg->extra_body && !p->cfg.extra_body)) goto fail;
 
@@ -275,6 +283,14 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
 fail:
     probe_free(p);
     return rc;
+}
+
+const char *cal_probe_loop_backends(void) { return cal_loop_names(); }
+
+int cal_probe_default_loops(int engine_pid)
+{
+    int n = cal_loop_cpus(engine_pid);
+    return n < 1 ? 1 : n > CAL_PROBE_MAX_LOOPS ? CAL_PROBE_MAX_LOOPS : n;
 }
 
 void cal_probe_close(cal_probe **pp)
@@ -514,25 +530,13 @@ static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud)
 static int on_socket(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
 {
     shard *sh = ud;
-    run *r = sh->r;
     (void)e;
-    if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
-        return 0;
-    }
-    struct epoll_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.data.u64 = (uint64_t)(uint32_t)sh->idx << 32 | (uint32_t)fd;
-    if (what & CURL_POLL_IN) ev.events |= EPOLLIN;
-    if (what & CURL_POLL_OUT) ev.events |= EPOLLOUT;
-    if (sockp) {                                /* known to the epoll set */
-        if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT)
-            epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
-    } else {
-        if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST)
-            epoll_ctl(r->epfd, EPOLL_CTL_MOD, fd, &ev);
-        curl_multi_assign(sh->multi, fd, sh);   /* any non-NULL mark */
-    }
+    (void)sockp;
+    unsigned w = what == CURL_POLL_REMOVE ? 0
+               : (what & CURL_POLL_IN ? CAL_LOOP_IN : 0) | (what & CURL_POLL_OUT ? CAL_LOOP_OUT : 0);
+    /* a failed change leaves the transfer to its timeouts: curl cannot be
+     * told here, and the request still ends with a status */
+    cal_loop_set(sh->r->loop, (int)fd, w, (uint32_t)sh->idx);
     return 0;
 }
 
@@ -738,7 +742,10 @@ static void finish_slot(run *r, slot *s)
             if (!res->error) res->error = dup_msg(m, sizeof m - 1);
         }
     }
-    if (r->load->on_end) r->load->on_end(r->load->on_end_ud, res);
+    if (r->load->on_end) {
+        size_t j = (size_t)(res - r->res0);
+        r->load->on_end(r->load->on_end_ud, r->idx ? r->idx[j] : j, res);
+    }
     free(s->body);
     s->body = NULL;
     s->res = NULL;
@@ -770,9 +777,9 @@ static void end_now(run *r, slot *s, cal_req_status st, const char *msg)
 /* The request body: the template, then the prompt and max_tokens. NULL when
  * out of memory (every set is checked: a body missing its prompt must never
  * go out). */
-static char *make_body(const cal_probe *p, const cal_request *rq)
+static char *make_body(const cal_probe *p, json_t *tmpl, const cal_request *rq)
 {
-    json_t *o = json_copy(p->tmpl);
+    json_t *o = json_copy(tmpl);
     if (!o) return NULL;
     int bad;
     if (p->cfg.api == CAL_API_CHAT) {
@@ -797,7 +804,7 @@ static int start_request(run *r, const cal_request *rq, cal_req_result *res, int
                          double *lags, size_t *nlags)
 {
     /* the body first: a slot is taken only for a request that goes out */
-    char *body = make_body(r->p, rq);
+    char *body = make_body(r->p, r->tmpl, rq);
     if (!body) return CAL_ENOMEM;
     slot *s = slot_get(r);
     if (!s) { free(body); return CAL_ENOMEM; }
@@ -931,46 +938,44 @@ static int utf8_valid(const char *str)
     return 1;
 }
 
-/* Wait for socket events up to wait_ns. epoll_pwait2 takes nanoseconds; a
- * kernel before 5.11 answers ENOSYS (a seccomp filter may answer EPERM, which
- * the call has no other use for): the probe then switches to epoll_wait for
- * good, its timeout rounded up to whole ms so that a wait shorter than 1 ms
- * does not become a busy loop. */
-static int wait_events(cal_probe *p, int epfd, struct epoll_event *evs, int maxev,
-                       int64_t wait_ns)
-{
-    if (wait_ns < 0) wait_ns = 0;
-    if (!p->no_pwait2) {
-        struct timespec ts = { (time_t)(wait_ns / 1000000000), (long)(wait_ns % 1000000000) };
-        int nev = p->fake_enosys ? (errno = ENOSYS, -1) : epoll_pwait2(epfd, evs, maxev, &ts, NULL);
-        if (nev >= 0 || (errno != ENOSYS && errno != EPERM)) return nev;
-        p->no_pwait2 = 1;
-    }
-    int64_t ms = (wait_ns + 999999) / 1000000;
-    return epoll_wait(epfd, evs, maxev, ms > INT_MAX ? INT_MAX : (int)ms);
-}
+/* One event loop's share of a run: its requests (in index order), their
+ * results, its load, and what it measured. A loop touches nothing another
+ * loop touches: the per-chunk path takes no lock. */
+typedef struct job {
+    cal_probe *p;
+    const cal_request *reqs;     /* [n] */
+    cal_req_result *results;     /* [n], initialised */
+    size_t   n;
+    cal_load load;               /* this loop's concurrency (and rate) */
+    const size_t *idx;           /* [n]: the caller's index of each request; NULL: the same */
+    volatile int *stop;          /* the caller's flag (one loop, the caller's thread) */
+    atomic_int *astop;           /* the coordinator's copy of it (several loops) */
+    cal_probe_progress_fn progress;
+    void    *ud;
+    cal_probe_stats st;          /* this loop's chunks, bytes, CPU, wall */
+    double  *lags;               /* [nlags] send − sched, ms (owned) */
+    size_t   nlags;
+    int      rc;
+    _Atomic size_t done;         /* requests ended, for the coordinator */
+    struct coord *co;            /* NULL when the loop runs on the caller's thread */
+    int64_t  t0;                 /* the run's start: closed-loop slots free then */
+} job;
 
-int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
-                  const cal_load *load, cal_req_result *results,
-                  volatile int *stop, cal_probe_progress_fn progress, void *ud,
-                  cal_probe_stats *stats)
+/* Drive j's requests to their ends on the calling thread. */
+static int loop_run(job *j)
 {
-    if (!p || !load || (n && (!reqs || !results))) return CAL_EINVAL;
-    cal_probe_stats st_local;
-    cal_probe_stats *st = stats ? stats : &st_local;
-    memset(st, 0, sizeof *st);
-    st->first_fail = -1;
-    for (size_t i = 0; i < n; i++) cal_req_result_init(&results[i]);
+    cal_probe *p = j->p;
+    const cal_request *reqs = j->reqs;
+    cal_req_result *results = j->results;
+    size_t n = j->n;
+    const cal_load *load = &j->load;
+    volatile int *stop = j->stop;
+    cal_probe_progress_fn progress = j->progress;
+    void *ud = j->ud;
+    cal_probe_stats *st = &j->st;
     int open_loop = load->rate > 0;
-    if (!isfinite(load->rate) || load->rate < 0 || load->concurrency < 0
-        || (!open_loop && load->concurrency == 0)) return CAL_EINVAL;
-    for (size_t i = 0; i < n; i++)             /* fail before anything is sent */
-        if (!reqs[i].prompt || !utf8_valid(reqs[i].prompt)) return CAL_EINVAL;
-    if (n == 0) return CAL_OK;
-
     size_t cap = load->concurrency > 0 ? (size_t)load->concurrency : n;
     if (cap > n) cap = n;
-    if (p->cfg.raise_nofile) raise_nofile(cap + 256);
     int64_t t_wall0 = cal_now_ns(), t_cpu0 = cal_thread_cpu_ns();
     size_t nlags = 0, next = 0, ring_head = 0, ring_tail = 0;   /* next: the first unsent */
 
@@ -978,16 +983,19 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     memset(&r, 0, sizeof r);
     r.p = p;
     r.load = load;
+    r.res0 = results;
+    r.idx = j->idx;
     r.cap = cap;
     r.st = st;
-    r.epfd = epoll_create1(EPOLL_CLOEXEC);
+    int rc = cal_loop_open(p->loop_ops, &r.loop);
+    r.tmpl = json_deep_copy(p->tmpl);          /* jansson values are not shared across threads */
     r.nshards = (int)((cap + SHARD_TRANSFERS - 1) / SHARD_TRANSFERS);
     if (r.nshards > 64) r.nshards = 64;
     r.shards = calloc((size_t)r.nshards, sizeof *r.shards);
-    double *lags = malloc(n * sizeof *lags);
+    double *lags = j->lags = malloc(n * sizeof *lags);
     int64_t *ring = open_loop ? NULL : malloc(cap * sizeof *ring);
-    int rc = CAL_OK;
-    if (r.epfd < 0 || !r.shards || !lags || (!open_loop && !ring)) { rc = CAL_ENOMEM; goto out; }
+    if (rc == CAL_OK && (!r.tmpl || !r.shards || !lags || (!open_loop && !ring))) rc = CAL_ENOMEM;
+    if (rc) goto out;
     long per_shard = (long)((cap + (size_t)r.nshards - 1) / (size_t)r.nshards);
     for (int k = 0; k < r.nshards; k++) {
         shard *sh = &r.shards[k];
@@ -1004,7 +1012,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS, per_shard);
     }
 
-    int64_t t0 = cal_now_ns();
+    int64_t t0 = j->t0;                         /* the run's start, one for all loops */
     if (ring) for (size_t i = 0; i < cap; i++) ring[ring_tail++ % cap] = t0;
     uint64_t seed = load->seed;
     int64_t arrival = t0;                       /* open loop: next arrival */
@@ -1016,13 +1024,14 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
      * forward; start_request pulls next_scan in to a new request's deadline),
      * so a slow stream costs no extra wakeups; 1 ms at the finest. */
     r.next_scan = sat_add(t0, idle_ns);
-    struct epoll_event evs[256];
+    cal_loop_event evs[256];
     int stopped = 0;
 
     while (r.done < n) {
         int64_t now = cal_now_ns();
-        if ((stop && *stop) || (load->deadline_ns && now >= load->deadline_ns)) {
-            stopped = stop && *stop ? 1 : 2;
+        int halt = (stop && *stop) || (j->astop && atomic_load_explicit(j->astop, memory_order_relaxed));
+        if (halt || (load->deadline_ns && now >= load->deadline_ns)) {
+            stopped = halt ? 1 : 2;
             break;
         }
         /* release every request that is due and has a slot */
@@ -1066,22 +1075,23 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         const int maxev = (int)(sizeof evs / sizeof evs[0]);
         int nev = -1;
         if (r.ndirty) {                         /* events wait: anything to read first? */
-            nev = wait_events(p, r.epfd, evs, maxev, 0);
+            nev = cal_loop_wait(r.loop, evs, maxev, 0);
             if (nev == 0) {                     /* idle: interpret some, look again */
                 flush_idle(&r, FLUSH_BUDGET, ring, &ring_tail, cap, progress, ud, n);
                 continue;
             }
         }
-        if (nev < 0) nev = wait_events(p, r.epfd, evs, maxev, wait);
+        if (nev < 0) nev = cal_loop_wait(r.loop, evs, maxev, wait);
         int running;
         r.defer = nev >= DEFER_MIN_READY;
         for (int i = 0; i < nev; i++) {
             int flags = 0;
-            if (evs[i].events & (EPOLLIN | EPOLLHUP)) flags |= CURL_CSELECT_IN;
-            if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
-            if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
-            shard *sh = &r.shards[evs[i].data.u64 >> 32];
-            curl_multi_socket_action(sh->multi, (curl_socket_t)(uint32_t)evs[i].data.u64, flags, &running);
+            if (evs[i].what & CAL_LOOP_IN) flags |= CURL_CSELECT_IN;
+            if (evs[i].what & CAL_LOOP_OUT) flags |= CURL_CSELECT_OUT;
+            if (evs[i].what & CAL_LOOP_ERR) flags |= CURL_CSELECT_ERR;
+            if (evs[i].tag >= (uint32_t)r.nshards) continue;
+            shard *sh = &r.shards[evs[i].tag];
+            curl_multi_socket_action(sh->multi, (curl_socket_t)evs[i].fd, flags, &running);
         }
         r.defer = 0;
         now = cal_now_ns();
@@ -1136,15 +1146,10 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         if (progress) progress(ud, r.done, n);
         if (stopped == 1) rc = CAL_ECANCEL;
     }
+out:
     st->wall_ns = cal_now_ns() - t_wall0;
     st->cpu_ns = cal_thread_cpu_ns() - t_cpu0;
-    if (nlags) {
-        cal_stats_sort(lags, nlags);
-        st->send_lag_p50_ms = cal_stats_percentile_sorted(lags, nlags, 50);
-        st->send_lag_p99_ms = cal_stats_percentile_sorted(lags, nlags, 99);
-        st->send_lag_max_ms = lags[nlags - 1];
-    }
-out:
+    j->nlags = nlags;
     if (rc && rc != CAL_ECANCEL) {               /* internal failure: end all */
         static const char why[] = "cancelled: probe failure";
         for (size_t i = 0; i < r.nslots; i++)
@@ -1152,6 +1157,258 @@ out:
         for (; next < n; next++)
             if (!results[next].error) results[next].error = dup_msg(why, sizeof why - 1);
     }
+    st->wait_fallback = r.loop && r.loop->fallback;
+    for (size_t i = 0; i < r.nslots; i++) {
+        curl_multi_remove_handle(r.slots[i]->sh->multi, r.slots[i]->easy);
+        slot_free(r.slots[i]);
+    }
+    free(r.slots);
+    free(r.freel);
+    free(r.dirty);
+    for (int k = 0; r.shards && k < r.nshards; k++)
+        if (r.shards[k].multi) curl_multi_cleanup(r.shards[k].multi);
+    free(r.shards);
+    cal_loop_close(&r.loop);
+    json_decref(r.tmpl);
+    free(ring);
+    j->rc = rc;
+    return rc;
+}
+
+/* ---- loops: shares, threads, the merge ---------------------------------- */
+
+/* The caller's thread coordinates: it shows progress, and reads the
+ * caller's stop flag (which its progress callback or a signal handler may
+ * set) into an atomic the loops read. A loop takes the lock once a request,
+ * to wake it; never per chunk. */
+typedef struct coord {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    int             running;     /* loops not yet returned */
+    atomic_int      stop;        /* *stop, as last seen */
+} coord;
+
+static void job_progress(void *ud, size_t done, size_t total)
+{
+    job *j = ud;
+    (void)total;
+    atomic_store_explicit(&j->done, done, memory_order_relaxed);
+    pthread_mutex_lock(&j->co->mu);
+    pthread_cond_signal(&j->co->cv);
+    pthread_mutex_unlock(&j->co->mu);
+}
+
+static void *job_thread(void *arg)
+{
+    job *j = arg;
+    loop_run(j);
+    pthread_mutex_lock(&j->co->mu);
+    j->co->running--;
+    pthread_cond_signal(&j->co->cv);
+    pthread_mutex_unlock(&j->co->mu);
+    return NULL;
+}
+
+/* A loop whose thread was on a CPU at least this share of its wall time
+ * could not keep up with its streams. (A late send with an idle loop is the
+ * machine's doing, not the loop's: the send-lag verdict speaks of that.) */
+#define SATURATED_BUSY   0.9
+
+/* What each loop did, and the run's figures over all of them. */
+static void merge_stats(job *jobs, int nl, int64_t wall_ns, cal_probe_stats *st)
+{
+    size_t nlags = 0;
+    for (int k = 0; k < nl; k++) nlags += jobs[k].nlags;
+    double *all = nlags ? malloc(nlags * sizeof *all) : NULL;
+    size_t at = 0;
+    double worst = -1;
+    st->n_loops = nl;
+    st->saturated_loop = -1;
+    for (int k = 0; k < nl; k++) {
+        job *j = &jobs[k];
+        st->cpu_ns += j->st.cpu_ns;
+        st->chunks += j->st.chunks;
+        st->bytes += j->st.bytes;
+        st->max_in_flight += j->st.max_in_flight;
+        st->wait_fallback |= j->st.wait_fallback;
+        cal_probe_loop_stats *ls = &st->loop[k];
+        ls->requests = (int64_t)j->n;
+        ls->chunks = j->st.chunks;
+        ls->cpu_ns = j->st.cpu_ns;
+        ls->wall_ns = j->st.wall_ns;
+        ls->send_lag_p99_ms = 0;
+        if (j->nlags) {
+            cal_stats_sort(j->lags, j->nlags);
+            ls->send_lag_p99_ms = cal_stats_percentile_sorted(j->lags, j->nlags, 99);
+            if (all) memcpy(all + at, j->lags, j->nlags * sizeof *all);
+            at += j->nlags;
+        }
+        double busy = ls->wall_ns > 0 ? (double)ls->cpu_ns / (double)ls->wall_ns : 0;
+        if (busy >= SATURATED_BUSY && busy > worst) {
+            worst = busy;
+            st->saturated_loop = k;
+        }
+    }
+    st->wall_ns = wall_ns;
+    if (all && at) {
+        cal_stats_sort(all, at);
+        st->send_lag_p50_ms = cal_stats_percentile_sorted(all, at, 50);
+        st->send_lag_p99_ms = cal_stats_percentile_sorted(all, at, 99);
+        st->send_lag_max_ms = all[at - 1];
+    } else if (at) {                             /* no room for the merge: the worst loop's */
+        for (int k = 0; k < nl; k++) {
+            job *j = &jobs[k];
+            if (!j->nlags) continue;
+            double p50 = cal_stats_percentile_sorted(j->lags, j->nlags, 50);
+            if (p50 > st->send_lag_p50_ms) st->send_lag_p50_ms = p50;
+            if (st->loop[k].send_lag_p99_ms > st->send_lag_p99_ms)
+                st->send_lag_p99_ms = st->loop[k].send_lag_p99_ms;
+            if (j->lags[j->nlags - 1] > st->send_lag_max_ms) st->send_lag_max_ms = j->lags[j->nlags - 1];
+        }
+    }
+    free(all);
+}
+
+/* Which loop a request goes to. Closed loop: the requests cycle over the
+ * concurrency's slots, slot s belonging to loop s % nl, so each loop's share
+ * of the requests matches its share of the slots. Open loop: in turn. */
+static int loop_of(size_t i, size_t cap, int nl, int open_loop)
+{
+    size_t s = open_loop || cap == 0 ? i : i % cap;
+    return (int)(s % (size_t)nl);
+}
+
+int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
+                  const cal_load *load, cal_req_result *results,
+                  volatile int *stop, cal_probe_progress_fn progress, void *ud,
+                  cal_probe_stats *stats)
+{
+    if (!p || !load || (n && (!reqs || !results))) return CAL_EINVAL;
+    cal_probe_stats st_local;
+    cal_probe_stats *st = stats ? stats : &st_local;
+    memset(st, 0, sizeof *st);
+    st->first_fail = -1;
+    st->saturated_loop = -1;
+    snprintf(st->loop_backend, sizeof st->loop_backend, "%s", p->loop_ops->name);
+    for (size_t i = 0; i < n; i++) cal_req_result_init(&results[i]);
+    int open_loop = load->rate > 0;
+    if (!isfinite(load->rate) || load->rate < 0 || load->concurrency < 0
+        || (!open_loop && load->concurrency == 0)) return CAL_EINVAL;
+    for (size_t i = 0; i < n; i++)             /* fail before anything is sent */
+        if (!reqs[i].prompt || !utf8_valid(reqs[i].prompt)) return CAL_EINVAL;
+    if (n == 0) return CAL_OK;
+
+    size_t cap = load->concurrency > 0 ? (size_t)load->concurrency : n;
+    if (cap > n) cap = n;
+    if (p->cfg.raise_nofile) raise_nofile(cap + 256);
+    int64_t t0 = cal_now_ns();
+    /* loops: as asked, never more than the requests in flight at once */
+    int nl = p->cfg.loops > 1 ? p->cfg.loops : 1;
+    if ((size_t)nl > cap) nl = (int)cap;
+
+    int rc = CAL_OK;
+    job *jobs = calloc((size_t)nl, sizeof *jobs);
+    if (!jobs) return CAL_ENOMEM;
+    if (nl == 1) {                              /* on the caller's thread, no copies */
+        jobs[0] = (job){ .p = p, .reqs = reqs, .results = results, .n = n, .load = *load,
+                         .stop = stop, .progress = progress, .ud = ud, .t0 = t0 };
+        loop_run(&jobs[0]);
+        rc = jobs[0].rc;
+    } else {
+        /* each loop's requests and results, and where they came from */
+        size_t *cnt = calloc((size_t)nl, sizeof *cnt);
+        size_t *idx = malloc(n * sizeof *idx);      /* loop k's j-th request: idx[off_k + j] */
+        size_t *off = calloc((size_t)nl + 1, sizeof *off);
+        cal_request *rq = malloc(n * sizeof *rq);
+        cal_req_result *rs = malloc(n * sizeof *rs);
+        if (!cnt || !idx || !off || !rq || !rs) {
+            free(cnt); free(idx); free(off); free(rq); free(rs); free(jobs);
+            return CAL_ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) cnt[loop_of(i, cap, nl, open_loop)]++;
+        for (int k = 0; k < nl; k++) off[k + 1] = off[k] + cnt[k];
+        memset(cnt, 0, (size_t)nl * sizeof *cnt);
+        uint64_t seed = load->seed;
+        int64_t arrival = t0;
+        for (size_t i = 0; i < n; i++) {
+            int k = loop_of(i, cap, nl, open_loop);
+            size_t at = off[k] + cnt[k]++;
+            idx[at] = i;
+            rq[at] = reqs[i];
+            if (open_loop) {       /* one Poisson stream over the run, as one loop draws it */
+                double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
+                arrival += (int64_t)(-log1p(-u) / load->rate * 1e9);
+                if (!rq[at].sched_ns) rq[at].sched_ns = arrival;
+            }
+            cal_req_result_init(&rs[at]);
+        }
+        coord co = { .running = 0 };
+        atomic_init(&co.stop, stop && *stop);
+        pthread_mutex_init(&co.mu, NULL);
+        pthread_cond_init(&co.cv, NULL);
+        pthread_t *th = calloc((size_t)nl, sizeof *th);
+        int *started = calloc((size_t)nl, sizeof *started);
+        for (int k = 0; k < nl; k++) {
+            size_t share = cap / (size_t)nl + ((size_t)k < cap % (size_t)nl);
+            cal_load lk = *load;
+            lk.concurrency = load->concurrency > 0 || !open_loop ? (int)share : 0;
+            jobs[k] = (job){ .p = p, .reqs = rq + off[k], .results = rs + off[k],
+                             .n = off[k + 1] - off[k], .load = lk, .idx = idx + off[k], .astop = &co.stop,
+                             .progress = job_progress, .co = &co, .t0 = t0 };
+            jobs[k].ud = &jobs[k];
+            atomic_init(&jobs[k].done, 0);
+        }
+        pthread_mutex_lock(&co.mu);
+        for (int k = 0; th && started && k < nl; k++) {
+            if (jobs[k].n == 0) continue;
+            if (pthread_create(&th[k], NULL, job_thread, &jobs[k]) == 0) {
+                started[k] = 1;
+                co.running++;
+            }
+        }
+        pthread_mutex_unlock(&co.mu);
+        /* a loop no thread could be had for runs here, beside the others,
+         * reading the caller's flag itself */
+        for (int k = 0; k < nl; k++)
+            if (jobs[k].n && !(started && started[k])) {
+                jobs[k].stop = stop;
+                loop_run(&jobs[k]);
+            }
+        size_t shown = (size_t)-1;
+        pthread_mutex_lock(&co.mu);
+        for (;;) {
+            size_t done = 0;
+            for (int k = 0; k < nl; k++)
+                done += started && started[k] ? atomic_load_explicit(&jobs[k].done, memory_order_relaxed)
+                                              : jobs[k].n;
+            if (progress && done != shown) {    /* the caller's callback, on the caller's thread */
+                shown = done;
+                pthread_mutex_unlock(&co.mu);
+                progress(ud, done, n);
+                pthread_mutex_lock(&co.mu);
+            }
+            if (stop && *stop) atomic_store_explicit(&co.stop, 1, memory_order_relaxed);
+            if (co.running == 0) break;
+            struct timespec ts;                 /* *stop is read at least every 50 ms */
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50000000;
+            if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+            pthread_cond_timedwait(&co.cv, &co.mu, &ts);
+        }
+        pthread_mutex_unlock(&co.mu);
+        for (int k = 0; k < nl; k++) if (started && started[k]) pthread_join(th[k], NULL);
+        pthread_mutex_destroy(&co.mu);
+        pthread_cond_destroy(&co.cv);
+        for (int k = 0; k < nl; k++)            /* the worst: a failure, then a cancel */
+            if (jobs[k].rc && (rc == CAL_OK || rc == CAL_ECANCEL)) rc = jobs[k].rc;
+        /* results back in request order: ownership moves with the struct */
+        for (size_t a = 0; a < n; a++) results[idx[a]] = rs[a];
+        if (progress && shown != n) progress(ud, n, n);
+        free(th); free(started); free(cnt); free(idx); free(off); free(rq); free(rs);
+    }
+    merge_stats(jobs, nl, cal_now_ns() - t0, st);
+    for (int k = 0; k < nl; k++) free(jobs[k].lags);
+    free(jobs);
     /* what ended how, and the first failure's words, for the caller to say */
     st->first_fail = -1;
     for (size_t i = 0; i < n; i++) {
@@ -1165,19 +1422,25 @@ out:
                 if ((unsigned char)*c < 32 || *c == 127) *c = ' ';
         }
     }
-    st->wait_fallback = p->no_pwait2;
-    for (size_t i = 0; i < r.nslots; i++) {
-        curl_multi_remove_handle(r.slots[i]->sh->multi, r.slots[i]->easy);
-        slot_free(r.slots[i]);
-    }
-    free(r.slots);
-    free(r.freel);
-    free(r.dirty);
-    for (int k = 0; r.shards && k < r.nshards; k++)
-        if (r.shards[k].multi) curl_multi_cleanup(r.shards[k].multi);
-    free(r.shards);
-    if (r.epfd >= 0) close(r.epfd);
-    free(lags);
-    free(ring);
     return rc;
+}
+
+int cal_probe_loops_summary(const cal_probe_stats *st, char *buf, size_t size)
+{
+    if (buf && size) buf[0] = '\0';
+    if (!st || !buf || !size) return st ? st->saturated_loop : -1;
+    size_t o = 0;
+    int w = snprintf(buf, size, "%d loop%s (%s)", st->n_loops, st->n_loops == 1 ? "" : "s",
+                     st->loop_backend[0] ? st->loop_backend : "?");
+    o = w > 0 ? (size_t)w : 0;
+    for (int k = 0; k < st->n_loops && k < CAL_PROBE_MAX_LOOPS && o < size; k++) {
+        const cal_probe_loop_stats *l = &st->loop[k];
+        double busy = l->wall_ns > 0 ? 100.0 * (double)l->cpu_ns / (double)l->wall_ns : 0;
+        w = cal_snprintf(buf + o, size - o, "%s loop %d: %lld requests, CPU %.0f %%, send lag p99 %.2f ms",
+                     k ? ";" : ":", k, (long long)l->requests, busy, l->send_lag_p99_ms);
+        o += w > 0 ? (size_t)w : 0;
+    }
+    if (st->saturated_loop >= 0 && o < size)
+        snprintf(buf + o, size - o, "; loop %d saturated", st->saturated_loop);
+    return st->saturated_loop;
 }

@@ -252,13 +252,12 @@ static void on_progress(void *ud, size_t done, size_t total)
  * cell's histograms under the chunk budget, and free its prompt, which went
  * out with it, so a long cell holds records rather than prompts. */
 typedef struct ended { cal_keep *keep; cal_req_result *res; char **prompts; } ended;
-static void on_end(void *ud, cal_req_result *r)
+static void on_end(void *ud, size_t index, cal_req_result *r)
 {
     ended *e = ud;
     cal_keep_fold(e->keep, r);
-    size_t i = (size_t)(r - e->res);
-    free(e->prompts[i]);
-    e->prompts[i] = NULL;
+    free(e->prompts[index]);
+    e->prompts[index] = NULL;
 }
 
 /* Grow the cell's arrays to hold cap requests. */
@@ -452,7 +451,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     ps.first_fail = -1;
     int64_t deadline = 0, prep_ns = 0;
     size_t prepared = 0;
-    int round = 0;
+    int round = 0, loops_noted = 0;
     for (;;) {
         /* prompts for this round (a later round stops preparing when the
          * time is up, and sends what it has) */
@@ -503,6 +502,12 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         ps.cpu_ns += rs.cpu_ns;
         ps.chunks += rs.chunks;
         if (rs.send_lag_p99_ms > ps.send_lag_p99_ms) ps.send_lag_p99_ms = rs.send_lag_p99_ms;
+        if (rs.n_loops > 0 && rs.saturated_loop >= 0 && !loops_noted) {   /* the client self-check, once a cell */
+            char ls[900];
+            cal_probe_loops_summary(&rs, ls, sizeof ls);
+            loops_noted = 1;
+            note(c, s->name, "client self-check, concurrency %d: %s", conc, ls);
+        }
         for (int k = 0; k < CAL_REQ_N_STATUS; k++) ps.n_status[k] += rs.n_status[k];
         if (ps.first_fail < 0 && rs.first_fail >= 0) {
             ps.first_fail = (int)(total - n) + rs.first_fail;

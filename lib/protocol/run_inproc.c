@@ -173,7 +173,7 @@ static void *work(void *arg)
             r->status = CAL_REQ_OK;
             if (r->output_tokens < 0) r->output_tokens = 0;
         }
-        if (b->load->on_end) b->load->on_end(b->load->on_end_ud, r);
+        if (b->load->on_end) b->load->on_end(b->load->on_end_ud, i, r);
         pthread_mutex_lock(&b->mu);
         b->in_flight--;
         size_t done = ++b->done;

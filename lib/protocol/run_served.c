@@ -57,8 +57,16 @@ static int s_start(void *self, volatile int *stop, char *err, size_t errn)
     }
     cal_probe_config pc = s->pcfg;
     pc.base_url = s->url;
+    if (pc.loops == CAL_PROBE_LOOPS_AUTO)       /* leave a pinned local engine its CPUs */
+        pc.loops = cal_probe_default_loops(s->target ? (int)cal_target_pid(s->target) : 0);
     pc.model = s->model[0] ? s->model : NULL;
     rc = cal_probe_open(&pc, &s->probe);
+    const char *lb = getenv("CALIPER_LOOP");
+    if (rc == CAL_EINVAL && lb && *lb) {
+        cal_why(err, errn, rc, "CALIPER_LOOP: \"%s\" is not an event-loop backend of this build "
+                "(%s)", lb, cal_probe_loop_backends());
+        return rc;
+    }
     if (rc) {
         cal_why(err, errn, rc, "probe: cannot open for %s: %s", s->url_shown, cal_strerror(rc));
         return rc;

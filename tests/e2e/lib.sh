@@ -26,6 +26,20 @@ skip_unless() {
   echo "skip - $2: $1 only, this is $have"; return 1
 }
 
+# start_faultserver PATH: starts tests/helpers/faultserver, waits for its
+# "port N" line, sets PORT; fails when it does not start.
+start_faultserver() {
+  "$1" >"$E2E_TMP/fs.out" 2>&1 &
+  E2E_PIDS+=($!)
+  local i
+  for i in $(seq 1 100); do
+    PORT=$(grep -oE '^port [0-9]+' "$E2E_TMP/fs.out" | cut -d' ' -f2)
+    [ -n "$PORT" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 # start_serve ARGS...: starts `caliper serve --port 0 ARGS`, waits for its
 # "listening on http://127.0.0.1:PORT" line, sets SERVE_URL and SERVE_PID.
 start_serve() {

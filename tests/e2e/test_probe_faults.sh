@@ -9,14 +9,7 @@ FS="$BUILD/tests/helpers/faultserver"
 if [ ! -x "$FS" ] || ! command -v jq >/dev/null; then
   ok "# SKIP faultserver or jq not available"; finish
 fi
-"$FS" >"$E2E_TMP/fs.out" 2>&1 &
-E2E_PIDS+=($!)
-for i in $(seq 1 100); do
-  PORT=$(grep -oE '^port [0-9]+' "$E2E_TMP/fs.out" | cut -d' ' -f2)
-  [ -n "$PORT" ] && break
-  sleep 0.05
-done
-[ -n "${PORT:-}" ] || { not_ok "fault server starts"; finish; }
+start_faultserver "$FS" || { not_ok "fault server starts"; finish; }
 
 # run MODE API [ARGS...]: 4 requests at concurrency 2 against /MODE; leaves
 # $E2E_TMP/MODE.json (later flags win over the defaults here)

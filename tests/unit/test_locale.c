@@ -22,6 +22,7 @@
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "caliper/global.h"
+#include "caliper/probe.h"
 #include "caliper/prom.h"
 #include "caliper/report.h"
 #include "caliper/telemetry.h"
@@ -87,6 +88,26 @@ static void host_still_de(void)
     char b[16];
     snprintf(b, sizeof b, "%.2f", 0.25);
     assert_string_equal(b, "0,25");
+}
+
+/* The probe's chunk reader: llama.cpp timings and usage keep their fraction
+ * under a decimal-comma locale (yajl's own strtod would read 10.5 as 10). */
+static void test_chunk_numbers(void **st)
+{
+    (void)st;
+    to_de();
+    static const char ev[] = "{\"choices\":[{\"text\":\"a\",\"finish_reason\":\"stop\"}],"
+        "\"timings\":{\"prompt_ms\":2.25,\"predicted_ms\":10.5,\"predicted_n\":7},"
+        "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":7.0},\"send_ns\":1234567890123}";
+    cal_chunk c;
+    assert_int_equal(cal_chunk_parse(ev, sizeof ev - 1, &c, NULL), CAL_OK);
+    assert_true(c.decode_ms == 10.5);
+    assert_true(c.prefill_ms == 2.25);
+    assert_int_equal(c.decode_tokens, 7);
+    assert_int_equal(c.completion_tokens, 7);
+    assert_true(c.send_ns == 1234567890123LL);
+    host_still_de();
+    to_c();
 }
 
 static void test_units(void **st)
@@ -358,6 +379,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_units),
+        cmocka_unit_test(test_chunk_numbers),
         cmocka_unit_test(test_prom),
         cmocka_unit_test(test_svg),
         cmocka_unit_test(test_reports),

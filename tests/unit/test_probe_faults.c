@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ static int g_port;
 static pid_t g_pace_server = -1;     /* test_deferred_interpretation's server */
 static int64_t g_request_timeout_ns; /* run_mode's cal_probe_config.request_timeout_ns */
 static int g_keep_chunks = 1;        /* run_mode's keep_chunks */
+static int g_loops = 0;              /* run_mode's loops (CALIPER_TEST_PROBE_LOOPS) */
 
 /* Start argv[0] with stdout on a pipe; read until a line holds the port (after
  * `prefix`), up to timeout_ms. Returns the pid or -1. */
@@ -99,6 +101,26 @@ typedef struct outcome {
     cal_probe_stats st;
 } outcome;
 
+/* What each request's end hook saw (cal_load.on_end): how often each index
+ * was named, and whether it named the wrong request. Loops call it at once. */
+typedef struct ends {
+    const cal_request *reqs;
+    size_t n;
+    atomic_int calls[64];
+    atomic_int wrong;
+} ends;
+static ends *g_ends;
+
+static void count_end(void *ud, size_t index, cal_req_result *r)
+{
+    ends *e = ud;
+    if (index >= e->n) { atomic_fetch_add(&e->wrong, 1); return; }
+    atomic_fetch_add(&e->calls[index], 1);
+    /* the index names this very request: an echo answer holds its prompt */
+    if (r->text && strstr(r->text, "prompt number") && !strstr(r->text, e->reqs[index].prompt))
+        atomic_fetch_add(&e->wrong, 1);
+}
+
 static outcome run_mode(const char *mode, cal_api api, size_t n, int conc, double rate,
                         int64_t idle_ms, cal_req_result *res, const cal_request *reqs_in,
                         int64_t deadline_ns, volatile int *stop,
@@ -111,6 +133,7 @@ static outcome run_mode(const char *mode, cal_api api, size_t n, int conc, doubl
         .connect_timeout_ns = 1000000000, .idle_timeout_ns = idle_ms * 1000000,
         .request_timeout_ns = g_request_timeout_ns,
         .keep_chunks = g_keep_chunks, .keep_text = 1, .keep_send_ns = 1,
+        .loops = g_loops,
     };
     cal_probe *p = NULL;
     assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
@@ -118,6 +141,7 @@ static outcome run_mode(const char *mode, cal_api api, size_t n, int conc, doubl
     for (size_t i = 0; i < n; i++)
         reqs[i] = reqs_in ? reqs_in[i] : (cal_request){ .prompt = "Say something.", .max_tokens = 8 };
     cal_load load = { .concurrency = conc, .rate = rate, .seed = 7, .deadline_ns = deadline_ns };
+    if (g_ends) { load.on_end = count_end; load.on_end_ud = g_ends; }
     outcome o;
     memset(&o, 0, sizeof o);
     int64_t t0 = cal_now_ns();
@@ -842,6 +866,160 @@ static void test_epoll_wait_fallback(void **state)
     free_all(res, 2);
 }
 
+/* --loops: the same workload on 1, 2 and 3 event loops gives the same
+ * records in the same places (each result is its own request's: the echo
+ * server returns the request, prompt included), the same counts, and per-loop
+ * figures that add up to the run's. */
+static void test_loops_merge_exactly(void **state)
+{
+    (void)state;
+    enum { N = 23, CONC = 5 };
+    cal_request rq[N];
+    char prompts[N][32];
+    for (int i = 0; i < N; i++) {
+        snprintf(prompts[i], sizeof prompts[i], "prompt number %d.", i);
+        rq[i] = (cal_request){ .prompt = prompts[i], .max_tokens = 8 };
+    }
+    const char *modes[] = { "echo", "normal", "errorevent" };
+    int keep = g_loops;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        cal_req_result base[N], res[N];
+        g_loops = 1;
+        outcome o1 = run_mode(modes[m], CAL_API_COMPLETIONS, N, CONC, 0, 2000, base, rq, 0,
+                              NULL, NULL, NULL);
+        assert_int_equal(o1.rc, CAL_OK);
+        assert_int_equal(o1.st.n_loops, 1);
+        for (int loops = 2; loops <= 3; loops++) {
+            g_loops = loops;
+            static ends e;
+            memset(&e, 0, sizeof e);
+            e.reqs = rq;
+            e.n = N;
+            g_ends = &e;
+            outcome o = run_mode(modes[m], CAL_API_COMPLETIONS, N, CONC, 0, 2000, res, rq, 0,
+                                 NULL, NULL, NULL);
+            g_ends = NULL;
+            assert_int_equal(o.rc, CAL_OK);
+            /* each request's end named it once, by the caller's index, whichever
+             * loop ran it (--keep-chunks frees that index's prompt) */
+            assert_int_equal(atomic_load(&e.wrong), 0);
+            for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&e.calls[i]), 1);
+            assert_int_equal(o.st.n_loops, loops);
+            for (int k = 0; k < CAL_REQ_N_STATUS; k++)
+                assert_int_equal(o.st.n_status[k], o1.st.n_status[k]);
+            assert_int_equal(o.st.first_fail, o1.st.first_fail);
+            /* events parsed: the same when every stream runs to its end (a
+             * failed one stops where its read happened to stop) */
+            if (o1.st.n_status[CAL_REQ_OK] == N) assert_int_equal(o.st.chunks, o1.st.chunks);
+            int64_t reqs = 0, chunks = 0, cpu = 0;
+            for (int k = 0; k < loops; k++) {
+                assert_true(o.st.loop[k].requests > 0);
+                reqs += o.st.loop[k].requests;
+                chunks += o.st.loop[k].chunks;
+                cpu += o.st.loop[k].cpu_ns;
+            }
+            assert_int_equal(reqs, N);
+            assert_true(chunks == o.st.chunks);
+            assert_true(cpu == o.st.cpu_ns);
+            for (int i = 0; i < N; i++) {
+                assert_int_equal(res[i].status, base[i].status);
+                assert_int_equal(res[i].http_status, base[i].http_status);
+                assert_int_equal(res[i].n_chunks, base[i].n_chunks);
+                assert_int_equal(res[i].output_tokens, base[i].output_tokens);
+                assert_int_equal(res[i].prompt_tokens, base[i].prompt_tokens);
+                assert_int_equal(res[i].tok_source, base[i].tok_source);
+                assert_true((res[i].error == NULL) == (base[i].error == NULL));
+                if (res[i].error) assert_string_equal(res[i].error, base[i].error);
+                assert_true((res[i].text == NULL) == (base[i].text == NULL));
+                if (res[i].text) assert_string_equal(res[i].text, base[i].text);
+                if (!strcmp(modes[m], "echo")) assert_non_null(strstr(res[i].text, prompts[i]));
+                assert_true(res[i].send_ns >= res[i].sched_ns);
+                assert_true(res[i].end_ns >= res[i].send_ns);
+                if (res[i].n_chunks) {
+                    assert_non_null(res[i].chunk_ns);
+                    assert_true(res[i].chunk_ns[0] == res[i].first_token_ns);
+                }
+            }
+            /* the progress line a caller shows: one summary naming each loop */
+            char line[512];
+            assert_int_equal(cal_probe_loops_summary(&o.st, line, sizeof line), o.st.saturated_loop);
+            assert_non_null(strstr(line, loops == 2 ? "2 loops (" : "3 loops ("));
+            assert_non_null(strstr(line, "loop 1:"));
+            free_all(res, N);
+        }
+        free_all(base, N);
+    }
+    g_loops = keep;
+}
+
+/* The self-check line names each loop's share, CPU and lag, and the
+ * saturated one. */
+static void test_loops_summary_line(void **state)
+{
+    (void)state;
+    cal_probe_stats st;
+    memset(&st, 0, sizeof st);
+    st.n_loops = 2;
+    st.saturated_loop = 1;
+    snprintf(st.loop_backend, sizeof st.loop_backend, "epoll");
+    st.loop[0] = (cal_probe_loop_stats){ .requests = 10, .chunks = 80, .cpu_ns = 250000000,
+                                         .wall_ns = 1000000000, .send_lag_p99_ms = 0.5 };
+    st.loop[1] = (cal_probe_loop_stats){ .requests = 11, .chunks = 88, .cpu_ns = 970000000,
+                                         .wall_ns = 1000000000, .send_lag_p99_ms = 7.25 };
+    char line[512];
+    assert_int_equal(cal_probe_loops_summary(&st, line, sizeof line), 1);
+    assert_string_equal(line, "2 loops (epoll): loop 0: 10 requests, CPU 25 %, send lag p99 0.50 ms; "
+                              "loop 1: 11 requests, CPU 97 %, send lag p99 7.25 ms; loop 1 saturated");
+    st.saturated_loop = -1;
+    assert_int_equal(cal_probe_loops_summary(&st, line, 20), -1);   /* cut, still a string */
+    assert_int_equal(strlen(line), 19);
+    assert_int_equal(cal_probe_loops_summary(&st, NULL, 0), -1);
+}
+
+/* CALIPER_LOOP picks the readiness backend; a name not built here is refused
+ * at open, not at the first wait. */
+static void test_loop_backend_choice(void **state)
+{
+    (void)state;
+    const char *was = getenv("CALIPER_LOOP");
+    char keep[16] = "";
+    if (was) snprintf(keep, sizeof keep, "%s", was);
+    cal_req_result res[4];
+    assert_int_equal(setenv("CALIPER_LOOP", "poll", 1), 0);
+    outcome o = run_mode("normal", CAL_API_CHAT, 4, 2, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 4);
+    assert_string_equal(o.st.loop_backend, "poll");
+    assert_int_equal(o.st.wait_fallback, 1);       /* poll() waits in whole ms */
+    for (int i = 0; i < 4; i++) assert_int_equal(res[i].n_chunks, 8);
+    free_all(res, 4);
+    assert_int_equal(setenv("CALIPER_LOOP", "select", 1), 0);
+    cal_probe_config cfg = { .base_url = "http://127.0.0.1:1", .api = CAL_API_COMPLETIONS };
+    cal_probe *p = NULL;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_EINVAL);
+    assert_null(p);
+    assert_int_equal(unsetenv("CALIPER_LOOP"), 0);
+    o = run_mode("normal", CAL_API_CHAT, 2, 2, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 2);
+#if defined(CAL_PLATFORM_LINUX)
+    assert_string_equal(o.st.loop_backend, "epoll");
+#elif defined(CAL_PLATFORM_DARWIN)
+    assert_string_equal(o.st.loop_backend, "kqueue");
+#else
+    assert_string_equal(o.st.loop_backend, "poll");
+#endif
+    free_all(res, 2);
+    cfg.loops = -2;                                 /* -1 is CAL_PROBE_LOOPS_AUTO */
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_ERANGE);
+    cfg.loops = CAL_PROBE_LOOPS_AUTO;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
+    cal_probe_close(&p);
+    if (was) assert_int_equal(setenv("CALIPER_LOOP", keep, 1), 0);
+    /* the default loop count is at least one and within the cap */
+    int d = cal_probe_default_loops(0);
+    assert_true(d >= 1 && d <= CAL_PROBE_MAX_LOOPS);
+    assert_true(cal_probe_default_loops((int)getpid()) >= 1);
+}
+
 /* ---- every jansson allocation of a short run fails in turn --------------
  * The probe builds each request body and reads each event with jansson.
  * Failing its k-th allocation (k = 1, 2, ... until a run needs fewer) must
@@ -920,6 +1098,9 @@ int main(int argc, char **argv)
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", argv[0]);
     snprintf(g_bindir, sizeof g_bindir, "%s", dirname(tmp));
+    /* tests/e2e/test_probe_loops.sh runs this suite again on other loops */
+    const char *lp = getenv("CALIPER_TEST_PROBE_LOOPS");
+    g_loops = lp ? atoi(lp) : 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_normal_completions_and_chat),
         cmocka_unit_test(test_drip_feed_parses),
@@ -937,6 +1118,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_request_deadline_pings_forever),
         cmocka_unit_test(test_chunk_cap_streams_forever),
         cmocka_unit_test(test_epoll_wait_fallback),
+        cmocka_unit_test(test_loops_merge_exactly),
+        cmocka_unit_test(test_loops_summary_line),
+        cmocka_unit_test(test_loop_backend_choice),
         cmocka_unit_test(test_alloc_failures_walk),
         cmocka_unit_test(test_against_caliper_serve),
     };
