@@ -16,6 +16,7 @@
 #include "caliper/probe.h"
 #include "caliper/protocol.h"
 #include "caliper/run.h"
+#include "caliper/saturation.h"
 #include "caliper/store.h"
 #include "caliper/telemetry.h"
 #include "caliper/utf8.h"
@@ -60,6 +61,14 @@ static void usage(FILE *f)
         "                       until T; the ones in flight then are stored cancelled\n"
         "  --rate R             open loop: Poisson arrivals at R req/s (latency from the\n"
         "                       scheduled time); --concurrency then caps in-flight requests\n"
+        "  --rate ramp:A-B/T    arrivals whose rate rises from A to B req/s over T, then holds\n"
+        "  --rate burst:N/every T   N requests at once every T (docs/load.md)\n"
+        "  --slo ttft=500ms,tpot=50ms   goodput: requests/s meeting every bound (keys ttft,\n"
+        "                       itl (the request's ITL p99), tpot, e2e), beside throughput\n"
+        "  --sweep saturation   raise the --rate (default 1) step by step until goodput\n"
+        "                       stops rising, and report the knee (needs --slo)\n"
+        "  --sweep-max-rate R   the sweep's last rate (default 16 x --rate)\n"
+        "  --sweep-steps N      at most N rates, geometric from --rate (default 8)\n"
         "shots (cold, warm and rested; docs/run.md):\n"
         "  --shots N            N consecutive shots of the whole workload (default 1)\n"
         "  --rest T             rest between shots (default 0)\n"
@@ -99,6 +108,12 @@ typedef struct opts {
     int conc_given;
     long requests;
     double duration_s, rate;
+    int rate_given;
+    cal_arrivals pattern;            /* --rate: Poisson, ramp or bursts */
+    cal_slo slo;                     /* --slo; zeroed: none */
+    int sweep;                       /* --sweep saturation */
+    double sweep_max;
+    long sweep_steps;
     long shots, warmup;
     double rest_s, noise_floor;
     int cold, ab, no_tel;
@@ -113,7 +128,8 @@ enum {
     O_URL = 256, O_LAUNCH, O_PORT, O_LTIMEOUT, O_PRESET, O_SERVEARGS, O_API, O_MODEL,
     O_KEYENV, O_BODY, O_LABEL, O_AB, O_CONTENT, O_PTOK, O_MAXTOK, O_FREE, O_PREFIX, O_CONC,
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_DB, O_JSON, O_CTIMEOUT,
-    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP
+    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_SLO, O_SWEEP,
+    O_SWEEPMAX, O_SWEEPSTEPS, O_HELP
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -135,6 +151,9 @@ static const struct option LONGOPTS[] = {
     {"request-timeout", required_argument, 0, O_RTIMEOUT},
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
+    {"slo", required_argument, 0, O_SLO}, {"sweep", required_argument, 0, O_SWEEP},
+    {"sweep-max-rate", required_argument, 0, O_SWEEPMAX},
+    {"sweep-steps", required_argument, 0, O_SWEEPSTEPS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0}};
 
@@ -233,10 +252,32 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_DUR:
             if (cli_parse_time_in(CMD, "--duration", optarg, "s", 0, 0, &o->duration_s)) return CLI_USAGE;
             break;
-        case O_RATE:
-            if (cli_parse_unit(CMD, "--rate", optarg, CAL_U_COUNT, NULL, &o->rate)) return CLI_USAGE;
-            if (!(o->rate > 0)) return cli_usage_error(CMD, "--rate: \"%s\" is not a positive request rate", optarg);
+        case O_RATE: {
+            char why[200];
+            if (cal_arrivals_parse(optarg, &o->pattern, why, sizeof why))
+                return cli_usage_error(CMD, "--%s", why);
+            o->rate = cal_arrivals_mean_rate(&o->pattern);
             if (o->rate > MAX_RATE) return cli_usage_error(CMD, "--rate: \"%s\" is over %g requests/s", optarg, MAX_RATE);
+            o->rate_given = 1;
+            break;
+        }
+        case O_SLO: {
+            char why[200];
+            if (cal_slo_parse(optarg, &o->slo, why, sizeof why)) return cli_usage_error(CMD, "--%s", why);
+            break;
+        }
+        case O_SWEEP:
+            if (strcmp(optarg, "saturation"))
+                return cli_usage_error(CMD, "--sweep: \"%s\" is not a sweep (saturation)", optarg);
+            o->sweep = 1;
+            break;
+        case O_SWEEPMAX:
+            if (cli_parse_unit(CMD, "--sweep-max-rate", optarg, CAL_U_COUNT, NULL, &o->sweep_max)) return CLI_USAGE;
+            if (!(o->sweep_max > 0) || o->sweep_max > MAX_RATE)
+                return cli_usage_error(CMD, "--sweep-max-rate: \"%s\" is not a request rate from 0 to %g/s", optarg, MAX_RATE);
+            break;
+        case O_SWEEPSTEPS:
+            if (cli_parse_long(CMD, "--sweep-steps", optarg, 2, CAL_SAT_MAX_STEPS, &o->sweep_steps)) return CLI_USAGE;
             break;
         case O_SHOTS:
             if (cli_parse_long(CMD, "--shots", optarg, 1, 1000, &o->shots)) return CLI_USAGE;
@@ -307,6 +348,31 @@ static int parse_opts(int argc, char **argv, opts *o)
                                     "the engine will answer");
     if (o->duration_s > 0 && o->requests)
         return cli_usage_error(CMD, "--requests and --duration together: choose one");
+    if ((o->sweep_max > 0 || o->sweep_steps) && !o->sweep)
+        return cli_usage_error(CMD, "--sweep-max-rate and --sweep-steps belong to --sweep saturation");
+    if (o->sweep) {
+        if (!cal_slo_given(&o->slo))
+            return cli_usage_error(CMD, "--sweep saturation: give --slo (the sweep follows goodput, "
+                                        "the requests/s that meet it)");
+        if (o->pattern.kind != CAL_ARR_POISSON)
+            return cli_usage_error(CMD, "--sweep saturation: --rate is the start rate, a number, not a "
+                                        "ramp or bursts");
+        if (!o->rate_given) {
+            o->rate = 1;
+            o->pattern.rate = 1;
+        }
+        if (!o->sweep_steps) o->sweep_steps = 8;
+        if (!(o->sweep_max > 0)) o->sweep_max = fmin(16 * o->rate, MAX_RATE);
+        char why[300];
+        cal_sat sat;
+        if (cal_sat_init(&sat, o->rate, o->sweep_max, (int)o->sweep_steps, why, sizeof why)) {
+            /* name the flags, not the plan's fields */
+            const char *flag = !strncmp(why, "sweep_steps", 11) ? "--sweep-steps"
+                               : !strncmp(why, "sweep_max_rate", 14) ? "--sweep-max-rate" : "--rate";
+            const char *rest = strchr(why, ':');
+            return cli_usage_error(CMD, "%s%s", flag, rest ? rest : why);
+        }
+    }
     return 0;
 }
 
@@ -460,6 +526,11 @@ int cmd_run(int argc, char **argv)
     plan.n_conc = o.n_conc;
     for (size_t i = 0; i < o.n_conc; i++) plan.concurrency[i] = (int)o.conc[i];
     plan.rate = o.rate;
+    plan.pattern = o.pattern;
+    plan.slo = o.slo;
+    plan.sweep = o.sweep;
+    plan.sweep_max_rate = o.sweep_max;
+    plan.sweep_steps = (int)o.sweep_steps;
     plan.cap_given = o.conc_given;
     plan.requests = o.requests;
     plan.duration_s = o.duration_s;

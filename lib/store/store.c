@@ -103,6 +103,8 @@ static const char *const MIGRATIONS[] = {
     /* 3: the lowest clock and power over each cell, beside their means */
     ("ALTER TABLE cells ADD COLUMN clock_mhz_min REAL;"
      "ALTER TABLE cells ADD COLUMN power_w_min REAL;"),   /* (): one element, for clang */
+    /* 4: goodput under the run's --slo (NULL without one) */
+    "ALTER TABLE cells ADD COLUMN goodput REAL;",
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 
