@@ -15,6 +15,7 @@
 #include "caliper/error.h"
 #include "caliper/probe.h"
 #include "caliper/protocol.h"
+#include "caliper/report.h"
 #include "caliper/run.h"
 #include "caliper/saturation.h"
 #include "caliper/store.h"
@@ -426,9 +427,13 @@ static void on_event(void *ud, const cal_run_event *ev)
         snprintf(agg, sizeof agg, isfinite(m->output_throughput) ? "%.1f" : "—", m->output_throughput);
         snprintf(per, sizeof per, isfinite(m->per_request_output_throughput_median) ? "%.1f" : "—",
                  m->per_request_output_throughput_median);
-        fprintf(stderr, "%s: %lld ok, %lld failed, %.1f s, %s tok/s aggregate, %s tok/s per request\n",
+        char good[64] = "";
+        if (isfinite(m->goodput))
+            snprintf(good, sizeof good, ", goodput %.3g of %.3g req/s", m->goodput,
+                     isfinite(m->request_throughput) ? m->request_throughput : 0.0);
+        fprintf(stderr, "%s: %lld ok, %lld failed, %.1f s, %s tok/s aggregate, %s tok/s per request%s\n",
                 ev->label, (long long)m->completed, (long long)m->failed,
-                isfinite(m->duration) ? m->duration : 0.0, agg, per);
+                isfinite(m->duration) ? m->duration : 0.0, agg, per, good);
         break;
     }
     case CAL_RUN_EV_NOTE: {
@@ -462,6 +467,20 @@ static char *protocol_extra(const opts *o)
     char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(p);
     return s;
+}
+
+/* Goodput against offered load, the knee marked (the report's Markdown). */
+static void print_goodput(const cal_run_data *d)
+{
+    cal_result *r = NULL;
+    char err[300];
+    cal_buf b = {0};
+    b.max = 1 << 20;
+    if (cal_result_from_run_data(d, &r, err, sizeof err) == CAL_OK && cal_report_goodput_md(r, &b) == CAL_OK &&
+        b.len)
+        printf("\n%s", b.data);
+    cal_buf_free(&b);
+    cal_result_free(&r);
 }
 
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
@@ -593,6 +612,7 @@ int cmd_run(int argc, char **argv)
     if (out.data) {
         fputc('\n', stderr);
         run_view_print(stdout, out.data, o.db);
+        if (cal_slo_given(&o.slo)) print_goodput(out.data);
         fflush(stdout);
         if (o.json) {
             FILE *jf = fopen(o.json, "w");
