@@ -64,11 +64,15 @@ size_t cal_report_goodput_curve(const cal_result *r, cal_gp_curve *c)
     return c->n;
 }
 
-/* "+48 %" / "−3 %" / "" */
+/* "+48 %" / "−3 %" / "none" (0 after 0) / "from 0" / "" (the first) */
 static void gain_text(const cal_gp_curve *c, size_t i, char *buf, size_t n)
 {
     buf[0] = '\0';
-    if (i == 0 || !(c->goodput[i - 1] > 0)) return;
+    if (i == 0) return;
+    if (!(c->goodput[i - 1] > 0)) {
+        snprintf(buf, n, "%s", c->goodput[i] > 0 ? "from 0" : "none");
+        return;
+    }
     double g = c->goodput[i] / c->goodput[i - 1] - 1;
     cal_snprintf(buf, n, "%s%.0f %%", g < 0 ? "−" : "+", fabs(g) * 100);
 }
@@ -99,9 +103,10 @@ int cal_report_goodput_md(const cal_result *r, cal_buf *b)
         double best = 0;
         for (size_t i = 0; i < c->n; i++) best = fmax(best, c->goodput[i]);
         cal_snprintf(line, sizeof line, best > 0
-                     ? "\nNo knee: goodput was still rising at the last offered rate, %.3g req/s "
-                       "(it never gained less than %.0f %% over two steps in a row): the engine was "
-                       "not saturated within the sweep.\n"
+                     ? "\nNo knee: up to the last offered rate, %.3g req/s, goodput never gained "
+                       "less than %.0f %% over two steps in a row: it did not level off within the "
+                       "sweep (a higher --sweep-max-rate, or more requests per step where it is "
+                       "noisy).\n"
                      : "\nNo knee: no request met the SLO at any offered rate up to %.3g req/s "
                        "(%.0f %% rule not applicable).\n",
                      c->offered[c->n - 1], CAL_SAT_GAIN * 100);
