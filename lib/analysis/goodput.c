@@ -77,7 +77,7 @@ char *cal_slo_format(const cal_slo *s, char *buf, size_t n)
     for (size_t k = 0; s && k < N_KEYS && used < n; k++) {
         double v = get(s, k);
         if (!(v > 0)) continue;
-        int w = cal_snprintf(buf + used, n - used, "%s%s=%gms", used ? "," : "", KEYS[k].key, v);
+        int w = cal_snprintf(buf + used, n - used, "%s%s=%.9gms", used ? "," : "", KEYS[k].key, v);
         if (w < 0) break;
         used += (size_t)w;
     }

@@ -91,9 +91,9 @@ int cal_arrivals_parse(const char *s, cal_arrivals *out, char *err, size_t errn)
 char *cal_arrivals_format(const cal_arrivals *a, char *buf, size_t n)
 {
     switch (a->kind) {
-    case CAL_ARR_RAMP: cal_snprintf(buf, n, "ramp:%g-%g/%gs", a->from, a->to, a->over_s); break;
-    case CAL_ARR_BURST: cal_snprintf(buf, n, "burst:%ld/every %gs", a->burst, a->every_s); break;
-    default: cal_snprintf(buf, n, "%g", a->rate); break;
+    case CAL_ARR_RAMP: cal_snprintf(buf, n, "ramp:%.9g-%.9g/%.9gs", a->from, a->to, a->over_s); break;
+    case CAL_ARR_BURST: cal_snprintf(buf, n, "burst:%ld/every %.9gs", a->burst, a->every_s); break;
+    default: cal_snprintf(buf, n, "%.9g", a->rate); break;
     }
     return buf;
 }
