@@ -22,7 +22,18 @@
 # tests/fuzz/fuzz_*.c or bench/*.c is built without touching this file.
 
 PREFIX   ?= /usr/local
-BUILD    ?= build
+# The platform file set: lib/platform/$(PLATFORM).c and every lib/*/*_$(PLATFORM).c
+# (lib/platform/platform.h). Detected from uname; PLATFORM=posix builds the
+# generic POSIX core (poll loop, posix_spawn, no /proc) on any system, into
+# build/posix, and `make test PLATFORM=posix` runs the whole suite on it.
+UNAME_S  := $(shell uname -s)
+NATIVE_PLATFORM := $(if $(filter Linux,$(UNAME_S)),linux,$(if $(filter Darwin,$(UNAME_S)),darwin,posix))
+PLATFORM ?= $(NATIVE_PLATFORM)
+PLATFORMS := linux darwin posix
+ifeq ($(filter $(PLATFORM),$(PLATFORMS)),)
+  $(error PLATFORM: "$(PLATFORM)" is not one of $(PLATFORMS))
+endif
+BUILD    ?= $(if $(filter $(PLATFORM),$(NATIVE_PLATFORM)),build,build/$(PLATFORM))
 CC       ?= cc
 SAN      ?=
 PKGS     := libcurl jansson sqlite3 openblas libmicrohttpd
@@ -30,17 +41,26 @@ VERSION  := 0.1.0
 COMMIT   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 DIRTY    := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 
+# Homebrew installs curl, sqlite and openblas keg-only: pkg-config finds them
+# only through their opt/ prefixes.
+ifeq ($(UNAME_S),Darwin)
+  CPPFLAGS += -D_DARWIN_C_SOURCE
+  BREW := $(shell brew --prefix 2>/dev/null)
+  empty :=
+  export PKG_CONFIG_PATH := $(subst $(empty) $(empty),:,$(foreach k,curl sqlite openblas,$(BREW)/opt/$(k)/lib/pkgconfig)):$(PKG_CONFIG_PATH)
+endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla
-CPPFLAGS += -Iinclude -I. -I$(BUILD)/gen -D_GNU_SOURCE $(PKG_CFLAGS)
+CPPFLAGS += -Iinclude -I. -I$(BUILD)/gen -D_GNU_SOURCE $(PKG_CFLAGS) \
+            -DCAL_PLATFORM_$(shell echo $(PLATFORM) | tr a-z A-Z)
 CFLAGS   += -std=c11 -g $(OPT) $(WARN) -pthread $(SAN_FLAGS)
 LDLIBS   += $(PKG_LIBS) -ldl -lm -pthread
 # The engine's kernels are built for this CPU: the reference engine is measured
 # where it is built. Correctness tests compare against naive references.
-ENGINE_CFLAGS ?= -O3 -march=native -fno-math-errno
+ENGINE_CFLAGS ?= -O3 $(if $(filter Darwin-arm64,$(UNAME_S)-$(shell uname -m)),-mcpu=native,-march=native) -fno-math-errno
 
 ifeq ($(SAN),address)
   SAN_FLAGS := -fsanitize=address -fno-omit-frame-pointer
@@ -55,10 +75,16 @@ ifeq ($(SAN),thread)
   CPPFLAGS  += -DCAL_SANITIZER='"thread"'
 endif
 
-LIB_SRC    := $(sort $(wildcard lib/*/*.c))
+PLAT_SRC   := $(foreach p,$(PLATFORMS),lib/platform/$(p).c $(wildcard lib/*/*_$(p).c))
+LIB_SRC    := $(sort $(filter-out $(PLAT_SRC),$(wildcard lib/*/*.c)) \
+                     $(filter lib/platform/$(PLATFORM).c %_$(PLATFORM).c,$(PLAT_SRC)))
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
 CLI_SRC    := $(sort $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard server/*.c))
 UNIT_SRC   := $(sort $(wildcard tests/unit/test_*.c))
+# The allocation-failure walk wraps malloc with GNU ld's --wrap.
+ifeq ($(UNAME_S),Darwin)
+  UNIT_SRC := $(filter-out tests/unit/test_malloc_fail.c,$(UNIT_SRC))
+endif
 HELPER_SRC := $(sort $(wildcard tests/helpers/*.c))
 SHLIB_SRC  := $(sort $(wildcard tests/helpers/shlib/*.c))
 FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -94,7 +120,7 @@ all: $(BIN) $(LIBCAL) $(LIBENG) $(BUILD)/link-flags
 
 # The build identity every stored run records; rewritten only when it changes,
 # so a new commit rebuilds exactly the one file that prints it.
-BUILD_ID := caliper $(VERSION) (commit $(COMMIT)$(DIRTY), $(strip $(OPT) $(SAN_FLAGS)))
+BUILD_ID := caliper $(VERSION) (commit $(COMMIT)$(DIRTY), $(PLATFORM), $(strip $(OPT) $(SAN_FLAGS)))
 $(BUILD)/gen/build_id.h: FORCE
 	@mkdir -p $(dir $@)
 	@printf '#define CAL_VERSION "%s"\n#define CAL_BUILD_ID "%s"\n' '$(VERSION)' '$(BUILD_ID)' >$@.tmp

@@ -562,6 +562,17 @@ static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
 #define matmul(y, ldy, x, ldx, w, n_out, n_in, m, beta) \
     matmul_p(e, y, ldy, x, ldx, w, n_out, n_in, m, beta)
 
+void cal_engine_matmul(cal_engine *e, float *y, int ldy, const float *x, int ldx,
+                       const float *w, int n_out, int n_in, int m, float beta)
+{
+    matmul_p(e, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+}
+
+cal_pool *cal_engine_pool(cal_engine *e)
+{
+    return e->pool;
+}
+
 static double mm_bytes(int n_out, int n_in, int m)
 {
     return 4.0 * ((double)n_out * n_in + (double)m * (n_in + n_out));

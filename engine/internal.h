@@ -32,4 +32,13 @@ typedef struct cal_model_weights {
 void cal_engine_weights(const cal_engine *e, cal_model_weights *m);
 void cal_engine_layer_weights(const cal_engine *e, int layer, cal_layer_weights *w);
 
+/* The step's own matrix product, split across the engine's pool exactly as
+ * inside a step: Y[m][n_out] (row stride ldy) = beta·Y + X[m][n_in] · Wᵀ.
+ * And the pool itself. For the op micro-benchmark (engine/opbench.c), which
+ * must time each op with the kernels and threads the step uses. */
+struct cal_pool;
+void cal_engine_matmul(cal_engine *e, float *y, int ldy, const float *x, int ldx,
+                       const float *w, int n_out, int n_in, int m, float beta);
+struct cal_pool *cal_engine_pool(cal_engine *e);
+
 #endif

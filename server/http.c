@@ -1,4 +1,4 @@
-/* caliper serve — the HTTP front (see server.h): libmicrohttpd in epoll mode
+/* caliper serve — the HTTP front (see server.h): libmicrohttpd (epoll on Linux)
  * with suspend/resume. A streaming response is a content-reader callback that
  * drains its job's bytes and suspends the connection when there are none; the
  * scheduler or pacer resumes it when it appends more. A client that goes away
@@ -546,7 +546,12 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
         cal_server_close(&s);
         return fail(why, why_cap, CAL_EINVAL, "--host: \"%s\" is not an address", host);
     }
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+#ifdef CAL_PLATFORM_POSIX   /* poll(): what any POSIX system has */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD;
+#else   /* libmicrohttpd's best: epoll on Linux, poll elsewhere */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
+#endif
+    flags |= MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     unsigned threads = c->http_threads > 0 ? (unsigned)c->http_threads : pace ? 2u : 1u;
     unsigned conns = c->max_connections > 0 ? (unsigned)c->max_connections

@@ -33,6 +33,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_proxy(int argc, char **argv);
+int cmd_ops(int argc, char **argv);
 
 /* Print "caliper CMD: MESSAGE" and the --help hint to stderr; returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

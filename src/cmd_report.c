@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/csv.h"
 #include "caliper/error.h"
+#include "caliper/ops.h"
 #include "caliper/report.h"
 #include "cli.h"
 
@@ -28,6 +30,8 @@ static void usage(FILE *f)
         "                    JSON file (caliper's, or a vLLM bench result)\n"
         "  --db FILE         the store (default caliper.db)\n"
         "  --import TOOL FILE  add a foreign tool's result file; TOOL: vllm\n"
+        "  --ops FILE        add the per-op section from `caliper ops --json` output\n"
+        "                    (HTML only; runs may then be left out)\n"
         "  -o, --output FILE write here (default: stdout)\n"
         "  --format FMT      html, md, csv or json (default: from -o's extension, else html)\n"
         "  -h, --help        this text\n"
@@ -53,9 +57,10 @@ int cmd_report(int argc, char **argv)
     static const struct option OPTS[] = {
         {"db", required_argument, 0, 'd'},
         {"output", required_argument, 0, 'o'}, {"format", required_argument, 0, 'F'},
+        {"ops", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
-    const char *db = "caliper.db", *outp = NULL;
+    const char *db = "caliper.db", *outp = NULL, *ops = NULL;
     const char *imports[MAX_RESULTS];
     size_t n_imports = 0;
     int have_fmt = 0, ch;
@@ -70,6 +75,7 @@ int cmd_report(int argc, char **argv)
             db = optarg;
             break;
         case 'o': outp = optarg; break;
+        case 'P': ops = optarg; break;
         case 'F':
             if (fmt_of(optarg, &fmt))
                 return cli_usage_error(CMD, "--format: \"%s\" is not html, md, csv or json", optarg);
@@ -85,7 +91,9 @@ int cmd_report(int argc, char **argv)
         if (dot && fmt_of(dot + 1, &fmt)) fmt = CAL_REPORT_HTML;
     }
     size_t n_pos = (size_t)(argc - optind), n = n_pos + n_imports;
-    if (n == 0) return cli_usage_error(CMD, "which run? give a run id, a label, \"latest\" or a result file");
+    if (ops && fmt != CAL_REPORT_HTML)
+        return cli_usage_error(CMD, "--ops: only the HTML report has the per-op section");
+    if (n == 0 && !ops) return cli_usage_error(CMD, "which run? give a run id, a label, \"latest\" or a result file");
     if (n > MAX_RESULTS) return cli_usage_error(CMD, "at most %d runs in one report (got %zu)", MAX_RESULTS, n);
 
     cal_result *res[MAX_RESULTS] = {0};
@@ -97,7 +105,18 @@ int cmd_report(int argc, char **argv)
                           : cal_result_import("vllm", imports[i - n_pos], &res[i], err, sizeof err);
         if (e) { rc = cli_fail(CMD, "%s", err); goto done; }
     }
-    int e = cal_report_write((const cal_result *const *)res, n, fmt, &out);
+    cal_buf sec = CAL_BUF_INIT(16u << 20);
+    if (ops) {
+        char *text = NULL;
+        size_t len = 0;
+        int e = cal_csv_read_file(ops, 64u << 20, &text, &len, err, sizeof err);
+        if (!e) e = cal_ops_html_section(text, len, &sec, err, sizeof err);
+        free(text);
+        if (e) { cal_buf_free(&sec); rc = cli_fail(CMD, "--ops: %s: %s", ops, err); goto done; }
+    }
+    int e = ops ? cal_report_write_html_ex((const cal_result *const *)res, n, sec.data ? sec.data : "", &out)
+                : cal_report_write((const cal_result *const *)res, n, fmt, &out);
+    cal_buf_free(&sec);
     if (e) { rc = cli_fail(CMD, "writing the report: %s", cal_strerror(e)); goto done; }
     if (outp && strcmp(outp, "-")) {
         FILE *f = fopen(outp, "wb");

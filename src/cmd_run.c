@@ -23,6 +23,7 @@
 #include "caliper/utf8.h"
 #include "caliper/workload.h"
 #include "cli.h"
+#include "lib/platform/platform.h"
 #include "run_view.h"
 
 #define CMD "run"
@@ -503,7 +504,11 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
         t->url = o->url[o->ab ? i : 0];
     } else {
         t->kind = CAL_TARGET_BUILTIN;
-        t->self_exe = "/proc/self/exe";
+        char why[300];
+        if (!(t->self_exe = cal_plat_self_exe(why, sizeof why))) {
+            cli_fail(CMD, "the built-in engine: cannot find this program to start it: %s", why);
+            return CAL_ENOTFOUND;
+        }
         t->preset = o->preset;
         t->serve_args = o->serve_args;
     }
@@ -575,13 +580,13 @@ int cmd_run(int argc, char **argv)
     cal_run_args args;
     memset(&args, 0, sizeof args);
     cal_store *st = NULL;
-    int exit_code = CLI_OK;
+    int exit_code = CLI_OK, rc;
     for (int i = 0; i < (o.ab ? 2 : 1); i++)
-        if (make_target(&o, i, api_key, &args.targets[i])) {
-            exit_code = cli_fail(CMD, "target: out of memory");
+        if ((rc = make_target(&o, i, api_key, &args.targets[i]))) {
+            exit_code = rc == CAL_ENOTFOUND ? CLI_FAIL : cli_fail(CMD, "target: out of memory");
             goto cleanup;
         }
-    int rc = cal_store_open(o.db, &st);
+    rc = cal_store_open(o.db, &st);
     if (rc) {
         exit_code = cli_fail(CMD, "--db: cannot open \"%s\": %s", o.db, cal_strerror(rc));
         goto cleanup;

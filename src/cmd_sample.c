@@ -24,6 +24,7 @@
 #include "caliper/error.h"
 #include "caliper/telemetry.h"
 #include "cli.h"
+#include "lib/platform/platform.h"
 
 #define CMD "sample"
 
@@ -265,9 +266,7 @@ int cmd_sample(int argc, char **argv)
     if (prom && parse_addr(prom, &sa) != 0)
         return cli_usage_error(CMD, "--prometheus: \"%s\" is not IPv4:PORT (e.g. 127.0.0.1:9464)", prom);
     if (pid) {
-        char p[600];
-        snprintf(p, sizeof p, "%s/proc/%ld/stat", root ? root : "", pid);
-        if (access(p, R_OK) != 0)
+        if (!cal_plat_pid_exists(root, pid))
             return cli_usage_error(CMD, "--pid: \"%ld\" is not a running process", pid);
     }
 

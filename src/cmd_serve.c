@@ -17,6 +17,7 @@
 #include "caliper/error.h"
 #include "cli.h"
 #include "engine/engine.h"
+#include "engine/opbench.h"
 #include "server/server.h"
 
 static void usage(FILE *f)
@@ -47,6 +48,12 @@ static void usage(FILE *f)
         "  --http-threads N     HTTP event-loop threads (default 1; 2 with --pace-ms)\n"
         "  --max-connections N  concurrent connections (default 1024; 8192 with --pace-ms)\n"
         "  --profile FILE       write the engine's per-op profile JSON at shutdown\n"
+        "  --op-bench FILE      no server: run each op of the model alone (same kernels,\n"
+        "                       threads and shapes, warm caches), write the timings to\n"
+        "                       FILE for `caliper ops PROFILE FILE` (docs/ops.md), exit\n"
+        "  --op-bench-tokens N  tokens per call, a step's rows (default 1: decode)\n"
+        "  --op-bench-pos N     KV cache depth the attention reads (default 128)\n"
+        "  --op-bench-reps N    timed calls per op (default 50)\n"
         "  --pace-ms N          pacing mode: no model compute; each request streams\n"
         "                       max_tokens chunks, chunk k due at arrival + N*(k+1) ms,\n"
         "                       each carrying the server's send time \"send_ns\"\n"
@@ -58,7 +65,7 @@ static void usage(FILE *f)
 enum {
     O_PRESET = 256, O_LAYERS, O_DIM, O_HEADS, O_KVHEADS, O_FFN, O_EXPERTS, O_TOPK,
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
-    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_HELP
+    O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP
 };
 
 static const struct option OPTS[] = {
@@ -85,6 +92,10 @@ static const struct option OPTS[] = {
     {"max-body", required_argument, 0, O_MAXBODY},
     {"http-threads", required_argument, 0, O_HTTPTHREADS},
     {"max-connections", required_argument, 0, O_MAXCONN},
+    {"op-bench", required_argument, 0, O_OPBENCH},
+    {"op-bench-tokens", required_argument, 0, O_OBTOKENS},
+    {"op-bench-pos", required_argument, 0, O_OBPOS},
+    {"op-bench-reps", required_argument, 0, O_OBREPS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -109,6 +120,36 @@ static void on_signal(int sig)
     errno = saved;
 }
 
+static int write_profile(const char *path, const char *json);
+
+/* --op-bench: open the engine alone (no server), time each op by itself,
+ * write the file, print one line. */
+static int run_op_bench(const cal_model_config *m, const char *path, long tokens, long pos,
+                        long reps)
+{
+    const char *C = "serve";
+    if (pos + tokens > m->max_ctx)
+        return cli_usage_error(C, "--op-bench-pos: %ld + %ld tokens is past the context (%d)", pos,
+                               tokens, m->max_ctx);
+    cal_engine *e = NULL;
+    int rc = cal_engine_open(m, 1, (int)tokens, &e);
+    if (rc != CAL_OK) return cli_fail(C, "--op-bench: cannot open the engine: %s", cal_strerror(rc));
+    cal_opbench_opts o = {(int)tokens, (int)pos, (int)reps};
+    char *json = NULL;
+    rc = cal_engine_opbench(e, &o, &json);
+    cal_engine_close(&e);
+    if (rc != CAL_OK) return cli_fail(C, "--op-bench: %s", cal_strerror(rc));
+    int status = CLI_OK;
+    if (write_profile(path, json) != CAL_OK)
+        status = cli_fail(C, "--op-bench: cannot write \"%s\"", path);
+    else
+        printf("caliper serve: op bench of %s (%ld token%s per call, position %ld, %ld reps, OpenBLAS %s) "
+               "written to %s\n", m->name, tokens, tokens == 1 ? "" : "s", pos, reps,
+               cal_engine_blas_core(), path);
+    free(json);
+    return status;
+}
+
 static int write_profile(const char *path, const char *json)
 {
     FILE *f = fopen(path, "w");
@@ -121,6 +162,8 @@ static int write_profile(const char *path, const char *json)
 int cmd_serve(int argc, char **argv)
 {
     const char *preset = "tiny", *host = "127.0.0.1", *profile = NULL, *model_name = NULL;
+    const char *op_bench = NULL;
+    long ob_tokens = 1, ob_pos = 128, ob_reps = 50;
     long port = 8080, max_batch = 16, max_queue = 256, threads = 0, pace_ms = 0,
          chunk = 256, http_threads = 0, max_conn = 0;
     double max_body = 4.0 * 1024 * 1024;
@@ -167,6 +210,10 @@ int cmd_serve(int argc, char **argv)
         case O_MAXCONN:
             rc = cli_parse_long(C, "--max-connections", optarg, 1, 1 << 20, &max_conn);
             break;
+        case O_OPBENCH:  op_bench = optarg; break;
+        case O_OBTOKENS: rc = cli_parse_long(C, "--op-bench-tokens", optarg, 1, 4096, &ob_tokens); break;
+        case O_OBPOS:    rc = cli_parse_long(C, "--op-bench-pos", optarg, 0, 1 << 20, &ob_pos); break;
+        case O_OBREPS:   rc = cli_parse_long(C, "--op-bench-reps", optarg, 1, 100000, &ob_reps); break;
         case 'h':
         case O_HELP:     usage(stdout); return CLI_OK;
         case ':':
@@ -218,6 +265,7 @@ int cmd_serve(int argc, char **argv)
     sc.http_threads = (int)http_threads;
     sc.max_connections = (int)max_conn;
     if (threads > 0) openblas_set_num_threads((int)threads);
+    if (op_bench) return run_op_bench(&sc.model, op_bench, ob_tokens, ob_pos, ob_reps);
 
     /* thousands of paced streams need as many descriptors as the system allows */
     struct rlimit rl;
@@ -225,7 +273,9 @@ int cmd_serve(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    if (pipe2(g_sig_pipe, O_CLOEXEC) != 0) return cli_fail(C, "pipe: %s", strerror(errno));
+    if (pipe(g_sig_pipe) != 0) return cli_fail(C, "pipe: %s", strerror(errno));
+    fcntl(g_sig_pipe[0], F_SETFD, FD_CLOEXEC);
+    fcntl(g_sig_pipe[1], F_SETFD, FD_CLOEXEC);
     fcntl(g_sig_pipe[1], F_SETFL, O_NONBLOCK);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

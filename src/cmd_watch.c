@@ -21,6 +21,7 @@
 #include "caliper/telemetry.h"
 #include "caliper/watch.h"
 #include "cli.h"
+#include "lib/platform/platform.h"
 
 #define CMD "watch"
 #define MAX_PIDS 16
@@ -292,9 +293,7 @@ int cmd_watch(int argc, char **argv)
             if ((rc = cli_parse_long(CMD, "--pid", optarg, 1, 4194304, &pid))) return rc;
             if (npids == MAX_PIDS)
                 return cli_usage_error(CMD, "--pid: \"%s\" is one more than the %d allowed", optarg, MAX_PIDS);
-            char path[64];
-            snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-            if (access(path, R_OK) != 0)
+            if (!cal_plat_pid_exists(NULL, pid))
                 return cli_usage_error(CMD, "--pid: \"%s\" is not a running process", optarg);
             pids[npids++] = pid;
             break;

@@ -8,6 +8,7 @@
 #include "caliper/global.h"
 #include "cli.h"
 #include "engine/engine.h"
+#include "lib/platform/platform.h"
 
 static const cli_cmd COMMANDS[] = {
     {"run",     cmd_run,     "benchmark a target: shots, sweeps, telemetry, into the store"},
@@ -22,6 +23,7 @@ static const cli_cmd COMMANDS[] = {
     {"report",  cmd_report,  "HTML, Markdown, CSV or JSON report of stored runs"},
     {"watch",   cmd_watch,   "operating point from a server's /metrics; memory slope of processes"},
     {"proxy",   cmd_proxy,   "between a chat client and an engine: per-turn prefix, TTFT, decode"},
+    {"ops",     cmd_ops,     "per-op reconciliation of one or two engine profiles"},
 };
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
@@ -40,6 +42,8 @@ int main(int argc, char **argv)
 {
     setlocale(LC_ALL, "");
     setlocale(LC_NUMERIC, "C");    /* numbers print with '.', always */
+    cal_plat_set_argv0(argv[0]);   /* where the OS cannot name this binary */
+    const char *self;
     if (argc < 2) { usage(stderr); return CLI_USAGE; }
     const char *name = argv[1];
     if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
@@ -59,7 +63,7 @@ int main(int argc, char **argv)
      * its environment: a --launch'ed engine gets exactly the caller's. */
     const char *blas = !strcmp(name, "serve") ? cal_engine_blas_coretype_advice() : NULL;
     if (blas && !getenv("OPENBLAS_CORETYPE") && setenv("OPENBLAS_CORETYPE", blas, 1) == 0)
-        execv("/proc/self/exe", argv);
+        if ((self = cal_plat_self_exe(NULL, 0))) execv(self, argv);
     /* the library's process-wide setup, once, before any thread exists */
     if (cal_global_init() != CAL_OK) {
         fprintf(stderr, "caliper: libcurl's global initialisation failed\n");

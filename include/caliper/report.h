@@ -252,6 +252,11 @@ typedef enum cal_report_format {
  * CAL_ETOOBIG when out's cap is reached, CAL_ENOMEM, CAL_EINVAL (n == 0). */
 int cal_report_write(const cal_result *const *res, size_t n,
                      cal_report_format fmt, cal_buf *out);
+/* The HTML page with extra sections, already HTML (`caliper ops`' section,
+ * cal_ops_html_section), after the runs; extra NULL: none. n may be 0 when
+ * extra is given (a page of those sections alone). Same errors. */
+int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char *extra,
+                             cal_buf *out);
 
 /* Goodput against offered load as Markdown (also what `caliper run` prints
  * after a --slo run): one row per offered rate (throughput, goodput, its

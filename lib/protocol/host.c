@@ -1,85 +1,31 @@
 /* The host every run records: CPU model and cores, memory, OS, GPU if one
- * is visible. Read from /proc and uname; absent fields are JSON null. */
+ * is visible. uname and sysconf here; the rest from the platform file
+ * (lib/platform: /proc on Linux, sysctl on macOS); absent fields are JSON
+ * null. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include "caliper/protocol.h"
+#include "lib/platform/platform.h"
 #include "lib/util/c_locale.h"
-
-static void cpu_model(char *out, size_t n)
-{
-    out[0] = '\0';
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) && strncmp(line, "Model", 5)) continue;
-        char *p = strchr(line, ':');
-        if (!p) continue;
-        p++;
-        while (*p == ' ' || *p == '\t') p++;
-        p[strcspn(p, "\n")] = '\0';
-        snprintf(out, n, "%s", p);
-        break;
-    }
-    fclose(f);
-}
-
-static long long mem_total_bytes(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return -1;
-    char line[256];
-    long long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) break;
-    fclose(f);
-    return kb > 0 ? kb * 1024 : -1;
-}
-
-/* The first NVIDIA GPU's name from the driver's /proc entry, if any. */
-static void gpu_name(char *out, size_t n)
-{
-    out[0] = '\0';
-    FILE *p = popen("ls /proc/driver/nvidia/gpus 2>/dev/null | head -1", "r");
-    if (!p) return;
-    char dir[128] = "";
-    if (!fgets(dir, sizeof dir, p)) dir[0] = '\0';
-    pclose(p);
-    dir[strcspn(dir, "\n")] = '\0';
-    if (!dir[0]) return;
-    char path[256];
-    snprintf(path, sizeof path, "/proc/driver/nvidia/gpus/%s/information", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "Model:", 6)) continue;
-        char *v = line + 6;
-        while (*v == ' ' || *v == '\t') v++;
-        v[strcspn(v, "\n")] = '\0';
-        snprintf(out, n, "%s", v);
-        break;
-    }
-    fclose(f);
-}
 
 char *cal_host_json(char *short_out, size_t n)
 {
     char cpu[256], gpu[256], os[256] = "", host[256] = "";
-    cpu_model(cpu, sizeof cpu);
-    gpu_name(gpu, sizeof gpu);
+    cal_plat_cpu_model(cpu, sizeof cpu);
+    cal_plat_gpu_name(gpu, sizeof gpu);
     struct utsname u;
     if (uname(&u) == 0) snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
     gethostname(host, sizeof host - 1);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long long mem = mem_total_bytes();
+    int64_t mem = -1;
+    if (cal_plat_mem_total(&mem) != 0) mem = -1;
     json_t *j = json_object();
     json_object_set_new(j, "cpu", cpu[0] ? json_string(cpu) : json_null());
     json_object_set_new(j, "cores", cores > 0 ? json_integer(cores) : json_null());
-    json_object_set_new(j, "memory_bytes", mem > 0 ? json_integer(mem) : json_null());
+    json_object_set_new(j, "memory_bytes", mem > 0 ? json_integer((json_int_t)mem) : json_null());
     json_object_set_new(j, "os", os[0] ? json_string(os) : json_null());
     json_object_set_new(j, "hostname", host[0] ? json_string(host) : json_null());
     json_object_set_new(j, "gpu", gpu[0] ? json_string(gpu) : json_null());

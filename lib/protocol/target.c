@@ -9,14 +9,12 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 #include "caliper/auth.h"
 #include "caliper/buf.h"
 #include "caliper/clock.h"
@@ -24,6 +22,9 @@
 #include "caliper/global.h"
 #include "caliper/protocol.h"
 #include "caliper/url.h"
+#include "lib/platform/platform.h"
+
+extern char **environ;
 
 #define URL_MAX 512
 
@@ -169,22 +170,41 @@ static void split_args(char *buf, char **argv, int *k, int cap)
         argv[(*k)++] = w;
 }
 
-/* "exec PATH: errno N\n" with async-signal-safe calls only (the child). */
-static void child_report_exec_error(const char *prefix, size_t n, int err)
+/* The engine in its own process group (SIGTERM to the group reaches all
+ * of it, and the terminal's Ctrl-C, sent to caliper's group, does not),
+ * stdin from /dev/null, stdout and stderr to the log, an empty signal mask
+ * and default dispositions. Returns 0 or an errno. */
+static int spawn_posix(pid_t *pid, char *const argv[], int in_fd, int out_fd)
 {
-    char num[16];
-    size_t k = sizeof num;
-    num[--k] = '\n';
-    do { num[--k] = (char)('0' + err % 10); err /= 10; } while (err && k);
-    ssize_t w = write(2, prefix, n);
-    w = write(2, num + k, sizeof num - k);
-    (void)w;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int e = posix_spawn_file_actions_init(&fa);
+    if (e) return e;
+    if ((e = posix_spawnattr_init(&at))) { posix_spawn_file_actions_destroy(&fa); return e; }
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    sigdelset(&all, SIGKILL);
+    sigdelset(&all, SIGSTOP);
+    if (in_fd >= 0) e = posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+    if (!e) e = posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    if (!e) e = posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+    if (!e) e = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                              POSIX_SPAWN_SETSIGDEF);
+    if (!e) e = posix_spawnattr_setpgroup(&at, 0);
+    if (!e) e = posix_spawnattr_setsigmask(&at, &none);
+    if (!e) e = posix_spawnattr_setsigdefault(&at, &all);
+    if (!e) e = posix_spawn(pid, argv[0], &fa, &at, argv, environ);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    return e;
 }
 
 static int spawn(cal_target *t, const cal_target_config *cfg, char *err, size_t errn)
 {
     snprintf(t->log, sizeof t->log, "/tmp/caliper-engine-XXXXXX");
-    int fd = mkostemp(t->log, O_CLOEXEC);
+    int fd = mkstemp(t->log);
+    if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
     if (fd < 0) {
         snprintf(err, errn, "cannot create the engine log in /tmp: %s", strerror(errno));
         t->log[0] = '\0';
@@ -216,60 +236,35 @@ static int spawn(cal_target *t, const cal_target_config *cfg, char *err, size_t 
                  cfg->kind == CAL_TARGET_BUILTIN ? "self_exe" : "command");
         return CAL_EINVAL;
     }
-#ifdef __linux__
     /* Orphans of the engine's group (its children, once /bin/sh or a wrapper
      * exits) become ours, so cal_target_stop can wait for every one of them:
      * an engine is stopped when its last process is gone and its port free.
-     * Process-wide and never undone: only when the caller asks. */
-    if (cfg->subreaper) prctl(PR_SET_CHILD_SUBREAPER, 1);
-#endif
-    /* Everything the child needs is made here, before fork: between fork and
-     * exec the child calls only async-signal-safe functions, since another
-     * thread may have held malloc's or stdio's lock at the moment of fork. */
+     * Process-wide and never undone: only when the caller asks. Where the
+     * OS has no subreaper (lib/platform), stop waits for the group leader
+     * and the port. */
+    if (cfg->subreaper) (void)cal_plat_set_subreaper();
     int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    char exec_err[300];
-    int eln = snprintf(exec_err, sizeof exec_err, "exec %s: errno ", argv[0]);
-    size_t exec_err_len = eln < 0 ? 0 : (size_t)eln >= sizeof exec_err ? sizeof exec_err - 1 : (size_t)eln;
-    struct sigaction ign;
-    memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigset_t no_signals;
-    sigemptyset(&no_signals);
-    int death_signal = cfg->death_signal;
-    pid_t parent = getpid();
     t->spawn_ns = cal_now_ns();
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(fd);
-        if (nul >= 0) close(nul);
-        snprintf(err, errn, "fork: %s", strerror(e));
-        return CAL_EIO;
-    }
-    if (pid == 0) {
-        setpgid(0, 0);    /* its own group: SIGTERM reaches the whole engine */
-#ifdef __linux__
+    pid_t pid;
+    if (cfg->death_signal > 0 && cal_plat_has_death_signal()) {
         /* the engine must not outlive the thread that started it (caliper
-         * killed with -9); the check closes the race with a parent already
-         * gone */
-        if (death_signal > 0) {
-            prctl(PR_SET_PDEATHSIG, death_signal);
-            if (getppid() != parent) _exit(127);
+         * killed with -9): a platform extra */
+        pid = cal_plat_spawn_tied(argv, nul, fd, cfg->death_signal);
+        if (pid < 0) {
+            close(fd);
+            if (nul >= 0) close(nul);
+            snprintf(err, errn, "fork: %s", strerror((int)-pid));
+            return CAL_EIO;
         }
-#else
-        (void)death_signal; (void)parent;
-#endif
-        if (nul >= 0) dup2(nul, 0);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        sigaction(SIGINT, &ign, NULL);   /* Ctrl-C is caliper's to handle */
-        sigprocmask(SIG_SETMASK, &no_signals, NULL);  /* not the caller's thread mask */
-        execv(argv[0], argv);
-        child_report_exec_error(exec_err, exec_err_len, errno);
-        _exit(127);
+    } else {
+        int e = spawn_posix(&pid, argv, nul, fd);
+        if (e != 0) {
+            close(fd);
+            if (nul >= 0) close(nul);
+            snprintf(err, errn, "posix_spawn %s: %s", argv[0], strerror(e));
+            return CAL_EIO;
+        }
     }
-    setpgid(pid, pid);
     close(fd);
     if (nul >= 0) close(nul);
     t->pid = pid;

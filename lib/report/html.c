@@ -567,6 +567,12 @@ static int meta_row(cal_buf *b, const char *k, const char *v)
 
 int cal_report_write_html(const cal_result *const *res, size_t n, cal_buf *out)
 {
+    return cal_report_write_html_ex(res, n, NULL, out);
+}
+
+int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char *extra,
+                             cal_buf *out)
+{
     int rc = CAL_OK;
     TRY(cal_buf_puts(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>caliper report · "));
@@ -575,7 +581,7 @@ int cal_report_write_html(const cal_result *const *res, size_t n, cal_buf *out)
     for (size_t i = 0; i < n; i++) { if (i) TRY(cal_buf_puts(out, " · ")); TRY(svg_esc(out, res[i]->label)); }
     TRY(cal_buf_puts(out, " — every number below is captioned with the protocol it was measured under.</p>\n"));
 
-    TRY(cal_buf_puts(out, "<section class=\"verdicts\" id=\"verdicts\">\n<h2>Verdicts</h2>\n"));
+    if (n) TRY(cal_buf_puts(out, "<section class=\"verdicts\" id=\"verdicts\">\n<h2>Verdicts</h2>\n"));
     for (size_t i = 0; i < n; i++) {
         cal_verdict v[CAL_RES_MAX_VERDICTS + 4];
         size_t nv = cal_report_verdicts(res[i], v, CAL_RES_MAX_VERDICTS + 4);
@@ -591,7 +597,7 @@ int cal_report_write_html(const cal_result *const *res, size_t n, cal_buf *out)
         }
         TRY(cal_buf_puts(out, "</ul>\n"));
     }
-    TRY(cal_buf_puts(out, "</section>\n"));
+    if (n) TRY(cal_buf_puts(out, "</section>\n"));
 
     for (size_t i = 0; i < n; i++) {
         const cal_result *r = res[i];
@@ -627,6 +633,8 @@ int cal_report_write_html(const cal_result *const *res, size_t n, cal_buf *out)
         TRY(tables(out, r));
         TRY(cal_buf_puts(out, "</section>\n"));
     }
+    /* sections drawn elsewhere from other inputs (caliper ops) */
+    if (extra) TRY(cal_buf_puts(out, extra));
     TRY(cal_buf_puts(out, "<footer>Written by caliper. Self-contained: no scripts, no external resources. "
                           "Ratios between runs: <code>caliper compare</code>, which refuses them where protocols differ.</footer>\n"
                           "</main>\n</body>\n</html>\n"));

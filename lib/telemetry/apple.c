@@ -1,11 +1,15 @@
 /* caliper telemetry — Apple Silicon: CPU/GPU/DRAM power from IOReport's
  * "Energy Model" group and GPU frequency from "GPU Stats" residency, with
  * IOReport and CoreFoundation loaded at run time (no root, no link-time
- * dependency), plus the thermal pressure level. Built on macOS only; on
- * every other OS the backend reports itself absent. */
+ * dependency), whole-machine power from the SMC's PSTR key where it can be
+ * read without root, the thermal pressure level, and `pmset -g therm`'s
+ * CPU speed limit. The calls are macOS only; the arithmetic is
+ * apple_calc.c's, tested everywhere on captured readings. On every other
+ * OS the backend reports itself absent. */
 #include <stdio.h>
 #include "caliper/error.h"
 #include "tel_internal.h"
+#include "apple_calc.h"
 
 #ifndef __APPLE__
 static int apple_probe(const tel_ctx *ctx, void **state, char *why, size_t wn)
@@ -23,6 +27,8 @@ static void apple_close(void *st) { (void)st; }
  * use them. First read primes; later reads diff against the previous one. */
 #include <CoreFoundation/CoreFoundation.h>
 #include <dlfcn.h>
+#include <mach/mach.h>
+#include <math.h>
 #include <notify.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +71,13 @@ typedef struct apple_state {
     double gpu_hz[64];
     int n_gpu_hz;
     int notify_token, have_notify;
+    /* AppleSMC user client (whole-machine power, PSTR), when it opens */
+    unsigned int smc;
+    int (*smc_call)(unsigned int, uint32_t, const void *, size_t, void *, size_t *);
+    int (*smc_close)(unsigned int);
+    uint32_t pstr_size, pstr_type;
+    int64_t pmset_ns;           /* last `pmset -g therm` read */
+    tel_apple_therm therm;
 } apple_state;
 
 #define LOAD(lib, field, sym_name) (*(void **)&s->field = dlsym(s->lib, sym_name))
@@ -100,13 +113,8 @@ static void load_gpu_table(apple_state *s)
         if (strcmp(nm, "pmgr") == 0 && key) {
             CFDataRef d = (CFDataRef)prop(e, key, NULL, 0);
             if (d) {
-                CFIndex len = s->data_len(d);
-                const UInt8 *p = s->data_ptr(d);
-                for (CFIndex i = 0; i + 8 <= len && s->n_gpu_hz < 64; i += 8) {
-                    uint32_t hz;
-                    memcpy(&hz, p + i, 4);
-                    if (hz) s->gpu_hz[s->n_gpu_hz++] = hz;   /* entry 0 is the 0 Hz OFF state */
-                }
+                s->n_gpu_hz = tel_apple_dvfs_table(s->data_ptr(d), (size_t)s->data_len(d),
+                                                   s->gpu_hz, 64);
                 s->release(d);
             }
         }
@@ -114,6 +122,79 @@ static void load_gpu_table(apple_state *s)
     }
     if (key) s->release(key);
     obj_release(it);
+}
+
+/* The AppleSMC user client, the layout its kernel extension takes (80
+ * bytes; as iStats, macmon and mactop use it): selector 2, command 9 reads
+ * a key's size and type, command 5 its bytes. */
+typedef struct smc_msg {
+    uint32_t key;
+    uint8_t  vers[6];
+    uint8_t  plimit[16];
+    uint32_t data_size, data_type;
+    uint8_t  data_attr;
+    uint8_t  result, status, data8;
+    uint32_t data32;
+    uint8_t  bytes[32];
+} smc_msg;
+
+static int smc_read(apple_state *s, uint32_t key, uint32_t *size, uint32_t *type, uint8_t *bytes)
+{
+    smc_msg in, out;
+    size_t on = sizeof out;
+    memset(&in, 0, sizeof in);
+    memset(&out, 0, sizeof out);
+    in.key = key;
+    in.data8 = 9;                                   /* read key info */
+    if (s->smc_call(s->smc, 2, &in, sizeof in, &out, &on) != 0 || out.result) return -1;
+    *size = out.data_size;
+    *type = out.data_type;
+    if (!bytes) return 0;
+    in.data_size = out.data_size;
+    in.data8 = 5;                                   /* read bytes */
+    on = sizeof out;
+    memset(&out, 0, sizeof out);
+    if (s->smc_call(s->smc, 2, &in, sizeof in, &out, &on) != 0 || out.result) return -1;
+    memcpy(bytes, out.bytes, *size < 32 ? *size : 32);
+    return 0;
+}
+
+/* Opens the SMC and keeps it only if the PSTR key (system power) answers. */
+static void smc_open(apple_state *s)
+{
+    void *(*matching)(const char *);
+    unsigned int (*service)(unsigned int, void *);
+    int (*open_svc)(unsigned int, unsigned int, uint32_t, unsigned int *);
+    int (*obj_release)(unsigned int);
+    *(void **)&matching = dlsym(s->iokit, "IOServiceMatching");
+    *(void **)&service = dlsym(s->iokit, "IOServiceGetMatchingService");
+    *(void **)&open_svc = dlsym(s->iokit, "IOServiceOpen");
+    *(void **)&obj_release = dlsym(s->iokit, "IOObjectRelease");
+    *(void **)&s->smc_call = dlsym(s->iokit, "IOConnectCallStructMethod");
+    *(void **)&s->smc_close = dlsym(s->iokit, "IOServiceClose");
+    if (!matching || !service || !open_svc || !obj_release || !s->smc_call || !s->smc_close) return;
+    unsigned int svc = service(0, matching("AppleSMC"));
+    if (!svc) return;
+    if (open_svc(svc, mach_task_self(), 0, &s->smc) != 0) s->smc = 0;
+    obj_release(svc);
+    if (s->smc && smc_read(s, tel_apple_smc_key("PSTR"), &s->pstr_size, &s->pstr_type, NULL) != 0) {
+        s->smc_close(s->smc);
+        s->smc = 0;
+    }
+}
+
+/* `pmset -g therm`, at most once a second: a process start is not free. */
+static void read_pmset(apple_state *s, int64_t now)
+{
+    if (s->pmset_ns && now - s->pmset_ns < 1000000000LL) return;
+    s->pmset_ns = now;
+    FILE *p = popen("/usr/bin/pmset -g therm 2>/dev/null", "r");
+    if (!p) return;
+    char text[2048];
+    size_t n = fread(text, 1, sizeof text - 1, p);
+    text[n] = '\0';
+    pclose(p);
+    tel_apple_parse_pmset_therm(text, &s->therm);
 }
 
 static void apple_close(void *st)
@@ -124,6 +205,7 @@ static void apple_close(void *st)
     if (s->subbed) s->release(s->subbed);
     if (s->k_channels) s->release(s->k_channels);
     if (s->have_notify) notify_cancel(s->notify_token);
+    if (s->smc) s->smc_close(s->smc);
     if (s->ior) dlclose(s->ior);
     if (s->iokit) dlclose(s->iokit);
     if (s->cf) dlclose(s->cf);
@@ -183,20 +265,13 @@ static int apple_probe(const tel_ctx *ctx, void **state, char *why, size_t wn)
         return CAL_ENOTFOUND;
     }
     load_gpu_table(s);
+    smc_open(s);
     s->have_notify = notify_register_check("com.apple.system.thermalpressurelevel",
                                            &s->notify_token) == NOTIFY_STATUS_OK;
-    snprintf(why, wn, "IOReport energy%s%s", s->n_gpu_hz ? " and GPU residency" : "",
-             s->have_notify ? ", thermal pressure" : "");
+    snprintf(why, wn, "IOReport energy%s%s%s, pmset thermal state", s->n_gpu_hz ? " and GPU residency" : "",
+             s->smc ? ", SMC system power" : "", s->have_notify ? ", thermal pressure" : "");
     *state = s;
     return CAL_OK;
-}
-
-static double unit_to_j(const char *u)
-{
-    if (strncmp(u, "mJ", 2) == 0) return 1e-3;
-    if (strncmp(u, "uJ", 2) == 0) return 1e-6;
-    if (strncmp(u, "nJ", 2) == 0) return 1e-9;
-    return 0;
 }
 
 static void apple_read(void *st, const tel_ctx *ctx, tel_out *e)
@@ -219,10 +294,9 @@ static void apple_read(void *st, const tel_ctx *ctx, tel_out *e)
     s->prev_ns = now;
     if (!d) return;
     CFArrayRef chans = s->dict_get(d, s->k_channels);
-    double cpu_j = 0, gpu_j = 0, dram_j = 0, ane_j = 0;
-    int have_cpu = 0, have_gpu = 0, have_dram = 0, have_ane = 0;
-    double f_sum = 0, r_active = 0, r_all = 0;
-    int have_states = 0;
+    tel_apple_energy en;
+    memset(&en, 0, sizeof en);
+    double active_pct = NAN, mhz = NAN;
     CFIndex n = chans ? s->arr_count(chans) : 0;
     for (CFIndex i = 0; i < n; i++) {
         CFDictionaryRef ch = s->arr_get(chans, i);
@@ -231,35 +305,38 @@ static void apple_read(void *st, const tel_ctx *ctx, tel_out *e)
         cfstr(s, s->name(ch), nm, sizeof nm);
         if (strcmp(grp, "Energy Model") == 0) {
             cfstr(s, s->unit(ch), un, sizeof un);
-            double j = (double)s->ival(ch, 0) * unit_to_j(un);
-            if (strstr(nm, "CPU Energy")) { cpu_j += j; have_cpu = 1; }
-            else if (strcmp(nm, "GPU Energy") == 0) { gpu_j += j; have_gpu = 1; }
-            else if (strncmp(nm, "DRAM", 4) == 0) { dram_j += j; have_dram = 1; }
-            else if (strncmp(nm, "ANE", 3) == 0) { ane_j += j; have_ane = 1; }
+            tel_apple_energy_add(&en, grp, nm, un, s->ival(ch, 0));
         } else if (strcmp(grp, "GPU Stats") == 0 && strcmp(nm, "GPUPH") == 0) {
-            /* residency-weighted MHz over active states (nvtop, mactop) */
-            int32_t ns = s->st_count(ch), k = 0;
+            char names[64][32];
+            const char *np[64];
+            int64_t res[64];
+            int32_t ns = s->st_count(ch);
+            if (ns > 64) ns = 64;
             for (int32_t x = 0; x < ns; x++) {
-                char sn[32];
-                cfstr(s, s->st_name(ch, x), sn, sizeof sn);
-                double r = (double)s->st_res(ch, x);
-                r_all += r;
-                if (!strcmp(sn, "OFF") || !strcmp(sn, "IDLE") || !strcmp(sn, "DOWN")) continue;
-                if (k < s->n_gpu_hz) { f_sum += s->gpu_hz[k] / 1e6 * r; r_active += r; have_states = 1; }
-                k++;
+                cfstr(s, s->st_name(ch, x), names[x], sizeof names[x]);
+                np[x] = names[x];
+                res[x] = s->st_res(ch, x);
             }
+            tel_apple_gpu_residency(np, res, ns, s->gpu_hz, s->n_gpu_hz, &active_pct, &mhz);
         }
     }
     s->release(d);
     if (dt <= 0) return;
-    if (have_cpu) tel_emit(e, "W", cpu_j / dt, "cpu_w");
-    if (have_gpu) tel_emit(e, "W", gpu_j / dt, "gpu_w");
-    if (have_dram) tel_emit(e, "W", dram_j / dt, "dram_w");
-    if (have_ane) tel_emit(e, "W", ane_j / dt, "ane_w");
-    if (have_states && r_all > 0) {
-        tel_emit(e, "%", 100.0 * r_active / r_all, "gpu_active_pct");
-        if (r_active > 0) tel_emit(e, "MHz", f_sum / r_active, "gpu_mhz");
+    if (en.have_cpu) tel_emit(e, "W", en.cpu_j / dt, "cpu_w");
+    if (en.have_gpu) tel_emit(e, "W", en.gpu_j / dt, "gpu_w");
+    if (en.have_dram) tel_emit(e, "W", en.dram_j / dt, "dram_w");
+    if (en.have_ane) tel_emit(e, "W", en.ane_j / dt, "ane_w");
+    if (!isnan(active_pct)) tel_emit(e, "%", active_pct, "gpu_active_pct");
+    if (!isnan(mhz)) tel_emit(e, "MHz", mhz, "gpu_mhz");
+    uint32_t size, type;
+    uint8_t b[32];
+    double w;
+    if (s->smc && smc_read(s, tel_apple_smc_key("PSTR"), &size, &type, b) == 0) {
+        char tname[5] = {(char)(type >> 24), (char)(type >> 16), (char)(type >> 8), (char)type, 0};
+        if (tel_apple_smc_decode(tname, b, size, &w) == 0 && w >= 0) tel_emit(e, "W", w, "system_w");
     }
+    read_pmset(s, now);
+    if (!isnan(s->therm.cpu_speed_limit)) tel_emit(e, "%", s->therm.cpu_speed_limit, "cpu_speed_limit_pct");
 }
 #endif
 

@@ -12,11 +12,18 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "tel_internal.h"
+#include "lib/platform/platform.h"
 
 /* The order --list prints them in. */
 static const tel_backend_ops *const all_ops[] = {
-    &tel_cpufreq_ops, &tel_cpuinfo_ops, &tel_rapl_ops, &tel_hwmon_ops,
-    &tel_thermal_ops, &tel_throttle_ops, &tel_nvml_ops, &tel_amdgpu_ops,
+#ifdef CAL_PLATFORM_LINUX   /* cpu_linux.c: cpufreq, /proc/cpuinfo, therm_throt */
+    &tel_cpufreq_ops, &tel_cpuinfo_ops,
+#endif
+    &tel_rapl_ops, &tel_hwmon_ops, &tel_thermal_ops,
+#ifdef CAL_PLATFORM_LINUX
+    &tel_throttle_ops,
+#endif
+    &tel_nvml_ops, &tel_amdgpu_ops,
     &tel_apple_ops, &tel_process_ops,
 };
 #define NB (sizeof all_ops / sizeof all_ops[0])
@@ -192,8 +199,7 @@ int cal_tel_set_pid(cal_tel *t, int pid)
 {
     if (!t || pid < 0) return CAL_EINVAL;
     if (pid > 0) {
-        char p[600];
-        if (access(tel_path(&t->ctx, p, sizeof p, "/proc/%d/stat", pid), R_OK) != 0)
+        if (!cal_plat_pid_exists(t->ctx.root[0] ? t->ctx.root : NULL, pid))
             return CAL_ENOTFOUND;
     }
     pthread_mutex_lock(&t->mu);

@@ -9,16 +9,23 @@
 
 /* The texts live in data/ as plain files; the assembler embeds them so the
  * binary needs no data directory at run time. (Built from the repo root.) */
-__asm__(".section .rodata\n"
-        ".global cal_data_prose\n"
-        "cal_data_prose:\n"
+#ifdef __APPLE__                 /* Mach-O: a leading underscore, __TEXT,__const */
+#define CAL_ASM_SYM(x) "_" #x
+#define CAL_ASM_RODATA "__TEXT,__const"
+#else
+#define CAL_ASM_SYM(x) #x
+#define CAL_ASM_RODATA ".rodata"
+#endif
+__asm__(".pushsection " CAL_ASM_RODATA "\n"
+        ".globl " CAL_ASM_SYM(cal_data_prose) "\n"
+        CAL_ASM_SYM(cal_data_prose) ":\n"
         ".incbin \"data/prose.txt\"\n"
         ".byte 0\n"
-        ".global cal_data_code\n"
-        "cal_data_code:\n"
+        ".globl " CAL_ASM_SYM(cal_data_code) "\n"
+        CAL_ASM_SYM(cal_data_code) ":\n"
         ".incbin \"data/code.txt\"\n"
         ".byte 0\n"
-        ".previous\n");
+        ".popsection\n");
 extern const char cal_data_prose[];
 extern const char cal_data_code[];
 

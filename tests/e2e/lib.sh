@@ -16,6 +16,15 @@ not_ok() { echo "not ok - $*"; E2E_FAILS=$((E2E_FAILS + 1)); }
 # check "name" command...: ok when the command exits 0
 check()  { local n=$1; shift; if "$@"; then ok "$n"; else not_ok "$n"; fi; }
 finish() { [ "$E2E_FAILS" -eq 0 ]; exit $?; }
+# The platform the binary was built for (linux, darwin, posix: its --version).
+cal_platform() { "$CALIPER" --version | sed -n 's/.*(commit [^,]*, \([a-z]*\),.*/\1/p'; }
+# skip_unless PLATFORM "what": true when this build is for PLATFORM; else
+# prints a skip line naming what needs it (counted neither way) and fails.
+skip_unless() {
+  local have; have=$(cal_platform)
+  [ "$have" = "$1" ] && return 0
+  echo "skip - $2: $1 only, this is $have"; return 1
+}
 
 # start_serve ARGS...: starts `caliper serve --port 0 ARGS`, waits for its
 # "listening on http://127.0.0.1:PORT" line, sets SERVE_URL and SERVE_PID.

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <locale.h>
 #include <cmocka.h>
+#include "platform_skip.h"
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "caliper/global.h"
@@ -292,6 +293,7 @@ static void test_reports(void **st)
 static void test_telemetry_cpuinfo(void **st)
 {
     (void)st;
+    SKIP_UNLESS_PLATFORM("linux", "the /proc/cpuinfo clock source");
     char root[] = "/tmp/caliper-locale-tel-XXXXXX";
     assert_non_null(mkdtemp(root));
     char p[300];

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "platform_skip.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/telemetry.h"
@@ -90,6 +91,7 @@ static int has_prefix_metric(cal_tel *t, const char *prefix)
 static void test_intel_desktop_tree(void **st)
 {
     (void)st;
+    SKIP_UNLESS_PLATFORM("linux", "captured Linux trees (cpufreq, /proc/cpuinfo, /proc/PID)");
     setenv("CALIPER_NVML_LIB", NO_NVML, 1);
     char root[PATH_MAX];
     tree(root, sizeof root, "intel_desktop");
@@ -161,6 +163,7 @@ static void test_intel_desktop_tree(void **st)
 static void test_rapl_wraparound(void **st)
 {
     (void)st;
+    SKIP_UNLESS_PLATFORM("linux", "captured Linux trees (cpufreq, /proc/cpuinfo, /proc/PID)");
     assert_int_equal(cal_tel_wrap_delta(100, 250, 1000), 150);
     assert_int_equal(cal_tel_wrap_delta(900, 50, 1000), 150);
     assert_int_equal(cal_tel_wrap_delta(900, 50, 0), 0);      /* no range: a reset, not negative */
@@ -235,6 +238,7 @@ static void test_why_texts(void **st)
 static void test_vm_tree_all_absent(void **st)
 {
     (void)st;
+    SKIP_UNLESS_PLATFORM("linux", "captured Linux trees (cpufreq, /proc/cpuinfo, /proc/PID)");
     setenv("CALIPER_NVML_LIB", NO_NVML, 1);
     char root[PATH_MAX];
     tree(root, sizeof root, "vm_empty");
@@ -307,6 +311,7 @@ static void *cpuinfo_writer(void *arg)
 static void test_cpuinfo_moving(void **st)
 {
     (void)st;
+    SKIP_UNLESS_PLATFORM("linux", "captured Linux trees (cpufreq, /proc/cpuinfo, /proc/PID)");
     char root[PATH_MAX];
     copy_tree("vm_empty", root, sizeof root);
     static char rootbuf[PATH_MAX];
@@ -335,6 +340,7 @@ static void test_cpuinfo_moving(void **st)
 static void test_amdgpu_tree(void **st)
 {
     (void)st;
+    SKIP_UNLESS_PLATFORM("linux", "captured Linux trees (cpufreq, /proc/cpuinfo, /proc/PID)");
     setenv("CALIPER_NVML_LIB", NO_NVML, 1);
     char root[PATH_MAX];
     tree(root, sizeof root, "amdgpu_box");
