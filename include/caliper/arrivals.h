@@ -14,7 +14,9 @@
 typedef enum cal_arrival_kind {
     CAL_ARR_POISSON = 0,   /* exponential gaps at `rate` req/s */
     CAL_ARR_RAMP,          /* Poisson whose rate rises (or falls) linearly
-                              from `from` to `to` over `over_s`, then holds */
+                              from `from` to `to` over `over_s`, then holds;
+                              a ramp down to 0 ends there, and requests
+                              beyond its arrivals come at its end */
     CAL_ARR_BURST          /* `burst` requests at once, every `every_s` */
 } cal_arrival_kind;
 

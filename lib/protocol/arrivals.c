@@ -153,7 +153,9 @@ static uint64_t next_u64(uint64_t *x)
 static double ramp_time(const cal_arrivals *a, double area)
 {
     double at_end = cal_arrivals_expected(a, a->over_s);
-    if (area >= at_end) return a->to > 0 ? a->over_s + (area - at_end) / a->to : INFINITY;
+    /* past the ramp the rate holds at `to`; a ramp down to 0 has no more
+     * to give, and the requests beyond its area arrive at its end */
+    if (area >= at_end) return a->to > 0 ? a->over_s + (area - at_end) / a->to : a->over_s;
     /* from·t + c·t² = area with c = (to − from) / 2T; the root in the form
      * that stays exact as c → 0 */
     double c = (a->to - a->from) / (2 * a->over_s);
@@ -170,8 +172,6 @@ int64_t cal_arrival_next_ns(cal_arrival_gen *g)
     double u = (double)(next_u64(&g->rng) >> 11) * 0x1.0p-53;
     g->area += -log1p(-u);
     double t = a->kind == CAL_ARR_RAMP ? ramp_time(a, g->area) : g->area / a->rate;
-    /* a ramp down to 0 never reaches the rest: they are due a year out,
-     * where a deadline or the request timeout ends them */
-    if (!(t < 366 * 86400.0)) t = 366 * 86400.0;
+    if (!(t < 366 * 86400.0)) t = 366 * 86400.0;   /* int64 ns hold it */
     return (int64_t)(t * 1e9);
 }

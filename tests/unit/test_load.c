@@ -132,6 +132,12 @@ static void test_ramp_counts(void **state)
         held += t >= 60e9 && t < 70e9;
     }
     assert_true(fabs((double)held - 200) < 5 * sqrt(200.0));
+
+    /* a ramp down to 0 ends: requests beyond its area arrive at its end,
+     * never a year out */
+    a = parse_ok("ramp:10-0/2s");
+    cal_arrival_gen_init(&g, &a, 1);
+    for (int k = 0; k < 40; k++) assert_true(cal_arrival_next_ns(&g) <= 2000000000);
 }
 
 /* The same seed gives the same schedule; another seed another one. Poisson
