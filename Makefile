@@ -36,7 +36,7 @@ endif
 BUILD    ?= $(if $(filter $(PLATFORM),$(NATIVE_PLATFORM)),build,build/$(PLATFORM))
 CC       ?= cc
 SAN      ?=
-PKGS     := libcurl jansson sqlite3 openblas libmicrohttpd
+PKGS     := libcurl jansson sqlite3 openblas libmicrohttpd libcrypto
 VERSION  := 0.1.0
 COMMIT   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 DIRTY    := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
@@ -259,7 +259,7 @@ check-deps:
 
 # locales: the tests build a de_DE locale with localedef (decimal comma).
 DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev \
-            libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev \
+            libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev libssl-dev \
             clang libclang-rt-dev sqlite3 curl python3 locales
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \

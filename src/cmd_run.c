@@ -14,6 +14,7 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
+#include "caliper/report.h"
 #include "caliper/protocol.h"
 #include "caliper/report.h"
 #include "caliper/run.h"
@@ -22,6 +23,7 @@
 #include "caliper/telemetry.h"
 #include "caliper/utf8.h"
 #include "caliper/workload.h"
+#include "caliper/workload_traffic.h"
 #include "cli.h"
 #include "lib/platform/platform.h"
 #include "run_view.h"
@@ -52,8 +54,21 @@ static void usage(FILE *f)
         "  --ab                 alternate two targets (two --url or two --launch) shot by shot\n"
         "workload:\n"
         "  --content code|prose|random   prompt text (default prose)\n"
-        "  --prompt-tokens LIST prompt lengths, exact via the server's /tokenize (default 256)\n"
-        "  --max-tokens N       output length, fixed with ignore_eos (default 64)\n"
+        "  --prompt-tokens LIST prompt lengths, exact via the server's /tokenize (default 256),\n"
+        "                       or one distribution: uniform:A-B, normal:MEAN,SD, dataset\n"
+        "  --max-tokens N       output length, fixed with ignore_eos (default 64); or a\n"
+        "                       distribution as for --prompt-tokens\n"
+        "  --dataset FILE       prompts from a file, sampled with --seed (docs/workload.md)\n"
+        "  --dataset-format F   text, jsonl, sharegpt, openai-chat, proxy-log (default: by\n"
+        "                       extension: .jsonl jsonl, .json sharegpt, else text)\n"
+        "  --scenario chat      simulated chat users: a shared system+tools block, growing\n"
+        "                       history, one cell per turn (--max-tokens: each answer)\n"
+        "  --users N  --turns N (default 4 and 6)   --system-tokens N (default 6765)\n"
+        "  --user-tokens SPEC   each new user message (default 64; dataset: --dataset's)\n"
+        "  --think-time SPEC    ms between a user's turns (default uniform:200-800)\n"
+        "  --stagger T          user u starts u x T in (default 250ms)\n"
+        "  --replay LOG         send the turns of a caliper proxy --log to the target\n"
+        "  --replay-speed X     recorded gaps between turns / X (default 1)\n"
         "  --free-output        let the model stop early (no ignore_eos, no length check)\n"
         "  --allow-prefix-cache identical prompts (default: a unique nonce line per request)\n"
         "load:\n"
@@ -124,14 +139,21 @@ typedef struct opts {
     double request_s;                /* 0: derived, cal_probe_request_timeout_ns */
     long seed;
     int seed_given;
+    /* traffic (docs/workload.md) */
+    cal_lendist prompt_len, output_len;
+    const char *dataset, *dataset_format, *scenario, *replay;
+    long users, turns, system_tokens;
+    cal_lendist user_tokens, think_ms;
+    double stagger_s, replay_speed;
 } opts;
 
 enum {
     O_URL = 256, O_LAUNCH, O_PORT, O_LTIMEOUT, O_PRESET, O_SERVEARGS, O_API, O_MODEL,
     O_KEYENV, O_BODY, O_LABEL, O_AB, O_CONTENT, O_PTOK, O_MAXTOK, O_FREE, O_PREFIX, O_CONC,
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_DB, O_JSON, O_CTIMEOUT,
-    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_SLO, O_SWEEP,
-    O_SWEEPMAX, O_SWEEPSTEPS, O_HELP
+    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP,
+    O_DATASET, O_DSFMT, O_SCENARIO, O_USERS, O_TURNS, O_SYSTOK, O_USERTOK, O_THINK, O_STAGGER,
+    O_REPLAY, O_RSPEED, O_SLO, O_SWEEP, O_SWEEPMAX, O_SWEEPSTEPS
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -157,7 +179,24 @@ static const struct option LONGOPTS[] = {
     {"sweep-max-rate", required_argument, 0, O_SWEEPMAX},
     {"sweep-steps", required_argument, 0, O_SWEEPSTEPS},
     {"help", no_argument, 0, O_HELP},
+    {"dataset", required_argument, 0, O_DATASET}, {"dataset-format", required_argument, 0, O_DSFMT},
+    {"scenario", required_argument, 0, O_SCENARIO}, {"users", required_argument, 0, O_USERS},
+    {"turns", required_argument, 0, O_TURNS}, {"system-tokens", required_argument, 0, O_SYSTOK},
+    {"user-tokens", required_argument, 0, O_USERTOK}, {"think-time", required_argument, 0, O_THINK},
+    {"stagger", required_argument, 0, O_STAGGER}, {"replay", required_argument, 0, O_REPLAY},
+    {"replay-speed", required_argument, 0, O_RSPEED},
     {0, 0, 0, 0}};
+
+/* A --prompt-tokens / --max-tokens value that is one distribution rather
+ * than a list: has a ':' or is "dataset". */
+static int is_dist(const char *s) { return strchr(s, ':') || !strcmp(s, "dataset"); }
+
+static int parse_dist(const char *flag, const char *arg, int max, cal_lendist *d)
+{
+    char why[200];
+    if (cal_lendist_parse(arg, max, d, why, sizeof why)) return cli_usage_error(CMD, "%s: %s", flag, why);
+    return 0;
+}
 
 static int parse_opts(int argc, char **argv, opts *o)
 {
@@ -176,6 +215,13 @@ static int parse_opts(int argc, char **argv, opts *o)
     o->idle_s = 60;
     o->interval_s = 0.25;
     o->launch_timeout_s = 120;
+    o->users = 4;
+    o->turns = 6;
+    o->system_tokens = CAL_CHAT_SYSTEM_TOKENS;
+    o->user_tokens = (cal_lendist){.kind = CAL_LEN_FIXED, .n = 64};
+    o->think_ms = (cal_lendist){.kind = CAL_LEN_UNIFORM, .lo = 200, .hi = 800};
+    o->stagger_s = 0.25;
+    o->replay_speed = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -237,9 +283,18 @@ static int parse_opts(int argc, char **argv, opts *o)
                 return cli_usage_error(CMD, "--content: \"%s\" is not code, prose or random", optarg);
             break;
         case O_PTOK:
+            if (is_dist(optarg)) {
+                if (parse_dist("--prompt-tokens", optarg, 1 << 20, &o->prompt_len)) return CLI_USAGE;
+                break;
+            }
             if (cli_parse_long_list(CMD, "--prompt-tokens", optarg, 1, 1 << 20, o->prompt, MAX_LIST, &o->n_prompt)) return CLI_USAGE;
             break;
         case O_MAXTOK:
+            if (is_dist(optarg)) {
+                if (parse_dist("--max-tokens", optarg, 1 << 20, &o->output_len)) return CLI_USAGE;
+                break;
+            }
+            o->output_len = (cal_lendist){.kind = CAL_LEN_FIXED};
             if (cli_parse_long(CMD, "--max-tokens", optarg, 1, 1 << 20, &o->max_tokens)) return CLI_USAGE;
             break;
         case O_FREE: o->free_output = 1; break;
@@ -322,6 +377,52 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (!(o->noise_floor > 0 && o->noise_floor < 1))
                 return cli_usage_error(CMD, "--noise-floor: \"%s\" is not between 0 and 100 %%", optarg);
             break;
+        case O_DATASET:
+            if (!*optarg) return cli_usage_error(CMD, "--dataset: \"\" is empty: give a file");
+            o->dataset = optarg;
+            break;
+        case O_DSFMT: {
+            cal_ds_format f;
+            if (cal_ds_format_parse(optarg, &f))
+                return cli_usage_error(CMD, "--dataset-format: \"%s\" is not text, jsonl, sharegpt, "
+                                            "openai-chat or proxy-log", optarg);
+            o->dataset_format = optarg;
+            break;
+        }
+        case O_SCENARIO:
+            if (strcmp(optarg, "chat")) return cli_usage_error(CMD, "--scenario: \"%s\" is not chat", optarg);
+            o->scenario = optarg;
+            break;
+        case O_USERS:
+            if (cli_parse_long(CMD, "--users", optarg, 1, 4096, &o->users)) return CLI_USAGE;
+            break;
+        case O_TURNS:
+            if (cli_parse_long(CMD, "--turns", optarg, 1, 1024, &o->turns)) return CLI_USAGE;
+            break;
+        case O_SYSTOK:
+            if (cli_parse_long(CMD, "--system-tokens", optarg, 0, 1 << 20, &o->system_tokens)) return CLI_USAGE;
+            break;
+        case O_USERTOK:
+            if (parse_dist("--user-tokens", optarg, 1 << 20, &o->user_tokens)) return CLI_USAGE;
+            break;
+        case O_THINK:
+            if (!strcmp(optarg, "0")) o->think_ms = (cal_lendist){.kind = CAL_LEN_FIXED, .n = 0};
+            else if (parse_dist("--think-time", optarg, 3600000, &o->think_ms)) return CLI_USAGE;
+            if (o->think_ms.kind == CAL_LEN_DATASET)
+                return cli_usage_error(CMD, "--think-time: \"dataset\" has no think times; give ms");
+            break;
+        case O_STAGGER:
+            if (cli_parse_time_in(CMD, "--stagger", optarg, "s", 0, 3600, &o->stagger_s)) return CLI_USAGE;
+            break;
+        case O_REPLAY:
+            if (!*optarg) return cli_usage_error(CMD, "--replay: \"\" is empty: give a proxy log");
+            o->replay = optarg;
+            break;
+        case O_RSPEED:
+            if (cli_parse_unit(CMD, "--replay-speed", optarg, CAL_U_RATIO, NULL, &o->replay_speed)) return CLI_USAGE;
+            if (!(o->replay_speed > 0) || o->replay_speed > 1e6)
+                return cli_usage_error(CMD, "--replay-speed: \"%s\" is not a factor above 0", optarg);
+            break;
         case O_HELP: usage(stdout); return -1;
         default:
             if (optopt && optopt < 256 && optopt != '?')
@@ -350,9 +451,29 @@ static int parse_opts(int argc, char **argv, opts *o)
                                     "the engine will answer");
     if (o->duration_s > 0 && o->requests)
         return cli_usage_error(CMD, "--requests and --duration together: choose one");
+    if (o->scenario && o->replay)
+        return cli_usage_error(CMD, "--scenario chat and --replay together: choose one");
+    if ((o->scenario || o->replay) && (o->rate > 0 || o->duration_s > 0 || o->conc_given ||
+                                       o->requests || o->n_prompt > 1 || o->prompt_len.kind != CAL_LEN_FIXED))
+        return cli_usage_error(CMD, "--%s: the turns set the load and the prompts: --rate, "
+                                    "--duration, --concurrency, --requests and --prompt-tokens do not apply",
+                               o->replay ? "replay" : "scenario");
+    if (o->replay && o->output_len.kind != CAL_LEN_FIXED)
+        return cli_usage_error(CMD, "--replay: the recorded output lengths are sent; --max-tokens does not apply");
+    int wants_ds = o->prompt_len.kind == CAL_LEN_DATASET || o->output_len.kind == CAL_LEN_DATASET ||
+                   o->user_tokens.kind == CAL_LEN_DATASET;
+    if (wants_ds && !o->dataset)
+        return cli_usage_error(CMD, "\"dataset\" lengths need --dataset FILE");
+    if (o->dataset_format && !o->dataset)
+        return cli_usage_error(CMD, "--dataset-format: give --dataset FILE too");
+    if (o->dataset && o->replay)
+        return cli_usage_error(CMD, "--dataset and --replay together: the replay has its own turns");
     if ((o->sweep_max > 0 || o->sweep_steps) && !o->sweep)
         return cli_usage_error(CMD, "--sweep-max-rate and --sweep-steps belong to --sweep saturation");
     if (o->sweep) {
+        if (o->scenario || o->replay)
+            return cli_usage_error(CMD, "--sweep saturation: a sweep of rate cells, not of --%s turns",
+                                   o->replay ? "replay" : "scenario");
         if (!cal_slo_given(&o->slo))
             return cli_usage_error(CMD, "--sweep saturation: give --slo (the sweep follows goodput, "
                                         "the requests/s that meet it)");
@@ -576,6 +697,79 @@ int cmd_run(int argc, char **argv)
     char *extra = protocol_extra(&o);
     plan.protocol_extra_json = extra;
 
+    /* traffic: a dataset, length distributions, the chat scenario, a replay */
+    cal_dataset *ds = NULL;
+    char *replay = NULL;
+    cal_chat_config chat;
+    memset(&chat, 0, sizeof chat);
+    plan.prompt_len = o.prompt_len;
+    plan.output_len = o.output_len;
+    if (o.dataset) {
+        cal_ds_format f = CAL_DS_TEXT;
+        size_t dl = strlen(o.dataset);
+        if (o.dataset_format) cal_ds_format_parse(o.dataset_format, &f);
+        else if (dl > 6 && !strcmp(o.dataset + dl - 6, ".jsonl")) f = CAL_DS_JSONL;
+        else if (dl > 5 && !strcmp(o.dataset + dl - 5, ".json")) f = CAL_DS_SHAREGPT;
+        char why[400];
+        int drc = cal_dataset_load(o.dataset, f, &ds, why, sizeof why);
+        if (drc) {
+            free(extra);
+            return cli_usage_error(CMD, "--dataset: %s (as %s)", why, cal_ds_format_name(f));
+        }
+        plan.dataset = ds;
+        if (!o.scenario && o.prompt_len.kind == CAL_LEN_FIXED && o.n_prompt == 1 && o.prompt[0] == 256)
+            plan.prompt_len.kind = CAL_LEN_DATASET;   /* the entries' own prompts */
+        fprintf(stderr, "caliper run: dataset %s (%s): %zu prompts%s, sha256 %.12s…\n", ds->name,
+                cal_ds_format_name(f), ds->n, ds->skipped ? " (some skipped: empty or failed)" : "",
+                ds->sha256);
+    }
+    if (o.scenario) {
+        chat.users = (int)o.users;
+        chat.turns = (int)o.turns;
+        chat.system_tokens = (int)o.system_tokens;
+        chat.user_tokens = o.user_tokens;
+        if (ds && o.user_tokens.kind == CAL_LEN_FIXED && o.user_tokens.n == 64)
+            chat.user_tokens.kind = CAL_LEN_DATASET;   /* --dataset gives the messages */
+        chat.answer_tokens = o.output_len.kind != CAL_LEN_FIXED
+                                 ? o.output_len : (cal_lendist){.kind = CAL_LEN_FIXED, .n = (int)o.max_tokens};
+        chat.think_ms = o.think_ms;
+        chat.stagger_s = o.stagger_s;
+        chat.dataset = ds;
+        plan.chat = &chat;
+        /* plan.dataset stays: the protocol names the messages' dataset */
+        plan.prompt_len.kind = plan.output_len.kind = CAL_LEN_FIXED;
+        plan.n_conc = 1;
+    }
+    if (o.replay) {
+        FILE *rf = fopen(o.replay, "rb");
+        size_t cap = 1 << 16, n = 0;
+        replay = rf ? malloc(cap) : NULL;
+        while (replay) {
+            if (n == cap) {
+                char *x = cap < (256u << 20) ? realloc(replay, cap * 2) : NULL;
+                if (!x) { free(replay); replay = NULL; break; }
+                replay = x;
+                cap *= 2;
+            }
+            size_t k = fread(replay + n, 1, cap - n, rf);
+            if (!k) break;
+            n += k;
+        }
+        if (rf) fclose(rf);
+        if (!replay) {
+            cal_dataset_free(&ds);
+            free(extra);
+            return cli_usage_error(CMD, "--replay: cannot read \"%s\"%s", o.replay,
+                                   rf ? " (over 256 MiB or out of memory)" : "");
+        }
+        plan.replay_log = replay;
+        plan.replay_len = n;
+        const char *base = strrchr(o.replay, '/');
+        plan.replay_name = base ? base + 1 : o.replay;
+        plan.replay_speed = o.replay_speed;
+        plan.n_conc = 1;
+    }
+
     const char *api_key = o.api_key_env ? getenv(o.api_key_env) : NULL;
     cal_run_args args;
     memset(&args, 0, sizeof args);
@@ -617,6 +811,8 @@ int cmd_run(int argc, char **argv)
     if (out.data) {
         fputc('\n', stderr);
         run_view_print(stdout, out.data, o.db);
+        cal_report_lengths_text(stdout, out.data);
+        cal_report_turns_text(stdout, out.data);
         if (cal_slo_given(&o.slo)) print_goodput(out.data);
         fflush(stdout);
         if (o.json) {
@@ -645,6 +841,8 @@ cleanup:
     for (int i = 0; i < 2; i++) cal_run_target_free(&args.targets[i]);
     cal_store_close(&st);
     free(extra);
+    cal_dataset_free(&ds);
+    free(replay);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     return exit_code;

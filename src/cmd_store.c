@@ -456,6 +456,8 @@ int cmd_show(int argc, char **argv)
     int rc = load_ref("show", st, argv[optind], CAL_LOAD_CHUNKS, &d);
     if (!rc) {
         run_view_print(stdout, d, db);
+        cal_report_lengths_text(stdout, d);   /* a dataset's or drawn lengths */
+        cal_report_turns_text(stdout, d);     /* a chat scenario's or a replay's turns */
         cal_run_data_free(&d);
     }
     cal_store_close(&st);

@@ -95,6 +95,11 @@ typedef struct cal_req_result {
     int64_t  first_byte_ns;     /* first response byte (headers); 0 if none */
     int64_t *chunk_send_ns;     /* [n_chunks] server send_ns, when keep_send_ns
                                    (-1 where a chunk had none) */
+    int      cached_tokens;     /* prompt tokens the server took from its prefix
+                                   cache (usage.prompt_tokens_details.cached_tokens,
+                                   else llama.cpp's timings.cache_n); -1 when it
+                                   does not say (not stored: the chat scenario and
+                                   replay report it per turn) */
 } cal_req_result;
 /* A result not yet ended: status cancelled, token counts and server timings
  * -1 (unknown), tokens counted from chunks, everything else 0. */
@@ -230,6 +235,8 @@ typedef struct cal_chunk {
     double   prefill_ms, decode_ms;   /* timings.prompt_ms / predicted_ms; -1 */
     int      decode_tokens;     /* timings.predicted_n; -1 */
     int64_t  send_ns;           /* "send_ns"; -1 when absent */
+    int      cached_tokens;     /* usage.prompt_tokens_details.cached_tokens, else
+                                   timings.cache_n; -1 when absent */
     char     error[256];        /* error message (truncated), "" otherwise */
 } cal_chunk;
 /* Interpret data[0..len). Appends the generated text to *text when text is

@@ -16,6 +16,7 @@
 #define CALIPER_REPORT_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "caliper/analysis.h"
 #include "caliper/buf.h"
 #include "caliper/fingerprint.h"
@@ -82,6 +83,8 @@ typedef struct cal_result {
     cal_fingerprint shots_fp;  /* the workload the shots ran (shot kind and
                                   range aside); shot_kind UNKNOWN = not known */
     cal_tel_point *tel;     size_t n_tel;
+    struct cal_turns *turns;  /* per turn of a chat scenario or a replay (from
+                                 the store only; NULL otherwise), owned */
 } cal_result;
 
 /* A zeroed result (no cells). NULL on allocation failure. */
@@ -268,5 +271,53 @@ int cal_report_goodput_md(const cal_result *r, cal_buf *out);
 /* One result as caliper's result JSON ("format": "caliper-result"),
  * readable back by cal_result_from_json. */
 int cal_result_to_json(const cal_result *r, cal_buf *out);
+
+/* ---- turns (the chat scenario, a replay: docs/workload.md) -------------------
+ * Per turn index of a stored run whose protocol has a "scenario": prompt
+ * and shared-prefix tokens (from the protocol's turn plan), TTFT and the
+ * whole turn (send to last byte) over the measured shots' ok requests;
+ * under A/B both sides, their ratio, and the whole-turn speedup A ÷ B
+ * (geometric mean over (shot, turn) pairs, t CI on the log ratios) beside
+ * the notes' formula from the decode speedup alone (formulas.h). */
+typedef struct cal_turn_row {
+    int    turn;               /* 1-based */
+    double prompt_tokens;      /* mean over the sessions */
+    double shared_tokens;      /* mean */
+    double shared_share;       /* Σ shared ÷ Σ prompt */
+    int    n[2];               /* ok requests per side ([0]: the only side, or A) */
+    double ttft_s[2];          /* median */
+    double turn_s[2];          /* mean whole turn */
+    double decode_s[2];        /* mean first to last token */
+} cal_turn_row;
+
+typedef struct cal_turns {
+    char   scenario[16];       /* "chat", "replay" */
+    int    ab;                 /* two sides */
+    int    n_rows;
+    cal_turn_row *rows;        /* [n_rows] (malloc'd) */
+    double speedup, lo, hi;    /* A/B whole turn A ÷ B, NAN when absent */
+    int    pairs;              /* (shot, turn) pairs behind it */
+    double formula;            /* the notes' whole-turn speedup from B's TTFT and
+                                  decode and the decode speedup; NAN absent */
+    double ttft_slope_ms_per_ktok; /* linear fit of median TTFT on prompt tokens */
+    char   describe[200];      /* one line: "chat: 4 users x 6 turns, system+tools 6765 tok" */
+} cal_turns;
+
+/* CAL_OK with out filled; CAL_ENOTFOUND when the run has no scenario;
+ * CAL_ENOMEM. Free with cal_turns_free. */
+int  cal_turns_from_run(const cal_run_data *d, cal_turns *out);
+void cal_turns_free(cal_turns *t);
+/* The per-turn table as text onto f (nothing for a run without turns).
+ * Returns the number of rows printed. */
+int  cal_report_turns_text(FILE *f, const cal_run_data *d);
+/* For a run with a dataset or length distributions: the dataset's id and
+ * hash, and the realised prompt and output lengths (min, p5, median, p95,
+ * max over the ok requests) beside what was asked. Returns 1 when printed. */
+int  cal_report_lengths_text(FILE *f, const cal_run_data *d);
+/* The HTML figure of a result's turns: the chart and the per-turn table. */
+int  cal_report_turns_html(const cal_turns *t, cal_buf *out);
+/* An inline SVG of TTFT (per side) against prompt tokens, one point per
+ * turn, appended to out; CAL_ETOOBIG at out's cap. */
+int  cal_report_turns_svg(const cal_turns *t, cal_buf *out);
 
 #endif

@@ -27,6 +27,7 @@
 #include "caliper/protocol.h"
 #include "caliper/store.h"
 #include "caliper/workload.h"
+#include "caliper/workload_traffic.h"
 
 /* ---- targets: an ops struct ------------------------------------------ */
 
@@ -104,7 +105,8 @@ int cal_run_target_served(const cal_served_config *cfg, cal_run_target **out);
  *
  * Concurrency: a closed-loop cell of concurrency c runs c worker threads;
  * each takes the next request (in index order) when its previous one ends
- * and calls generate with worker = its index 0..c−1, so at most c
+ * (or at the request's sched_ns when that is later: the chat scenario's
+ * think times and a replay's gaps) and calls generate with worker = its index 0..c−1, so at most c
  * generate calls run at once and each worker's calls are sequential. An
  * engine that is not thread-safe serialises inside generate (a lock around
  * each step interleaves the c sequences token by token). An open-loop cell
@@ -213,6 +215,26 @@ typedef struct cal_run_plan {
     /* a JSON object merged into the stored protocol (the API, the body, the
      * timeouts: what the caller sent that the plan does not hold), or NULL */
     const char *protocol_extra_json;
+    /* ---- traffic (workload_traffic.h, docs/workload.md); zeroed: none ---- */
+    const cal_dataset *dataset;  /* prompts drawn from it (seeded, with
+                                    replacement): one cell per load point, the
+                                    prompt length list ignored; the protocol
+                                    names the dataset and its SHA-256 */
+    cal_lendist prompt_len;      /* UNIFORM / NORMAL: each request draws its
+                                    prompt length (one cell per load point);
+                                    DATASET: the entries' own (with dataset);
+                                    FIXED: the prompt_tokens list */
+    cal_lendist output_len;      /* the same for max_tokens (FIXED: max_tokens) */
+    const cal_chat_config *chat; /* the chat scenario: a shot is its turns, one
+                                    cell per turn index (the users of a turn in
+                                    flight together); count and seed are set
+                                    by the run (the target's tokenizer, the
+                                    shot's seed), the other fields are used */
+    const char *replay_log;      /* a caliper proxy --log's bytes: a shot is
+                                    its recorded turns, one cell per turn index */
+    size_t   replay_len;
+    const char *replay_name;     /* the log's name for the protocol */
+    double   replay_speed;       /* recorded gaps ÷ this (0 = 1) */
 } cal_run_plan;
 
 /* A plan with the defaults above: one 256-token prompt, c1, 8 requests,

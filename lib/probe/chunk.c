@@ -69,7 +69,7 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
 {
     if (!c || (!data && len)) return CAL_EINVAL;
     memset(c, 0, sizeof *c);
-    c->prompt_tokens = c->completion_tokens = c->decode_tokens = -1;
+    c->prompt_tokens = c->completion_tokens = c->decode_tokens = c->cached_tokens = -1;
     c->prefill_ms = c->decode_ms = -1.0;
     c->send_ns = -1;
     /* tolerate surrounding whitespace around the sentinel */
@@ -120,12 +120,16 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
         c->prompt_tokens = int_member(usage, "prompt_tokens");
         c->completion_tokens = int_member(usage, "completion_tokens");
         if (c->completion_tokens >= 0) c->flags |= CAL_CHUNK_USAGE;
+        /* a prefix cache's hit, where the server reports it (vLLM, SGLang) */
+        json_t *det = json_object_get(usage, "prompt_tokens_details");
+        if (json_is_object(det)) c->cached_tokens = int_member(det, "cached_tokens");
     }
     json_t *tm = json_object_get(root, "timings");
     if (json_is_object(tm)) {
         c->prefill_ms = num_member(tm, "prompt_ms");
         c->decode_ms = num_member(tm, "predicted_ms");
         c->decode_tokens = int_member(tm, "predicted_n");
+        if (c->cached_tokens < 0) c->cached_tokens = int_member(tm, "cache_n");   /* llama.cpp */
         if (c->decode_ms >= 0) c->flags |= CAL_CHUNK_TIMINGS;
     }
     json_t *sn = json_object_get(root, "send_ns");

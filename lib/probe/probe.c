@@ -334,6 +334,7 @@ static void apply_chunk(slot *s, const cal_chunk *c)
         res->output_tokens = c->completion_tokens;
         if (c->prompt_tokens >= 0) res->prompt_tokens = c->prompt_tokens;
     }
+    if (c->cached_tokens >= 0) res->cached_tokens = c->cached_tokens;
     if (c->flags & CAL_CHUNK_TIMINGS) {
         res->server_prefill_ms = c->prefill_ms;
         res->server_decode_ms = c->decode_ms;
@@ -625,6 +626,7 @@ void cal_req_result_init(cal_req_result *res)
     res->tok_source = CAL_TOKSRC_CHUNKS;
     res->server_prefill_ms = res->server_decode_ms = -1.0;
     res->server_decode_tokens = -1;
+    res->cached_tokens = -1;
 }
 
 static char *dup_msg(const char *s, size_t n)

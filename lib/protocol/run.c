@@ -17,13 +17,20 @@
 #include "caliper/saturation.h"
 #include "caliper/telemetry.h"
 #include "lib/util/c_locale.h"
+#include "lib/workload/traffic_internal.h"
 
 #define MAX_LIST CAL_RUN_MAX_LIST
+#define CACHE_TURNS 64   /* turn indices whose cache hits are summed */
 
 typedef struct side {
     char name[8];                    /* "" or "A" / "B" */
     cal_run_target *t;
     cal_workload *wl[MAX_LIST];      /* per prompt length */
+    cal_textgen *tg;                 /* prompts of drawn lengths, datasets, turns */
+    cal_traffic *tr;                 /* this shot's turns (chat, replay) */
+    /* the server's prefix-cache reports per turn index (first CACHE_TURNS) */
+    double cached[CACHE_TURNS], prompt[CACHE_TURNS];
+    long   reported[CACHE_TURNS], sent[CACHE_TURNS];
     int64_t started_ns;              /* -1 unknown */
     int fresh;                       /* the next shot is the engine's first */
 } side;
@@ -140,6 +147,15 @@ static void tel_window(ctx *c, const char *metric, int64_t t0, int64_t t1, doubl
     *min = s.min;
 }
 
+/* ---- workload modes (workload_traffic.h) --------------------------------- */
+/* Each request draws its prompt or output (a dataset or a distribution). */
+static int per_request(const cal_run_plan *p)
+{
+    return p->dataset || p->prompt_len.kind != CAL_LEN_FIXED || p->output_len.kind != CAL_LEN_FIXED;
+}
+/* A shot is a session's turns (chat scenario, replay). */
+static int turns_mode(const cal_run_plan *p) { return p->chat || p->replay_log; }
+
 /* ---- targets ------------------------------------------------------------ */
 static int count_with_target(void *ud, const char *text, int *n)
 {
@@ -165,6 +181,17 @@ static int start_side(ctx *c, side *s)
 static int open_workloads(ctx *c, side *s)
 {
     const cal_run_plan *p = &c->p;
+    if (per_request(p) || turns_mode(p)) {
+        int rc = cal_textgen_open(p->content, s->t->ops->count_tokens ? count_with_target : NULL,
+                                  s->t, &s->tg);
+        if (rc && rc != CAL_ENOMEM) {
+            note(c, s->name, "the tokenizer of %s failed (%s): prompt lengths will be approximate",
+                 what(s), cal_strerror(rc));
+            rc = cal_textgen_open(p->content, NULL, NULL, &s->tg);
+        }
+        if (rc) fail(c, "content: %s", cal_strerror(rc));
+        return rc;
+    }
     for (size_t i = 0; i < p->n_prompt; i++) {
         cal_workload_config wc = {.content = p->content, .prompt_tokens = p->prompt_tokens[i],
                                   .unique = !p->allow_prefix, .seed = p->seed,
@@ -231,6 +258,111 @@ static int grow(cal_request **reqs, cal_req_result **res, char ***prompts, size_
     return CAL_OK;
 }
 
+/* The fields every cell of a shot fills alike: which shot, its kind, the
+ * rest before it, the engine's age, its requests and the probe's check. */
+static void cell_shot(cal_cell *cell, const side *s, int shot, cal_shot_kind kind, int64_t rest_ns,
+                      size_t n, const cal_probe_stats *ps)
+{
+    cell->shot_index = shot;
+    cell->shot_kind = kind;
+    cell->rest_before_ns = rest_ns;
+    cell->process_age_ns = s->started_ns > 0 ? cell->start_ns - s->started_ns : -1;
+    cell->n_requests = (int64_t)n;
+    cell->cpu_ns = ps->cpu_ns;
+    cell->chunks = ps->chunks;
+    cell->send_lag_p99_ms = ps->send_lag_p99_ms;
+}
+
+/* Summarise a cell's requests, give it its telemetry windows, store it
+ * with them, tell the observer, and notice a target that died. */
+static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size_t kept,
+                      const cal_probe_stats *ps, int shot)
+{
+    cal_summary_compute(res, kept, 0, cell->output_fixed ? cell->max_tokens : 0, &cell->sum);
+    cell->sum.goodput = cal_goodput(&c->p.slo, res, kept, cell->sum.duration);
+    c->last_goodput = cell->sum.goodput;
+    tel_window(c, c->clock_metric, cell->start_ns, cell->end_ns, &cell->sum.clock_mhz_mean,
+               &cell->sum.clock_mhz_min);
+    tel_window(c, c->power_metric, cell->start_ns, cell->end_ns, &cell->sum.power_w_mean,
+               &cell->sum.power_w_min);
+    int src = cal_store_add_cell(c->st, c->run.id, cell, res, kept);
+    if (src) {
+        fail(c, "storing the cell: %s", cal_store_errmsg(c->st));
+        return src;
+    }
+    drain_telemetry(c);
+    cal_run_event done = {.kind = CAL_RUN_EV_CELL, .side = s->name, .label = c->label,
+                          .run_id = c->run.id, .shot = shot, .cell = cell};
+    emit(c, &done);
+    /* a target that died is reported, not waited on */
+    int alive = s->t->ops->alive ? s->t->ops->alive(s->t->self) : 1;
+    if (!stopped(c) && kept > 0 &&
+        (!alive || (cell->sum.completed == 0 &&
+                    cell->sum.n_connect_error + cell->sum.n_stream_error + cell->sum.n_timeout > 0))) {
+        c->target_failed = 1;
+        char tail[400] = "";
+        if (s->t->ops->why_failed) s->t->ops->why_failed(s->t->self, tail, sizeof tail);
+        /* say what it sent: a target that answers malformed streams has not
+         * stopped answering */
+        char said[400];
+        cal_probe_failure_summary(ps, said, sizeof said);
+        fail(c, "%s%sthe target %s during shot %d (%s)%s%s%s%s", s->name, s->name[0] ? " " : "",
+             !alive ? "exited"
+             : ps->n_status[CAL_REQ_CONNECT_ERROR] + ps->n_status[CAL_REQ_TIMEOUT] > 0
+                 ? "stopped answering" : "answered with errors",
+             shot, what(s), said[0] ? ": " : "", said, tail[0] ? "; its log ends: " : "", tail);
+    }
+    return CAL_OK;
+}
+
+/* Request number index of a per-request cell: a dataset entry or a prompt
+ * of a drawn length (after the nonce line unless prefixes may repeat), and
+ * its output length. The draws come from the seed and the index alone. */
+static int draw_prompt(ctx *c, side *s, uint64_t index, char **out, int *max_tokens)
+{
+    const cal_run_plan *p = &c->p;
+    uint64_t rng = p->seed ^ (index * 0x9e3779b97f4a7c15ULL) ^ 0x6c656e73ULL;
+    char nl[10] = "";
+    if (!p->allow_prefix) cal_traffic_nonce_(p->seed ^ (index * 0xd1b54a32d192ed03ULL), nl);
+    size_t len = strlen(nl);
+    char *pr = strdup(nl);
+    if (!pr) return CAL_ENOMEM;
+    int n, rc = CAL_OK;
+    const cal_ds_entry *e = p->dataset ? &p->dataset->e[cal_dataset_pick(p->dataset, p->seed, index)] : NULL;
+    if (e && e->text) {
+        char *q = realloc(pr, len + strlen(e->text) + 1);
+        if (!q) { free(pr); return CAL_ENOMEM; }
+        pr = q;
+        memcpy(pr + len, e->text, strlen(e->text) + 1);
+    } else {
+        int want = e && e->prompt_tokens > 0 && p->prompt_len.kind != CAL_LEN_UNIFORM &&
+                           p->prompt_len.kind != CAL_LEN_NORMAL
+                       ? e->prompt_tokens
+                   : p->prompt_len.kind == CAL_LEN_FIXED ? p->prompt_tokens[0]
+                                                          : cal_lendist_draw(&p->prompt_len, &rng);
+        if (want < 1) want = 1;
+        int base = 0;
+        if (len) rc = cal_textgen_count(s->tg, pr, &base);
+        /* the drawn length is the whole prompt's, nonce line included */
+        if (base > 0) want = want - base > 1 ? want - base : 1;
+        if (!rc) rc = cal_textgen_append(s->tg, &pr, &len, base, want, (index * 7919) % 4096, &n);
+    }
+    if (rc) { free(pr); return rc; }
+    if (p->output_len.kind == CAL_LEN_DATASET && e) {
+        *max_tokens = e->output_tokens > 0 ? e->output_tokens
+                      : e->output_chars > 0
+                          ? (int)ceil(e->output_chars / cal_textgen_chars_per_token(s->tg))
+                          : p->max_tokens;
+    } else if (p->output_len.kind == CAL_LEN_UNIFORM || p->output_len.kind == CAL_LEN_NORMAL) {
+        *max_tokens = cal_lendist_draw(&p->output_len, &rng);
+    } else {
+        *max_tokens = p->max_tokens;
+    }
+    if (*max_tokens < 1) *max_tokens = 1;
+    *out = pr;
+    return CAL_OK;
+}
+
 /* rate: the cell's offered rate, req/s (0: closed loop); a saturation
  * sweep's step, else the plan's. */
 static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
@@ -263,8 +395,12 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
     if (stamped) cal_arrivals_format(&pat, load_s, sizeof load_s);
     else if (!closed) cal_snprintf(load_s, sizeof load_s, "rate %g", rate);
     else snprintf(load_s, sizeof load_s, "c%d", conc);
-    snprintf(c->label, sizeof c->label, "%s%sshot %d · %s · %d tok", s->name,
-             s->name[0] ? " · " : "", shot, load_s, p->prompt_tokens[pi]);
+    char len_s[48];
+    if (p->dataset) snprintf(len_s, sizeof len_s, "dataset");
+    else if (per_request(p)) cal_lendist_text(&p->prompt_len, len_s, sizeof len_s);
+    else snprintf(len_s, sizeof len_s, "%d", p->prompt_tokens[pi]);
+    snprintf(c->label, sizeof c->label, "%s%sshot %d · %s · %s tok", s->name,
+             s->name[0] ? " · " : "", shot, load_s, len_s);
     cal_run_event ev = {.kind = CAL_RUN_EV_PREPARING, .side = s->name, .label = c->label,
                         .run_id = c->run.id, .shot = shot};
     emit(c, &ev);
@@ -291,7 +427,9 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
                 n = i - total;
                 break;
             }
-            rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
+            reqs[i].max_tokens = p->max_tokens;
+            if (per_request(p)) rc = draw_prompt(c, s, c->nonce++, &prompts[i], &reqs[i].max_tokens);
+            else rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
             if (rc) {
                 fail(c, "%s%scounting the tokens of prompt %zu through the target %s failed: %s%s",
                      s->name, s->name[0] ? " " : "", i, what(s), cal_strerror(rc),
@@ -299,7 +437,6 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
                 goto out;
             }
             reqs[i].prompt = prompts[i];
-            reqs[i].max_tokens = p->max_tokens;
         }
         if (round == 0) {
             cell.start_ns = cal_now_ns();
@@ -392,55 +529,26 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
     snprintf(cell.target, sizeof cell.target, "%s", s->name);
     cell.concurrency = load.concurrency;
     cell.rate = closed ? 0 : cal_arrivals_mean_rate(&pat);
-    cell.prompt_tokens = p->prompt_tokens[pi];
-    cell.prompt_exact = cal_workload_exact(s->wl[pi]);
-    snprintf(cell.content, sizeof cell.content, "%s", cal_content_name(p->content));
+    if (per_request(p)) {
+        /* mixed lengths: the requests carry their own; the cell says "mixed" (0) */
+        cell.prompt_tokens = p->prompt_len.kind == CAL_LEN_FIXED && !p->dataset ? p->prompt_tokens[0] : 0;
+        cell.prompt_exact = 0;
+        snprintf(cell.content, sizeof cell.content, "%s", p->dataset ? "dataset" : cal_content_name(p->content));
+        int same = 1;
+        for (size_t i = 1; i < kept && same; i++) same = reqs[i].max_tokens == reqs[0].max_tokens;
+        cell.max_tokens = same && kept ? reqs[0].max_tokens : 0;
+        cell.output_fixed = !p->free_output && same;
+    } else {
+        cell.prompt_tokens = p->prompt_tokens[pi];
+        cell.prompt_exact = cal_workload_exact(s->wl[pi]);
+        snprintf(cell.content, sizeof cell.content, "%s", cal_content_name(p->content));
+        cell.max_tokens = p->max_tokens;
+        cell.output_fixed = !p->free_output;
+    }
     cell.unique_prompts = !p->allow_prefix;
-    cell.max_tokens = p->max_tokens;
-    cell.output_fixed = !p->free_output;
-    cell.shot_index = shot;
-    cell.shot_kind = kind;
-    cell.rest_before_ns = rest_ns;
-    cell.process_age_ns = s->started_ns > 0 ? cell.start_ns - s->started_ns : -1;
-    cell.n_requests = (int64_t)kept;
-    cell.cpu_ns = ps.cpu_ns;
-    cell.chunks = ps.chunks;
-    cell.send_lag_p99_ms = ps.send_lag_p99_ms;
-    cal_summary_compute(res, kept, 0, cell.output_fixed ? cell.max_tokens : 0, &cell.sum);
-    cell.sum.goodput = cal_goodput(&p->slo, res, kept, cell.sum.duration);
-    c->last_goodput = cell.sum.goodput;
-    tel_window(c, c->clock_metric, cell.start_ns, cell.end_ns, &cell.sum.clock_mhz_mean,
-               &cell.sum.clock_mhz_min);
-    tel_window(c, c->power_metric, cell.start_ns, cell.end_ns, &cell.sum.power_w_mean,
-               &cell.sum.power_w_min);
-    int src = cal_store_add_cell(c->st, c->run.id, &cell, res, kept);
-    if (src) {
-        fail(c, "storing the cell: %s", cal_store_errmsg(c->st));
-        rc = src;
-        goto out;
-    }
-    drain_telemetry(c);
-    cal_run_event done = {.kind = CAL_RUN_EV_CELL, .side = s->name, .label = c->label,
-                          .run_id = c->run.id, .shot = shot, .cell = &cell};
-    emit(c, &done);
-    /* a target that died is reported, not waited on */
-    int alive = s->t->ops->alive ? s->t->ops->alive(s->t->self) : 1;
-    if (!stopped(c) && kept > 0 &&
-        (!alive || (cell.sum.completed == 0 &&
-                    cell.sum.n_connect_error + cell.sum.n_stream_error + cell.sum.n_timeout > 0))) {
-        c->target_failed = 1;
-        char tail[400] = "";
-        if (s->t->ops->why_failed) s->t->ops->why_failed(s->t->self, tail, sizeof tail);
-        /* say what it sent: a target that answers malformed streams has not
-         * stopped answering */
-        char said[400];
-        cal_probe_failure_summary(&ps, said, sizeof said);
-        fail(c, "%s%sthe target %s during shot %d (%s)%s%s%s%s", s->name, s->name[0] ? " " : "",
-             !alive ? "exited"
-             : ps.n_status[CAL_REQ_CONNECT_ERROR] + ps.n_status[CAL_REQ_TIMEOUT] > 0
-                 ? "stopped answering" : "answered with errors",
-             shot, what(s), said[0] ? ": " : "", said, tail[0] ? "; its log ends: " : "", tail);
-    }
+    cell_shot(&cell, s, shot, kind, rest_ns, kept, &ps);
+    rc = store_cell(c, s, &cell, res, kept, &ps, shot);
+    if (rc) goto out;
     rc = CAL_OK;
 out:
     if (res) for (size_t i = 0; i < cap; i++) cal_req_result_free(&res[i]);
@@ -449,6 +557,164 @@ out:
     free(reqs);
     free(res);
     return rc;
+}
+
+/* ---- a shot of turns: the chat scenario, a replay ------------------------ */
+/* Build the turns of one shot for a side: the same seed for both sides of
+ * an A/B shot (the same texts), another for every shot (a prefix cache
+ * cannot carry one shot's system block into the next). */
+static int build_turns(ctx *c, side *s, int shot)
+{
+    const cal_run_plan *p = &c->p;
+    cal_traffic_free(&s->tr);
+    char why[300] = "";
+    cal_count_tokens_fn cnt = s->t->ops->count_tokens ? count_with_target : NULL;
+    int rc;
+    if (p->chat) {
+        cal_chat_config cc = *p->chat;
+        cc.seed = p->seed + (uint64_t)shot * 1000003;
+        cc.count = cnt;
+        cc.count_ud = s->t;
+        cc.content = p->content;
+        rc = cal_chat_build(&cc, &s->tr, why, sizeof why);
+    } else {
+        rc = cal_replay_build(p->replay_log, p->replay_len, p->replay_name,
+                              p->replay_speed > 0 ? p->replay_speed : 1, p->content, cnt, s->t,
+                              &s->tr, why, sizeof why);
+    }
+    if (rc) fail(c, "%s%s%s: %s", s->name, s->name[0] ? " " : "", p->chat ? "chat" : "replay",
+                 why[0] ? why : cal_strerror(rc));
+    return rc;
+}
+
+/* One cell per turn index: the sessions that have that turn, each sent
+ * when its previous turn ended plus its think time (a first turn at its
+ * start offset), in flight together. A turn index waits for every
+ * session's previous turn (the cell is the unit stored), so a session's
+ * think time is a floor, not exact, when another session's turn is slower. */
+static int run_turns(ctx *c, side *s, int shot, cal_shot_kind kind, int64_t rest_ns)
+{
+    const cal_run_plan *p = &c->p;
+    cal_traffic *tr = s->tr;
+    int ns = tr->n_sessions, rc = CAL_OK;
+    int64_t *last_end = calloc((size_t)ns, sizeof *last_end);
+    int *order = calloc((size_t)ns, sizeof *order);
+    int64_t *due = calloc((size_t)ns, sizeof *due);
+    cal_request *reqs = calloc((size_t)ns, sizeof *reqs);
+    cal_req_result *res = calloc((size_t)ns, sizeof *res);
+    if (!last_end || !order || !due || !reqs || !res) { rc = CAL_ENOMEM; goto out; }
+    int64_t t0 = cal_now_ns();
+    for (int k = 0; k < tr->n_turns && !stopped(c) && !c->target_failed; k++) {
+        size_t n = 0;
+        int64_t now = cal_now_ns();
+        for (int u = 0; u < ns; u++) {
+            const cal_turn *t = cal_traffic_turn(tr, k, u);
+            if (!t->present) continue;
+            int64_t base = k == 0 || !last_end[u] ? t0 : last_end[u];
+            due[u] = base + (int64_t)(t->think_s * 1e9);
+            if (due[u] < now) due[u] = now;
+            /* sessions in the order they are due: the probe sends in index order */
+            size_t j = n++;
+            while (j > 0 && due[order[j - 1]] > due[u]) { order[j] = order[j - 1]; j--; }
+            order[j] = u;
+        }
+        if (n == 0) continue;
+        double ptok = 0;
+        int same = 1;
+        for (size_t i = 0; i < n; i++) {
+            const cal_turn *t = cal_traffic_turn(tr, k, order[i]);
+            reqs[i].prompt = t->prompt;
+            reqs[i].max_tokens = t->max_tokens;
+            reqs[i].sched_ns = due[order[i]];
+            ptok += t->prompt_tokens;
+            same = same && t->max_tokens == reqs[0].max_tokens;
+        }
+        snprintf(c->label, sizeof c->label, "%s%sshot %d · %s turn %d · %zu session%s", s->name,
+                 s->name[0] ? " · " : "", shot, tr->kind, k + 1, n, n == 1 ? "" : "s");
+        cal_run_event ev = {.kind = CAL_RUN_EV_PREPARING, .side = s->name, .label = c->label,
+                            .run_id = c->run.id, .shot = shot};
+        emit(c, &ev);
+        cal_load load = {.concurrency = (int)n, .seed = p->seed + (uint64_t)c->seq * 7919};
+        cal_cell cell;
+        memset(&cell, 0, sizeof cell);
+        cal_probe_stats ps;
+        memset(&ps, 0, sizeof ps);
+        ps.first_fail = -1;
+        cell.start_ns = cal_now_ns();
+        cell.start_wall_ns = cal_wall_ns();
+        prog g = {.c = c, .side = s->name, .shot = shot, .base = 0, .total = n};
+        rc = s->t->ops->send(s->t->self, reqs, n, &load, res, c->stop, on_progress, &g, &ps);
+        cell.end_ns = cal_now_ns();
+        if (rc && rc != CAL_ECANCEL) {
+            fail(c, "%s: %s", s->t->ops->kind, cal_strerror(rc));
+            for (size_t i = 0; i < n; i++) cal_req_result_free(&res[i]);
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            last_end[order[i]] = res[i].end_ns > 0 ? res[i].end_ns : cell.end_ns;
+            if (k < CACHE_TURNS && res[i].status == CAL_REQ_OK && kind != CAL_SHOT_WARMUP) {
+                s->sent[k]++;
+                if (res[i].cached_tokens >= 0) {
+                    s->reported[k]++;
+                    s->cached[k] += res[i].cached_tokens;
+                    s->prompt[k] += res[i].prompt_tokens > 0 ? res[i].prompt_tokens
+                                    : cal_traffic_turn(tr, k, order[i])->prompt_tokens;
+                }
+            }
+        }
+        cell.seq = c->seq++;
+        cell.kind = CAL_CELL_PROMPT_SWEEP;   /* the turns are a prompt-length line */
+        snprintf(cell.target, sizeof cell.target, "%s", s->name);
+        cell.concurrency = (int)n;
+        cell.prompt_tokens = (int)lround(ptok / (double)n);
+        cell.prompt_exact = !cal_traffic_turn(tr, k, order[0])->est;
+        snprintf(cell.content, sizeof cell.content, "%s", tr->kind);
+        cell.unique_prompts = 1;
+        cell.max_tokens = same ? reqs[0].max_tokens : 0;
+        cell.output_fixed = !p->free_output && same;
+        cell_shot(&cell, s, shot, kind, k == 0 ? rest_ns : 0, n, &ps);
+        rc = store_cell(c, s, &cell, res, n, &ps, shot);
+        for (size_t i = 0; i < n; i++) cal_req_result_free(&res[i]);
+        if (rc) goto out;
+        if (ps.n_status[CAL_REQ_CANCELLED] && stopped(c)) break;
+    }
+out:
+    free(last_end);
+    free(order);
+    free(due);
+    free(reqs);
+    free(res);
+    return rc;
+}
+
+/* What the server said of its prefix cache over the turns (usage's
+ * cached_tokens or llama.cpp's cache_n): one sentence per side, stored
+ * with the verdicts and told to the observer. */
+static void cache_notes(ctx *c, json_t *va)
+{
+    for (int i = 0; i < c->n_sides; i++) {
+        side *s = &c->sides[i];
+        long sent = 0, rep = 0;
+        for (int k = 0; k < CACHE_TURNS; k++) { sent += s->sent[k]; rep += s->reported[k]; }
+        if (!sent) continue;
+        char buf[1100];
+        int o = cal_snprintf(buf, sizeof buf, "%s%sprefix cache: ", s->name, s->name[0] ? ": " : "");
+        if (!rep) {
+            cal_snprintf(buf + o, sizeof buf - (size_t)o,
+                         "%s reported no cached tokens (no usage.prompt_tokens_details.cached_tokens "
+                         "or timings.cache_n) in %ld turns: its cache hits are unknown", what(s), sent);
+        } else {
+            o += cal_snprintf(buf + o, sizeof buf - (size_t)o,
+                              "%s reported cached tokens in %ld of %ld turns; share of the prompt "
+                              "taken from its cache per turn:", what(s), rep, sent);
+            for (int k = 0; k < CACHE_TURNS && o < (int)sizeof buf - 40; k++)
+                if (s->reported[k] && s->prompt[k] > 0)
+                    o += cal_snprintf(buf + o, sizeof buf - (size_t)o, " %d: %.0f %%", k + 1,
+                                      100 * s->cached[k] / s->prompt[k]);
+        }
+        note(c, s->name, "%s", buf + (s->name[0] ? strlen(s->name) + 2 : 0));
+        json_array_append_new(va, json_string(buf));
+    }
 }
 
 /* ---- run-level JSON records -------------------------------------------- */
@@ -533,6 +799,26 @@ static char *protocol_json(ctx *c)
         json_object_set_new(o, "duration_rule", json_string(
             "a cell issues requests until its duration is up (in rounds sized from the rate so "
             "far); requests in flight at the end are stored as cancelled"));
+    if (p->dataset) {
+        char id[200];
+        json_object_set_new(o, "dataset", json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}",
+            "name", p->dataset->name, "format", cal_ds_format_name(p->dataset->format),
+            "sha256", p->dataset->sha256, "id", cal_dataset_id(p->dataset, id, sizeof id),
+            "entries", (json_int_t)p->dataset->n, "skipped", (json_int_t)p->dataset->skipped));
+        json_object_set_new(o, "sampling", json_string("seeded draw with replacement per request index"));
+    }
+    char ds[64];
+    if (p->prompt_len.kind != CAL_LEN_FIXED)
+        json_object_set_new(o, "prompt_len", json_string(cal_lendist_text(&p->prompt_len, ds, sizeof ds)));
+    if (p->output_len.kind != CAL_LEN_FIXED)
+        json_object_set_new(o, "output_len", json_string(cal_lendist_text(&p->output_len, ds, sizeof ds)));
+    if (turns_mode(p) && c->sides[0].tr && c->sides[0].tr->protocol_json) {
+        json_t *sc = json_loads(c->sides[0].tr->protocol_json, 0, NULL);
+        if (sc) json_object_set_new(o, "scenario", sc);
+        json_object_set_new(o, "order", json_string(
+            "each shot runs the turns in order, one cell per turn index; a session's turn is "
+            "sent when its previous turn ended plus its think time"));
+    }
     json_t *x = p->protocol_extra_json ? json_loads(p->protocol_extra_json, 0, NULL) : NULL;
     if (json_is_object(x)) json_object_update(o, x);
     json_decref(x);
@@ -629,6 +915,21 @@ static int check_plan(ctx *c)
         fail(c, "plan: requests and duration together: choose one");
         return CAL_EINVAL;
     }
+    if (p->chat && p->replay_log) {
+        fail(c, "plan: chat and replay together: choose one");
+        return CAL_EINVAL;
+    }
+    if (turns_mode(p) && (p->rate > 0 || p->duration_s > 0 || p->n_conc > 1 || p->n_prompt > 1)) {
+        fail(c, "%s: the turns set the load (one cell per turn): no rate, duration, concurrency "
+                "or prompt-length list", p->chat ? "chat" : "replay");
+        return CAL_EINVAL;
+    }
+    if ((p->prompt_len.kind == CAL_LEN_DATASET || p->output_len.kind == CAL_LEN_DATASET) &&
+        !p->dataset && !(p->chat && p->chat->user_tokens.kind == CAL_LEN_DATASET)) {
+        fail(c, "prompt_len: \"dataset\" needs a dataset");
+        return CAL_EINVAL;
+    }
+    if (per_request(p) && !turns_mode(p)) p->n_prompt = 1;   /* one cell per load point */
     if (p->rate > 0 && p->pattern.kind != CAL_ARR_POISSON) {
         char pat[64];
         if (p->sweep) {
@@ -735,6 +1036,10 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
         }
     }
 
+    if (turns_mode(p) && build_turns(&c, &c.sides[0], 1)) {
+        result = CAL_EINVAL;
+        goto cleanup;
+    }
     char host_short[256];
     c.run.label = (char *)p->label;
     c.run.build = (char *)p->build;
@@ -753,7 +1058,8 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
     size_t ncl = p->rate > 0 ? (p->sweep ? (size_t)p->sweep_steps : 1) : p->n_conc;
     long total_shots = (long)p->shots + p->warmup;
     cal_run_event bev = {.kind = CAL_RUN_EV_BEGUN, .run_id = c.run.id, .total_shots = (int)total_shots,
-                         .cells_per_shot = (int)(p->n_prompt * ncl), .side = "",
+                         .cells_per_shot = turns_mode(p) && c.sides[0].tr ? c.sides[0].tr->n_turns
+                                                                         : (int)(p->n_prompt * ncl), .side = "",
                          .plan_warmup = p->warmup};
     emit(&c, &bev);
 
@@ -790,6 +1096,18 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
             else if (rest_ns > 0) kind = CAL_SHOT_RESTED;
             else kind = CAL_SHOT_WARM;
             s->fresh = 0;
+            if (turns_mode(p)) {
+                /* shot 1 of side A was built before the run began (its
+                 * scenario is in the protocol); every other is built now */
+                if (!(shot == 1 && s == &c.sides[0] && s->tr) && build_turns(&c, s, (int)shot)) {
+                    c.target_failed = 1;
+                    break;
+                }
+                if (run_turns(&c, s, (int)shot, kind, rest_ns)) c.target_failed = 1;
+                cal_traffic_free(&s->tr);
+                last_end = cal_now_ns();
+                continue;
+            }
             for (size_t pi = 0; pi < p->n_prompt && !stopped(&c) && !c.target_failed; pi++) {
                 /* a saturation sweep's steps are the rate cells, until
                  * goodput stops rising (saturation.h) */
@@ -811,7 +1129,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
                 if (p->sweep && !stopped(&c) && !c.target_failed)
                     note(&c, s->name, "saturation sweep, %d tok: %s after %d step%s (%g to %g req/s)",
                          p->prompt_tokens[pi],
-                         sat.saturated ? "goodput stopped rising" : "goodput still rising at the last step",
+                         sat.saturated ? "goodput stopped rising" : "goodput did not level off by the last step",
                          sat.done, sat.done == 1 ? "" : "s", sat.rate[0], sat.rate[sat.done > 0 ? sat.done - 1 : 0]);
             }
             last_end = cal_now_ns();
@@ -832,6 +1150,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
         json_t *va = vj ? json_loads(vj, 0, NULL) : NULL;
         free(vj);
         if (!json_is_array(va)) { json_decref(va); va = json_array(); }
+        if (turns_mode(p)) cache_notes(&c, va);
         if (c.target_failed && out->message[0]) {   /* why it failed: a note */
             cal_verdict nv;
             cal_verdict_init(&nv, CAL_VK_NOTE);
@@ -870,6 +1189,8 @@ cleanup:
     for (int i = 0; i < c.n_sides; i++) {
         side *s = &c.sides[i];
         for (size_t k = 0; k < MAX_LIST; k++) cal_workload_close(&s->wl[k]);
+        cal_textgen_close(&s->tg);
+        cal_traffic_free(&s->tr);
         if (s->t && s->t->ops && s->t->ops->stop) s->t->ops->stop(s->t->self);
     }
     cal_tel_close(&c.tel);

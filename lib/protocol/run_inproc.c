@@ -136,21 +136,19 @@ static void *work(void *arg)
         pthread_mutex_unlock(&b->mu);
         const cal_request *rq = &b->reqs[i];
         cal_req_result *r = &b->res[i];
-        int64_t sched;
-        if (b->arrival) {
-            sched = b->arrival[i];
-            while (cal_now_ns() < sched && !cut(b)) {
-                int64_t left = sched - cal_now_ns();
-                cal_sleep_ns(left < 10000000 ? left : 10000000, b->stop);
-            }
-            if (cut(b)) {                     /* never sent */
-                pthread_mutex_lock(&b->mu);
-                b->done++;
-                pthread_mutex_unlock(&b->mu);
-                continue;
-            }
-        } else {
-            sched = rq->sched_ns > freed ? rq->sched_ns : freed;
+        /* open loop: the arrival; closed loop: when the slot freed, or the
+         * request's own later sched_ns (a chat turn's think time), which it
+         * waits for as the probe does */
+        int64_t sched = b->arrival ? b->arrival[i] : rq->sched_ns > freed ? rq->sched_ns : freed;
+        while (cal_now_ns() < sched && !cut(b)) {
+            int64_t left = sched - cal_now_ns();
+            cal_sleep_ns(left < 10000000 ? left : 10000000, b->stop);
+        }
+        if (cut(b)) {                         /* never sent */
+            pthread_mutex_lock(&b->mu);
+            b->done++;
+            pthread_mutex_unlock(&b->mu);
+            continue;
         }
         pthread_mutex_lock(&b->mu);
         if (++b->in_flight > b->max_in_flight) b->max_in_flight = b->in_flight;

@@ -67,6 +67,12 @@ static int add_cell(cal_result *res, const cal_run_data *d, const size_t *idx, s
     fp->prompt_tokens = c0->prompt_tokens;
     snprintf(fp->content, sizeof fp->content, "%s%s", c0->content,
              c0->content[0] && !c0->unique_prompts ? " (repeated prompt)" : "");
+    /* prompts from a dataset: the dataset (name and hash) is the content, so
+     * runs on different datasets are never divided (docs/workload.md) */
+    json_t *pj = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+    const char *dsid = json_string_value(json_object_get(json_object_get(pj, "dataset"), "id"));
+    if (dsid) snprintf(fp->content, sizeof fp->content, "dataset:%s", dsid);
+    json_decref(pj);
     if (c0->output_fixed) snprintf(fp->output_policy, sizeof fp->output_policy, "fixed %d", c0->max_tokens);
     else if (c0->max_tokens > 0) snprintf(fp->output_policy, sizeof fp->output_policy, "up to %d", c0->max_tokens);
     fp->streaming = 1;
@@ -229,6 +235,16 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
         cal_tel_point pt = {(double)(tr->t_ns - d->run.t0_mono_ns) / 1e9,
                             is_c ? tr->value : NAN, is_p ? tr->value : NAN};
         e = cal_result_add_tel(r, &pt);
+    }
+    /* a chat scenario or a replay: its turns (docs/workload.md) */
+    if (!e && !(r->turns = calloc(1, sizeof *r->turns))) e = CAL_ENOMEM;
+    if (!e) {
+        int te = cal_turns_from_run(d, r->turns);
+        if (te) {
+            free(r->turns);
+            r->turns = NULL;
+            if (te != CAL_ENOTFOUND) e = te;
+        }
     }
 out:
     if (e) {

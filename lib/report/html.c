@@ -629,6 +629,7 @@ int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char 
                        "chart-ttft", "Time to first token: distribution", "TTFT"));
         TRY(chart_dist(out, r, (int)i, CAL_S_ITL_MS, CAL_M_ITL_P50, (cal_metric)-1, CAL_M_ITL_P99,
                        "chart-itl", "Inter-token latency: distribution", "ITL"));
+        if (r->turns) TRY(cal_report_turns_html(r->turns, out));
         TRY(cal_buf_puts(out, "</div>\n"));
         TRY(tables(out, r));
         TRY(cal_buf_puts(out, "</section>\n"));

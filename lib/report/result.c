@@ -47,6 +47,8 @@ void cal_result_free(cal_result **rp)
     free(r->cells);
     free(r->shots);
     free(r->tel);
+    if (r->turns) cal_turns_free(r->turns);
+    free(r->turns);
     free(r);
     *rp = NULL;
 }

@@ -1,0 +1,374 @@
+/* caliper — per turn index of a chat scenario or a replay: how TTFT grows
+ * with the shared prefix a client resends every turn (seed 004), the share
+ * of each prompt that was already sent, the whole turn, and under A/B the
+ * whole-turn speedup with its CI beside the notes' formula (SPEC, the
+ * whole-turn row: (TTFT + decode × s) ÷ (TTFT + decode)). */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lib/util/c_locale.h"
+#include "caliper/error.h"
+#include "caliper/formulas.h"
+#include "caliper/report.h"
+#include "caliper/stats.h"
+#include "lib/report/report_internal.h"
+#include "lib/report/svg.h"
+
+void cal_turns_free(cal_turns *t)
+{
+    if (!t) return;
+    free(t->rows);
+    memset(t, 0, sizeof *t);
+}
+
+static double mean_of(const double *x, size_t n) { return n ? cal_stats_mean(x, n) : NAN; }
+
+int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
+{
+    memset(out, 0, sizeof *out);
+    out->speedup = out->lo = out->hi = out->formula = out->ttft_slope_ms_per_ktok = NAN;
+    json_t *p = d && d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+    json_t *sc = json_object_get(p, "scenario");
+    json_t *plan = json_object_get(sc, "turn_plan");
+    if (!json_is_array(plan) || json_array_size(plan) == 0) {
+        json_decref(p);
+        return CAL_ENOTFOUND;
+    }
+    cal_report_jstr(sc, "scenario", out->scenario, sizeof out->scenario);
+    int nt = (int)json_array_size(plan);
+    if (!strcmp(out->scenario, "chat"))
+        cal_snprintf(out->describe, sizeof out->describe, "chat: %g users x %g turns, system+tools %g tok, "
+                 "think %s ms", cal_report_jnum(sc, "users"), cal_report_jnum(sc, "turns"),
+                 cal_report_jnum(sc, "system_tokens"),
+                 json_string_value(json_object_get(sc, "think_ms")) ? json_string_value(json_object_get(sc, "think_ms")) : "?");
+    else
+        cal_snprintf(out->describe, sizeof out->describe, "replay of %s: %g session%s, %g recorded turns, "
+                 "speed x%g", json_string_value(json_object_get(sc, "log")) ? json_string_value(json_object_get(sc, "log")) : "?",
+                 cal_report_jnum(sc, "sessions"), cal_report_jnum(sc, "sessions") == 1 ? "" : "s",
+                 cal_report_jnum(sc, "recorded_turns"), cal_report_jnum(sc, "speed"));
+    out->rows = calloc((size_t)nt, sizeof *out->rows);
+    /* per side, per turn: every ok request's numbers (pooled over shots),
+     * and per (shot, turn) the mean whole turn for the A/B pairs */
+    size_t cap = d->n_reqs + 1;
+    double *ttft = malloc(cap * sizeof *ttft), *turn = malloc(cap * sizeof *turn),
+           *dec = malloc(cap * sizeof *dec);
+    int max_shot = 0;
+    for (size_t i = 0; i < d->n_cells; i++)
+        if (d->cells[i].shot_index > max_shot) max_shot = d->cells[i].shot_index;
+    double *pair = calloc((size_t)(max_shot + 1) * (size_t)nt * 2, sizeof *pair);
+    int rc = out->rows && ttft && turn && dec && pair ? CAL_OK : CAL_ENOMEM;
+    if (rc) goto done;
+    for (size_t i = 0; i < (size_t)(max_shot + 1) * (size_t)nt * 2; i++) pair[i] = NAN;
+    for (size_t i = 0; i < d->n_cells; i++)
+        if (!strcmp(d->cells[i].target, "B")) out->ab = 1;
+    out->n_rows = nt;
+    for (int k = 0; k < nt; k++) {
+        cal_turn_row *r = &out->rows[k];
+        r->turn = k + 1;
+        json_t *tp = json_array_get(plan, (size_t)k);
+        double sp = 0, ss = 0;
+        size_t ns = 0, j;
+        json_t *v;
+        json_array_foreach(json_object_get(tp, "prompt_tokens"), j, v) {
+            if (!json_is_integer(v)) continue;
+            sp += (double)json_integer_value(v);
+            ss += (double)json_integer_value(json_array_get(json_object_get(tp, "shared_tokens"), j));
+            ns++;
+        }
+        r->prompt_tokens = ns ? sp / (double)ns : NAN;
+        r->shared_tokens = ns ? ss / (double)ns : NAN;
+        r->shared_share = sp > 0 ? ss / sp : NAN;
+        for (int side = 0; side < 1 + out->ab; side++) {
+            size_t n = 0;
+            /* the turn index of a cell: its place among its side's cells of that shot */
+            for (size_t ci = 0; ci < d->n_cells; ci++) {
+                const cal_cell *c = &d->cells[ci];
+                if (c->shot_kind == CAL_SHOT_WARMUP) continue;
+                if (strcmp(c->target, out->ab ? (side ? "B" : "A") : c->target)) continue;
+                int idx = 0;
+                for (size_t q = 0; q < ci; q++)
+                    idx += d->cells[q].shot_index == c->shot_index && !strcmp(d->cells[q].target, c->target);
+                if (idx != k) continue;
+                double tsum = 0;
+                size_t tn = 0;
+                for (int64_t q = 0; q < c->n_requests && c->req_first + (size_t)q < d->n_reqs; q++) {
+                    const cal_req_result *rq = &d->reqs[c->req_first + (size_t)q];
+                    if (rq->status != CAL_REQ_OK || rq->first_token_ns <= 0 || rq->send_ns <= 0) continue;
+                    ttft[n] = (double)(rq->first_token_ns - rq->send_ns) / 1e9;
+                    turn[n] = (double)(rq->end_ns - rq->send_ns) / 1e9;
+                    dec[n] = (double)(rq->last_token_ns - rq->first_token_ns) / 1e9;
+                    tsum += turn[n];
+                    tn++;
+                    n++;
+                }
+                if (tn && c->shot_index <= max_shot)
+                    pair[((size_t)c->shot_index * (size_t)nt + (size_t)k) * 2 + (size_t)side] = tsum / (double)tn;
+            }
+            r->n[side] = (int)n;
+            r->turn_s[side] = mean_of(turn, n);
+            r->decode_s[side] = mean_of(dec, n);
+            r->ttft_s[side] = n ? cal_stats_median(ttft, n) : NAN;
+        }
+    }
+    /* TTFT against prompt tokens: a line through the turns (side A / only) */
+    {
+        double x[1024], y[1024];
+        size_t n = 0;
+        for (int k = 0; k < nt && n < 1024; k++)
+            if (isfinite(out->rows[k].ttft_s[0]) && isfinite(out->rows[k].prompt_tokens)) {
+                x[n] = out->rows[k].prompt_tokens;
+                y[n++] = out->rows[k].ttft_s[0];
+            }
+        cal_linfit f;
+        if (n >= 2 && cal_stats_linfit(x, y, n, 0.95, &f) == CAL_OK)
+            out->ttft_slope_ms_per_ktok = f.b * 1e6;
+    }
+    if (out->ab) {
+        /* whole-turn speedup A ÷ B: the log ratio of each (shot, turn) pair */
+        size_t np = 0;
+        for (size_t i = 0; i < (size_t)(max_shot + 1) * (size_t)nt; i++)
+            if (isfinite(pair[2 * i]) && isfinite(pair[2 * i + 1]) && pair[2 * i] > 0 && pair[2 * i + 1] > 0)
+                ttft[np++] = log(pair[2 * i] / pair[2 * i + 1]);
+        out->pairs = (int)np;
+        cal_ttest t;
+        if (np >= 2 && cal_stats_t_one(ttft, np, 0.95, &t) == CAL_OK) {
+            out->speedup = exp(t.mean);
+            out->lo = exp(t.lo);
+            out->hi = exp(t.hi);
+        } else if (np >= 1) {
+            out->speedup = exp(mean_of(ttft, np));
+        }
+        /* the notes' formula: B's TTFT and decode, s = A's decode ÷ B's */
+        double ta = 0, tb = 0, da = 0, db = 0;
+        int m = 0;
+        for (int k = 0; k < nt; k++) {
+            const cal_turn_row *r = &out->rows[k];
+            if (!(isfinite(r->ttft_s[1]) && isfinite(r->decode_s[0]) && isfinite(r->decode_s[1]))) continue;
+            ta += r->ttft_s[0];
+            tb += r->ttft_s[1];
+            da += r->decode_s[0];
+            db += r->decode_s[1];
+            m++;
+        }
+        double sp, share;
+        const char *bad;
+        if (m && db > 0 && da > 0 && cal_f_whole_turn(tb / m, db / m, da / db, &sp, &share, &bad) == CAL_OK)
+            out->formula = sp;
+        (void)ta;
+    }
+done:
+    free(ttft);
+    free(turn);
+    free(dec);
+    free(pair);
+    json_decref(p);
+    if (rc) cal_turns_free(out);
+    return rc;
+}
+
+/* fprintf in the C locale (numbers print the same under any locale) */
+static void outf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(FILE *f, const char *fmt, ...)
+{
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    cal_vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fputs(line, f);
+}
+
+static void num(char *b, size_t n, const char *fmt, double v)
+{
+    if (isfinite(v)) cal_snprintf(b, n, fmt, v);
+    else cal_snprintf(b, n, "—");
+}
+
+int cal_report_turns_text(FILE *f, const cal_run_data *d)
+{
+    cal_turns t;
+    if (cal_turns_from_run(d, &t) != CAL_OK) return 0;
+    outf(f, "\nper turn (%s; shared = the prompt's tokens an earlier turn already sent):\n",
+            t.describe);
+    if (!t.ab)
+        outf(f, "%5s %10s %10s %7s %10s %11s %11s %4s\n", "turn", "prompt", "shared", "shared",
+                "TTFT", "decode", "whole turn", "n");
+    else
+        outf(f, "%5s %10s %10s %7s %9s %9s %10s %10s %7s\n", "turn", "prompt", "shared", "shared",
+                "TTFT A", "TTFT B", "turn A", "turn B", "A ÷ B");
+    if (!t.ab)
+        outf(f, "%5s %10s %10s %7s %10s %11s %11s %4s\n", "", "tok", "tok", "%", "median s",
+                "mean s", "mean s", "");
+    else
+        outf(f, "%5s %10s %10s %7s %9s %9s %10s %10s %7s\n", "", "tok", "tok", "%", "median s",
+                "median s", "mean s", "mean s", "");
+    for (int k = 0; k < t.n_rows; k++) {
+        const cal_turn_row *r = &t.rows[k];
+        char a[6][32];
+        num(a[0], 32, "%.0f", r->prompt_tokens);
+        num(a[1], 32, "%.0f", r->shared_tokens);
+        num(a[2], 32, "%.1f", 100 * r->shared_share);
+        if (!t.ab) {
+            num(a[3], 32, "%.3f", r->ttft_s[0]);
+            num(a[4], 32, "%.3f", r->decode_s[0]);
+            num(a[5], 32, "%.3f", r->turn_s[0]);
+            outf(f, "%5d %10s %10s %7s %10s %11s %11s %4d\n", r->turn, a[0], a[1], a[2], a[3],
+                    a[4], a[5], r->n[0]);
+        } else {
+            char b[3][32];
+            num(a[3], 32, "%.3f", r->ttft_s[0]);
+            num(a[4], 32, "%.3f", r->ttft_s[1]);
+            num(b[0], 32, "%.3f", r->turn_s[0]);
+            num(b[1], 32, "%.3f", r->turn_s[1]);
+            num(b[2], 32, "%.3f", r->turn_s[0] / r->turn_s[1]);
+            outf(f, "%5d %10s %10s %7s %9s %9s %10s %10s %7s\n", r->turn, a[0], a[1], a[2], a[3],
+                    a[4], b[0], b[1], b[2]);
+        }
+    }
+    if (isfinite(t.ttft_slope_ms_per_ktok))
+        outf(f, "TTFT grows %.1f ms per 1000 prompt tokens across the turns (least squares%s)\n",
+                t.ttft_slope_ms_per_ktok, t.ab ? ", side A" : "");
+    if (t.ab) {
+        if (isfinite(t.lo))
+            outf(f, "whole-turn speedup A ÷ B: %.3f× [%.3f, %.3f] 95%% CI over %d (shot, turn) "
+                       "pairs (t on log ratios)\n", t.speedup, t.lo, t.hi, t.pairs);
+        else if (isfinite(t.speedup))
+            outf(f, "whole-turn speedup A ÷ B: %.3f× (%d pair: no CI)\n", t.speedup, t.pairs);
+        if (isfinite(t.formula))
+            outf(f, "the notes' formula from the decode speedup alone, (TTFT + decode × s) ÷ "
+                       "(TTFT + decode) on B: %.3f×\n", t.formula);
+    }
+    int n = t.n_rows;
+    cal_turns_free(&t);
+    return n;
+}
+
+int cal_report_turns_svg(const cal_turns *t, cal_buf *out)
+{
+    double x[1024], y[2][1024];
+    size_t n = 0;
+    for (int k = 0; k < t->n_rows && n < 1024; k++, n++) {
+        x[n] = t->rows[k].prompt_tokens;
+        y[0][n] = t->rows[k].ttft_s[0];
+        y[1][n] = t->rows[k].ttft_s[1];
+    }
+    svg_panel p;
+    memset(&p, 0, sizeof p);
+    p.x0 = 60;
+    p.y0 = 30;
+    p.w = 560;
+    p.h = 220;
+    p.x = (svg_axis){.label = "prompt (turn's whole prefix)", .unit = "tok", .min = NAN, .max = NAN, .zero = 1};
+    p.y = (svg_axis){.label = "TTFT, median", .unit = "s", .min = NAN, .max = NAN, .zero = 1};
+    p.x_tick_labels = 1;
+    p.empty = "no turn measured";
+    p.s[p.ns++] = (svg_series){.name = t->ab ? "A" : "TTFT", .x = x, .y = y[0], .n = n,
+                               .style = SVG_LINE_POINTS, .color = 0};
+    if (t->ab)
+        p.s[p.ns++] = (svg_series){.name = "B", .x = x, .y = y[1], .n = n, .style = SVG_LINE_POINTS,
+                                   .color = 1};
+    int rc = svg_begin(out, 640, 290, "TTFT per turn against the prompt");
+    if (!rc) rc = svg_panel_write(out, &p);
+    if (!rc) rc = svg_end(out);
+    return rc;
+}
+
+/* p5 / median / p95 / min / max of the requests' lengths into buf. */
+static void dist_line(const cal_run_data *d, int output, char *buf, size_t n)
+{
+    double *x = malloc((d->n_reqs + 1) * sizeof *x);
+    size_t k = 0;
+    for (size_t i = 0; x && i < d->n_reqs; i++) {
+        int v = output ? d->reqs[i].output_tokens : d->reqs[i].prompt_tokens;
+        if (d->reqs[i].status == CAL_REQ_OK && v >= 0) x[k++] = v;
+    }
+    if (!k) cal_snprintf(buf, n, "not reported by the server");
+    else {
+        cal_stats_sort(x, k);
+        cal_snprintf(buf, n, "min %.0f · p5 %.0f · median %.0f · p95 %.0f · max %.0f (%zu requests)", x[0],
+                 cal_stats_percentile_sorted(x, k, 5), cal_stats_percentile_sorted(x, k, 50),
+                 cal_stats_percentile_sorted(x, k, 95), x[k - 1], k);
+    }
+    free(x);
+}
+
+int cal_report_lengths_text(FILE *f, const cal_run_data *d)
+{
+    json_t *p = d && d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+    const char *pl = json_string_value(json_object_get(p, "prompt_len"));
+    const char *ol = json_string_value(json_object_get(p, "output_len"));
+    const char *ds = json_string_value(json_object_get(json_object_get(p, "dataset"), "id"));
+    int printed = 0;
+    if (pl || ol || ds) {
+        char line[256];
+        if (ds) outf(f, "dataset: %s (sha256 %s)\n", ds,
+                        json_string_value(json_object_get(json_object_get(p, "dataset"), "sha256")));
+        dist_line(d, 0, line, sizeof line);
+        outf(f, "prompt tokens, realised (server's count)%s%s: %s\n", pl ? ", asked " : "",
+                pl ? pl : "", line);
+        dist_line(d, 1, line, sizeof line);
+        outf(f, "output tokens, realised%s%s: %s\n", ol ? ", asked " : "", ol ? ol : "", line);
+        printed = 1;
+    }
+    json_decref(p);
+    return printed;
+}
+
+int cal_report_turns_html(const cal_turns *t, cal_buf *b)
+{
+    int rc = cal_buf_puts(b, "<figure id=\"chart-turns\" class=\"chart wide\">\n<h3>");
+    if (!rc) rc = svg_esc(b, t->ab ? "TTFT per turn against the resent prefix, A and B"
+                                   : "TTFT per turn against the resent prefix");
+    if (!rc) rc = cal_buf_puts(b, "</h3>\n");
+    if (!rc) rc = cal_report_turns_svg(t, b);
+    if (!rc) rc = cal_buf_puts(b, "<table class=\"turns\"><thead><tr><th>turn</th><th>prompt tok</th>"
+                                  "<th>shared tok</th><th>shared %</th>");
+    if (!rc) rc = cal_buf_puts(b, t->ab ? "<th>TTFT A s</th><th>TTFT B s</th><th>turn A s</th>"
+                                          "<th>turn B s</th><th>A ÷ B</th>"
+                                        : "<th>TTFT s (median)</th><th>decode s</th><th>whole turn s</th><th>n</th>");
+    if (!rc) rc = cal_buf_puts(b, "</tr></thead><tbody>\n");
+    for (int k = 0; k < t->n_rows && !rc; k++) {
+        const cal_turn_row *r = &t->rows[k];
+        char a[9][32];
+        num(a[0], 32, "%.0f", r->prompt_tokens);
+        num(a[1], 32, "%.0f", r->shared_tokens);
+        num(a[2], 32, "%.1f", 100 * r->shared_share);
+        num(a[3], 32, "%.3f", r->ttft_s[0]);
+        if (t->ab) {
+            num(a[4], 32, "%.3f", r->ttft_s[1]);
+            num(a[5], 32, "%.3f", r->turn_s[0]);
+            num(a[6], 32, "%.3f", r->turn_s[1]);
+            num(a[7], 32, "%.3f", r->turn_s[0] / r->turn_s[1]);
+            rc = cal_buf_printf(b, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                                   "<td>%s</td><td>%s</td><td>%s</td></tr>\n", r->turn, a[0], a[1], a[2],
+                                a[3], a[4], a[5], a[6], a[7]);
+        } else {
+            num(a[4], 32, "%.3f", r->decode_s[0]);
+            num(a[5], 32, "%.3f", r->turn_s[0]);
+            rc = cal_buf_printf(b, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                                   "<td>%s</td><td>%d</td></tr>\n", r->turn, a[0], a[1], a[2], a[3], a[4],
+                                a[5], r->n[0]);
+        }
+    }
+    if (!rc) rc = cal_buf_puts(b, "</tbody></table>\n<figcaption><b>");
+    char line[400];
+    if (t->ab && isfinite(t->lo))
+        cal_snprintf(line, sizeof line, "Whole-turn speedup A ÷ B %.3f× [%.3f, %.3f], 95 %% CI over %d (shot, "
+                 "turn) pairs; the notes' formula from the decode speedup alone gives %.3f×.",
+                 t->speedup, t->lo, t->hi, t->pairs, t->formula);
+    else if (isfinite(t->ttft_slope_ms_per_ktok))
+        cal_snprintf(line, sizeof line, "TTFT grows %.1f ms per 1000 prompt tokens across the turns.",
+                 t->ttft_slope_ms_per_ktok);
+    else
+        cal_snprintf(line, sizeof line, "Per turn.");
+    if (!rc) rc = svg_esc(b, line);
+    if (!rc) rc = cal_buf_puts(b, "</b> Protocol: ");
+    if (!rc) rc = svg_esc(b, t->describe);
+    if (!rc) rc = cal_buf_puts(b, "; shared = the prompt's tokens an earlier turn already sent "
+                                  "(the previous prompt of the session); a server without a prefix cache "
+                                  "(the built-in engine) prefills all of it.</figcaption>\n</figure>\n");
+    return rc;
+}
