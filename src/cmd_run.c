@@ -2,6 +2,7 @@
  * (caliper/run.h, lib/protocol/run.c), progress and the stored run onto the
  * terminal. The run itself — shots, cells, telemetry, the store, every
  * request accounted for — is cal_run_series (SPEC 1.1–1.3). */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -742,6 +743,7 @@ int cmd_run(int argc, char **argv)
     }
     if (o.replay) {
         FILE *rf = fopen(o.replay, "rb");
+        int rerr = rf ? 0 : errno;
         size_t cap = 1 << 16, n = 0;
         replay = rf ? malloc(cap) : NULL;
         while (replay) {
@@ -759,8 +761,8 @@ int cmd_run(int argc, char **argv)
         if (!replay) {
             cal_dataset_free(&ds);
             free(extra);
-            return cli_usage_error(CMD, "--replay: cannot read \"%s\"%s", o.replay,
-                                   rf ? " (over 256 MiB or out of memory)" : "");
+            return cli_usage_error(CMD, "--replay: cannot read \"%s\": %s", o.replay,
+                                   rf ? "over 256 MiB or out of memory" : strerror(rerr));
         }
         plan.replay_log = replay;
         plan.replay_len = n;

@@ -12,7 +12,7 @@
 #define PAT_MAX 128
 
 typedef struct rule {
-    char pat[PAT_MAX];
+    char pat[PAT_MAX];             /* lower-cased: matching ignores case */
     char cat[CAL_OPS_CAT_MAX];
 } rule;
 
@@ -83,10 +83,19 @@ static int valid_cat(const char *c)
     return 1;
 }
 
+/* ASCII lower case into dst[n]: patterns and names are compared this way,
+ * which plain POSIX fnmatch can do (FNM_CASEFOLD is an extension) */
+static void lower(char *dst, const char *src, size_t n)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < n; i++) dst[i] = (char)tolower((unsigned char)src[i]);
+    dst[i] = 0;
+}
+
 static void add_defaults(cal_ops_map *m)
 {
     for (size_t i = 0; i < sizeof DEFAULTS / sizeof DEFAULTS[0] && m->n < CAL_OPS_MAX_RULES; i++) {
-        snprintf(m->r[m->n].pat, PAT_MAX, "%s", DEFAULTS[i][0]);
+        lower(m->r[m->n].pat, DEFAULTS[i][0], PAT_MAX);
         snprintf(m->r[m->n].cat, CAL_OPS_CAT_MAX, "%s", DEFAULTS[i][1]);
         m->n++;
     }
@@ -145,7 +154,7 @@ int cal_ops_map_parse(const char *text, size_t len, int with_defaults, cal_ops_m
             free(m);
             return cal_why(err, errn, CAL_ETOOBIG, "line %zu: more than %d rules", line, CAL_OPS_MAX_RULES);
         }
-        snprintf(m->r[m->n].pat, PAT_MAX, "%s", pat);
+        lower(m->r[m->n].pat, pat, PAT_MAX);
         snprintf(m->r[m->n].cat, CAL_OPS_CAT_MAX, "%s", cat);
         m->n++;
     }
@@ -157,8 +166,10 @@ int cal_ops_map_parse(const char *text, size_t len, int with_defaults, cal_ops_m
 const char *cal_ops_map_category(const cal_ops_map *m, const char *op)
 {
     if (!m || !op) return NULL;
+    char name[CAL_OPS_NAME_MAX];
+    lower(name, op, sizeof name);
     for (size_t i = 0; i < m->n; i++)
-        if (fnmatch(m->r[i].pat, op, FNM_CASEFOLD) == 0) return m->r[i].cat;
+        if (fnmatch(m->r[i].pat, name, 0) == 0) return m->r[i].cat;
     return NULL;
 }
 

@@ -282,6 +282,47 @@ static double arg_num(const json_t *ev, const char *k)
     return isfinite(d) && d >= 0 ? d : NAN;
 }
 
+/* a begin ("B") or end ("E") event, to be paired per thread */
+typedef struct be_ev {
+    uint64_t key;
+    double   ts;
+    size_t   order;        /* file order: ties keep it */
+    const json_t *ev;
+    int      begin;
+} be_ev;
+
+static int be_cmp(const void *a, const void *b)
+{
+    const be_ev *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* What one slice (complete, or a paired begin/end) is: part of the end to
+ * end when its name matches the span glob, a kernel when its category is
+ * the chosen one, else nothing. */
+typedef struct slices {
+    const char *cat, *e2e_glob;
+    span  *sp;
+    size_t ns, n_e2e;
+    double e2e_us;
+} slices;
+
+static void take(slices *s, const json_t *ev, const char *name, uint64_t key, double t0, double t1)
+{
+    if (fnmatch(s->e2e_glob, name, 0) == 0) {
+        s->e2e_us += t1 - t0;
+        s->n_e2e++;
+        return;
+    }
+    const char *c = jstr(ev, "cat");
+    if (s->cat && !(c && has_cat(c, s->cat))) return;
+    s->sp[s->ns++] = (span){key, t0, t1, name, arg_num(ev, "bytes"), arg_num(ev, "flops")};
+}
+
+#define BE_DEPTH 256   /* open begin events per thread */
+
 static int parse_trace_root(json_t *root, const char *label, const cal_ops_read_opts *o,
                             cal_ops_profile **out, char *err, size_t errn)
 {
@@ -304,9 +345,14 @@ static int parse_trace_root(json_t *root, const char *label, const cal_ops_read_
         cat = kern ? "kernel" : cpu ? "cpu_op" : NULL;
     }
     span *sp = n ? malloc(n * sizeof *sp) : NULL;
-    if (n && !sp) return cal_why(err, errn, CAL_ENOMEM, "out of memory");
-    size_t ns = 0, n_e2e = 0;
-    double e2e_us = 0;
+    be_ev *be = n ? malloc(n * sizeof *be) : NULL;
+    if (n && (!sp || !be)) {
+        free(sp);
+        free(be);
+        return cal_why(err, errn, CAL_ENOMEM, "out of memory");
+    }
+    slices sl = {cat, e2e_glob, sp, 0, 0, 0};
+    size_t nbe = 0;
     int rc = CAL_OK;
     for (size_t i = 0; i < n; i++) {
         const json_t *ev = json_array_get(evs, i);
@@ -315,7 +361,19 @@ static int parse_trace_root(json_t *root, const char *label, const cal_ops_read_
             goto out;
         }
         const char *ph = jstr(ev, "ph"), *name = jstr(ev, "name");
-        if (!ph || strcmp(ph, "X") || !name) continue;   /* complete events only */
+        if (ph && (!strcmp(ph, "B") || !strcmp(ph, "E"))) {   /* slices in two halves */
+            const json_t *jts = json_object_get(ev, "ts");
+            double ts = json_is_number(jts) ? json_number_value(jts) : NAN;
+            if (!isfinite(ts) || fabs(ts) > 1e15) {
+                rc = cal_why(err, errn, CAL_EPROTO, "traceEvents[%zu]: ts must be a finite number", i);
+                goto out;
+            }
+            be[nbe++] = (be_ev){id_of(json_object_get(ev, "pid")) * 0x9e3779b97f4a7c15ull ^
+                                    id_of(json_object_get(ev, "tid")),
+                                ts, i, ev, ph[0] == 'B'};
+            continue;
+        }
+        if (!ph || strcmp(ph, "X") || !name) continue;   /* other phases: not slices */
         const json_t *jts = json_object_get(ev, "ts"), *jdur = json_object_get(ev, "dur");
         if (!json_is_number(jts) || !json_is_number(jdur)) {
             rc = cal_why(err, errn, CAL_EPROTO, "traceEvents[%zu] (\"%.60s\"): ts and dur must be numbers",
@@ -328,17 +386,29 @@ static int parse_trace_root(json_t *root, const char *label, const cal_ops_read_
                          i, name, dur, ts);
             goto out;
         }
-        if (fnmatch(e2e_glob, name, 0) == 0) {
-            e2e_us += dur;
-            n_e2e++;
-            continue;
-        }
-        const char *c = jstr(ev, "cat");
-        if (cat && !(c && has_cat(c, cat))) continue;
-        uint64_t key = id_of(json_object_get(ev, "pid")) * 0x9e3779b97f4a7c15ull ^
-                       id_of(json_object_get(ev, "tid"));
-        sp[ns++] = (span){key, ts, ts + dur, name, arg_num(ev, "bytes"), arg_num(ev, "flops")};
+        take(&sl, ev, name, id_of(json_object_get(ev, "pid")) * 0x9e3779b97f4a7c15ull ^
+                                id_of(json_object_get(ev, "tid")), ts, ts + dur);
     }
+    /* pair each end with the latest open begin of its thread; an end with
+     * none open and a begin never closed are left out */
+    qsort(be, nbe, sizeof *be, be_cmp);
+    size_t stack[BE_DEPTH], depth = 0;
+    for (size_t i = 0; i < nbe; i++) {
+        if (i > 0 && be[i].key != be[i - 1].key) depth = 0;
+        if (be[i].begin) {
+            if (depth == BE_DEPTH) {
+                rc = cal_why(err, errn, CAL_ETOOBIG, "traceEvents[%zu]: more than %d nested begin events",
+                             be[i].order, BE_DEPTH);
+                goto out;
+            }
+            stack[depth++] = i;
+        } else if (depth > 0) {
+            const be_ev *b0 = &be[stack[--depth]];
+            const char *name = jstr(b0->ev, "name");
+            if (name) take(&sl, b0->ev, name, b0->key, b0->ts, be[i].ts);
+        }
+    }
+    size_t ns = sl.ns;
     qsort(sp, ns, sizeof *sp, span_cmp);
     builder b;
     if (b_open(&b, label, CAL_OPS_TRACE)) { rc = cal_why(err, errn, CAL_ENOMEM, "out of memory"); goto out; }
@@ -359,10 +429,11 @@ static int parse_trace_root(json_t *root, const char *label, const cal_ops_read_
         add_known(&op->bytes, sp[i].bytes);
         add_known(&op->flops, sp[i].flops);
     }
-    if (n_e2e) b.p->e2e_ns = e2e_us * 1000.0;
+    if (sl.n_e2e) b.p->e2e_ns = sl.e2e_us * 1000.0;
     *out = b.p;
 out:
     free(sp);
+    free(be);
     return rc;
 }
 

@@ -276,6 +276,24 @@ static void test_trace(void **state)
     assert_true(isnan(p->e2e_ns));
     NEAR(p->ops[0].time_ns, 2000, 0);
     cal_ops_profile_free(&p);
+    /* begin/end halves pair per thread, latest begin first; nesting as for
+     * complete events; a stray end and a begin never closed are left out */
+    const char *be =
+        "{\"traceEvents\":["
+        "{\"ph\":\"B\",\"name\":\"ProfilerStep#0\",\"pid\":1,\"tid\":1,\"ts\":0},"
+        "{\"ph\":\"B\",\"cat\":\"cpu_op\",\"name\":\"aten::linear\",\"pid\":1,\"tid\":1,\"ts\":5},"
+        "{\"ph\":\"B\",\"cat\":\"cpu_op\",\"name\":\"aten::addmm\",\"pid\":1,\"tid\":1,\"ts\":10},"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":50},"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":105},"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":2,\"ts\":7},"
+        "{\"ph\":\"B\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":2,\"ts\":9},"
+        "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":400}]}";
+    assert_int_equal(cal_ops_parse(be, strlen(be), "be", NULL, &p, err, sizeof err), CAL_OK);
+    assert_int_equal(p->n_ops, 1);
+    assert_string_equal(p->ops[0].name, "aten::linear");
+    NEAR(p->ops[0].time_ns, 100000, 1e-6);
+    NEAR(p->e2e_ns, 400000, 1e-6);
+    cal_ops_profile_free(&p);
     /* malformed: named */
     const char *bad = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"k\",\"ts\":\"x\",\"dur\":2}]}";
     assert_int_equal(cal_ops_parse(bad, strlen(bad), NULL, NULL, &p, err, sizeof err), CAL_EPROTO);
