@@ -47,7 +47,8 @@ static void usage(FILE *f)
         "                    key, each result's value, ratio, CI and note)\n"
         "  --no-ci           skip the bootstrap confidence intervals\n"
         "  --all             every comparable field of the schema (default: aggregate,\n"
-        "                    per-request, prefill, decode, TTFT p50/p99, ITL p50, E2E p99)\n"
+        "                    per-request, prefill, decode, TTFT p50/p99, ITL p50, E2E p99,\n"
+        "                    goodput under the same --slo)\n"
         "  -h, --help        this text\n"
         "\n"
         "Exit: 0 at least one ratio between matching protocols, 1 nothing comparable\n"
@@ -284,7 +285,8 @@ int cmd_compare(int argc, char **argv)
     if (!all)   /* the numbers people quote; --all for every percentile */
         o.metrics = 1ull << CAL_M_AGG_TOKS | 1ull << CAL_M_REQ_TOKS | 1ull << CAL_M_PREFILL_TOKS |
                     1ull << CAL_M_DECODE_TOKS | 1ull << CAL_M_TTFT_P50 | 1ull << CAL_M_TTFT_P99 |
-                    1ull << CAL_M_ITL_P50 | 1ull << CAL_M_E2E_P99;
+                    1ull << CAL_M_ITL_P50 | 1ull << CAL_M_E2E_P99 |
+                    1ull << CAL_M_GOODPUT;   /* where a run has an --slo */
 
     cal_result *res[CAL_CMP_MAX] = {0};
     int rc = CLI_OK;

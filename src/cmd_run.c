@@ -19,7 +19,9 @@
 #include "caliper/probe.h"
 #include "caliper/report.h"
 #include "caliper/protocol.h"
+#include "caliper/report.h"
 #include "caliper/run.h"
+#include "caliper/saturation.h"
 #include "caliper/store.h"
 #include "caliper/telemetry.h"
 #include "caliper/url.h"
@@ -87,6 +89,14 @@ static void usage(FILE *f)
         "                       scheduled time); --concurrency then caps in-flight requests\n"
         "  --loops N            client event loops, one thread each (default: the CPUs caliper\n"
         "                       may use, less those a local engine is pinned to)\n"
+        "  --rate ramp:A-B/T    arrivals whose rate rises from A to B req/s over T, then holds\n"
+        "  --rate burst:N/every T   N requests at once every T (docs/load.md)\n"
+        "  --slo ttft=500ms,tpot=50ms   goodput: requests/s meeting every bound (keys ttft,\n"
+        "                       itl (the request's ITL p99), tpot, e2e), beside throughput\n"
+        "  --sweep saturation   raise the --rate (default 1) step by step until goodput\n"
+        "                       stops rising, and report the knee (needs --slo)\n"
+        "  --sweep-max-rate R   the sweep's last rate (default 16 x --rate)\n"
+        "  --sweep-steps N      at most N rates, geometric from --rate (default 8)\n"
         "shots (cold, warm and rested; docs/run.md):\n"
         "  --shots N            N consecutive shots of the whole workload (default 5 after\n"
         "                       1 warm-up shot when no shot flag is given, 1 with --duration;\n"
@@ -139,6 +149,12 @@ typedef struct opts {
     int conc_given;
     long requests;
     double duration_s, rate;
+    int rate_given;
+    cal_arrivals pattern;            /* --rate: Poisson, ramp or bursts */
+    cal_slo slo;                     /* --slo; zeroed: none */
+    int sweep;                       /* --sweep saturation */
+    double sweep_max;
+    long sweep_steps;
     long shots, warmup;
     int shot_flags;           /* a shot flag was given: no default protocol */
     int pool_noise;           /* --pool-noise: judge with earlier runs' shot spread */
@@ -167,7 +183,7 @@ enum {
     O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP,
     O_DATASET, O_DSFMT, O_SCENARIO, O_USERS, O_TURNS, O_SYSTOK, O_USERTOK, O_THINK, O_STAGGER,
     O_REPLAY, O_RSPEED,
-    O_KEEP, O_SHARD, O_STARTAT, O_MPI, O_LOOPS
+    O_KEEP, O_SHARD, O_STARTAT, O_MPI, O_LOOPS, O_SLO, O_SWEEP, O_SWEEPMAX, O_SWEEPSTEPS
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -191,6 +207,9 @@ static const struct option LONGOPTS[] = {
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
     {"loops", required_argument, 0, O_LOOPS},
+    {"slo", required_argument, 0, O_SLO}, {"sweep", required_argument, 0, O_SWEEP},
+    {"sweep-max-rate", required_argument, 0, O_SWEEPMAX},
+    {"sweep-steps", required_argument, 0, O_SWEEPSTEPS},
     {"help", no_argument, 0, O_HELP},
     {"keep-chunks", required_argument, 0, O_KEEP}, {"shard", required_argument, 0, O_SHARD},
     {"start-at", required_argument, 0, O_STARTAT}, {"mpi", no_argument, 0, O_MPI},
@@ -324,10 +343,32 @@ static int parse_opts(int argc, char **argv, opts *o)
         case O_DUR:
             if (cli_parse_time_in(CMD, "--duration", optarg, "s", 0, 0, &o->duration_s)) return CLI_USAGE;
             break;
-        case O_RATE:
-            if (cli_parse_unit(CMD, "--rate", optarg, CAL_U_COUNT, NULL, &o->rate)) return CLI_USAGE;
-            if (!(o->rate > 0)) return cli_usage_error(CMD, "--rate: \"%s\" is not a positive request rate", optarg);
+        case O_RATE: {
+            char why[200];
+            if (cal_arrivals_parse(optarg, &o->pattern, why, sizeof why))
+                return cli_usage_error(CMD, "--%s", why);
+            o->rate = cal_arrivals_mean_rate(&o->pattern);
             if (o->rate > MAX_RATE) return cli_usage_error(CMD, "--rate: \"%s\" is over %g requests/s", optarg, MAX_RATE);
+            o->rate_given = 1;
+            break;
+        }
+        case O_SLO: {
+            char why[200];
+            if (cal_slo_parse(optarg, &o->slo, why, sizeof why)) return cli_usage_error(CMD, "--%s", why);
+            break;
+        }
+        case O_SWEEP:
+            if (strcmp(optarg, "saturation"))
+                return cli_usage_error(CMD, "--sweep: \"%s\" is not a sweep (saturation)", optarg);
+            o->sweep = 1;
+            break;
+        case O_SWEEPMAX:
+            if (cli_parse_unit(CMD, "--sweep-max-rate", optarg, CAL_U_COUNT, NULL, &o->sweep_max)) return CLI_USAGE;
+            if (!(o->sweep_max > 0) || o->sweep_max > MAX_RATE)
+                return cli_usage_error(CMD, "--sweep-max-rate: \"%s\" is not a request rate from 0 to %g/s", optarg, MAX_RATE);
+            break;
+        case O_SWEEPSTEPS:
+            if (cli_parse_long(CMD, "--sweep-steps", optarg, 2, CAL_SAT_MAX_STEPS, &o->sweep_steps)) return CLI_USAGE;
             break;
         case O_SHOTS:
             if (cli_parse_long(CMD, "--shots", optarg, 1, 1000, &o->shots)) return CLI_USAGE;
@@ -488,11 +529,40 @@ static int parse_opts(int argc, char **argv, opts *o)
         return cli_usage_error(CMD, "--dataset-format: give --dataset FILE too");
     if (o->dataset && o->replay)
         return cli_usage_error(CMD, "--dataset and --replay together: the replay has its own turns");
+    if ((o->sweep_max > 0 || o->sweep_steps) && !o->sweep)
+        return cli_usage_error(CMD, "--sweep-max-rate and --sweep-steps belong to --sweep saturation");
+    if (o->sweep) {
+        if (o->scenario || o->replay)
+            return cli_usage_error(CMD, "--sweep saturation: a sweep of rate cells, not of --%s turns",
+                                   o->replay ? "replay" : "scenario");
+        if (!cal_slo_given(&o->slo))
+            return cli_usage_error(CMD, "--sweep saturation: give --slo (the sweep follows goodput, "
+                                        "the requests/s that meet it)");
+        if (o->pattern.kind != CAL_ARR_POISSON)
+            return cli_usage_error(CMD, "--sweep saturation: --rate is the start rate, a number, not a "
+                                        "ramp or bursts");
+        if (!o->rate_given) {
+            o->rate = 1;
+            o->pattern.rate = 1;
+        }
+        if (!o->sweep_steps) o->sweep_steps = 8;
+        if (!(o->sweep_max > 0)) o->sweep_max = fmin(16 * o->rate, MAX_RATE);
+        char why[300];
+        cal_sat sat;
+        if (cal_sat_init(&sat, o->rate, o->sweep_max, (int)o->sweep_steps, why, sizeof why)) {
+            /* name the flags, not the plan's fields */
+            const char *flag = !strncmp(why, "sweep_steps", 11) ? "--sweep-steps"
+                               : !strncmp(why, "sweep_max_rate", 14) ? "--sweep-max-rate" : "--rate";
+            const char *rest = strchr(why, ':');
+            return cli_usage_error(CMD, "%s%s", flag, rest ? rest : why);
+        }
+    }
     /* the default protocol gives a calibrated verdict (docs/run.md): a
      * warm-up shot, then 5 measured shots; a --duration or --ab run keeps
      * the one shot of its stated length, and a --scenario or --replay run
-     * the one pass of its turns */
-    if (!o->shot_flags && !(o->duration_s > 0) && !o->ab && !o->scenario && !o->replay) {
+     * the one pass of its turns, and a --sweep its one pass of rates */
+    if (!o->shot_flags && !(o->duration_s > 0) && !o->ab && !o->scenario && !o->replay &&
+        !o->sweep) {
         o->shots = DEFAULT_SHOTS;
         o->warmup = DEFAULT_WARMUP;
     }
@@ -549,9 +619,13 @@ static void on_event(void *ud, const cal_run_event *ev)
         snprintf(agg, sizeof agg, isfinite(m->output_throughput) ? "%.1f" : "—", m->output_throughput);
         snprintf(per, sizeof per, isfinite(m->per_request_output_throughput_median) ? "%.1f" : "—",
                  m->per_request_output_throughput_median);
-        fprintf(stderr, "%s: %lld ok, %lld failed, %.1f s, %s tok/s aggregate, %s tok/s per request\n",
+        char good[64] = "";
+        if (isfinite(m->goodput))
+            snprintf(good, sizeof good, ", goodput %.3g of %.3g req/s", m->goodput,
+                     isfinite(m->request_throughput) ? m->request_throughput : 0.0);
+        fprintf(stderr, "%s: %lld ok, %lld failed, %.1f s, %s tok/s aggregate, %s tok/s per request%s\n",
                 ev->label, (long long)m->completed, (long long)m->failed,
-                isfinite(m->duration) ? m->duration : 0.0, agg, per);
+                isfinite(m->duration) ? m->duration : 0.0, agg, per, good);
         break;
     }
     case CAL_RUN_EV_NOTE: {
@@ -601,6 +675,20 @@ static void series_key(const opts *o, char *key, size_t n)
                  o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
                  o->conc[0], o->rate, o->prompt[0], o->max_tokens, cal_content_name(o->content),
                  o->requests, o->duration_s, o->free_output, o->allow_prefix, o->rest_s);
+}
+
+/* Goodput against offered load, the knee marked (the report's Markdown). */
+static void print_goodput(const cal_run_data *d)
+{
+    cal_result *r = NULL;
+    char err[300];
+    cal_buf b = {0};
+    b.max = 1 << 20;
+    if (cal_result_from_run_data(d, &r, err, sizeof err) == CAL_OK && cal_report_goodput_md(r, &b) == CAL_OK &&
+        b.len)
+        printf("\n%s", b.data);
+    cal_buf_free(&b);
+    cal_result_free(&r);
 }
 
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
@@ -671,6 +759,11 @@ int cmd_run(int argc, char **argv)
     plan.n_conc = o.n_conc;
     for (size_t i = 0; i < o.n_conc; i++) plan.concurrency[i] = (int)o.conc[i];
     plan.rate = o.rate;
+    plan.pattern = o.pattern;
+    plan.slo = o.slo;
+    plan.sweep = o.sweep;
+    plan.sweep_max_rate = o.sweep_max;
+    plan.sweep_steps = (int)o.sweep_steps;
     plan.cap_given = o.conc_given;
     plan.requests = o.requests;
     plan.duration_s = o.duration_s;
@@ -832,6 +925,7 @@ int cmd_run(int argc, char **argv)
                        "protocol, --warmup 1 --shots 5)\n");
             cal_report_lengths_text(stdout, out.data);
             cal_report_turns_text(stdout, out.data);
+            if (cal_slo_given(&o.slo)) print_goodput(out.data);
         }
         fflush(stdout);
         if (o.json && !dd.active) {

@@ -44,6 +44,9 @@ typedef struct cal_fingerprint {
     char   api[CAL_FP_STR];        /* "completions", "chat"; "" unknown */
     char   probe[CAL_FP_STR];      /* "caliper 0.1.0", "vllm bench serve" */
     char   host[CAL_FP_STR];       /* CPU/GPU summary that identifies the host */
+    char   slo[CAL_FP_STR];        /* goodput's --slo ("ttft=500ms,tpot=50ms"); ""
+                                      none. Compare clears it for every metric
+                                      but goodput, the one number it changes */
 } cal_fingerprint;
 
 /* Every field unknown (shot kind unknown, NAN rest and rate, -1 warm-up and
@@ -58,13 +61,13 @@ typedef enum cal_fp_field {
     CAL_FPF_SHOT_KIND = 0, CAL_FPF_SHOT_RANGE, CAL_FPF_REST, CAL_FPF_WARMUP,
     CAL_FPF_CONCURRENCY, CAL_FPF_RATE, CAL_FPF_COLUMN, CAL_FPF_PROMPT,
     CAL_FPF_CONTENT, CAL_FPF_OUTPUT, CAL_FPF_STREAMING, CAL_FPF_API,
-    CAL_FPF_PROBE, CAL_FPF_HOST,
+    CAL_FPF_PROBE, CAL_FPF_HOST, CAL_FPF_SLO,
     CAL_FPF__N
 } cal_fp_field;
 
 /* Human name of a field: "shot kind", "shot range", "rest", "warm-up",
  * "concurrency", "request rate", "column", "prompt length", "content",
- * "output policy", "streaming", "API", "probe", "host". Never NULL. */
+ * "output policy", "streaming", "API", "probe", "host", "SLO". Never NULL. */
 const char *cal_fp_field_name(cal_fp_field f);
 
 /* One field's value as text ("cold", "15 s", "c8", "unknown"...) into

@@ -306,6 +306,13 @@ int cal_report_write(const cal_result *const *res, size_t n,
 int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char *extra,
                              cal_buf *out);
 
+/* Goodput against offered load as Markdown (also what `caliper run` prints
+ * after a --slo run): one row per offered rate (throughput, goodput, its
+ * gain over the rate before), the knee marked, and a line saying where the
+ * knee is and why — or why there is none (saturation.h). Writes nothing
+ * when the result has no goodput. CAL_ENOMEM, CAL_ETOOBIG. */
+int cal_report_goodput_md(const cal_result *r, cal_buf *out);
+
 /* One result as caliper's result JSON ("format": "caliper-result"),
  * readable back by cal_result_from_json. */
 int cal_result_to_json(const cal_result *r, cal_buf *out);

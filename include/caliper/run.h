@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "caliper/analysis.h"
+#include "caliper/arrivals.h"
+#include "caliper/goodput.h"
 #include "caliper/probe.h"
 #include "caliper/protocol.h"
 #include "caliper/store.h"
@@ -179,6 +181,18 @@ typedef struct cal_run_plan {
                                 rate req/s, concurrency[0] the in-flight cap
                                 when cap_given (else no cap) */
     int      cap_given;
+    cal_arrivals pattern;    /* rate > 0: the arrival pattern (arrivals.h);
+                                kind POISSON (zeroed) is Poisson at rate; a
+                                RAMP or BURST replaces rate (which must then
+                                be its mean, cal_arrivals_mean_rate) */
+    cal_slo  slo;            /* goodput's bounds (goodput.h); zeroed: none,
+                                every cell's goodput unknown */
+    int      sweep;          /* 1: a saturation sweep (saturation.h) of rate
+                                cells from rate up to sweep_max_rate in at
+                                most sweep_steps steps, stopping when goodput
+                                stops rising; needs an slo and a Poisson rate */
+    double   sweep_max_rate; /* req/s */
+    int      sweep_steps;    /* 0 = 8 */
     long     requests;       /* per cell; 0: max(8, 2c), or max(8, 4 × rate) */
     double   duration_s;     /* > 0: run each cell for this long instead */
     int      shots;          /* measured shots (0 = 1) */

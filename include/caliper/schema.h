@@ -51,6 +51,7 @@ typedef enum cal_metric {
     CAL_M_TOTAL_TOKS,    /* total_token_throughput */
     CAL_M_TTFT_SD, CAL_M_TPOT_SD, CAL_M_ITL_SD, CAL_M_E2E_SD,
     CAL_M_CLOCK_MIN, CAL_M_POWER_MIN,
+    CAL_M_GOODPUT,       /* goodput: requests meeting every SLO bound ÷ duration */
     CAL_M__N
 } cal_metric;
 

@@ -26,7 +26,7 @@
 #include "caliper/fingerprint.h"  /* cal_shot_kind */
 #include "caliper/schema.h"       /* cal_field, cal_metric */
 
-#define CAL_STORE_SCHEMA_VERSION 5
+#define CAL_STORE_SCHEMA_VERSION 6
 
 typedef struct cal_store cal_store;
 
@@ -147,6 +147,9 @@ typedef struct cal_summary {
     /* schema 3 */
     double  clock_mhz_min;       /* lowest clock reading over the cell; NAN when absent */
     double  power_w_min;         /* lowest power reading over the cell; NAN when absent */
+    /* schema 4 */
+    double  goodput;             /* requests that met every --slo bound ÷ duration,
+                                    req/s (goodput.h); NAN without an SLO */
 } cal_summary;
 
 /* The one schema table, in cal_metric order (schema.h). */

@@ -229,6 +229,18 @@ int cal_analysis_pool(const cal_run_data *d, const size_t *idx, size_t n, cal_su
         if (isfinite(ci->clock_mhz_min) && !(ci->clock_mhz_min >= cmin)) cmin = ci->clock_mhz_min;
         if (isfinite(ci->power_w_min) && !(ci->power_w_min >= pmin)) pmin = ci->power_w_min;
     }
+    /* goodput (the summary cannot see the SLO): Σ met ÷ Σ duration, which
+     * is the shots' goodputs weighted by their durations; unknown when a
+     * shot's is */
+    double gs = 0, gw = 0;
+    int g_known = 1;
+    for (size_t i = 0; i < n; i++) {
+        const cal_summary *ci = &d->cells[idx[i]].sum;
+        double w = shot_duration(&d->cells[idx[i]]);
+        if (!isfinite(ci->goodput) || !(w > 0)) g_known = 0;
+        else { gs += w * ci->goodput; gw += w; }
+    }
+    s->goodput = g_known && gw > 0 ? gs / gw : NAN;
     s->clock_mhz_mean = cw > 0 ? cs / cw : NAN;
     s->power_w_mean = pw > 0 ? ps / pw : NAN;
     s->clock_mhz_min = cmin;

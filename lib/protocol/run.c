@@ -15,6 +15,7 @@
 #include "caliper/error.h"
 #include "caliper/keep.h"
 #include "caliper/run.h"
+#include "caliper/saturation.h"
 #include "caliper/telemetry.h"
 #include "lib/util/c_locale.h"
 #include "lib/workload/traffic_internal.h"
@@ -54,6 +55,7 @@ typedef struct ctx {
     cal_keep keep;                   /* --keep-chunks budget, the cell's histograms */
     int itl_hist_cells;              /* cells whose ITL came from histograms */
     int64_t chunks_dropped;          /* ok requests whose chunk times were not kept */
+    double last_goodput;             /* the last cell stored's goodput (NAN unknown) */
 } ctx;
 
 /* The plan's keep_chunks as a cal_keep limit. */
@@ -311,6 +313,8 @@ static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size
     }
     cal_summary_compute(res, kept, 0, cell->output_fixed ? cell->max_tokens : 0, &cell->sum);
     const char *itl_source = cal_keep_summary(hists, res, kept, &cell->sum);
+    cell->sum.goodput = cal_goodput(&c->p.slo, res, kept, cell->sum.duration);
+    c->last_goodput = cell->sum.goodput;
     tel_window(c, c->clock_metric, cell->start_ns, cell->end_ns, &cell->sum.clock_mhz_mean,
                &cell->sum.clock_mhz_min);
     tel_window(c, c->power_metric, cell->start_ns, cell->end_ns, &cell->sum.power_w_mean,
@@ -407,16 +411,26 @@ static int draw_prompt(ctx *c, side *s, uint64_t index, char **out, int *max_tok
     return CAL_OK;
 }
 
-static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kind kind,
-                    int64_t rest_ns, cal_cell_kind ckind)
+/* rate: the cell's offered rate, req/s (0: closed loop); a saturation
+ * sweep's step, else the plan's. */
+static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
+                    cal_shot_kind kind, int64_t rest_ns, cal_cell_kind ckind)
 {
     const cal_run_plan *p = &c->p;
-    int closed = !(p->rate > 0);
+    int closed = !(rate > 0);
+    /* the arrival pattern: Poisson arrivals are drawn by the target (the
+     * probe's seeded draw); a ramp or bursts are stamped here, each
+     * request's sched_ns from the pattern's seeded generator */
+    cal_arrivals pat = p->pattern;
+    if (pat.kind == CAL_ARR_POISSON) pat.rate = rate;
+    int stamped = !closed && pat.kind != CAL_ARR_POISSON;
+    cal_arrival_gen gen;
+    cal_arrival_gen_init(&gen, &pat, p->seed + (uint64_t)c->seq * 7919);
     size_t n = (size_t)(p->requests ? p->requests : (conc * 2 > 8 ? conc * 2 : 8));
-    if (!closed && !p->requests) n = (size_t)fmax(8, ceil(p->rate * 4));
+    if (!closed && !p->requests) n = cal_arrivals_default_n(&pat);
     if (p->duration_s > 0) {
         /* the first round; later rounds are sized from the rate it shows */
-        double est = !closed ? p->rate * p->duration_s * 1.5 + 16 : (double)conc * 64;
+        double est = !closed ? cal_arrivals_expected(&pat, p->duration_s) * 1.5 + 16 : (double)conc * 64;
         n = (size_t)fmin((double)CAL_RUN_MAX_CELL_REQUESTS, est);
     }
     cal_request *reqs = NULL;
@@ -428,8 +442,9 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     cal_keep_begin(&c->keep, hists);
     int rc = grow(&reqs, &res, &prompts, &cap, n);
     if (rc) goto out;
-    char load_s[32];
-    if (!closed) cal_snprintf(load_s, sizeof load_s, "rate %g", p->rate);
+    char load_s[48];
+    if (stamped) cal_arrivals_format(&pat, load_s, sizeof load_s);
+    else if (!closed) cal_snprintf(load_s, sizeof load_s, "rate %g", rate);
     else snprintf(load_s, sizeof load_s, "c%d", conc);
     char len_s[48];
     if (p->dataset) snprintf(len_s, sizeof len_s, "dataset");
@@ -441,7 +456,8 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
                         .run_id = c->run.id, .shot = shot};
     emit(c, &ev);
 
-    cal_load load = {.concurrency = closed ? conc : (p->cap_given ? conc : 0), .rate = p->rate,
+    cal_load load = {.concurrency = closed ? conc : (p->cap_given ? conc : 0),
+                     .rate = closed ? 0 : cal_arrivals_mean_rate(&pat),
                      .seed = p->seed + (uint64_t)c->seq * 7919};
     ended en = {.keep = &c->keep};
     cal_cell cell;
@@ -483,6 +499,17 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
         prepared += n;
         if (n == 0) break;
         load.deadline_ns = deadline;
+        if (stamped) {
+            /* the pattern's clock runs from the cell's first send; a later
+             * round resumes it where it was (the drain between rounds is
+             * not part of the pattern) */
+            int64_t base = 0;
+            for (size_t i = total; i < total + n; i++) {
+                int64_t off = cal_arrival_next_ns(&gen);
+                if (i == total) base = cal_now_ns() - (round ? off : 0);
+                reqs[i].sched_ns = base + off;
+            }
+        }
         load.seed = p->seed + (uint64_t)c->seq * 7919 + (uint64_t)round * 104729;
         cal_probe_stats rs;
         memset(&rs, 0, sizeof rs);
@@ -567,7 +594,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, int shot, cal_shot_kin
     cell.kind = ckind;
     snprintf(cell.target, sizeof cell.target, "%s", s->name);
     cell.concurrency = load.concurrency;
-    cell.rate = p->rate;
+    cell.rate = closed ? 0 : cal_arrivals_mean_rate(&pat);
     if (per_request(p)) {
         /* mixed lengths: the requests carry their own; the cell says "mixed" (0) */
         cell.prompt_tokens = p->prompt_len.kind == CAL_LEN_FIXED && !p->dataset ? p->prompt_tokens[0] : 0;
@@ -802,6 +829,29 @@ static char *protocol_json(ctx *c)
     json_object_set_new(o, "noise_floor", json_real(p->noise_floor > 0 ? p->noise_floor : CAL_SHOT_NOISE_FLOOR));
     json_object_set_new(o, "concurrency", cl);
     json_object_set_new(o, "rate", p->rate > 0 ? json_real(p->rate) : json_null());
+    if (p->rate > 0) {
+        char pat[64];
+        json_object_set_new(o, "arrivals", json_string(cal_arrivals_format(&p->pattern, pat, sizeof pat)));
+    }
+    char slo[160];
+    cal_slo_format(&p->slo, slo, sizeof slo);
+    json_object_set_new(o, "slo", slo[0] ? json_string(slo) : json_null());
+    if (slo[0])
+        json_object_set_new(o, "goodput_rule", json_string(
+            "goodput = requests that ended ok and met every bound (TTFT and E2E from the scheduled "
+            "send, TPOT, the request's own ITL p99) / the cell's duration"));
+    if (p->sweep) {
+        json_t *w = json_object();
+        json_object_set_new(w, "kind", json_string("saturation"));
+        json_object_set_new(w, "start_rate", json_real(p->rate));
+        json_object_set_new(w, "max_rate", json_real(p->sweep_max_rate));
+        json_object_set_new(w, "steps", json_integer(p->sweep_steps));
+        json_object_set_new(w, "gain", json_real(CAL_SAT_GAIN));
+        json_object_set_new(w, "rule", json_string(
+            "rates rise geometrically from start to max; stop when goodput rose by less than gain "
+            "over each of the last two steps; knee: the first step within gain of the best goodput"));
+        json_object_set_new(o, "sweep", w);
+    }
     json_object_set_new(o, "requests", p->requests ? json_integer(p->requests) : json_null());
     json_object_set_new(o, "duration_s", p->duration_s > 0 ? json_real(p->duration_s) : json_null());
     json_object_set_new(o, "prompt_tokens", pl);
@@ -954,6 +1004,41 @@ static int check_plan(ctx *c)
         return CAL_EINVAL;
     }
     if (per_request(p) && !turns_mode(p)) p->n_prompt = 1;   /* one cell per load point */
+    if (p->rate > 0 && p->pattern.kind != CAL_ARR_POISSON) {
+        char pat[64];
+        if (p->sweep) {
+            fail(c, "sweep: a saturation sweep raises a Poisson rate, not %s",
+                 cal_arrivals_format(&p->pattern, pat, sizeof pat));
+            return CAL_EINVAL;
+        }
+        p->rate = cal_arrivals_mean_rate(&p->pattern);
+        if (!(p->rate > 0) || p->rate > 1e5) {
+            fail(c, "pattern: %s is not a request rate from 0 to 1e5/s",
+                 cal_arrivals_format(&p->pattern, pat, sizeof pat));
+            return CAL_EINVAL;
+        }
+    }
+    if (p->sweep) {
+        char why[300];
+        cal_sat sat;
+        if (p->sweep_steps <= 0) p->sweep_steps = 8;
+        if (!(p->rate > 0)) {
+            fail(c, "sweep: a saturation sweep needs a start rate (rate > 0)");
+            return CAL_EINVAL;
+        }
+        if (!cal_slo_given(&p->slo)) {
+            fail(c, "sweep: a saturation sweep follows goodput: give an slo");
+            return CAL_EINVAL;
+        }
+        if (cal_sat_init(&sat, p->rate, p->sweep_max_rate, p->sweep_steps, why, sizeof why)) {
+            fail(c, "%s", why);
+            return CAL_EINVAL;
+        }
+        if (p->sweep_max_rate > 1e5) {
+            fail(c, "sweep_max_rate: %g is over 1e5 requests/s", p->sweep_max_rate);
+            return CAL_EINVAL;
+        }
+    }
     for (int i = 0; i < c->n_sides; i++) {
         const cal_run_target *t = c->sides[i].t;
         if (!t->ops || !t->ops->start || !t->ops->send) {
@@ -1045,7 +1130,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
         goto cleanup;
     }
     out->run_id = c.run.id;
-    size_t ncl = p->rate > 0 ? 1 : p->n_conc;
+    size_t ncl = p->rate > 0 ? (p->sweep ? (size_t)p->sweep_steps : 1) : p->n_conc;
     long total_shots = (long)p->shots + p->warmup;
     cal_run_event bev = {.kind = CAL_RUN_EV_BEGUN, .run_id = c.run.id, .total_shots = (int)total_shots,
                          .cells_per_shot = turns_mode(p) && c.sides[0].tr ? c.sides[0].tr->n_turns
@@ -1107,17 +1192,30 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
                 last_end = cal_now_ns();
                 continue;
             }
-            for (size_t pi = 0; pi < p->n_prompt && !stopped(&c) && !c.target_failed; pi++)
+            for (size_t pi = 0; pi < p->n_prompt && !stopped(&c) && !c.target_failed; pi++) {
+                /* a saturation sweep's steps are the rate cells, until
+                 * goodput stops rising (saturation.h) */
+                cal_sat sat;
+                if (p->sweep) cal_sat_init(&sat, p->rate, p->sweep_max_rate, p->sweep_steps, NULL, 0);
                 for (size_t ci = 0; ci < ncl && !stopped(&c) && !c.target_failed; ci++) {
                     int conc = p->rate > 0 ? (p->cap_given ? p->concurrency[0] : 0) : p->concurrency[ci];
-                    rc = run_cell(&c, s, pi, conc, (int)shot, kind,
+                    double rate = p->rate;
+                    if (p->sweep && !cal_sat_next(&sat, &rate)) break;
+                    rc = run_cell(&c, s, pi, conc, rate, (int)shot, kind,
                                   ci == 0 && pi == 0 ? rest_ns : 0, ckind);
                     if (rc == CAL_ECANCEL) break;     /* stopped while preparing */
                     if (rc) {
                         c.target_failed = 1;
                         break;
                     }
+                    if (p->sweep) cal_sat_record(&sat, c.last_goodput);
                 }
+                if (p->sweep && !stopped(&c) && !c.target_failed)
+                    note(&c, s->name, "saturation sweep, %d tok: %s after %d step%s (%g to %g req/s)",
+                         p->prompt_tokens[pi],
+                         sat.saturated ? "goodput stopped rising" : "goodput did not level off by the last step",
+                         sat.done, sat.done == 1 ? "" : "s", sat.rate[0], sat.rate[sat.done > 0 ? sat.done - 1 : 0]);
+            }
             last_end = cal_now_ns();
         }
     }

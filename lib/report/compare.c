@@ -72,6 +72,7 @@ static cal_fingerprint metric_fp(const cal_rcell *c, cal_metric m)
 {
     cal_fingerprint fp = c->fp;
     fp.column = cal_metric_get(m)->column;
+    if (m != CAL_M_GOODPUT) fp.slo[0] = '\0';   /* the SLO changes goodput alone */
     return fp;
 }
 

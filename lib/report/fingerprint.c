@@ -11,7 +11,7 @@
 static const char *const FIELD_NAMES[CAL_FPF__N] = {
     "shot kind", "shot range", "rest", "warm-up", "concurrency",
     "request rate", "column", "prompt length", "content", "output policy",
-    "streaming", "API", "probe", "host",
+    "streaming", "API", "probe", "host", "SLO",
 };
 
 void cal_fp_init(cal_fingerprint *fp)
@@ -132,6 +132,7 @@ char *cal_fp_field_value(const cal_fingerprint *fp, cal_fp_field f,
     case CAL_FPF_API:       snprintf(buf, n, "%s", str_or_unknown(fp->api)); break;
     case CAL_FPF_PROBE:     snprintf(buf, n, "%s", str_or_unknown(fp->probe)); break;
     case CAL_FPF_HOST:      snprintf(buf, n, "%s", str_or_unknown(fp->host)); break;
+    case CAL_FPF_SLO:       snprintf(buf, n, "%s", fp->slo[0] ? fp->slo : "none"); break;
     default:                snprintf(buf, n, "?"); break;
     }
     return buf;
@@ -164,6 +165,7 @@ static int field_equal(const cal_fingerprint *a, const cal_fingerprint *b,
     case CAL_FPF_API:         return !strcmp(a->api, b->api);
     case CAL_FPF_PROBE:       return !strcmp(a->probe, b->probe);
     case CAL_FPF_HOST:        return !strcmp(a->host, b->host);
+    case CAL_FPF_SLO:         return !strcmp(a->slo, b->slo);
     default:                  return 1;
     }
 }

@@ -148,10 +148,12 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     probe_of_build(d->run.build, r->probe, sizeof r->probe);
     r->created_unix = d->run.started_wall_ns > 0 ? d->run.started_wall_ns / 1000000000 : 0;
     int warmup = -1;
+    char slo[CAL_FP_STR] = "";
     json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
     if (p) {
         double w = cal_report_jnum(p, "warmup");
         warmup = isfinite(w) ? (int)w : 0;
+        cal_report_jstr(p, "slo", slo, sizeof slo);
         json_decref(p);
     }
     json_t *tj = d->run.telemetry_json ? json_loads(d->run.telemetry_json, 0, NULL) : NULL;
@@ -223,6 +225,8 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     }
     cal_analysis_free(&an);
     if (e) goto out;
+    for (size_t i = 0; i < r->n_cells; i++) cal_fp_set(r->cells[i].fp.slo, slo);
+    cal_fp_set(r->shots_fp.slo, slo);
     const char *clk = pick(d, CLOCK_PREF, 4, "MHz"), *pw = pick(d, POWER_PREF, 6, "W");
     for (size_t i = 0; i < d->n_tel && !e; i++) {
         const cal_store_tel_row *tr = &d->tel[i];

@@ -624,6 +624,7 @@ int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char 
         TRY(chart_shots(out, r, (int)i));
         TRY(chart_concurrency(out, r, (int)i));
         TRY(chart_prefill(out, r, (int)i));
+        TRY(cal_report_goodput_html(out, r, (int)i));
         TRY(chart_dist(out, r, (int)i, CAL_S_TTFT_MS, CAL_M_TTFT_P50, CAL_M_TTFT_P95, CAL_M_TTFT_P99,
                        "chart-ttft", "Time to first token: distribution", "TTFT"));
         TRY(chart_dist(out, r, (int)i, CAL_S_ITL_MS, CAL_M_ITL_P50, (cal_metric)-1, CAL_M_ITL_P99,
@@ -640,4 +641,14 @@ int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char 
                           "</main>\n</body>\n</html>\n"));
 out:
     return rc;
+}
+
+int cal_report_fig_begin(cal_buf *b, const char *id, int wide, const char *title)
+{
+    return fig_begin(b, id, wide, title);
+}
+
+int cal_report_fig_end(cal_buf *b, const char *what, const char *protocol)
+{
+    return fig_end(b, what, protocol);
 }

@@ -63,6 +63,7 @@ static json_t *fp_to_json(const cal_fingerprint *fp)
     json_object_set_new(o, "api", json_string(fp->api));
     json_object_set_new(o, "probe", json_string(fp->probe));
     json_object_set_new(o, "host", json_string(fp->host));
+    if (fp->slo[0]) json_object_set_new(o, "slo", json_string(fp->slo));
     return o;
 }
 
@@ -282,6 +283,7 @@ static int fp_from_json(const json_t *o, cal_fingerprint *fp, char *err, size_t 
     cal_report_jstr(o, "api", fp->api, sizeof fp->api);
     cal_report_jstr(o, "probe", fp->probe, sizeof fp->probe);
     cal_report_jstr(o, "host", fp->host, sizeof fp->host);
+    cal_report_jstr(o, "slo", fp->slo, sizeof fp->slo);
     return CAL_OK;
 }
 

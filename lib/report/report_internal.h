@@ -57,6 +57,28 @@ unsigned cal_report_varying(const cal_result *r, cal_sweep sw);
 void cal_report_row_name(const cal_fingerprint *fp, unsigned vary, char *buf, size_t n);
 void cal_report_describe_except(const cal_fingerprint *fp, unsigned skip, char *buf, size_t n);
 
+/* A chart's figure: its heading, then (after the SVG) what to read and the
+ * protocol as the caption. */
+int cal_report_fig_begin(cal_buf *b, const char *id, int wide, const char *title);
+int cal_report_fig_end(cal_buf *b, const char *what, const char *protocol);
+
+/* Goodput against offered load (goodput.c): the open-loop cells of one
+ * prompt length (the one with most) that have a goodput, one per rate in
+ * rate order, with the saturation rule and knee (saturation.h) applied. */
+#define CAL_GP_MAX 64
+typedef struct cal_gp_curve {
+    size_t n;
+    long   prompt_tokens;
+    char   slo[CAL_FP_STR];
+    double offered[CAL_GP_MAX], throughput[CAL_GP_MAX], goodput[CAL_GP_MAX];  /* req/s */
+    const cal_rcell *cells[CAL_GP_MAX];
+    int    saturated;        /* the stopping rule holds at the last rate */
+    int    knee;             /* index of the knee; -1 none (not saturated) */
+} cal_gp_curve;
+size_t cal_report_goodput_curve(const cal_result *r, cal_gp_curve *c);
+/* The curve as an HTML figure; nothing when the result has no goodput. */
+int cal_report_goodput_html(cal_buf *b, const cal_result *r, int idx);
+
 /* Escape s for Markdown text (markup characters backslash-escaped, HTML as
  * entities, line breaks as spaces). */
 int cal_report_md_esc(cal_buf *b, const char *s);

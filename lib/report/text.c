@@ -187,6 +187,7 @@ int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
             }
             TRY(cal_buf_puts(out, "\n"));
         }
+        TRY(cal_report_goodput_md(r, out));
     }
     return CAL_OK;
 }

@@ -117,6 +117,8 @@ static const char *const MIGRATIONS[] = {
      " cell_id INTEGER PRIMARY KEY REFERENCES cells(id) ON DELETE CASCADE,"
      " itl_source TEXT NOT NULL, folded INTEGER, chunks_dropped INTEGER,"
      " ttft BLOB, itl BLOB, tpot BLOB, e2el BLOB);"),
+    /* 6: goodput under the run's --slo (NULL without one) */
+    "ALTER TABLE cells ADD COLUMN goodput REAL;",
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 

@@ -73,6 +73,8 @@ const cal_field cal_summary_fields[CAL_M__N] = {
     F(CAL_M_E2E_SD, std_e2el_ms, "E2E sd", "ms", SD, REQ, NO, REQUESTS, CAL_S_E2E_MS, 1, "end-to-end latency, sample standard deviation"),
     F(CAL_M_CLOCK_MIN, clock_mhz_min, "clock min MHz", "MHz", MIN, AGG, NO, MIN, -1, 0, "lowest clock reading over the cell (telemetry)"),
     F(CAL_M_POWER_MIN, power_w_min, "power min W", "W", MIN, AGG, NO, MIN, -1, 1, "lowest power reading over the cell (telemetry)"),
+    F(CAL_M_GOODPUT, goodput, "goodput", "req/s", RATE, AGG, HI, RATE, -1, 3,
+      "requests that ended ok and met every --slo bound ÷ duration (unknown without an SLO)"),
 };
 const size_t cal_summary_n_fields = CAL_M__N;
 

@@ -113,6 +113,7 @@ static void test_each_field_refused(void **state)
     (void)state;
     for (int f = 0; f < CAL_FPF__N; f++) {
         if (f == CAL_FPF_COLUMN) continue;   /* the column belongs to the metric: below */
+        if (f == CAL_FPF_SLO) continue;      /* the SLO belongs to goodput: below */
         cal_result *a = demo_result("A", 1.0, 0), *b = demo_result("B", 1.0, 0);
         for (size_t i = 0; i < b->n_cells; i++) {
             cal_fingerprint *fp = &b->cells[i].fp;
@@ -148,6 +149,53 @@ static void test_each_field_refused(void **state)
             named++;
         }
         assert_true(named > 0);
+        cal_comparison_free(&c);
+        cal_result_free(&a);
+        cal_result_free(&b);
+    }
+}
+
+/* Goodput under two different SLOs is never divided, and the SLO is named;
+ * every other metric of the same cells still pairs (the SLO changes
+ * goodput alone). The same SLO on both sides divides goodput too. */
+static void test_slo_refuses_goodput_only(void **state)
+{
+    (void)state;
+    for (int same = 0; same <= 1; same++) {
+        cal_result *a = demo_result("A", 1.0, 0), *b = demo_result("B", 1.2, 0);
+        for (size_t i = 0; i < a->n_cells; i++) {
+            cal_fp_set(a->cells[i].fp.slo, "ttft=500ms");
+            a->cells[i].v[CAL_M_GOODPUT] = 2.0;
+        }
+        for (size_t i = 0; i < b->n_cells; i++) {
+            cal_fp_set(b->cells[i].fp.slo, same ? "ttft=500ms" : "ttft=200ms");
+            b->cells[i].v[CAL_M_GOODPUT] = 3.0;
+        }
+        const cal_result *rs[2] = {a, b};
+        cal_comparison *c = NULL;
+        assert_int_equal(cal_compare(rs, 2, NULL, &c), CAL_OK);
+        size_t goodput_rows = 0, other_ratios = 0;
+        for (size_t i = 0; i < c->n_rows; i++) {
+            const cal_cmp_entry *e = &c->rows[i].e[1];
+            if (!e->present) continue;
+            if (c->rows[i].metric == CAL_M_GOODPUT) {
+                goodput_rows++;
+                if (same) {
+                    assert_true(e->comparable);
+                    assert_true(fabs(e->ratio - 1.5) < 1e-9);
+                } else {
+                    assert_false(e->comparable);
+                    assert_true(isnan(e->ratio));
+                    assert_int_equal(e->n_diff, 1);
+                    assert_int_equal(e->diff[0].field, CAL_FPF_SLO);
+                    assert_non_null(strstr(e->note, "SLO ttft=500ms vs ttft=200ms"));
+                }
+            } else if (e->comparable && isfinite(e->ratio)) {
+                other_ratios++;
+            }
+        }
+        assert_true(goodput_rows > 0);
+        assert_true(other_ratios > 0);
         cal_comparison_free(&c);
         cal_result_free(&a);
         cal_result_free(&b);
@@ -249,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_shot_kind_only_refused),
         cmocka_unit_test(test_each_field_refused),
         cmocka_unit_test(test_column_differs),
+        cmocka_unit_test(test_slo_refuses_goodput_only),
         cmocka_unit_test(test_missing_cold_shots),
         cmocka_unit_test(test_stale_and_version),
         cmocka_unit_test(test_ratio_ci),

@@ -89,6 +89,7 @@ static void test_open_migrates_and_reopens(void **state)
                      "ALTER TABLE cells DROP COLUMN clock_mhz_min;"
                      "ALTER TABLE cells DROP COLUMN power_w_min;"
                      "DROP TABLE cell_hists;"
+                     "ALTER TABLE cells DROP COLUMN goodput;"
                      "DELETE FROM schema_version WHERE version >= 2;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(cal_store_open(p, &st), CAL_OK);
@@ -99,6 +100,7 @@ static void test_open_migrates_and_reopens(void **state)
     assert_int_equal(d1->cells[0].sum.completed, 5);
     assert_true(isnan(d1->cells[0].sum.total_token_throughput));
     assert_true(isnan(d1->cells[0].sum.clock_mhz_min));
+    assert_true(isnan(d1->cells[0].sum.goodput));
     cal_run_data_free(&d1);
     cal_store_close(&st);
     assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
@@ -453,6 +455,7 @@ static void test_readonly_open(void **state)
                      "ALTER TABLE cells DROP COLUMN clock_mhz_min;"
                      "ALTER TABLE cells DROP COLUMN power_w_min;"
                      "DROP TABLE cell_hists;"
+                     "ALTER TABLE cells DROP COLUMN goodput;"
                      "DELETE FROM schema_version WHERE version >= 2;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(cal_store_open_ex(p, CAL_STORE_READONLY, &st, why, sizeof why), CAL_OK);
