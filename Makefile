@@ -286,11 +286,13 @@ check-deps:
 	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
 
 # locales: the tests build a de_DE locale with localedef (decimal comma).
-# cmake, g++, git, npm: make compat builds llama.cpp from node-llama-cpp's bundle.
+# cmake, g++, git: make compat builds llama.cpp from node-llama-cpp's bundle,
+# fetched with the npm that comes with Node.js (Debian's npm package conflicts
+# with NodeSource's nodejs, which carries its own).
 DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev libyajl-dev \
             libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev libssl-dev \
             clang libclang-rt-dev sqlite3 curl python3 locales \
-            openmpi-bin libopenmpi-dev cmake g++ git npm
+            openmpi-bin libopenmpi-dev cmake g++ git
 deps:
 	@if command -v apt-get >/dev/null 2>&1; then \
 	  if dpkg -s $(DEB_PKGS) >/dev/null 2>&1 && \

@@ -25,7 +25,11 @@ if [[ -x "$BIN/llama-server" && -x "$BIN/llama-bench" && -f "$ROOT/.complete" ]]
     exit 0
 fi
 
-for tool in npm cmake g++ git; do
+command -v npm >/dev/null || {
+    log "missing tool: npm (it comes with Node.js: install nodejs, or Debian's npm where no other Node.js is installed)"
+    exit 1
+}
+for tool in cmake g++ git; do
     command -v "$tool" >/dev/null || { log "missing tool: $tool (make deps installs it)"; exit 1; }
 done
 
