@@ -99,7 +99,8 @@ static void usage(FILE *f)
         "  --sweep-steps N      at most N rates, geometric from --rate (default 8)\n"
         "shots (cold, warm and rested; docs/run.md):\n"
         "  --shots N            N consecutive shots of the whole workload (default 5 after\n"
-        "                       1 warm-up shot when no shot flag is given, 1 with --duration;\n"
+        "                       1 warm-up shot when no shot flag is given; 1 with --duration,\n"
+        "                       --ab, --scenario, --replay, --sweep, --shard or --mpi;\n"
         "                       --shots 1 gives no shot verdict)\n"
         "  --rest T             rest between shots (default 0)\n"
         "  --warmup K           K shots first, recorded but left out of summaries (default 1\n"
@@ -560,9 +561,10 @@ static int parse_opts(int argc, char **argv, opts *o)
     /* the default protocol gives a calibrated verdict (docs/run.md): a
      * warm-up shot, then 5 measured shots; a --duration or --ab run keeps
      * the one shot of its stated length, and a --scenario or --replay run
-     * the one pass of its turns, and a --sweep its one pass of rates */
+     * the one pass of its turns, a --sweep its one pass of rates, and a
+     * --shard or --mpi run the one pass its shards merge into */
     if (!o->shot_flags && !(o->duration_s > 0) && !o->ab && !o->scenario && !o->replay &&
-        !o->sweep) {
+        !o->sweep && !o->dist.shard_n && !o->dist.mpi) {
         o->shots = DEFAULT_SHOTS;
         o->warmup = DEFAULT_WARMUP;
     }

@@ -92,7 +92,7 @@ check "a concurrency below the shard count is a usage error naming it" \
   grep -q -- '--concurrency: 2 cannot be split over 3 shards' "$T/c.err"
 
 # ---- --keep-chunks none -----------------------------------------------------------
-"$CALIPER" run "${COMMON[@]}" --concurrency 2 --requests 6 --keep-chunks none --db "$T/k.db" \
+"$CALIPER" run "${COMMON[@]}" --concurrency 2 --requests 6 --shots 1 --keep-chunks none --db "$T/k.db" \
   >"$T/k.out" 2>"$T/k.err"
 check "--keep-chunks none runs" [ $? = 0 ]
 check "no chunk timestamps are stored" \

@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 T=$E2E_TMP
 DB=$T/load.db
-TINY=(--preset tiny --prompt-tokens 32 --max-tokens 8 --db "$DB" --no-telemetry)
+TINY=(--preset tiny --prompt-tokens 32 --max-tokens 8 --db "$DB" --no-telemetry --shots 1)
 
 if ! command -v python3 >/dev/null; then
   echo "ok - skipped: python3 is needed to read the store"; finish

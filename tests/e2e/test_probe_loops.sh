@@ -47,7 +47,7 @@ check "... and says which backends there are ($built)" \
   grep -qF "CALIPER_LOOP: \"nosuch\" is not an event-loop backend of this build ($built)" "$E2E_TMP/nosuch.out"
 for l in 1 2; do
   timeout 60 "$CALIPER" run --url "http://127.0.0.1:$PORT/normal" --model m --requests 12 \
-    --concurrency 4,3 --max-tokens 8 --prompt-tokens 16 --no-telemetry --seed 1 --loops $l \
+    --concurrency 4,3 --max-tokens 8 --prompt-tokens 16 --no-telemetry --seed 1 --loops $l --shots 1 \
     --db "$E2E_TMP/runs.db" --json "$E2E_TMP/l$l.json" >"$E2E_TMP/l$l.out" 2>&1
   check "--loops $l: the run completes" [ -s "$E2E_TMP/l$l.json" ]
 done
