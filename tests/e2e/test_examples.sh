@@ -66,7 +66,9 @@ for label in inproc-callback inproc-recorder; do
     grep -q "aggregate tok/s  per-request tok/s" "$T/show.$label"
   check "show $label lists shots 1-4" \
     bash -c "[ \$(grep -cE '^[1-4] +(cold|warm) ' '$T/show.$label') -ge 4 ]"
-  check "show $label gives the shot-series verdict" grep -qE "^verdict: shots 2–4 " "$T/show.$label"
+  # a steady engine on a busy machine may rightly get "cannot judge" (the
+  # warm shots disagree): either way the series is judged in words
+  check "show $label gives the shot-series verdict" grep -qE "^verdict: (shots 2–4 |cannot judge: )" "$T/show.$label"
   "$CALIPER" report --db "$DB" --format json "$label" >"$T/rep.$label.json" 2>"$T/rep.err"
   check "report --format json $label exits 0" [ $? -eq 0 ]
   check "report json $label: 4 shots, both columns, verdicts" python3 - "$T/rep.$label.json" <<'EOF'
