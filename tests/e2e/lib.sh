@@ -25,6 +25,12 @@ skip_unless() {
   [ "$have" = "$1" ] && return 0
   echo "skip - $2: $1 only, this is $have"; return 1
 }
+# skip_unless_any "PLATFORM..." "what": the same for any of several.
+skip_unless_any() {
+  local have p; have=$(cal_platform)
+  for p in $1; do [ "$have" = "$p" ] && return 0; done
+  echo "skip - $2: $1 only, this is $have"; return 1
+}
 
 # start_faultserver PATH: starts tests/helpers/faultserver, waits for its
 # "port N" line, sets PORT; fails when it does not start.

@@ -14,4 +14,12 @@
             skip();                                                               \
         }                                                                         \
     } while (0)
+/* The other way round: skip on `plat`, which lacks what the test needs. */
+#define SKIP_ON_PLATFORM(plat, what)                                              \
+    do {                                                                          \
+        if (strcmp(cal_plat_name(), (plat)) == 0) {                               \
+            print_message("skip: %s: not on %s\n", (what), (plat));               \
+            skip();                                                               \
+        }                                                                         \
+    } while (0)
 #endif
