@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
@@ -495,11 +496,19 @@ static int ask_vnni(void)
     return __builtin_cpu_supports("avx512vnni");
 }
 
+/* F16C from cpuid leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
+ * does not know the name. */
+static int ask_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 static int ask_avx512(void)
 {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+           __builtin_cpu_supports("fma") && ask_f16c();
 }
 
 static int have_vnni(void)
