@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +19,6 @@
 #include <unistd.h>
 
 #define ALIGN 32
-
-static int fail(char *why, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *why, size_t cap, int rc, const char *fmt, ...)
-{
-    if (why && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* ---- half precision ------------------------------------------------------ */
 
@@ -240,18 +226,18 @@ int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
                     size_t why_len)
 {
     if (!e || !path)
-        return fail(why, why_len, CAL_EINVAL, "export: no engine or path");
+        return cal_why(why, why_len, CAL_EINVAL, "export: no engine or path");
     const cal_model_config *c = cal_engine_config(e);
     if (c->vocab < CAL_GGUF_UNK + 1)
-        return fail(why, why_len, CAL_EINVAL, "vocab: %d is too small for the byte "
+        return cal_why(why, why_len, CAL_EINVAL, "vocab: %d is too small for the byte "
                     "vocabulary (needs %d)", c->vocab, CAL_GGUF_UNK + 1);
     tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
     if (!t)
-        return fail(why, why_len, CAL_ENOMEM, "export: out of memory");
+        return cal_why(why, why_len, CAL_ENOMEM, "export: out of memory");
     int nt = tensor_list(c, e, t);
     FILE *f = fopen(path, "wb");
     if (!f) {
-        int rc = fail(why, why_len, CAL_EIO, "%s: %s", path, strerror(errno));
+        int rc = cal_why(why, why_len, CAL_EIO, "%s: %s", path, strerror(errno));
         free(t);
         return rc;
     }
@@ -332,7 +318,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
         free(fr);
         fclose(f);
         free(t);
-        return fail(why, why_len, CAL_ENOMEM, "export: out of memory");
+        return cal_why(why, why_len, CAL_ENOMEM, "export: out of memory");
     }
     uint64_t start = w.pos;
     for (int i = 0; i < nt && !w.err; i++) {
@@ -360,7 +346,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
     if (fclose(f) != 0 && !w.err)
         w.err = errno ? errno : EIO;
     if (w.err)
-        return fail(why, why_len, CAL_EIO, "%s: %s", path, strerror(w.err));
+        return cal_why(why, why_len, CAL_EIO, "%s: %s", path, strerror(w.err));
     return CAL_OK;
 }
 
@@ -371,22 +357,22 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
 {
     tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
     if (!t)
-        return fail(why, why_len, CAL_ENOMEM, "out of memory");
+        return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
     int nt = tensor_list(c, NULL, t), rc = CAL_OK;
     for (int i = 0; i < nt && rc == CAL_OK; i++) {
         const cal_gguf_tensor *g = cal_gguf_find(m, t[i].name);
         if (!g && !strcmp(t[i].name, "output.weight"))
             continue; /* tied: llama.cpp reuses token_embd */
         if (!g) {
-            rc = fail(why, why_len, CAL_EINVAL, "tensor %s is missing", t[i].name);
+            rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s is missing", t[i].name);
             break;
         }
         if (g->type != CAL_GGUF_F32 && g->type != CAL_GGUF_F16)
-            rc = fail(why, why_len, CAL_EINVAL, "tensor %s: type %s is not supported "
+            rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: type %s is not supported "
                       "(F32 and F16 are)", g->name, cal_gguf_type_name(g->type));
         else if (g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
                  g->ne[3] != 1)
-            rc = fail(why, why_len, CAL_EINVAL, "tensor %s: shape [%" PRIu64 ", %" PRIu64
+            rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: shape [%" PRIu64 ", %" PRIu64
                       ", %" PRIu64 "] where the header's sizes give [%" PRIu64 ", %" PRIu64
                       ", %" PRIu64 "]", g->name, g->ne[0], g->ne[1], g->ne[2], t[i].ne[0],
                       t[i].ne[1], t[i].ne[2]);
@@ -397,7 +383,7 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
         for (int i = 0; i < nt && !known; i++)
             known = !strcmp(m->tensors[j].name, t[i].name);
         if (!known)
-            rc = fail(why, why_len, CAL_EINVAL, "tensor %s is not supported (caliper "
+            rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s is not supported (caliper "
                       "serves the llama architecture without biases or RoPE factors)",
                       m->tensors[j].name);
     }
@@ -413,35 +399,35 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     int rc = cal_gguf_read_model_file(path, &m, w, sizeof w);
     int no_file = rc == CAL_EIO || (rc == CAL_ENOTFOUND && access(path, R_OK) != 0);
     if (no_file)
-        return fail(why, why_len, rc, "%s", w);  /* names the path already */
+        return cal_why(why, why_len, rc, "%s", w);  /* names the path already */
     if (rc != CAL_OK)
-        return fail(why, why_len, CAL_EINVAL, "%s: %s", path, w);
+        return cal_why(why, why_len, CAL_EINVAL, "%s: %s", path, w);
     cal_model_config c;
     memset(&c, 0, sizeof c);
     snprintf(c.name, sizeof c.name, "gguf");
     const cal_model_shape *s = &m.shape;
     rc = CAL_EINVAL;
     if (strcmp(s->arch, "llama"))
-        fail(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
+        cal_why(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
              "\"llama\", with or without experts)", path, s->arch);
     else if (strcmp(m.tok_model, "llama") || !m.byte_tokens)
-        fail(why, why_len, rc, "%s: vocabulary \"%s\"%s is not supported: caliper serves "
+        cal_why(why, why_len, rc, "%s: vocabulary \"%s\"%s is not supported: caliper serves "
              "byte-level SentencePiece vocabularies (ids 0..255 the tokens <0x00>..<0xFF>)",
              path, m.tok_model[0] ? m.tok_model : "(none)",
              m.byte_tokens ? "" : " without byte tokens at ids 0..255");
     else if (m.eos != CAL_GGUF_EOS)
-        fail(why, why_len, rc, "%s: tokenizer.ggml.eos_token_id is %ld: caliper's byte "
+        cal_why(why, why_len, rc, "%s: tokenizer.ggml.eos_token_id is %ld: caliper's byte "
              "vocabulary has </s> at %d", path, m.eos, CAL_GGUF_EOS);
     else if (s->heads <= 0 || s->embedding <= 0 || s->k_dim * s->heads != s->embedding ||
              s->v_dim != s->k_dim)
-        fail(why, why_len, rc, "%s: head sizes (key %ld, value %ld, %ld heads) do not "
+        cal_why(why, why_len, rc, "%s: head sizes (key %ld, value %ld, %ld heads) do not "
              "divide embedding_length %ld evenly: not supported", path, s->k_dim, s->v_dim,
              s->heads, s->embedding);
     else if (m.rope_dims && m.rope_dims != s->k_dim)
-        fail(why, why_len, rc, "%s: llama.rope.dimension_count %ld: partial RoPE is not "
+        cal_why(why, why_len, rc, "%s: llama.rope.dimension_count %ld: partial RoPE is not "
              "supported (head size %ld)", path, m.rope_dims, s->k_dim);
     else if (m.ffn <= 0)
-        fail(why, why_len, rc, "%s: llama.feed_forward_length is missing", path);
+        cal_why(why, why_len, rc, "%s: llama.feed_forward_length is missing", path);
     else
         rc = CAL_OK;
     if (rc == CAL_OK) {
@@ -459,16 +445,16 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
         c.norm_eps = m.norm_eps > 0 ? (float)m.norm_eps : 1e-5f;
         const char *bad = NULL;
         if (s->kv_heads_varies || cal_model_validate(&c, &bad) != CAL_OK)
-            rc = fail(why, why_len, CAL_EINVAL, "%s: the model's %s is not one caliper's "
+            rc = cal_why(why, why_len, CAL_EINVAL, "%s: the model's %s is not one caliper's "
                       "engine can run", path, bad ? bad : "per-layer head_count_kv");
     }
     if (rc == CAL_OK) {
         rc = check_tensors(&m, &c, w, sizeof w);
         if (rc != CAL_OK)
-            fail(why, why_len, rc, "%s: %s", path, w);
+            cal_why(why, why_len, rc, "%s: %s", path, w);
     }
     if (rc == CAL_OK && strlen(path) >= sizeof c.weights)
-        rc = fail(why, why_len, CAL_EINVAL, "%s: path longer than %zu bytes", path,
+        rc = cal_why(why, why_len, CAL_EINVAL, "%s: path longer than %zu bytes", path,
                   sizeof c.weights - 1);
     if (rc == CAL_OK) {
         snprintf(c.weights, sizeof c.weights, "%s", path);
@@ -488,11 +474,11 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
     char w[200];
     int rc = cal_gguf_read_model_file(path, &m, w, sizeof w);
     if (rc != CAL_OK)
-        return fail(why, why_len, rc, "%s: %s", path, w);
+        return cal_why(why, why_len, rc, "%s: %s", path, w);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        rc = fail(why, why_len, CAL_EIO, "%s: %s", path, strerror(errno));
+        rc = cal_why(why, why_len, CAL_EIO, "%s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         cal_gguf_model_free(&m);
@@ -503,13 +489,13 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
     close(fd);
     if (map == MAP_FAILED) {
         cal_gguf_model_free(&m);
-        return fail(why, why_len, CAL_EIO, "%s: mmap: %s", path, strerror(errno));
+        return cal_why(why, why_len, CAL_EIO, "%s: mmap: %s", path, strerror(errno));
     }
     tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
     if (!t) {
         munmap((void *)map, size);
         cal_gguf_model_free(&m);
-        return fail(why, why_len, CAL_ENOMEM, "out of memory");
+        return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
     }
     int nt = tensor_list(c, e, t);
     rc = CAL_OK;
@@ -521,7 +507,7 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
         if (!g || (g->type != CAL_GGUF_F32 && g->type != CAL_GGUF_F16) ||
             g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
             g->offset + g->bytes > size) {
-            rc = fail(why, why_len, CAL_EINVAL, "%s: tensor %s changed since the header "
+            rc = cal_why(why, why_len, CAL_EINVAL, "%s: tensor %s changed since the header "
                       "was checked", path, nm);
             break;
         }
@@ -529,7 +515,7 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
         size_t esz = g->type == CAL_GGUF_F16 ? 2 : 4;
         int n = (int)t[i].ne[0];
         float *fr = malloc((size_t)n * sizeof *fr);
-        if (!fr) { rc = fail(why, why_len, CAL_ENOMEM, "out of memory"); break; }
+        if (!fr) { rc = cal_why(why, why_len, CAL_ENOMEM, "out of memory"); break; }
         /* the file's F32 or F16 row, then the engine's format (--dtype) */
         for (uint64_t x = 0; x < t[i].ne[2]; x++)
             for (uint64_t r = 0; r < t[i].ne[1]; r++) {
