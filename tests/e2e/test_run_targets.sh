@@ -65,8 +65,8 @@ check "both targets are stored" \
   [ "$(sqlite3 "$DB" "select json_array_length(json_extract(target,'\$.ab')) from runs where label='ab'")" = 2 ]
 
 # --- telemetry on (the default): samples stored, absent sources named ---------
-"$CALIPER" run --preset tiny --prompt-tokens 32 --max-tokens 16 --db "$DB" --requests 4 \
-  --shots 2 --interval 20ms --label tel >"$T/tel.out" 2>&1
+"$CALIPER" run --preset tiny --prompt-tokens 32 --max-tokens 16 --db "$DB" --requests 40 \
+  --shots 2 --interval 10ms --label tel >"$T/tel.out" 2>&1
 check "a run with telemetry exits 0" [ $? -eq 0 ]
 if skip_unless linux "the engine process sampled from /proc"; then
 check "the engine process was sampled into the telemetry table" \
