@@ -45,7 +45,13 @@ void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
             for (size_t k = i + 1; k < n; k++)
                 if (isfinite(rows[i].level) && isfinite(rows[k].level))
                     d[nd++] = fabs(rows[i].level - rows[k].level);
-        if (d && nd) e->run_q95 = cal_stats_percentile(d, nd, 95);
+        /* a rank, not an interpolated percentile: the (P − ⌊P/20⌋)-th
+         * smallest of the P distances, so at most ⌊P/20⌋ of them (≤ 5 %)
+         * lie beyond it; with fewer than 20 pairs it is the largest */
+        if (d && nd) {
+            cal_stats_sort(d, nd);
+            e->run_q95 = d[nd - 1 - nd / 20];
+        }
         free(d);
     }
 }
@@ -89,11 +95,12 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
     out->run_id = d->run.id;
     /* one cell per shot: the measured cells in order, warm-ups left out */
     double z[CAL_JUDGE_MAX_SHOTS];
-    size_t k = 0, nreq = 0;
+    size_t k = 0, nreq = 0, npool = 0;
     int shot_seen = -1;
     for (size_t i = 0; i < d->n_cells; i++) nreq += (size_t)d->cells[i].n_requests;
     double *v = malloc((nreq ? nreq : 1) * sizeof *v);
-    if (!v) return CAL_ENOMEM;
+    double *pool = malloc((nreq ? nreq : 1) * sizeof *pool);
+    if (!v || !pool) { free(v); free(pool); return CAL_ENOMEM; }
     int rc = CAL_OK;
     for (size_t i = 0; i < d->n_cells && rc == CAL_OK; i++) {
         const cal_cell *c = &d->cells[i];
@@ -106,11 +113,20 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
         size_t m = cal_analysis_cell_values(d, c, CAL_S_REQ_TOKS, v, nreq);
         size_t ok = 0;
         for (size_t j = 0; j < m; j++)
-            if (isfinite(v[j]) && v[j] > 0) v[ok++] = log(v[j]);
+            if (isfinite(v[j]) && v[j] > 0) {
+                if (k > 0) pool[npool++] = v[j];   /* a warm shot's request */
+                v[ok++] = log(v[j]);
+            }
         if (ok < MIN_OK) { rc = CAL_ENOTFOUND; break; }
         z[k++] = cal_stats_median(v, ok);
     }
     free(v);
+    /* the level is the warm shots' pooled median request speed: the number
+     * compare puts on the run's warm cell (per-request tok/s over the quoted
+     * shots), so the stored runs' distances are distances of that very
+     * statistic */
+    double level = rc == CAL_OK && npool ? log(cal_stats_median(pool, npool)) : NAN;
+    free(pool);
     if (rc) return rc;
     if (k < 3) return CAL_ENOTFOUND;     /* shot 1 and >= 2 warm shots */
     /* the warm shots: every measured shot after the first */
@@ -118,7 +134,7 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
     for (size_t i = 1; i < k; i++) s += z[i];
     double mean = s / (double)(k - 1);
     for (size_t i = 1; i < k; i++) q += (z[i] - mean) * (z[i] - mean);
-    out->level = mean;
+    out->level = level;
     out->shot_sd = sqrt(q / (double)(k - 2));
     out->shots = (int)(k - 1);
     return CAL_OK;
@@ -178,6 +194,17 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         return 0;
     char (*key)[CAL_NOISE_SERIES_MAX] = calloc(n ? n : 1, sizeof *key);
     if (!key) { cal_store_close(&st); return 0; }
+    /* the estimate reaches up to the newest run compared, so the compared
+     * runs are among the pairs the threshold ranks (the newest
+     * CAL_NOISE_RUN_RUNS up to it): under runs that differ by chance
+     * alone, the compared pair is any of those pairs alike, and lies among
+     * the ≤ 5 % beyond the threshold with probability ≤ 5 % */
+    long long newest = 0;
+    for (size_t j = 0; j < n; j++) {
+        char *end = NULL;
+        long long id = res[j] ? strtoll(res[j]->id, &end, 10) : 0;
+        if (res[j] && end && !*end && id > newest) newest = id;
+    }
     size_t got = 0;
     for (size_t j = 0; j < n; j++) {
         key[j][0] = 0;
@@ -192,7 +219,7 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         json_decref(p);
         cal_run_data_free(&d);
         cal_noise_est e;
-        if (!key[j][0] || cal_noise_estimate(st, key[j], 0, &e) != CAL_OK || !(e.run_df > 0))
+        if (!key[j][0] || cal_noise_estimate(st, key[j], newest + 1, &e) != CAL_OK || !(e.run_df > 0))
             continue;
         o->run_noise[j] = (cal_run_noise){.sd = e.run_sd, .df = e.run_df, .q95 = e.run_q95,
                                           .shot_sd = e.shot_sd, .shots = e.shots,

@@ -291,11 +291,14 @@ static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j,
         double den = (va > 0 ? va * va / a->df : 0) + (vb > 0 ? vb * vb / b->df : 0);
         df = den > 0 ? (va + vb) * (va + vb) / den : a->df + b->df;
     }
-    /* t on the runs' sd, and no narrower than the stored A/A pairs' own
-     * 95th percentile of distance: run levels on a shared machine are not
-     * normal (a busy spell moves several runs together), and 95 % of the
-     * stored pairs of this series lie within it; a cell of fewer shots
-     * scales it by its larger sd */
+    /* t on the runs' sd, and no narrower than the distance at most 5 % of
+     * the stored pairs exceed: run levels on a shared machine are not normal
+     * (a busy spell moves one run, or several together), and the rank holds
+     * without a model: the compared runs are among the stored ones
+     * (noise.h), so if they differ by chance alone their pair is any of the
+     * stored pairs alike and lies beyond it with probability ≤ 5 % (exactly
+     * so for the per-request speed, the statistic the levels are of); a
+     * cell of fewer shots scales it by its larger sd */
     double h = cal_stats_t_quantile(0.975, df) * sqrt(va + vb);
     double q = isfinite(a->q95) && isfinite(b->q95) ? (a->q95 + b->q95) / 2
              : isfinite(a->q95) ? a->q95 : b->q95;

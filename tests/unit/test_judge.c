@@ -397,7 +397,7 @@ static void test_noise_pool(void **state)
     NEAR(e.shot_df, 9, 1e-12);
     NEAR(e.run_sd, 0.1, 1e-12);
     NEAR(e.run_df, 2, 1e-12);
-    NEAR(e.run_q95, 0.19, 1e-12);   /* distances 0.1, 0.1, 0.2: type 7 */
+    NEAR(e.run_q95, 0.2, 1e-12);    /* distances 0.1, 0.1, 0.2: under 20 pairs, the largest */
     assert_int_equal(e.shots, 4);
     r[3] = (cal_store_noise_row){.level = 5.0, .shot_sd = NAN, .shots = 1};
     cal_noise_pool(r, 4, &e);
@@ -417,6 +417,105 @@ static void test_noise_pool(void **state)
     assert_int_equal(cal_noise_prior_of("{\"noise_prior\":{\"shot_sd\":null,\"shot_df\":0}}", &sd, &df), 0);
     assert_true(isnan(sd));
     assert_int_equal(cal_noise_prior_of(NULL, &sd, &df), 0);
+}
+
+/* compare's run-level threshold is a rank among the stored pairs'
+ * distances: the (P − ⌊P/20⌋)-th smallest, so at most ⌊P/20⌋ of P pairs
+ * (≤ 5 %) exceed it whatever the levels' distribution. 7 runs 0.01 apart:
+ * 21 pairs, the one 0.06 apart beyond the threshold 0.05. Then 400 seeded
+ * series of 20 runs whose levels are heavy-tailed (a run in ten is off by
+ * 5 sd, as a busy spell on a shared machine moves one run): over all 190
+ * pairs of each, never more than 9 (4.7 %) beyond it, where the
+ * interpolated 95th percentile (type 7) lets 10 through in most series,
+ * and the normal model's t bound (run sd on 19 df, the pair's √2) more. */
+static void test_noise_rank(void **state)
+{
+    (void)state;
+    cal_store_noise_row r[20];
+    for (int i = 0; i < 7; i++) r[i] = (cal_store_noise_row){.level = 0.01 * i, .shot_sd = 0.1, .shots = 4};
+    cal_noise_est e;
+    cal_noise_pool(r, 7, &e);
+    NEAR(e.run_q95, 0.05, 1e-12);
+    g_seed = 11;
+    int worst = 0, type7_over = 0, t_over = 0;
+    for (int it = 0; it < 400; it++) {
+        for (int i = 0; i < 20; i++)
+            r[i] = (cal_store_noise_row){.level = 5 + 0.02 * gauss() + (unif() < 0.1 ? 0.1 : 0),
+                                         .shot_sd = 0.02, .shots = 4};
+        cal_noise_pool(r, 20, &e);
+        double d[190];
+        int nd = 0, beyond = 0, beyond_t = 0;
+        double h = cal_stats_t_quantile(0.975, e.run_df) * e.run_sd * sqrt(2);
+        for (int i = 0; i < 20; i++)
+            for (int k = i + 1; k < 20; k++) {
+                d[nd] = fabs(r[i].level - r[k].level);
+                beyond += d[nd] > e.run_q95;
+                beyond_t += d[nd] > h;
+                nd++;
+            }
+        if (beyond > worst) worst = beyond;
+        t_over += beyond_t > 9;
+        double p7 = cal_stats_percentile(d, (size_t)nd, 95), beyond7 = 0;   /* sorts d */
+        for (int i = 0; i < nd; i++) beyond7 += d[i] > p7;
+        type7_over += beyond7 > 9;
+    }
+    assert_true(worst <= 9);
+    assert_true(worst >= 8);          /* the threshold is not needlessly wide */
+    assert_true(type7_over >= 390);   /* the interpolated percentile leaves 10 beyond */
+    assert_true(t_over > 100);        /* a normal model under heavy tails: too narrow */
+}
+
+/* A run's noise row: its level is the log of the pooled median request speed
+ * over its warm shots (every measured shot after the first), which is the
+ * per-request tok/s compare puts on its warm cell; its shot sd is the sd of
+ * the warm shots' log medians. Warm-up, shot 2 (first measured) and shots
+ * 3–5 of 3 requests each at known speeds. */
+static void test_noise_row_level(void **state)
+{
+    (void)state;
+    static const double speed[5][3] = {{50, 50, 50},      /* warm-up: left out */
+                                       {10, 10, 10},      /* shot 2: not a warm shot */
+                                       {100, 110, 300},   /* shot 3 */
+                                       {90, 120, 130},    /* shot 4 */
+                                       {95, 105, 115}};   /* shot 5 */
+    cal_cell cells[5];
+    cal_req_result reqs[15];
+    memset(cells, 0, sizeof cells);
+    memset(reqs, 0, sizeof reqs);
+    for (int j = 0; j < 5; j++) {
+        cells[j].kind = CAL_CELL_SHOTS;
+        cells[j].concurrency = 1;
+        cells[j].shot_index = j + 1;
+        cells[j].shot_kind = j == 0 ? CAL_SHOT_WARMUP : CAL_SHOT_WARM;
+        cells[j].req_first = (size_t)(3 * j);
+        cells[j].n_requests = 3;
+        for (int k = 0; k < 3; k++) {
+            cal_req_result *q = &reqs[3 * j + k];
+            q->status = CAL_REQ_OK;
+            q->output_tokens = 100;
+            q->sched_ns = q->send_ns = 1000000000LL;
+            q->first_token_ns = q->send_ns + 1000000;
+            q->end_ns = q->last_token_ns = q->send_ns + (int64_t)(100 / speed[j][k] * 1e9);
+        }
+    }
+    char proto[] = "{\"noise_prior\":{\"series\":\"u|c1\"}}";
+    cal_run_data d = {.cells = cells, .n_cells = 5, .reqs = reqs, .n_reqs = 15};
+    d.run.id = 7;
+    d.run.status = CAL_RUN_OK;
+    d.run.protocol_json = proto;
+    cal_store_noise_row row;
+    assert_int_equal(cal_noise_row_of_run(&d, &row), CAL_OK);
+    assert_string_equal(row.series, "u|c1");
+    assert_int_equal(row.shots, 3);
+    /* pooled 9 warm requests: 90 95 100 105 110 115 120 130 300 → 110 */
+    NEAR(row.level, log(110), 1e-6);
+    double z[3] = {log(110), log(120), log(105)}, m = (z[0] + z[1] + z[2]) / 3;
+    double v = ((z[0] - m) * (z[0] - m) + (z[1] - m) * (z[1] - m) + (z[2] - m) * (z[2] - m)) / 2;
+    NEAR(row.shot_sd, sqrt(v), 1e-6);
+    /* a shot of 2 ok requests: not a series row */
+    reqs[14].status = CAL_REQ_HTTP_ERROR;
+    reqs[13].status = CAL_REQ_HTTP_ERROR;
+    assert_int_equal(cal_noise_row_of_run(&d, &row), CAL_ENOTFOUND);
 }
 
 /* The store keeps a series' rows: newest first, only runs before the one
@@ -710,6 +809,8 @@ int main(void)
         cmocka_unit_test(test_prior_known_case),
         cmocka_unit_test(test_prior_rates),
         cmocka_unit_test(test_noise_pool),
+        cmocka_unit_test(test_noise_rank),
+        cmocka_unit_test(test_noise_row_level),
         cmocka_unit_test(test_noise_store),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_clock_share),
