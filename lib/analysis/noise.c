@@ -13,6 +13,15 @@
 
 #define MIN_OK 3   /* ok requests a shot needs to count (CAL_JUDGE_MIN_REQUESTS) */
 
+/* of nd distances (sorted here), the (nd − ⌊nd/20⌋)-th smallest: at most
+ * ⌊nd/20⌋ of them (≤ 5 %) lie beyond it; with fewer than 20, the largest */
+static double rank_q95(double *d, size_t nd)
+{
+    if (!nd) return NAN;
+    cal_stats_sort(d, nd);
+    return d[nd - 1 - nd / 20];
+}
+
 void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
 {
     memset(e, 0, sizeof *e);
@@ -45,13 +54,8 @@ void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
             for (size_t k = i + 1; k < n; k++)
                 if (isfinite(rows[i].level) && isfinite(rows[k].level))
                     d[nd++] = fabs(rows[i].level - rows[k].level);
-        /* a rank, not an interpolated percentile: the (P − ⌊P/20⌋)-th
-         * smallest of the P distances, so at most ⌊P/20⌋ of them (≤ 5 %)
-         * lie beyond it; with fewer than 20 pairs it is the largest */
-        if (d && nd) {
-            cal_stats_sort(d, nd);
-            e->run_q95 = d[nd - 1 - nd / 20];
-        }
+        /* a rank, not an interpolated percentile */
+        if (d) e->run_q95 = rank_q95(d, nd);
         free(d);
     }
 }
@@ -182,12 +186,46 @@ int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **j
     return CAL_OK;
 }
 
+/* The same rank for the aggregate tok/s of the series' stored runs up to
+ * run `newest`: each run's warm shots (every measured shot after the first)
+ * pooled as compare pools its warm cell, Σ output tokens ÷ Σ duration.
+ * NAN with fewer than 2 such runs. */
+static double agg_q95(cal_store *st, const char *series, int64_t newest)
+{
+    cal_store_noise_row *rows = calloc(CAL_NOISE_RUN_RUNS, sizeof *rows);
+    double lv[CAL_NOISE_RUN_RUNS], q = NAN;
+    size_t n = 0, m = 0;
+    if (!rows || cal_store_noise(st, series, newest + 1, rows, CAL_NOISE_RUN_RUNS, &n) != CAL_OK)
+        n = 0;
+    for (size_t i = 0; i < n; i++) {
+        cal_run_data *d = NULL;
+        if (cal_store_load_run(st, rows[i].run_id, CAL_LOAD_NO_REQS, &d) != CAL_OK) continue;
+        size_t idx[CAL_JUDGE_MAX_SHOTS], k = 0, measured = 0;
+        for (size_t c = 0; c < d->n_cells && k < CAL_JUDGE_MAX_SHOTS; c++)
+            if (d->cells[c].shot_kind != CAL_SHOT_WARMUP && measured++) idx[k++] = c;
+        cal_summary s;
+        if (k && cal_analysis_pool(d, idx, k, &s) == CAL_OK && s.output_throughput > 0 &&
+            isfinite(s.output_throughput))
+            lv[m++] = log(s.output_throughput);
+        cal_run_data_free(&d);
+    }
+    free(rows);
+    if (m >= 2) {
+        double dist[CAL_NOISE_RUN_RUNS * (CAL_NOISE_RUN_RUNS - 1) / 2];
+        size_t nd = 0;
+        for (size_t i = 0; i < m; i++)
+            for (size_t k = i + 1; k < m; k++) dist[nd++] = fabs(lv[i] - lv[k]);
+        q = rank_q95(dist, nd);
+    }
+    return q;
+}
+
 size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res, size_t n,
                               cal_compare_opts *o)
 {
     if (n > CAL_CMP_MAX) n = CAL_CMP_MAX;
     for (size_t j = 0; j < n; j++)
-        o->run_noise[j] = (cal_run_noise){.sd = NAN, .q95 = NAN, .shot_sd = NAN};
+        o->run_noise[j] = (cal_run_noise){.sd = NAN, .q95 = NAN, .agg_q95 = NAN, .shot_sd = NAN};
     cal_store *st = NULL;
     char why[256];
     if (!db_path || cal_store_open_ex(db_path, CAL_STORE_READONLY, &st, why, sizeof why) != CAL_OK)
@@ -222,6 +260,7 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         if (!key[j][0] || cal_noise_estimate(st, key[j], newest + 1, &e) != CAL_OK || !(e.run_df > 0))
             continue;
         o->run_noise[j] = (cal_run_noise){.sd = e.run_sd, .df = e.run_df, .q95 = e.run_q95,
+                                          .agg_q95 = agg_q95(st, key[j], newest),
                                           .shot_sd = e.shot_sd, .shots = e.shots,
                                           .same = j > 0 && !strcmp(key[j], key[0])};
         got++;

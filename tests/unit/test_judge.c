@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -518,6 +519,67 @@ static void test_noise_row_level(void **state)
     assert_int_equal(cal_noise_row_of_run(&d, &row), CAL_ENOTFOUND);
 }
 
+/* compare's run noise from a store: three runs of one series, each a
+ * warm-up and shots 2–4 of 1000 output tokens, shots 3–4 (its warm shots)
+ * lasting 2, 2.5 and 1.6 s in all: aggregates 1000, 800 and 1250 tok/s. The
+ * aggregate's own rank over 3 pairs is the largest distance, log(1250/800);
+ * comparing runs 1 and 2 only, the estimate reaches up to run 2 and leaves
+ * run 3 out: one pair, log(1000/800), on 1 df. */
+static void test_noise_compare_store(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/caliper-test-noisecmp-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    cal_store *st = NULL;
+    assert_int_equal(cal_store_open(path, &st), CAL_OK);
+    static const double warm_s[3] = {2, 2.5, 1.6};
+    cal_result *res[3];
+    for (int i = 0; i < 3; i++) {
+        char label[8];
+        snprintf(label, sizeof label, "r%d", i);
+        cal_run run = {.started_wall_ns = 1, .t0_mono_ns = 1, .label = label,
+                       .protocol_json = "{\"noise_prior\":{\"series\":\"s|c1\"}}"};
+        assert_int_equal(cal_store_begin_run(st, &run), CAL_OK);
+        for (int j = 0; j < 4; j++) {
+            cal_cell c;
+            memset(&c, 0, sizeof c);
+            c.kind = CAL_CELL_SHOTS;
+            c.concurrency = 1;
+            c.shot_index = j + 1;
+            c.shot_kind = j ? CAL_SHOT_WARM : CAL_SHOT_WARMUP;
+            cal_summary_init(&c.sum);
+            c.sum.total_output_tokens = 1000;
+            c.sum.duration = j >= 2 ? warm_s[i] / 2 : 1;
+            c.sum.output_throughput = 1000 / c.sum.duration;
+            assert_int_equal(cal_store_add_cell(st, run.id, &c, NULL, 0), CAL_OK);
+        }
+        assert_int_equal(cal_store_finish_run(st, run.id, CAL_RUN_OK, NULL), CAL_OK);
+        cal_store_noise_row r = {.level = 5 + 0.01 * i, .shot_sd = 0.01, .shots = 2};
+        snprintf(r.series, sizeof r.series, "s|c1");
+        assert_int_equal(cal_store_put_noise(st, run.id, &r), CAL_OK);
+        res[i] = calloc(1, sizeof *res[i]);
+        snprintf(res[i]->id, sizeof res[i]->id, "%lld", (long long)run.id);
+    }
+    cal_store_close(&st);
+    cal_compare_opts o;
+    memset(&o, 0, sizeof o);
+    const cal_result *both[2] = {res[0], res[2]};
+    assert_int_equal(cal_noise_compare_opts(path, both, 2, &o), 2);
+    NEAR(o.run_noise[0].agg_q95, log(1250.0 / 800), 1e-9);
+    NEAR(o.run_noise[0].q95, 0.02, 1e-9);
+    NEAR(o.run_noise[0].df, 2, 0);
+    assert_true(o.run_noise[1].same);
+    both[1] = res[1];
+    assert_int_equal(cal_noise_compare_opts(path, both, 2, &o), 2);
+    NEAR(o.run_noise[0].agg_q95, log(1000.0 / 800), 1e-9);
+    NEAR(o.run_noise[0].df, 1, 0);
+    for (int i = 0; i < 3; i++) free(res[i]);
+    unlink(path);
+}
+
 /* The store keeps a series' rows: newest first, only runs before the one
  * asked about, only its own series; a protocol gets the pooled prior. */
 static void test_noise_store(void **state)
@@ -811,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_noise_pool),
         cmocka_unit_test(test_noise_rank),
         cmocka_unit_test(test_noise_row_level),
+        cmocka_unit_test(test_noise_compare_store),
         cmocka_unit_test(test_noise_store),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_clock_share),
