@@ -519,6 +519,18 @@ static void test_noise_row_level(void **state)
     assert_int_equal(cal_noise_row_of_run(&d, &row), CAL_ENOTFOUND);
 }
 
+/* a new store at a fresh name made from tmpl (its XXXXXX replaced) */
+static cal_store *temp_store(char *tmpl)
+{
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(tmpl);
+    cal_store *st = NULL;
+    assert_int_equal(cal_store_open(tmpl, &st), CAL_OK);
+    return st;
+}
+
 /* compare's run noise from a store: three runs of one series, each a
  * warm-up and shots 2–4 of 1000 output tokens, shots 3–4 (its warm shots)
  * lasting 2, 2.5 and 1.6 s in all: aggregates 1000, 800 and 1250 tok/s. The
@@ -529,12 +541,7 @@ static void test_noise_compare_store(void **state)
 {
     (void)state;
     char path[] = "/tmp/caliper-test-noisecmp-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
-    cal_store *st = NULL;
-    assert_int_equal(cal_store_open(path, &st), CAL_OK);
+    cal_store *st = temp_store(path);
     static const double warm_s[3] = {2, 2.5, 1.6};
     cal_result *res[3];
     for (int i = 0; i < 3; i++) {
@@ -586,12 +593,7 @@ static void test_noise_store(void **state)
 {
     (void)state;
     char path[] = "/tmp/caliper-test-noise-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
-    cal_store *st = NULL;
-    assert_int_equal(cal_store_open(path, &st), CAL_OK);
+    cal_store *st = temp_store(path);
     int64_t ids[4];
     for (int i = 0; i < 4; i++) {
         cal_run run = {.started_wall_ns = 1, .t0_mono_ns = 1};
