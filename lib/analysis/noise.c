@@ -186,38 +186,65 @@ int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **j
     return CAL_OK;
 }
 
-/* The same rank for the aggregate tok/s of the series' stored runs up to
- * run `newest`: each run's warm shots (every measured shot after the first)
- * pooled as compare pools its warm cell, Σ output tokens ÷ Σ duration.
- * NAN with fewer than 2 such runs. */
-static double agg_q95(cal_store *st, const char *series, int64_t newest)
+/* The rank over the pairs of levels lv[] (of runs id[]) at least `apart`
+ * run ids apart; NAN with none. */
+static double rank_apart(const double *lv, const int64_t *id, size_t m, int64_t apart)
 {
-    cal_store_noise_row *rows = calloc(CAL_NOISE_RUN_RUNS, sizeof *rows);
-    double lv[CAL_NOISE_RUN_RUNS], q = NAN;
-    size_t n = 0, m = 0;
-    if (!rows || cal_store_noise(st, series, newest + 1, rows, CAL_NOISE_RUN_RUNS, &n) != CAL_OK)
-        n = 0;
+    double d[(CAL_NOISE_RUN_RUNS + 1) * CAL_NOISE_RUN_RUNS / 2];
+    size_t nd = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t k = i + 1; k < m; k++)
+            if (isfinite(lv[i]) && isfinite(lv[k]) &&
+                (id[i] > id[k] ? id[i] - id[k] : id[k] - id[i]) >= apart)
+                d[nd++] = fabs(lv[i] - lv[k]);
+    return rank_q95(d, nd);
+}
+
+/* A run's aggregate tok/s over its warm shots (every measured shot after
+ * the first) pooled as compare pools its warm cell, Σ output tokens ÷ Σ
+ * duration, from the cells alone; log scale, NAN unknown. */
+static double agg_level(cal_store *st, int64_t run_id)
+{
+    cal_run_data *d = NULL;
+    if (cal_store_load_run(st, run_id, CAL_LOAD_NO_REQS, &d) != CAL_OK) return NAN;
+    size_t idx[CAL_JUDGE_MAX_SHOTS], k = 0, measured = 0;
+    for (size_t c = 0; c < d->n_cells && k < CAL_JUDGE_MAX_SHOTS; c++)
+        if (d->cells[c].shot_kind != CAL_SHOT_WARMUP && measured++) idx[k++] = c;
+    cal_summary s;
+    double l = k && cal_analysis_pool(d, idx, k, &s) == CAL_OK && s.output_throughput > 0 &&
+               isfinite(s.output_throughput) ? log(s.output_throughput) : NAN;
+    cal_run_data_free(&d);
+    return l;
+}
+
+/* The thresholds of one compared pair (runs older < newer of one series):
+ * the rank over the stored runs' pairs at least as far apart as the
+ * compared one, among the newest CAL_NOISE_RUN_RUNS up to the newer run
+ * and the older one. Runs far apart on a machine whose load drifts differ
+ * by more than neighbours do; a pair is judged against pairs as far apart,
+ * and where the store holds fewer than 20 of those the threshold is the
+ * largest of them. Per-request speed into *q, aggregate tok/s into *qa. */
+static void pair_ranks(cal_store *st, const char *series, int64_t older, int64_t newer,
+                       double *q, double *qa)
+{
+    cal_store_noise_row rows[CAL_NOISE_RUN_RUNS + 1];
+    double lv[CAL_NOISE_RUN_RUNS + 1], la[CAL_NOISE_RUN_RUNS + 1];
+    int64_t id[CAL_NOISE_RUN_RUNS + 1];
+    size_t n = 0, k = 0;
+    *q = *qa = NAN;
+    if (cal_store_noise(st, series, newer + 1, rows, CAL_NOISE_RUN_RUNS, &n) != CAL_OK) return;
+    int has_older = 0;
+    for (size_t i = 0; i < n; i++) has_older |= rows[i].run_id == older;
+    if (!has_older && cal_store_noise(st, series, older + 1, rows + n, 1, &k) == CAL_OK && k &&
+        rows[n].run_id == older)
+        n++;
     for (size_t i = 0; i < n; i++) {
-        cal_run_data *d = NULL;
-        if (cal_store_load_run(st, rows[i].run_id, CAL_LOAD_NO_REQS, &d) != CAL_OK) continue;
-        size_t idx[CAL_JUDGE_MAX_SHOTS], k = 0, measured = 0;
-        for (size_t c = 0; c < d->n_cells && k < CAL_JUDGE_MAX_SHOTS; c++)
-            if (d->cells[c].shot_kind != CAL_SHOT_WARMUP && measured++) idx[k++] = c;
-        cal_summary s;
-        if (k && cal_analysis_pool(d, idx, k, &s) == CAL_OK && s.output_throughput > 0 &&
-            isfinite(s.output_throughput))
-            lv[m++] = log(s.output_throughput);
-        cal_run_data_free(&d);
+        id[i] = rows[i].run_id;
+        lv[i] = rows[i].level;
+        la[i] = agg_level(st, rows[i].run_id);
     }
-    free(rows);
-    if (m >= 2) {
-        double dist[CAL_NOISE_RUN_RUNS * (CAL_NOISE_RUN_RUNS - 1) / 2];
-        size_t nd = 0;
-        for (size_t i = 0; i < m; i++)
-            for (size_t k = i + 1; k < m; k++) dist[nd++] = fabs(lv[i] - lv[k]);
-        q = rank_q95(dist, nd);
-    }
-    return q;
+    *q = rank_apart(lv, id, n, newer - older);
+    *qa = rank_apart(la, id, n, newer - older);
 }
 
 size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res, size_t n,
@@ -233,11 +260,11 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
     char (*key)[CAL_NOISE_SERIES_MAX] = calloc(n ? n : 1, sizeof *key);
     if (!key) { cal_store_close(&st); return 0; }
     /* the estimate reaches up to the newest run compared, so the compared
-     * runs are among the pairs the threshold ranks (the newest
-     * CAL_NOISE_RUN_RUNS up to it): under runs that differ by chance
-     * alone, the compared pair is any of those pairs alike, and lies among
-     * the ≤ 5 % beyond the threshold with probability ≤ 5 % */
-    long long newest = 0;
+     * runs are among the runs whose pairs the threshold ranks: under runs
+     * that differ by chance alone, the compared pair is any of those pairs
+     * alike, and lies among the ≤ 5 % beyond the threshold with
+     * probability ≤ 5 % */
+    long long newest = 0, id0 = 0;
     for (size_t j = 0; j < n; j++) {
         char *end = NULL;
         long long id = res[j] ? strtoll(res[j]->id, &end, 10) : 0;
@@ -249,6 +276,7 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         char *end = NULL;
         long long id = res[j] ? strtoll(res[j]->id, &end, 10) : 0;
         if (!res[j] || !end || *end || id <= 0) continue;
+        if (j == 0) id0 = id;
         cal_run_data *d = NULL;
         if (cal_store_load_run(st, id, CAL_LOAD_NO_REQS, &d) != CAL_OK) continue;
         json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
@@ -259,10 +287,13 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         cal_noise_est e;
         if (!key[j][0] || cal_noise_estimate(st, key[j], newest + 1, &e) != CAL_OK || !(e.run_df > 0))
             continue;
-        o->run_noise[j] = (cal_run_noise){.sd = e.run_sd, .df = e.run_df, .q95 = e.run_q95,
-                                          .agg_q95 = agg_q95(st, key[j], newest),
-                                          .shot_sd = e.shot_sd, .shots = e.shots,
-                                          .same = j > 0 && !strcmp(key[j], key[0])};
+        cal_run_noise *r = &o->run_noise[j];
+        *r = (cal_run_noise){.sd = e.run_sd, .df = e.run_df, .q95 = e.run_q95, .agg_q95 = NAN,
+                             .shot_sd = e.shot_sd, .shots = e.shots,
+                             .same = j > 0 && !strcmp(key[j], key[0])};
+        /* a side of the baseline's series: the pair's own thresholds */
+        if (r->same && id0 > 0 && id != id0)
+            pair_ranks(st, key[j], id < id0 ? id : id0, id < id0 ? id0 : id, &r->q95, &r->agg_q95);
         got++;
     }
     free(key);

@@ -305,7 +305,9 @@ static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j, cal
         if (isfinite(a->agg_q95)) qa = a->agg_q95;
         if (isfinite(b->agg_q95)) qb = b->agg_q95;
     }
-    double q = isfinite(qa) && isfinite(qb) ? (qa + qb) / 2 : isfinite(qa) ? qa : qb;
+    /* one series: the pair's own rank (its runs, pairs as far apart) */
+    double q = b->same && isfinite(qb) ? qb
+             : isfinite(qa) && isfinite(qb) ? (qa + qb) / 2 : isfinite(qa) ? qa : qb;
     double v0 = a->sd * a->sd + b->sd * b->sd;
     if (isfinite(q) && v0 > 0) q *= sqrt((va + vb) / v0);
     if (isfinite(q) && q > h) h = q;

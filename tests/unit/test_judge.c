@@ -531,20 +531,23 @@ static cal_store *temp_store(char *tmpl)
     return st;
 }
 
-/* compare's run noise from a store: three runs of one series, each a
+/* compare's run noise from a store: four runs of one series, each a
  * warm-up and shots 2–4 of 1000 output tokens, shots 3–4 (its warm shots)
- * lasting 2, 2.5 and 1.6 s in all: aggregates 1000, 800 and 1250 tok/s. The
- * aggregate's own rank over 3 pairs is the largest distance, log(1250/800);
- * comparing runs 1 and 2 only, the estimate reaches up to run 2 and leaves
- * run 3 out: one pair, log(1000/800), on 1 df. */
+ * lasting 2, 2.5, 1.6 and 2/1.1 s in all: aggregates 1000, 800, 1250 and
+ * 1100 tok/s; per-request levels 0.01 apart. A pair is ranked among the
+ * pairs of the runs up to the newer of the two that lie at least as far
+ * apart: runs 2 and 3 (neighbours) among all three pairs of runs 1–3, the
+ * largest with so few (log(1250/800)); runs 1 and 3 only against
+ * themselves (log(1250/1000)); runs 1 and 4 against themselves too, run 4's
+ * later neighbours not yet stored. */
 static void test_noise_compare_store(void **state)
 {
     (void)state;
     char path[] = "/tmp/caliper-test-noisecmp-XXXXXX";
     cal_store *st = temp_store(path);
-    static const double warm_s[3] = {2, 2.5, 1.6};
-    cal_result *res[3];
-    for (int i = 0; i < 3; i++) {
+    static const double warm_s[4] = {2, 2.5, 1.6, 2 / 1.1};
+    cal_result *res[4];
+    for (int i = 0; i < 4; i++) {
         char label[8];
         snprintf(label, sizeof label, "r%d", i);
         cal_run run = {.started_wall_ns = 1, .t0_mono_ns = 1, .label = label,
@@ -573,17 +576,22 @@ static void test_noise_compare_store(void **state)
     cal_store_close(&st);
     cal_compare_opts o;
     memset(&o, 0, sizeof o);
-    const cal_result *both[2] = {res[0], res[2]};
-    assert_int_equal(cal_noise_compare_opts(path, both, 2, &o), 2);
-    NEAR(o.run_noise[0].agg_q95, log(1250.0 / 800), 1e-9);
-    NEAR(o.run_noise[0].q95, 0.02, 1e-9);
-    NEAR(o.run_noise[0].df, 2, 0);
+    const cal_result *two[2] = {res[1], res[2]};
+    assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
     assert_true(o.run_noise[1].same);
-    both[1] = res[1];
-    assert_int_equal(cal_noise_compare_opts(path, both, 2, &o), 2);
-    NEAR(o.run_noise[0].agg_q95, log(1000.0 / 800), 1e-9);
-    NEAR(o.run_noise[0].df, 1, 0);
-    for (int i = 0; i < 3; i++) free(res[i]);
+    NEAR(o.run_noise[1].agg_q95, log(1250.0 / 800), 1e-9);
+    NEAR(o.run_noise[1].q95, 0.02, 1e-9);
+    NEAR(o.run_noise[0].df, 2, 0);    /* the t bound: runs 1–3, not run 4 */
+    two[0] = res[0];
+    assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
+    NEAR(o.run_noise[1].agg_q95, log(1250.0 / 1000), 1e-9);
+    NEAR(o.run_noise[1].q95, 0.02, 1e-9);
+    two[1] = res[3];
+    assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
+    NEAR(o.run_noise[1].agg_q95, log(1.1), 1e-9);
+    NEAR(o.run_noise[1].q95, 0.03, 1e-9);
+    NEAR(o.run_noise[0].df, 3, 0);
+    for (int i = 0; i < 4; i++) free(res[i]);
     unlink(path);
 }
 
