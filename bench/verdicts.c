@@ -410,8 +410,8 @@ int main(int argc, char **argv)
                            ra, rb, cal_metric_get(w->metric)->label, w->e[1].ratio,
                            w->e[1].ci_lo, w->e[1].ci_hi, 100 * o.run_noise[0].sd,
                            o.run_noise[0].df,
-                           100 * expm1(w->metric == CAL_M_AGG_TOKS && isfinite(o.run_noise[1].agg_q95)
-                                           ? o.run_noise[1].agg_q95 : o.run_noise[1].q95));
+                           100 * expm1(o.run_noise[1].mq95[w->metric] > 0
+                                           ? o.run_noise[1].mq95[w->metric] : o.run_noise[1].q95));
             }
             naa++;
             aa += d_req;

@@ -206,9 +206,11 @@ typedef struct cal_run_noise {
                              .same, of the pairs at least as far apart (in run
                              ids) as this run and the baseline's, the two
                              included; NAN with < 2 runs */
-    double agg_q95;       /* with .same, the same rank over the stored runs'
-                             aggregate tok/s (warm shots pooled), that metric's
-                             threshold; NAN unknown: q95 stands in for it */
+    double mq95[CAL_M__N];/* with .same, the same rank for each comparable
+                             metric over the stored runs' warm shots pooled
+                             (aggregate tok/s, prefill, TTFT, ITL ...), that
+                             metric's own threshold; 0 or NAN unknown: q95
+                             stands in for it */
     double shot_sd;       /* the warm shots' sd, pooled; NAN unknown */
     int    shots;         /* warm shots behind a level (the newest run's) */
     int    same;          /* 1: this is the baseline's series, so its df are

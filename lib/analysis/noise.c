@@ -200,21 +200,26 @@ static double rank_apart(const double *lv, const int64_t *id, size_t m, int64_t 
     return rank_q95(d, nd);
 }
 
-/* A run's aggregate tok/s over its warm shots (every measured shot after
- * the first) pooled as compare pools its warm cell, Σ output tokens ÷ Σ
- * duration, from the cells alone; log scale, NAN unknown. */
-static double agg_level(cal_store *st, int64_t run_id)
+/* A run's warm shots (every measured shot after the first) pooled as
+ * compare pools its warm cell, each comparable metric on the log scale
+ * (lv[CAL_M__N]); NAN where unknown. Requests and their chunks are loaded:
+ * the per-request medians and ITL pool from them. */
+static void run_levels(cal_store *st, int64_t run_id, double *lv)
 {
+    for (int m = 0; m < CAL_M__N; m++) lv[m] = NAN;
     cal_run_data *d = NULL;
-    if (cal_store_load_run(st, run_id, CAL_LOAD_NO_REQS, &d) != CAL_OK) return NAN;
+    if (cal_store_load_run(st, run_id, CAL_LOAD_CHUNKS, &d) != CAL_OK) return;
     size_t idx[CAL_JUDGE_MAX_SHOTS], k = 0, measured = 0;
     for (size_t c = 0; c < d->n_cells && k < CAL_JUDGE_MAX_SHOTS; c++)
         if (d->cells[c].shot_kind != CAL_SHOT_WARMUP && measured++) idx[k++] = c;
     cal_summary s;
-    double l = k && cal_analysis_pool(d, idx, k, &s) == CAL_OK && s.output_throughput > 0 &&
-               isfinite(s.output_throughput) ? log(s.output_throughput) : NAN;
+    if (k && cal_analysis_pool(d, idx, k, &s) == CAL_OK)
+        for (int m = 0; m < CAL_M__N; m++) {
+            if (!cal_metric_comparable((cal_metric)m)) continue;
+            double v = cal_summary_get(&s, cal_metric_get((cal_metric)m));
+            if (isfinite(v) && v > 0) lv[m] = log(v);
+        }
     cal_run_data_free(&d);
-    return l;
 }
 
 /* The thresholds of one compared pair (runs older < newer of one series):
@@ -223,15 +228,18 @@ static double agg_level(cal_store *st, int64_t run_id)
  * and the older one. Runs far apart on a machine whose load drifts differ
  * by more than neighbours do; a pair is judged against pairs as far apart,
  * and where the store holds fewer than 20 of those the threshold is the
- * largest of them. Per-request speed into *q, aggregate tok/s into *qa. */
+ * largest of them. Per-request speed (the stored levels) into *q, and
+ * every comparable metric's own rank, from the runs' pooled warm shots,
+ * into mq[CAL_M__N] (NAN where fewer than two runs have it). */
 static void pair_ranks(cal_store *st, const char *series, int64_t older, int64_t newer,
-                       double *q, double *qa)
+                       double *q, double *mq)
 {
     cal_store_noise_row rows[CAL_NOISE_RUN_RUNS + 1];
-    double lv[CAL_NOISE_RUN_RUNS + 1], la[CAL_NOISE_RUN_RUNS + 1];
+    double lv[CAL_NOISE_RUN_RUNS + 1], lm[CAL_M__N][CAL_NOISE_RUN_RUNS + 1], one[CAL_M__N];
     int64_t id[CAL_NOISE_RUN_RUNS + 1];
     size_t n = 0, k = 0;
-    *q = *qa = NAN;
+    *q = NAN;
+    for (int m = 0; m < CAL_M__N; m++) mq[m] = NAN;
     if (cal_store_noise(st, series, newer + 1, rows, CAL_NOISE_RUN_RUNS, &n) != CAL_OK) return;
     int has_older = 0;
     for (size_t i = 0; i < n; i++) has_older |= rows[i].run_id == older;
@@ -241,10 +249,19 @@ static void pair_ranks(cal_store *st, const char *series, int64_t older, int64_t
     for (size_t i = 0; i < n; i++) {
         id[i] = rows[i].run_id;
         lv[i] = rows[i].level;
-        la[i] = agg_level(st, rows[i].run_id);
+        run_levels(st, rows[i].run_id, one);
+        for (int m = 0; m < CAL_M__N; m++) lm[m][i] = one[m];
     }
     *q = rank_apart(lv, id, n, newer - older);
-    *qa = rank_apart(la, id, n, newer - older);
+    for (int m = 0; m < CAL_M__N; m++)
+        if (cal_metric_comparable((cal_metric)m)) mq[m] = rank_apart(lm[m], id, n, newer - older);
+}
+
+static void noise_unknown(cal_run_noise *r)
+{
+    memset(r, 0, sizeof *r);
+    r->sd = r->q95 = r->shot_sd = NAN;
+    for (int m = 0; m < CAL_M__N; m++) r->mq95[m] = NAN;
 }
 
 size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res, size_t n,
@@ -252,7 +269,7 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
 {
     if (n > CAL_CMP_MAX) n = CAL_CMP_MAX;
     for (size_t j = 0; j < n; j++)
-        o->run_noise[j] = (cal_run_noise){.sd = NAN, .q95 = NAN, .agg_q95 = NAN, .shot_sd = NAN};
+        noise_unknown(&o->run_noise[j]);
     cal_store *st = NULL;
     char why[256];
     if (!db_path || cal_store_open_ex(db_path, CAL_STORE_READONLY, &st, why, sizeof why) != CAL_OK)
@@ -288,12 +305,16 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         if (!key[j][0] || cal_noise_estimate(st, key[j], newest + 1, &e) != CAL_OK || !(e.run_df > 0))
             continue;
         cal_run_noise *r = &o->run_noise[j];
-        *r = (cal_run_noise){.sd = e.run_sd, .df = e.run_df, .q95 = e.run_q95, .agg_q95 = NAN,
-                             .shot_sd = e.shot_sd, .shots = e.shots,
-                             .same = j > 0 && !strcmp(key[j], key[0])};
+        noise_unknown(r);
+        r->sd = e.run_sd;
+        r->df = e.run_df;
+        r->q95 = e.run_q95;
+        r->shot_sd = e.shot_sd;
+        r->shots = e.shots;
+        r->same = j > 0 && !strcmp(key[j], key[0]);
         /* a side of the baseline's series: the pair's own thresholds */
         if (r->same && id0 > 0 && id != id0)
-            pair_ranks(st, key[j], id < id0 ? id : id0, id < id0 ? id0 : id, &r->q95, &r->agg_q95);
+            pair_ranks(st, key[j], id < id0 ? id : id0, id < id0 ? id0 : id, &r->q95, r->mq95);
         got++;
     }
     free(key);

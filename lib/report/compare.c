@@ -301,10 +301,10 @@ static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j, cal
      * cell of fewer shots scales it by its larger sd */
     double h = cal_stats_t_quantile(0.975, df) * sqrt(va + vb);
     double qa = a->q95, qb = b->q95;
-    if (m == CAL_M_AGG_TOKS) {   /* the aggregate's own rank where the store gave one */
-        if (isfinite(a->agg_q95)) qa = a->agg_q95;
-        if (isfinite(b->agg_q95)) qb = b->agg_q95;
-    }
+    /* the metric's own rank where the store gave one (> 0: zero-filled
+     * noise knows none) */
+    if (a->mq95[m] > 0) qa = a->mq95[m];
+    if (b->mq95[m] > 0) qb = b->mq95[m];
     /* one series: the pair's own rank (its runs, pairs as far apart) */
     double q = b->same && isfinite(qb) ? qb
              : isfinite(qa) && isfinite(qb) ? (qa + qb) / 2 : isfinite(qa) ? qa : qb;

@@ -564,7 +564,19 @@ static void test_noise_compare_store(void **state)
             c.sum.total_output_tokens = 1000;
             c.sum.duration = j >= 2 ? warm_s[i] / 2 : 1;
             c.sum.output_throughput = 1000 / c.sum.duration;
-            assert_int_equal(cal_store_add_cell(st, run.id, &c, NULL, 0), CAL_OK);
+            /* one request whose prefill (100 tokens ÷ TTFT) moves as the
+             * aggregate does: 1000, 800, 1250, 1100 tok/s */
+            cal_req_result rq;
+            cal_req_result_init(&rq);
+            rq.status = CAL_REQ_OK;
+            rq.sched_ns = rq.send_ns = 1000000000;
+            rq.first_token_ns = rq.send_ns + (int64_t)(1e8 * warm_s[i] / 2);
+            rq.last_token_ns = rq.first_token_ns + 9000000;
+            rq.end_ns = rq.last_token_ns + 1000;
+            rq.prompt_tokens = 100;
+            rq.output_tokens = 10;
+            c.n_requests = 1;
+            assert_int_equal(cal_store_add_cell(st, run.id, &c, &rq, 1), CAL_OK);
         }
         assert_int_equal(cal_store_finish_run(st, run.id, CAL_RUN_OK, NULL), CAL_OK);
         cal_store_noise_row r = {.level = 5 + 0.01 * i, .shot_sd = 0.01, .shots = 2};
@@ -579,16 +591,20 @@ static void test_noise_compare_store(void **state)
     const cal_result *two[2] = {res[1], res[2]};
     assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
     assert_true(o.run_noise[1].same);
-    NEAR(o.run_noise[1].agg_q95, log(1250.0 / 800), 1e-9);
+    NEAR(o.run_noise[1].mq95[CAL_M_AGG_TOKS], log(1250.0 / 800), 1e-9);
+    /* prefill has its own rank (it borrowed the per-request speed's before) */
+    NEAR(o.run_noise[1].mq95[CAL_M_PREFILL_TOKS], log(1250.0 / 800), 1e-6);
     NEAR(o.run_noise[1].q95, 0.02, 1e-9);
     NEAR(o.run_noise[0].df, 2, 0);    /* the t bound: runs 1–3, not run 4 */
     two[0] = res[0];
     assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
-    NEAR(o.run_noise[1].agg_q95, log(1250.0 / 1000), 1e-9);
+    NEAR(o.run_noise[1].mq95[CAL_M_AGG_TOKS], log(1250.0 / 1000), 1e-9);
+    NEAR(o.run_noise[1].mq95[CAL_M_PREFILL_TOKS], log(1250.0 / 1000), 1e-6);
     NEAR(o.run_noise[1].q95, 0.02, 1e-9);
     two[1] = res[3];
     assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
-    NEAR(o.run_noise[1].agg_q95, log(1.1), 1e-9);
+    NEAR(o.run_noise[1].mq95[CAL_M_AGG_TOKS], log(1.1), 1e-9);
+    NEAR(o.run_noise[1].mq95[CAL_M_PREFILL_TOKS], log(1.1), 1e-6);
     NEAR(o.run_noise[1].q95, 0.03, 1e-9);
     NEAR(o.run_noise[0].df, 3, 0);
     for (int i = 0; i < 4; i++) free(res[i]);
