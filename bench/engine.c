@@ -9,9 +9,11 @@
 #include "caliper/error.h"
 #include "caliper/formulas.h"
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "engine/kernels.h"
 #include <cblas.h>
 #include <glob.h>
+#include <jansson.h>
 #include <locale.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Each roofline is timed over about as long as the engine figures it is set
@@ -165,6 +168,52 @@ static int measure(fmt_run *f, const int32_t *tok, int n_prefill, int pos, float
         f->agg[bi] = maxd(f->agg[bi], b * STEPS / ((double)(cal_now_ns() - t0) / 1e9));
     }
     return 0;
+}
+
+/* llama-bench on one GGUF file: its JSON output's prompt and generation
+ * rates (tok/s, the best of its repetitions). 0 when it fails. */
+static int llama_bench(const char *bin, const char *model, int n_prompt, int n_gen,
+                       int threads, int reps, double *pp, double *tg)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -t %d -r %d -o json 2>/dev/null", bin,
+             model, n_prompt, n_gen, threads, reps);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return 0;
+    enum { CAP = 1 << 20 };
+    char *buf = malloc(CAP);
+    size_t n = 0, got;
+    while (buf && n < CAP - 1 && (got = fread(buf + n, 1, CAP - 1 - n, f)) > 0)
+        n += got;
+    int rc = pclose(f);
+    if (!buf || rc != 0) {
+        free(buf);
+        return 0;
+    }
+    buf[n] = 0;
+    json_error_t err;
+    json_t *root = json_loads(buf, 0, &err);
+    free(buf);
+    *pp = *tg = 0;
+    size_t i;
+    json_t *run;
+    json_array_foreach(root, i, run) {
+        /* the best of its repetitions, as caliper's figures are best of rounds */
+        double ts = 0;
+        size_t k;
+        json_t *v;
+        json_array_foreach(json_object_get(run, "samples_ts"), k, v)
+            ts = json_number_value(v) > ts ? json_number_value(v) : ts;
+        if (ts == 0)
+            ts = json_number_value(json_object_get(run, "avg_ts"));
+        if (json_integer_value(json_object_get(run, "n_prompt")) > 0)
+            *pp = ts;
+        else if (json_integer_value(json_object_get(run, "n_gen")) > 0)
+            *tg = ts;
+    }
+    json_decref(root);
+    return *pp > 0 && *tg > 0;
 }
 
 int main(int argc, char **argv)
@@ -331,23 +380,66 @@ int main(int argc, char **argv)
                  home ? home : "");
         have = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
     }
+    /* the same weights as GGUF files: the folder given, or written now into
+     * a temporary one (a few seconds) and removed at the end */
     const char *gguf = getenv("CALIPER_BENCH_GGUF_DIR");
-    if (!have)
-        printf("\nllama-bench: not built (%s absent; make compat builds it)\n", pat);
-    else if (!gguf)
-        printf("\nllama-bench: %s present; set CALIPER_BENCH_GGUF_DIR to a folder of "
-               "%s-<dtype>.gguf files to run it side by side\n", g.gl_pathv[0], c.name);
-    else
-        for (int i = 0; i < nf; i++) {
-            char cmd[2048];
-            snprintf(cmd, sizeof cmd, "%s -m %s/%s-%s.gguf -p %d -n %d -t %d -r %d -o md",
-                     g.gl_pathv[0], gguf, c.name, cal_dtype_name(runs[i].dt), n_prefill,
-                     STEPS * 4, threads, rounds);
-            printf("\n$ %s\n", cmd);
-            fflush(stdout);
-            if (system(cmd) != 0)
-                printf("llama-bench failed for %s\n", cal_dtype_name(runs[i].dt));
+    char tmpdir[64] = "";
+    if (have && !gguf) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/caliper-bench-gguf-XXXXXX");
+        if (mkdtemp(tmpdir)) {
+            gguf = tmpdir;
+            int64_t t0 = cal_now_ns();
+            for (int i = 0; i < nf && gguf; i++) {
+                char path[256], why[256];
+                snprintf(path, sizeof path, "%s/%s-%s.gguf", tmpdir, c.name,
+                         cal_dtype_name(runs[i].dt));
+                if (cal_gguf_export(runs[i].e, path, runs[i].dt, why, sizeof why) != CAL_OK) {
+                    printf("\nllama-bench: cannot write the GGUF files: %s\n", why);
+                    gguf = NULL;
+                }
+            }
+            if (gguf)
+                fprintf(stderr, "bench/engine: GGUF files written to %s in %.1f s\n", tmpdir,
+                        (double)(cal_now_ns() - t0) / 1e9);
+        } else {
+            tmpdir[0] = 0;
+            printf("\nllama-bench: no temporary folder for the GGUF files; set "
+                   "CALIPER_BENCH_GGUF_DIR to a folder of %s-<dtype>.gguf files\n", c.name);
         }
+    }
+    if (!have) {
+        printf("\nllama-bench: not built (%s absent; make compat builds it)\n", pat);
+    } else if (gguf) {
+        printf("\nside by side with llama.cpp on the same weights (%s -p %d -n %d -t %d -r %d;"
+               " load average %.2f):\n", g.gl_pathv[0], n_prefill, STEPS * 4, threads, rounds,
+               loadavg());
+        printf("%-5s | %9s %9s %6s | %9s %9s %6s\n", "dtype", "pf tok/s", "llama.cpp", "ratio",
+               "B1 tok/s", "llama.cpp", "ratio");
+        for (int i = 0; i < nf; i++) {
+            char path[256];
+            double pp, tg;
+            snprintf(path, sizeof path, "%s/%s-%s.gguf", gguf, c.name, cal_dtype_name(runs[i].dt));
+            if (!llama_bench(g.gl_pathv[0], path, n_prefill, STEPS * 4, threads, rounds, &pp,
+                             &tg)) {
+                printf("%-5s | llama-bench failed on %s\n", cal_dtype_name(runs[i].dt), path);
+                continue;
+            }
+            printf("%-5s | %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f\n", cal_dtype_name(runs[i].dt),
+                   runs[i].pf_tps, pp, runs[i].pf_tps / pp, runs[i].agg[0], tg,
+                   runs[i].agg[0] / tg);
+        }
+        printf("(ratio: caliper ÷ llama.cpp; each figure the best of its runs, run one after"
+               " the other: on a busy machine read them with the load average)\n");
+    }
+    if (tmpdir[0]) {
+        for (int i = 0; i < nf; i++) {
+            char path[256];
+            snprintf(path, sizeof path, "%s/%s-%s.gguf", tmpdir, c.name,
+                     cal_dtype_name(runs[i].dt));
+            unlink(path);
+        }
+        rmdir(tmpdir);
+    }
     globfree(&g);
     free(lg);
     free(tok);

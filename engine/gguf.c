@@ -39,6 +39,40 @@ typedef struct tdesc {
 
 #define MAX_TENSORS(c) (4 + (c)->n_layers * 10)
 
+/* ggml's tensor type of an engine format, and back (-1: not one of the four) */
+static uint32_t ggml_type_of(int dtype)
+{
+    switch (dtype) {
+    case CAL_DTYPE_F16:  return CAL_GGUF_F16;
+    case CAL_DTYPE_BF16: return CAL_GGUF_BF16;
+    case CAL_DTYPE_Q8_0: return CAL_GGUF_Q8_0;
+    default:             return CAL_GGUF_F32;
+    }
+}
+
+static int dtype_of_ggml(uint32_t type)
+{
+    switch (type) {
+    case CAL_GGUF_F32:  return CAL_DTYPE_F32;
+    case CAL_GGUF_F16:  return CAL_DTYPE_F16;
+    case CAL_GGUF_BF16: return CAL_DTYPE_BF16;
+    case CAL_GGUF_Q8_0: return CAL_DTYPE_Q8_0;
+    default:            return -1;
+    }
+}
+
+/* llama.cpp's general.file_type (LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0,
+ * MOSTLY_BF16) */
+static uint32_t file_type_of(int dtype)
+{
+    switch (dtype) {
+    case CAL_DTYPE_F16:  return 1;
+    case CAL_DTYPE_BF16: return 32;
+    case CAL_DTYPE_Q8_0: return 7;
+    default:             return 0;
+    }
+}
+
 /* The tensors of c, in the order they are written, pointing into e's weights
  * (or NULL data when e is NULL: names and shapes only). Returns the count. */
 static int tensor_list(const cal_model_config *c, const cal_engine *e, tdesc *t)
@@ -173,12 +207,17 @@ static int32_t token_type(int id)
     return 1;
 }
 
-int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
+int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len)
 {
     if (!e || !path)
         return cal_why(why, why_len, CAL_EINVAL, "export: no engine or path");
+    if (dtype < 0 || dtype >= CAL_DTYPE_COUNT)
+        return cal_why(why, why_len, CAL_EINVAL, "dtype: %d is not an engine format", dtype);
     const cal_model_config *c = cal_engine_config(e);
+    if (dtype == CAL_DTYPE_Q8_0 && (c->dim % CAL_Q8_0_BLOCK || c->ffn_dim % CAL_Q8_0_BLOCK))
+        return cal_why(why, why_len, CAL_EINVAL, "dtype: q8_0 needs rows of a multiple of "
+                       "%d values (dim %d, ffn %d)", CAL_Q8_0_BLOCK, c->dim, c->ffn_dim);
     if (c->vocab < CAL_GGUF_UNK + 1)
         return cal_why(why, why_len, CAL_EINVAL, "vocab: %d is too small for the byte "
                     "vocabulary (needs %d)", c->vocab, CAL_GGUF_UNK + 1);
@@ -203,7 +242,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
     kv_str(&w, "general.architecture", "llama");
     kv_str(&w, "general.name", name);
     kv_u32(&w, "general.alignment", ALIGN);
-    kv_u32(&w, "general.file_type", f16 ? 1 : 0);
+    kv_u32(&w, "general.file_type", file_type_of(dtype));
     kv_u32(&w, "llama.context_length", (uint32_t)c->max_ctx);
     kv_u32(&w, "llama.embedding_length", (uint32_t)c->dim);
     kv_u32(&w, "llama.block_count", (uint32_t)c->n_layers);
@@ -244,14 +283,14 @@ int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
     /* tensor directory */
     uint64_t off = 0;
     for (int i = 0; i < nt; i++) {
-        int ty = f16 && !t[i].is_norm ? 1 : 0;
+        int fdt = t[i].is_norm ? CAL_DTYPE_F32 : dtype;
         w_str(&w, t[i].name);
         w_u32(&w, (uint32_t)t[i].n_dims);
         for (int d = 0; d < t[i].n_dims; d++)
             w_u64(&w, t[i].ne[d]);
-        w_u32(&w, (uint32_t)ty);
+        w_u32(&w, ggml_type_of(fdt));
         w_u64(&w, off);
-        off += t_elems(&t[i]) * (ty ? 2 : 4);
+        off += t_elems(&t[i]) / t[i].ne[0] * cal_k_row_bytes(fdt, (int)t[i].ne[0]);
         off = (off + ALIGN - 1) / ALIGN * ALIGN;
     }
     static const uint8_t zeros[ALIGN];
@@ -273,21 +312,30 @@ int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
     }
     uint64_t start = w.pos;
     for (int i = 0; i < nt && !w.err; i++) {
-        int ty = f16 && !t[i].is_norm ? 1 : 0;
+        int fdt = t[i].is_norm ? CAL_DTYPE_F32 : dtype, n = (int)t[i].ne[0];
         for (uint64_t x = 0; x < t[i].ne[2]; x++)
             for (uint64_t r = 0; r < t[i].ne[1]; r++) {
-                cal_k_dequantize_row(t[i].dtype, t_row(&t[i], x, r), fr, (int)t[i].ne[0]);
-                for (uint64_t k = 0; k < t[i].ne[0]; k++) {
-                    float v = fr[k] * t[i].scale;
-                    if (ty) {
-                        uint16_t h = cal_k_f32_to_f16(v);
+                const char *src = t_row(&t[i], x, r);
+                if (fdt == t[i].dtype && t[i].scale == 1.0f) {
+                    /* the engine's own rows: written as they are */
+                    w_bytes(&w, src, cal_k_row_bytes(fdt, n));
+                    continue;
+                }
+                cal_k_dequantize_row(t[i].dtype, src, fr, n);
+                for (int k = 0; k < n; k++)
+                    fr[k] *= t[i].scale;
+                if (fdt == CAL_DTYPE_F16) {
+                    for (int k = 0; k < n; k++) {
+                        uint16_t h = cal_k_f32_to_f16(fr[k]);
                         row[2 * k] = (uint8_t)h;
                         row[2 * k + 1] = (uint8_t)(h >> 8);
-                    } else {
-                        memcpy(row + 4 * k, &v, 4);
                     }
+                } else {
+                    /* F32, BF16 and Q8_0 blocks in this (little-endian)
+                     * machine's layout, which is ggml's */
+                    cal_k_quantize_row(fdt, fr, row, n);
                 }
-                w_bytes(&w, row, (size_t)t[i].ne[0] * (ty ? 2 : 4));
+                w_bytes(&w, row, cal_k_row_bytes(fdt, n));
             }
         w_bytes(&w, zeros, (size_t)((ALIGN - (w.pos - start) % ALIGN) % ALIGN));
     }
@@ -318,9 +366,13 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s is missing", t[i].name);
             break;
         }
-        if (g->type != CAL_GGUF_F32 && g->type != CAL_GGUF_F16)
+        if (dtype_of_ggml(g->type) < 0)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: type %s is not supported "
-                      "(F32 and F16 are)", g->name, cal_gguf_type_name(g->type));
+                      "(F32, F16, BF16 and Q8_0 are)", g->name, cal_gguf_type_name(g->type));
+        else if (g->type == CAL_GGUF_Q8_0 && g->ne[0] % CAL_Q8_0_BLOCK)
+            rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: Q8_0 rows of %" PRIu64
+                         " values (a multiple of %d is needed)", g->name, g->ne[0],
+                         CAL_Q8_0_BLOCK);
         else if (g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
                  g->ne[3] != 1)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: shape [%" PRIu64 ", %" PRIu64
@@ -455,7 +507,7 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
         if (!strcmp(nm, "output.weight") && c->tied_embeddings)
             continue;
         const cal_gguf_tensor *g = cal_gguf_find(&m, nm);
-        if (!g || (g->type != CAL_GGUF_F32 && g->type != CAL_GGUF_F16) ||
+        if (!g || dtype_of_ggml(g->type) < 0 ||
             g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
             g->offset + g->bytes > size) {
             rc = cal_why(why, why_len, CAL_EINVAL, "%s: tensor %s changed since the header "
@@ -463,19 +515,24 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
             break;
         }
         const uint8_t *src = map + g->offset;
-        size_t esz = g->type == CAL_GGUF_F16 ? 2 : 4;
-        int n = (int)t[i].ne[0];
+        int n = (int)t[i].ne[0], fdt = dtype_of_ggml(g->type);
+        size_t frb = cal_k_row_bytes(fdt, n);
         float *fr = malloc((size_t)n * sizeof *fr);
         if (!fr) { rc = cal_why(why, why_len, CAL_ENOMEM, "out of memory"); break; }
-        /* the file's F32 or F16 row, then the engine's format (--dtype) */
+        /* the file's row as it is when it is in the engine's format (--dtype),
+         * else through F32 */
         for (uint64_t x = 0; x < t[i].ne[2]; x++)
             for (uint64_t r = 0; r < t[i].ne[1]; r++) {
-                const uint8_t *s = src + ((x * t[i].ne[1] + r) * t[i].ne[0]) * esz;
-                if (esz == 4)
-                    memcpy(fr, s, (size_t)n * 4);
-                else
+                const uint8_t *s = src + (x * t[i].ne[1] + r) * frb;
+                if (fdt == t[i].dtype) {
+                    memcpy(t_row(&t[i], x, r), s, frb);
+                    continue;
+                }
+                if (fdt == CAL_DTYPE_F16)
                     for (int k = 0; k < n; k++)
                         fr[k] = cal_k_f16_to_f32((uint16_t)(s[2 * k] | s[2 * k + 1] << 8));
+                else
+                    cal_k_dequantize_row(fdt, s, fr, n);
                 cal_k_quantize_row(t[i].dtype, fr, t_row(&t[i], x, r), n);
             }
         free(fr);

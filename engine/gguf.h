@@ -27,25 +27,28 @@
 #define CAL_GGUF_BOS 257
 #define CAL_GGUF_UNK 258
 
-/* Write e's weights to path (created or truncated). f16: 2-D weights as F16
- * (norms stay F32, as llama.cpp's converters keep them), else all F32.
- * CAL_EIO with why naming the path and errno text; CAL_ENOMEM. */
-int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
+/* Write e's weights to path (created or truncated), the 2-D weights in
+ * dtype (a CAL_DTYPE_*: F32, F16, BF16 or Q8_0 in ggml's block layout; norms
+ * stay F32, as llama.cpp's converters keep them). Rows already in dtype are
+ * written as they are. CAL_EINVAL for a bad dtype or a Q8_0 row length that
+ * is not a multiple of 32; CAL_EIO with why naming the path and errno text;
+ * CAL_ENOMEM. */
+int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len);
 
 /* Read path's header into *out (weights = path, seed 0, name "gguf"), after
  * checking that caliper can serve it: architecture llama, head sizes equal,
  * a byte-level vocabulary, every tensor present with the expected shape and
- * of type F32 or F16, no tensor caliper would ignore (biases, RoPE factors).
+ * of type F32, F16, BF16 or Q8_0, no tensor caliper would ignore (biases, RoPE factors).
  * CAL_EPROTO / CAL_ENOTSUP style errors return CAL_EINVAL with why naming
  * what is missing or unsupported ("tensor blk.0.attn_q.weight: type Q4_K is
- * not supported (F32 and F16 are)"); CAL_ENOTFOUND / CAL_EIO for the file. */
+ * not supported (F32, F16, BF16 and Q8_0 are)"); CAL_ENOTFOUND / CAL_EIO for the file. */
 int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
                           size_t why_len);
 
 /* Fill an open engine's weights from c->weights (the engine calls this from
- * cal_engine_open). The file is mapped read-only and F16 converted to the
- * engine's F32. CAL_EIO / CAL_EINVAL with why. */
+ * cal_engine_open). The file is mapped read-only; rows already in the
+ * engine's format are copied, others converted through F32. CAL_EIO / CAL_EINVAL with why. */
 int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len);
 
 

@@ -75,6 +75,9 @@ size_t cal_k_row_bytes(int dtype, int n);
  * llama.cpp's quantize_row_q8_0). */
 void cal_k_quantize_row(int dtype, const float *src, void *dst, int n);
 void cal_k_dequantize_row(int dtype, const void *src, float *dst, int n);
+/* The same in plain C (the path on CPUs without AVX-512; the tests hold the
+ * vector one to it bit for bit). */
+void cal_k_dequantize_row_portable(int dtype, const void *src, float *dst, int n);
 /* Activations as Q8_0 products see them: each 32-block of x[n] (n % 32 == 0)
  * scaled by d = max|x|/127 in F32 and rounded, out = d · round(x / d).
  * out may equal x. */

@@ -41,11 +41,11 @@ static void usage(FILE *f)
         "  --dtype F            weight format: f32 (default), f16, bf16, q8_0 (llama.cpp's\n"
         "                       block layout); same weights as f32, rounded to the format\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
-        "  --model FILE.gguf    serve a GGUF file's weights (llama architecture, F32 or\n"
-        "                       F16, the byte vocabulary --export-gguf writes); only\n"
+        "  --model FILE.gguf    serve a GGUF file's weights (llama architecture, F32, F16,\n"
+        "                       BF16 or Q8_0, the byte vocabulary --export-gguf writes); only\n"
         "                       --context and --dtype of the shape flags apply\n"
         "  --export-gguf FILE   write the model as a GGUF file llama.cpp loads, in --dtype\n"
-        "                       f32 or f16, and exit\n"
+        "                       (f32, f16, bf16 or q8_0), and exit\n"
         "server:\n"
         "  --host ADDR          bind address (default 127.0.0.1: loopback only)\n"
         "  --port N             TCP port; 0 picks a free one (default 8080)\n"
@@ -248,9 +248,6 @@ int cmd_serve(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error(C, "\"%s\": serve takes no arguments", argv[optind]);
 
-    if (gguf_out && dtype != CAL_DTYPE_F32 && dtype != CAL_DTYPE_F16)
-        return cli_usage_error(C, "--dtype: \"%s\" cannot be exported (--export-gguf writes f32 or f16)",
-                               cal_dtype_name(dtype));
     if (gguf_in && (preset_given || sf.layers >= 0 || sf.dim >= 0 || sf.heads >= 0 ||
                     sf.kv_heads >= 0 || sf.ffn >= 0 || sf.experts >= 0 || sf.top_k >= 0 ||
                     sf.vocab >= 0 || sf.seed >= 0))
@@ -292,14 +289,13 @@ int cmd_serve(int argc, char **argv)
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: cannot open the engine: %s", cal_strerror(rc));
         char gwhy[512];
-        int f16 = dtype == CAL_DTYPE_F16;
-        rc = cal_gguf_export(eng, gguf_out, f16, gwhy, sizeof gwhy);
+        rc = cal_gguf_export(eng, gguf_out, dtype, gwhy, sizeof gwhy);
         long long np = (long long)cal_model_n_params(&sc.model);
         cal_engine_close(&eng);
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: %s", gwhy);
         fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s)\n", gguf_out,
-                sc.model.name, np, f16 ? "F16" : "F32");
+                sc.model.name, np, cal_dtype_name(dtype));
         return CLI_OK;
     }
     char name[128];

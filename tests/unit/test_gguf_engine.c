@@ -16,6 +16,7 @@
 #include "caliper/gguf.h"
 #include "engine/engine.h"
 #include "engine/gguf.h"
+#include "engine/internal.h"
 #include "engine/kernels.h"
 
 static char dir[64];
@@ -45,12 +46,12 @@ static cal_model_config small_cfg(int experts)
     return c;
 }
 
-static void export_to(const cal_model_config *c, const char *path, int f16)
+static void export_to(const cal_model_config *c, const char *path, int dtype)
 {
     cal_engine *e = NULL;
     assert_int_equal(cal_engine_open(c, 1, 16, &e), CAL_OK);
     char why[256];
-    int rc = cal_gguf_export(e, path, f16, why, sizeof why);
+    int rc = cal_gguf_export(e, path, dtype, why, sizeof why);
     if (rc) fail_msg("export: %s", why);
     cal_engine_close(&e);
 }
@@ -69,7 +70,7 @@ static void roundtrip(int experts)
     cal_model_config c = small_cfg(experts), g;
     char path[128], why[256];
     snprintf(path, sizeof path, "%s/m%d.gguf", dir, experts);
-    export_to(&c, path, 0);
+    export_to(&c, path, CAL_DTYPE_F32);
     int rc = cal_gguf_model_config(path, &g, why, sizeof why);
     if (rc) fail_msg("config: %s", why);
     assert_int_equal(g.dim, c.dim);
@@ -94,7 +95,7 @@ static void roundtrip(int experts)
 
     /* F16: each weight within 2^-11 relative; the logits stay close */
     snprintf(path, sizeof path, "%s/m%d-f16.gguf", dir, experts);
-    export_to(&c, path, 1);
+    export_to(&c, path, CAL_DTYPE_F16);
     rc = cal_gguf_model_config(path, &g, why, sizeof why);
     if (rc) fail_msg("config f16: %s", why);
     logits_of(&g, ids, 12, b);
@@ -110,6 +111,96 @@ static void roundtrip(int experts)
 }
 
 static void test_roundtrip_dense(void **state) { roundtrip(0); }
+
+/* BF16 and Q8_0 files, as llama.cpp reads them: each 2-D tensor in ggml's
+ * type for the format (norms F32) at that format's size. Served back in the
+ * same format, every matrix is byte for byte the one the writing engine
+ * held (rows in the engine's format are copied both ways), except the
+ * embedding, which the export scales by the engine's embedding scale and so
+ * rounds again: each of its values within one step of the format. Served in
+ * F32, the logits are those of the format's values. */
+static void roundtrip_format(int dtype, uint32_t ggml_type)
+{
+    cal_model_config c = small_cfg(0), g;
+    c.dtype = dtype;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/m-%s.gguf", dir, cal_dtype_name(dtype));
+    export_to(&c, path, dtype);
+    cal_gguf_model m;
+    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+    const cal_gguf_tensor *q = cal_gguf_find(&m, "blk.1.ffn_down.weight");
+    const cal_gguf_tensor *n = cal_gguf_find(&m, "blk.1.ffn_norm.weight");
+    assert_non_null(q);
+    assert_non_null(n);
+    assert_int_equal(q->type, ggml_type);
+    assert_int_equal(n->type, CAL_GGUF_F32);
+    assert_int_equal(q->bytes, (uint64_t)(c.dim * cal_dtype_bytes_per_weight(dtype) * c.ffn_dim));
+    cal_gguf_model_free(&m);
+
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    g.dtype = dtype;
+    cal_engine *ea = NULL, *eb = NULL;
+    assert_int_equal(cal_engine_open(&c, 1, 16, &ea), CAL_OK);
+    assert_int_equal(cal_engine_open(&g, 1, 16, &eb), CAL_OK);
+    size_t rd = cal_k_row_bytes(dtype, c.dim), rf = cal_k_row_bytes(dtype, c.ffn_dim);
+    int hd = c.dim / c.n_heads, qkv = c.dim + 2 * hd * c.n_kv_heads;
+    for (int l = 0; l < c.n_layers; l++) {
+        cal_layer_weights wa, wb;
+        cal_engine_layer_weights(ea, l, &wa);
+        cal_engine_layer_weights(eb, l, &wb);
+        assert_memory_equal(wa.wqkv, wb.wqkv, rd * (size_t)qkv);
+        assert_memory_equal(wa.wo, wb.wo, rd * (size_t)c.dim);
+        assert_memory_equal(wa.w13, wb.w13, rd * 2 * (size_t)c.ffn_dim);
+        assert_memory_equal(wa.w2, wb.w2, rf * (size_t)c.dim);
+        assert_memory_equal(wa.attn_norm, wb.attn_norm, sizeof(float) * (size_t)c.dim);
+    }
+    cal_model_weights ma, mb;
+    cal_engine_weights(ea, &ma);
+    cal_engine_weights(eb, &mb);
+    assert_memory_equal(ma.output, mb.output, rd * (size_t)c.vocab);
+    float *ra = malloc(sizeof(float) * (size_t)c.dim), *rb = malloc(sizeof(float) * (size_t)c.dim);
+    /* one step: 2^-8 of the value (BF16); 1/127 of the block's largest (Q8_0) */
+    for (int v = 0; v < c.vocab; v++) {
+        cal_k_dequantize_row(dtype, (const char *)ma.embedding + (size_t)v * rd, ra, c.dim);
+        cal_k_dequantize_row(dtype, (const char *)mb.embedding + (size_t)v * rd, rb, c.dim);
+        for (int k = 0; k < c.dim; k++) {
+            float want = ra[k] * ma.embed_scale, step = fabsf(want) * 0x1p-8f;
+            if (dtype == CAL_DTYPE_Q8_0) {
+                float amax = 0;
+                for (int j = k / 32 * 32; j < k / 32 * 32 + 32; j++)
+                    amax = fmaxf(amax, fabsf(ra[j] * ma.embed_scale));
+                step = amax / 127;
+            }
+            assert_true(fabsf(rb[k] * mb.embed_scale - want) <= step * 1.001f + 1e-12f);
+        }
+    }
+    free(ra);
+    free(rb);
+    cal_engine_close(&ea);
+    cal_engine_close(&eb);
+
+    /* the same file into an F32 engine: close to the format's own logits (a
+     * wrong block layout or scale would be far off) */
+    int32_t ids[6] = {72, 101, 108, 599, 7, 256};
+    float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
+    logits_of(&c, ids, 6, a);
+    g.dtype = CAL_DTYPE_F32;
+    logits_of(&g, ids, 6, b);
+    double maxd = 0, maxa = 0;
+    for (int i = 0; i < c.vocab; i++) {
+        maxd = fmax(maxd, fabs((double)a[i] - b[i]));
+        maxa = fmax(maxa, fabs((double)a[i]));
+    }
+    assert_true(maxa > 0);
+    assert_true(maxd < 0.05 * maxa);
+    free(a);
+    free(b);
+}
+
+static void test_roundtrip_bf16(void **state) { roundtrip_format(CAL_DTYPE_BF16, CAL_GGUF_BF16); }
+static void test_roundtrip_q8_0(void **state) { roundtrip_format(CAL_DTYPE_Q8_0, CAL_GGUF_Q8_0); }
 static void test_roundtrip_moe(void **state) { roundtrip(1); }
 
 static void test_half_exact(void **state)
@@ -166,7 +257,7 @@ static void expect_refusal(const char *name, void (*patch)(uint8_t *, size_t),
     char src[128], dst[128], why[512];
     snprintf(src, sizeof src, "%s/base.gguf", dir);
     snprintf(dst, sizeof dst, "%s/%s.gguf", dir, name);
-    export_to(&c, src, 0);
+    export_to(&c, src, CAL_DTYPE_F32);
     size_t n;
     uint8_t *b = slurp(src, &n);
     patch(b, n);
@@ -192,7 +283,7 @@ static void p_bytes(uint8_t *b, size_t n) { memcpy(after(b, n, "<0x41>") - 6, "<
 static void p_type(uint8_t *b, size_t n)
 {
     uint8_t *t = after(b, n, "blk.1.ffn_up.weight") + 4 + 16;
-    t[0] = 8;   /* Q8_0: fewer bytes than F32, so the file still holds them */
+    t[0] = 2;   /* Q4_0: fewer bytes than F32, so the file still holds them */
 }
 static void p_missing(uint8_t *b, size_t n) { memcpy(after(b, n, "blk.1.ffn_up") - 2, "xx", 2); }
 
@@ -201,7 +292,7 @@ static void test_refusals(void **state)
     expect_refusal("arch", p_arch, "architecture \"qwen2\" is not supported");
     expect_refusal("vocab", p_vocab, "vocabulary \"gpt2x\" is not supported");
     expect_refusal("bytes", p_bytes, "without byte tokens at ids 0..255");
-    expect_refusal("type", p_type, "tensor blk.1.ffn_up.weight: type Q8_0 is not supported");
+    expect_refusal("type", p_type, "tensor blk.1.ffn_up.weight: type Q4_0 is not supported");
     expect_refusal("missing", p_missing, "tensor blk.1.ffn_up.weight is missing");
     char why[256];
     cal_model_config g;
@@ -235,6 +326,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_dense),
         cmocka_unit_test(test_roundtrip_moe),
+        cmocka_unit_test(test_roundtrip_bf16),
+        cmocka_unit_test(test_roundtrip_q8_0),
         cmocka_unit_test(test_half_exact),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_byte_tokenizer),

@@ -264,6 +264,48 @@ static void test_q8_0_round(void **state)
     assert_memory_equal(x, y, sizeof x);
 }
 
+/* The row widening prefill uses (vector where the CPU has AVX-512) gives
+ * the portable path's values bit for bit: every half and every bfloat16
+ * (NaNs apart: their payloads are not part of the contract), rows whose
+ * length leaves a ragged tail, and Q8_0 blocks with extreme scales and
+ * values. */
+static void test_dequantize_matches_portable(void **state)
+{
+    (void)state;
+    enum { N = 65536 };
+    uint16_t *h = malloc(sizeof(uint16_t) * N);
+    float *a = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+    assert_non_null(h); assert_non_null(a); assert_non_null(b);
+    for (int dt = CAL_DTYPE_F16; dt <= CAL_DTYPE_BF16; dt++) {
+        int n = 0;
+        for (uint32_t v = 0; v < N; v++) {
+            int nan = dt == CAL_DTYPE_F16 ? (v & 0x7c00) == 0x7c00 && (v & 0x3ff)
+                                          : (v & 0x7f80) == 0x7f80 && (v & 0x7f);
+            if (!nan)
+                h[n++] = (uint16_t)v;
+        }
+        for (int len = n; len >= n - 17; len -= 17) {   /* ragged tails too */
+            cal_k_dequantize_row(dt, h, a, len);
+            cal_k_dequantize_row_portable(dt, h, b, len);
+            assert_memory_equal(a, b, sizeof(float) * (size_t)len);
+        }
+    }
+    enum { NB = 64 };
+    cal_q8_0_block q[NB];
+    for (int i = 0; i < NB; i++) {
+        q[i].d = cal_k_f32_to_f16(i == 0 ? 65504.0f : i == 1 ? 0x1p-24f : frand() * 0.05f);
+        for (int j = 0; j < CAL_Q8_0_BLOCK; j++)
+            q[i].qs[j] = (int8_t)(j == 0 ? -128 : j == 1 ? 127 : (int)(frand() * 120));
+    }
+    cal_k_dequantize_row(CAL_DTYPE_Q8_0, q, a, NB * CAL_Q8_0_BLOCK);
+    cal_k_dequantize_row_portable(CAL_DTYPE_Q8_0, q, b, NB * CAL_Q8_0_BLOCK);
+    assert_memory_equal(a, b, sizeof(float) * NB * CAL_Q8_0_BLOCK);
+    assert_true(a[0] == -128.0f * 65504.0f && a[1] == 127.0f * 65504.0f);
+    /* and the portable path is the definition: value = d · q */
+    assert_true(b[CAL_Q8_0_BLOCK + 1] == 127.0f * 0x1p-24f);
+    free(h); free(a); free(b);
+}
+
 static void test_read_bytes(void **state)
 {
     (void)state;
@@ -303,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_products_every_format_and_batch),
         cmocka_unit_test(test_quantisation_error_sizes),
         cmocka_unit_test(test_q8_0_round),
+        cmocka_unit_test(test_dequantize_matches_portable),
         cmocka_unit_test(test_read_bytes),
         cmocka_unit_test(test_dtype_names),
     };
