@@ -490,6 +490,22 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
             fb[1] = cal_stats_percentile_sorted(d, nd, 99);
             fb[2] = d[nd - 1];
         }
+        /* send lag of the opening wave (one request per stream) and of the rest */
+        double lw[3] = { 0, 0, 0 }, lr[3] = { 0, 0, 0 };
+        for (int part = 0; part < 2; part++) {
+            nd = 0;
+            for (size_t i = part ? (size_t)conc : 0; i < (part ? n : (size_t)conc) && i < n; i++)
+                if (res[i].send_ns && res[i].sched_ns) d[nd++] = (double)(res[i].send_ns - res[i].sched_ns) / 1e6;
+            double *o = part ? lr : lw;
+            if (nd) {
+                cal_stats_sort(d, nd);
+                o[0] = cal_stats_percentile_sorted(d, nd, 50);
+                o[1] = cal_stats_percentile_sorted(d, nd, 99);
+                o[2] = d[nd - 1];
+            }
+        }
+        fprintf(stderr, "probe: send lag, opening wave p50 %.3f p99 %.3f max %.3f ms; later requests "
+                "p50 %.3f p99 %.3f max %.3f ms\n", lw[0], lw[1], lw[2], lr[0], lr[1], lr[2]);
         free(d);
         fprintf(stderr, "probe: %zu requests, max in flight %d, send lag p50 %.3f p99 %.3f max %.3f ms, "
                 "first byte after send p50 %.3f p99 %.3f max %.3f ms, %lld events\n", n, st.max_in_flight,
