@@ -20,55 +20,6 @@
 
 #define ALIGN 32
 
-/* ---- half precision ------------------------------------------------------ */
-
-uint16_t cal_gguf_f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
-    if (mag >= 0x7f800000u) /* inf or nan */
-        return (uint16_t)(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0));
-    if (mag >= 0x477ff000u) /* rounds to beyond 65504 */
-        return (uint16_t)(sign | 0x7c00u);
-    if (mag < 0x38800000u) { /* subnormal half (or zero) */
-        if (mag < 0x33000000u)
-            return (uint16_t)sign;
-        uint32_t m = (mag & 0x7fffffu) | 0x800000u;
-        int shift = 126 - (int)(mag >> 23);  /* value = m × 2^(e−150) = h × 2^−24 */
-        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1)))
-            h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((mag >> 13) - ((127 - 15) << 10));
-    uint32_t rem = mag & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
-float cal_gguf_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu, x;
-    if (e == 0x1f) {
-        x = sign | 0x7f800000u | (m << 13);
-    } else if (e == 0) {
-        if (m == 0) {
-            x = sign;
-        } else { /* subnormal: normalise */
-            int s = 0;
-            while (!(m & 0x400u)) { m <<= 1; s++; }
-            x = sign | ((uint32_t)(127 - 15 + 1 - s) << 23) | ((m & 0x3ffu) << 13);
-        }
-    } else {
-        x = sign | ((e + 127 - 15) << 23) | (m << 13);
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 /* ---- the tensor list both directions share -------------------------------- */
 
 enum { PART_ALL, PART_Q, PART_K, PART_V, PART_GATE, PART_UP };
@@ -329,7 +280,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int f16, char *why,
                 for (uint64_t k = 0; k < t[i].ne[0]; k++) {
                     float v = fr[k] * t[i].scale;
                     if (ty) {
-                        uint16_t h = cal_gguf_f32_to_f16(v);
+                        uint16_t h = cal_k_f32_to_f16(v);
                         row[2 * k] = (uint8_t)h;
                         row[2 * k + 1] = (uint8_t)(h >> 8);
                     } else {
@@ -524,7 +475,7 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
                     memcpy(fr, s, (size_t)n * 4);
                 else
                     for (int k = 0; k < n; k++)
-                        fr[k] = cal_gguf_f16_to_f32((uint16_t)(s[2 * k] | s[2 * k + 1] << 8));
+                        fr[k] = cal_k_f16_to_f32((uint16_t)(s[2 * k] | s[2 * k + 1] << 8));
                 cal_k_quantize_row(t[i].dtype, fr, t_row(&t[i], x, r), n);
             }
         free(fr);

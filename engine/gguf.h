@@ -48,8 +48,5 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
  * engine's F32. CAL_EIO / CAL_EINVAL with why. */
 int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len);
 
-/* IEEE half <-> single, round to nearest even. */
-uint16_t cal_gguf_f32_to_f16(float f);
-float    cal_gguf_f16_to_f32(uint16_t h);
 
 #endif

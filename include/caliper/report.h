@@ -322,7 +322,8 @@ int cal_result_to_json(const cal_result *r, cal_buf *out);
  * and shared-prefix tokens (from the protocol's turn plan), TTFT and the
  * whole turn (send to last byte) over the measured shots' ok requests;
  * under A/B both sides, their ratio, and the whole-turn speedup A ÷ B
- * (geometric mean over (shot, turn) pairs, t CI on the log ratios) beside
+ * (geometric mean over (shot, turn) pairs; its t CI takes the shots as the
+ * units, each shot's mean log ratio one value: within-run noise only) beside
  * the notes' formula from the decode speedup alone (formulas.h). */
 typedef struct cal_turn_row {
     int    turn;               /* 1-based */
@@ -342,6 +343,7 @@ typedef struct cal_turns {
     cal_turn_row *rows;        /* [n_rows] (malloc'd) */
     double speedup, lo, hi;    /* A/B whole turn A ÷ B, NAN when absent */
     int    pairs;              /* (shot, turn) pairs behind it */
+    int    shots;              /* shots with a pair: the CI's units */
     double formula;            /* the notes' whole-turn speedup from B's TTFT and
                                   decode and the decode speedup; NAN absent */
     double ttft_slope_ms_per_ktok; /* linear fit of median TTFT on prompt tokens */

@@ -528,17 +528,28 @@ static int parse(rd *r, cal_model_shape *out)
     return CAL_OK;
 }
 
+/* A fresh reader whose errors go to why; over buf when mem is set. */
+static void rd_init(rd *r, char *why, size_t why_len)
+{
+    memset(r, 0, sizeof *r);
+    r->why = why;
+    r->why_len = why_len;
+    if (why && why_len) why[0] = '\0';
+}
+
+static void rd_init_mem(rd *r, const void *buf, size_t len, char *why, size_t why_len)
+{
+    static const uint8_t empty[1];
+    rd_init(r, why, why_len);
+    r->mem = buf ? buf : empty;
+    r->size = buf ? len : 0;
+}
+
 int cal_gguf_read_mem(const void *buf, size_t len, cal_model_shape *out, char *why,
                       size_t why_len)
 {
-    static const uint8_t empty[1];
     rd r;
-    memset(&r, 0, sizeof r);
-    r.mem = buf ? buf : empty;
-    r.size = buf ? len : 0;
-    r.why = why;
-    r.why_len = why_len;
-    if (why && why_len) why[0] = '\0';
+    rd_init_mem(&r, buf, len, why, why_len);
     if (!out) return CAL_EINVAL;
     return parse(&r, out);
 }
@@ -563,10 +574,7 @@ static int rd_open(rd *r, const char *path)
 int cal_gguf_read_file(const char *path, cal_model_shape *out, char *why, size_t why_len)
 {
     rd r;
-    memset(&r, 0, sizeof r);
-    r.why = why;
-    r.why_len = why_len;
-    if (why && why_len) why[0] = '\0';
+    rd_init(&r, why, why_len);
     if (!path || !out) return CAL_EINVAL;
     int rc = rd_open(&r, path);
     if (rc) return rc;
@@ -694,14 +702,8 @@ static int read_model(rd *r, cal_gguf_model *out)
 int cal_gguf_read_model_mem(const void *buf, size_t len, cal_gguf_model *out, char *why,
                             size_t why_len)
 {
-    static const uint8_t empty[1];
     rd r;
-    memset(&r, 0, sizeof r);
-    r.mem = buf ? buf : empty;
-    r.size = buf ? len : 0;
-    r.why = why;
-    r.why_len = why_len;
-    if (why && why_len) why[0] = '\0';
+    rd_init_mem(&r, buf, len, why, why_len);
     if (!out) return CAL_EINVAL;
     memset(out, 0, sizeof *out);
     return read_model(&r, out);
@@ -711,10 +713,7 @@ int cal_gguf_read_model_file(const char *path, cal_gguf_model *out, char *why,
                              size_t why_len)
 {
     rd r;
-    memset(&r, 0, sizeof r);
-    r.why = why;
-    r.why_len = why_len;
-    if (why && why_len) why[0] = '\0';
+    rd_init(&r, why, why_len);
     if (!path || !out) return CAL_EINVAL;
     memset(out, 0, sizeof *out);
     int rc = rd_open(&r, path);

@@ -127,19 +127,35 @@ int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
             out->ttft_slope_ms_per_ktok = f.b * 1e6;
     }
     if (out->ab) {
-        /* whole-turn speedup A ÷ B: the log ratio of each (shot, turn) pair */
-        size_t np = 0;
-        for (size_t i = 0; i < (size_t)(max_shot + 1) * (size_t)nt; i++)
-            if (isfinite(pair[2 * i]) && isfinite(pair[2 * i + 1]) && pair[2 * i] > 0 && pair[2 * i + 1] > 0)
-                ttft[np++] = log(pair[2 * i] / pair[2 * i + 1]);
+        /* whole-turn speedup A ÷ B: the log ratio of each (shot, turn) pair,
+         * averaged within its shot; the shots are the units of the CI (the
+         * turns of one shot share that shot's conditions, so they are not
+         * independent draws), and it covers this run's noise only */
+        size_t np = 0, ns = 0;
+        double all = 0;
+        for (int s = 0; s <= max_shot; s++) {
+            double sum = 0;
+            int c = 0;
+            for (int k = 0; k < nt; k++) {
+                const double *pa = &pair[((size_t)s * (size_t)nt + (size_t)k) * 2];
+                if (!(isfinite(pa[0]) && isfinite(pa[1]) && pa[0] > 0 && pa[1] > 0)) continue;
+                sum += log(pa[0] / pa[1]);
+                c++;
+            }
+            if (!c) continue;
+            all += sum;
+            np += (size_t)c;
+            ttft[ns++] = sum / c;
+        }
         out->pairs = (int)np;
+        out->shots = (int)ns;
         cal_ttest t;
-        if (np >= 2 && cal_stats_t_one(ttft, np, 0.95, &t) == CAL_OK) {
+        if (ns >= 2 && cal_stats_t_one(ttft, ns, 0.95, &t) == CAL_OK) {
             out->speedup = exp(t.mean);
             out->lo = exp(t.lo);
             out->hi = exp(t.hi);
         } else if (np >= 1) {
-            out->speedup = exp(mean_of(ttft, np));
+            out->speedup = exp(all / (double)np);
         }
         /* the notes' formula: B's TTFT and decode, s = A's decode ÷ B's */
         double ta = 0, tb = 0, da = 0, db = 0;
@@ -233,10 +249,13 @@ int cal_report_turns_text(FILE *f, const cal_run_data *d)
                 t.ttft_slope_ms_per_ktok, t.ab ? ", side A" : "");
     if (t.ab) {
         if (isfinite(t.lo))
-            outf(f, "whole-turn speedup A ÷ B: %.3f× [%.3f, %.3f] 95%% CI over %d (shot, turn) "
-                       "pairs (t on log ratios)\n", t.speedup, t.lo, t.hi, t.pairs);
+            outf(f, "whole-turn speedup A ÷ B: %.3f× [%.3f, %.3f] 95%% CI over %d shots (%d (shot, "
+                       "turn) pairs; t on each shot's mean log ratio; this run's noise only%s)\n",
+                    t.speedup, t.lo, t.hi, t.shots, t.pairs,
+                    t.lo <= 1 && 1 <= t.hi ? ": no difference shown" : "");
         else if (isfinite(t.speedup))
-            outf(f, "whole-turn speedup A ÷ B: %.3f× (%d pair: no CI)\n", t.speedup, t.pairs);
+            outf(f, "whole-turn speedup A ÷ B: %.3f× (%d (shot, turn) pair%s in %d shot: no CI; "
+                       "run --shots 3 or more)\n", t.speedup, t.pairs, t.pairs == 1 ? "" : "s", t.shots);
         if (isfinite(t.formula))
             outf(f, "the notes' formula from the decode speedup alone, (TTFT + decode × s) ÷ "
                        "(TTFT + decode) on B: %.3f×\n", t.formula);
@@ -356,9 +375,10 @@ int cal_report_turns_html(const cal_turns *t, cal_buf *b)
     if (!rc) rc = cal_buf_puts(b, "</tbody></table>\n<figcaption><b>");
     char line[400];
     if (t->ab && isfinite(t->lo))
-        cal_snprintf(line, sizeof line, "Whole-turn speedup A ÷ B %.3f× [%.3f, %.3f], 95 %% CI over %d (shot, "
-                 "turn) pairs; the notes' formula from the decode speedup alone gives %.3f×.",
-                 t->speedup, t->lo, t->hi, t->pairs, t->formula);
+        cal_snprintf(line, sizeof line, "Whole-turn speedup A ÷ B %.3f× [%.3f, %.3f], 95 %% CI over %d shots "
+                 "(%d (shot, turn) pairs; this run's noise only); the notes' formula from the "
+                 "decode speedup alone gives %.3f×.",
+                 t->speedup, t->lo, t->hi, t->shots, t->pairs, t->formula);
     else if (isfinite(t->ttft_slope_ms_per_ktok))
         cal_snprintf(line, sizeof line, "TTFT grows %.1f ms per 1000 prompt tokens across the turns.",
                  t->ttft_slope_ms_per_ktok);

@@ -133,7 +133,8 @@ B_URL=$SERVE_URL
 check "replay --ab succeeds" [ $? -eq 0 ]
 sed -n '/^per turn/,$p' "$E2E_TMP/replay.out"
 check "per-turn comparison of A and B" [ "$(sed -n '/^per turn/,$p' "$E2E_TMP/replay.out" | grep -cE '^ +[1-3] ')" -eq 3 ]
-check "whole-turn speedup with a CI" grep -qE '^whole-turn speedup A ÷ B: [0-9.]+× \[[0-9.]+, [0-9.]+\] 95% CI over 6 \(shot, turn\) pairs' "$E2E_TMP/replay.out"
+check "whole-turn speedup with a CI over the shots, saying what noise it covers" \
+  grep -qE "^whole-turn speedup A ÷ B: [0-9.]+× \[[0-9.]+, [0-9.]+\] 95% CI over 2 shots \(6 \(shot, turn\) pairs; t on each shot's mean log ratio; this run's noise only" "$E2E_TMP/replay.out"
 check "replayed prompts keep the recorded sizes" python3 -c "
 import json,sqlite3,sys
 db=sqlite3.connect(sys.argv[1])

@@ -16,6 +16,7 @@
 #include "caliper/gguf.h"
 #include "engine/engine.h"
 #include "engine/gguf.h"
+#include "engine/kernels.h"
 
 static char dir[64];
 
@@ -115,16 +116,16 @@ static void test_half_exact(void **state)
 {
     for (uint32_t h = 0; h < 65536; h++) {
         if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;   /* NaN payloads */
-        float f = cal_gguf_f16_to_f32((uint16_t)h);
-        assert_int_equal(cal_gguf_f32_to_f16(f), h);
+        float f = cal_k_f16_to_f32((uint16_t)h);
+        assert_int_equal(cal_k_f32_to_f16(f), h);
     }
-    assert_true(cal_gguf_f16_to_f32(0x3c00) == 1.0f);
-    assert_true(cal_gguf_f16_to_f32(0x0001) == ldexpf(1.0f, -24));
+    assert_true(cal_k_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(cal_k_f16_to_f32(0x0001) == ldexpf(1.0f, -24));
     /* ties to even: 1 + 2^-11 lies between 1 and 1 + 2^-10 */
-    assert_int_equal(cal_gguf_f32_to_f16(1.0f + ldexpf(1.0f, -11)), 0x3c00);
-    assert_int_equal(cal_gguf_f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02);
-    assert_int_equal(cal_gguf_f32_to_f16(65520.0f), 0x7c00);   /* rounds past 65504 */
-    assert_int_equal(cal_gguf_f32_to_f16(-0.0f), 0x8000);
+    assert_int_equal(cal_k_f32_to_f16(1.0f + ldexpf(1.0f, -11)), 0x3c00);
+    assert_int_equal(cal_k_f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02);
+    assert_int_equal(cal_k_f32_to_f16(65520.0f), 0x7c00);   /* rounds past 65504 */
+    assert_int_equal(cal_k_f32_to_f16(-0.0f), 0x8000);
 }
 
 /* ---- refusals ------------------------------------------------------------ */

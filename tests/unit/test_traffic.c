@@ -287,6 +287,58 @@ static void test_chat_series(void **st)
     unlink(db);
 }
 
+/* The whole-turn A ÷ B CI takes shots as its units: two shots whose turns
+ * agree closely within each shot (1.30× in one, 1.10× in the other) are two
+ * values, not six, so the CI must include 1; with the turns as the units it
+ * would be a narrow band around 1.19× that excludes it. */
+static void test_turns_ci_over_shots(void **state)
+{
+    (void)state;
+    static const double ratio[2][3] = {{1.30, 1.31, 1.29}, {1.10, 1.11, 1.09}};
+    cal_cell cells[12];
+    cal_req_result reqs[12];
+    memset(cells, 0, sizeof cells);
+    memset(reqs, 0, sizeof reqs);
+    size_t n = 0;
+    for (int s = 0; s < 2; s++)
+        for (int side = 0; side < 2; side++)   /* A's three turns, then B's */
+            for (int k = 0; k < 3; k++) {
+                cal_cell *c = &cells[n];
+                cal_req_result *r = &reqs[n];
+                c->shot_index = s + 1;
+                c->shot_kind = CAL_SHOT_WARM;
+                snprintf(c->target, sizeof c->target, "%s", side ? "B" : "A");
+                c->req_first = n;
+                c->n_requests = 1;
+                double turn_s = side ? 1.0 : ratio[s][k];   /* A ÷ B = ratio */
+                r->status = CAL_REQ_OK;
+                r->send_ns = 1000000000;
+                r->first_token_ns = r->send_ns + 100000000;
+                r->last_token_ns = r->send_ns + (int64_t)(turn_s * 1e9) - 1000;
+                r->end_ns = r->send_ns + (int64_t)(turn_s * 1e9);
+                n++;
+            }
+    cal_run_data d;
+    memset(&d, 0, sizeof d);
+    char proto[] = "{\"scenario\":{\"scenario\":\"chat\",\"turn_plan\":["
+                   "{\"prompt_tokens\":[100],\"shared_tokens\":[0]},"
+                   "{\"prompt_tokens\":[200],\"shared_tokens\":[100]},"
+                   "{\"prompt_tokens\":[300],\"shared_tokens\":[200]}]}}";
+    d.run.protocol_json = proto;
+    d.cells = cells;
+    d.n_cells = n;
+    d.reqs = reqs;
+    d.n_reqs = n;
+    cal_turns t;
+    assert_int_equal(cal_turns_from_run(&d, &t), CAL_OK);
+    assert_true(t.ab);
+    assert_int_equal(t.pairs, 6);
+    assert_int_equal(t.shots, 2);
+    assert_true(fabs(t.speedup - sqrt(1.30 * 1.10)) < 0.01);
+    assert_true(t.lo < 1 && 1 < t.hi);
+    cal_turns_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -296,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_cached_tokens),
         cmocka_unit_test(test_chat_series),
+        cmocka_unit_test(test_turns_ci_over_shots),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
