@@ -330,7 +330,7 @@ static int on_key(void *ud, const unsigned char *s, size_t n)
     f->key = K_NONE;
     const keydef *k = g_keys[f->kind].k;
     for (size_t i = 0, nk = g_keys[f->kind].n; i < nk; i++) {
-        if (k[i].len != n || memcmp(k[i].name, s, n) != 0) continue;
+        if (k[i].len != n || k[i].name[0] != (char)s[0] || memcmp(k[i].name, s, n) != 0) continue;
         uint32_t bit = 1u << k[i].key;
         if (f->seen & bit) return 0;      /* a member read twice: ambiguous */
         f->seen |= bit;
