@@ -6,7 +6,8 @@
  *                 cpu.cfs_quota_us, as root), at each --drops size;
  *   smallest drop the smallest of those sizes detected in >= 95 % of series;
  *   A/A compares  consecutive steady series compared as two runs: how often
- *                 compare claims a difference (per-request and aggregate tok/s).
+ *                 compare claims a difference (per-request and aggregate tok/s),
+ *                 each claim printed with what it rested on.
  * Every rate is printed with its Wilson 95 % CI. Each series is a real
  * `caliper run --url` whose stored requests are judged by cal_judge_shots,
  * the code behind `caliper run`'s verdict line.
@@ -398,9 +399,19 @@ int main(int argc, char **argv)
         if (cal_compare(rs, 2, &o, &c) == CAL_OK) {
             int d_req = 0, d_agg = 0;
             for (size_t r = 0; r < c->n_rows; r++) {
-                if (c->rows[r].fp.shot_first < 2) continue;   /* the warm cell */
-                if (c->rows[r].metric == CAL_M_REQ_TOKS) d_req |= c->rows[r].e[1].differs;
-                if (c->rows[r].metric == CAL_M_AGG_TOKS) d_agg |= c->rows[r].e[1].differs;
+                const cal_cmp_row *w = &c->rows[r];
+                if (w->fp.shot_first < 2) continue;   /* the warm cell */
+                if (w->metric == CAL_M_REQ_TOKS) d_req |= w->e[1].differs;
+                if (w->metric == CAL_M_AGG_TOKS) d_agg |= w->e[1].differs;
+                /* what a claim rested on: the ratio, its CI, the run noise */
+                if (w->e[1].differs)
+                    printf("  A/A claim: %s vs %s, %s %.3f× (95 %% CI %.3f–%.3f); run-to-run sd "
+                           "%.1f %% (%.0f df), the pair's rank threshold %.1f %%\n",
+                           ra, rb, cal_metric_get(w->metric)->label, w->e[1].ratio,
+                           w->e[1].ci_lo, w->e[1].ci_hi, 100 * o.run_noise[0].sd,
+                           o.run_noise[0].df,
+                           100 * expm1(o.run_noise[1].mq95[w->metric] > 0
+                                           ? o.run_noise[1].mq95[w->metric] : o.run_noise[1].q95));
             }
             naa++;
             aa += d_req;

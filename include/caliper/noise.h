@@ -2,9 +2,9 @@
  *
  * A shot series (one target, one protocol: the series key) leaves one row
  * per run in the store's noise table (include/caliper/store.h): the run's
- * level, the mean over its warm shots of the log median per-request speed,
- * and the warm shots' sd. Repeats of a series are then evidence of two
- * kinds:
+ * level, the log of its warm shots' pooled median per-request speed (the
+ * number compare puts on the run's warm cell), and the warm shots' sd of
+ * their log medians. Repeats of a series are then evidence of two kinds:
  *   shot-to-shot  the warm shots' variance pooled over earlier runs
  *                 (Σ (k_i − 1) s_i² ÷ Σ (k_i − 1)): with --pool-noise the
  *                 shot verdict adds it to its own warm shots' k − 1 degrees
@@ -12,8 +12,9 @@
  *                 machine's noise holds steady from run to run;
  *   run-to-run    the variance of the runs' levels (runs − 1 df): what an A/A
  *                 pair of runs minutes apart differs by, which compare widens
- *                 its CIs by (report.h, cal_run_noise), no narrower
- *                 than the 95th percentile of the stored pairs' distance.
+ *                 its CIs by (report.h, cal_run_noise), no narrower than
+ *                 the distance at most 5 % of the stored pairs exceed (a
+ *                 rank: distribution-free where run levels are not normal).
  * Only runs of one shot series are recorded: one concurrency, one prompt
  * length, no --ab, no --cold, with >= 2 warm shots of >= 3 ok requests.
  * Ownership: callers' buffers; nothing is kept. */
@@ -32,8 +33,9 @@ typedef struct cal_noise_est {
     double shot_df;        /* its degrees of freedom; 0 none */
     double run_sd;         /* sd of the runs' levels (log); NAN with < 2 runs */
     double run_df;         /* runs − 1; 0 none */
-    double run_q95;        /* 95th percentile (type 7) of |level_i − level_j| over
-                              every pair of runs; NAN with < 2 runs */
+    double run_q95;        /* of the P = runs·(runs − 1)/2 distances |level_i − level_j|,
+                              the (P − ⌊P/20⌋)-th smallest: at most ⌊P/20⌋ (≤ 5 %)
+                              exceed it; the largest with P < 20; NAN with < 2 runs */
     int    shots;          /* warm shots of the first row given (the newest) */
 } cal_noise_est;
 
@@ -71,8 +73,9 @@ int cal_noise_prior_of(const char *protocol_json, double *sd, double *df);
 int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **json);
 
 /* compare's run-to-run noise: for each result read from the store at
- * db_path (its id a run id), its series' noise over every stored run of it
- * (the newest CAL_NOISE_RUN_RUNS) into o->run_noise[j]; .same where its
+ * db_path (its id a run id), its series' noise over its stored runs up to
+ * the newest run compared (the newest CAL_NOISE_RUN_RUNS of them, so the
+ * compared runs are among them) into o->run_noise[j]; .same where its
  * series is the baseline's. A file result, a run of no recorded series, or
  * a store that cannot be read leaves df 0. Returns how many results got
  * an estimate. */

@@ -201,8 +201,16 @@ int cal_result_import(const char *tool, const char *path, cal_result **out,
 typedef struct cal_run_noise {
     double sd;            /* sd of the runs' levels (mean of k warm shots) */
     double df;            /* runs − 1; 0: no repeats (nothing else is read) */
-    double q95;           /* the 95th percentile of |level_i − level_j| over every
-                             pair of the stored runs; NAN with < 2 runs */
+    double q95;           /* the distance |level_i − level_j| at most 5 % of the
+                             stored runs' pairs exceed (a rank, noise.h); with
+                             .same, of the pairs at least as far apart (in run
+                             ids) as this run and the baseline's, the two
+                             included; NAN with < 2 runs */
+    double mq95[CAL_M__N];/* with .same, the same rank for each comparable
+                             metric over the stored runs' warm shots pooled
+                             (aggregate tok/s, prefill, TTFT, ITL ...), that
+                             metric's own threshold; 0 or NAN unknown: q95
+                             stands in for it */
     double shot_sd;       /* the warm shots' sd, pooled; NAN unknown */
     int    shots;         /* warm shots behind a level (the newest run's) */
     int    same;          /* 1: this is the baseline's series, so its df are

@@ -13,6 +13,15 @@
 
 #define MIN_OK 3   /* ok requests a shot needs to count (CAL_JUDGE_MIN_REQUESTS) */
 
+/* of nd distances (sorted here), the (nd − ⌊nd/20⌋)-th smallest: at most
+ * ⌊nd/20⌋ of them (≤ 5 %) lie beyond it; with fewer than 20, the largest */
+static double rank_q95(double *d, size_t nd)
+{
+    if (!nd) return NAN;
+    cal_stats_sort(d, nd);
+    return d[nd - 1 - nd / 20];
+}
+
 void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
 {
     memset(e, 0, sizeof *e);
@@ -45,7 +54,8 @@ void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
             for (size_t k = i + 1; k < n; k++)
                 if (isfinite(rows[i].level) && isfinite(rows[k].level))
                     d[nd++] = fabs(rows[i].level - rows[k].level);
-        if (d && nd) e->run_q95 = cal_stats_percentile(d, nd, 95);
+        /* a rank, not an interpolated percentile */
+        if (d) e->run_q95 = rank_q95(d, nd);
         free(d);
     }
 }
@@ -89,11 +99,12 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
     out->run_id = d->run.id;
     /* one cell per shot: the measured cells in order, warm-ups left out */
     double z[CAL_JUDGE_MAX_SHOTS];
-    size_t k = 0, nreq = 0;
+    size_t k = 0, nreq = 0, npool = 0;
     int shot_seen = -1;
     for (size_t i = 0; i < d->n_cells; i++) nreq += (size_t)d->cells[i].n_requests;
     double *v = malloc((nreq ? nreq : 1) * sizeof *v);
-    if (!v) return CAL_ENOMEM;
+    double *pool = malloc((nreq ? nreq : 1) * sizeof *pool);
+    if (!v || !pool) { free(v); free(pool); return CAL_ENOMEM; }
     int rc = CAL_OK;
     for (size_t i = 0; i < d->n_cells && rc == CAL_OK; i++) {
         const cal_cell *c = &d->cells[i];
@@ -106,11 +117,20 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
         size_t m = cal_analysis_cell_values(d, c, CAL_S_REQ_TOKS, v, nreq);
         size_t ok = 0;
         for (size_t j = 0; j < m; j++)
-            if (isfinite(v[j]) && v[j] > 0) v[ok++] = log(v[j]);
+            if (isfinite(v[j]) && v[j] > 0) {
+                if (k > 0) pool[npool++] = v[j];   /* a warm shot's request */
+                v[ok++] = log(v[j]);
+            }
         if (ok < MIN_OK) { rc = CAL_ENOTFOUND; break; }
         z[k++] = cal_stats_median(v, ok);
     }
     free(v);
+    /* the level is the warm shots' pooled median request speed: the number
+     * compare puts on the run's warm cell (per-request tok/s over the quoted
+     * shots), so the stored runs' distances are distances of that very
+     * statistic */
+    double level = rc == CAL_OK && npool ? log(cal_stats_median(pool, npool)) : NAN;
+    free(pool);
     if (rc) return rc;
     if (k < 3) return CAL_ENOTFOUND;     /* shot 1 and >= 2 warm shots */
     /* the warm shots: every measured shot after the first */
@@ -118,7 +138,7 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
     for (size_t i = 1; i < k; i++) s += z[i];
     double mean = s / (double)(k - 1);
     for (size_t i = 1; i < k; i++) q += (z[i] - mean) * (z[i] - mean);
-    out->level = mean;
+    out->level = level;
     out->shot_sd = sqrt(q / (double)(k - 2));
     out->shots = (int)(k - 1);
     return CAL_OK;
@@ -166,24 +186,114 @@ int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **j
     return CAL_OK;
 }
 
+/* The rank over the pairs of levels lv[] (of runs id[]) at least `apart`
+ * run ids apart; NAN with none. */
+static double rank_apart(const double *lv, const int64_t *id, size_t m, int64_t apart)
+{
+    double d[(CAL_NOISE_RUN_RUNS + 1) * CAL_NOISE_RUN_RUNS / 2];
+    size_t nd = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t k = i + 1; k < m; k++)
+            if (isfinite(lv[i]) && isfinite(lv[k]) &&
+                (id[i] > id[k] ? id[i] - id[k] : id[k] - id[i]) >= apart)
+                d[nd++] = fabs(lv[i] - lv[k]);
+    return rank_q95(d, nd);
+}
+
+/* A run's warm shots (every measured shot after the first) pooled as
+ * compare pools its warm cell, each comparable metric on the log scale
+ * (lv[CAL_M__N]); NAN where unknown. Requests and their chunks are loaded:
+ * the per-request medians and ITL pool from them. */
+static void run_levels(cal_store *st, int64_t run_id, double *lv)
+{
+    for (int m = 0; m < CAL_M__N; m++) lv[m] = NAN;
+    cal_run_data *d = NULL;
+    if (cal_store_load_run(st, run_id, CAL_LOAD_CHUNKS, &d) != CAL_OK) return;
+    size_t idx[CAL_JUDGE_MAX_SHOTS], k = 0, measured = 0;
+    for (size_t c = 0; c < d->n_cells && k < CAL_JUDGE_MAX_SHOTS; c++)
+        if (d->cells[c].shot_kind != CAL_SHOT_WARMUP && measured++) idx[k++] = c;
+    cal_summary s;
+    if (k && cal_analysis_pool(d, idx, k, &s) == CAL_OK)
+        for (int m = 0; m < CAL_M__N; m++) {
+            if (!cal_metric_comparable((cal_metric)m)) continue;
+            double v = cal_summary_get(&s, cal_metric_get((cal_metric)m));
+            if (isfinite(v) && v > 0) lv[m] = log(v);
+        }
+    cal_run_data_free(&d);
+}
+
+/* The thresholds of one compared pair (runs older < newer of one series):
+ * the rank over the stored runs' pairs at least as far apart as the
+ * compared one, among the newest CAL_NOISE_RUN_RUNS up to the newer run
+ * and the older one. Runs far apart on a machine whose load drifts differ
+ * by more than neighbours do; a pair is judged against pairs as far apart,
+ * and where the store holds fewer than 20 of those the threshold is the
+ * largest of them. Per-request speed (the stored levels) into *q, and
+ * every comparable metric's own rank, from the runs' pooled warm shots,
+ * into mq[CAL_M__N] (NAN where fewer than two runs have it). */
+static void pair_ranks(cal_store *st, const char *series, int64_t older, int64_t newer,
+                       double *q, double *mq)
+{
+    cal_store_noise_row rows[CAL_NOISE_RUN_RUNS + 1];
+    double lv[CAL_NOISE_RUN_RUNS + 1], lm[CAL_M__N][CAL_NOISE_RUN_RUNS + 1], one[CAL_M__N];
+    int64_t id[CAL_NOISE_RUN_RUNS + 1];
+    size_t n = 0, k = 0;
+    *q = NAN;
+    for (int m = 0; m < CAL_M__N; m++) mq[m] = NAN;
+    if (cal_store_noise(st, series, newer + 1, rows, CAL_NOISE_RUN_RUNS, &n) != CAL_OK) return;
+    int has_older = 0;
+    for (size_t i = 0; i < n; i++) has_older |= rows[i].run_id == older;
+    if (!has_older && cal_store_noise(st, series, older + 1, rows + n, 1, &k) == CAL_OK && k &&
+        rows[n].run_id == older)
+        n++;
+    for (size_t i = 0; i < n; i++) {
+        id[i] = rows[i].run_id;
+        lv[i] = rows[i].level;
+        run_levels(st, rows[i].run_id, one);
+        for (int m = 0; m < CAL_M__N; m++) lm[m][i] = one[m];
+    }
+    *q = rank_apart(lv, id, n, newer - older);
+    for (int m = 0; m < CAL_M__N; m++)
+        if (cal_metric_comparable((cal_metric)m)) mq[m] = rank_apart(lm[m], id, n, newer - older);
+}
+
+static void noise_unknown(cal_run_noise *r)
+{
+    memset(r, 0, sizeof *r);
+    r->sd = r->q95 = r->shot_sd = NAN;
+    for (int m = 0; m < CAL_M__N; m++) r->mq95[m] = NAN;
+}
+
 size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res, size_t n,
                               cal_compare_opts *o)
 {
     if (n > CAL_CMP_MAX) n = CAL_CMP_MAX;
     for (size_t j = 0; j < n; j++)
-        o->run_noise[j] = (cal_run_noise){.sd = NAN, .q95 = NAN, .shot_sd = NAN};
+        noise_unknown(&o->run_noise[j]);
     cal_store *st = NULL;
     char why[256];
     if (!db_path || cal_store_open_ex(db_path, CAL_STORE_READONLY, &st, why, sizeof why) != CAL_OK)
         return 0;
     char (*key)[CAL_NOISE_SERIES_MAX] = calloc(n ? n : 1, sizeof *key);
     if (!key) { cal_store_close(&st); return 0; }
+    /* the estimate reaches up to the newest run compared, so the compared
+     * runs are among the runs whose pairs the threshold ranks: under runs
+     * that differ by chance alone, the compared pair is any of those pairs
+     * alike, and lies among the ≤ 5 % beyond the threshold with
+     * probability ≤ 5 % */
+    long long newest = 0, id0 = 0;
+    for (size_t j = 0; j < n; j++) {
+        char *end = NULL;
+        long long id = res[j] ? strtoll(res[j]->id, &end, 10) : 0;
+        if (res[j] && end && !*end && id > newest) newest = id;
+    }
     size_t got = 0;
     for (size_t j = 0; j < n; j++) {
         key[j][0] = 0;
         char *end = NULL;
         long long id = res[j] ? strtoll(res[j]->id, &end, 10) : 0;
         if (!res[j] || !end || *end || id <= 0) continue;
+        if (j == 0) id0 = id;
         cal_run_data *d = NULL;
         if (cal_store_load_run(st, id, CAL_LOAD_NO_REQS, &d) != CAL_OK) continue;
         json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
@@ -192,11 +302,19 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         json_decref(p);
         cal_run_data_free(&d);
         cal_noise_est e;
-        if (!key[j][0] || cal_noise_estimate(st, key[j], 0, &e) != CAL_OK || !(e.run_df > 0))
+        if (!key[j][0] || cal_noise_estimate(st, key[j], newest + 1, &e) != CAL_OK || !(e.run_df > 0))
             continue;
-        o->run_noise[j] = (cal_run_noise){.sd = e.run_sd, .df = e.run_df, .q95 = e.run_q95,
-                                          .shot_sd = e.shot_sd, .shots = e.shots,
-                                          .same = j > 0 && !strcmp(key[j], key[0])};
+        cal_run_noise *r = &o->run_noise[j];
+        noise_unknown(r);
+        r->sd = e.run_sd;
+        r->df = e.run_df;
+        r->q95 = e.run_q95;
+        r->shot_sd = e.shot_sd;
+        r->shots = e.shots;
+        r->same = j > 0 && !strcmp(key[j], key[0]);
+        /* a side of the baseline's series: the pair's own thresholds */
+        if (r->same && id0 > 0 && id != id0)
+            pair_ranks(st, key[j], id < id0 ? id : id0, id < id0 ? id0 : id, &r->q95, r->mq95);
         got++;
     }
     free(key);

@@ -276,7 +276,7 @@ static double cell_var(const cal_run_noise *r, const cal_fingerprint *fp)
     return v;
 }
 
-static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j,
+static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j, cal_metric m,
                       const cal_fingerprint *fa, const cal_fingerprint *fb)
 {
     const cal_run_noise *a = &o->run_noise[0], *b = &o->run_noise[j];
@@ -291,14 +291,23 @@ static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j,
         double den = (va > 0 ? va * va / a->df : 0) + (vb > 0 ? vb * vb / b->df : 0);
         df = den > 0 ? (va + vb) * (va + vb) / den : a->df + b->df;
     }
-    /* t on the runs' sd, and no narrower than the stored A/A pairs' own
-     * 95th percentile of distance: run levels on a shared machine are not
-     * normal (a busy spell moves several runs together), and 95 % of the
-     * stored pairs of this series lie within it; a cell of fewer shots
-     * scales it by its larger sd */
+    /* t on the runs' sd, and no narrower than the distance at most 5 % of
+     * the stored pairs exceed: run levels on a shared machine are not normal
+     * (a busy spell moves one run, or several together), and the rank holds
+     * without a model: the compared runs are among the stored ones
+     * (noise.h), so if they differ by chance alone their pair is any of the
+     * stored pairs alike and lies beyond it with probability ≤ 5 % (exactly
+     * so for the per-request speed, the statistic the levels are of); a
+     * cell of fewer shots scales it by its larger sd */
     double h = cal_stats_t_quantile(0.975, df) * sqrt(va + vb);
-    double q = isfinite(a->q95) && isfinite(b->q95) ? (a->q95 + b->q95) / 2
-             : isfinite(a->q95) ? a->q95 : b->q95;
+    double qa = a->q95, qb = b->q95;
+    /* the metric's own rank where the store gave one (> 0: zero-filled
+     * noise knows none) */
+    if (a->mq95[m] > 0) qa = a->mq95[m];
+    if (b->mq95[m] > 0) qb = b->mq95[m];
+    /* one series: the pair's own rank (its runs, pairs as far apart) */
+    double q = b->same && isfinite(qb) ? qb
+             : isfinite(qa) && isfinite(qb) ? (qa + qb) / 2 : isfinite(qa) ? qa : qb;
     double v0 = a->sd * a->sd + b->sd * b->sd;
     if (isfinite(q) && v0 > 0) q *= sqrt((va + vb) / v0);
     if (isfinite(q) && q > h) h = q;
@@ -334,7 +343,7 @@ static void shot_widen(cal_cmp_entry *e, const cal_result *ra, const cal_rcell *
         widen_to(e, cal_stats_t_quantile(0.975, df) * se);
         e->ci_scope = CAL_CI_SHOTS;
     }
-    run_widen(e, o, j, &base->fp, &oc->fp);
+    run_widen(e, o, j, m, &base->fp, &oc->fp);
     /* a CI of the requests or of one run's shots says nothing about
      * run-to-run noise: no difference is claimed on it */
     e->differs = e->ci_scope == CAL_CI_RUNS && (e->ci_lo > 1 || e->ci_hi < 1) &&

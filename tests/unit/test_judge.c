@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -397,7 +398,7 @@ static void test_noise_pool(void **state)
     NEAR(e.shot_df, 9, 1e-12);
     NEAR(e.run_sd, 0.1, 1e-12);
     NEAR(e.run_df, 2, 1e-12);
-    NEAR(e.run_q95, 0.19, 1e-12);   /* distances 0.1, 0.1, 0.2: type 7 */
+    NEAR(e.run_q95, 0.2, 1e-12);    /* distances 0.1, 0.1, 0.2: under 20 pairs, the largest */
     assert_int_equal(e.shots, 4);
     r[3] = (cal_store_noise_row){.level = 5.0, .shot_sd = NAN, .shots = 1};
     cal_noise_pool(r, 4, &e);
@@ -419,18 +420,204 @@ static void test_noise_pool(void **state)
     assert_int_equal(cal_noise_prior_of(NULL, &sd, &df), 0);
 }
 
+/* compare's run-level threshold is a rank among the stored pairs'
+ * distances: the (P − ⌊P/20⌋)-th smallest, so at most ⌊P/20⌋ of P pairs
+ * (≤ 5 %) exceed it whatever the levels' distribution. 7 runs 0.01 apart:
+ * 21 pairs, the one 0.06 apart beyond the threshold 0.05. Then 400 seeded
+ * series of 20 runs whose levels are heavy-tailed (a run in ten is off by
+ * 5 sd, as a busy spell on a shared machine moves one run): over all 190
+ * pairs of each, never more than 9 (4.7 %) beyond it, where the
+ * interpolated 95th percentile (type 7) lets 10 through in most series,
+ * and the normal model's t bound (run sd on 19 df, the pair's √2) more. */
+static void test_noise_rank(void **state)
+{
+    (void)state;
+    cal_store_noise_row r[20];
+    for (int i = 0; i < 7; i++) r[i] = (cal_store_noise_row){.level = 0.01 * i, .shot_sd = 0.1, .shots = 4};
+    cal_noise_est e;
+    cal_noise_pool(r, 7, &e);
+    NEAR(e.run_q95, 0.05, 1e-12);
+    g_seed = 11;
+    int worst = 0, type7_over = 0, t_over = 0;
+    for (int it = 0; it < 400; it++) {
+        for (int i = 0; i < 20; i++)
+            r[i] = (cal_store_noise_row){.level = 5 + 0.02 * gauss() + (unif() < 0.1 ? 0.1 : 0),
+                                         .shot_sd = 0.02, .shots = 4};
+        cal_noise_pool(r, 20, &e);
+        double d[190];
+        int nd = 0, beyond = 0, beyond_t = 0;
+        double h = cal_stats_t_quantile(0.975, e.run_df) * e.run_sd * sqrt(2);
+        for (int i = 0; i < 20; i++)
+            for (int k = i + 1; k < 20; k++) {
+                d[nd] = fabs(r[i].level - r[k].level);
+                beyond += d[nd] > e.run_q95;
+                beyond_t += d[nd] > h;
+                nd++;
+            }
+        if (beyond > worst) worst = beyond;
+        t_over += beyond_t > 9;
+        double p7 = cal_stats_percentile(d, (size_t)nd, 95), beyond7 = 0;   /* sorts d */
+        for (int i = 0; i < nd; i++) beyond7 += d[i] > p7;
+        type7_over += beyond7 > 9;
+    }
+    assert_true(worst <= 9);
+    assert_true(worst >= 8);          /* the threshold is not needlessly wide */
+    assert_true(type7_over >= 390);   /* the interpolated percentile leaves 10 beyond */
+    assert_true(t_over > 100);        /* a normal model under heavy tails: too narrow */
+}
+
+/* A run's noise row: its level is the log of the pooled median request speed
+ * over its warm shots (every measured shot after the first), which is the
+ * per-request tok/s compare puts on its warm cell; its shot sd is the sd of
+ * the warm shots' log medians. Warm-up, shot 2 (first measured) and shots
+ * 3–5 of 3 requests each at known speeds. */
+static void test_noise_row_level(void **state)
+{
+    (void)state;
+    static const double speed[5][3] = {{50, 50, 50},      /* warm-up: left out */
+                                       {10, 10, 10},      /* shot 2: not a warm shot */
+                                       {100, 110, 300},   /* shot 3 */
+                                       {90, 120, 130},    /* shot 4 */
+                                       {95, 105, 115}};   /* shot 5 */
+    cal_cell cells[5];
+    cal_req_result reqs[15];
+    memset(cells, 0, sizeof cells);
+    memset(reqs, 0, sizeof reqs);
+    for (int j = 0; j < 5; j++) {
+        cells[j].kind = CAL_CELL_SHOTS;
+        cells[j].concurrency = 1;
+        cells[j].shot_index = j + 1;
+        cells[j].shot_kind = j == 0 ? CAL_SHOT_WARMUP : CAL_SHOT_WARM;
+        cells[j].req_first = (size_t)(3 * j);
+        cells[j].n_requests = 3;
+        for (int k = 0; k < 3; k++) {
+            cal_req_result *q = &reqs[3 * j + k];
+            q->status = CAL_REQ_OK;
+            q->output_tokens = 100;
+            q->sched_ns = q->send_ns = 1000000000LL;
+            q->first_token_ns = q->send_ns + 1000000;
+            q->end_ns = q->last_token_ns = q->send_ns + (int64_t)(100 / speed[j][k] * 1e9);
+        }
+    }
+    char proto[] = "{\"noise_prior\":{\"series\":\"u|c1\"}}";
+    cal_run_data d = {.cells = cells, .n_cells = 5, .reqs = reqs, .n_reqs = 15};
+    d.run.id = 7;
+    d.run.status = CAL_RUN_OK;
+    d.run.protocol_json = proto;
+    cal_store_noise_row row;
+    assert_int_equal(cal_noise_row_of_run(&d, &row), CAL_OK);
+    assert_string_equal(row.series, "u|c1");
+    assert_int_equal(row.shots, 3);
+    /* pooled 9 warm requests: 90 95 100 105 110 115 120 130 300 → 110 */
+    NEAR(row.level, log(110), 1e-6);
+    double z[3] = {log(110), log(120), log(105)}, m = (z[0] + z[1] + z[2]) / 3;
+    double v = ((z[0] - m) * (z[0] - m) + (z[1] - m) * (z[1] - m) + (z[2] - m) * (z[2] - m)) / 2;
+    NEAR(row.shot_sd, sqrt(v), 1e-6);
+    /* a shot of 2 ok requests: not a series row */
+    reqs[14].status = CAL_REQ_HTTP_ERROR;
+    reqs[13].status = CAL_REQ_HTTP_ERROR;
+    assert_int_equal(cal_noise_row_of_run(&d, &row), CAL_ENOTFOUND);
+}
+
+/* a new store at a fresh name made from tmpl (its XXXXXX replaced) */
+static cal_store *temp_store(char *tmpl)
+{
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(tmpl);
+    cal_store *st = NULL;
+    assert_int_equal(cal_store_open(tmpl, &st), CAL_OK);
+    return st;
+}
+
+/* compare's run noise from a store: four runs of one series, each a
+ * warm-up and shots 2–4 of 1000 output tokens, shots 3–4 (its warm shots)
+ * lasting 2, 2.5, 1.6 and 2/1.1 s in all: aggregates 1000, 800, 1250 and
+ * 1100 tok/s; per-request levels 0.01 apart. A pair is ranked among the
+ * pairs of the runs up to the newer of the two that lie at least as far
+ * apart: runs 2 and 3 (neighbours) among all three pairs of runs 1–3, the
+ * largest with so few (log(1250/800)); runs 1 and 3 only against
+ * themselves (log(1250/1000)); runs 1 and 4 against themselves too, run 4's
+ * later neighbours not yet stored. */
+static void test_noise_compare_store(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/caliper-test-noisecmp-XXXXXX";
+    cal_store *st = temp_store(path);
+    static const double warm_s[4] = {2, 2.5, 1.6, 2 / 1.1};
+    cal_result *res[4];
+    for (int i = 0; i < 4; i++) {
+        char label[8];
+        snprintf(label, sizeof label, "r%d", i);
+        cal_run run = {.started_wall_ns = 1, .t0_mono_ns = 1, .label = label,
+                       .protocol_json = "{\"noise_prior\":{\"series\":\"s|c1\"}}"};
+        assert_int_equal(cal_store_begin_run(st, &run), CAL_OK);
+        for (int j = 0; j < 4; j++) {
+            cal_cell c;
+            memset(&c, 0, sizeof c);
+            c.kind = CAL_CELL_SHOTS;
+            c.concurrency = 1;
+            c.shot_index = j + 1;
+            c.shot_kind = j ? CAL_SHOT_WARM : CAL_SHOT_WARMUP;
+            cal_summary_init(&c.sum);
+            c.sum.total_output_tokens = 1000;
+            c.sum.duration = j >= 2 ? warm_s[i] / 2 : 1;
+            c.sum.output_throughput = 1000 / c.sum.duration;
+            /* one request whose prefill (100 tokens ÷ TTFT) moves as the
+             * aggregate does: 1000, 800, 1250, 1100 tok/s */
+            cal_req_result rq;
+            cal_req_result_init(&rq);
+            rq.status = CAL_REQ_OK;
+            rq.sched_ns = rq.send_ns = 1000000000;
+            rq.first_token_ns = rq.send_ns + (int64_t)(1e8 * warm_s[i] / 2);
+            rq.last_token_ns = rq.first_token_ns + 9000000;
+            rq.end_ns = rq.last_token_ns + 1000;
+            rq.prompt_tokens = 100;
+            rq.output_tokens = 10;
+            c.n_requests = 1;
+            assert_int_equal(cal_store_add_cell(st, run.id, &c, &rq, 1), CAL_OK);
+        }
+        assert_int_equal(cal_store_finish_run(st, run.id, CAL_RUN_OK, NULL), CAL_OK);
+        cal_store_noise_row r = {.level = 5 + 0.01 * i, .shot_sd = 0.01, .shots = 2};
+        snprintf(r.series, sizeof r.series, "s|c1");
+        assert_int_equal(cal_store_put_noise(st, run.id, &r), CAL_OK);
+        res[i] = calloc(1, sizeof *res[i]);
+        snprintf(res[i]->id, sizeof res[i]->id, "%lld", (long long)run.id);
+    }
+    cal_store_close(&st);
+    cal_compare_opts o;
+    memset(&o, 0, sizeof o);
+    const cal_result *two[2] = {res[1], res[2]};
+    assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
+    assert_true(o.run_noise[1].same);
+    NEAR(o.run_noise[1].mq95[CAL_M_AGG_TOKS], log(1250.0 / 800), 1e-9);
+    /* prefill has its own rank (it borrowed the per-request speed's before) */
+    NEAR(o.run_noise[1].mq95[CAL_M_PREFILL_TOKS], log(1250.0 / 800), 1e-6);
+    NEAR(o.run_noise[1].q95, 0.02, 1e-9);
+    NEAR(o.run_noise[0].df, 2, 0);    /* the t bound: runs 1–3, not run 4 */
+    two[0] = res[0];
+    assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
+    NEAR(o.run_noise[1].mq95[CAL_M_AGG_TOKS], log(1250.0 / 1000), 1e-9);
+    NEAR(o.run_noise[1].mq95[CAL_M_PREFILL_TOKS], log(1250.0 / 1000), 1e-6);
+    NEAR(o.run_noise[1].q95, 0.02, 1e-9);
+    two[1] = res[3];
+    assert_int_equal(cal_noise_compare_opts(path, two, 2, &o), 2);
+    NEAR(o.run_noise[1].mq95[CAL_M_AGG_TOKS], log(1.1), 1e-9);
+    NEAR(o.run_noise[1].mq95[CAL_M_PREFILL_TOKS], log(1.1), 1e-6);
+    NEAR(o.run_noise[1].q95, 0.03, 1e-9);
+    NEAR(o.run_noise[0].df, 3, 0);
+    for (int i = 0; i < 4; i++) free(res[i]);
+    unlink(path);
+}
+
 /* The store keeps a series' rows: newest first, only runs before the one
  * asked about, only its own series; a protocol gets the pooled prior. */
 static void test_noise_store(void **state)
 {
     (void)state;
     char path[] = "/tmp/caliper-test-noise-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
-    cal_store *st = NULL;
-    assert_int_equal(cal_store_open(path, &st), CAL_OK);
+    cal_store *st = temp_store(path);
     int64_t ids[4];
     for (int i = 0; i < 4; i++) {
         cal_run run = {.started_wall_ns = 1, .t0_mono_ns = 1};
@@ -710,6 +897,9 @@ int main(void)
         cmocka_unit_test(test_prior_known_case),
         cmocka_unit_test(test_prior_rates),
         cmocka_unit_test(test_noise_pool),
+        cmocka_unit_test(test_noise_rank),
+        cmocka_unit_test(test_noise_row_level),
+        cmocka_unit_test(test_noise_compare_store),
         cmocka_unit_test(test_noise_store),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_clock_share),
