@@ -223,6 +223,16 @@ static int64_t runqueue_wait_ns(void)
     return wait;
 }
 
+/* This thread's user and system CPU time so far (µs), for the verbose split. */
+static void thread_times(double *user_us, double *sys_us)
+{
+    struct rusage ru;
+    *user_us = *sys_us = 0;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0) return;
+    *user_us = (double)ru.ru_utime.tv_sec * 1e6 + (double)ru.ru_utime.tv_usec;
+    *sys_us = (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
+}
+
 static int g_pin = 1;
 /* pid on CPUs [cpu, cpu + n) */
 static void pin_range(pid_t pid, int cpu, int n)
@@ -480,6 +490,22 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
             fb[1] = cal_stats_percentile_sorted(d, nd, 99);
             fb[2] = d[nd - 1];
         }
+        /* send lag of the opening wave (one request per stream) and of the rest */
+        double lw[3] = { 0, 0, 0 }, lr[3] = { 0, 0, 0 };
+        for (int part = 0; part < 2; part++) {
+            nd = 0;
+            for (size_t i = part ? (size_t)conc : 0; i < (part ? n : (size_t)conc) && i < n; i++)
+                if (res[i].send_ns && res[i].sched_ns) d[nd++] = (double)(res[i].send_ns - res[i].sched_ns) / 1e6;
+            double *o = part ? lr : lw;
+            if (nd) {
+                cal_stats_sort(d, nd);
+                o[0] = cal_stats_percentile_sorted(d, nd, 50);
+                o[1] = cal_stats_percentile_sorted(d, nd, 99);
+                o[2] = d[nd - 1];
+            }
+        }
+        fprintf(stderr, "probe: send lag, opening wave p50 %.3f p99 %.3f max %.3f ms; later requests "
+                "p50 %.3f p99 %.3f max %.3f ms\n", lw[0], lw[1], lw[2], lr[0], lr[1], lr[2]);
         free(d);
         fprintf(stderr, "probe: %zu requests, max in flight %d, send lag p50 %.3f p99 %.3f max %.3f ms, "
                 "first byte after send p50 %.3f p99 %.3f max %.3f ms, %lld events\n", n, st.max_in_flight,
@@ -527,10 +553,16 @@ static int one_run(const bench_cfg *b, int which, int conc, int pace_ms, int loo
     double late[3] = { NAN, NAN, NAN };
     char used[8] = "floor";
     int64_t cpu = 0, t0 = cal_now_ns(), rq0 = runqueue_wait_ns();
+    double u0, s0, u1, s1;
+    thread_times(&u0, &s0);
     if (which == 0) run_floor(port, conc, dur, pace_ns, &s, &cpu, &err);
     else run_probe(base, conc, dur, pace_ns, b->chunks, which == 2 ? "poll" : NULL, loops, used,
                    &s, &cpu, &err);
+    thread_times(&u1, &s1);
     int64_t rq1 = runqueue_wait_ns(), wall = cal_now_ns() - t0;
+    if (getenv("BENCH_PROBE_VERBOSE") && s.n)
+        fprintf(stderr, "%s: user %.2f, system %.2f µs per chunk (this thread, whole run)\n",
+                which == 0 ? "floor" : "probe", (u1 - u0) / (double)s.n, (s1 - s0) / (double)s.n);
     double starved = rq0 >= 0 && rq1 >= 0 ? 100.0 * (double)(rq1 - rq0) / (double)wall : NAN;
     summarize(&s, t0, dur, cpu, r);
     free(s.err_ms); free(s.send_ns);

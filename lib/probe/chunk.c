@@ -34,27 +34,93 @@ enum { K_NONE, K_ERROR, K_OBJECT, K_MESSAGE, K_CHOICES, K_USAGE, K_TIMINGS, K_SE
        K_FUNCTION, K_ARGUMENTS, K_PROMPT_TOKENS, K_COMPLETION_TOKENS, K_DETAILS,
        K_CACHED_TOKENS, K_PROMPT_MS, K_PREDICTED_MS, K_PREDICTED_N, K_CACHE_N };
 
-/* Grouped by frame, each frame's names together (on_key relies on it). */
-#define KEY(f, k, name) { f, k, sizeof name - 1, name }
-static const struct { unsigned char frame, key, len; const char *name; } g_keys[] = {
-    KEY(F_ROOT, K_ERROR, "error"), KEY(F_ROOT, K_OBJECT, "object"),
-    KEY(F_ROOT, K_MESSAGE, "message"), KEY(F_ROOT, K_CHOICES, "choices"),
-    KEY(F_ROOT, K_USAGE, "usage"), KEY(F_ROOT, K_TIMINGS, "timings"),
-    KEY(F_ROOT, K_SEND_NS, "send_ns"),
-    KEY(F_ERROR, K_MESSAGE, "message"),
-    KEY(F_CHOICE, K_TEXT, "text"), KEY(F_CHOICE, K_DELTA, "delta"),
-    KEY(F_CHOICE, K_MESSAGE, "message"), KEY(F_CHOICE, K_FINISH, "finish_reason"),
-    KEY(F_HOLDER, K_REASONING_CONTENT, "reasoning_content"),
-    KEY(F_HOLDER, K_REASONING, "reasoning"), KEY(F_HOLDER, K_CONTENT, "content"),
-    KEY(F_HOLDER, K_TOOL_CALLS, "tool_calls"),
-    KEY(F_CALL, K_FUNCTION, "function"), KEY(F_FUNCTION, K_ARGUMENTS, "arguments"),
-    KEY(F_USAGE, K_PROMPT_TOKENS, "prompt_tokens"),
-    KEY(F_USAGE, K_COMPLETION_TOKENS, "completion_tokens"),
-    KEY(F_USAGE, K_DETAILS, "prompt_tokens_details"),
-    KEY(F_DETAILS, K_CACHED_TOKENS, "cached_tokens"),
-    KEY(F_TIMINGS, K_PROMPT_MS, "prompt_ms"), KEY(F_TIMINGS, K_PREDICTED_MS, "predicted_ms"),
-    KEY(F_TIMINGS, K_PREDICTED_N, "predicted_n"), KEY(F_TIMINGS, K_CACHE_N, "cache_n"),
+/* The names read in each frame kind, looked up by the frame a key lands in
+ * (on_key compares lengths first, so a key that is not read costs a few
+ * compares and no memcmp in the common case). */
+typedef struct keydef { unsigned char key, len; const char *name; } keydef;
+#define KEY(k, name) { k, sizeof name - 1, name }
+static const keydef k_root[] = {
+    KEY(K_ERROR, "error"), KEY(K_OBJECT, "object"), KEY(K_MESSAGE, "message"),
+    KEY(K_CHOICES, "choices"), KEY(K_USAGE, "usage"), KEY(K_TIMINGS, "timings"),
+    KEY(K_SEND_NS, "send_ns") };
+static const keydef k_error[] = { KEY(K_MESSAGE, "message") };
+static const keydef k_choice[] = {
+    KEY(K_TEXT, "text"), KEY(K_DELTA, "delta"), KEY(K_MESSAGE, "message"),
+    KEY(K_FINISH, "finish_reason") };
+static const keydef k_holder[] = {
+    KEY(K_REASONING_CONTENT, "reasoning_content"), KEY(K_REASONING, "reasoning"),
+    KEY(K_CONTENT, "content"), KEY(K_TOOL_CALLS, "tool_calls") };
+static const keydef k_call[] = { KEY(K_FUNCTION, "function") };
+static const keydef k_function[] = { KEY(K_ARGUMENTS, "arguments") };
+static const keydef k_usage[] = {
+    KEY(K_PROMPT_TOKENS, "prompt_tokens"), KEY(K_COMPLETION_TOKENS, "completion_tokens"),
+    KEY(K_DETAILS, "prompt_tokens_details") };
+static const keydef k_details[] = { KEY(K_CACHED_TOKENS, "cached_tokens") };
+static const keydef k_timings[] = {
+    KEY(K_PROMPT_MS, "prompt_ms"), KEY(K_PREDICTED_MS, "predicted_ms"),
+    KEY(K_PREDICTED_N, "predicted_n"), KEY(K_CACHE_N, "cache_n") };
+#define KEYS(a) { a, sizeof a / sizeof a[0] }
+static const struct { const keydef *k; size_t n; } g_keys[] = {
+    [F_ROOT] = KEYS(k_root), [F_ERROR] = KEYS(k_error), [F_CHOICES] = { NULL, 0 },
+    [F_CHOICE] = KEYS(k_choice), [F_HOLDER] = KEYS(k_holder), [F_TOOLS] = { NULL, 0 },
+    [F_CALL] = KEYS(k_call), [F_FUNCTION] = KEYS(k_function), [F_USAGE] = KEYS(k_usage),
+    [F_DETAILS] = KEYS(k_details), [F_TIMINGS] = KEYS(k_timings),
 };
+
+/* yajl's allocations for one parse (its handle, lexer, stack and buffers)
+ * come from a block in the parse's own frame, freed all at once when the
+ * parse returns: a chunk costs no malloc. A parse that needs more (a long
+ * escaped string, deep nesting) takes the rest from malloc. */
+#define ARENA_BYTES 6144
+typedef struct arena {
+    size_t used;
+    _Alignas(16) unsigned char mem[ARENA_BYTES];
+} arena;
+typedef struct ahead { size_t size; size_t pad; } ahead;   /* 16 bytes before each block */
+
+static int in_arena(const arena *a, const void *p)
+{
+    const unsigned char *c = p;
+    return c >= a->mem && c < a->mem + sizeof a->mem;
+}
+
+static void *arena_malloc(void *ctx, size_t n)
+{
+    arena *a = ctx;
+    size_t need = sizeof(ahead) + ((n + 15) & ~(size_t)15);
+    if (n > sizeof a->mem || need > sizeof a->mem - a->used) return malloc(n);
+    ahead *h = (ahead *)(void *)(a->mem + a->used);
+    h->size = n;
+    a->used += need;
+    return h + 1;
+}
+
+static void arena_free(void *ctx, void *p)
+{
+    arena *a = ctx;
+    if (p && !in_arena(a, p)) free(p);       /* arena blocks go with the parse */
+}
+
+static void *arena_realloc(void *ctx, void *p, size_t n)
+{
+    arena *a = ctx;
+    if (!p) return arena_malloc(ctx, n);
+    if (!in_arena(a, p)) return realloc(p, n);
+    ahead *h = (ahead *)p - 1;
+    unsigned char *end = (unsigned char *)p + ((h->size + 15) & ~(size_t)15);
+    if (end == a->mem + a->used) {           /* the last block grows in place */
+        size_t start = (size_t)((unsigned char *)p - a->mem);
+        size_t grown = (n + 15) & ~(size_t)15;
+        if (n <= sizeof a->mem && grown <= sizeof a->mem - start) {
+            a->used = start + grown;
+            h->size = n;
+            return p;
+        }
+    }
+    void *q = arena_malloc(ctx, n);
+    if (q) memcpy(q, p, h->size < n ? h->size : n);
+    return q;
+}
 
 typedef struct frame { unsigned char kind, key; uint32_t seen; } frame;
 
@@ -180,6 +246,15 @@ static int on_number(void *ud, const char *s, size_t n)
     reader *r = ud;
     if (!r->started) return 0;
     if (r->skip || !r->nf || r->f[r->nf - 1].key == K_NONE) return 1;   /* not read */
+    /* the common case, a plain integer of at most 18 digits (yajl has checked
+     * the syntax), cannot overflow: summed here without a copy */
+    size_t neg = n && s[0] == '-';
+    if (n > neg && n - neg <= 18) {
+        long long v = 0;
+        size_t k = neg;
+        while (k < n && s[k] >= '0' && s[k] <= '9') v = v * 10 + (s[k++] - '0');
+        if (k == n) return number(r, 1, neg ? -v : v, 0);
+    }
     char small[64], *t = n < sizeof small ? small : malloc(n + 1);
     if (!t) { r->rc = CAL_ENOMEM; return 0; }
     memcpy(t, s, n);
@@ -253,15 +328,13 @@ static int on_key(void *ud, const unsigned char *s, size_t n)
     if (r->skip || !r->nf) return 1;
     frame *f = &r->f[r->nf - 1];
     f->key = K_NONE;
-    /* the table is grouped by frame: look only at this frame's names */
-    size_t i = 0, nk = sizeof g_keys / sizeof g_keys[0];
-    while (i < nk && g_keys[i].frame != f->kind) i++;
-    for (; i < nk && g_keys[i].frame == f->kind; i++) {
-        if (g_keys[i].len != n || memcmp(g_keys[i].name, s, n) != 0) continue;
-        uint32_t bit = 1u << g_keys[i].key;
+    const keydef *k = g_keys[f->kind].k;
+    for (size_t i = 0, nk = g_keys[f->kind].n; i < nk; i++) {
+        if (k[i].len != n || k[i].name[0] != (char)s[0] || memcmp(k[i].name, s, n) != 0) continue;
+        uint32_t bit = 1u << k[i].key;
         if (f->seen & bit) return 0;      /* a member read twice: ambiguous */
         f->seen |= bit;
-        f->key = g_keys[i].key;
+        f->key = k[i].key;
         break;
     }
     return 1;
@@ -302,7 +375,10 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
     r.nf = r.skip = r.started = r.err_kind = r.object_error = 0;
     r.cache_n = -1;
     r.err_msg[0] = r.root_msg[0] = '\0';
-    yajl_handle h = yajl_alloc(&g_cb, NULL, &r);
+    arena ar;
+    ar.used = 0;
+    yajl_alloc_funcs af = { arena_malloc, arena_realloc, arena_free, &ar };
+    yajl_handle h = yajl_alloc(&g_cb, &af, &r);
     if (!h) return CAL_ENOMEM;
     yajl_status ys = yajl_parse(h, (const unsigned char *)data, len);
     if (ys == yajl_status_ok) ys = yajl_complete_parse(h);

@@ -129,6 +129,7 @@ typedef struct shard {
     CURLM   *multi;
     int      idx;
     int64_t  timer_at;           /* curl's timer, absolute ns; -1 none */
+    int      touched;            /* on run.touched: curl ran it this wakeup */
 } shard;
 
 typedef struct slot {
@@ -166,8 +167,16 @@ struct run {
     const size_t *idx;           /* its j-th request is the caller's idx[j]; NULL: j */
     shard   *shards;
     int      nshards;
+    int     *touched;            /* shards curl ran since the last drain [ntouched] */
+    int      ntouched;
+    int64_t  timer_min;          /* the earliest shard timer (-1 none), when not stale */
+    int      timer_stale;        /* a timer moved later or went: look at all shards */
     cal_loop *loop;              /* this loop's readiness set */
     json_t  *tmpl;               /* this loop's copy of the body template */
+    char    *body_last;          /* the last body built [body_len], for ... */
+    size_t   body_len;
+    const char *body_prompt;     /* ... this prompt (the caller's, valid for the run) */
+    int      body_max;           /* ... and max_tokens */
     slot   **slots;              /* all slots ever made */
     size_t   nslots;
     slot   **freel;              /* free slots (stack) */
@@ -543,9 +552,41 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *ud, void *sockp)
 static int on_timer(CURLM *m, long timeout_ms, void *ud)
 {
     shard *sh = ud;
+    run *r = sh->r;
     (void)m;
-    sh->timer_at = timeout_ms < 0 ? -1 : cal_now_ns() + (int64_t)timeout_ms * 1000000;
+    int64_t at = timeout_ms < 0 ? -1 : cal_now_ns() + (int64_t)timeout_ms * 1000000;
+    sh->timer_at = at;
+    /* an earlier timer keeps the minimum known; any other change may have
+     * moved it, so the next look walks the shards */
+    if (at >= 0 && !r->timer_stale && (r->timer_min < 0 || at <= r->timer_min)) r->timer_min = at;
+    else r->timer_stale = 1;
     return 0;
+}
+
+/* The earliest curl timer over r's shards, absolute ns; -1 none. */
+static int64_t timer_min(run *r)
+{
+    if (r->timer_stale) {
+        r->timer_min = -1;
+        for (int k = 0; k < r->nshards; k++) {
+            int64_t at = r->shards[k].timer_at;
+            if (at >= 0 && (r->timer_min < 0 || at < r->timer_min)) r->timer_min = at;
+        }
+        r->timer_stale = 0;
+    }
+    return r->timer_min;
+}
+
+/* Let curl act on sh (a ready socket, or its timer) and note that sh may
+ * now hold finished transfers. */
+static void shard_action(run *r, shard *sh, curl_socket_t fd, int flags)
+{
+    int running;
+    curl_multi_socket_action(sh->multi, fd, flags, &running);
+    if (!sh->touched) {
+        sh->touched = 1;
+        r->touched[r->ntouched++] = sh->idx;
+    }
 }
 
 /* The slot list's invariants: every slot ever made is in r->slots; a slot is
@@ -800,11 +841,35 @@ static char *make_body(const cal_probe *p, json_t *tmpl, const cal_request *rq)
     return body;
 }
 
+/* The body for rq: a request with the same prompt and max_tokens as the last
+ * one built (a fixed prompt, a warm-up, a repeated shot) takes a copy of its
+ * bytes; jansson's dump costs about 35,000 instructions for a 300-byte
+ * prompt, half a stream's chunks' worth of work at 2048 streams. NULL when out
+ * of memory. */
+static char *body_for(run *r, const cal_request *rq)
+{
+    if (r->body_last && r->body_max == rq->max_tokens
+        && (r->body_prompt == rq->prompt || strcmp(r->body_prompt, rq->prompt) == 0))
+        return dup_msg(r->body_last, r->body_len);
+    char *body = make_body(r->p, r->tmpl, rq);
+    if (!body) return NULL;
+    size_t len = strlen(body);
+    char *keep = dup_msg(body, len);
+    if (keep) {                                 /* else the old entry stays, still true */
+        free(r->body_last);
+        r->body_last = keep;
+        r->body_len = len;
+        r->body_prompt = rq->prompt;
+        r->body_max = rq->max_tokens;
+    }
+    return body;
+}
+
 static int start_request(run *r, const cal_request *rq, cal_req_result *res, int64_t sched_ns,
                          double *lags, size_t *nlags)
 {
     /* the body first: a slot is taken only for a request that goes out */
-    char *body = make_body(r->p, r->tmpl, rq);
+    char *body = body_for(r, rq);
     if (!body) return CAL_ENOMEM;
     slot *s = slot_get(r);
     if (!s) { free(body); return CAL_ENOMEM; }
@@ -851,7 +916,10 @@ static int start_request(run *r, const cal_request *rq, cal_req_result *res, int
 static void drain_done(run *r, int64_t *ring, size_t *ring_tail, size_t ring_cap,
                        cal_probe_progress_fn progress, void *ud, size_t n)
 {
-    for (int k = 0; k < r->nshards; k++) {
+    /* only the shards curl ran can hold finished transfers */
+    for (int t = 0; t < r->ntouched; t++) {
+        int k = r->touched[t];
+        r->shards[k].touched = 0;
         CURLMsg *m;
         int left;
         while ((m = curl_multi_info_read(r->shards[k].multi, &left))) {
@@ -868,6 +936,7 @@ static void drain_done(run *r, int64_t *ring, size_t *ring_tail, size_t ring_cap
             if (progress) progress(ud, r->done, n);
         }
     }
+    r->ntouched = 0;
 }
 
 /* The loop found nothing to read: interpret waiting events, the oldest
@@ -992,9 +1061,11 @@ static int loop_run(job *j)
     r.nshards = (int)((cap + SHARD_TRANSFERS - 1) / SHARD_TRANSFERS);
     if (r.nshards > 64) r.nshards = 64;
     r.shards = calloc((size_t)r.nshards, sizeof *r.shards);
+    r.touched = calloc((size_t)r.nshards, sizeof *r.touched);
+    r.timer_min = -1;
     double *lags = j->lags = malloc(n * sizeof *lags);
     int64_t *ring = open_loop ? NULL : malloc(cap * sizeof *ring);
-    if (rc == CAL_OK && (!r.tmpl || !r.shards || !lags || (!open_loop && !ring))) rc = CAL_ENOMEM;
+    if (rc == CAL_OK && (!r.tmpl || !r.shards || !r.touched || !lags || (!open_loop && !ring))) rc = CAL_ENOMEM;
     if (rc) goto out;
     long per_shard = (long)((cap + (size_t)r.nshards - 1) / (size_t)r.nshards);
     for (int k = 0; k < r.nshards; k++) {
@@ -1064,9 +1135,8 @@ static int loop_run(job *j)
         if (r.done >= n) break;
 
         int64_t wait = MAX_WAIT_NS;
-        for (int k = 0; k < r.nshards; k++)
-            if (r.shards[k].timer_at >= 0 && r.shards[k].timer_at - now < wait)
-                wait = r.shards[k].timer_at - now;
+        int64_t tmin = timer_min(&r);
+        if (tmin >= 0 && tmin - now < wait) wait = tmin - now;
         if (next < n && r.in_flight < cap && have_sched && next_sched - now < wait)
             wait = next_sched - now;
         if (r.next_scan - now < wait) wait = r.next_scan - now;
@@ -1082,7 +1152,6 @@ static int loop_run(job *j)
             }
         }
         if (nev < 0) nev = cal_loop_wait(r.loop, evs, maxev, wait);
-        int running;
         r.defer = nev >= DEFER_MIN_READY;
         for (int i = 0; i < nev; i++) {
             int flags = 0;
@@ -1090,16 +1159,17 @@ static int loop_run(job *j)
             if (evs[i].what & CAL_LOOP_OUT) flags |= CURL_CSELECT_OUT;
             if (evs[i].what & CAL_LOOP_ERR) flags |= CURL_CSELECT_ERR;
             if (evs[i].tag >= (uint32_t)r.nshards) continue;
-            shard *sh = &r.shards[evs[i].tag];
-            curl_multi_socket_action(sh->multi, (curl_socket_t)evs[i].fd, flags, &running);
+            shard_action(&r, &r.shards[evs[i].tag], (curl_socket_t)evs[i].fd, flags);
         }
         r.defer = 0;
         now = cal_now_ns();
-        for (int k = 0; k < r.nshards; k++) {
+        int64_t due = timer_min(&r);
+        for (int k = 0; due >= 0 && now >= due && k < r.nshards; k++) {
             shard *sh = &r.shards[k];
             if (sh->timer_at >= 0 && now >= sh->timer_at) {
                 sh->timer_at = -1;             /* curl may set a new one inside */
-                curl_multi_socket_action(sh->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+                r.timer_stale = 1;
+                shard_action(&r, sh, CURL_SOCKET_TIMEOUT, 0);
             }
         }
         drain_done(&r, ring, &ring_tail, cap, progress, ud, n);
@@ -1168,8 +1238,10 @@ out:
     for (int k = 0; r.shards && k < r.nshards; k++)
         if (r.shards[k].multi) curl_multi_cleanup(r.shards[k].multi);
     free(r.shards);
+    free(r.touched);
     cal_loop_close(&r.loop);
     json_decref(r.tmpl);
+    free(r.body_last);
     free(ring);
     j->rc = rc;
     return rc;

@@ -383,6 +383,42 @@ static void test_request_body(void **state)
     json_decref(b);
 }
 
+/* Bodies are reused only for the same prompt and max_tokens: a run whose
+ * requests repeat a prompt (by pointer or by content), change max_tokens, or
+ * change the prompt sends each request its own fields. */
+static void test_request_body_reuse(void **state)
+{
+    (void)state;
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/echo/", g_port);
+    cal_probe_config cfg = { .base_url = url, .api = CAL_API_COMPLETIONS, .keep_text = 1 };
+    cal_probe *p = NULL;
+    assert_int_equal(cal_probe_open(&cfg, &p), CAL_OK);
+    char same[] = "alpha", copy[] = "alpha";
+    cal_request rq[6] = {
+        { .prompt = same, .max_tokens = 5 }, { .prompt = same, .max_tokens = 5 },
+        { .prompt = copy, .max_tokens = 5 }, { .prompt = copy, .max_tokens = 9 },
+        { .prompt = "beta", .max_tokens = 9 }, { .prompt = same, .max_tokens = 5 } };
+    const char *want_prompt[6] = { "alpha", "alpha", "alpha", "alpha", "beta", "alpha" };
+    const int want_max[6] = { 5, 5, 5, 9, 9, 5 };
+    cal_req_result r[6];
+    cal_load one = { .concurrency = 1 };             /* in order: each body follows the last */
+    assert_int_equal(cal_probe_run(p, rq, 6, &one, r, NULL, NULL, NULL, NULL), CAL_OK);
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(r[i].status, CAL_REQ_OK);
+        char *sep = strstr(r[i].text, "\r\n\r\n");
+        assert_non_null(sep);
+        json_error_t je;
+        json_t *b = json_loads(sep + 4, 0, &je);
+        assert_non_null(b);
+        assert_string_equal(json_string_value(json_object_get(b, "prompt")), want_prompt[i]);
+        assert_int_equal(json_integer_value(json_object_get(b, "max_tokens")), want_max[i]);
+        json_decref(b);
+        cal_req_result_free(&r[i]);
+    }
+    cal_probe_close(&p);
+}
+
 static void test_connection_refused(void **state)
 {
     (void)state;
@@ -1109,6 +1145,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_json_and_llama_timings),
         cmocka_unit_test(test_connection_refused),
         cmocka_unit_test(test_request_body),
+        cmocka_unit_test(test_request_body_reuse),
         cmocka_unit_test(test_open_loop_poisson),
         cmocka_unit_test(test_stop_and_deadline),
         cmocka_unit_test(test_bad_config),

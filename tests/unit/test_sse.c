@@ -237,12 +237,52 @@ static void test_chunk_shapes(void **state)
     cal_buf_free(&t);
 }
 
+/* A parse's allocations come from a fixed block and spill to malloc: text
+ * far past the block (an escape makes yajl decode it into a growing buffer)
+ * and nesting past it (yajl's stack grows) read the same as small ones, and
+ * integers past the fast path's 18 digits still go through the full reader. */
+static void test_chunk_large_and_deep(void **state)
+{
+    (void)state;
+    cal_chunk c;
+    enum { TEXT = 40000, DEPTH = 1500 };
+    cal_buf ev = CAL_BUF_INIT((size_t)1 << 20), t = CAL_BUF_INIT((size_t)1 << 20);
+    assert_int_equal(cal_buf_puts(&ev, "{\"choices\":[{\"text\":\"\\n"), CAL_OK);
+    for (int i = 0; i < TEXT; i++) assert_int_equal(cal_buf_append(&ev, i % 2 ? "b" : "a", 1), CAL_OK);
+    assert_int_equal(cal_buf_puts(&ev, "\"}],\"skip\":"), CAL_OK);
+    for (int i = 0; i < DEPTH; i++) assert_int_equal(cal_buf_append(&ev, "[", 1), CAL_OK);
+    for (int i = 0; i < DEPTH; i++) assert_int_equal(cal_buf_append(&ev, "]", 1), CAL_OK);
+    assert_int_equal(cal_buf_puts(&ev, ",\"usage\":{\"prompt_tokens\":-7,"
+                                        "\"completion_tokens\":1234567890123456789}}"), CAL_OK);
+    assert_int_equal(cal_chunk_parse(ev.data, ev.len, &c, &t), CAL_OK);
+    assert_true(c.flags & CAL_CHUNK_TEXT);
+    assert_int_equal(c.text_bytes, TEXT + 1);
+    assert_int_equal(t.len, TEXT + 1);
+    assert_int_equal(t.data[0], '\n');
+    assert_int_equal(t.data[1], 'a');
+    assert_int_equal(t.data[TEXT], 'b');
+    assert_int_equal(c.prompt_tokens, -1);             /* negative counts read as absent */
+    assert_int_equal(c.completion_tokens, 0x7fffffff); /* 19 digits: the full reader, clamped */
+    const char *past = "{\"usage\":{\"completion_tokens\":12345678901234567890}}";
+    assert_int_equal(cal_chunk_parse(past, strlen(past), &c, NULL), CAL_EPROTO);   /* past int64 */
+    /* the same shape once more, now with counts the fast path reads */
+    const char *small = "{\"choices\":[{\"text\":\"x\"}],\"usage\":{\"prompt_tokens\":999999999999999999,"
+                        "\"completion_tokens\":42},\"send_ns\":-5}";
+    assert_int_equal(cal_chunk_parse(small, strlen(small), &c, NULL), CAL_OK);
+    assert_int_equal(c.completion_tokens, 42);
+    assert_int_equal(c.prompt_tokens, 0x7fffffff);     /* clamped to int */
+    assert_true(c.send_ns == -5);
+    cal_buf_free(&ev);
+    cal_buf_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_captures),
         cmocka_unit_test(test_sse_limits_and_stop),
         cmocka_unit_test(test_chunk_shapes),
+        cmocka_unit_test(test_chunk_large_and_deep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
