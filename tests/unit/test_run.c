@@ -454,7 +454,10 @@ static void test_series_ab_and_served_config(void **state)
     cal_store *st = NULL;
     assert_int_equal(cal_store_open(db, &st), CAL_OK);
     fake fa = {.token_ns = 1000000, .slow_from = -1};
-    fake fb = {.token_ns = 3000000, .slow_from = -1};   /* B: a third of A's speed */
+    /* B: a twentieth of A's speed, so that a busy machine's scheduling
+     * delay (several ms a request, the same on both sides) cannot pull the
+     * measured ratio up to the bound: at 3x it reached 0.6 under load */
+    fake fb = {.token_ns = 20000000, .slow_from = -1};
     cal_run_plan plan;
     small_plan(&plan);
     plan.shots = 3;
@@ -474,7 +477,7 @@ static void test_series_ab_and_served_config(void **state)
     for (size_t i = 0; i < out.analysis->n_verdicts; i++)
         if (out.analysis->verdicts[i].kind == CAL_VK_AB) ab = &out.analysis->verdicts[i];
     assert_non_null(ab);
-    assert_true(ab->effect < 0.6);           /* B ÷ A: about a third */
+    assert_true(ab->effect < 0.6);           /* B ÷ A: 0.05 when idle */
     assert_non_null(strstr(out.data->run.verdicts_json, "\"kind\":\"ab\""));
     cal_run_outcome_clear(&out);
     cal_run_target_free(&a.targets[0]);
