@@ -229,12 +229,14 @@ test: check-deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(REPLAY_BIN) $(HELPER_BIN) $(SHLIB_BIN)
 	@bash tests/run_all.sh "$(BUILD)" "$(UNIT_BIN)" "$(REPLAY_BIN)" "$(E2E)"
 
+# A sanitizer slows the code under test 2-15x: each e2e script gets 30 minutes
+# before it counts as hung, not the plain build's 5 (tests/run_all.sh).
 asan:
-	@$(MAKE) --no-print-directory BUILD=build/asan SAN=address test
+	@CALIPER_E2E_TIMEOUT=1800 $(MAKE) --no-print-directory BUILD=build/asan SAN=address test
 ubsan:
-	@$(MAKE) --no-print-directory BUILD=build/ubsan SAN=undefined test
+	@CALIPER_E2E_TIMEOUT=1800 $(MAKE) --no-print-directory BUILD=build/ubsan SAN=undefined test
 tsan:
-	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread test
+	@CALIPER_E2E_TIMEOUT=1800 $(MAKE) --no-print-directory BUILD=build/tsan SAN=thread test
 
 FUZZ_SECONDS ?= 20
 # Each target for 10 minutes (CI runs each for a few seconds).

@@ -35,7 +35,8 @@ done
 for t in $e2e; do
   echo "== e2e ${t##*/}"
   CALIPER="$(cd "$build" && pwd)/caliper" BUILD="$(cd "$build" && pwd)" \
-    timeout 300 bash "$t" >"$log" 2>&1; rc=$?
+    timeout "${CALIPER_E2E_TIMEOUT:-300}" bash "$t" >"$log" 2>&1; rc=$?
+  [ "$rc" -eq 124 ] && echo "not ok - ${t##*/} was still running after ${CALIPER_E2E_TIMEOUT:-300} s (CALIPER_E2E_TIMEOUT)" >>"$log"
   cat "$log"; count "${t##*/}" $rc
 done
 [ ${#failed_names[@]} -gt 0 ] && echo "failing: ${failed_names[*]}"

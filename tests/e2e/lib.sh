@@ -32,15 +32,21 @@ skip_unless_any() {
   echo "skip - $2: $1 only, this is $have"; return 1
 }
 
+# The waits below poll every 50 ms and end as soon as the thing is ready; their
+# bound (2400 polls, two minutes and more) is for a hung process only: under a
+# sanitizer on a busy machine a server can take well over 10 s to start.
+
 # start_faultserver PATH: starts tests/helpers/faultserver, waits for its
 # "port N" line, sets PORT; fails when it does not start.
 start_faultserver() {
   "$1" >"$E2E_TMP/fs.out" 2>&1 &
-  E2E_PIDS+=($!)
+  local pid=$!
+  E2E_PIDS+=($pid)
   local i
-  for i in $(seq 1 100); do
+  for i in $(seq 1 2400); do
     PORT=$(grep -oE '^port [0-9]+' "$E2E_TMP/fs.out" | cut -d' ' -f2)
     [ -n "$PORT" ] && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
     sleep 0.05
   done
   return 1
@@ -53,7 +59,7 @@ start_serve() {
   "$CALIPER" serve --port 0 "$@" >"$out" 2>&1 &
   SERVE_PID=$!; E2E_PIDS+=("$SERVE_PID")
   local i
-  for i in $(seq 1 200); do
+  for i in $(seq 1 2400); do
     SERVE_URL=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$out" | head -1)
     [ -n "$SERVE_URL" ] && return 0
     kill -0 "$SERVE_PID" 2>/dev/null || break

@@ -14,7 +14,7 @@ start_proxy() {
   "$CALIPER" proxy --listen 127.0.0.1:0 "$@" >/dev/null 2>"$err" &
   E2E_PIDS+=("$!")
   PROXY_URL=
-  for i in $(seq 1 200); do
+  for i in $(seq 1 2400); do
     PROXY_URL=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$err" 2>/dev/null | head -1)
     [ -n "$PROXY_URL" ] && return 0; sleep 0.05
   done
@@ -28,7 +28,7 @@ log=$E2E_TMP/turns.jsonl
   >"$E2E_TMP/proxy.out" 2>"$E2E_TMP/proxy.err" &
 PX=$!; E2E_PIDS+=("$PX")
 PURL=
-for i in $(seq 1 100); do
+for i in $(seq 1 2400); do
   PURL=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$E2E_TMP/proxy.err" | head -1)
   [ -n "$PURL" ] && break; sleep 0.05
 done
@@ -51,7 +51,7 @@ check "as many events as direct ($nv vs $nd)" [ "$nv" -eq "$nd" -a "$nv" -gt 2 ]
 txt() { grep '^data: {' "$1" | sed 's/^data: //' | jq -rj '.choices[0].delta.content // empty'; }
 check "same generated text as direct" [ "$(txt "$E2E_TMP/via.sse")" = "$(txt "$E2E_TMP/direct.sse")" ]
 
-for i in $(seq 1 100); do [ -s "$log" ] && break; sleep 0.05; done
+for i in $(seq 1 2400); do [ -s "$log" ] && break; sleep 0.05; done
 cat "$log"
 check "one JSONL line" [ "$(wc -l <"$log")" -eq 1 ]
 line=$(head -1 "$log")

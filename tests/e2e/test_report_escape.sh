@@ -11,7 +11,7 @@ FS="$BUILD/tests/helpers/faultserver"
 [ -x "$FS" ] || { ok "# SKIP faultserver not built"; finish; }
 "$FS" >"$T/fs.out" 2>&1 &
 E2E_PIDS+=($!)
-for _ in $(seq 1 100); do
+for _ in $(seq 1 2400); do
   PORT=$(grep -oE '^port [0-9]+' "$T/fs.out" | cut -d' ' -f2)
   [ -n "$PORT" ] && break
   sleep 0.05

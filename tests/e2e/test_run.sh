@@ -89,7 +89,7 @@ check "no run was started by a bad flag" [ ! -s "$T/bad.db" ]
 "$CALIPER" run "${RUN[@]}" --concurrency 2 --requests 6 --shots 50 --label e2e-int \
   >"$T/int.out" 2>"$T/int.err" &
 pid=$!
-for _ in $(seq 1 600); do grep -qs "^shot 2 · " "$T/int.err" && break; sleep 0.05; done
+for _ in $(seq 1 2400); do grep -qs "^shot 2 · " "$T/int.err" && break; sleep 0.05; done
 kill -INT $pid
 t0=$(date +%s)
 wait $pid; rc=$?
@@ -112,7 +112,7 @@ timeout -s KILL 40 "$CALIPER" run --url "$SERVE_URL" --prompt-tokens 64 --max-to
   --concurrency 2 --requests 6 --shots 50 --label e2e-killed --idle-timeout 5s \
   >"$T/kill.out" 2>"$T/kill.err" &
 pid=$!
-for _ in $(seq 1 600); do grep -qs "^shot 2 · " "$T/kill.err" && break; sleep 0.05; done
+for _ in $(seq 1 2400); do grep -qs "^shot 2 · " "$T/kill.err" && break; sleep 0.05; done
 kill -9 "$SERVE_PID"
 t0=$(date +%s)
 wait $pid; rc=$?

@@ -96,7 +96,7 @@ check "captured tree: process RSS from VmRSS" grep -q ',process,rss_bytes,B,1688
   --prometheus 127.0.0.1:0 --csv "$T/p.csv" 2>"$T/p.err" &
 E2E_PIDS+=($!)
 port=
-for i in $(seq 1 60); do
+for i in $(seq 1 2400); do
   port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$T/p.err" | head -1 | cut -d: -f2)
   [ -n "$port" ] && break; sleep 0.05
 done

@@ -305,7 +305,7 @@ py() { python3 "$PY" "$@"; }
 stop_serve() {
   kill -TERM "$1"
   local i
-  for i in $(seq 1 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done
+  for i in $(seq 1 2400); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done
   wait "$1"; local rc=$?
   check "$2: SIGTERM stops it cleanly (exit $rc)" test "$rc" -eq 0
 }
@@ -352,7 +352,7 @@ curl -sN "$U/v1/completions" -d '{"prompt":"x","max_tokens":400,"stream":true,"i
 CURL=$!
 # stop once the stream is open (its first bytes are in), not after a fixed
 # sleep that a loaded machine can outlast before curl even connects
-for i in $(seq 1 400); do [ -s "$E2E_TMP/inflight" ] && break; sleep 0.05; done
+for i in $(seq 1 2400); do [ -s "$E2E_TMP/inflight" ] && break; sleep 0.05; done
 stop_serve "$PID1" "tiny server"
 wait "$CURL"
 check "a stream open at shutdown still ends with [DONE]" grep -q '^data: \[DONE\]' "$E2E_TMP/inflight"

@@ -103,7 +103,7 @@ log="$E2E_TMP/session.jsonl"
   >/dev/null 2>"$E2E_TMP/proxy.err" &
 E2E_PIDS+=($!)
 PURL=
-for i in $(seq 1 200); do
+for i in $(seq 1 2400); do
   PURL=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$E2E_TMP/proxy.err" | head -1)
   [ -n "$PURL" ] && break; sleep 0.05
 done
@@ -124,7 +124,7 @@ for q in ["Name a river.","And a longer one?","Which is the deepest?"]:
             for c in d.get("choices",[]): text+=(c.get("delta") or {}).get("content") or ""
     msgs.append({"role":"assistant","content":text or "ok"})
 PY
-for i in $(seq 1 100); do [ "$(wc -l <"$log" 2>/dev/null)" -ge 3 ] && break; sleep 0.05; done
+for i in $(seq 1 2400); do [ "$(wc -l <"$log" 2>/dev/null)" -ge 3 ] && break; sleep 0.05; done
 check "the proxy logged three turns" [ "$(wc -l <"$log")" -eq 3 ]
 start_serve --preset tiny --context 2048 --model-name caliper-b || { not_ok "serve B started"; finish; }
 B_URL=$SERVE_URL

@@ -91,7 +91,7 @@ print(s.server_address[1], flush=True)
 s.serve_forever()
 PY
   E2E_PIDS+=("$!")
-  for i in $(seq 1 100); do [ -s "$E2E_TMP/fake.port" ] && break; sleep 0.05; done
+  for i in $(seq 1 2400); do [ -s "$E2E_TMP/fake.port" ] && break; sleep 0.05; done
   FAKE=http://127.0.0.1:$(head -1 "$E2E_TMP/fake.port")
   "$CALIPER" watch "$FAKE/mixed" --interval 50ms --duration 1s --json "$E2E_TMP/nan.json" \
     >"$E2E_TMP/nan.out" 2>"$E2E_TMP/nan.err"; rc=$?
