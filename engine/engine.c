@@ -205,7 +205,10 @@ struct cal_engine {
                                       weight tile for prefill products (not F32) */
     int   dq_rows;
     float *xr;                     /* Q8_0: [S][max n_in] activations rounded to
-                                      Q8_0 for prefill products */
+                                      Q8_0 for prefill products; BF16: as
+                                      cal_k_bf16_pairs */
+    int   bf16_gemm;               /* BF16 prefill on AVX512_BF16 (dq: its
+                                      weight panel) */
     layer *layers;                 /* [n_layers] */
     float *kcache, *vcache;        /* [n_layers][max_seqs][n_kv][max_ctx][hd] */
     int   *slot_len;               /* [max_seqs] positions filled */
@@ -511,10 +514,12 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         if (e->dq_rows > 512)
             e->dq_rows = 512;
         e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
-        if (e->dt == CAL_DTYPE_Q8_0)
+        if (e->dt == CAL_DTYPE_Q8_0 || e->dt == CAL_DTYPE_BF16)
             e->xr = xalloc((size_t)S * max_in * sizeof(float));
+        e->bf16_gemm = e->dt == CAL_DTYPE_BF16 && cal_k_have_bf16_gemm() &&
+                       (size_t)e->dq_rows * max_in >= (size_t)16 * (max_in + 1);
     }
-    int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
+    int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && (e->dt != CAL_DTYPE_BF16 || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
              e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
              e->seen && e->sscratch && e->rowpos;
@@ -632,9 +637,14 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
 #define SMALL_M 16
 
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
-                    const char *w, int n_out, int n_in, int m, float beta, float *dq)
+                    const char *w, int n_out, int n_in, int m, float beta, float *dq,
+                    const uint32_t *xq)
 {
-    if (m <= SMALL_M) {
+    if (xq) {
+        /* BF16 prefill on AVX512_BF16: X rounded to BF16 pairs (matmul_p) */
+        cal_k_gemm_bf16(y, ldy, xq, m, (const uint16_t *)w, n_out, n_in, beta,
+                        (uint32_t *)dq);
+    } else if (m <= SMALL_M) {
         cal_k_matmul(e->dt, y, ldy, x, ldx, w, n_out, n_in, m, beta);
     } else if (e->dt == CAL_DTYPE_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_out, n_in, 1.0f,
@@ -659,6 +669,7 @@ typedef struct mm_job {
     const char *w;
     int ldy, ldx, n_out, n_in, m;
     float beta;
+    const uint32_t *xq;            /* BF16 pairs of x, or NULL */
 } mm_job;
 
 static float *dq_of(const cal_engine *e, int tid)
@@ -677,7 +688,7 @@ static void mm_part(void *a, int tid, int nt)
     if (r0 < r1)
         matmul1(j->e, j->y + r0, j->ldy, j->x, j->ldx,
                 j->w + (size_t)r0 * cal_k_row_bytes(j->e->dt, j->n_in), r1 - r0, j->n_in,
-                j->m, j->beta, dq_of(j->e, tid));
+                j->m, j->beta, dq_of(j->e, tid), j->xq);
 }
 
 static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
@@ -691,9 +702,15 @@ static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         x = e->xr;
         ldx = n_in;
     }
-    mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta};
+    const uint32_t *xq = NULL;
+    if (e->dt == CAL_DTYPE_BF16 && m > SMALL_M && e->bf16_gemm) {
+        /* BF16 × BF16 products, as llama.cpp's: X rounded once for all threads */
+        cal_k_bf16_pairs(x, ldx, (uint32_t *)e->xr, m, n_in);
+        xq = (const uint32_t *)e->xr;
+    }
+    mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta, xq};
     if (e->nt == 1 || (double)n_out * n_in * m < 65536.0 || n_out < 32)
-        matmul1(e, y, ldy, x, ldx, w, n_out, n_in, m, beta, dq_of(e, 0));
+        matmul1(e, y, ldy, x, ldx, w, n_out, n_in, m, beta, dq_of(e, 0), xq);
     else
         cal_pool_run(e->pool, mm_part, &j);
 }

@@ -96,6 +96,19 @@ void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const v
                   int n_out, int n_in, int m, float beta);
 void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
                            const void *w, int n_out, int n_in, int m, float beta);
+/* The BF16 prefill product on AVX512_BF16 (vdpbf16ps), as llama.cpp's:
+ * cal_k_bf16_pairs rounds X[m][k] (row stride ldx) to BF16 once (round to
+ * nearest even, as cal_k_f32_to_bf16) into out[m][(k+1)/2], each uint32 a
+ * pair of K neighbours (low half first; an odd k's last pair has a zero
+ * partner). cal_k_gemm_bf16 then sets Y[m][n_out] (row stride ldy) =
+ * beta·Y + X̂ · Wᵀ, W [n_out] rows of n_in BF16 weights, any n_in (odd too),
+ * summing pairs in F32; beta 0 never reads Y. pack: scratch of
+ * 32 · (n_in+1)/2 uint32. cal_k_have_bf16_gemm says whether the CPU has the
+ * instruction (asked once); without it cal_k_gemm_bf16 is plain C. */
+int  cal_k_have_bf16_gemm(void);
+void cal_k_bf16_pairs(const float *x, int ldx, uint32_t *out, int m, int k);
+void cal_k_gemm_bf16(float *y, int ldy, const uint32_t *xq, int m, const uint16_t *w,
+                     int n_out, int n_in, float beta, uint32_t *pack);
 /* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
  * this CPU (VNNI: the Q8_0 integer kernel). */
 const char *cal_k_isa(void);

@@ -87,6 +87,10 @@ static void ref_rope(double *v, int n_heads, int hd, int pos, double theta)
 /* set while the reference models a Q8_0 engine: its products take the
  * activations rounded to Q8_0 (kernels.h), and so does the reference */
 static int ref_q8_0;
+/* set while the reference models a BF16 engine's prefill step (m > 16) on a
+ * CPU with AVX512_BF16: the layers' products take the activations rounded
+ * to BF16 (cal_k_gemm_bf16); the logits of the last token (m = 1) do not */
+static int ref_bf16;
 
 static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n_in)
 {
@@ -100,6 +104,11 @@ static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n
         cal_k_q8_0_round(f, f, n_in);
         for (int i = 0; i < n_in; i++)
             xr[i] = f[i];
+        x = xr;
+    } else if (ref_bf16) {
+        assert_true(n_in <= 4096);
+        for (int i = 0; i < n_in; i++)
+            xr[i] = cal_k_bf16_to_f32(cal_k_f32_to_bf16((float)x0[i]));
         x = xr;
     }
     for (int o = 0; o < n_out; o++) {
@@ -227,6 +236,7 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
         }
     }
     ref_rmsnorm(xn, x, mw.final_norm, d, c->norm_eps);
+    ref_bf16 = 0;
     ref_mv(logits, outw, xn, c->vocab, d);
     ref_q8_0 = 0;
     free(emb); free(outw);
@@ -430,9 +440,23 @@ static void check_vs_reference(cal_engine *e, int n, int chunk)
         int m = n - p < chunk ? n - p : chunk;
         assert_int_equal(run(e, 0, p, t + p, m, lg), CAL_OK);
     }
+    int bf16_prefill = cal_engine_config(e)->dtype == CAL_DTYPE_BF16 && chunk > 16 &&
+                       (n % chunk == 0 || n % chunk > 16) && cal_k_have_bf16_gemm();
+    ref_bf16 = bf16_prefill;
     ref_forward(e, t, n, ref);
     double err = max_err(lg, ref, V);
-    assert_true(err < 2e-4);
+    /* BF16 activations: the reference rounds its own (double) activations,
+     * which sit an F32 rounding away from the engine's, so now and then one
+     * rounds the other way and the two drift by BF16 steps; allow one BF16
+     * step (2^-8) of the logits' range. Not modelling the rounding at all
+     * misses by 0.11 at a range of 7.3 on the tiny preset, ~4 such steps. */
+    double span = 0;
+    for (int i = 0; i < V; i++)
+        span = fmax(span, fabs(ref[i]));
+    double bound = bf16_prefill ? 0x1p-8 * span : 2e-4;
+    if (!(err < bound))
+        fail_msg("max logit error %.3g over bound %.3g (n %d, chunk %d)", err, bound, n,
+                 chunk);
     /* the logits are not degenerate: they spread over a real range */
     double lo = ref[0], hi = ref[0];
     for (int i = 1; i < V; i++) {
