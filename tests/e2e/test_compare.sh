@@ -23,7 +23,9 @@ run B && ok "run B" || { not_ok "run B"; tail -5 run-B.out run-B.err; finish; }
 grep -q '×' same.out && ok "same protocol: ratios printed" || not_ok "same protocol: ratios"
 grep -q '(CI [0-9.]*–[0-9.]*[,)]' same.out && ok "ratios carry a bootstrap CI" || not_ok "CI on the ratio"
 grep -q 'per-request tok/s (median) · c2 · 64 tok · cold 1' same.out && ok "rows name their cell" || not_ok "row labels"
-grep -q 'not comparable' same.out && not_ok "same protocol: nothing refused" || ok "same protocol: nothing refused"
+if grep -q 'not comparable' same.out; then
+  not_ok "same protocol: nothing refused"; grep 'not comparable' same.out | head -5   # which field differed
+else ok "same protocol: nothing refused"; fi
 
 # an exported run reads exactly as the stored one
 "$CALIPER" export A --db "$DB" --json >A-export.json 2>/dev/null
