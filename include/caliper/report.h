@@ -211,6 +211,13 @@ typedef struct cal_run_noise {
                              (aggregate tok/s, prefill, TTFT, ITL ...), that
                              metric's own threshold; 0 or NAN unknown: q95
                              stands in for it */
+    double mq95_one[CAL_M__N]; /* the same rank over the stored runs' first
+                             measured shot alone, the threshold of a one-shot
+                             cell ("warm 2", "cold 1"): a first shot swings
+                             more than the warm pool (a slow shot 2 after the
+                             warm-up, 23 % on a quiet machine), so the pool's
+                             rank scaled by its shot sd let 15 % of A/A pairs
+                             be claimed; 0 or NAN unknown */
     double shot_sd;       /* the warm shots' sd, pooled; NAN unknown */
     int    shots;         /* warm shots behind a level (the newest run's) */
     int    same;          /* 1: this is the baseline's series, so its df are

@@ -202,23 +202,34 @@ static double rank_apart(const double *lv, const int64_t *id, size_t m, int64_t 
 
 /* A run's warm shots (every measured shot after the first) pooled as
  * compare pools its warm cell, each comparable metric on the log scale
- * (lv[CAL_M__N]); NAN where unknown. Requests and their chunks are loaded:
- * the per-request medians and ITL pool from them. */
-static void run_levels(cal_store *st, int64_t run_id, double *lv)
+ * (lv[CAL_M__N]), and its first measured shot alone (lv1[CAL_M__N]: what a
+ * one-shot cell, "warm 2" or "cold 1", compares); NAN where unknown.
+ * Requests and their chunks are loaded: the per-request medians and ITL
+ * pool from them. */
+static void levels_of(const cal_run_data *d, const size_t *idx, size_t k, double *lv)
 {
-    for (int m = 0; m < CAL_M__N; m++) lv[m] = NAN;
+    cal_summary s;
+    if (!k || cal_analysis_pool(d, idx, k, &s) != CAL_OK) return;
+    for (int m = 0; m < CAL_M__N; m++) {
+        if (!cal_metric_comparable((cal_metric)m)) continue;
+        double v = cal_summary_get(&s, cal_metric_get((cal_metric)m));
+        if (isfinite(v) && v > 0) lv[m] = log(v);
+    }
+}
+
+static void run_levels(cal_store *st, int64_t run_id, double *lv, double *lv1)
+{
+    for (int m = 0; m < CAL_M__N; m++) lv[m] = lv1[m] = NAN;
     cal_run_data *d = NULL;
     if (cal_store_load_run(st, run_id, CAL_LOAD_CHUNKS, &d) != CAL_OK) return;
-    size_t idx[CAL_JUDGE_MAX_SHOTS], k = 0, measured = 0;
-    for (size_t c = 0; c < d->n_cells && k < CAL_JUDGE_MAX_SHOTS; c++)
-        if (d->cells[c].shot_kind != CAL_SHOT_WARMUP && measured++) idx[k++] = c;
-    cal_summary s;
-    if (k && cal_analysis_pool(d, idx, k, &s) == CAL_OK)
-        for (int m = 0; m < CAL_M__N; m++) {
-            if (!cal_metric_comparable((cal_metric)m)) continue;
-            double v = cal_summary_get(&s, cal_metric_get((cal_metric)m));
-            if (isfinite(v) && v > 0) lv[m] = log(v);
-        }
+    size_t idx[CAL_JUDGE_MAX_SHOTS], k = 0, measured = 0, first = 0;
+    for (size_t c = 0; c < d->n_cells && k < CAL_JUDGE_MAX_SHOTS; c++) {
+        if (d->cells[c].shot_kind == CAL_SHOT_WARMUP) continue;
+        if (measured++) idx[k++] = c;
+        else first = c;
+    }
+    levels_of(d, idx, k, lv);
+    if (measured) levels_of(d, &first, 1, lv1);
     cal_run_data_free(&d);
 }
 
@@ -232,14 +243,16 @@ static void run_levels(cal_store *st, int64_t run_id, double *lv)
  * every comparable metric's own rank, from the runs' pooled warm shots,
  * into mq[CAL_M__N] (NAN where fewer than two runs have it). */
 static void pair_ranks(cal_store *st, const char *series, int64_t older, int64_t newer,
-                       double *q, double *mq)
+                       double *q, double *mq, double *mq1)
 {
     cal_store_noise_row rows[CAL_NOISE_RUN_RUNS + 1];
-    double lv[CAL_NOISE_RUN_RUNS + 1], lm[CAL_M__N][CAL_NOISE_RUN_RUNS + 1], one[CAL_M__N];
+    static _Thread_local double lm[CAL_M__N][CAL_NOISE_RUN_RUNS + 1],
+                                lm1[CAL_M__N][CAL_NOISE_RUN_RUNS + 1];
+    double lv[CAL_NOISE_RUN_RUNS + 1], one[CAL_M__N], one1[CAL_M__N];
     int64_t id[CAL_NOISE_RUN_RUNS + 1];
     size_t n = 0, k = 0;
     *q = NAN;
-    for (int m = 0; m < CAL_M__N; m++) mq[m] = NAN;
+    for (int m = 0; m < CAL_M__N; m++) mq[m] = mq1[m] = NAN;
     if (cal_store_noise(st, series, newer + 1, rows, CAL_NOISE_RUN_RUNS, &n) != CAL_OK) return;
     int has_older = 0;
     for (size_t i = 0; i < n; i++) has_older |= rows[i].run_id == older;
@@ -249,19 +262,25 @@ static void pair_ranks(cal_store *st, const char *series, int64_t older, int64_t
     for (size_t i = 0; i < n; i++) {
         id[i] = rows[i].run_id;
         lv[i] = rows[i].level;
-        run_levels(st, rows[i].run_id, one);
-        for (int m = 0; m < CAL_M__N; m++) lm[m][i] = one[m];
+        run_levels(st, rows[i].run_id, one, one1);
+        for (int m = 0; m < CAL_M__N; m++) {
+            lm[m][i] = one[m];
+            lm1[m][i] = one1[m];
+        }
     }
     *q = rank_apart(lv, id, n, newer - older);
     for (int m = 0; m < CAL_M__N; m++)
-        if (cal_metric_comparable((cal_metric)m)) mq[m] = rank_apart(lm[m], id, n, newer - older);
+        if (cal_metric_comparable((cal_metric)m)) {
+            mq[m] = rank_apart(lm[m], id, n, newer - older);
+            mq1[m] = rank_apart(lm1[m], id, n, newer - older);
+        }
 }
 
 static void noise_unknown(cal_run_noise *r)
 {
     memset(r, 0, sizeof *r);
     r->sd = r->q95 = r->shot_sd = NAN;
-    for (int m = 0; m < CAL_M__N; m++) r->mq95[m] = NAN;
+    for (int m = 0; m < CAL_M__N; m++) r->mq95[m] = r->mq95_one[m] = NAN;
 }
 
 size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res, size_t n,
@@ -314,7 +333,8 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         r->same = j > 0 && !strcmp(key[j], key[0]);
         /* a side of the baseline's series: the pair's own thresholds */
         if (r->same && id0 > 0 && id != id0)
-            pair_ranks(st, key[j], id < id0 ? id : id0, id < id0 ? id0 : id, &r->q95, r->mq95);
+            pair_ranks(st, key[j], id < id0 ? id : id0, id < id0 ? id0 : id, &r->q95, r->mq95,
+                       r->mq95_one);
         got++;
     }
     free(key);

@@ -302,14 +302,19 @@ static void run_widen(cal_cmp_entry *e, const cal_compare_opts *o, size_t j, cal
     double h = cal_stats_t_quantile(0.975, df) * sqrt(va + vb);
     double qa = a->q95, qb = b->q95;
     /* the metric's own rank where the store gave one (> 0: zero-filled
-     * noise knows none) */
+     * noise knows none); a one-shot cell, the rank of the runs' first
+     * measured shots, which needs no scaling by shot sd */
+    int one = fa->shot_first > 0 && fa->shot_first == fa->shot_last && fb->shot_first > 0 &&
+              fb->shot_first == fb->shot_last;
     if (a->mq95[m] > 0) qa = a->mq95[m];
     if (b->mq95[m] > 0) qb = b->mq95[m];
+    int own1 = one && b->same && b->mq95_one[m] > 0;   /* the pair's own, as below */
+    if (own1) qb = b->mq95_one[m];
     /* one series: the pair's own rank (its runs, pairs as far apart) */
     double q = b->same && isfinite(qb) ? qb
              : isfinite(qa) && isfinite(qb) ? (qa + qb) / 2 : isfinite(qa) ? qa : qb;
     double v0 = a->sd * a->sd + b->sd * b->sd;
-    if (isfinite(q) && v0 > 0) q *= sqrt((va + vb) / v0);
+    if (!own1 && isfinite(q) && v0 > 0) q *= sqrt((va + vb) / v0);
     if (isfinite(q) && q > h) h = q;
     widen_to(e, h);
     e->ci_scope = CAL_CI_RUNS;

@@ -546,6 +546,7 @@ static void test_noise_compare_store(void **state)
     char path[] = "/tmp/caliper-test-noisecmp-XXXXXX";
     cal_store *st = temp_store(path);
     static const double warm_s[4] = {2, 2.5, 1.6, 2 / 1.1};
+    static const double first_s[4] = {1, 1.2, 0.9, 1.05};   /* the first measured shot */
     cal_result *res[4];
     for (int i = 0; i < 4; i++) {
         char label[8];
@@ -562,7 +563,7 @@ static void test_noise_compare_store(void **state)
             c.shot_kind = j ? CAL_SHOT_WARM : CAL_SHOT_WARMUP;
             cal_summary_init(&c.sum);
             c.sum.total_output_tokens = 1000;
-            c.sum.duration = j >= 2 ? warm_s[i] / 2 : 1;
+            c.sum.duration = j >= 2 ? warm_s[i] / 2 : j == 1 ? first_s[i] : 1;
             c.sum.output_throughput = 1000 / c.sum.duration;
             /* one request whose prefill (100 tokens ÷ TTFT) moves as the
              * aggregate does: 1000, 800, 1250, 1100 tok/s */
@@ -594,6 +595,8 @@ static void test_noise_compare_store(void **state)
     NEAR(o.run_noise[1].mq95[CAL_M_AGG_TOKS], log(1250.0 / 800), 1e-9);
     /* prefill has its own rank (it borrowed the per-request speed's before) */
     NEAR(o.run_noise[1].mq95[CAL_M_PREFILL_TOKS], log(1250.0 / 800), 1e-6);
+    /* a one-shot cell's threshold ranks the runs' first measured shots */
+    NEAR(o.run_noise[1].mq95_one[CAL_M_AGG_TOKS], log(1.2 / 0.9), 1e-9);
     NEAR(o.run_noise[1].q95, 0.02, 1e-9);
     NEAR(o.run_noise[0].df, 2, 0);    /* the t bound: runs 1–3, not run 4 */
     two[0] = res[0];
@@ -844,6 +847,17 @@ static void test_compare_shot_ci(void **state)
     assert_true(e->ci_lo < 1);
     assert_false(e->differs);
     cal_comparison_free(&c);
+    /* a one-shot cell (cold 1) takes the rank of the runs' first shots,
+     * unscaled; the pooled cell keeps the pool's rank */
+    o.run_noise[1].mq95_one[CAL_M_REQ_TOKS] = 0.5;
+    o.run_noise[1].mq95[CAL_M_REQ_TOKS] = 0.3;
+    assert_int_equal(cal_compare(rs, 2, &o, &c), CAL_OK);
+    e = req_entry(c, 0);
+    NEAR(e->ci_hi / e->ratio, exp(0.5), 1e-9);
+    e = req_entry(c, 1);
+    NEAR(e->ci_hi / e->ratio, exp(0.3), 1e-9);
+    cal_comparison_free(&c);
+    o.run_noise[1].mq95_one[CAL_M_REQ_TOKS] = o.run_noise[1].mq95[CAL_M_REQ_TOKS] = 0;
     o.run_noise[0].df = o.run_noise[1].df = 0;
     cal_result_free(&a);
     cal_result_free(&b);
