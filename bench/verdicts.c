@@ -253,6 +253,8 @@ static int judge_run(int64_t id, cal_judge_verdict *v, cal_judge_verdict *vp)
     }
     /* as caliper run judged it, the first measured shot's kind as stored */
     cal_judge_opts o = {.what = "per-request tok/s", .first = CAL_JUDGE_FIRST_UNKNOWN};
+    /* the first shots' spread the run stored (noise_prior), as caliper run uses it */
+    cal_noise_first_of(d->run.protocol_json, &o.first_sd, &o.first_df);
     for (size_t c = 0; c < d->n_cells; c++)
         if (d->cells[c].shot_kind != CAL_SHOT_WARMUP) {
             if (d->cells[c].shot_kind == CAL_SHOT_WARM) o.first = CAL_JUDGE_FIRST_WARM;

@@ -135,6 +135,8 @@ typedef struct cal_analysis {
     double noise_floor;    /* the run's --noise-floor (protocol JSON), 0 default */
     double prior_sd, prior_df; /* the shot-to-shot prior stored with the run
                                (protocol JSON "noise_prior"); df 0 none */
+    double first_sd, first_df; /* the first shots' spread stored with it
+                               (noise_prior first_sd, judge.h); df 0 none */
 } cal_analysis;
 
 /* The same workload configuration (target, kind, load, prompt, content,

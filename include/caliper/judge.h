@@ -63,6 +63,16 @@ typedef struct cal_judge_opts {
     double prior_sd;         /* shot-to-shot sd (log) pooled from earlier runs of this
                                 series (noise.h); used only with prior_df > 0 */
     double prior_df;         /* its degrees of freedom; 0: no prior */
+    double first_sd;         /* how far the first measured shot lands from its run's
+                                warm shots on earlier runs of this series (root mean
+                                square, log; noise.h); used only with first_df > 0 and
+                                a first shot that is not cold. It stands in for the
+                                first shot's own variance where larger than the warm
+                                shots': a first shot after the warm-up swings more
+                                than later ones (4 of 70 steady quiet series called
+                                it a drop with the warm shots' spread alone), so it
+                                only ever widens the band */
+    double first_df;         /* runs behind it; 0: none */
 } cal_judge_opts;
 
 typedef enum cal_judge_kind {
@@ -92,6 +102,8 @@ typedef struct cal_judge_verdict {
     double tau;              /* shot-to-shot sd used (log scale) */
     double tau_within;       /* the floor on it from the requests' spread */
     double prior_df;         /* df the prior added (0 none) */
+    double first_sd;         /* the first shots' spread that widened the band
+                                (opts.first_sd); 0 when it did not */
     int    prior_rejected;   /* the warm shots spread more than the prior at 5 %
                                 (F test): the prior was not used */
     double half1, half2;     /* effect of each half of the warm shots (NAN k < 2) */

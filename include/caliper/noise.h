@@ -37,6 +37,10 @@ typedef struct cal_noise_est {
                               the (P − ⌊P/20⌋)-th smallest: at most ⌊P/20⌋ (≤ 5 %)
                               exceed it; the largest with P < 20; NAN with < 2 runs */
     int    shots;          /* warm shots of the first row given (the newest) */
+    double first_sd;       /* root mean square of the rows' first_dev (log): how far
+                              a first measured shot lands from its run's warm shots
+                              on this series; NAN none */
+    double first_df;       /* rows behind it; 0 none */
 } cal_noise_est;
 
 /* Pool rows (any order) into *e. Rows with shots < 2 add to the run-to-run
@@ -64,6 +68,10 @@ int cal_noise_record(cal_store *st, const cal_run_data *d);
  * pooled shot sd and its df the verdict used. 0 and *sd = NAN, *df = 0 when
  * there is none. */
 int cal_noise_prior_of(const char *protocol_json, double *sd, double *df);
+/* The first shots' spread stored in a run's protocol JSON (noise_prior
+ * first_sd, first_df: the newest CAL_NOISE_PRIOR_RUNS runs of the series
+ * before it): 1 and *sd, *df when present; else 0, NAN and 0. */
+int cal_noise_first_of(const char *protocol_json, double *sd, double *df);
 
 /* Add "noise_prior": {"series", "runs", "shot_sd", "shot_df"} to a JSON
  * object text (*json, malloc'd, replaced), from the store's rows of series;

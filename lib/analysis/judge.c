@@ -59,6 +59,7 @@ void cal_judge_step_prior(const double *z, size_t n, double tau_within, double t
     o->trend_sig = 0;
     o->prior_df = 0;
     o->prior_rejected = 0;
+    o->first_sd = 0;
     o->k = n > 0 ? (int)n - 1 : 0;
     if (n < 3) return;   /* fewer than 2 warm shots: no spread to judge by */
     size_t k = n - 1;
@@ -212,6 +213,21 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
         tau_w = sqrt(M_PI / 2 * s2 / n_h);
     }
     cal_judge_step_prior(z, n, tau_w, 0, op.prior_sd, op.prior_df, op.level, o);
+    /* the first shot's own spread, from the series' earlier runs, where it
+     * is larger than the warm shots': var(d) = var(first) + tau² ÷ k, on the
+     * fewer of the two degrees of freedom */
+    if (op.first_df > 0 && op.first_sd > 0 && isfinite(o->tau) && op.first_sd > o->tau &&
+        op.first != CAL_JUDGE_FIRST_COLD && op.first != CAL_JUDGE_ALL_COLD) {
+        double k = (double)(n - 1), d = log1p(o->effect);
+        double se = sqrt(op.first_sd * op.first_sd + o->tau * o->tau / k);
+        o->df = fmin(o->df, op.first_df);
+        double tc = cal_stats_t_quantile(0.5 + op.level / 2, o->df);
+        o->t = d / se;
+        o->p = 2 * (1 - cal_stats_t_cdf(fabs(o->t), o->df));
+        o->lo = expm1(d - tc * se);
+        o->hi = expm1(d + tc * se);
+        o->first_sd = op.first_sd;
+    }
     o->k = (int)n - 1;
     o->judged = 1;
     o->first = exp(z[0]);

@@ -25,8 +25,19 @@ static double rank_q95(double *d, size_t nd)
 void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
 {
     memset(e, 0, sizeof *e);
-    e->shot_sd = e->run_sd = e->run_q95 = NAN;
+    e->shot_sd = e->run_sd = e->run_q95 = e->first_sd = NAN;
     e->shots = n ? rows[0].shots : 0;
+    /* the first shots' deviations: their sd about their own mean, so a
+     * series whose every run has a wall after shot 1 keeps a narrow band
+     * and its wall is still called; only the swing from run to run widens */
+    double f1 = 0, f2 = 0;
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(rows[i].first_dev)) { f1 += rows[i].first_dev; nf++; }
+    for (size_t i = 0; nf >= 2 && i < n; i++)
+        if (isfinite(rows[i].first_dev))
+            f2 += (rows[i].first_dev - f1 / (double)nf) * (rows[i].first_dev - f1 / (double)nf);
+    if (nf >= 2) { e->first_sd = sqrt(f2 / (double)(nf - 1)); e->first_df = (double)(nf - 1); }
     double ss = 0, df = 0, sum = 0, sum2 = 0;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -73,6 +84,8 @@ int cal_noise_estimate(cal_store *st, const char *series, int64_t before_run_id,
         cal_noise_pool(rows, n, e);
         e->shot_sd = shot.shot_sd;
         e->shot_df = shot.shot_df;
+        e->first_sd = shot.first_sd;
+        e->first_df = shot.first_df;
     } else {
         cal_noise_pool(NULL, 0, e);
     }
@@ -89,7 +102,7 @@ static const char *series_of(json_t *proto)
 int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
 {
     memset(out, 0, sizeof *out);
-    out->level = out->shot_sd = NAN;
+    out->level = out->shot_sd = out->first_dev = NAN;
     if (!d || d->run.status != CAL_RUN_OK || !d->run.protocol_json) return CAL_ENOTFOUND;
     json_t *p = json_loads(d->run.protocol_json, 0, NULL);
     const char *key = series_of(p);
@@ -141,6 +154,7 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
     out->level = level;
     out->shot_sd = sqrt(q / (double)(k - 2));
     out->shots = (int)(k - 1);
+    out->first_dev = mean - z[0];
     return CAL_OK;
 }
 
@@ -165,6 +179,20 @@ int cal_noise_prior_of(const char *protocol_json, double *sd, double *df)
     return ok;
 }
 
+int cal_noise_first_of(const char *protocol_json, double *sd, double *df)
+{
+    *sd = NAN;
+    *df = 0;
+    json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
+    json_t *np = json_object_get(p, "noise_prior");
+    json_t *a = json_object_get(np, "first_sd"), *b = json_object_get(np, "first_df");
+    int ok = json_is_number(a) && json_is_number(b) && json_number_value(a) >= 0 &&
+             json_number_value(b) > 0;
+    if (ok) { *sd = json_number_value(a); *df = json_number_value(b); }
+    json_decref(p);
+    return ok;
+}
+
 int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **json)
 {
     if (!json || !*json || !series) return CAL_EINVAL;
@@ -177,6 +205,10 @@ int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **j
     json_object_set_new(np, "runs", json_integer((json_int_t)e.runs));
     json_object_set_new(np, "shot_sd", pool && isfinite(e.shot_sd) ? json_real(e.shot_sd) : json_null());
     json_object_set_new(np, "shot_df", json_real(pool ? e.shot_df : 0));
+    /* the first shots' spread is used by default: it can only widen the
+     * shot verdict's band, never narrow it */
+    json_object_set_new(np, "first_sd", isfinite(e.first_sd) ? json_real(e.first_sd) : json_null());
+    json_object_set_new(np, "first_df", json_real(isfinite(e.first_sd) ? e.first_df : 0));
     json_object_set_new(p, "noise_prior", np);
     char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(p);

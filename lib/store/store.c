@@ -119,6 +119,8 @@ static const char *const MIGRATIONS[] = {
      " ttft BLOB, itl BLOB, tpot BLOB, e2el BLOB);"),
     /* 6: goodput under the run's --slo (NULL without one) */
     "ALTER TABLE cells ADD COLUMN goodput REAL;",
+    /* 7: each run's first measured shot against its warm shots (noise.h) */
+    "ALTER TABLE noise ADD COLUMN first_dev REAL;",
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 
@@ -955,8 +957,8 @@ int cal_store_put_noise(cal_store *st, int64_t run_id, const cal_store_noise_row
     if (!st || !r || !r->series[0] || !isfinite(r->level) || r->shots < 1) return CAL_EINVAL;
     st->why[0] = '\0';
     sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(st->db, "INSERT INTO noise(run_id, series, level, shot_sd, shots) "
-                           "VALUES (?,?,?,?,?)", -1, &s, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(st->db, "INSERT INTO noise(run_id, series, level, shot_sd, shots, "
+                           "first_dev) VALUES (?,?,?,?,?,?)", -1, &s, NULL) != SQLITE_OK) {
         note(st);
         return CAL_ESTORE;
     }
@@ -965,6 +967,7 @@ int cal_store_put_noise(cal_store *st, int64_t run_id, const cal_store_noise_row
     bind_real(s, 3, r->level);
     bind_real(s, 4, r->shot_sd);
     sqlite3_bind_int(s, 5, r->shots);
+    bind_real(s, 6, r->first_dev);
     int step = sqlite3_step(s);
     if (step != SQLITE_DONE) note(st);
     sqlite3_finalize(s);
@@ -979,8 +982,12 @@ int cal_store_noise(cal_store *st, const char *series, int64_t before_run_id,
     st->why[0] = '\0';
     sqlite3_stmt *s = NULL;
     /* a store written before schema 4 has no noise table: no evidence */
-    if (sqlite3_prepare_v2(st->db, "SELECT run_id, level, shot_sd, shots FROM noise "
-                           "WHERE series=? AND run_id<? ORDER BY run_id DESC LIMIT ?",
+    /* a store read as it is (read-only, before schema 7) has no first_dev */
+    if (sqlite3_prepare_v2(st->db, st->version >= 7
+                           ? "SELECT run_id, level, shot_sd, shots, first_dev FROM noise "
+                             "WHERE series=? AND run_id<? ORDER BY run_id DESC LIMIT ?"
+                           : "SELECT run_id, level, shot_sd, shots, NULL FROM noise "
+                             "WHERE series=? AND run_id<? ORDER BY run_id DESC LIMIT ?",
                            -1, &s, NULL) != SQLITE_OK)
         return st->version >= 4 ? (note(st), CAL_ESTORE) : CAL_OK;
     bind_text(s, 1, series);
@@ -995,6 +1002,7 @@ int cal_store_noise(cal_store *st, const char *series, int64_t before_run_id,
         r->level = col_real(s, 1);
         r->shot_sd = col_real(s, 2);
         r->shots = sqlite3_column_int(s, 3);
+        r->first_dev = col_real(s, 4);
     }
     if (step != SQLITE_DONE && step != SQLITE_ROW) note(st);
     sqlite3_finalize(s);

@@ -94,6 +94,56 @@ static void test_wall_is_called(void **state)
     assert_non_null(strstr(v.text, "above shot 1"));
 }
 
+/* A first measured shot 15 % off tight warm shots is called on the warm
+ * shots' spread alone; with the series' stored first-shot spread (10 % over
+ * 10 runs) it is within noise, while a 45 % wall still is called; a cold
+ * first shot never uses it. Seeded steady series whose first shot swings
+ * with sd 10 % (warm shots 1 %): called in many without it, in ≤ 5 % with. */
+static void test_first_shot_spread(void **state)
+{
+    (void)state;
+    static series x;
+    double lvl[] = {870, 1000, 1005, 995, 1002};
+    fixed(&x, lvl, 5, 8);
+    cal_judge_opts o = {.what = "per-request tok/s", .first = CAL_JUDGE_FIRST_WARM};
+    cal_judge_verdict v;
+    cal_judge_shots(x.s, 5, &o, &v);
+    assert_true(v.directional);
+    o.first_sd = 0.10;
+    o.first_df = 10;
+    cal_judge_shots(x.s, 5, &o, &v);
+    assert_false(v.directional);
+    NEAR(v.first_sd, 0.10, 0);
+    assert_true(v.lo < 0 && v.hi > 0);
+    double wall[] = {1000, 550, 552, 548, 551};
+    fixed(&x, wall, 5, 8);
+    cal_judge_shots(x.s, 5, &o, &v);
+    assert_int_equal(v.kind, CAL_JUDGE_SLOWER);
+    fixed(&x, lvl, 5, 8);
+    o.first = CAL_JUDGE_FIRST_COLD;
+    cal_judge_shots(x.s, 5, &o, &v);
+    assert_true(v.directional);
+    NEAR(v.first_sd, 0, 0);
+    /* the rate: 400 seeded steady series, first shot sd 10 %, warm 1 % */
+    g_seed = 77;
+    int with = 0, without = 0;
+    for (int r = 0; r < 400; r++) {
+        double l[5];
+        l[0] = 1000 * exp(0.10 * gauss());
+        for (int j = 1; j < 5; j++) l[j] = 1000 * exp(0.01 * gauss());
+        fixed(&x, l, 5, 8);
+        cal_judge_opts a = {.first = CAL_JUDGE_FIRST_WARM};
+        cal_judge_shots(x.s, 5, &a, &v);
+        without += v.directional;
+        a.first_sd = 0.10;
+        a.first_df = 10;
+        cal_judge_shots(x.s, 5, &a, &v);
+        with += v.directional;
+    }
+    assert_true(without > 200);      /* the warm shots' spread alone: most */
+    assert_true(with <= 20);         /* ≤ 5 % */
+}
+
 static void test_steady_is_silent(void **state)
 {
     (void)state;
@@ -513,6 +563,15 @@ static void test_noise_row_level(void **state)
     double z[3] = {log(110), log(120), log(105)}, m = (z[0] + z[1] + z[2]) / 3;
     double v = ((z[0] - m) * (z[0] - m) + (z[1] - m) * (z[1] - m) + (z[2] - m) * (z[2] - m)) / 2;
     NEAR(row.shot_sd, sqrt(v), 1e-6);
+    NEAR(row.first_dev, m - log(10), 1e-6);   /* the verdict's d: warm mean − shot 2 */
+    /* the first shots' spread over rows: their sd about their mean */
+    cal_store_noise_row two[3] = {{.level = 1, .first_dev = 0.1, .shots = 3},
+                                  {.level = 1, .first_dev = -0.2, .shots = 3},
+                                  {.level = 1, .first_dev = NAN, .shots = 3}};
+    cal_noise_est e;
+    cal_noise_pool(two, 3, &e);
+    NEAR(e.first_sd, sqrt((0.15 * 0.15 + 0.15 * 0.15) / 1), 1e-12);
+    NEAR(e.first_df, 1, 0);
     /* a shot of 2 ok requests: not a series row */
     reqs[14].status = CAL_REQ_HTTP_ERROR;
     reqs[13].status = CAL_REQ_HTTP_ERROR;
@@ -914,6 +973,7 @@ int main(void)
         cmocka_unit_test(test_noise_rank),
         cmocka_unit_test(test_noise_row_level),
         cmocka_unit_test(test_noise_compare_store),
+        cmocka_unit_test(test_first_shot_spread),
         cmocka_unit_test(test_noise_store),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_clock_share),

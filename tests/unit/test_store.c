@@ -88,6 +88,7 @@ static void test_open_migrates_and_reopens(void **state)
                      "ALTER TABLE cells DROP COLUMN std_e2el_ms;"
                      "ALTER TABLE cells DROP COLUMN clock_mhz_min;"
                      "ALTER TABLE cells DROP COLUMN power_w_min;"
+                     "DROP TABLE noise;"
                      "DROP TABLE cell_hists;"
                      "ALTER TABLE cells DROP COLUMN goodput;"
                      "DELETE FROM schema_version WHERE version >= 2;", NULL, NULL, NULL), SQLITE_OK);
@@ -454,6 +455,7 @@ static void test_readonly_open(void **state)
                      "ALTER TABLE cells DROP COLUMN std_e2el_ms;"
                      "ALTER TABLE cells DROP COLUMN clock_mhz_min;"
                      "ALTER TABLE cells DROP COLUMN power_w_min;"
+                     "DROP TABLE noise;"
                      "DROP TABLE cell_hists;"
                      "ALTER TABLE cells DROP COLUMN goodput;"
                      "DELETE FROM schema_version WHERE version >= 2;", NULL, NULL, NULL), SQLITE_OK);
