@@ -47,8 +47,21 @@ void cal_judge_step(const double *z, size_t n, double tau_within, double level,
     cal_judge_step_prior(z, n, tau_within, 0, NAN, 0, level, o);
 }
 
+static void step(const double *z, size_t n, double tau_within, double tau_within_df,
+                 double prior_sd, double prior_df, double first_sd, double first_df,
+                 double level, cal_judge_verdict *o);
+
 void cal_judge_step_prior(const double *z, size_t n, double tau_within, double tau_within_df,
                           double prior_sd, double prior_df, double level, cal_judge_verdict *o)
+{
+    step(z, n, tau_within, tau_within_df, prior_sd, prior_df, NAN, 0, level, o);
+}
+
+/* The step decision; first_sd, first_df: the first shot's own spread
+ * (cal_judge_opts), NAN and 0 for none. */
+static void step(const double *z, size_t n, double tau_within, double tau_within_df,
+                 double prior_sd, double prior_df, double first_sd, double first_df,
+                 double level, cal_judge_verdict *o)
 {
     if (!(prior_df > 0 && isfinite(prior_sd) && prior_sd >= 0)) prior_df = 0;
     if (!(level > 0 && level < 1)) level = 0.95;
@@ -91,6 +104,14 @@ void cal_judge_step_prior(const double *z, size_t n, double tau_within, double t
     o->tau = sqrt(tau2);
     o->df = dfv;
     double se = o->tau * sqrt(1.0 + 1.0 / (double)k);
+    /* the first shot's own spread, from the series' earlier runs, where it
+     * is larger than the warm shots': var(d) = var(first) + tau² ÷ k, on the
+     * fewer of the two degrees of freedom */
+    if (first_df > 0 && first_sd > o->tau) {
+        se = sqrt(first_sd * first_sd + o->tau * o->tau / (double)k);
+        o->df = fmin(o->df, first_df);
+        o->first_sd = first_sd;
+    }
     double tc = cal_stats_t_quantile(0.5 + level / 2, o->df);
     o->effect = expm1(d);
     if (se > 0) {
@@ -212,22 +233,10 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
         double n_h = (double)used / inv_n;
         tau_w = sqrt(M_PI / 2 * s2 / n_h);
     }
-    cal_judge_step_prior(z, n, tau_w, 0, op.prior_sd, op.prior_df, op.level, o);
-    /* the first shot's own spread, from the series' earlier runs, where it
-     * is larger than the warm shots': var(d) = var(first) + tau² ÷ k, on the
-     * fewer of the two degrees of freedom */
-    if (op.first_df > 0 && op.first_sd > 0 && isfinite(o->tau) && op.first_sd > o->tau &&
-        op.first != CAL_JUDGE_FIRST_COLD && op.first != CAL_JUDGE_ALL_COLD) {
-        double k = (double)(n - 1), d = log1p(o->effect);
-        double se = sqrt(op.first_sd * op.first_sd + o->tau * o->tau / k);
-        o->df = fmin(o->df, op.first_df);
-        double tc = cal_stats_t_quantile(0.5 + op.level / 2, o->df);
-        o->t = d / se;
-        o->p = 2 * (1 - cal_stats_t_cdf(fabs(o->t), o->df));
-        o->lo = expm1(d - tc * se);
-        o->hi = expm1(d + tc * se);
-        o->first_sd = op.first_sd;
-    }
+    /* a cold first shot is the fresh process's own effect: never widened */
+    int cold = op.first == CAL_JUDGE_FIRST_COLD || op.first == CAL_JUDGE_ALL_COLD;
+    step(z, n, tau_w, 0, op.prior_sd, op.prior_df, cold ? NAN : op.first_sd,
+         cold ? 0 : op.first_df, op.level, o);
     o->k = (int)n - 1;
     o->judged = 1;
     o->first = exp(z[0]);
