@@ -165,13 +165,16 @@ int cal_noise_record(cal_store *st, const cal_run_data *d)
     return rc ? rc : cal_store_put_noise(st, d->run.id, &r);
 }
 
-int cal_noise_prior_of(const char *protocol_json, double *sd, double *df)
+/* A (sd, df) pair under the protocol's noise_prior: 1 when both are there
+ * with sd >= 0 and df > 0; else 0, NAN and 0. */
+static int prior_pair(const char *protocol_json, const char *sd_key, const char *df_key,
+                      double *sd, double *df)
 {
     *sd = NAN;
     *df = 0;
     json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
     json_t *np = json_object_get(p, "noise_prior");
-    json_t *a = json_object_get(np, "shot_sd"), *b = json_object_get(np, "shot_df");
+    json_t *a = json_object_get(np, sd_key), *b = json_object_get(np, df_key);
     int ok = json_is_number(a) && json_is_number(b) && json_number_value(a) >= 0 &&
              json_number_value(b) > 0;
     if (ok) { *sd = json_number_value(a); *df = json_number_value(b); }
@@ -179,18 +182,14 @@ int cal_noise_prior_of(const char *protocol_json, double *sd, double *df)
     return ok;
 }
 
+int cal_noise_prior_of(const char *protocol_json, double *sd, double *df)
+{
+    return prior_pair(protocol_json, "shot_sd", "shot_df", sd, df);
+}
+
 int cal_noise_first_of(const char *protocol_json, double *sd, double *df)
 {
-    *sd = NAN;
-    *df = 0;
-    json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
-    json_t *np = json_object_get(p, "noise_prior");
-    json_t *a = json_object_get(np, "first_sd"), *b = json_object_get(np, "first_df");
-    int ok = json_is_number(a) && json_is_number(b) && json_number_value(a) >= 0 &&
-             json_number_value(b) > 0;
-    if (ok) { *sd = json_number_value(a); *df = json_number_value(b); }
-    json_decref(p);
-    return ok;
+    return prior_pair(protocol_json, "first_sd", "first_df", sd, df);
 }
 
 int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **json)
@@ -278,8 +277,7 @@ static void pair_ranks(cal_store *st, const char *series, int64_t older, int64_t
                        double *q, double *mq, double *mq1)
 {
     cal_store_noise_row rows[CAL_NOISE_RUN_RUNS + 1];
-    static _Thread_local double lm[CAL_M__N][CAL_NOISE_RUN_RUNS + 1],
-                                lm1[CAL_M__N][CAL_NOISE_RUN_RUNS + 1];
+    double lm[CAL_M__N][CAL_NOISE_RUN_RUNS + 1], lm1[CAL_M__N][CAL_NOISE_RUN_RUNS + 1];
     double lv[CAL_NOISE_RUN_RUNS + 1], one[CAL_M__N], one1[CAL_M__N];
     int64_t id[CAL_NOISE_RUN_RUNS + 1];
     size_t n = 0, k = 0;
