@@ -3,6 +3,7 @@
  * and the counter-based random numbers behind the synthetic weights.
  * Matrix products are not here: they go through OpenBLAS in engine.c. */
 #include "engine/kernels.h"
+#include "engine/simd.h"
 #include <math.h>
 #include <string.h>
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -188,12 +189,82 @@ void cal_k_swiglu(float *out, const float *gate, const float *up, int n)
     }
 }
 
+#if defined(__AVX512F__)
+enum { ATT_V = 4 };   /* head_dim ≤ 64 on this path: four vectors a head */
+
+/* nq (≤ CAL_K_ATT_HEADS) query heads that share one KV head, head_dim a
+ * multiple of 16 up to 64. Each key and value row is loaded once for all
+ * of them; scores go four positions at a time through one reduction
+ * (instead of a full horizontal sum per position), and the outputs stay in
+ * registers over the positions (instead of a load and store per position). */
+static void att_group(const float *q, int nq, const float *kh, const float *vh, int hd,
+                      int n_pos, float scale, float *scores, float *out)
+{
+    int nv = hd / 16;
+    __m512 qv[CAL_K_ATT_HEADS][ATT_V];
+    for (int h = 0; h < nq; h++)
+        for (int i = 0; i < nv; i++)
+            qv[h][i] = _mm512_loadu_ps(q + (size_t)h * hd + 16 * i);
+    int j = 0;
+    for (; j + 4 <= n_pos; j += 4) {
+        const float *kr = kh + (size_t)j * hd;
+        for (int h = 0; h < nq; h++) {
+            __m512 a[4];
+            for (int t = 0; t < 4; t++) {
+                a[t] = _mm512_mul_ps(qv[h][0], _mm512_loadu_ps(kr + (size_t)t * hd));
+                for (int i = 1; i < nv; i++)
+                    a[t] = _mm512_fmadd_ps(qv[h][i], _mm512_loadu_ps(kr + (size_t)t * hd + 16 * i),
+                                           a[t]);
+            }
+            _mm_storeu_ps(scores + (size_t)h * n_pos + j,
+                          _mm_mul_ps(cal_hsum4(a[0], a[1], a[2], a[3]), _mm_set1_ps(scale)));
+        }
+    }
+    for (; j < n_pos; j++)
+        for (int h = 0; h < nq; h++)
+            scores[(size_t)h * n_pos + j] = cal_k_dot(q + (size_t)h * hd, kh + (size_t)j * hd, hd) * scale;
+    for (int h = 0; h < nq; h++)
+        cal_k_softmax(scores + (size_t)h * n_pos, n_pos);
+    __m512 o[CAL_K_ATT_HEADS][ATT_V];
+    for (int h = 0; h < nq; h++)
+        for (int i = 0; i < nv; i++)
+            o[h][i] = _mm512_setzero_ps();
+    for (j = 0; j < n_pos; j++) {
+        __m512 vr[ATT_V];
+        for (int i = 0; i < nv; i++)
+            vr[i] = _mm512_loadu_ps(vh + (size_t)j * hd + 16 * i);
+        for (int h = 0; h < nq; h++) {
+            __m512 p = _mm512_set1_ps(scores[(size_t)h * n_pos + j]);
+            for (int i = 0; i < nv; i++)
+                o[h][i] = _mm512_fmadd_ps(p, vr[i], o[h][i]);
+        }
+    }
+    for (int h = 0; h < nq; h++)
+        for (int i = 0; i < nv; i++)
+            _mm512_storeu_ps(out + (size_t)h * hd + 16 * i, o[h][i]);
+}
+#endif
+
 void cal_k_attention_heads(const float *q, const float *k, const float *v,
                            int n_heads, int n_kv, int head_dim, int kv_stride,
                            int n_pos, int h0, int h1, float *scores, float *out)
 {
     int group = n_heads / n_kv;
     float scale = 1.0f / sqrtf((float)head_dim);
+#if defined(__AVX512F__)
+    if (head_dim % 16 == 0 && head_dim <= 16 * ATT_V) {
+        /* the heads of [h0, h1) in runs that share a KV head */
+        for (int h = h0; h < h1;) {
+            int g = h / group, end = (g + 1) * group < h1 ? (g + 1) * group : h1;
+            int nq = end - h < CAL_K_ATT_HEADS ? end - h : CAL_K_ATT_HEADS;
+            att_group(q + (size_t)h * head_dim, nq, k + (size_t)g * kv_stride * head_dim,
+                      v + (size_t)g * kv_stride * head_dim, head_dim, n_pos, scale, scores,
+                      out + (size_t)h * head_dim);
+            h += nq;
+        }
+        return;
+    }
+#endif
     for (int h = h0; h < h1; h++) {
         const float *qh = q + (size_t)h * head_dim;
         const float *kh = k + (size_t)(h / group) * kv_stride * head_dim;

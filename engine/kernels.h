@@ -37,7 +37,8 @@ void  cal_k_axpy(float *y, float a, const float *x, int n);
  * q: [n_heads][head_dim]; k, v: [n_kv][kv_stride][head_dim] (one slot of one
  * layer; kv_stride = positions per sequence); attends to positions
  * 0 .. n_pos−1; query head h reads kv head h / (n_heads / n_kv).
- * scores: scratch [n_pos]; out: [n_heads][head_dim]. */
+ * scores: scratch [CAL_K_ATT_HEADS × n_pos]; out: [n_heads][head_dim]. */
+#define CAL_K_ATT_HEADS 4
 void cal_k_attention(const float *q, const float *k, const float *v,
                      int n_heads, int n_kv, int head_dim, int kv_stride,
                      int n_pos, float *scores, float *out);
@@ -109,6 +110,19 @@ int  cal_k_have_bf16_gemm(void);
 void cal_k_bf16_pairs(const float *x, int ldx, uint32_t *out, int m, int k);
 void cal_k_gemm_bf16(float *y, int ldy, const uint32_t *xq, int m, const uint16_t *w,
                      int n_out, int n_in, float beta, uint32_t *pack);
+/* Q8_0 rows interleaved for the VNNI decode kernel (q8x.c): the same bytes
+ * per row as the block layout, in another order, rows taken in pairs. pack
+ * and unpack convert a matrix of n_rows × n weights (n % 32 == 0), bit for
+ * bit. cal_k_q8x_product is
+ * cal_k_matmul for Q8_0 on packed rows: the activations rounded to Q8_0 the
+ * same way, the sums taken in another order. It returns −1 and does nothing
+ * where the CPU lacks AVX-512 VNNI (cal_k_have_q8x) or n_in is not whole
+ * blocks. w must start on a pair (an even row of the packed matrix). */
+int  cal_k_have_q8x(void);
+void cal_k_q8x_pack(const void *src, void *dst, int n_rows, int n);
+void cal_k_q8x_unpack(const void *src, void *dst, int n_rows, int n);
+int  cal_k_q8x_product(float *y, int ldy, const float *x, int ldx, const void *w, int n_out,
+                       int n_in, int m, float beta);
 /* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
  * this CPU (VNNI: the Q8_0 integer kernel). */
 const char *cal_k_isa(void);

@@ -5,6 +5,7 @@
  * in engine.c. */
 #include "engine/kernels.h"
 #include "engine/engine.h"
+#include "engine/simd.h"
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -250,27 +251,12 @@ INL void ld32(int dt, const char *row, int k, __m512 *a, __m512 *b)
     }
 }
 
-/* Four accumulators to their four sums in one vector: halves, then quarters
- * of the pairs folded against each other, then the lanes within each
- * quarter; about 11 shuffles and adds for all four instead of ~8 each. */
-INL __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d)
-{
-    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
-    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xee));
-    /* quarter q of u: the four partial sums of a, b, c, d for q = 0..3 */
-    __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xdd));
-    u = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4e));
-    u = _mm512_add_ps(u, _mm512_permute_ps(u, 0xb1));
-    const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(first, u));
-}
-
 /* The n accumulators acc[0..n−1] (n ≤ 32) to their sums s[0..n−1]. */
 INL void hsums(const __m512 *acc, int n, float *s)
 {
     int j = 0;
     for (; j + 4 <= n; j += 4)
-        _mm_storeu_ps(s + j, hsum4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]));
+        _mm_storeu_ps(s + j, cal_hsum4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]));
     for (; j < n; j++)
         s[j] = _mm512_reduce_add_ps(acc[j]);
 }
@@ -654,6 +640,15 @@ static int have_avx512(void)
 #else
 static int have_avx512(void) { return 0; }
 #endif
+
+int cal_k_have_q8x(void)
+{
+#if HAVE_X86
+    return have_avx512() && have_vnni();
+#else
+    return 0;
+#endif
+}
 
 const char *cal_k_isa(void)
 {

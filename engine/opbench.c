@@ -29,7 +29,7 @@ typedef struct bench {
     float *h13, *act;       /* [M][2·ffn], [M][ffn]; M = max(T, routed rows) */
     float *gout;            /* [M][dim] */
     float *kc, *vc;         /* [n_kv][pos+T][hd] one layer's cache of one slot */
-    float *scores;          /* [nt][pos+T] */
+    float *scores;          /* [nt][CAL_K_ATT_HEADS][pos+T] */
     float *rlog, *rprobs;   /* [T][E], [E] */
     int   *topi;            /* [T][top_k] */
     float *topw;
@@ -105,7 +105,7 @@ static void att_part(void *a, int tid, int nt)
         return;
     for (int t = 0; t < b->T; t++)
         cal_k_attention_heads(b->qkv + (size_t)t * b->qkv_ld, b->kc, b->vc, c->n_heads, c->n_kv_heads,
-                              b->hd, ctx, b->pos + t + 1, h0, h1, b->scores + (size_t)tid * ctx,
+                              b->hd, ctx, b->pos + t + 1, h0, h1, b->scores + (size_t)tid * CAL_K_ATT_HEADS * ctx,
                               b->att + (size_t)t * b->qd);
 }
 
@@ -249,7 +249,7 @@ int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
     b.gout = fa((size_t)M * d);
     b.kc = fa((size_t)c->n_kv_heads * ctx * b.hd);
     b.vc = fa((size_t)c->n_kv_heads * ctx * b.hd);
-    b.scores = fa((size_t)b.nt * ctx);
+    b.scores = fa((size_t)b.nt * CAL_K_ATT_HEADS * ctx);
     b.rlog = fa((size_t)T * (E > 0 ? E : 1));
     b.rprobs = fa((size_t)(E > 0 ? E : 1));
     b.topi = calloc((size_t)T * (k > 0 ? k : 1), sizeof(int));

@@ -327,19 +327,26 @@ static void test_kernel_swiglu(void **state)
     assert_true(max_err(out, ref, 100) < 1e-5);
 }
 
-static void test_kernel_attention_gqa(void **state)
+/* One GQA shape against a double-precision reference, over the heads
+ * [h0, h1) only (a thread's share: it may start and end inside a group);
+ * heads outside it must stay untouched. */
+static void check_attention(int H, int KV, int HD, int h0, int h1)
 {
-    (void)state;
-    /* 8 query heads over 2 KV heads: each KV head serves a group of 4 */
-    enum { H = 8, KV = 2, HD = 24, STRIDE = 50 };
-    static float k[KV * STRIDE * HD], v[KV * STRIDE * HD], q[H * HD], out[H * HD];
-    float scores[STRIDE];
-    double ref[H * HD], sc[STRIDE];
+    enum { STRIDE = 50, MAXH = 12, MAXD = 64 };
+    static float k[MAXH * STRIDE * MAXD], v[MAXH * STRIDE * MAXD], q[MAXH * MAXD],
+        out[MAXH * MAXD];
+    float scores[CAL_K_ATT_HEADS * STRIDE];
+    double ref[MAXH * MAXD], sc[STRIDE];
     frand_fill(k, KV * STRIDE * HD, 1.0f);
     frand_fill(v, KV * STRIDE * HD, 1.0f);
     frand_fill(q, H * HD, 2.0f);
-    for (int n_pos = 1; n_pos <= 41; n_pos += 20) {
-        for (int h = 0; h < H; h++) {
+    /* 1..5 and 41: every remainder of the four-position steps */
+    static const int lens[] = {1, 2, 3, 4, 5, 41};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int n_pos = lens[li];
+        for (int i = 0; i < H * HD; i++)
+            out[i] = 42.0f;
+        for (int h = h0; h < h1; h++) {
             int g = h / (H / KV);
             for (int j = 0; j < n_pos; j++) {
                 double s = 0;
@@ -355,9 +362,25 @@ static void test_kernel_attention_gqa(void **state)
                 ref[h * HD + i] = s;
             }
         }
-        cal_k_attention(q, k, v, H, KV, HD, STRIDE, n_pos, scores, out);
-        assert_true(max_err(out, ref, H * HD) < 1e-5);
+        cal_k_attention_heads(q, k, v, H, KV, HD, STRIDE, n_pos, h0, h1, scores, out);
+        assert_true(max_err(out + h0 * HD, ref + h0 * HD, (h1 - h0) * HD) < 1e-5);
+        for (int i = 0; i < H * HD; i++)
+            if (i < h0 * HD || i >= h1 * HD)
+                assert_true(out[i] == 42.0f);
     }
+}
+
+static void test_kernel_attention_gqa(void **state)
+{
+    (void)state;
+    /* 8 query heads over 2 KV heads: each KV head serves a group of 4 */
+    check_attention(8, 2, 24, 0, 8);      /* head_dim off the vector path */
+    check_attention(8, 2, 64, 0, 8);
+    check_attention(12, 4, 64, 0, 12);    /* the base preset's groups of 3 */
+    check_attention(12, 4, 64, 2, 7);     /* a share that splits two groups */
+    check_attention(12, 2, 32, 1, 12);    /* groups of 6: two runs a group */
+    check_attention(6, 6, 48, 3, 5);      /* one query head per KV head */
+    check_attention(4, 4, 16, 0, 4);
 }
 
 static void test_kernel_moe_topk(void **state)

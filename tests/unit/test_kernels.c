@@ -140,6 +140,13 @@ static void check_product(int dt, int portable, int n_out, int n_in)
         cal_k_quantize_row(dt, w + (size_t)r * n_in, ws + (size_t)r * rb, n_in);
         cal_k_dequantize_row(dt, ws + (size_t)r * rb, wq + (size_t)r * n_in, n_in);
     }
+    /* path 2: the same Q8_0 rows interleaved for the VNNI kernel */
+    char *wx = NULL;
+    if (portable == 2) {
+        wx = malloc(rb * (size_t)n_out);
+        assert_non_null(wx);
+        cal_k_q8x_pack(ws, wx, n_out, n_in);
+    }
     int ldy = n_out + 3; /* a wider Y: the product must leave the gap alone */
     for (int m = 1; m <= 16; m++) {
         for (int pass = 0; pass < 2; pass++) {
@@ -150,7 +157,9 @@ static void check_product(int dt, int portable, int n_out, int n_in)
                 for (int i = 0; i < m; i++)
                     for (int r = n_out; r < ldy; r++)
                         y[(size_t)i * ldy + r] = 42.0f;
-            if (portable)
+            if (portable == 2)
+                assert_int_equal(cal_k_q8x_product(y, ldy, x, n_in, wx, n_out, n_in, m, beta), 0);
+            else if (portable)
                 cal_k_matmul_portable(dt, y, ldy, x, n_in, ws, n_out, n_in, m, beta);
             else
                 cal_k_matmul(dt, y, ldy, x, n_in, ws, n_out, n_in, m, beta);
@@ -179,7 +188,34 @@ static void check_product(int dt, int portable, int n_out, int n_in)
                                       : y[(size_t)m * ldy + r] == 1.0f);
         }
     }
-    free(w); free(wq); free(ws); free(x); free(xh); free(y);
+    free(w); free(wq); free(ws); free(wx); free(x); free(xh); free(y);
+}
+
+/* The interleaved Q8_0 layout holds the same bytes: a matrix packs and
+ * unpacks to itself bit for bit, for odd row counts and short last groups,
+ * and packing moves every byte (no block keeps its place). */
+static void test_q8x_pack_roundtrip(void **state)
+{
+    (void)state;
+    static const int shapes[][2] = {{1, 32}, {2, 96}, {5, 320}, {8, 768}, {3, 2048}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int rows = shapes[i][0], n = shapes[i][1];
+        size_t bytes = cal_k_row_bytes(CAL_DTYPE_Q8_0, n) * (size_t)rows;
+        float *x = malloc(sizeof(float) * (size_t)n);
+        char *a = malloc(bytes), *p = malloc(bytes), *b = malloc(bytes);
+        assert_non_null(x); assert_non_null(a); assert_non_null(p); assert_non_null(b);
+        for (int r = 0; r < rows; r++) {
+            for (int k = 0; k < n; k++)
+                x[k] = frand();
+            cal_k_quantize_row(CAL_DTYPE_Q8_0, x,
+                               a + (size_t)r * cal_k_row_bytes(CAL_DTYPE_Q8_0, n), n);
+        }
+        cal_k_q8x_pack(a, p, rows, n);
+        assert_true(memcmp(a, p, bytes) != 0);
+        cal_k_q8x_unpack(p, b, rows, n);
+        assert_memory_equal(a, b, bytes);
+        free(x); free(a); free(p); free(b);
+    }
 }
 
 static void test_products_every_format_and_batch(void **state)
@@ -190,6 +226,15 @@ static void test_products_every_format_and_batch(void **state)
         check_product(dt, 0, 37, 96);
         check_product(dt, 1, 37, 96);
         check_product(dt, 0, 5, 320);
+    }
+    /* Q8_0 interleaved: odd and even row counts, a short last group (96 =
+     * three blocks, 320 = 8 + 2) and whole groups only (768 = 3 × 8) */
+    if (cal_k_have_q8x()) {
+        check_product(CAL_DTYPE_Q8_0, 2, 37, 96);
+        check_product(CAL_DTYPE_Q8_0, 2, 6, 320);
+        check_product(CAL_DTYPE_Q8_0, 2, 9, 768);
+    } else {
+        print_message("q8x product: skipped, this CPU has no AVX-512 VNNI\n");
     }
     /* F32 with n_in not a multiple of 32 takes the portable path */
     check_product(CAL_DTYPE_F32, 0, 9, 45);
@@ -342,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_f16_conversion),
         cmocka_unit_test(test_bf16_conversion),
         cmocka_unit_test(test_q8_0_layout),
+        cmocka_unit_test(test_q8x_pack_roundtrip),
         cmocka_unit_test(test_products_every_format_and_batch),
         cmocka_unit_test(test_quantisation_error_sizes),
         cmocka_unit_test(test_q8_0_round),
