@@ -292,6 +292,11 @@ int main(int argc, char **argv)
     printf("preset %s: %.1f M params, %d engine threads, kernels %s, OpenBLAS %s, "
            "load average %.2f\n", c.name, cal_model_n_params(&c) / 1e6, threads,
            cal_k_isa(), cal_engine_blas_core(), load0);
+    if (advice && getenv("OPENBLAS_CORETYPE"))
+        printf("note: OPENBLAS_CORETYPE=%s in the environment holds OpenBLAS to %s kernels; this "
+               "CPU runs %s's (unset it to let OpenBLAS choose): prefill and the SGEMM roofline "
+               "below are %s's\n", getenv("OPENBLAS_CORETYPE"), cal_engine_blas_core(), advice,
+               cal_engine_blas_core());
 
     /* Rounds: each one measures the rooflines and then every format, so all
      * see the same machine; on a shared machine neighbours only ever slow a

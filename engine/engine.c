@@ -667,6 +667,13 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
  * (the tile's conversion is 1/M of its multiply-adds). Q8_0 multiplies
  * activations rounded to Q8_0 at every M (kernels.h). */
 #define SMALL_M 16
+/* Q8_0 batches from this size on take the interleaved rows (e->q8x): on
+ * base, the two layouts alternated in one process (best of 12 rounds of 16
+ * steps each), the interleaved kernel gave 0.83x the block kernel's tok/s at
+ * batch 1, 0.85-0.91x at 2, 0.76-0.79x at 4, then 1.38x at 5, 1.40x at 6,
+ * 1.19-1.22x at 8 and 1.20x at 16: below 5 the block kernel's four-row
+ * tiles keep the weights' stream busier, above it the arithmetic decides. */
+#define Q8X_MIN_M 5
 
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                     const char *w, int n_out, int n_in, int m, float beta, float *dq,
@@ -677,8 +684,9 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         cal_k_gemm_bf16(y, ldy, xq, m, (const uint16_t *)w, n_out, n_in, beta,
                         (uint32_t *)dq);
     } else if (m <= SMALL_M) {
-        if (!e->q8x || cal_k_q8x_product(y, ldy, x, ldx, e->q8x + (w - e->weights), n_out,
-                                         n_in, m, beta) != 0)
+        if (!e->q8x || m < Q8X_MIN_M ||
+            cal_k_q8x_product(y, ldy, x, ldx, e->q8x + (w - e->weights), n_out, n_in, m,
+                              beta) != 0)
             cal_k_matmul(e->dt, y, ldy, x, ldx, w, n_out, n_in, m, beta);
     } else if (e->dt == CAL_DTYPE_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_out, n_in, 1.0f,

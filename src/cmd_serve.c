@@ -361,6 +361,12 @@ int cmd_serve(int argc, char **argv)
     /* the kernel set, and OPENBLAS_CORETYPE when it chose it (main sets it
      * for serve): a run records this line's tail as the target's detail */
     const char *coretype = getenv("OPENBLAS_CORETYPE");
+    const char *better = cal_engine_blas_coretype_advice();
+    if (coretype && better)
+        fprintf(stderr, "caliper serve: warning: OPENBLAS_CORETYPE=%s in the environment holds "
+                "OpenBLAS to %s kernels on a CPU that runs %s's; prefill is slower than this "
+                "engine can be (unset it to let OpenBLAS choose)\n", coretype,
+                cal_engine_blas_core(), better);
     printf("caliper serve: listening on http://%s%s%s:%d (model %s, %lld params, OpenBLAS %s%s%s)\n",
            v6 ? "[" : "", host, v6 ? "]" : "", cal_server_port(srv), model_name,
            (long long)cal_server_n_params(srv), cal_engine_blas_core(),
