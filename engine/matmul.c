@@ -464,24 +464,9 @@ typedef struct xq_buf {
 } xq_buf;
 static _Thread_local xq_buf xqb __attribute__((aligned(64)));
 
-/* q8_block with vectors, bit for bit: the same maximum and division, and
- * cvtps_epi32 rounds to nearest even as lrintf does in the default mode.
- * Scalar, the rounding of one decode step's activations cost as much as a
- * fifth of a Q8_0 product at batch 1 (each thread rounds all of them). */
-INLV float q8_block_v(const float *x, int8_t *q, int *sum)
-{
-    __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
-    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-    float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-    __m512 v = _mm512_set1_ps(id);
-    __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, v));
-    __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, v));
-    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(qa));
-    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(qb));
-    *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
-    return d;
-}
-
+/* Scalar, the rounding of one decode step's activations cost as much as a
+ * fifth of a Q8_0 product at batch 1 (each thread rounds all of them): it
+ * goes through cal_q8_round_block (simd.h), the same values bit for bit. */
 static TGTV void quantize_x(const float *x, int ldx, int n_in, int m, int kp)
 {
     for (int i = 0; i < m; i++) {
@@ -492,7 +477,7 @@ static TGTV void quantize_x(const float *x, int ldx, int n_in, int m, int kp)
             float d = 0;
             int sum = 0;
             if (b * CAL_Q8_0_BLOCK < n_in) {
-                d = q8_block_v(xb, q + b * CAL_Q8_0_BLOCK, &sum);
+                d = cal_q8_round_block(xb, q + b * CAL_Q8_0_BLOCK, &sum);
             } else {
                 memset(q + b * CAL_Q8_0_BLOCK, 0, CAL_Q8_0_BLOCK);
             }

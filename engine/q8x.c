@@ -20,6 +20,7 @@
  * row unpacks to the original bit for bit. */
 #include "engine/kernels.h"
 #include "engine/engine.h"
+#include "engine/simd.h"
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -95,21 +96,14 @@ typedef struct xgroup {
 } xgroup;
 static _Thread_local xgroup xg[XCAP / (G * CAL_Q8_0_BLOCK)] __attribute__((aligned(64)));
 
-/* one block as cal_k_q8_0_round rounds it (llama.cpp's quantize_row_q8_0):
- * the same maximum and division, and cvtps_epi32 rounds to nearest even as
- * lrintf does in the default mode */
+/* one block, rounded as cal_k_q8_0_round rounds it (simd.h), into lanes l
+ * and g + l */
 INLV void round_block(const float *x, xgroup *o, int l, int g)
 {
-    __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
-    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-    float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-    __m512 v = _mm512_set1_ps(id);
-    __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, v));
-    __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, v));
     int8_t q[CAL_Q8_0_BLOCK];
-    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(qa));
-    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(qb));
-    int32_t c = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+    int sum;
+    float d = cal_q8_round_block(x, q, &sum);
+    int32_t c = -128 * sum;
     for (int h = 0; h < 2; h++) {
         for (int k = 0; k < SLICES; k++)
             memcpy(&o->q[k][4 * (h * g + l)], q + 4 * k, 4);
