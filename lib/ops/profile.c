@@ -391,7 +391,8 @@ static int parse_trace_root(json_t *root, const char *label, const cal_ops_read_
     }
     /* pair each end with the latest open begin of its thread; an end with
      * none open and a begin never closed are left out */
-    qsort(be, nbe, sizeof *be, be_cmp);
+    if (nbe > 0) /* qsort's base must not be NULL, even for no elements */
+        qsort(be, nbe, sizeof *be, be_cmp);
     size_t stack[BE_DEPTH], depth = 0;
     for (size_t i = 0; i < nbe; i++) {
         if (i > 0 && be[i].key != be[i - 1].key) depth = 0;
@@ -409,7 +410,8 @@ static int parse_trace_root(json_t *root, const char *label, const cal_ops_read_
         }
     }
     size_t ns = sl.ns;
-    qsort(sp, ns, sizeof *sp, span_cmp);
+    if (ns > 0)
+        qsort(sp, ns, sizeof *sp, span_cmp);
     builder b;
     if (b_open(&b, label, CAL_OPS_TRACE)) { rc = cal_why(err, errn, CAL_ENOMEM, "out of memory"); goto out; }
     snprintf(b.p->source, sizeof b.p->source, "trace-event JSON, %s%s", cat ? "category " : "every event",
