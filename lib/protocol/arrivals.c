@@ -49,7 +49,11 @@ int cal_arrivals_parse(const char *s, cal_arrivals *out, char *err, size_t errn)
     if (!strncmp(buf, "ramp:", 5)) {
         /* ramp:A-B/T */
         a.kind = CAL_ARR_RAMP;
+        /* the dash between the rates, not an exponent's sign (a rate
+         * formats as 6.15e-14) */
         char *slash = strchr(buf + 5, '/'), *dash = strchr(buf + 5, '-');
+        while (dash && dash > buf + 5 && (dash[-1] == 'e' || dash[-1] == 'E'))
+            dash = strchr(dash + 1, '-');
         if (!slash || !dash || dash > slash)
             return cal_why(err, errn, CAL_EINVAL, "rate: \"%s\" is not ramp:FROM-TO/TIME "
                            "(e.g. ramp:1-20/60s)", s);
