@@ -244,11 +244,11 @@ fuzz-long:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=600
 fuzz:
 	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang \
-	  SAN_FLAGS='-fsanitize=fuzzer-no-link,address,undefined' \
+	  SAN_FLAGS='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined' \
 	  ENGINE_CFLAGS='-O1' $(addprefix build/fuzz/obj/tests/fuzz/,$(notdir $(FUZZ_SRC:.c=.o))) \
 	  build/fuzz/libcaliper.a build/fuzz/libcaliper-engine.a build/fuzz/libcaliper-cli.a
 	@set -e; for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -fsanitize=fuzzer,address,undefined -o build/fuzz/$$n build/fuzz/obj/tests/fuzz/$$n.o \
+	  clang -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o build/fuzz/$$n build/fuzz/obj/tests/fuzz/$$n.o \
 	    build/fuzz/libcaliper-cli.a build/fuzz/libcaliper-engine.a build/fuzz/libcaliper.a $(LDLIBS); \
 	  mkdir -p build/fuzz/corpus/$$n; \
 	  echo "== fuzz $$n for $(FUZZ_SECONDS)s"; \
