@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tmp_db.h"
 #include "caliper/error.h"
 #include "caliper/judge.h"
 #include "caliper/noise.h"
@@ -581,10 +582,7 @@ static void test_noise_row_level(void **state)
 /* a new store at a fresh name made from tmpl (its XXXXXX replaced) */
 static cal_store *temp_store(char *tmpl)
 {
-    int fd = mkstemp(tmpl);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(tmpl);
+    tmp_db_name(tmpl);
     cal_store *st = NULL;
     assert_int_equal(cal_store_open(tmpl, &st), CAL_OK);
     return st;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tmp_db.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/recorder.h"
@@ -27,18 +28,7 @@ static char *tmp_db(void)
 {
     static char path[64];
     snprintf(path, sizeof path, "/tmp/caliper-test-run-XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
-    return path;
-}
-static void rm_db(const char *p)
-{
-    char b[128];
-    unlink(p);
-    snprintf(b, sizeof b, "%s-wal", p); unlink(b);
-    snprintf(b, sizeof b, "%s-shm", p); unlink(b);
+    return tmp_db_name(path);
 }
 
 /* ---- a fake engine ---------------------------------------------------- */
@@ -279,7 +269,7 @@ static void test_series_shots_and_kinds(void **state)
     cal_run_data_free(&d);
     cal_run_target_free(&a.targets[0]);
     cal_store_close(&st);
-    rm_db(db);
+    tmp_db_remove(db);
 }
 
 static void test_series_cold_restarts(void **state)
@@ -314,7 +304,7 @@ static void test_series_cold_restarts(void **state)
     assert_int_equal(atomic_load(&g.calls), 0);
     cal_run_target_free(&nt);
     cal_store_close(&st);
-    rm_db(db);
+    tmp_db_remove(db);
 }
 
 /* --duration: the cell keeps issuing requests until its time is up, well
@@ -349,7 +339,7 @@ static void test_series_duration_runs_its_time(void **state)
     cal_run_outcome_clear(&out);
     cal_run_target_free(&a.targets[0]);
     cal_store_close(&st);
-    rm_db(db);
+    tmp_db_remove(db);
 }
 
 static void test_series_stop_and_failure(void **state)
@@ -400,7 +390,7 @@ static void test_series_stop_and_failure(void **state)
     cal_run_outcome_clear(&out);
     cal_run_target_free(&b.targets[0]);
     cal_store_close(&st);
-    rm_db(db);
+    tmp_db_remove(db);
 }
 
 /* An engine that runs 20x slower after shot 1: the stored verdict says the
@@ -441,7 +431,7 @@ static void test_series_slowdown_verdict(void **state)
     cal_run_outcome_clear(&out);
     cal_run_target_free(&a.targets[0]);
     cal_store_close(&st);
-    rm_db(db);
+    tmp_db_remove(db);
 }
 
 /* Two targets alternate shot by shot (A B, B A, A B) and the stored
@@ -497,7 +487,7 @@ static void test_series_ab_and_served_config(void **state)
     assert_false(t->restartable);
     cal_run_target_free(&t);
     cal_store_close(&st);
-    rm_db(db);
+    tmp_db_remove(db);
 }
 
 /* ---- the recorder ------------------------------------------------------- */
@@ -576,7 +566,7 @@ static void test_recorder(void **state)
     assert_non_null(d->reqs[0].chunk_ns);
     cal_run_data_free(&d);
     cal_store_close(&st);
-    rm_db(db);
+    tmp_db_remove(db);
 }
 
 /* Huge plan values are refused before they become request counts or int64
@@ -606,7 +596,7 @@ static void test_series_huge_plan(void **state)
     assert_int_equal(atomic_load(&f.calls), 0);
     cal_run_target_free(&t);
     cal_store_close(&st);
-    rm_db(db);
+    tmp_db_remove(db);
 }
 
 int main(void)

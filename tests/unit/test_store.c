@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "tmp_db.h"
 #include "caliper/error.h"
 #include "caliper/protocol.h"
 #include "caliper/store.h"
@@ -26,18 +27,7 @@ static char *tmp_db(void)
 {
     static char path[64];
     snprintf(path, sizeof path, "/tmp/caliper-test-store-XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);   /* a new, empty file each time */
-    return path;
-}
-static void rm_db(const char *p)
-{
-    char b[256];
-    unlink(p);
-    snprintf(b, sizeof b, "%s-wal", p); unlink(b);
-    snprintf(b, sizeof b, "%s-shm", p); unlink(b);
+    return tmp_db_name(path);   /* a new, empty file each time */
 }
 
 static void test_open_migrates_and_reopens(void **state)
@@ -111,14 +101,14 @@ static void test_open_migrates_and_reopens(void **state)
     sqlite3_close(db);
     assert_int_equal(cal_store_open(p, &st), CAL_ESTORE);
     assert_null(st);
-    rm_db(p);
+    tmp_db_remove(p);
 
     /* not a database at all */
     FILE *f = fopen(p, "w");
     fputs("this is not sqlite, just text long enough to be read as a header........", f);
     fclose(f);
     assert_int_equal(cal_store_open(p, &st), CAL_ESTORE);
-    rm_db(p);
+    tmp_db_remove(p);
 }
 
 static void fill_results(cal_req_result *r, int n, int64_t t0)
@@ -239,7 +229,7 @@ static void test_round_trip(void **state)
     cal_store_runs_free(runs, n);
     for (int i = 0; i < 3; i++) cal_req_result_free(&r[i]);
     cal_store_close(&st);
-    rm_db(p);
+    tmp_db_remove(p);
 }
 
 static void test_chunk_blob(void **state)
@@ -318,7 +308,7 @@ static void test_two_writers(void **state)
     }
     cal_store_runs_free(runs, n);
     cal_store_close(&st);
-    rm_db(p);
+    tmp_db_remove(p);
 }
 
 static void test_fields(void **state)
@@ -386,7 +376,7 @@ static unsigned char *slurp(const char *p, size_t *n)
 }
 static void spit(const char *p, const unsigned char *b, size_t n)
 {
-    rm_db(p);
+    tmp_db_remove(p);
     FILE *f = fopen(p, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(b, 1, n, f), n);
@@ -480,7 +470,7 @@ static void test_readonly_open(void **state)
     sqlite3_close(db);
     assert_int_equal(cal_store_open_ex(p, CAL_STORE_READONLY, &st, why, sizeof why), CAL_ESTORE);
     assert_non_null(strstr(why, "newer caliper"));
-    rm_db(p);
+    tmp_db_remove(p);
 
     /* not a database; an SQLite file that is not a caliper store */
     FILE *f = fopen(p, "w");
@@ -488,13 +478,13 @@ static void test_readonly_open(void **state)
     fclose(f);
     assert_int_equal(cal_store_open_ex(p, CAL_STORE_READONLY, &st, why, sizeof why), CAL_ESTORE);
     assert_non_null(strstr(why, "not a caliper store"));
-    rm_db(p);
+    tmp_db_remove(p);
     assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
     sqlite3_exec(db, "CREATE TABLE t (x)", NULL, NULL, NULL);
     sqlite3_close(db);
     assert_int_equal(cal_store_open_ex(p, CAL_STORE_READONLY, &st, why, sizeof why), CAL_ESTORE);
     assert_non_null(strstr(why, "not a caliper store"));
-    rm_db(p);
+    tmp_db_remove(p);
 }
 
 /* A store in a directory this process cannot write is listed. As root,
@@ -535,7 +525,7 @@ static void test_readonly_directory(void **state)
     int ws;
     assert_int_equal(waitpid(kid, &ws, 0), kid);
     chmod(dir, 0755);
-    rm_db(p);
+    tmp_db_remove(p);
     rmdir(dir);
     assert_true(WIFEXITED(ws));
     assert_int_equal(WEXITSTATUS(ws), 0);
@@ -612,7 +602,7 @@ static void test_lying_columns(void **state)
     cal_run_data_free(&d);
     cal_store_close(&st);
     free(b);
-    rm_db(p);
+    tmp_db_remove(p);
 }
 
 /* What a reader does with a loaded run: index every request of every cell
@@ -680,7 +670,7 @@ static void test_flipped_and_truncated(void **state)
     assert_true(loaded > 0 && refused > 0);   /* both outcomes were reached */
     free(m);
     free(b);
-    rm_db(p);
+    tmp_db_remove(p);
 }
 
 static void test_label_utf8(void **state)
@@ -717,7 +707,7 @@ static void test_label_utf8(void **state)
     assert_string_equal(runs[0].label, "m\xc3\xbcnchen");
     cal_store_runs_free(runs, n);
     cal_store_close(&st);
-    rm_db(p);
+    tmp_db_remove(p);
 }
 
 static void test_target_credentials(void **state)
@@ -756,7 +746,7 @@ static void test_target_credentials(void **state)
     r3.target_json = "http://u:p@h/";
     assert_int_equal(cal_store_begin_run(st, &r3), CAL_EINVAL);
     cal_store_close(&st);
-    rm_db(p);
+    tmp_db_remove(p);
 }
 
 int main(void)

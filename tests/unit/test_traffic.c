@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include "tmp_db.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"
 #include "caliper/report.h"
@@ -235,10 +236,7 @@ static void test_chat_series(void **st)
     (void)st;
     char db[64];
     snprintf(db, sizeof db, "/tmp/caliper-test-traffic-XXXXXX");
-    int fd = mkstemp(db);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(db);
+    tmp_db_name(db);
     cal_store *store = NULL;
     assert_int_equal(cal_store_open(db, &store), CAL_OK);
     int calls = 0;
