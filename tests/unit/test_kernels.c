@@ -115,7 +115,8 @@ static void test_q8_0_layout(void **state)
  *      (plus (a)'s rounding). That
  *      bound is computed from the very weights, so a wrong scale, a wrong
  *      block offset or a swapped half fails it. */
-static void check_product(int dt, int portable, int n_out, int n_in)
+enum { PATH_VECTOR, PATH_PORTABLE, PATH_Q8X };   /* cal_k_matmul, the C path, q8x.c */
+static void check_product(int dt, int path, int n_out, int n_in)
 {
     size_t rb = cal_k_row_bytes(dt, n_in);
     float *w = malloc(sizeof(float) * (size_t)n_out * n_in);
@@ -140,9 +141,9 @@ static void check_product(int dt, int portable, int n_out, int n_in)
         cal_k_quantize_row(dt, w + (size_t)r * n_in, ws + (size_t)r * rb, n_in);
         cal_k_dequantize_row(dt, ws + (size_t)r * rb, wq + (size_t)r * n_in, n_in);
     }
-    /* path 2: the same Q8_0 rows interleaved for the VNNI kernel */
+    /* the same Q8_0 rows interleaved for the VNNI kernel */
     char *wx = NULL;
-    if (portable == 2) {
+    if (path == PATH_Q8X) {
         wx = malloc(rb * (size_t)n_out);
         assert_non_null(wx);
         cal_k_q8x_pack(ws, wx, n_out, n_in);
@@ -157,9 +158,9 @@ static void check_product(int dt, int portable, int n_out, int n_in)
                 for (int i = 0; i < m; i++)
                     for (int r = n_out; r < ldy; r++)
                         y[(size_t)i * ldy + r] = 42.0f;
-            if (portable == 2)
+            if (path == PATH_Q8X)
                 assert_int_equal(cal_k_q8x_product(y, ldy, x, n_in, wx, n_out, n_in, m, beta), 0);
-            else if (portable)
+            else if (path == PATH_PORTABLE)
                 cal_k_matmul_portable(dt, y, ldy, x, n_in, ws, n_out, n_in, m, beta);
             else
                 cal_k_matmul(dt, y, ldy, x, n_in, ws, n_out, n_in, m, beta);
@@ -223,21 +224,21 @@ static void test_products_every_format_and_batch(void **state)
     (void)state;
     for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++) {
         /* 37 rows: the 4- and 2-row tiles and a 1-row tail; 96 = three blocks */
-        check_product(dt, 0, 37, 96);
-        check_product(dt, 1, 37, 96);
-        check_product(dt, 0, 5, 320);
+        check_product(dt, PATH_VECTOR, 37, 96);
+        check_product(dt, PATH_PORTABLE, 37, 96);
+        check_product(dt, PATH_VECTOR, 5, 320);
     }
     /* Q8_0 interleaved: odd and even row counts, a short last group (96 =
      * three blocks, 320 = 8 + 2) and whole groups only (768 = 3 × 8) */
     if (cal_k_have_q8x()) {
-        check_product(CAL_DTYPE_Q8_0, 2, 37, 96);
-        check_product(CAL_DTYPE_Q8_0, 2, 6, 320);
-        check_product(CAL_DTYPE_Q8_0, 2, 9, 768);
+        check_product(CAL_DTYPE_Q8_0, PATH_Q8X, 37, 96);
+        check_product(CAL_DTYPE_Q8_0, PATH_Q8X, 6, 320);
+        check_product(CAL_DTYPE_Q8_0, PATH_Q8X, 9, 768);
     } else {
         print_message("q8x product: skipped, this CPU has no AVX-512 VNNI\n");
     }
     /* F32 with n_in not a multiple of 32 takes the portable path */
-    check_product(CAL_DTYPE_F32, 0, 9, 45);
+    check_product(CAL_DTYPE_F32, PATH_VECTOR, 9, 45);
 }
 
 /* The quantisation error is not only bounded but of the expected size: F16
