@@ -883,7 +883,7 @@ typedef struct att_job {
 
 /* A decode step's keys and values come from memory: the step's stream of
  * weights evicted them since the last one. Read one sequence after another,
- * every short run of rows waited out its own latency (at batch 8 and ~20
+ * every short run of rows waited out its own latency (at batch 8 and 4–20
  * positions, 43 µs of a layer's attention against 5 µs of arithmetic).
  * So the first KV_PF_BYTES of each run of rows this thread will read (KV
  * heads g0 .. g1−1 of every decoding sequence) are asked for at once, into
