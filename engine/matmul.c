@@ -285,6 +285,21 @@ INL void put_tile(int R, int MB, const float *s, float *y, int ldy, float beta)
 #ifndef CAL_PF_TILES_Q8
 #define CAL_PF_TILES_Q8 4
 #endif
+/* A batch of one takes one row at a time: each thread's weights are then
+ * one ascending stream, which the hardware's prefetcher follows; four rows
+ * side by side are four streams 816–6144 bytes apart, and on the weights
+ * from DRAM (two threads, a 50–200 MB matrix, each product paired with a
+ * read of as many bytes) one row at a time read at 0.91–1.00 of the read
+ * test against 0.67–0.76 (Q8_0) and 0.94–1.00 against 0.82–0.88 (F16,
+ * BF16). At batch 4 the 4-row tiles stay ahead (F32 0.90 against 0.49: a
+ * row alone waits on its chains); at 2, Q8_0 gains (0.87 against 0.72),
+ * F32 loses (0.85 against 0.93). */
+#ifndef CAL_R1_MAX
+#define CAL_R1_MAX 2
+#endif
+#ifndef CAL_Q8_R1_MAX
+#define CAL_Q8_R1_MAX 2
+#endif
 /* Batches up to this size take 4-row tiles (4·m ≤ 16 accumulators), larger
  * ones 2-row tiles: at batch 4 the 4-row tile measured 1.1× the 2-row one. */
 #ifndef CAL_R4_MAX
@@ -292,18 +307,48 @@ INL void put_tile(int R, int MB, const float *s, float *y, int ldy, float beta)
 #endif
 
 /* R weight rows × MB activation rows: R·MB accumulators live in registers
- * (at most 16 of the 32), each weight vector loaded once feeds MB FMAs.
- * With one activation row the two halves of each 32-wide step go to
- * separate accumulators, so no row waits on a chain of two FMAs. */
+ * (at most 16 of the 32), each weight vector loaded once feeds MB FMAs. */
 INL void tile(int dt, int R, int MB, float *y, int ldy, const float *x, int ldx,
               const char *w, size_t rb, int n_in, float beta)
 {
     __m512 acc[32], acc2[4];
     for (int j = 0; j < R * MB; j++)
         acc[j] = _mm512_setzero_ps();
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < 4; r++)
         acc2[r] = _mm512_setzero_ps();
     size_t esz = dt == CAL_DTYPE_F32 ? 4 : 2;
+    /* up to four sums (one row and two activation rows, or four rows and
+     * one): the two halves of each 32-wide step go to separate chains */
+    const int split = R * MB <= 4 && MB <= 2;
+    if (R == 1 && MB == 1) {
+        /* one row alone: four chains of multiply-adds, not two, or the
+         * row waits on their latency */
+        int k = 0;
+        for (; k + 64 <= n_in; k += 64) {
+            if (CAL_PF_TILES > 0) {
+                const char *pf = w + (size_t)CAL_PF_TILES * rb + (size_t)k * esz;
+                for (size_t o = 0; o < 64 * esz; o += 64)
+                    _mm_prefetch(pf + o, _MM_HINT_T0);
+            }
+            __m512 wa, wb, wc, wd;
+            ld32(dt, w, k, &wa, &wb);
+            ld32(dt, w, k + 32, &wc, &wd);
+            acc[0] = _mm512_fmadd_ps(wa, _mm512_loadu_ps(x + k), acc[0]);
+            acc2[0] = _mm512_fmadd_ps(wb, _mm512_loadu_ps(x + k + 16), acc2[0]);
+            acc2[1] = _mm512_fmadd_ps(wc, _mm512_loadu_ps(x + k + 32), acc2[1]);
+            acc2[2] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(x + k + 48), acc2[2]);
+        }
+        if (k < n_in) {
+            __m512 wa, wb;
+            ld32(dt, w, k, &wa, &wb);
+            acc[0] = _mm512_fmadd_ps(wa, _mm512_loadu_ps(x + k), acc[0]);
+            acc2[0] = _mm512_fmadd_ps(wb, _mm512_loadu_ps(x + k + 16), acc2[0]);
+        }
+        acc[0] = _mm512_add_ps(_mm512_add_ps(acc[0], acc2[0]), _mm512_add_ps(acc2[1], acc2[2]));
+        float s0 = _mm512_reduce_add_ps(acc[0]);
+        put_tile(1, 1, &s0, y, ldy, beta);
+        return;
+    }
     for (int k = 0; k < n_in; k += 32) {
         __m512 wa[4], wb[4];
         for (int r = 0; r < R; r++) {
@@ -326,16 +371,16 @@ INL void tile(int dt, int R, int MB, float *y, int ldy, const float *x, int ldx,
             __asm__("" : "+v"(xa), "+v"(xb));
             for (int r = 0; r < R; r++) {
                 acc[i * R + r] = _mm512_fmadd_ps(wa[r], xa, acc[i * R + r]);
-                if (MB == 1)
-                    acc2[r] = _mm512_fmadd_ps(wb[r], xb, acc2[r]);
+                if (split)
+                    acc2[i * R + r] = _mm512_fmadd_ps(wb[r], xb, acc2[i * R + r]);
                 else
                     acc[i * R + r] = _mm512_fmadd_ps(wb[r], xb, acc[i * R + r]);
             }
         }
     }
-    if (MB == 1)
-        for (int r = 0; r < R; r++)
-            acc[r] = _mm512_add_ps(acc[r], acc2[r]);
+    if (split)
+        for (int j = 0; j < R * MB; j++)
+            acc[j] = _mm512_add_ps(acc[j], acc2[j]);
     float s[32];
     hsums(acc, R * MB, s);
     put_tile(R, MB, s, y, ldy, beta);
@@ -364,15 +409,16 @@ static const tile_fn tiles[3][3][8] = {ROW_DT(f32), ROW_DT(f16), ROW_DT(bf16)};
 
 /* Rows of W go in blocks of R; for each block every chunk of ≤ 8 activation
  * rows runs while the block's R rows are still in L1, so the weights stream
- * from memory once whatever the batch. One chunk: R = 4 up to CAL_R4_MAX
- * activation rows (latency needs ≥ 4 independent sums), else 2; several chunks
+ * from memory once whatever the batch. One chunk: R = 1 for one activation row
+ * (see CAL_Q8_R1_MAX), R = 4 up to CAL_R4_MAX activation rows (latency needs
+ * ≥ 4 independent sums), else 2; several chunks
  * (M > 8): balanced chunks of 5–8 rows, R = 2. */
 static TGT void matmul_avx512(int dt, float *y, int ldy, const float *x, int ldx,
                               const void *w, int n_out, int n_in, int m, float beta)
 {
     size_t rb = cal_k_row_bytes(dt, n_in);
     int nch = (m + 7) / 8;
-    int ri = nch == 1 && m <= CAL_R4_MAX ? 2 : 1, R = ri == 2 ? 4 : 2;
+    int ri = m <= CAL_R1_MAX ? 0 : nch == 1 && m <= CAL_R4_MAX ? 2 : 1, R = 1 << ri;
     int r = 0;
     for (; r + R <= n_out; r += R) {
         const char *wr = (const char *)w + (size_t)r * rb;
@@ -502,6 +548,7 @@ INLV void tile_q8v(int R, int MB, float *y, int ldy, int kp, const char *w, size
     for (int r = 0; r < R; r++)
         for (int i = 0; i < MB; i++)
             acc[r][i] = _mm512_setzero_ps();
+
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int p = 0; p < nblk; p += 2) {
         __m512i wu[4];
@@ -564,7 +611,7 @@ static TGTV void matmul_q8_vnni(float *y, int ldy, const float *x, int ldx, cons
     size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n_in);
     quantize_x(x, ldx, n_in, m, kp);
     int nch = (m + 7) / 8;
-    int ri = nch == 1 && m <= CAL_R4_MAX ? 2 : 1, R = ri == 2 ? 4 : 2;
+    int ri = m <= CAL_Q8_R1_MAX ? 0 : nch == 1 && m <= CAL_R4_MAX ? 2 : 1, R = 1 << ri;
     for (int r = 0; r < n_out;) {
         int full = n_out - r >= R;   /* the last rows go one at a time */
         const char *wr = (const char *)w + (size_t)r * rb;
