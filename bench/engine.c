@@ -2,20 +2,28 @@
  * one run on this machine, for each weight format: decode at batch 1 vs
  * bytes per token ÷ read bandwidth, prefill vs FLOPs ÷ OpenBLAS SGEMM rate at
  * the same shape, aggregate decode at batch 1, 2, 4, 8, 16 as ratios to batch
- * 1, and the batching gain at 8 as `caliper calc batching-gain` predicts it.
+ * 1, the batching gain at 8 as `caliper calc batching-gain` predicts it, and
+ * llama.cpp's llama-bench on the same weights where make compat built it.
  * Usage: bench/engine [preset] [prefill_tokens] [rounds] [formats]
- * (formats: comma-separated, default f32,f16,bf16,q8_0); best of the rounds. */
+ * (formats: comma-separated, default f32,f16,bf16,q8_0).
+ *
+ * Every ratio is paired: its two sides alternate step by step, in every
+ * round, and the figure printed is the median of the rounds' ratios. On a
+ * shared host the memory bandwidth and the clock drift by tens of per cent
+ * within a second; a ratio of two bests taken at different moments moved by
+ * 1.5x from run to run, a paired one cannot drift that way. */
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/formulas.h"
 #include "engine/engine.h"
 #include "engine/gguf.h"
+#include "engine/internal.h"
 #include "engine/kernels.h"
+#include "engine/pool.h"
 #include <cblas.h>
 #include <glob.h>
 #include <jansson.h>
 #include <locale.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,64 +32,59 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Each roofline is timed over about as long as the engine figures it is set
- * against (a few hundred ms), so a quiet moment favours neither side. */
-enum { PASSES = 4, NB = 5, MAXB = 16, STEPS = 16, CTX0 = 32 };
+/* A round runs, per format, STEPS read passes alternating with STEPS
+ * batch-1 steps, then STEPS turns of one step at each batch size, then a
+ * prefill (measure). */
+enum { NB = 5, MAXB = 16, STEPS = 16, CTX0 = 32, MAXR = 20 };
 static const int batches[NB] = {1, 2, 4, 8, 16};
 
 typedef struct read_job {
-    const char *src;
+    const char *p;
     size_t n;
-    int passes;
-    uint64_t sum;
+    uint64_t sum[256];
 } read_job;
 
-static void *read_part(void *arg)
+static void read_part(void *arg, int tid, int nt)
 {
     read_job *j = arg;
-    for (int p = 0; p < j->passes; p++)
-        j->sum += cal_k_read_bytes(j->src, j->n);
-    return NULL;
+    size_t part = j->n / (size_t)nt & ~(size_t)63;
+    j->sum[tid] += cal_k_read_bytes(j->p + (size_t)tid * part, part);
 }
 
-/* Read bandwidth with one thread per engine thread, each streaming its part
- * of a buffer far larger than the last-level cache with the same vector
- * loads as the decode kernels: decode reads weights and writes almost
- * nothing, so a read test is its roofline (a copy test would count writes
- * the engine never makes). */
-static double read_bandwidth(int threads)
+static void *big_alloc(size_t n)
 {
-    size_t n = (size_t)1 << 30;
-    char *a = aligned_alloc((size_t)2 << 20, n); /* 2 MiB pages, as the weights */
+    size_t huge = (size_t)2 << 20;
+    char *a = aligned_alloc(huge, (n + huge - 1) / huge * huge); /* 2 MiB pages, as the weights */
     if (!a)
-        return 0;
+        return NULL;
 #ifdef MADV_HUGEPAGE
     madvise(a, n, MADV_HUGEPAGE);
 #endif
     memset(a, 1, n);
-    double best = 0;
+    return a;
+}
+
+/* Read bandwidth (bytes/s) over n bytes, passes times, on the engine's own
+ * threads (each its share, with the same vector loads as the decode
+ * kernels): decode reads weights and writes almost nothing, so a read test is
+ * its roofline (a copy test would count writes the engine never makes). Over
+ * a buffer of the format's bytes per token, read again and again as decode
+ * reads its weights step after step, the caches hold what they would hold of
+ * the weights: the roof of that format's decode, not of a DRAM stream.
+ * Returns the seconds, the bytes read in *bytes. */
+static double read_seconds(cal_engine *e, const char *buf, size_t n, int passes, double *bytes)
+{
+    read_job j = {buf, n, {0}};
+    int nt = cal_pool_threads(cal_engine_pool(e));
+    int64_t t0 = cal_now_ns();
+    for (int p = 0; p < passes; p++)
+        cal_pool_run(cal_engine_pool(e), read_part, &j);
+    double s = (double)(cal_now_ns() - t0) / 1e9;
     uint64_t sink = 0;
-    for (int rep = 0; rep < 2; rep++) {
-        pthread_t th[64];
-        read_job jobs[64];
-        size_t part = n / (size_t)threads & ~(size_t)63;
-        int64_t t0 = cal_now_ns();
-        for (int i = 0; i < threads; i++) {
-            jobs[i] = (read_job){a + i * part, part, PASSES, 0};
-            if (i > 0)
-                pthread_create(&th[i], NULL, read_part, &jobs[i]);
-        }
-        read_part(&jobs[0]);
-        for (int i = 1; i < threads; i++)
-            pthread_join(th[i], NULL);
-        double s = (double)(cal_now_ns() - t0) / 1e9;
-        double bw = (double)part * threads * PASSES / s;
-        best = bw > best ? bw : best;
-        for (int i = 0; i < threads; i++)
-            sink += jobs[i].sum;
-    }
-    free(a);
-    return sink == 42 ? best + 1e-9 : best; /* the sum is used: reads stay */
+    for (int i = 0; i < nt; i++)
+        sink += j.sum[i];
+    *bytes = (double)(n / (size_t)nt & ~(size_t)63) * nt * passes;
+    return sink == 42 ? s + 1e-12 : s; /* the sum is used: reads stay */
 }
 
 /* SGEMM FLOP rate at the prefill's dominant shape: M = tokens, the FFN
@@ -111,8 +114,6 @@ static double sgemm_rate(int m, int n, int k, double flops)
     return best;
 }
 
-static double maxd(double a, double b) { return a > b ? a : b; }
-
 static double loadavg(void)
 {
     double l = -1;
@@ -125,12 +126,37 @@ static double loadavg(void)
     return l;
 }
 
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* median, least and greatest of v[0..n−1] (n ≤ MAXR) */
+typedef struct spread { double med, lo, hi; } spread;
+static spread spread_of(const double *v, int n)
+{
+    double t[MAXR];
+    memcpy(t, v, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof *t, cmpd);
+    return (spread){n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2, t[0], t[n - 1]};
+}
+
 typedef struct fmt_run {
     int dt;
     cal_engine *e;
-    double bpt;          /* weight bytes per decode token */
-    double pf_tps;       /* prefill tokens/s */
-    double agg[NB];      /* aggregate decode tokens/s at batches[] */
+    double bpt;            /* weight bytes per decode token */
+    char *rbuf;            /* bpt bytes, read for the roofline */
+    char gguf[256];        /* the same weights for llama-bench, or "" */
+    /* per round */
+    double roof_bw[MAXR];  /* read bandwidth over the format's bytes per token */
+    double cold[MAXR];     /* batch-1 tok/s, its steps alternating with the read */
+    double pct[MAXR];      /* cold ÷ (roof_bw ÷ bpt) */
+    double pf[MAXR];       /* prefill tokens/s */
+    double pf_pct[MAXR];   /* of the SGEMM roofline measured in the round */
+    double agg[MAXR][NB];  /* aggregate decode tok/s at batches[] */
+    double x[MAXR][NB];    /* Bn ÷ B1, their steps alternating */
+    double lpp[MAXR], ltg[MAXR]; /* llama-bench, run right after; 0 if it failed */
 } fmt_run;
 
 static int step1(cal_engine *e, int slot, int pos, const int32_t *tok, int n, float *lg)
@@ -139,34 +165,63 @@ static int step1(cal_engine *e, int slot, int pos, const int32_t *tok, int n, fl
     return cal_engine_step(e, &s, 1);
 }
 
-/* One round of one format: prefill n_prefill tokens in a spare slot, then
- * STEPS decode steps at each batch size from context depth pos. */
-static int measure(fmt_run *f, const int32_t *tok, int n_prefill, int pos, float *lg)
+/* Seconds for one decode step at batch b, step i of a window from context
+ * depth pos: every sequence at its own depth (attention over different
+ * lengths in one step, as a server's batch is); each window rewinds to the
+ * same depths. −1 when the step fails. */
+static double decode_step(cal_engine *e, int b, int i, const int32_t *tok, int pos, float *lg)
+{
+    int vocab = cal_engine_config(e)->vocab;
+    cal_step_entry en[MAXB];
+    for (int s = 0; s < b; s++)
+        en[s] = (cal_step_entry){s, pos + s + i, 1, &tok[s], lg + (size_t)s * vocab};
+    int64_t t0 = cal_now_ns();
+    if (cal_engine_step(e, en, b) != CAL_OK)
+        return -1;
+    return (double)(cal_now_ns() - t0) / 1e9;
+}
+
+/* One round of one format. The two sides of each ratio alternate step by
+ * step, so both see the same machine within milliseconds:
+ *  - the roofline: a pass of the read test over the format's bytes per
+ *    token, then a decode step at batch 1, STEPS times; each evicts the
+ *    other's bytes from the caches, so both read from memory alike;
+ *  - the batches: a step at 1, 2, 4, 8, 16 in turn, STEPS times; each step
+ *    finds the weights where the step before left them, as in a server's
+ *    run of steps.
+ * Then the prefill. */
+static int measure(fmt_run *f, int r, const int32_t *tok, int n_prefill, double pf_roof,
+                   float *lg)
 {
     cal_engine *e = f->e;
-    int vocab = cal_engine_config(e)->vocab;
+    double t_read = 0, t_cold = 0, t[NB] = {0}, bytes = 0, b;
+    for (int i = 0; i < STEPS; i++) {
+        t_read += read_seconds(e, f->rbuf, (size_t)f->bpt, 1, &b);
+        bytes += b;
+        double s = decode_step(e, 1, i, tok, CTX0, lg);
+        if (s < 0)
+            return -1;
+        t_cold += s;
+    }
+    f->roof_bw[r] = bytes / t_read;
+    f->cold[r] = STEPS / t_cold;
+    f->pct[r] = f->cold[r] * f->bpt / f->roof_bw[r];
+    for (int i = 0; i < STEPS; i++)
+        for (int bi = 0; bi < NB; bi++) {
+            double s = decode_step(e, batches[bi], i, tok, CTX0, lg);
+            if (s < 0)
+                return -1;
+            t[bi] += s;
+        }
+    for (int bi = 0; bi < NB; bi++) {
+        f->agg[r][bi] = batches[bi] * STEPS / t[bi];
+        f->x[r][bi] = batches[bi] * t[0] / t[bi];
+    }
     int64_t t0 = cal_now_ns();
     if (step1(e, MAXB, 0, tok, n_prefill, lg) != CAL_OK)
         return -1;
-    f->pf_tps = maxd(f->pf_tps, n_prefill / ((double)(cal_now_ns() - t0) / 1e9));
-    for (int bi = 0; bi < NB; bi++) {
-        int b = batches[bi];
-        cal_step_entry en[MAXB];
-        int32_t dtok[MAXB];
-        for (int s = 0; s < b; s++)
-            dtok[s] = tok[s];
-        t0 = cal_now_ns();
-        for (int i = 0; i < STEPS; i++) {
-            /* every sequence at its own depth: attention over different
-             * lengths in one step, as a server's batch is */
-            for (int s = 0; s < b; s++)
-                en[s] = (cal_step_entry){s, pos + s + i, 1, &dtok[s], lg + (size_t)s * vocab};
-            if (cal_engine_step(e, en, b) != CAL_OK)
-                return -1;
-        }
-        /* the next batch size rewinds to the same depths: pos ≤ cached */
-        f->agg[bi] = maxd(f->agg[bi], b * STEPS / ((double)(cal_now_ns() - t0) / 1e9));
-    }
+    f->pf[r] = n_prefill / ((double)(cal_now_ns() - t0) / 1e9);
+    f->pf_pct[r] = f->pf[r] / pf_roof;
     return 0;
 }
 
@@ -216,12 +271,38 @@ static int llama_bench(const char *bin, const char *model, int n_prompt, int n_g
     return *pp > 0 && *tg > 0;
 }
 
+/* make compat's llama-bench (PREFIX/bin when installed, PREFIX/build/bin as
+ * built) into bin, or 0 with the pattern looked for in bin */
+static int find_llama_bench(char *bin, size_t cap)
+{
+    const char *home = getenv("HOME");
+    const char *where[] = {"bin", "build/bin"};
+    for (int i = 0; i < 2; i++) {
+        glob_t g;
+        snprintf(bin, cap, "%s/.cache/caliper/*/%s/llama-bench", home ? home : "", where[i]);
+        if (glob(bin, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
+            snprintf(bin, cap, "%s", g.gl_pathv[0]);
+            globfree(&g);
+            return 1;
+        }
+        globfree(&g);
+    }
+    return 0;
+}
+
+/* "median (least–greatest)" of a per-round ratio, into buf */
+static const char *fmt_spread(char *buf, size_t cap, spread s)
+{
+    snprintf(buf, cap, "%.2f (%.2f–%.2f)", s.med, s.lo, s.hi);
+    return buf;
+}
+
 int main(int argc, char **argv)
 {
     setlocale(LC_NUMERIC, "C");
     const char *preset = argc > 1 ? argv[1] : "base";
     int n_prefill = argc > 2 ? atoi(argv[2]) : 512;
-    int rounds = argc > 3 ? atoi(argv[3]) : 3;
+    int rounds = argc > 3 ? atoi(argv[3]) : 5;
     char fmts[64];
     snprintf(fmts, sizeof fmts, "%s", argc > 4 ? argv[4] : "f32,f16,bf16,q8_0");
     cal_model_config c;
@@ -229,13 +310,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench/engine: unknown preset \"%s\"\n", preset);
         return 2;
     }
-    if (rounds < 1 || rounds > 20 || n_prefill < 1 || n_prefill > c.max_ctx ||
+    if (rounds < 1 || rounds > MAXR || n_prefill < 1 || n_prefill > c.max_ctx ||
         CTX0 + MAXB + STEPS > c.max_ctx) {
-        fprintf(stderr, "bench/engine: prefill %d / rounds %d do not fit max_ctx %d\n",
-                n_prefill, rounds, c.max_ctx);
+        fprintf(stderr, "bench/engine: prefill %d / rounds %d (1–%d) do not fit max_ctx %d\n",
+                n_prefill, rounds, MAXR, c.max_ctx);
         return 2;
     }
-    fmt_run runs[CAL_DTYPE_COUNT];
+    static fmt_run runs[CAL_DTYPE_COUNT];
     int nf = 0;
     for (char *save = NULL, *t = strtok_r(fmts, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int dt = cal_dtype_parse(t);
@@ -281,6 +362,12 @@ int main(int argc, char **argv)
             return 1;
         }
         runs[i].bpt = (double)cal_model_decode_bytes_per_token(&ci);
+        runs[i].rbuf = big_alloc((size_t)runs[i].bpt);
+        if (!runs[i].rbuf) {
+            fprintf(stderr, "bench/engine: no memory for the %s roofline\n",
+                    cal_dtype_name(ci.dtype));
+            return 1;
+        }
         fprintf(stderr, "bench/engine: %s open in %.2f s\n", cal_dtype_name(ci.dtype),
                 (double)(cal_now_ns() - t0) / 1e9);
         for (int s = 0; s < MAXB; s++)
@@ -289,6 +376,38 @@ int main(int argc, char **argv)
                 return 1;
             }
     }
+
+    /* llama.cpp on the same shape needs its build (make compat) and a GGUF of
+     * this model: the folder given, or written now into a temporary one (a
+     * few seconds) and removed at the end; say which is missing rather than
+     * print nothing */
+    char lbin[1024], tmpdir[64] = "", lwhy[1400] = "";
+    int have = find_llama_bench(lbin, sizeof lbin);
+    const char *gguf = getenv("CALIPER_BENCH_GGUF_DIR");
+    if (!have) {
+        snprintf(lwhy, sizeof lwhy, "not built (%s absent; make compat builds it)", lbin);
+    } else if (!gguf) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/caliper-bench-gguf-XXXXXX");
+        if (mkdtemp(tmpdir)) {
+            gguf = tmpdir;
+        } else {
+            tmpdir[0] = 0;
+            snprintf(lwhy, sizeof lwhy, "no temporary folder for the GGUF files; set "
+                     "CALIPER_BENCH_GGUF_DIR to a folder of %s-<dtype>.gguf files", c.name);
+        }
+    }
+    for (int i = 0; i < nf && have && gguf; i++) {
+        snprintf(runs[i].gguf, sizeof runs[i].gguf, "%s/%s-%s.gguf", gguf, c.name,
+                 cal_dtype_name(runs[i].dt));
+        char why[256];
+        if (tmpdir[0] && cal_gguf_export(runs[i].e, runs[i].gguf, runs[i].dt, why,
+                                         sizeof why) != CAL_OK) {
+            snprintf(lwhy, sizeof lwhy, "cannot write the GGUF files: %s", why);
+            runs[i].gguf[0] = 0;
+            gguf = NULL;
+        }
+    }
+
     printf("preset %s: %.1f M params, %d engine threads, kernels %s, OpenBLAS %s, "
            "load average %.2f\n", c.name, cal_model_n_params(&c) / 1e6, threads,
            cal_k_isa(), cal_engine_blas_core(), load0);
@@ -298,47 +417,88 @@ int main(int argc, char **argv)
                "below are %s's\n", getenv("OPENBLAS_CORETYPE"), cal_engine_blas_core(), advice,
                cal_engine_blas_core());
 
-    /* Rounds: each one measures the rooflines and then every format, so all
-     * see the same machine; on a shared machine neighbours only ever slow a
-     * measurement down, so each figure is the best over the rounds. */
+    /* Rounds: each measures the SGEMM roofline, then every format in turn:
+     * its read roofline, its batches, its prefill, and llama-bench on the
+     * same weights. Each ratio pairs figures of one round. */
     int f2 = 2 * c.ffn_dim;
-    double bw = 0, gemm = 0, pf_flops = 0;
+    double pf_flops = 0, gemm[MAXR], dram[MAXR];
     for (int p = 0; p < n_prefill; p++)
         pf_flops += cal_model_flops_per_token(&c, p) - 2.0 * c.vocab * c.dim;
     pf_flops += 2.0 * c.vocab * c.dim; /* logits for the last token only */
+    size_t dram_n = (size_t)1 << 30;
+    char *dram_buf = big_alloc(dram_n);
+    if (!dram_buf)
+        return 1;
     for (int r = 0; r < rounds; r++) {
-        bw = maxd(bw, read_bandwidth(threads));
         /* SGEMM with OpenBLAS's own threading on every core; the engines are
          * idle and run OpenBLAS single-threaded inside their own pools */
         openblas_set_num_threads(threads);
-        gemm = maxd(gemm, sgemm_rate(n_prefill, f2, c.dim, pf_flops));
+        gemm[r] = sgemm_rate(n_prefill, f2, c.dim, pf_flops);
         openblas_set_num_threads(1);
-        for (int i = 0; i < nf; i++)
-            if (measure(&runs[i], tok, n_prefill, CTX0, lg) != 0) {
+        double dn, ds = read_seconds(runs[0].e, dram_buf, dram_n, 2, &dn);
+        dram[r] = dn / ds;
+        for (int i = 0; i < nf; i++) {
+            if (measure(&runs[i], r, tok, n_prefill, gemm[r] / (pf_flops / n_prefill), lg) != 0) {
                 fprintf(stderr, "bench/engine: step failed: %s\n",
                         cal_engine_last_error(runs[i].e));
                 return 1;
             }
+            if (runs[i].gguf[0] &&
+                !llama_bench(lbin, runs[i].gguf, n_prefill, STEPS * 4, threads, 1,
+                             &runs[i].lpp[r], &runs[i].ltg[r]))
+                runs[i].lpp[r] = runs[i].ltg[r] = 0;
+        }
     }
+    free(dram_buf);
     double load1 = loadavg();
-    double pf_roof = gemm / (pf_flops / n_prefill);
-    printf("read bandwidth %.1f GB/s (%d threads); SGEMM %.1f GFLOP/s at M=%d N=%d K=%d; "
-           "best of %d rounds; load average %.2f at the end\n",
-           bw / 1e9, threads, gemm / 1e9, n_prefill, f2, c.dim, rounds, load1);
-    printf("\n%-5s %8s %9s %9s %5s | %9s %5s | %8s %8s %8s %8s %8s | %5s %5s %5s %5s\n",
-           "dtype", "MB/tok", "B1 tok/s", "roof", "%", "pf tok/s", "%", "B1", "B2", "B4",
-           "B8", "B16", "x2", "x4", "x8", "x16");
+    spread sg = spread_of(gemm, rounds), sd = spread_of(dram, rounds);
+    printf("SGEMM %.1f GFLOP/s at M=%d N=%d K=%d (%.1f–%.1f); read bandwidth streaming 1 GiB "
+           "%.1f GB/s (%.1f–%.1f), %d threads; medians of %d rounds; load average %.2f at the "
+           "end\n", sg.med / 1e9, n_prefill, f2, c.dim, sg.lo / 1e9, sg.hi / 1e9, sd.med / 1e9,
+           sd.lo / 1e9, sd.hi / 1e9, threads, rounds, load1);
+    printf("\n%-5s %8s | %8s %8s %11s | %9s %5s | %8s %8s %8s %8s %8s | %5s %5s %5s %5s\n",
+           "dtype", "MB/tok", "roof", "B1 cold", "% (range)", "pf tok/s", "%", "B1", "B2",
+           "B4", "B8", "B16", "x2", "x4", "x8", "x16");
+    spread xs[CAL_DTYPE_COUNT][NB], pcts[CAL_DTYPE_COUNT], roofs[CAL_DTYPE_COUNT];
+    double aggm[CAL_DTYPE_COUNT][NB];
     for (int i = 0; i < nf; i++) {
-        const fmt_run *f = &runs[i];
-        double roof = bw / f->bpt;
-        printf("%-5s %8.1f %9.1f %9.1f %5.0f | %9.1f %5.0f | %8.1f %8.1f %8.1f %8.1f %8.1f |"
-               " %5.2f %5.2f %5.2f %5.2f\n", cal_dtype_name(f->dt), f->bpt / 1e6, f->agg[0],
-               roof, 100.0 * f->agg[0] / roof, f->pf_tps, 100.0 * f->pf_tps / pf_roof,
-               f->agg[0], f->agg[1], f->agg[2], f->agg[3], f->agg[4], f->agg[1] / f->agg[0],
-               f->agg[2] / f->agg[0], f->agg[3] / f->agg[0], f->agg[4] / f->agg[0]);
+        fmt_run *f = &runs[i];
+        double v[MAXR];
+        for (int bi = 0; bi < NB; bi++) {
+            for (int r = 0; r < rounds; r++)
+                v[r] = f->agg[r][bi];
+            aggm[i][bi] = spread_of(v, rounds).med;
+            for (int r = 0; r < rounds; r++)
+                v[r] = f->x[r][bi];
+            xs[i][bi] = spread_of(v, rounds);
+        }
+        pcts[i] = spread_of(f->pct, rounds);
+        roofs[i] = spread_of(f->roof_bw, rounds);
+        char pr[48];
+        snprintf(pr, sizeof pr, "%.0f (%.0f–%.0f)", 100 * pcts[i].med, 100 * pcts[i].lo,
+                 100 * pcts[i].hi);
+        printf("%-5s %8.1f | %8.1f %8.1f %11s | %9.1f %5.0f | %8.1f %8.1f %8.1f %8.1f %8.1f |"
+               " %5.2f %5.2f %5.2f %5.2f\n", cal_dtype_name(f->dt), f->bpt / 1e6,
+               roofs[i].med / f->bpt, spread_of(f->cold, rounds).med, pr,
+               spread_of(f->pf, rounds).med,
+               100 * spread_of(f->pf_pct, rounds).med, aggm[i][0], aggm[i][1], aggm[i][2],
+               aggm[i][3], aggm[i][4], xs[i][1].med, xs[i][2].med, xs[i][3].med, xs[i][4].med);
     }
-    printf("(roof: read bandwidth ÷ bytes per token; pf %%: of the SGEMM roofline %.1f tok/s;"
-           " Bn: aggregate decode tok/s at batch n; xn: Bn ÷ B1)\n", pf_roof);
+    printf("(roof: tok/s of a read of the format's bytes per token; B1 cold: batch-1 "
+           "steps alternating with its passes, so each reads from memory what the other "
+           "evicted; %%: B1 cold of the roof, the median of the rounds' ratios; pf %%: of the SGEMM roofline, %.1f tok/s at "
+           "the median; Bn: aggregate decode tok/s at batch n, one step at each batch in turn; "
+           "xn: Bn ÷ B1 of the same turns; medians over the rounds)\n",
+           spread_of(gemm, rounds).med / (pf_flops / n_prefill));
+    printf("spread over the rounds (least–greatest):\n");
+    for (int i = 0; i < nf; i++) {
+        char a[4][48];
+        printf("  %-5s x2 %s, x4 %s, x8 %s, x16 %s\n", cal_dtype_name(runs[i].dt),
+               fmt_spread(a[0], sizeof a[0], xs[i][1]),
+               fmt_spread(a[1], sizeof a[1], xs[i][2]),
+               fmt_spread(a[2], sizeof a[2], xs[i][3]),
+               fmt_spread(a[3], sizeof a[3], xs[i][4]));
+    }
 
     /* The batching lesson: gain(8) = [bandwidth used at 8 ÷ at 1] × [bytes
      * per token at 1 ÷ at 8]. Bytes per token at B: the weights shared by
@@ -352,10 +512,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < nf; i++) {
         const fmt_run *f = &runs[i];
         double b1 = f->bpt + kv_tok, b8 = f->bpt / 8 + kv_tok;
-        double bw1 = f->agg[0] * b1, bw8 = f->agg[3] * b8;
+        /* the paired ratio's median, not a ratio of two medians */
+        double bw1 = aggm[i][0] * b1, bw8 = xs[i][3].med * aggm[i][0] * b8;
         double pred, fp, bp, meas, fm, bm;
         const char *bad = NULL;
-        if (cal_f_batching_gain(bw, bw1, b1, b8, &pred, &fp, &bp, &bad) != CAL_OK ||
+        if (cal_f_batching_gain(roofs[i].med, bw1, b1, b8, &pred, &fp, &bp, &bad) != CAL_OK ||
             cal_f_batching_gain(bw8, bw1, b1, b8, &meas, &fm, &bm, &bad) != CAL_OK) {
             printf("  %-5s: not computable (%s)\n", cal_dtype_name(f->dt), bad ? bad : "?");
             continue;
@@ -364,91 +525,55 @@ int main(int argc, char **argv)
                " %.1f GB/s at 8\n", cal_dtype_name(f->dt), b1 / 1e6, b8 / 1e6, bw1 / 1e9,
                bw8 / 1e9);
         printf("         predicted if 8 fed the read roofline: %.2f = %.2f x %.2f;"
-               " measured %.2f = %.2f (bandwidth) x %.2f (bytes)\n", pred, fp, bp,
-               f->agg[3] / f->agg[0], fm, bm);
+               " measured %.2f = %.2f (bandwidth) x %.2f (bytes)\n", pred, fp, bp, meas, fm, bm);
         printf("         caliper calc batching-gain --bw-single %.3gGB/s --bw-batch %.3gGB/s"
                " --bytes-single %.4gMB --bytes-batch %.4gMB\n", bw1 / 1e9, bw8 / 1e9,
                b1 / 1e6, b8 / 1e6);
     }
 
-    /* llama.cpp on the same shape needs its build (make compat) and a GGUF of
-     * this model; say which is missing rather than print nothing */
-    glob_t g;
-    char pat[512];
-    const char *home = getenv("HOME");
-    /* make compat's tree: PREFIX/bin when installed, PREFIX/build/bin as built */
-    snprintf(pat, sizeof pat, "%s/.cache/caliper/*/bin/llama-bench", home ? home : "");
-    int have = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
-    if (!have) {
-        globfree(&g);
-        snprintf(pat, sizeof pat, "%s/.cache/caliper/*/build/bin/llama-bench",
-                 home ? home : "");
-        have = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
-    }
-    /* the same weights as GGUF files: the folder given, or written now into
-     * a temporary one (a few seconds) and removed at the end */
-    const char *gguf = getenv("CALIPER_BENCH_GGUF_DIR");
-    char tmpdir[64] = "";
-    if (have && !gguf) {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/caliper-bench-gguf-XXXXXX");
-        if (mkdtemp(tmpdir)) {
-            gguf = tmpdir;
-            int64_t t0 = cal_now_ns();
-            for (int i = 0; i < nf && gguf; i++) {
-                char path[256], why[256];
-                snprintf(path, sizeof path, "%s/%s-%s.gguf", tmpdir, c.name,
-                         cal_dtype_name(runs[i].dt));
-                if (cal_gguf_export(runs[i].e, path, runs[i].dt, why, sizeof why) != CAL_OK) {
-                    printf("\nllama-bench: cannot write the GGUF files: %s\n", why);
-                    gguf = NULL;
-                }
-            }
-            if (gguf)
-                fprintf(stderr, "bench/engine: GGUF files written to %s in %.1f s\n", tmpdir,
-                        (double)(cal_now_ns() - t0) / 1e9);
-        } else {
-            tmpdir[0] = 0;
-            printf("\nllama-bench: no temporary folder for the GGUF files; set "
-                   "CALIPER_BENCH_GGUF_DIR to a folder of %s-<dtype>.gguf files\n", c.name);
-        }
-    }
-    if (!have) {
-        printf("\nllama-bench: not built (%s absent; make compat builds it)\n", pat);
-    } else if (gguf) {
-        printf("\nside by side with llama.cpp on the same weights (%s -p %d -n %d -t %d -r %d;"
-               " load average %.2f):\n", g.gl_pathv[0], n_prefill, STEPS * 4, threads, rounds,
-               loadavg());
-        printf("%-5s | %9s %9s %6s | %9s %9s %6s\n", "dtype", "pf tok/s", "llama.cpp", "ratio",
-               "B1 tok/s", "llama.cpp", "ratio");
+    if (!have || !gguf) {
+        printf("\nllama-bench: %s\n", lwhy);
+    } else {
+        printf("\nside by side with llama.cpp on the same weights, each round right after "
+               "caliper's (%s -p %d -n %d -t %d -r 1; load average %.2f):\n", lbin, n_prefill,
+               STEPS * 4, threads, loadavg());
+        printf("%-5s | %9s %9s %17s | %9s %9s %17s\n", "dtype", "pf tok/s", "llama.cpp",
+               "ratio (range)", "B1 tok/s", "llama.cpp", "ratio (range)");
         for (int i = 0; i < nf; i++) {
-            char path[256];
-            double pp, tg;
-            snprintf(path, sizeof path, "%s/%s-%s.gguf", gguf, c.name, cal_dtype_name(runs[i].dt));
-            if (!llama_bench(g.gl_pathv[0], path, n_prefill, STEPS * 4, threads, rounds, &pp,
-                             &tg)) {
-                printf("%-5s | llama-bench failed on %s\n", cal_dtype_name(runs[i].dt), path);
+            const fmt_run *f = &runs[i];
+            double rp[MAXR], rt[MAXR], lp[MAXR], lt[MAXR];
+            int n = 0;
+            for (int r = 0; r < rounds; r++)
+                if (f->lpp[r] > 0 && f->ltg[r] > 0) {
+                    lp[n] = f->lpp[r];
+                    lt[n] = f->ltg[r];
+                    rp[n] = f->pf[r] / f->lpp[r];
+                    rt[n++] = f->agg[r][0] / f->ltg[r];
+                }
+            if (n == 0) {
+                printf("%-5s | llama-bench failed on %s\n", cal_dtype_name(f->dt), f->gguf);
                 continue;
             }
-            printf("%-5s | %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f\n", cal_dtype_name(runs[i].dt),
-                   runs[i].pf_tps, pp, runs[i].pf_tps / pp, runs[i].agg[0], tg,
-                   runs[i].agg[0] / tg);
+            char a[48], b[48];
+            printf("%-5s | %9.1f %9.1f %17s | %9.1f %9.1f %17s\n", cal_dtype_name(f->dt),
+                   spread_of(f->pf, rounds).med, spread_of(lp, n).med,
+                   fmt_spread(a, sizeof a, spread_of(rp, n)), aggm[i][0],
+                   spread_of(lt, n).med, fmt_spread(b, sizeof b, spread_of(rt, n)));
         }
-        printf("(ratio: caliper ÷ llama.cpp; each figure the best of its runs, run one after"
-               " the other: on a busy machine read them with the load average)\n");
+        printf("(ratio: caliper ÷ llama.cpp, the median of the rounds' ratios, each of figures "
+               "taken one right after the other)\n");
     }
     if (tmpdir[0]) {
-        for (int i = 0; i < nf; i++) {
-            char path[256];
-            snprintf(path, sizeof path, "%s/%s-%s.gguf", tmpdir, c.name,
-                     cal_dtype_name(runs[i].dt));
-            unlink(path);
-        }
+        for (int i = 0; i < nf; i++)
+            if (runs[i].gguf[0])
+                unlink(runs[i].gguf);
         rmdir(tmpdir);
     }
-    globfree(&g);
     free(lg);
     free(tok);
-    for (int i = 0; i < nf; i++)
+    for (int i = 0; i < nf; i++) {
         cal_engine_close(&runs[i].e);
+        free(runs[i].rbuf);
+    }
     return 0;
 }
