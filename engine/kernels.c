@@ -191,6 +191,9 @@ void cal_k_swiglu(float *out, const float *gate, const float *up, int n)
 
 #if defined(__AVX512F__)
 enum { ATT_V = 4 };   /* head_dim ≤ 64 on this path: four vectors a head */
+#ifndef ATT_PF_ROWS
+#define ATT_PF_ROWS 16
+#endif
 
 /* nq (≤ CAL_K_ATT_HEADS) query heads that share one KV head, head_dim a
  * multiple of 16 up to 64. Each key and value row is loaded once for all
@@ -208,6 +211,13 @@ static void att_group(const float *q, int nq, const float *kh, const float *vh, 
     int j = 0;
     for (; j + 4 <= n_pos; j += 4) {
         const float *kr = kh + (size_t)j * hd;
+        /* keys ATT_PF_ROWS rows on, and the values of these positions for
+         * the second pass: a sequence's keys and values come from memory
+         * (kv_prefetch in engine.c asks for the first few KiB of each) */
+        for (size_t o = 0; o < 4 * (size_t)hd * sizeof(float); o += 64) {
+            _mm_prefetch((const char *)(kr + (size_t)ATT_PF_ROWS * hd) + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)(vh + (size_t)j * hd) + o, _MM_HINT_T0);
+        }
         for (int h = 0; h < nq; h++) {
             __m512 a[4];
             for (int t = 0; t < 4; t++) {
