@@ -667,13 +667,16 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
  * (the tile's conversion is 1/M of its multiply-adds). Q8_0 multiplies
  * activations rounded to Q8_0 at every M (kernels.h). */
 #define SMALL_M 16
-/* Q8_0 batches from this size on take the interleaved rows (e->q8x): on
- * base, the two layouts alternated in one process (best of 12 rounds of 16
- * steps each), the interleaved kernel gave 0.83x the block kernel's tok/s at
- * batch 1, 0.85-0.91x at 2, 0.76-0.79x at 4, then 1.38x at 5, 1.40x at 6,
- * 1.19-1.22x at 8 and 1.20x at 16: below 5 the block kernel's four-row
- * tiles keep the weights' stream busier, above it the arithmetic decides. */
-#define Q8X_MIN_M 5
+/* Q8_0 batches from this size on take the interleaved rows (e->q8x), one
+ * pair of rows at a time (q8x.c). On base, the two layouts alternated step
+ * by step in one process (60 steps each, twice): the interleaved kernel ran
+ * 0.85-0.92x the block kernel's one-row tiles at batch 1, 1.02-1.05x at 2,
+ * 1.09-1.10x at 3, 1.03-1.04x at 4 and 1.28-1.31x at 5. (With two pairs a
+ * tile, as it took up to batch 4 before, it ran 0.74-0.88x the block
+ * kernel there: two streams of pairs, as four rows side by side, are more
+ * than the hardware's prefetch follows; one pair instead of two measured
+ * 1.17-1.36x at batches 1-4.) */
+#define Q8X_MIN_M 2
 
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                     const char *w, int n_out, int n_in, int m, float beta, float *dq,
