@@ -285,15 +285,17 @@ INL void put_tile(int R, int MB, const float *s, float *y, int ldy, float beta)
 #ifndef CAL_PF_TILES_Q8
 #define CAL_PF_TILES_Q8 4
 #endif
-/* A batch of one takes one row at a time: each thread's weights are then
- * one ascending stream, which the hardware's prefetcher follows; four rows
- * side by side are four streams 816–6144 bytes apart, and on the weights
- * from DRAM (two threads, a 50–200 MB matrix, each product paired with a
- * read of as many bytes) one row at a time read at 0.91–1.00 of the read
- * test against 0.67–0.76 (Q8_0) and 0.94–1.00 against 0.82–0.88 (F16,
- * BF16). At batch 4 the 4-row tiles stay ahead (F32 0.90 against 0.49: a
- * row alone waits on its chains); at 2, Q8_0 gains (0.87 against 0.72),
- * F32 loses (0.85 against 0.93). */
+/* Batches up to CAL_R1_MAX (CAL_Q8_R1_MAX for the Q8_0 block kernel) take one
+ * row at a time: each thread's weights are then one ascending stream, which
+ * the hardware's prefetcher follows; four rows side by side are four streams
+ * 816–6144 bytes apart. On the weights from DRAM (two threads, a 50–200 MB
+ * matrix, each product paired with a read of as many bytes) one row at a time
+ * read 0.91–1.00 of the read test against 0.67–0.76 (Q8_0) and 0.94–1.00
+ * against 0.82–0.88 (F16, BF16). At batch 4 the 4-row tiles stay ahead (F32
+ * 0.90 against 0.49: a row alone waits on its chains). At batch 2 a lone row
+ * with one chain per activation row lost at F32 (0.85 against 0.93); with two
+ * (tile's split) bench/engine's paired ×2 went from 1.66–1.76 to 1.80–2.07 at
+ * F32, F16 and BF16, the two builds run alternately. */
 #ifndef CAL_R1_MAX
 #define CAL_R1_MAX 2
 #endif
@@ -409,9 +411,9 @@ static const tile_fn tiles[3][3][8] = {ROW_DT(f32), ROW_DT(f16), ROW_DT(bf16)};
 
 /* Rows of W go in blocks of R; for each block every chunk of ≤ 8 activation
  * rows runs while the block's R rows are still in L1, so the weights stream
- * from memory once whatever the batch. One chunk: R = 1 for one activation row
- * (see CAL_Q8_R1_MAX), R = 4 up to CAL_R4_MAX activation rows (latency needs
- * ≥ 4 independent sums), else 2; several chunks
+ * from memory once whatever the batch. One chunk: R = 1 up to CAL_R1_MAX
+ * activation rows, R = 4 up to CAL_R4_MAX (latency needs ≥ 4 independent
+ * sums), else 2; several chunks
  * (M > 8): balanced chunks of 5–8 rows, R = 2. */
 static TGT void matmul_avx512(int dt, float *y, int ldy, const float *x, int ldx,
                               const void *w, int n_out, int n_in, int m, float beta)
@@ -548,7 +550,6 @@ INLV void tile_q8v(int R, int MB, float *y, int ldy, int kp, const char *w, size
     for (int r = 0; r < R; r++)
         for (int i = 0; i < MB; i++)
             acc[r][i] = _mm512_setzero_ps();
-
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int p = 0; p < nblk; p += 2) {
         __m512i wu[4];
