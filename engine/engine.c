@@ -659,28 +659,26 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
 
 /* Y[M][out] (row stride ldy) = beta·Y + X[M][in] (row stride ldx) · W[out][in]ᵀ,
  * W in the engine's dtype. One pass over W serves all M rows.
- * Decode batches (M ≤ 16) run cal_k_matmul: each weight row is loaded once
- * and feeds every row of the batch from registers. OpenBLAS's sgemv/sgemm
+ * Decode batches (M ≤ 16) run cal_k_matmul, or for Q8_0 on VNNI the
+ * interleaved rows (below): each weight row is loaded once and feeds every
+ * row of the batch from registers. OpenBLAS's sgemv/sgemm
  * here cost 0.9× at batch 2 what batch 1 cost in aggregate (sgemm repacks
  * the weights for M = 2–8). Larger M is prefill, compute-bound: OpenBLAS
  * SGEMM, the other formats dequantized into F32 a tile of rows at a time
  * (the tile's conversion is 1/M of its multiply-adds). Q8_0 multiplies
  * activations rounded to Q8_0 at every M (kernels.h). */
 #define SMALL_M 16
-/* Q8_0 batches from this size on take the interleaved rows (e->q8x), one
- * pair of rows at a time (q8x.c): every decode batch, where the CPU has
- * VNNI. On base, the two layouts alternated step by step in one process
- * (60-80 steps each, the step after each switch of batch size not
- * counted), the interleaved kernel ran 1.11-1.28x the block kernel's
- * one-row tiles at batch 1, 1.18-1.30x at 2, 1.12-1.17x at 3, 1.15-1.20x
- * at 4 and 1.5x at 5, in five runs; one run an hour earlier, without the
- * step left out, gave 0.85-0.92x at batch 1 and 1.02-1.10x at 2-4. (With
- * two pairs a tile, as it took up to batch 4 before, it ran 0.74-0.88x the
- * block kernel there: two streams of pairs, like four rows side by side,
- * are more than the hardware's prefetch follows; one pair instead of two
- * measured 1.17-1.36x at batches 1-4.) */
-#define Q8X_MIN_M 1
-
+/* Q8_0 decode batches of every size take the interleaved rows (e->q8x), one
+ * pair of rows at a time (q8x.c), where the CPU has VNNI. On base, the two
+ * layouts alternated step by step in one process (60-80 steps each, the step
+ * after each switch of batch size not counted), the interleaved kernel ran
+ * 1.11-1.28x the block kernel's one-row tiles at batch 1, 1.18-1.30x at 2,
+ * 1.12-1.17x at 3, 1.15-1.20x at 4 and 1.5x at 5, in five runs; one run an
+ * hour earlier, without the step left out, gave 0.85-0.92x at batch 1 and
+ * 1.02-1.10x at 2-4. (With two pairs a tile, as it took up to batch 4
+ * before, it ran 0.74-0.88x the block kernel there: two streams of pairs,
+ * like four rows side by side, are more than the hardware's prefetch
+ * follows; one pair instead of two measured 1.17-1.36x at batches 1-4.) */
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                     const char *w, int n_out, int n_in, int m, float beta, float *dq,
                     const uint32_t *xq)
@@ -690,7 +688,7 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         cal_k_gemm_bf16(y, ldy, xq, m, (const uint16_t *)w, n_out, n_in, beta,
                         (uint32_t *)dq);
     } else if (m <= SMALL_M) {
-        if (!e->q8x || m < Q8X_MIN_M ||
+        if (!e->q8x ||
             cal_k_q8x_product(y, ldy, x, ldx, e->q8x + (w - e->weights), n_out, n_in, m,
                               beta) != 0)
             cal_k_matmul(e->dt, y, ldy, x, ldx, w, n_out, n_in, m, beta);
@@ -893,7 +891,7 @@ typedef struct att_job {
  * positions, 43 µs of a layer's attention against 5 µs of arithmetic).
  * So the first KV_PF_BYTES of each run of rows this thread will read (KV
  * heads g0 .. g1−1 of every decoding sequence) are asked for at once, into
- * L2; the hardware's stream prefetch carries longer runs on. */
+ * L2; the key pass (att_group, kernels.c) asks for the rest as it goes. */
 #define KV_PF_BYTES 4096
 static void kv_prefetch(const cal_engine *e, const att_job *j, int g0, int g1)
 {
