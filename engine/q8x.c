@@ -127,96 +127,114 @@ static TGTV void round_x(const float *x, int ldx, int n_in, int m)
         }
 }
 
-/* pairs this many bytes ahead are prefetched (in whole pairs; a tile's
- * pairs are contiguous) */
+/* the weights this many bytes ahead are prefetched (the pairs are one
+ * ascending stream) */
 #ifndef CAL_Q8X_PF
 #define CAL_Q8X_PF 8192
 #endif
 
-/* P pairs of rows (h rows each: 2, or 1 for a last odd row) × MB activation
- * rows. Per group: 8 vpdpbusd into P·MB integer sums (lane = one block of
- * one row), then per sum one conversion and one multiply-add with the
- * lanes' scales dw·dx. Whole groups keep row 0 in lanes 0..7 and row 1 in
- * 8..15 over the row; a last short group (g < 8) puts row 1 at g..2g−1 and
- * is summed on its own. */
-INLV void tile(int P, int MB, int h, float *y, int ldy, const unsigned char *w, size_t rb,
-               int nb, int ng, int i0, float beta)
+/* The sums of the halves (lanes 0..7, 8..15: two weight rows) of NA = 4 or
+ * 8 accumulators at once, in 3·NA/2 + 3 operations rather than 2·NA
+ * horizontal reductions: adjacent accumulators' lanes meet in unpacks, then
+ * their 64-bit pairs, then 128-bit quarters. Lane 2i + r of the result is
+ * accumulator i's half r. */
+INLV __m512 sum_halves(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4, __m512 a5,
+                       __m512 a6, __m512 a7, int na)
 {
-    __m512 acc[4][8];
-    float tail[4][8][2];
-    for (int p = 0; p < P; p++)
-        for (int i = 0; i < MB; i++) {
-            acc[p][i] = _mm512_setzero_ps();
-            tail[p][i][0] = tail[p][i][1] = 0;
-        }
-    size_t pb = 2 * rb;                /* bytes of a pair */
-    const unsigned char *gp = w;       /* this group in the tile's first pair */
-    size_t ahead = (CAL_Q8X_PF + pb - 1) / pb * pb;
+    __m512 a[8] = {a0, a1, a2, a3, a4, a5, a6, a7}, l1[4], l2[2];
+    for (int j = 0; j < na / 2; j++)  /* per quarter: a 2j's and a 2j+1's lanes paired */
+        l1[j] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * j], a[2 * j + 1]),
+                              _mm512_unpackhi_ps(a[2 * j], a[2 * j + 1]));
+    for (int j = 0; j < na / 4; j++) { /* per quarter: 4 accumulators' sums of it */
+        __m512d u = _mm512_castps_pd(l1[2 * j]), v = _mm512_castps_pd(l1[2 * j + 1]);
+        l2[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)),
+                              _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
+    }
+    if (na == 4)
+        l2[1] = l2[0];
+    /* quarters 0+1 are row 0, 2+3 row 1: [0-3 r0 | 0-3 r1 | 4-7 r0 | 4-7 r1] */
+    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(l2[0], l2[1], 0x88),
+                             _mm512_shuffle_f32x4(l2[0], l2[1], 0xdd));
+    return _mm512_permutexvar_ps(
+        _mm512_set_epi32(15, 11, 14, 10, 13, 9, 12, 8, 7, 3, 6, 2, 5, 1, 4, 0), q);
+}
+
+/* One pair of rows (h = 2, or 1 for a last odd row) × MB activation rows.
+ * Per group: 8 vpdpbusd into MB integer sums (lane = one block of one row),
+ * then per sum one conversion and one multiply-add with the lanes' scales
+ * dw·dx. Row 0 is in lanes 0..7 and row 1 in 8..15, except in a last short
+ * group (g < 8), whose row 1 at lanes g..2g−1 is moved up to 8 first. */
+INLV void tile(int MB, int h, float *y, int ldy, const unsigned char *w, int nb, int ng,
+               int i0, float beta)
+{
+    __m512 acc[8];
+    for (int i = 0; i < 8; i++)
+        acc[i] = _mm512_setzero_ps();
+    const unsigned char *gp = w;       /* this group of the pair */
     for (int gi = 0; gi < ng; gi++) {
         int g = group_blocks(nb, gi * G);
         __mmask16 lanes = (__mmask16)((1u << (h * g)) - 1);
         size_t gbytes = (size_t)h * g * (CAL_Q8_0_BLOCK + 2);
-        for (int p = 0; p < P; p++)
-            for (size_t o = 0; o < gbytes; o += 64)
-                _mm_prefetch((const char *)gp + (size_t)p * pb + ahead + o, _MM_HINT_T0);
-        __m512i s[4][8];
-        for (int p = 0; p < P; p++)
-            for (int i = 0; i < MB; i++)
-                s[p][i] = _mm512_load_si512(xg[(size_t)(i0 + i) * ng + gi].c);
-        for (int k = 0; k < SLICES; k++) {
-            __m512i wk[4];
-            for (int p = 0; p < P; p++) {
-                wk[p] = _mm512_maskz_loadu_epi32(lanes, gp + (size_t)p * pb +
-                                                            (size_t)k * h * g * 4);
-                __asm__("" : "+v"(wk[p]));
-            }
-            for (int i = 0; i < MB; i++) {
-                __m512i xk = _mm512_load_si512(xg[(size_t)(i0 + i) * ng + gi].q[k]);
-                for (int p = 0; p < P; p++)
-                    s[p][i] = _mm512_dpbusd_epi32(s[p][i], wk[p], xk);
-            }
+        for (size_t o = 0; o < gbytes; o += 64)
+            _mm_prefetch((const char *)gp + CAL_Q8X_PF + o, _MM_HINT_T0);
+        const xgroup *xr[8];
+        __m512i s[8];
+        for (int i = 0; i < MB; i++) {
+            xr[i] = &xg[(size_t)(i0 + i) * ng + gi];
+            s[i] = _mm512_load_si512(xr[i]->c);
         }
-        for (int p = 0; p < P; p++) {
-            /* masked to the pair's lanes: the others' sums meet a zero scale */
-            __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
-                lanes, gp + (size_t)p * pb + (size_t)h * g * CAL_Q8_0_BLOCK));
+        _Pragma("GCC unroll 8")
+        for (int k = 0; k < SLICES; k++) {
+            __m512i wk = _mm512_maskz_loadu_epi32(lanes, gp + (size_t)k * h * g * 4);
+            __asm__("" : "+v"(wk));    /* one load, not one per activation row */
+            for (int i = 0; i < MB; i++)
+                s[i] = _mm512_dpbusd_epi32(s[i], wk, _mm512_load_si512(xr[i]->q[k]));
+        }
+        /* masked to the pair's lanes: the others' sums meet a zero scale */
+        __m512 dw = _mm512_cvtph_ps(
+            _mm256_maskz_loadu_epi16(lanes, gp + (size_t)h * g * CAL_Q8_0_BLOCK));
+        if (g == G) {
+            for (int i = 0; i < MB; i++)
+                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]),
+                                         _mm512_mul_ps(dw, _mm512_load_ps(xr[i]->d)), acc[i]);
+        } else {
+            __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+            __m512i up = _mm512_mask_add_epi32(iota, 0xff00, iota, _mm512_set1_epi32(g - 8));
+            __mmask16 both = (__mmask16)(((1u << g) - 1) * 0x0101u);
             for (int i = 0; i < MB; i++) {
-                __m512 dx = _mm512_load_ps(xg[(size_t)(i0 + i) * ng + gi].d);
-                __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s[p][i]), _mm512_mul_ps(dw, dx));
-                if (g == G) {
-                    acc[p][i] = _mm512_add_ps(acc[p][i], t);
-                } else {
-                    __mmask16 r0 = (__mmask16)((1u << g) - 1);
-                    tail[p][i][0] += _mm512_mask_reduce_add_ps(r0, t);
-                    tail[p][i][1] += _mm512_mask_reduce_add_ps((__mmask16)(r0 << g), t);
-                }
+                __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s[i]),
+                                         _mm512_mul_ps(dw, _mm512_load_ps(xr[i]->d)));
+                acc[i] = _mm512_add_ps(acc[i], _mm512_maskz_permutexvar_ps(both, up, t));
             }
         }
         gp += gbytes;
     }
-    for (int i = 0; i < MB; i++)
-        for (int p = 0; p < P; p++)
-            for (int r = 0; r < h; r++) {
-                float v = _mm512_mask_reduce_add_ps(r ? 0xff00 : 0x00ff, acc[p][i]) +
-                          tail[p][i][r];
-                float *o = y + (size_t)i * ldy + 2 * p + r;
-                *o = beta == 0.0f ? v : beta * *o + v;
-            }
+    __m512 v = sum_halves(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7],
+                          MB <= 4 ? 4 : 8);
+    __mmask16 out = (__mmask16)((1u << h) - 1);
+    for (int i = 0; i < MB; i++) {
+        __m512 vi = _mm512_permutexvar_ps(_mm512_zextsi128_si512(_mm_setr_epi32(2 * i, 2 * i + 1,
+                                                                                0, 0)),
+                                          v);
+        float *o = y + (size_t)i * ldy;
+        if (beta != 0.0f)
+            vi = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(out, o)),
+                               vi);
+        _mm512_mask_storeu_ps(o, out, vi);
+    }
 }
 
-typedef void (*tile_fn)(float *y, int ldy, const unsigned char *w, size_t rb, int nb, int ng,
-                        int i0, float beta);
-#define TILE(P, MB, H)                                                                    \
-    static TGTV void t_##P##_##MB##_##H(float *y, int ldy, const unsigned char *w,        \
-                                        size_t rb, int nb, int ng, int i0, float beta)    \
-    { tile(P, MB, H, y, ldy, w, rb, nb, ng, i0, beta); }
-#define TILES_MB(P, H) TILE(P, 1, H) TILE(P, 2, H) TILE(P, 3, H) TILE(P, 4, H)             \
-                       TILE(P, 5, H) TILE(P, 6, H) TILE(P, 7, H) TILE(P, 8, H)
-TILES_MB(1, 2) TILES_MB(1, 1)
-static const tile_fn one_pair[8] = {t_1_1_2, t_1_2_2, t_1_3_2, t_1_4_2,
-                                    t_1_5_2, t_1_6_2, t_1_7_2, t_1_8_2};
-static const tile_fn lone_row[8] = {t_1_1_1, t_1_2_1, t_1_3_1, t_1_4_1,
-                                    t_1_5_1, t_1_6_1, t_1_7_1, t_1_8_1};
+typedef void (*tile_fn)(float *y, int ldy, const unsigned char *w, int nb, int ng, int i0,
+                        float beta);
+#define TILE(MB, H)                                                                       \
+    static TGTV void t_##MB##_##H(float *y, int ldy, const unsigned char *w, int nb,     \
+                                  int ng, int i0, float beta)                           \
+    { tile(MB, H, y, ldy, w, nb, ng, i0, beta); }
+#define TILES_MB(H) TILE(1, H) TILE(2, H) TILE(3, H) TILE(4, H)                           \
+                    TILE(5, H) TILE(6, H) TILE(7, H) TILE(8, H)
+TILES_MB(2) TILES_MB(1)
+static const tile_fn one_pair[8] = {t_1_2, t_2_2, t_3_2, t_4_2, t_5_2, t_6_2, t_7_2, t_8_2};
+static const tile_fn lone_row[8] = {t_1_1, t_2_1, t_3_1, t_4_1, t_5_1, t_6_1, t_7_1, t_8_1};
 
 /* registers: MB integer sums, as many F32 sums and one weight slice. One
  * pair at a time at every batch: the weights are then one ascending stream,
@@ -235,7 +253,7 @@ static TGTV void product(float *y, int ldy, const void *w, int n_out, int n_in, 
         for (int c = 0, i0 = 0; c < nch; c++) {
             int mb = (m - i0) / (nch - c);
             tile_fn f = rows == 2 ? one_pair[mb - 1] : lone_row[mb - 1];
-            f(y + (size_t)i0 * ldy + r, ldy, wr, rb, nb, ng, i0, beta);
+            f(y + (size_t)i0 * ldy + r, ldy, wr, nb, ng, i0, beta);
             i0 += mb;
         }
         r += rows;
