@@ -316,11 +316,26 @@ static void *weights_alloc(size_t n)
 }
 
 /* The KV cache: calloc hands large blocks over as untouched zero pages, so
- * the process's resident memory grows with the positions actually cached, as
- * a real engine's does (what a context-length memory fit measures). */
+ * the process's resident memory grows with the positions actually cached
+ * (what a context-length memory fit measures), in 2 MiB steps where the
+ * kernel grants huge pages. A decode step reads a short run of rows from
+ * each sequence's KV head in every layer; on 4 KiB pages each run costs its
+ * own page walks, and their TLB misses slow the weights' stream as well.
+ * In-process A/B on base Q8_0, 17 slots, batch 8: the step 1.13-1.19x
+ * faster on 2 MiB pages in four runs (attention 0.91-0.95 -> 0.66-0.81
+ * ms), within 2 % in four others (the kernel had no huge pages free, or
+ * the runs fit the TLB). The calloc'd block's whole 2 MiB pages are asked
+ * for. */
 static void *lazy_alloc(size_t n)
 {
-    return calloc(n ? n : 1, 1);
+    void *p = calloc(n ? n : 1, 1);
+#ifdef MADV_HUGEPAGE
+    uintptr_t huge = (uintptr_t)2 << 20, a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+              b = ((uintptr_t)p + n) & ~(huge - 1);
+    if (p && b > a)
+        madvise((void *)a, b - a, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 const cal_model_config *cal_engine_config(const cal_engine *e)
