@@ -111,13 +111,14 @@ void cal_k_bf16_pairs(const float *x, int ldx, uint32_t *out, int m, int k);
 void cal_k_gemm_bf16(float *y, int ldy, const uint32_t *xq, int m, const uint16_t *w,
                      int n_out, int n_in, float beta, uint32_t *pack);
 /* Q8_0 rows interleaved for the VNNI decode kernel (q8x.c): the same bytes
- * per row as the block layout, in another order, rows taken in pairs. pack
+ * per row as the block layout, in another order, rows taken in fours. pack
  * and unpack convert a matrix of n_rows × n weights (n % 32 == 0), bit for
  * bit. cal_k_q8x_product is
  * cal_k_matmul for Q8_0 on packed rows: the activations rounded to Q8_0 the
  * same way, the sums taken in another order. It returns −1 and does nothing
  * where the CPU lacks AVX-512 VNNI (cal_k_have_q8x) or n_in is not whole
- * blocks. w must start on a pair (an even row of the packed matrix). */
+ * blocks. w must start on a row of the packed matrix that is a multiple of
+ * 4. */
 int  cal_k_have_q8x(void);
 void cal_k_q8x_pack(const void *src, void *dst, int n_rows, int n);
 void cal_k_q8x_unpack(const void *src, void *dst, int n_rows, int n);

@@ -16,6 +16,11 @@
  * operand); each activation block's lane starts at −128·Σq, which takes the
  * 128s back out exactly.
  *
+ * Rows go in quads: the two pairs of four rows take turns group by group,
+ * so that a tile of both pairs (which loads each activation slice once for
+ * two weight slices) reads one ascending stream; a matrix's last one to
+ * three rows go as a pair and a lone row.
+ *
  * The same bytes per row as the block layout (34 per 32 weights); a packed
  * row unpacks to the original bit for bit. */
 #include "engine/kernels.h"
@@ -33,51 +38,62 @@ enum { G = 8, SLICES = CAL_Q8_0_BLOCK / 4 };
  * before the last are whole) */
 static int group_blocks(int nb, int b0) { return nb - b0 < G ? nb - b0 : G; }
 
-/* Rows go in pairs (a last odd row alone, as a pair of one): per group of
- * g ≤ 8 blocks, for each slice k the pair's g + g 4-byte slices (row 0's
+/* One unit of P pairs of h rows (P = 2, h = 2: a quad; P = 1: a pair, or
+ * a last odd row as a pair of one): per group of g ≤ 8 blocks, for each
+ * pair in turn, for each slice k the pair's g + g 4-byte slices (row 0's
  * blocks, then row 1's), then the pair's g + g scales. */
-static void pair_order(const cal_q8_0_block *b, size_t bstride, int h, unsigned char *o,
-                       int n, int to_packed)
+static void unit_order(const cal_q8_0_block *b, size_t bstride, int P, int h,
+                       unsigned char *o, int n, int to_packed)
 {
     int nb = n / CAL_Q8_0_BLOCK;
     for (int b0 = 0; b0 < nb; b0 += G) {
         int g = group_blocks(nb, b0);
-        for (int k = 0; k < SLICES; k++)
-            for (int r = 0; r < h; r++)
-                for (int l = 0; l < g; l++, o += 4) {
-                    int8_t *q = (int8_t *)b[(size_t)r * bstride + b0 + l].qs + 4 * k;
-                    for (int t = 0; t < 4; t++) {
-                        if (to_packed)
-                            o[t] = (unsigned char)q[t] ^ 0x80u;
-                        else
-                            q[t] = (int8_t)(o[t] ^ 0x80u);
+        for (int p = 0; p < P; p++) {
+            const cal_q8_0_block *pb = b + (size_t)p * h * bstride;
+            for (int k = 0; k < SLICES; k++)
+                for (int r = 0; r < h; r++)
+                    for (int l = 0; l < g; l++, o += 4) {
+                        int8_t *q = (int8_t *)pb[(size_t)r * bstride + b0 + l].qs + 4 * k;
+                        for (int t = 0; t < 4; t++) {
+                            if (to_packed)
+                                o[t] = (unsigned char)q[t] ^ 0x80u;
+                            else
+                                q[t] = (int8_t)(o[t] ^ 0x80u);
+                        }
                     }
+            for (int r = 0; r < h; r++)
+                for (int l = 0; l < g; l++, o += 2) {
+                    uint16_t *d = (uint16_t *)&pb[(size_t)r * bstride + b0 + l].d;
+                    if (to_packed)
+                        memcpy(o, d, 2);
+                    else
+                        memcpy(d, o, 2);
                 }
-        for (int r = 0; r < h; r++)
-            for (int l = 0; l < g; l++, o += 2) {
-                uint16_t *d = (uint16_t *)&b[(size_t)r * bstride + b0 + l].d;
-                if (to_packed)
-                    memcpy(o, d, 2);
-                else
-                    memcpy(d, o, 2);
-            }
+        }
+    }
+}
+
+/* quads while four rows are left, then a pair and a lone row */
+static void all_units(const void *blocks, unsigned char *packed, int n_rows, int n,
+                      int to_packed)
+{
+    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n), nb = (size_t)n / CAL_Q8_0_BLOCK;
+    for (int r = 0; r < n_rows;) {
+        int left = n_rows - r, P = left >= 4 ? 2 : 1, h = left >= 2 ? 2 : 1;
+        unit_order((const cal_q8_0_block *)((const char *)blocks + (size_t)r * rb), nb, P,
+                   h, packed + (size_t)r * rb, n, to_packed);
+        r += P * h;
     }
 }
 
 void cal_k_q8x_pack(const void *src, void *dst, int n_rows, int n)
 {
-    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n), nb = (size_t)n / CAL_Q8_0_BLOCK;
-    for (int r = 0; r < n_rows; r += 2)
-        pair_order((const cal_q8_0_block *)((const char *)src + (size_t)r * rb), nb,
-                   n_rows - r < 2 ? 1 : 2, (unsigned char *)dst + (size_t)r * rb, n, 1);
+    all_units(src, dst, n_rows, n, 1);
 }
 
 void cal_k_q8x_unpack(const void *src, void *dst, int n_rows, int n)
 {
-    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n), nb = (size_t)n / CAL_Q8_0_BLOCK;
-    for (int r = 0; r < n_rows; r += 2)
-        pair_order((const cal_q8_0_block *)((char *)dst + (size_t)r * rb), nb,
-                   n_rows - r < 2 ? 1 : 2, (unsigned char *)src + (size_t)r * rb, n, 0);
+    all_units(dst, (unsigned char *)src, n_rows, n, 0);
 }
 
 #if HAVE_X86
@@ -159,104 +175,142 @@ INLV __m512 sum_halves(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4, __
         _mm512_set_epi32(15, 11, 14, 10, 13, 9, 12, 8, 7, 3, 6, 2, 5, 1, 4, 0), q);
 }
 
-/* One pair of rows (h = 2, or 1 for a last odd row) × MB activation rows.
- * Per group: 8 vpdpbusd into MB integer sums (lane = one block of one row),
- * then per sum one conversion and one multiply-add with the lanes' scales
- * dw·dx. Row 0 is in lanes 0..7 and row 1 in 8..15, except in a last short
- * group (g < 8), whose row 1 at lanes g..2g−1 is moved up to 8 first. */
-INLV void tile(int MB, int h, float *y, int ldy, const unsigned char *w, int nb, int ng,
+/* One unit of P pairs of rows (h = 2, or 1 for a last odd row) × MB
+ * activation rows. Per group: 8 vpdpbusd into P·MB integer sums (lane = one block of one row),
+ * each activation slice loaded once for the P weight slices, then per sum
+ * one conversion and one multiply-add with the lanes' scales dw·dx. Row 0 is
+ * in lanes 0..7 and row 1 in 8..15, except in a last short group (g < 8),
+ * whose row 1 at lanes g..2g−1 is moved up to 8 first. */
+INLV void tile(int P, int MB, int h, float *y, int ldy, const unsigned char *w, int nb, int ng,
                int i0, float beta)
 {
-    __m512 acc[8];
-    for (int i = 0; i < 8; i++)
-        acc[i] = _mm512_setzero_ps();
-    const unsigned char *gp = w;       /* this group of the pair */
+    __m512 acc[2][8];
+    for (int p = 0; p < P; p++)
+        for (int i = 0; i < 8; i++)
+            acc[p][i] = _mm512_setzero_ps();
+    const unsigned char *gp = w;       /* this group of the unit */
     for (int gi = 0; gi < ng; gi++) {
         int g = group_blocks(nb, gi * G);
         __mmask16 lanes = (__mmask16)((1u << (h * g)) - 1);
-        size_t gbytes = (size_t)h * g * (CAL_Q8_0_BLOCK + 2);
-        for (size_t o = 0; o < gbytes; o += 64)
+        size_t gbytes = (size_t)h * g * (CAL_Q8_0_BLOCK + 2);   /* one pair's */
+        for (size_t o = 0; o < P * gbytes; o += 64)
             _mm_prefetch((const char *)gp + CAL_Q8X_PF + o, _MM_HINT_T0);
         const xgroup *xr[8];
-        __m512i s[8];
+        __m512i s[2][8];
         for (int i = 0; i < MB; i++) {
             xr[i] = &xg[(size_t)(i0 + i) * ng + gi];
-            s[i] = _mm512_load_si512(xr[i]->c);
+            for (int p = 0; p < P; p++)
+                s[p][i] = _mm512_load_si512(xr[i]->c);
         }
         _Pragma("GCC unroll 8")
         for (int k = 0; k < SLICES; k++) {
-            __m512i wk = _mm512_maskz_loadu_epi32(lanes, gp + (size_t)k * h * g * 4);
-            __asm__("" : "+v"(wk));    /* one load, not one per activation row */
-            for (int i = 0; i < MB; i++)
-                s[i] = _mm512_dpbusd_epi32(s[i], wk, _mm512_load_si512(xr[i]->q[k]));
-        }
-        /* masked to the pair's lanes: the others' sums meet a zero scale */
-        __m512 dw = _mm512_cvtph_ps(
-            _mm256_maskz_loadu_epi16(lanes, gp + (size_t)h * g * CAL_Q8_0_BLOCK));
-        if (g == G) {
-            for (int i = 0; i < MB; i++)
-                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]),
-                                         _mm512_mul_ps(dw, _mm512_load_ps(xr[i]->d)), acc[i]);
-        } else {
-            __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-            __m512i up = _mm512_mask_add_epi32(iota, 0xff00, iota, _mm512_set1_epi32(g - 8));
-            __mmask16 both = (__mmask16)(((1u << g) - 1) * 0x0101u);
+            __m512i wk[2];
+            for (int p = 0; p < P; p++) {
+                wk[p] = _mm512_maskz_loadu_epi32(lanes, gp + p * gbytes +
+                                                            (size_t)k * h * g * 4);
+                __asm__("" : "+v"(wk[p]));   /* one load, not one per activation row */
+            }
             for (int i = 0; i < MB; i++) {
-                __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s[i]),
-                                         _mm512_mul_ps(dw, _mm512_load_ps(xr[i]->d)));
-                acc[i] = _mm512_add_ps(acc[i], _mm512_maskz_permutexvar_ps(both, up, t));
+                __m512i xk = _mm512_load_si512(xr[i]->q[k]);
+                if (P > 1)
+                    __asm__("" : "+v"(xk));  /* one load for both pairs */
+                for (int p = 0; p < P; p++)
+                    s[p][i] = _mm512_dpbusd_epi32(s[p][i], wk[p], xk);
             }
         }
-        gp += gbytes;
+        for (int p = 0; p < P; p++) {
+            /* masked to the pair's lanes: the others' sums meet a zero scale */
+            __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                lanes, gp + p * gbytes + (size_t)h * g * CAL_Q8_0_BLOCK));
+            if (g == G) {
+                for (int i = 0; i < MB; i++)
+                    acc[p][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][i]),
+                                                _mm512_mul_ps(dw, _mm512_load_ps(xr[i]->d)),
+                                                acc[p][i]);
+            } else {
+                __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2,
+                                                1, 0);
+                __m512i up = _mm512_mask_add_epi32(iota, 0xff00, iota, _mm512_set1_epi32(g - 8));
+                __mmask16 both = (__mmask16)(((1u << g) - 1) * 0x0101u);
+                for (int i = 0; i < MB; i++) {
+                    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s[p][i]),
+                                             _mm512_mul_ps(dw, _mm512_load_ps(xr[i]->d)));
+                    acc[p][i] = _mm512_add_ps(acc[p][i], _mm512_maskz_permutexvar_ps(both, up, t));
+                }
+            }
+        }
+        gp += P * gbytes;
     }
-    __m512 v = sum_halves(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7],
-                          MB <= 4 ? 4 : 8);
     __mmask16 out = (__mmask16)((1u << h) - 1);
-    for (int i = 0; i < MB; i++) {
-        __m512 vi = _mm512_permutexvar_ps(_mm512_zextsi128_si512(_mm_setr_epi32(2 * i, 2 * i + 1,
-                                                                                0, 0)),
-                                          v);
-        float *o = y + (size_t)i * ldy;
-        if (beta != 0.0f)
-            vi = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(out, o)),
-                               vi);
-        _mm512_mask_storeu_ps(o, out, vi);
+    for (int p = 0; p < P; p++) {
+        __m512 v = sum_halves(acc[p][0], acc[p][1], acc[p][2], acc[p][3], acc[p][4], acc[p][5],
+                              acc[p][6], acc[p][7], MB <= 4 ? 4 : 8);
+        for (int i = 0; i < MB; i++) {
+            __m512 vi = _mm512_permutexvar_ps(
+                _mm512_zextsi128_si512(_mm_setr_epi32(2 * i, 2 * i + 1, 0, 0)), v);
+            float *o = y + (size_t)i * ldy + 2 * p;
+            if (beta != 0.0f)
+                vi = _mm512_add_ps(
+                    _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(out, o)), vi);
+            _mm512_mask_storeu_ps(o, out, vi);
+        }
     }
 }
 
 typedef void (*tile_fn)(float *y, int ldy, const unsigned char *w, int nb, int ng, int i0,
                         float beta);
-#define TILE(MB, H)                                                                       \
-    static TGTV void t_##MB##_##H(float *y, int ldy, const unsigned char *w, int nb,     \
-                                  int ng, int i0, float beta)                           \
-    { tile(MB, H, y, ldy, w, nb, ng, i0, beta); }
-#define TILES_MB(H) TILE(1, H) TILE(2, H) TILE(3, H) TILE(4, H)                           \
-                    TILE(5, H) TILE(6, H) TILE(7, H) TILE(8, H)
-TILES_MB(2) TILES_MB(1)
-static const tile_fn one_pair[8] = {t_1_2, t_2_2, t_3_2, t_4_2, t_5_2, t_6_2, t_7_2, t_8_2};
-static const tile_fn lone_row[8] = {t_1_1, t_2_1, t_3_1, t_4_1, t_5_1, t_6_1, t_7_1, t_8_1};
+#define TILE(P, MB, H)                                                                    \
+    static TGTV void t_##P##_##MB##_##H(float *y, int ldy, const unsigned char *w, int nb, \
+                                        int ng, int i0, float beta)                       \
+    { tile(P, MB, H, y, ldy, w, nb, ng, i0, beta); }
+#define TILES4(P, H) TILE(P, 1, H) TILE(P, 2, H) TILE(P, 3, H) TILE(P, 4, H)
+TILES4(1, 2) TILES4(1, 1) TILES4(2, 2)
+TILE(1, 5, 2) TILE(1, 6, 2) TILE(1, 7, 2) TILE(1, 8, 2)
+TILE(1, 5, 1) TILE(1, 6, 1) TILE(1, 7, 1) TILE(1, 8, 1)
+static const tile_fn one_pair[8] = {t_1_1_2, t_1_2_2, t_1_3_2, t_1_4_2,
+                                    t_1_5_2, t_1_6_2, t_1_7_2, t_1_8_2};
+static const tile_fn lone_row[8] = {t_1_1_1, t_1_2_1, t_1_3_1, t_1_4_1,
+                                    t_1_5_1, t_1_6_1, t_1_7_1, t_1_8_1};
+static const tile_fn two_pairs[4] = {t_2_1_2, t_2_2_2, t_2_3_2, t_2_4_2};
 
-/* registers: MB integer sums, as many F32 sums and one weight slice. One
- * pair at a time at every batch: the weights are then one ascending stream,
- * which the hardware's prefetch follows; two pairs side by side (as batches
- * up to 4 took before) ran 0.74-0.85x one pair's speed at batches 1-4.
- * Batches over 8 go in balanced chunks. */
+/* Tiles of rows × activation rows, the rows in balanced chunks of at most
+ * mbmax. */
+static void chunks(tile_fn const *f, int mbmax, float *y, int ldy, const unsigned char *w,
+                   int nb, int ng, int m, float beta)
+{
+    int nch = (m + mbmax - 1) / mbmax;
+    for (int c = 0, i0 = 0; c < nch; c++) {
+        int mb = (m - i0) / (nch - c);
+        f[mb - 1](y + (size_t)i0 * ldy, ldy, w, nb, ng, i0, beta);
+        i0 += mb;
+    }
+}
+
+/* A quad's two pairs go together at every batch, 4 activation rows a chunk
+ * (2 × 4 integer sums and as many F32 sums in registers): each activation
+ * slice is loaded once for two weight slices. Against one pair at a time
+ * (8 rows a chunk) on the pairs' layout, alternated in one process,
+ * 4096×768 from memory ran 1.02-1.04x at batch 3, 1.05 at 4, 1.23 at 8
+ * and 1.03 at 16, the 32000×768 logits 1.15 and 768×2048 1.12 at 8, and
+ * 1.01-1.09 at batches 1-2. A whole base Q8_0 step, two engines
+ * alternated (an A/A run: 0.97-0.99), seven runs: batch 8 1.05-1.07x in
+ * five and 0.93-0.95 in two, batch 1 0.93-1.04, batch 16 1.03-1.08. */
 static TGTV void product(float *y, int ldy, const void *w, int n_out, int n_in, int m,
                          float beta)
 {
     int nb = n_in / CAL_Q8_0_BLOCK, ng = (nb + G - 1) / G;
     size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n_in);
-    int nch = (m + 7) / 8;
     for (int r = 0; r < n_out;) {
         const unsigned char *wr = (const unsigned char *)w + (size_t)r * rb;
-        int rows = n_out - r >= 2 ? 2 : 1;
-        for (int c = 0, i0 = 0; c < nch; c++) {
-            int mb = (m - i0) / (nch - c);
-            tile_fn f = rows == 2 ? one_pair[mb - 1] : lone_row[mb - 1];
-            f(y + (size_t)i0 * ldy + r, ldy, wr, nb, ng, i0, beta);
-            i0 += mb;
+        int left = n_out - r;
+        if (left >= 4) {
+            chunks(two_pairs, 4, y + r, ldy, wr, nb, ng, m, beta);
+        } else {
+            chunks(left >= 2 ? one_pair : lone_row, 8, y + r, ldy, wr, nb, ng, m, beta);
+            if (left == 3)
+                chunks(lone_row, 8, y + r + 2, ldy, wr + 2 * rb, nb, ng, m, beta);
         }
-        r += rows;
+        r += left >= 4 ? 4 : left;
     }
 }
 #endif

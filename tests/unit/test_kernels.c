@@ -198,7 +198,7 @@ static void check_product(int dt, int path, int n_out, int n_in)
 static void test_q8x_pack_roundtrip(void **state)
 {
     (void)state;
-    static const int shapes[][2] = {{1, 32}, {2, 96}, {5, 320}, {8, 768}, {3, 2048}};
+    static const int shapes[][2] = {{1, 32}, {2, 96}, {5, 320}, {8, 768}, {3, 2048}, {7, 320}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int rows = shapes[i][0], n = shapes[i][1];
         size_t bytes = cal_k_row_bytes(CAL_DTYPE_Q8_0, n) * (size_t)rows;
@@ -228,11 +228,15 @@ static void test_products_every_format_and_batch(void **state)
         check_product(dt, PATH_PORTABLE, 37, 96);
         check_product(dt, PATH_VECTOR, 5, 320);
     }
-    /* Q8_0 interleaved: odd and even row counts, a short last group (96 =
-     * three blocks, 320 = 8 + 2) and whole groups only (768 = 3 × 8) */
+    /* Q8_0 interleaved: quads of rows and the 1-3 left (37 = 9 quads + 1,
+     * 6 = 1 + a pair, 7 = 1 + a pair + 1, 4 = a quad alone), a short last
+     * group (96 = three blocks, 320 = 8 + 2) and whole groups only (768 =
+     * 3 × 8, 256 = one) */
     if (cal_k_have_q8x()) {
         check_product(CAL_DTYPE_Q8_0, PATH_Q8X, 37, 96);
         check_product(CAL_DTYPE_Q8_0, PATH_Q8X, 6, 320);
+        check_product(CAL_DTYPE_Q8_0, PATH_Q8X, 7, 320);
+        check_product(CAL_DTYPE_Q8_0, PATH_Q8X, 4, 256);
         check_product(CAL_DTYPE_Q8_0, PATH_Q8X, 9, 768);
     } else {
         print_message("q8x product: skipped, this CPU has no AVX-512 VNNI\n");
