@@ -683,17 +683,17 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
  * (the tile's conversion is 1/M of its multiply-adds). Q8_0 multiplies
  * activations rounded to Q8_0 at every M (kernels.h). */
 #define SMALL_M 16
-/* Q8_0 decode batches of every size take the interleaved rows (e->q8x), one
- * pair of rows at a time (q8x.c), where the CPU has VNNI. On base, the two
- * layouts alternated step by step in one process (60-80 steps each, the step
- * after each switch of batch size not counted), the interleaved kernel ran
- * 1.11-1.28x the block kernel's one-row tiles at batch 1, 1.18-1.30x at 2,
- * 1.12-1.17x at 3, 1.15-1.20x at 4 and 1.5x at 5, in five runs; one run an
- * hour earlier, without the step left out, gave 0.85-0.92x at batch 1 and
- * 1.02-1.10x at 2-4. (With two pairs a tile, as it took up to batch 4
- * before, it ran 0.74-0.88x the block kernel there: two streams of pairs,
- * like four rows side by side, are more than the hardware's prefetch
- * follows; one pair instead of two measured 1.17-1.36x at batches 1-4.) */
+/* Q8_0 decode batches of every size take the interleaved rows (e->q8x,
+ * q8x.c: rows in quads, both pairs of a quad in one tile), where the CPU
+ * has VNNI. On base, the interleaved rows (then one pair at a time) and the
+ * block kernel's one-row tiles alternated step by step in one process
+ * (60-80 steps each, the step after each switch of batch size not
+ * counted): 1.11-1.28x at batch 1, 1.18-1.30x at 2, 1.12-1.17x at 3,
+ * 1.15-1.20x at 4 and 1.5x at 5, in five runs; one run an hour earlier,
+ * without the step left out, gave 0.85-0.92x at batch 1 and 1.02-1.10x at
+ * 2-4. Two pairs a tile on the pairs' layout, two streams of weights side
+ * by side, ran 0.74-0.88x the block kernel at batches 1-4: more than the
+ * hardware's prefetch follows; the quads' layout makes them one stream. */
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                     const char *w, int n_out, int n_in, int m, float beta, float *dq,
                     const uint32_t *xq)
