@@ -143,14 +143,14 @@ static TGTV void round_x(const float *x, int ldx, int n_in, int m)
         }
 }
 
-/* the weights this many bytes ahead are prefetched (the pairs are one
+/* the weights this many bytes ahead are prefetched (the units are one
  * ascending stream) */
 #ifndef CAL_Q8X_PF
 #define CAL_Q8X_PF 8192
 #endif
 
 /* The sums of the halves (lanes 0..7, 8..15: two weight rows) of NA = 4 or
- * 8 accumulators at once, in 3·NA/2 + 3 operations rather than 2·NA
+ * 8 accumulators at once, in 9·NA/4 + 4 operations rather than 2·NA
  * horizontal reductions: adjacent accumulators' lanes meet in unpacks, then
  * their 64-bit pairs, then 128-bit quarters. Lane 2i + r of the result is
  * accumulator i's half r. */
