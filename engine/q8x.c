@@ -292,7 +292,7 @@ static void chunks(tile_fn const *f, int mbmax, float *y, int ldy, const unsigne
  * (8 rows a chunk) on the pairs' layout, alternated in one process,
  * 4096×768 from memory ran 1.02-1.04x at batch 3, 1.05 at 4, 1.23 at 8
  * and 1.03 at 16, the 32000×768 logits 1.15 and 768×2048 1.12 at 8, and
- * 1.01-1.09 at batches 1-2. A whole base Q8_0 step, two engines
+ * 0.98-1.09 at batches 1-2. A whole base Q8_0 step, two engines
  * alternated (an A/A run: 0.97-0.99), seven runs: batch 8 1.05-1.07x in
  * five and 0.93-0.95 in two, batch 1 0.93-1.04, batch 16 1.03-1.08. */
 static TGTV void product(float *y, int ldy, const void *w, int n_out, int n_in, int m,
