@@ -149,44 +149,45 @@ static TGTV void round_x(const float *x, int ldx, int n_in, int m)
 #define CAL_Q8X_PF 8192
 #endif
 
-/* The sums of the halves (lanes 0..7, 8..15: two weight rows) of NA = 4 or
- * 8 accumulators at once, in 9·NA/4 + 4 operations rather than 2·NA
- * horizontal reductions: adjacent accumulators' lanes meet in unpacks, then
- * their 64-bit pairs, then 128-bit quarters. Lane 2i + r of the result is
- * accumulator i's half r. */
-INLV __m512 sum_halves(__m512 a0, __m512 a1, __m512 a2, __m512 a3, __m512 a4, __m512 a5,
-                       __m512 a6, __m512 a7, int na)
+/* activation rows a tile: 2 pairs × 4 integer sums and as many F32 sums
+ * in registers (a matrix's last 1-3 rows take the same chunks) */
+enum { MBMAX = 4 };
+
+/* The sums of the halves (lanes 0..7, 8..15: two weight rows) of 4
+ * accumulators at once, in 13 operations rather than 8 horizontal
+ * reductions: adjacent accumulators' lanes meet in unpacks, then their
+ * 64-bit pairs, then 128-bit quarters. Lane 2i + r of the result (i < 4)
+ * is accumulator i's half r. */
+INLV __m512 sum_halves(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
 {
-    __m512 a[8] = {a0, a1, a2, a3, a4, a5, a6, a7}, l1[4], l2[2];
-    for (int j = 0; j < na / 2; j++)  /* per quarter: a 2j's and a 2j+1's lanes paired */
-        l1[j] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * j], a[2 * j + 1]),
-                              _mm512_unpackhi_ps(a[2 * j], a[2 * j + 1]));
-    for (int j = 0; j < na / 4; j++) { /* per quarter: 4 accumulators' sums of it */
-        __m512d u = _mm512_castps_pd(l1[2 * j]), v = _mm512_castps_pd(l1[2 * j + 1]);
-        l2[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)),
+    /* per quarter: a0's and a1's lanes paired, and a2's and a3's */
+    __m512d u = _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(a0, a1),
+                                               _mm512_unpackhi_ps(a0, a1)));
+    __m512d v = _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(a2, a3),
+                                               _mm512_unpackhi_ps(a2, a3)));
+    /* per quarter: the 4 accumulators' sums of it */
+    __m512 l2 = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)),
                               _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
-    }
-    if (na == 4)
-        l2[1] = l2[0];
-    /* quarters 0+1 are row 0, 2+3 row 1: [0-3 r0 | 0-3 r1 | 4-7 r0 | 4-7 r1] */
-    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(l2[0], l2[1], 0x88),
-                             _mm512_shuffle_f32x4(l2[0], l2[1], 0xdd));
+    /* quarters 0+1 are row 0, 2+3 row 1: [0-3 r0 | 0-3 r1 | the same again] */
+    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(l2, l2, 0x88),
+                             _mm512_shuffle_f32x4(l2, l2, 0xdd));
     return _mm512_permutexvar_ps(
         _mm512_set_epi32(15, 11, 14, 10, 13, 9, 12, 8, 7, 3, 6, 2, 5, 1, 4, 0), q);
 }
 
 /* One unit of P pairs of rows (h = 2, or 1 for a last odd row) × MB
- * activation rows. Per group: 8 vpdpbusd into P·MB integer sums (lane = one block of one row),
- * each activation slice loaded once for the P weight slices, then per sum
+ * activation rows. Per group: 8 vpdpbusd into P·MB integer sums (lane =
+ * one block of one row), each activation slice loaded once for the P
+ * weight slices, then per sum
  * one conversion and one multiply-add with the lanes' scales dw·dx. Row 0 is
  * in lanes 0..7 and row 1 in 8..15, except in a last short group (g < 8),
  * whose row 1 at lanes g..2g−1 is moved up to 8 first. */
 INLV void tile(int P, int MB, int h, float *y, int ldy, const unsigned char *w, int nb, int ng,
                int i0, float beta)
 {
-    __m512 acc[2][8];
+    __m512 acc[2][MBMAX];
     for (int p = 0; p < P; p++)
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < MBMAX; i++)
             acc[p][i] = _mm512_setzero_ps();
     const unsigned char *gp = w;       /* this group of the unit */
     for (int gi = 0; gi < ng; gi++) {
@@ -195,8 +196,8 @@ INLV void tile(int P, int MB, int h, float *y, int ldy, const unsigned char *w, 
         size_t gbytes = (size_t)h * g * (CAL_Q8_0_BLOCK + 2);   /* one pair's */
         for (size_t o = 0; o < P * gbytes; o += 64)
             _mm_prefetch((const char *)gp + CAL_Q8X_PF + o, _MM_HINT_T0);
-        const xgroup *xr[8];
-        __m512i s[2][8];
+        const xgroup *xr[MBMAX];
+        __m512i s[2][MBMAX];
         for (int i = 0; i < MB; i++) {
             xr[i] = &xg[(size_t)(i0 + i) * ng + gi];
             for (int p = 0; p < P; p++)
@@ -243,8 +244,7 @@ INLV void tile(int P, int MB, int h, float *y, int ldy, const unsigned char *w, 
     }
     __mmask16 out = (__mmask16)((1u << h) - 1);
     for (int p = 0; p < P; p++) {
-        __m512 v = sum_halves(acc[p][0], acc[p][1], acc[p][2], acc[p][3], acc[p][4], acc[p][5],
-                              acc[p][6], acc[p][7], MB <= 4 ? 4 : 8);
+        __m512 v = sum_halves(acc[p][0], acc[p][1], acc[p][2], acc[p][3]);
         for (int i = 0; i < MB; i++) {
             __m512 vi = _mm512_permutexvar_ps(
                 _mm512_zextsi128_si512(_mm_setr_epi32(2 * i, 2 * i + 1, 0, 0)), v);
@@ -265,20 +265,16 @@ typedef void (*tile_fn)(float *y, int ldy, const unsigned char *w, int nb, int n
     { tile(P, MB, H, y, ldy, w, nb, ng, i0, beta); }
 #define TILES4(P, H) TILE(P, 1, H) TILE(P, 2, H) TILE(P, 3, H) TILE(P, 4, H)
 TILES4(1, 2) TILES4(1, 1) TILES4(2, 2)
-TILE(1, 5, 2) TILE(1, 6, 2) TILE(1, 7, 2) TILE(1, 8, 2)
-TILE(1, 5, 1) TILE(1, 6, 1) TILE(1, 7, 1) TILE(1, 8, 1)
-static const tile_fn one_pair[8] = {t_1_1_2, t_1_2_2, t_1_3_2, t_1_4_2,
-                                    t_1_5_2, t_1_6_2, t_1_7_2, t_1_8_2};
-static const tile_fn lone_row[8] = {t_1_1_1, t_1_2_1, t_1_3_1, t_1_4_1,
-                                    t_1_5_1, t_1_6_1, t_1_7_1, t_1_8_1};
-static const tile_fn two_pairs[4] = {t_2_1_2, t_2_2_2, t_2_3_2, t_2_4_2};
+static const tile_fn one_pair[MBMAX] = {t_1_1_2, t_1_2_2, t_1_3_2, t_1_4_2};
+static const tile_fn lone_row[MBMAX] = {t_1_1_1, t_1_2_1, t_1_3_1, t_1_4_1};
+static const tile_fn two_pairs[MBMAX] = {t_2_1_2, t_2_2_2, t_2_3_2, t_2_4_2};
 
-/* Tiles of rows × activation rows, the rows in balanced chunks of at most
- * mbmax. */
-static void chunks(tile_fn const *f, int mbmax, float *y, int ldy, const unsigned char *w,
-                   int nb, int ng, int m, float beta)
+/* Tiles of rows × activation rows, the activation rows in balanced chunks
+ * of at most MBMAX. */
+static void chunks(tile_fn const *f, float *y, int ldy, const unsigned char *w, int nb, int ng,
+                   int m, float beta)
 {
-    int nch = (m + mbmax - 1) / mbmax;
+    int nch = (m + MBMAX - 1) / MBMAX;
     for (int c = 0, i0 = 0; c < nch; c++) {
         int mb = (m - i0) / (nch - c);
         f[mb - 1](y + (size_t)i0 * ldy, ldy, w, nb, ng, i0, beta);
@@ -304,11 +300,11 @@ static TGTV void product(float *y, int ldy, const void *w, int n_out, int n_in, 
         const unsigned char *wr = (const unsigned char *)w + (size_t)r * rb;
         int left = n_out - r;
         if (left >= 4) {
-            chunks(two_pairs, 4, y + r, ldy, wr, nb, ng, m, beta);
+            chunks(two_pairs, y + r, ldy, wr, nb, ng, m, beta);
         } else {
-            chunks(left >= 2 ? one_pair : lone_row, 8, y + r, ldy, wr, nb, ng, m, beta);
+            chunks(left >= 2 ? one_pair : lone_row, y + r, ldy, wr, nb, ng, m, beta);
             if (left == 3)
-                chunks(lone_row, 8, y + r + 2, ldy, wr + 2 * rb, nb, ng, m, beta);
+                chunks(lone_row, y + r + 2, ldy, wr + 2 * rb, nb, ng, m, beta);
         }
         r += left >= 4 ? 4 : left;
     }

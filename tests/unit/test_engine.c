@@ -637,9 +637,9 @@ static void test_prefill_chunk_equals_tokenwise(void **state)
  * only the last step differs: Q8_0 rounds every activation to int8, and a
  * prompt taken another way (SGEMM instead of the decode kernel) can round
  * one differently. NS = 6: the interleaved Q8_0 rows (engine.c matmul1,
- * where the CPU has VNNI) take a batch of 6 in one tile and one sequence
- * alone in another, and tiny's 128 and 384 inputs end in short groups of
- * blocks. */
+ * where the CPU has VNNI) take a batch of 6 in two tiles of 3 and one
+ * sequence alone in a tile of 1, and tiny's 128 and 384 inputs end in
+ * short groups of blocks. */
 static void batched_equals_alone(int dtype, int mixed)
 {
     enum { NS = 6 };
