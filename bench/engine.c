@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,14 +52,9 @@ static void read_part(void *arg, int tid, int nt)
 
 static void *big_alloc(size_t n)
 {
-    size_t huge = (size_t)2 << 20;
-    char *a = aligned_alloc(huge, (n + huge - 1) / huge * huge); /* 2 MiB pages, as the weights */
-    if (!a)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(a, n, MADV_HUGEPAGE);
-#endif
-    memset(a, 1, n);
+    char *a = cal_engine_huge_alloc(n);
+    if (a)
+        memset(a, 1, n);
     return a;
 }
 

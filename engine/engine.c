@@ -303,9 +303,10 @@ static void *xalloc(size_t n)
 /* Weights sit on 2 MiB pages where the kernel offers them (transparent huge
  * pages on request): a decode step streams every weight once, and with 4 KiB
  * pages it would also walk a page table entry per 4 KiB read. */
-static void *weights_alloc(size_t n)
+enum { HUGE_PAGE = 2 << 20 };
+void *cal_engine_huge_alloc(size_t n)
 {
-    size_t huge = (size_t)2 << 20;
+    size_t huge = HUGE_PAGE;
     size_t r = (n + huge - 1) & ~(huge - 1);
     void *p = aligned_alloc(huge, r);
 #ifdef MADV_HUGEPAGE
@@ -330,7 +331,7 @@ static void *lazy_alloc(size_t n)
 {
     void *p = calloc(n ? n : 1, 1);
 #ifdef MADV_HUGEPAGE
-    uintptr_t huge = (uintptr_t)2 << 20, a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+    uintptr_t huge = HUGE_PAGE, a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
               b = ((uintptr_t)p + n) & ~(huge - 1);
     if (p && b > a)
         madvise((void *)a, b - a, MADV_HUGEPAGE);
@@ -515,7 +516,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->weight_bytes = MAT(V, d) * (c->tied_embeddings ? 1 : 2) + VEC(d) +
                       per_layer * (size_t)c->n_layers;
     /* every weight is written by generate(): no need to zero them first */
-    e->weights = weights_alloc(e->weight_bytes);
+    e->weights = cal_engine_huge_alloc(e->weight_bytes);
     e->layers = calloc((size_t)c->n_layers, sizeof(layer));
     int64_t kv_floats = (int64_t)c->n_layers * max_seqs * e->kvd * c->max_ctx;
     e->kcache = lazy_alloc((size_t)kv_floats * sizeof(float));
@@ -623,7 +624,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     } else {
         generate(e);
     }
-    if (e->dt == CAL_DTYPE_Q8_0 && cal_k_have_q8x() && (e->q8x = weights_alloc(e->weight_bytes)))
+    if (e->dt == CAL_DTYPE_Q8_0 && cal_k_have_q8x() && (e->q8x = cal_engine_huge_alloc(e->weight_bytes)))
         q8x_pack_all(e);
     *out = e;
     return CAL_OK;

@@ -49,4 +49,9 @@ void cal_engine_matmul(cal_engine *e, float *y, int ldy, const float *x, int ldx
                        const void *w, int n_out, int n_in, int m, float beta);
 struct cal_pool *cal_engine_pool(cal_engine *e);
 
+/* n bytes on 2 MiB pages where the kernel grants them, as the weights are
+ * held (free with free()): bench/engine's read roofline reads such a buffer
+ * so that it meets the same page walks as the decode it bounds. */
+void *cal_engine_huge_alloc(size_t n);
+
 #endif
