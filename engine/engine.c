@@ -204,9 +204,16 @@ struct cal_engine {
                                       at its offset in weights, interleaved for
                                       the decode kernel (q8x.c); NULL elsewhere */
     float *final_norm;             /* [dim] */
-    float *dq;                     /* [threads][dq_rows][max n_in]: a dequantized
+    float *dq;                     /* [threads][dq_rows][max_in]: a dequantized
                                       weight tile for prefill products (not F32) */
     int   dq_rows;
+    int   max_in;                  /* the widest product input: max(dim, ffn) */
+    char  *x8;                     /* with q8x: [threads][x8_bytes] a decode
+                                      batch's activations, rounded for it by
+                                      each thread once a product */
+    size_t x8_bytes;
+    unsigned *x8_at;               /* [threads] the product each last rounded */
+    unsigned x8_product;           /* products so far */
     float *xr;                     /* Q8_0: [S][max n_in] activations rounded to
                                       Q8_0 for prefill products; BF16: as
                                       cal_k_bf16_pairs */
@@ -226,6 +233,7 @@ struct cal_engine {
     float *qpack, *opack;          /* [threads][ATT_ROWS][head_dim] */
     int   att_nb;                  /* query rows per GEMM attention block */
     int   *rowpos;                 /* [S] position of each row of the step */
+    int   *erow;                   /* [max_seqs] each entry's first row */
     cal_pool *pool;                /* every core: matrix products, attention */
     int   nt;                      /* threads in the pool */
     float *gin, *gout;             /* MoE gather/scatter [S][dim] */
@@ -256,6 +264,8 @@ struct cal_engine {
 /* GEMM attention stacks the query heads of one KV head: a block holds
  * att_nb query rows × group heads ≈ ATT_ROWS rows of Q, one product with K */
 #define ATT_ROWS 192
+/* products of at most this many rows are decode batches (matmul1) */
+#define SMALL_M 16
 #define ATT_GEMM_MIN 8   /* chunks at least this long use GEMM attention */
 
 /* The engine runs as many threads as OpenBLAS was set to use when the first
@@ -463,11 +473,11 @@ void cal_engine_close(cal_engine **pe)
     if (!pe || !*pe)
         return;
     cal_engine *e = *pe;
-    free(e->weights); free(e->q8x); free(e->layers); free(e->kcache); free(e->vcache);
+    free(e->weights); free(e->q8x); free(e->x8); free(e->x8_at); free(e->layers); free(e->kcache); free(e->vcache);
     free(e->slot_len); free(e->rope_cos); free(e->rope_sin);
     free(e->x); free(e->xn); free(e->qkv); free(e->att); free(e->h13);
     free(e->act); free(e->scores); free(e->gin); free(e->gout);
-    free(e->qpack); free(e->opack); free(e->rowpos);
+    free(e->qpack); free(e->opack); free(e->rowpos); free(e->erow);
     free(e->rlogits); free(e->rprobs); free(e->topi); free(e->topw);
     free(e->elist); free(e->ewt); free(e->ecount); free(e->lhid);
     free(e->lout); free(e->lrow); free(e->seen); free(e->sscratch); free(e->dq); free(e->xr);
@@ -505,6 +515,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     int64_t d = c->dim, f = c->ffn_dim, V = c->vocab;
     int ne = c->n_experts > 0 ? c->n_experts : 1;
     e->dt = c->dtype;
+    e->max_in = (int)(d > f ? d : f);
     /* every tensor rounded up to 64 bytes so each starts cache-line aligned;
      * a matrix is rows × n_in in the dtype */
 #define R64(n) ((((size_t)(n)) + 63) & ~(size_t)63)
@@ -549,11 +560,12 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->lout = xalloc((size_t)((int64_t)nl * V) * sizeof(float));
     e->lrow = calloc((size_t)nl, sizeof(int));
     e->rowpos = calloc((size_t)S, sizeof(int));
+    e->erow = calloc((size_t)max_seqs, sizeof(int));
     e->seen = calloc((size_t)max_seqs, 1);
     e->sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
     if (e->dt != CAL_DTYPE_F32) {
         /* prefill tiles: about 4 MiB of floats per thread, whole 16-row groups */
-        int max_in = (int)(d > f ? d : f);
+        int max_in = e->max_in;
         e->dq_rows = ((1 << 20) / max_in) & ~15;
         if (e->dq_rows < 16)
             e->dq_rows = 16;
@@ -568,7 +580,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && (e->dt != CAL_DTYPE_BF16 || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
              e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
-             e->seen && e->sscratch && e->rowpos;
+             e->seen && e->sscratch && e->rowpos && e->erow;
     if (ok && c->n_experts > 0) {
         int E = c->n_experts, k = c->top_k;
         e->gin = xalloc((size_t)(S * d) * sizeof(float));
@@ -624,8 +636,14 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     } else {
         generate(e);
     }
-    if (e->dt == CAL_DTYPE_Q8_0 && cal_k_have_q8x() && (e->q8x = cal_engine_huge_alloc(e->weight_bytes)))
+    if (e->dt == CAL_DTYPE_Q8_0 && cal_k_have_q8x() && (e->q8x = cal_engine_huge_alloc(e->weight_bytes))) {
         q8x_pack_all(e);
+        e->x8_bytes = cal_k_q8x_xbytes(e->max_in, SMALL_M);
+        e->x8 = xalloc((size_t)e->nt * e->x8_bytes);
+        e->x8_at = calloc((size_t)e->nt, sizeof(unsigned));
+        if (!e->x8 || !e->x8_at)
+            e->x8_bytes = 0;
+    }
     *out = e;
     return CAL_OK;
 }
@@ -683,7 +701,6 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
  * SGEMM, the other formats dequantized into F32 a tile of rows at a time
  * (the tile's conversion is 1/M of its multiply-adds). Q8_0 multiplies
  * activations rounded to Q8_0 at every M (kernels.h). */
-#define SMALL_M 16
 /* Q8_0 decode batches of every size take the interleaved rows (e->q8x,
  * q8x.c: rows in quads, both pairs of a quad in one tile), where the CPU
  * has VNNI. On base, the interleaved rows (then one pair at a time) and the
@@ -732,25 +749,33 @@ typedef struct mm_job {
     int ldy, ldx, n_out, n_in, m;
     float beta;
     const uint32_t *xq;            /* BF16 pairs of x, or NULL */
+    int x8;                        /* X goes to the Q8_0 VNNI kernel (e->x8) */
 } mm_job;
 
 static float *dq_of(const cal_engine *e, int tid)
 {
-    int max_in = e->c.dim > e->c.ffn_dim ? e->c.dim : e->c.ffn_dim;
-    return e->dq ? e->dq + (size_t)tid * e->dq_rows * max_in : NULL;
+    return e->dq ? e->dq + (size_t)tid * e->dq_rows * e->max_in : NULL;
 }
 
-/* each thread takes a band of W's rows (whole 16-row groups): one streaming
- * pass over the weights, split across the cores */
-static void mm_part(void *a, int tid, int nt)
+/* rows r0 .. r1−1 of W (r0 a multiple of 16) on thread tid */
+static void mm_rows(void *a, int tid, int r0, int r1)
 {
     const mm_job *j = a;
-    int band = ((j->n_out + nt - 1) / nt + 15) & ~15;
-    int r0 = tid * band, r1 = r0 + band < j->n_out ? r0 + band : j->n_out;
-    if (r0 < r1)
-        matmul1(j->e, j->y + r0, j->ldy, j->x, j->ldx,
-                j->w + (size_t)r0 * cal_k_row_bytes(j->e->dt, j->n_in), r1 - r0, j->n_in,
-                j->m, j->beta, dq_of(j->e, tid), j->xq);
+    cal_engine *e = j->e;
+    const char *w = j->w + (size_t)r0 * cal_k_row_bytes(e->dt, j->n_in);
+    if (j->x8) {
+        /* each thread rounds X for itself, once a product, before its first
+         * piece: as fast as one thread rounding it for all, without the wait */
+        char *x8 = e->x8 + (size_t)tid * e->x8_bytes;
+        if (e->x8_at[tid] != e->x8_product) {
+            cal_k_q8x_round(j->x, j->ldx, j->n_in, j->m, x8);
+            e->x8_at[tid] = e->x8_product;
+        }
+        cal_k_q8x_apply(j->y + r0, j->ldy, x8, e->q8x + (w - e->weights), r1 - r0, j->n_in,
+                        j->m, j->beta);
+    } else
+        matmul1(j->e, j->y + r0, j->ldy, j->x, j->ldx, w, r1 - r0, j->n_in, j->m, j->beta,
+                dq_of(j->e, tid), j->xq);
 }
 
 static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
@@ -770,11 +795,15 @@ static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         cal_k_bf16_pairs(x, ldx, (uint32_t *)e->xr, m, n_in);
         xq = (const uint32_t *)e->xr;
     }
-    mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta, xq};
+    /* the VNNI decode kernel, if X fits the buffers it is rounded into */
+    size_t xb = e->q8x && m <= SMALL_M ? cal_k_q8x_xbytes(n_in, m) : 0;
+    int x8 = xb > 0 && xb <= e->x8_bytes;
+    e->x8_product += x8;
+    mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta, xq, x8};
     if (e->nt == 1 || (double)n_out * n_in * m < 65536.0 || n_out < 32)
-        matmul1(e, y, ldy, x, ldx, w, n_out, n_in, m, beta, dq_of(e, 0), xq);
+        mm_rows(&j, 0, 0, n_out);
     else
-        cal_pool_run(e->pool, mm_part, &j);
+        cal_pool_for(e->pool, n_out, 16, mm_rows, &j);
 }
 #define matmul(y, ldy, x, ldx, w, n_out, n_in, m, beta) \
     matmul_p(e, y, ldy, x, ldx, w, n_out, n_in, m, beta)
@@ -901,99 +930,56 @@ typedef struct att_job {
     int n_en, l;
 } att_job;
 
-/* A decode step's keys and values come from memory: the step's stream of
- * weights evicted them since the last one. Read one sequence after another,
- * every short run of rows waited out its own latency (at batch 8 and 4–20
- * positions, 43 µs of a layer's attention against 5 µs of arithmetic).
- * So the first KV_PF_BYTES of each run of rows this thread will read (KV
- * heads g0 .. g1−1 of every decoding sequence) are asked for at once, into
- * L2; the key pass (att_group, kernels.c) asks for the rest as it goes. */
-#define KV_PF_BYTES 4096
-static void kv_prefetch(const cal_engine *e, const att_job *j, int g0, int g1)
-{
-    const cal_model_config *c = &e->c;
-    for (int i = 0; i < j->n_en; i++) {
-        const cal_step_entry *s = &j->en[i];
-        if (s->n_tokens >= ATT_GEMM_MIN)
-            continue;
-        size_t n = (size_t)(s->pos + s->n_tokens) * e->hd * sizeof(float);
-        if (n > KV_PF_BYTES)
-            n = KV_PF_BYTES;
-        const char *kc = (const char *)kv_at(e, e->kcache, j->l, s->slot);
-        const char *vc = (const char *)kv_at(e, e->vcache, j->l, s->slot);
-        size_t head = (size_t)c->max_ctx * e->hd * sizeof(float);
-        for (int g = g0; g < g1; g++)
-            for (size_t o = 0; o < n; o += 64) {
-                __builtin_prefetch(kc + g * head + o, 0, 2);
-                __builtin_prefetch(vc + g * head + o, 0, 2);
-            }
-    }
-}
-
-/* each thread takes a contiguous range of query heads of every entry, so
- * heads that share a KV head mostly stay on one core */
-static void att_part(void *a, int tid, int nt)
+/* Items i0 .. i1−1 of a layer's attention, item = (entry, KV head) in
+ * entry order: append the entry's keys and values of that head to the
+ * cache, then attend with every query head that shares it (a prefill
+ * chunk through GEMM, a decode row by row). The items go to the threads
+ * through cal_pool_for, so one that runs late hands its last ones over. */
+static void att_items(void *a, int tid, int i0, int i1)
 {
     const att_job *j = a;
     cal_engine *e = j->e;
     const cal_model_config *c = &e->c;
-    int group = c->n_heads / c->n_kv_heads;
-    /* prefill chunks split by KV head (each thread packs whole groups);
-     * decodes split by query head */
-    int g0 = tid * c->n_kv_heads / nt, g1 = (tid + 1) * c->n_kv_heads / nt;
-    int h0 = tid * c->n_heads / nt, h1 = (tid + 1) * c->n_heads / nt;
-    float *scores = e->scores + (size_t)tid * e->att_nb * group * c->max_ctx;
-    if (h0 < h1)
-        kv_prefetch(e, j, h0 / group, (h1 - 1) / group + 1);
-    int row = 0;
-    for (int i = 0; i < j->n_en; i++) {
+    int n_kv = c->n_kv_heads, group = c->n_heads / n_kv;
+    for (int it = i0; it < i1; it++) {
+        int i = it / n_kv, g = it % n_kv, row = e->erow[i];
         const cal_step_entry *s = &j->en[i];
-        if (s->n_tokens >= ATT_GEMM_MIN && c->n_kv_heads >= nt) {
-            if (g0 < g1)
-                attention_chunk(e, j->l, s, row, g0, g1, tid);
-        } else if (s->n_tokens >= ATT_GEMM_MIN) {
-            if (tid == 0) /* fewer KV heads than threads: one thread, all */
-                attention_chunk(e, j->l, s, row, 0, c->n_kv_heads, tid);
-        } else if (h0 < h1) {
-            const float *kc = kv_at(e, e->kcache, j->l, s->slot);
-            const float *vc = kv_at(e, e->vcache, j->l, s->slot);
-            for (int t = 0; t < s->n_tokens; t++)
-                cal_k_attention_heads(e->qkv + (size_t)(row + t) * e->qkv_ld, kc, vc,
-                                      c->n_heads, c->n_kv_heads, e->hd, c->max_ctx,
-                                      s->pos + t + 1, h0, h1, scores,
-                                      e->att + (size_t)(row + t) * e->qd);
+        float *kc = kv_at(e, e->kcache, j->l, s->slot);
+        float *vc = kv_at(e, e->vcache, j->l, s->slot);
+        for (int t = 0; t < s->n_tokens; t++) {
+            const float *r = e->qkv + (size_t)(row + t) * e->qkv_ld;
+            size_t at = ((size_t)g * c->max_ctx + s->pos + t) * e->hd;
+            memcpy(kc + at, r + e->qd + (size_t)g * e->hd, sizeof(float) * e->hd);
+            memcpy(vc + at, r + e->qd + e->kvd + (size_t)g * e->hd, sizeof(float) * e->hd);
         }
-        row += s->n_tokens;
+        if (s->n_tokens >= ATT_GEMM_MIN) {
+            attention_chunk(e, j->l, s, row, g, g + 1, tid);
+            continue;
+        }
+        float *scores = e->scores + (size_t)tid * e->att_nb * group * c->max_ctx;
+        for (int t = 0; t < s->n_tokens; t++)
+            cal_k_attention_heads(e->qkv + (size_t)(row + t) * e->qkv_ld, kc, vc, c->n_heads,
+                                  n_kv, e->hd, c->max_ctx, s->pos + t + 1, g * group,
+                                  (g + 1) * group, scores, e->att + (size_t)(row + t) * e->qd);
     }
 }
 
 static void attention(cal_engine *e, int l, const cal_step_entry *en, int n_en)
 {
-    const cal_model_config *c = &e->c;
     int64_t t0 = cal_now_ns();
     double flops = 0, bytes = 0;
     int row = 0;
     for (int i = 0; i < n_en; i++) {
-        const cal_step_entry *s = &en[i];
-        float *kc = kv_at(e, e->kcache, l, s->slot);
-        float *vc = kv_at(e, e->vcache, l, s->slot);
-        /* append this step's keys and values to the cache */
-        for (int j = 0; j < s->n_tokens; j++) {
-            const float *r = e->qkv + (size_t)(row + j) * e->qkv_ld;
-            for (int g = 0; g < c->n_kv_heads; g++) {
-                size_t at = ((size_t)g * c->max_ctx + s->pos + j) * e->hd;
-                memcpy(kc + at, r + e->qd + (size_t)g * e->hd, sizeof(float) * e->hd);
-                memcpy(vc + at, r + e->qd + e->kvd + (size_t)g * e->hd,
-                       sizeof(float) * e->hd);
-            }
-            double np = s->pos + j + 1;
+        e->erow[i] = row;
+        for (int t = 0; t < en[i].n_tokens; t++) {
+            double np = en[i].pos + t + 1;
             flops += 4.0 * e->qd * np;
             bytes += 4.0 * 2 * e->kvd * np;
         }
-        row += s->n_tokens;
+        row += en[i].n_tokens;
     }
     att_job j = {e, en, n_en, l};
-    cal_pool_run(e->pool, att_part, &j);
+    cal_pool_for(e->pool, n_en * e->c.n_kv_heads, 1, att_items, &j);
     prof_add(e, OP_ATTN, t0, flops, bytes);
 }
 

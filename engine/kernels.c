@@ -212,8 +212,8 @@ static void att_group(const float *q, int nq, const float *kh, const float *vh, 
     for (; j + 4 <= n_pos; j += 4) {
         const float *kr = kh + (size_t)j * hd;
         /* keys ATT_PF_ROWS rows on, and the values of these positions for
-         * the second pass: a sequence's keys and values come from memory
-         * (kv_prefetch in engine.c asks for the first few KiB of each) */
+         * the second pass: in a decode step a sequence's keys and values
+         * come from memory (the step's stream of weights evicted them) */
         for (size_t o = 0; o < 4 * (size_t)hd * sizeof(float); o += 64) {
             _mm_prefetch((const char *)(kr + (size_t)ATT_PF_ROWS * hd) + o, _MM_HINT_T0);
             _mm_prefetch((const char *)(vh + (size_t)j * hd) + o, _MM_HINT_T0);

@@ -124,6 +124,16 @@ void cal_k_q8x_pack(const void *src, void *dst, int n_rows, int n);
 void cal_k_q8x_unpack(const void *src, void *dst, int n_rows, int n);
 int  cal_k_q8x_product(float *y, int ldy, const float *x, int ldx, const void *w, int n_out,
                        int n_in, int m, float beta);
+/* cal_k_q8x_product in two halves, so that the threads sharing a product's
+ * rows round its activations once: round writes m rows of x, rounded, to xq
+ * (cal_k_q8x_xbytes(n_in, m) bytes, 64-byte aligned; 0 where n_in is not
+ * whole blocks); apply multiplies them by n_out packed rows from w (a row
+ * that is a multiple of 4). Both return −1 and do nothing where
+ * cal_k_q8x_product would. */
+size_t cal_k_q8x_xbytes(int n_in, int m);
+int  cal_k_q8x_round(const float *x, int ldx, int n_in, int m, void *xq);
+int  cal_k_q8x_apply(float *y, int ldy, const void *xq, const void *w, int n_out, int n_in,
+                     int m, float beta);
 /* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
  * this CPU (VNNI: the Q8_0 integer kernel). */
 const char *cal_k_isa(void);

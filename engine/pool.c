@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -21,6 +22,19 @@
 /* the caller gives its core away sooner: a late worker is usually one the
  * scheduler has not run yet */
 #define WAIT_SPINS 2000
+
+/* cal_pool_for: a thread's band of the range, [lo, hi) packed in one word
+ * (lo in the low half), alone on its cache line */
+typedef struct band {
+    _Alignas(64) _Atomic uint64_t v;
+} band;
+
+typedef struct for_job {
+    cal_pool_range_fn fn;
+    void *arg;
+    int grain, piece;
+    band *b;
+} for_job;
 
 typedef struct worker {
     struct cal_pool *pool;
@@ -40,6 +54,7 @@ struct cal_pool {
     atomic_int stop;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    band *bands;              /* [n], for cal_pool_for */
 };
 
 static void *work(void *a)
@@ -88,7 +103,8 @@ int cal_pool_open(int n_threads, cal_pool **out)
     pthread_cond_init(&p->cv, NULL);
     p->th = calloc((size_t)n_threads, sizeof *p->th);
     p->w = calloc((size_t)n_threads, sizeof *p->w);
-    if (!p->th || !p->w) {
+    p->bands = aligned_alloc(_Alignof(band), (size_t)n_threads * sizeof(band));
+    if (!p->th || !p->w || !p->bands) {
         cal_pool_close(&p);
         return CAL_ENOMEM;
     }
@@ -120,6 +136,7 @@ void cal_pool_close(cal_pool **pp)
     pthread_cond_destroy(&p->cv);
     free(p->th);
     free(p->w);
+    free(p->bands);
     free(p);
     *pp = NULL;
 }
@@ -149,4 +166,69 @@ void cal_pool_run(cal_pool *p, cal_pool_fn fn, void *arg)
         else
             sched_yield(); /* a worker was descheduled: give it the core */
     }
+}
+
+/* Takes one piece of band b: from its low end for the band's own thread,
+ * from its high end for another (cut at a multiple of grain). 0 when the
+ * band is empty. */
+static int take(const for_job *j, band *b, int own, int *i0, int *i1)
+{
+    uint64_t v = atomic_load_explicit(&b->v, memory_order_relaxed);
+    for (;;) {
+        uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32), nlo = lo, nhi = hi;
+        if (lo >= hi)
+            return 0;
+        if (hi - lo <= (uint32_t)j->piece) {
+            if (own)
+                nlo = hi;
+            else
+                nhi = lo;
+        } else if (own)
+            nlo = lo + (uint32_t)j->piece;
+        else
+            nhi = (hi - (uint32_t)j->piece + (uint32_t)j->grain - 1) / (uint32_t)j->grain *
+                  (uint32_t)j->grain;
+        if (atomic_compare_exchange_weak(&b->v, &v, (uint64_t)nhi << 32 | nlo)) {
+            *i0 = (int)(own ? lo : nhi);
+            *i1 = (int)(own ? nlo : hi);
+            return 1;
+        }
+    }
+}
+
+static void for_part(void *a, int tid, int nt)
+{
+    const for_job *j = a;
+    int i0, i1;
+    while (take(j, &j->b[tid], 1, &i0, &i1))
+        j->fn(j->arg, tid, i0, i1);
+    for (int k = 1; k < nt; k++)
+        while (take(j, &j->b[(tid + k) % nt], 0, &i0, &i1))
+            j->fn(j->arg, tid, i0, i1);
+}
+
+/* pieces a band is taken in: enough that a thread that runs late leaves
+ * little behind, few enough that each is a long run of memory */
+#define PIECES 8
+
+void cal_pool_for(cal_pool *p, int n, int grain, cal_pool_range_fn fn, void *arg)
+{
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    int nt = p->n;
+    if (nt == 1) {
+        fn(arg, 0, 0, n);
+        return;
+    }
+    int64_t per = ((int64_t)n + (int64_t)nt * PIECES - 1) / ((int64_t)nt * PIECES);
+    for_job j = {fn, arg, grain, (int)((per + grain - 1) / grain * grain), p->bands};
+    for (int t = 0; t < nt; t++) {
+        int64_t lo = (int64_t)n * t / nt / grain * grain;
+        int64_t hi = t + 1 < nt ? (int64_t)n * (t + 1) / nt / grain * grain : n;
+        atomic_store_explicit(&p->bands[t].v, (uint64_t)hi << 32 | (uint64_t)lo,
+                              memory_order_relaxed);
+    }
+    cal_pool_run(p, for_part, &j);
 }

@@ -38,6 +38,26 @@ enum { G = 8, SLICES = CAL_Q8_0_BLOCK / 4 };
  * before the last are whole) */
 static int group_blocks(int nb, int b0) { return nb - b0 < G ? nb - b0 : G; }
 
+/* Activations rounded to Q8_0 and laid out to meet a pair of rows: per
+ * group of g blocks, each slice k holds the g blocks' slices twice (lanes
+ * 0..g−1 and g..2g−1), and so do the block scales (F32) and the starting
+ * values −128·Σq; lanes past 2g are zero. Rounded once per product, for
+ * every thread that takes a share of its rows (cal_k_q8x_round). */
+typedef struct xgroup {
+    int8_t q[SLICES][64];
+    float d[2 * G];
+    int32_t c[2 * G];
+} xgroup;
+
+static int x_groups(int n_in) { return (n_in / CAL_Q8_0_BLOCK + G - 1) / G; }
+
+size_t cal_k_q8x_xbytes(int n_in, int m)
+{
+    if (n_in < 1 || n_in % CAL_Q8_0_BLOCK != 0 || m < 1)
+        return 0;
+    return (size_t)m * x_groups(n_in) * sizeof(xgroup);
+}
+
 /* One unit of P pairs of h rows (P = 2, h = 2: a quad; P = 1: a pair, or
  * a last odd row as a pair of one): per group of g ≤ 8 blocks, for each
  * pair in turn, for each slice k the pair's g + g 4-byte slices (row 0's
@@ -100,17 +120,6 @@ void cal_k_q8x_unpack(const void *src, void *dst, int n_rows, int n)
 #define TGTV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 #define INLV static inline __attribute__((always_inline)) TGTV
 
-/* The activations of one call, rounded to Q8_0 once per thread and laid
- * out to meet a pair of rows: per group of g blocks, each slice k holds the
- * g blocks' slices twice (lanes 0..g−1 and g..2g−1), and so do the block
- * scales (F32) and the starting values −128·Σq; lanes past 2g are zero. */
-enum { XCAP = 16 * 8192 };                 /* activation values per round */
-typedef struct xgroup {
-    int8_t q[SLICES][64];
-    float d[2 * G];
-    int32_t c[2 * G];
-} xgroup;
-static _Thread_local xgroup xg[XCAP / (G * CAL_Q8_0_BLOCK)] __attribute__((aligned(64)));
 
 /* one block, rounded as cal_k_q8_0_round rounds it (simd.h), into lanes l
  * and g + l */
@@ -128,9 +137,9 @@ INLV void round_block(const float *x, xgroup *o, int l, int g)
     }
 }
 
-static TGTV void round_x(const float *x, int ldx, int n_in, int m)
+static TGTV void round_x(const float *x, int ldx, int n_in, int m, xgroup *xg)
 {
-    int nb = n_in / CAL_Q8_0_BLOCK, ng = (nb + G - 1) / G;
+    int nb = n_in / CAL_Q8_0_BLOCK, ng = x_groups(n_in);
     for (int i = 0; i < m; i++)
         for (int gi = 0; gi < ng; gi++) {
             xgroup *o = &xg[(size_t)i * ng + gi];
@@ -183,7 +192,7 @@ INLV __m512 sum_halves(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
  * in lanes 0..7 and row 1 in 8..15, except in a last short group (g < 8),
  * whose row 1 at lanes g..2g−1 is moved up to 8 first. */
 INLV void tile(int P, int MB, int h, float *y, int ldy, const unsigned char *w, int nb, int ng,
-               int i0, float beta)
+               const xgroup *xg, float beta)
 {
     __m512 acc[2][MBMAX];
     for (int p = 0; p < P; p++)
@@ -199,7 +208,7 @@ INLV void tile(int P, int MB, int h, float *y, int ldy, const unsigned char *w, 
         const xgroup *xr[MBMAX];
         __m512i s[2][MBMAX];
         for (int i = 0; i < MB; i++) {
-            xr[i] = &xg[(size_t)(i0 + i) * ng + gi];
+            xr[i] = &xg[(size_t)i * ng + gi];
             for (int p = 0; p < P; p++)
                 s[p][i] = _mm512_load_si512(xr[i]->c);
         }
@@ -257,12 +266,12 @@ INLV void tile(int P, int MB, int h, float *y, int ldy, const unsigned char *w, 
     }
 }
 
-typedef void (*tile_fn)(float *y, int ldy, const unsigned char *w, int nb, int ng, int i0,
-                        float beta);
+typedef void (*tile_fn)(float *y, int ldy, const unsigned char *w, int nb, int ng,
+                        const xgroup *xg, float beta);
 #define TILE(P, MB, H)                                                                    \
     static TGTV void t_##P##_##MB##_##H(float *y, int ldy, const unsigned char *w, int nb, \
-                                        int ng, int i0, float beta)                       \
-    { tile(P, MB, H, y, ldy, w, nb, ng, i0, beta); }
+                                        int ng, const xgroup *xg, float beta)             \
+    { tile(P, MB, H, y, ldy, w, nb, ng, xg, beta); }
 #define TILES4(P, H) TILE(P, 1, H) TILE(P, 2, H) TILE(P, 3, H) TILE(P, 4, H)
 TILES4(1, 2) TILES4(1, 1) TILES4(2, 2)
 static const tile_fn one_pair[MBMAX] = {t_1_1_2, t_1_2_2, t_1_3_2, t_1_4_2};
@@ -272,12 +281,12 @@ static const tile_fn two_pairs[MBMAX] = {t_2_1_2, t_2_2_2, t_2_3_2, t_2_4_2};
 /* Tiles of rows × activation rows, the activation rows in balanced chunks
  * of at most MBMAX. */
 static void chunks(tile_fn const *f, float *y, int ldy, const unsigned char *w, int nb, int ng,
-                   int m, float beta)
+                   const xgroup *xg, int m, float beta)
 {
     int nch = (m + MBMAX - 1) / MBMAX;
     for (int c = 0, i0 = 0; c < nch; c++) {
         int mb = (m - i0) / (nch - c);
-        f[mb - 1](y + (size_t)i0 * ldy, ldy, w, nb, ng, i0, beta);
+        f[mb - 1](y + (size_t)i0 * ldy, ldy, w, nb, ng, xg + (size_t)i0 * ng, beta);
         i0 += mb;
     }
 }
@@ -291,45 +300,69 @@ static void chunks(tile_fn const *f, float *y, int ldy, const unsigned char *w, 
  * 0.98-1.09 at batches 1-2. A whole base Q8_0 step, two engines
  * alternated (an A/A run: 0.97-0.99), seven runs: batch 8 1.05-1.07x in
  * five and 0.93-0.95 in two, batch 1 0.93-1.04, batch 16 1.03-1.08. */
-static TGTV void product(float *y, int ldy, const void *w, int n_out, int n_in, int m,
-                         float beta)
+static TGTV void product(float *y, int ldy, const xgroup *xg, const void *w, int n_out,
+                         int n_in, int m, float beta)
 {
-    int nb = n_in / CAL_Q8_0_BLOCK, ng = (nb + G - 1) / G;
+    int nb = n_in / CAL_Q8_0_BLOCK, ng = x_groups(n_in);
     size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n_in);
     for (int r = 0; r < n_out;) {
         const unsigned char *wr = (const unsigned char *)w + (size_t)r * rb;
         int left = n_out - r;
         if (left >= 4) {
-            chunks(two_pairs, y + r, ldy, wr, nb, ng, m, beta);
+            chunks(two_pairs, y + r, ldy, wr, nb, ng, xg, m, beta);
         } else {
-            chunks(left >= 2 ? one_pair : lone_row, y + r, ldy, wr, nb, ng, m, beta);
+            chunks(left >= 2 ? one_pair : lone_row, y + r, ldy, wr, nb, ng, xg, m, beta);
             if (left == 3)
-                chunks(lone_row, y + r + 2, ldy, wr + 2 * rb, nb, ng, m, beta);
+                chunks(lone_row, y + r + 2, ldy, wr + 2 * rb, nb, ng, xg, m, beta);
         }
         r += left >= 4 ? 4 : left;
     }
 }
 #endif
 
+int cal_k_q8x_round(const float *x, int ldx, int n_in, int m, void *xq)
+{
+#if HAVE_X86
+    if (!cal_k_have_q8x() || !cal_k_q8x_xbytes(n_in, m) || !xq)
+        return -1;
+    round_x(x, ldx, n_in, m, xq);
+    return 0;
+#else
+    (void)x; (void)ldx; (void)n_in; (void)m; (void)xq;
+    return -1;
+#endif
+}
+
+int cal_k_q8x_apply(float *y, int ldy, const void *xq, const void *w, int n_out, int n_in,
+                    int m, float beta)
+{
+#if HAVE_X86
+    if (!cal_k_have_q8x() || !cal_k_q8x_xbytes(n_in, m) || !xq || n_out < 1)
+        return -1;
+    product(y, ldy, xq, w, n_out, n_in, m, beta);
+    return 0;
+#else
+    (void)y; (void)ldy; (void)xq; (void)w; (void)n_out; (void)n_in; (void)m; (void)beta;
+    return -1;
+#endif
+}
+
+/* the activation rows one call rounds at a time into the thread's buffer */
+enum { XCAP = 16 * 8192 };
+static _Thread_local xgroup xg_own[XCAP / (G * CAL_Q8_0_BLOCK)] __attribute__((aligned(64)));
+
 int cal_k_q8x_product(float *y, int ldy, const float *x, int ldx, const void *w, int n_out,
                       int n_in, int m, float beta)
 {
-#if HAVE_X86
-    if (!cal_k_have_q8x() || n_in % CAL_Q8_0_BLOCK != 0 || n_in < 1 || m < 1)
+    if (!cal_k_have_q8x() || !cal_k_q8x_xbytes(n_in, m) || n_out < 1)
         return -1;
-    /* activation rows per round: as many as the thread's buffer holds */
-    int per = XCAP / (((n_in / CAL_Q8_0_BLOCK + G - 1) / G) * G * CAL_Q8_0_BLOCK);
+    int per = XCAP / (x_groups(n_in) * G * CAL_Q8_0_BLOCK);
     if (per < 1)
         return -1;
     for (int i0 = 0; i0 < m; i0 += per) {
         int mm = m - i0 < per ? m - i0 : per;
-        round_x(x + (size_t)i0 * ldx, ldx, n_in, mm);
-        product(y + (size_t)i0 * ldy, ldy, w, n_out, n_in, mm, beta);
+        cal_k_q8x_round(x + (size_t)i0 * ldx, ldx, n_in, mm, xg_own);
+        cal_k_q8x_apply(y + (size_t)i0 * ldy, ldy, xg_own, w, n_out, n_in, mm, beta);
     }
     return 0;
-#else
-    (void)y; (void)ldy; (void)x; (void)ldx; (void)w; (void)n_out; (void)n_in; (void)m;
-    (void)beta;
-    return -1;
-#endif
 }

@@ -219,6 +219,57 @@ static void test_q8x_pack_roundtrip(void **state)
     }
 }
 
+/* The engine's threads each round a decode batch once (cal_k_q8x_round)
+ * and take the rows in pieces that start on multiples of 16: any split of
+ * the rows at multiples of 4 gives the whole product bit for bit, and so
+ * does cal_k_q8x_product. Inputs that are not whole blocks are refused. */
+static void test_q8x_round_apply_pieces(void **state)
+{
+    (void)state;
+    if (!cal_k_have_q8x()) {
+        print_message("q8x pieces: skipped, this CPU has no AVX-512 VNNI\n");
+        return;
+    }
+    enum { ROWS = 37, N = 320, M = 16 };
+    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, N);
+    float *w = malloc(sizeof(float) * N), *x = malloc(sizeof(float) * M * N);
+    float *whole = malloc(sizeof(float) * M * ROWS), *part = malloc(sizeof(float) * M * ROWS);
+    char *ws = malloc(rb * ROWS), *wx = malloc(rb * ROWS);
+    void *xq = aligned_alloc(64, cal_k_q8x_xbytes(N, M));
+    assert_non_null(w); assert_non_null(x); assert_non_null(whole); assert_non_null(part);
+    assert_non_null(ws); assert_non_null(wx); assert_non_null(xq);
+    for (int r = 0; r < ROWS; r++) {
+        for (int k = 0; k < N; k++)
+            w[k] = frand();
+        cal_k_quantize_row(CAL_DTYPE_Q8_0, w, ws + (size_t)r * rb, N);
+    }
+    cal_k_q8x_pack(ws, wx, ROWS, N);
+    for (int i = 0; i < M * N; i++)
+        x[i] = frand();
+    static const int cuts[][3] = {{4, 20, 36}, {16, 32, 36}, {8, 12, 28}};
+    for (int m = 1; m <= M; m++) {
+        assert_int_equal(cal_k_q8x_round(x, N, N, m, xq), 0);
+        assert_int_equal(cal_k_q8x_apply(whole, ROWS, xq, wx, ROWS, N, m, 0.0f), 0);
+        assert_int_equal(cal_k_q8x_product(part, ROWS, x, N, wx, ROWS, N, m, 0.0f), 0);
+        assert_memory_equal(whole, part, sizeof(float) * (size_t)m * ROWS);
+        for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+            memset(part, 0, sizeof(float) * M * ROWS);
+            for (int p = 0, r0 = 0; p <= 3; p++) {
+                int r1 = p < 3 ? cuts[c][p] : ROWS;
+                assert_int_equal(cal_k_q8x_apply(part + r0, ROWS, xq, wx + (size_t)r0 * rb,
+                                                 r1 - r0, N, m, 0.0f), 0);
+                r0 = r1;
+            }
+            assert_memory_equal(whole, part, sizeof(float) * (size_t)m * ROWS);
+        }
+    }
+    assert_int_equal(cal_k_q8x_xbytes(N + 16, 1), 0);
+    assert_int_equal(cal_k_q8x_xbytes(N, 0), 0);
+    assert_int_equal(cal_k_q8x_round(x, N, N + 16, 1, xq), -1);
+    assert_int_equal(cal_k_q8x_apply(part, ROWS, xq, wx, ROWS, N + 16, 1, 0.0f), -1);
+    free(w); free(x); free(whole); free(part); free(ws); free(wx); free(xq);
+}
+
 static void test_products_every_format_and_batch(void **state)
 {
     (void)state;
@@ -394,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_q8_0_layout),
         cmocka_unit_test(test_q8x_pack_roundtrip),
         cmocka_unit_test(test_products_every_format_and_batch),
+        cmocka_unit_test(test_q8x_round_apply_pieces),
         cmocka_unit_test(test_quantisation_error_sizes),
         cmocka_unit_test(test_q8_0_round),
         cmocka_unit_test(test_dequantize_matches_portable),
