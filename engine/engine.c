@@ -200,9 +200,12 @@ struct cal_engine {
     char  *weights;                /* one allocation holding every tensor */
     size_t weight_bytes;
     char  *emb, *out;              /* [vocab] rows of dim, in dt */
-    char  *q8x;                    /* Q8_0 on AVX-512 VNNI: every matrix again,
-                                      at its offset in weights, interleaved for
-                                      the decode kernel (q8x.c); NULL elsewhere */
+    int   q8x;                     /* Q8_0 on AVX-512 VNNI: every matrix is
+                                      held interleaved for the decode kernel
+                                      (q8x.c), in place of the block layout */
+    char  *q8rows;                 /* with q8x: [threads][dq_rows] rows in the
+                                      block layout, unpacked for prefill tiles
+                                      and the embedding lookup */
     float *final_norm;             /* [dim] */
     float *dq;                     /* [threads][dq_rows][max_in]: a dequantized
                                       weight tile for prefill products (not F32) */
@@ -441,18 +444,23 @@ static void generate(cal_engine *e)
 #undef KEY
 }
 
-/* The decode kernel's copy of every Q8_0 matrix (the block layout stays for
- * prefill, the embedding lookup and export). Interleaved, a batch of 8 took
- * 1.3× (768 inputs) to 1.5× (2048) more multiply-adds a second than on the
- * block rows, with the weights in cache; the price is the weights' memory
- * twice. Matrices pair their rows from their own first row, and every
- * product the engine asks for starts on an even row of one. */
-static void q8x_pack_all(cal_engine *e)
+/* Every Q8_0 matrix interleaved in place for the decode kernel (q8x.c):
+ * the rows that prefill tiles, the embedding lookup and export need are
+ * unpacked on the way (cal_k_q8x_rows), so the weights are held once.
+ * Interleaved, a batch of 8 took 1.3× (768 inputs) to 1.5× (2048) more
+ * multiply-adds a second than on the block rows, with the weights in cache.
+ * A matrix's rows go in quads from its own first row (an MoE matrix one
+ * expert at a time), and every product the engine asks for starts on a
+ * multiple of 4 rows of one. */
+static int q8x_pack_all(cal_engine *e)
 {
     const cal_model_config *c = &e->c;
     int64_t d = c->dim, f = c->ffn_dim;
     int ne = c->n_experts > 0 ? c->n_experts : 1;
-#define PACK(p, rows, n_in) cal_k_q8x_pack(p, e->q8x + ((p) - e->weights), (int)(rows), (int)(n_in))
+    void *scratch = malloc(4 * cal_k_row_bytes(CAL_DTYPE_Q8_0, e->max_in));
+    if (!scratch)
+        return CAL_ENOMEM;
+#define PACK(p, rows, n_in) cal_k_q8x_pack_inplace(p, (int)(rows), (int)(n_in), scratch)
     PACK(e->emb, c->vocab, d);
     if (!c->tied_embeddings)
         PACK(e->out, c->vocab, d);
@@ -460,12 +468,27 @@ static void q8x_pack_all(cal_engine *e)
         layer *L = &e->layers[l];
         PACK(L->wqkv, e->qkv_ld, d);
         PACK(L->wo, d, e->qd);
-        PACK(L->w13, (int64_t)ne * 2 * f, d);
-        PACK(L->w2, (int64_t)ne * d, f);
+        for (int x = 0; x < ne; x++) {
+            PACK(L->w13 + (size_t)x * 2 * f * cal_k_row_bytes(e->dt, (int)d), 2 * f, d);
+            PACK(L->w2 + (size_t)x * d * cal_k_row_bytes(e->dt, (int)f), d, f);
+        }
         if (L->router)
             PACK(L->router, c->n_experts, d);
     }
 #undef PACK
+    free(scratch);
+    e->q8x = 1;
+    return CAL_OK;
+}
+
+void cal_engine_rows(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
+                     int64_t count, int n_in, void *out)
+{
+    size_t rb = cal_k_row_bytes(e->dt, n_in);
+    if (e->q8x)
+        cal_k_q8x_rows(m, (int)n_rows, (int)r0, (int)count, n_in, out);
+    else
+        memcpy(out, (const char *)m + (size_t)r0 * rb, (size_t)count * rb);
 }
 
 void cal_engine_close(cal_engine **pe)
@@ -473,7 +496,7 @@ void cal_engine_close(cal_engine **pe)
     if (!pe || !*pe)
         return;
     cal_engine *e = *pe;
-    free(e->weights); free(e->q8x); free(e->x8); free(e->x8_at); free(e->layers); free(e->kcache); free(e->vcache);
+    free(e->weights); free(e->q8rows); free(e->x8); free(e->x8_at); free(e->layers); free(e->kcache); free(e->vcache);
     free(e->slot_len); free(e->rope_cos); free(e->rope_sin);
     free(e->x); free(e->xn); free(e->qkv); free(e->att); free(e->h13);
     free(e->act); free(e->scores); free(e->gin); free(e->gout);
@@ -636,13 +659,15 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     } else {
         generate(e);
     }
-    if (e->dt == CAL_DTYPE_Q8_0 && cal_k_have_q8x() && (e->q8x = cal_engine_huge_alloc(e->weight_bytes))) {
-        q8x_pack_all(e);
+    if (e->dt == CAL_DTYPE_Q8_0 && cal_k_have_q8x()) {
         e->x8_bytes = cal_k_q8x_xbytes(e->max_in, SMALL_M);
         e->x8 = xalloc((size_t)e->nt * e->x8_bytes);
         e->x8_at = calloc((size_t)e->nt, sizeof(unsigned));
-        if (!e->x8 || !e->x8_at)
-            e->x8_bytes = 0;
+        e->q8rows = xalloc((size_t)e->nt * e->dq_rows * cal_k_row_bytes(e->dt, e->max_in));
+        if (!e->x8 || !e->x8_at || !e->q8rows || q8x_pack_all(e) != CAL_OK) {
+            cal_engine_close(&e);
+            return CAL_ENOMEM;
+        }
     }
     *out = e;
     return CAL_OK;
@@ -713,16 +738,21 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
  * by side, ran 0.74-0.88x the block kernel at batches 1-4: more than the
  * hardware's prefetch follows; the quads' layout makes them one stream. */
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
-                    const char *w, int n_out, int n_in, int m, float beta, float *dq,
+                    const char *w, int n_out, int n_in, int m, float beta, int tid,
                     const uint32_t *xq)
 {
+    /* thread tid's tile of dequantized rows (and of unpacked Q8_0 rows) */
+    float *dq = e->dq ? e->dq + (size_t)tid * e->dq_rows * e->max_in : NULL;
+    char *q8rows = e->q8rows ? e->q8rows + (size_t)tid * e->dq_rows *
+                                               cal_k_row_bytes(e->dt, e->max_in)
+                             : NULL;
     if (xq) {
         /* BF16 prefill on AVX512_BF16: X rounded to BF16 pairs (matmul_p) */
         cal_k_gemm_bf16(y, ldy, xq, m, (const uint16_t *)w, n_out, n_in, beta,
                         (uint32_t *)dq);
     } else if (m <= SMALL_M) {
         if (!e->q8x ||
-            cal_k_q8x_product(y, ldy, x, ldx, e->q8x + (w - e->weights), n_out, n_in, m,
+            cal_k_q8x_product(y, ldy, x, ldx, w, n_out, n_in, m,
                               beta) != 0)
             cal_k_matmul(e->dt, y, ldy, x, ldx, w, n_out, n_in, m, beta);
     } else if (e->dt == CAL_DTYPE_F32) {
@@ -732,9 +762,14 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         size_t rb = cal_k_row_bytes(e->dt, n_in);
         for (int r0 = 0; r0 < n_out; r0 += e->dq_rows) {
             int nr = n_out - r0 < e->dq_rows ? n_out - r0 : e->dq_rows;
+            const char *t = w + (size_t)r0 * rb;
+            if (e->q8x) {
+                /* w is a piece of whole quads (and the matrix's last rows) */
+                cal_k_q8x_rows(w, n_out, r0, nr, n_in, q8rows);
+                t = q8rows;
+            }
             for (int r = 0; r < nr; r++)
-                cal_k_dequantize_row(e->dt, w + (size_t)(r0 + r) * rb,
-                                     dq + (size_t)r * n_in, n_in);
+                cal_k_dequantize_row(e->dt, t + (size_t)r * rb, dq + (size_t)r * n_in, n_in);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, n_in, 1.0f,
                         x, ldx, dq, n_in, beta, y + r0, ldy);
         }
@@ -752,11 +787,6 @@ typedef struct mm_job {
     int x8;                        /* X goes to the Q8_0 VNNI kernel (e->x8) */
 } mm_job;
 
-static float *dq_of(const cal_engine *e, int tid)
-{
-    return e->dq ? e->dq + (size_t)tid * e->dq_rows * e->max_in : NULL;
-}
-
 /* rows r0 .. r1−1 of W (r0 a multiple of 16) on thread tid */
 static void mm_rows(void *a, int tid, int r0, int r1)
 {
@@ -771,11 +801,11 @@ static void mm_rows(void *a, int tid, int r0, int r1)
             cal_k_q8x_round(j->x, j->ldx, j->n_in, j->m, x8);
             e->x8_at[tid] = e->x8_product;
         }
-        cal_k_q8x_apply(j->y + r0, j->ldy, x8, e->q8x + (w - e->weights), r1 - r0, j->n_in,
+        cal_k_q8x_apply(j->y + r0, j->ldy, x8, w, r1 - r0, j->n_in,
                         j->m, j->beta);
     } else
         matmul1(j->e, j->y + r0, j->ldy, j->x, j->ldx, w, r1 - r0, j->n_in, j->m, j->beta,
-                dq_of(j->e, tid), j->xq);
+                tid, j->xq);
 }
 
 static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
@@ -1097,7 +1127,12 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
         for (int j = 0; j < en[i].n_tokens; j++, row++) {
             float *xr = e->x + (size_t)row * d;
             e->rowpos[row] = en[i].pos + j;
-            cal_k_dequantize_row(e->dt, e->emb + (size_t)en[i].tokens[j] * erb, xr, d);
+            const char *er = e->emb + (size_t)en[i].tokens[j] * erb;
+            if (e->q8x) { /* the main thread's tile, free between products */
+                cal_k_q8x_rows(e->emb, c->vocab, en[i].tokens[j], 1, d, e->q8rows);
+                er = e->q8rows;
+            }
+            cal_k_dequantize_row(e->dt, er, xr, d);
             for (int k = 0; k < d; k++)
                 xr[k] *= e->embed_scale;
         }

@@ -136,6 +136,31 @@ static char *t_row(const tdesc *t, uint64_t expert, uint64_t row)
     return t->data + (size_t)(rows + (int64_t)row) * cal_k_row_bytes(t->dtype, (int)t->ne[0]);
 }
 
+/* Row `row` of expert `expert` of t as the engine holds it, in the block
+ * layout of t->dtype, in buf: read through cal_engine_rows from the engine
+ * matrix t is part of (a fused tensor's rows are a range of one; an MoE
+ * matrix is one an expert), since a Q8_0 engine holds its matrices
+ * interleaved. */
+static const char *t_read(const cal_engine *e, const cal_model_config *c, const tdesc *t,
+                          uint64_t expert, uint64_t row, char *buf)
+{
+    int64_t qkv = c->dim + 2 * (int64_t)(c->dim / c->n_heads) * c->n_kv_heads;
+    int64_t kvd = (qkv - c->dim) / 2, f = c->ffn_dim, at = 0;
+    int64_t rows = t->stride ? t->stride : (int64_t)t->ne[1];
+    switch (t->part) {
+    case PART_Q:    rows = qkv; break;
+    case PART_K:    rows = qkv, at = c->dim; break;
+    case PART_V:    rows = qkv, at = c->dim + kvd; break;
+    case PART_GATE: rows = 2 * f; break;
+    case PART_UP:   rows = 2 * f, at = f; break;
+    default:        break;
+    }
+    int n = (int)t->ne[0];
+    const char *m = t_row(t, expert, 0) - (size_t)at * cal_k_row_bytes(t->dtype, n);
+    cal_engine_rows(e, m, rows, at + (int64_t)row, 1, n, buf);
+    return buf;
+}
+
 /* ---- export ----------------------------------------------------------- */
 
 typedef struct wbuf {
@@ -302,9 +327,11 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
         if (t[i].ne[0] > row_cap)
             row_cap = (size_t)t[i].ne[0];
     uint8_t *row = malloc(row_cap * 4);
+    char *raw = malloc(row_cap * 4);
     float *fr = malloc(row_cap * sizeof *fr);
-    if (!row || !fr) {
+    if (!row || !raw || !fr) {
         free(row);
+        free(raw);
         free(fr);
         fclose(f);
         free(t);
@@ -315,7 +342,8 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
         int fdt = t[i].is_norm ? CAL_DTYPE_F32 : dtype, n = (int)t[i].ne[0];
         for (uint64_t x = 0; x < t[i].ne[2]; x++)
             for (uint64_t r = 0; r < t[i].ne[1]; r++) {
-                const char *src = t_row(&t[i], x, r);
+                const char *src = t[i].is_norm ? t_row(&t[i], x, r)
+                                               : t_read(e, c, &t[i], x, r, raw);
                 if (fdt == t[i].dtype && t[i].scale == 1.0f) {
                     /* the engine's own rows: written as they are */
                     w_bytes(&w, src, cal_k_row_bytes(fdt, n));
@@ -340,6 +368,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
         w_bytes(&w, zeros, (size_t)((ALIGN - (w.pos - start) % ALIGN) % ALIGN));
     }
     free(row);
+    free(raw);
     free(fr);
     free(t);
     if (fclose(f) != 0 && !w.err)

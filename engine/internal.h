@@ -12,7 +12,10 @@
 #define CAL_ENGINE_EMBED_SCALE 0.1f
 
 /* Matrices are rows in `dtype` (cal_k_row_bytes / cal_k_dequantize_row of
- * kernels.h read them); norms are F32. */
+ * kernels.h read them), except that a Q8_0 engine on AVX-512 VNNI holds
+ * them interleaved for its decode kernel (q8x.c): read their rows through
+ * cal_engine_rows, which hands them out in the block layout either way.
+ * Norms are F32. */
 typedef struct cal_layer_weights {
     int dtype;               /* CAL_DTYPE_* of the matrices */
     const float *attn_norm;  /* [dim] */
@@ -38,6 +41,11 @@ typedef struct cal_model_weights {
 
 void cal_engine_weights(const cal_engine *e, cal_model_weights *m);
 void cal_engine_layer_weights(const cal_engine *e, int layer, cal_layer_weights *w);
+/* Rows r0 .. r0+count−1 of matrix m (as the accessors above give it, of
+ * n_rows × n_in; an MoE matrix one expert at a time: m at the expert's first
+ * row, n_rows its rows) into out, count rows in the dtype's own layout. */
+void cal_engine_rows(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
+                     int64_t count, int n_in, void *out);
 
 /* The step's own matrix product, split across the engine's pool exactly as
  * inside a step: Y[m][n_out] (row stride ldy) = beta·Y + X[m][n_in] · Wᵀ,

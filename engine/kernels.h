@@ -122,6 +122,11 @@ void cal_k_gemm_bf16(float *y, int ldy, const uint32_t *xq, int m, const uint16_
 int  cal_k_have_q8x(void);
 void cal_k_q8x_pack(const void *src, void *dst, int n_rows, int n);
 void cal_k_q8x_unpack(const void *src, void *dst, int n_rows, int n);
+/* pack with src = dst = m; scratch: 4 rows (4 · cal_k_row_bytes) */
+void cal_k_q8x_pack_inplace(void *m, int n_rows, int n, void *scratch);
+/* rows r0 .. r0+count−1 of a packed matrix of n_rows, in the block layout,
+ * to out (count rows) */
+void cal_k_q8x_rows(const void *m, int n_rows, int r0, int count, int n, void *out);
 int  cal_k_q8x_product(float *y, int ldy, const float *x, int ldx, const void *w, int n_out,
                        int n_in, int m, float beta);
 /* cal_k_q8x_product in two halves, so that the threads sharing a product's

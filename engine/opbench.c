@@ -36,6 +36,7 @@ typedef struct bench {
     float *logits;          /* [vocab] */
     float *cos_t, *sin_t;   /* [hd/2] */
     void  *sscratch;
+    char  *erow;            /* one embedding row in the dtype's block layout */
     int32_t *tok;           /* [T] */
     int   n_act, per_exp;   /* MoE: experts that get tokens, tokens each */
     uint64_t rng;
@@ -55,11 +56,12 @@ static float *fa(size_t n)
 static void op_embedding(bench *b)
 {
     int d = b->c->dim;
-    size_t rb = cal_k_row_bytes(b->M.dtype, d);   /* rows in the engine's dtype */
     for (int t = 0; t < b->T; t++) {
         float *xr = b->x + (size_t)t * d;
-        cal_k_dequantize_row(b->M.dtype, (const char *)b->M.embedding + (size_t)b->tok[t] * rb,
-                             xr, d);
+        /* as the step reads it: unpacked first where the engine holds Q8_0
+         * interleaved */
+        cal_engine_rows(b->e, b->M.embedding, b->c->vocab, b->tok[t], 1, d, b->erow);
+        cal_k_dequantize_row(b->M.dtype, b->erow, xr, d);
         for (int k = 0; k < d; k++)
             xr[k] *= CAL_ENGINE_EMBED_SCALE;
     }
@@ -207,7 +209,7 @@ static void free_bench(bench *b)
     free(b->x); free(b->xn); free(b->qkv); free(b->att); free(b->h13); free(b->act);
     free(b->gout); free(b->kc); free(b->vc); free(b->scores); free(b->rlog); free(b->rprobs);
     free(b->topi); free(b->topw); free(b->logits); free(b->cos_t); free(b->sin_t);
-    free(b->sscratch); free(b->tok);
+    free(b->sscratch); free(b->tok); free(b->erow);
 }
 
 int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
@@ -259,11 +261,12 @@ int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
     b.sin_t = fa((size_t)b.hd / 2);
     b.sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
     b.tok = calloc((size_t)T, sizeof(int32_t));
+    b.erow = malloc(cal_k_row_bytes(c->dtype, d));
     int64_t *ns = malloc(sizeof(int64_t) * (size_t)o->reps);
     json_t *root = json_object(), *ops = json_array();
     if (!b.x || !b.xn || !b.qkv || !b.att || !b.h13 || !b.act || !b.gout || !b.kc || !b.vc ||
         !b.scores || !b.rlog || !b.rprobs || !b.topi || !b.topw || !b.logits || !b.cos_t ||
-        !b.sin_t || !b.sscratch || !b.tok || !ns || !root || !ops) {
+        !b.sin_t || !b.sscratch || !b.tok || !b.erow || !ns || !root || !ops) {
         free_bench(&b);
         free(ns);
         json_decref(root);

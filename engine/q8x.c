@@ -93,27 +93,82 @@ static void unit_order(const cal_q8_0_block *b, size_t bstride, int P, int h,
     }
 }
 
-/* quads while four rows are left, then a pair and a lone row */
-static void all_units(const void *blocks, unsigned char *packed, int n_rows, int n,
-                      int to_packed)
+/* quads while four rows are left, then a pair and a lone row; with
+ * scratch (four rows), each unit is copied there first, so that src and
+ * dst may be the same matrix */
+static void all_units(const void *src, void *dst, int n_rows, int n, int to_packed,
+                      void *scratch)
 {
     size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n), nb = (size_t)n / CAL_Q8_0_BLOCK;
     for (int r = 0; r < n_rows;) {
         int left = n_rows - r, P = left >= 4 ? 2 : 1, h = left >= 2 ? 2 : 1;
-        unit_order((const cal_q8_0_block *)((const char *)blocks + (size_t)r * rb), nb, P,
-                   h, packed + (size_t)r * rb, n, to_packed);
+        const unsigned char *from = (const unsigned char *)src + (size_t)r * rb;
+        unsigned char *to = (unsigned char *)dst + (size_t)r * rb;
+        if (scratch) {
+            memcpy(scratch, from, (size_t)P * h * rb);
+            from = scratch;
+        }
+        if (to_packed)
+            unit_order((const cal_q8_0_block *)from, nb, P, h, to, n, 1);
+        else
+            unit_order((const cal_q8_0_block *)to, nb, P, h, (unsigned char *)from, n, 0);
         r += P * h;
     }
 }
 
 void cal_k_q8x_pack(const void *src, void *dst, int n_rows, int n)
 {
-    all_units(src, dst, n_rows, n, 1);
+    all_units(src, dst, n_rows, n, 1, NULL);
+}
+
+void cal_k_q8x_pack_inplace(void *m, int n_rows, int n, void *scratch)
+{
+    all_units(m, m, n_rows, n, 1, scratch);
 }
 
 void cal_k_q8x_unpack(const void *src, void *dst, int n_rows, int n)
 {
-    all_units(dst, (unsigned char *)src, n_rows, n, 0);
+    all_units(src, dst, n_rows, n, 0, NULL);
+}
+
+/* Row rr of the unit at u (P pairs of h rows), in blocks. */
+static void unit_row(const unsigned char *u, int P, int h, int rr, int n, cal_q8_0_block *out)
+{
+    int nb = n / CAL_Q8_0_BLOCK, p = rr / h, r = rr % h;
+    for (int b0 = 0; b0 < nb; b0 += G) {
+        int g = group_blocks(nb, b0);
+        size_t pair = (size_t)h * g * (CAL_Q8_0_BLOCK + 2);
+        const unsigned char *ps = u + p * pair;
+        for (int l = 0; l < g; l++) {
+            cal_q8_0_block *o = &out[b0 + l];
+            for (int k = 0; k < SLICES; k++) {
+                uint32_t v; /* four weights at once, the sign bits flipped back */
+                memcpy(&v, ps + ((size_t)k * h * g + (size_t)r * g + l) * 4, 4);
+                v ^= 0x80808080u;
+                memcpy(&o->qs[4 * k], &v, 4);
+            }
+            memcpy(&o->d, ps + (size_t)SLICES * h * g * 4 + ((size_t)r * g + l) * 2, 2);
+        }
+        u += P * pair;
+    }
+}
+
+void cal_k_q8x_rows(const void *m, int n_rows, int r0, int count, int n, void *out)
+{
+    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n);
+    int quads = n_rows & ~3, left = n_rows - quads;
+    for (int r = r0; r < r0 + count; r++) {
+        int u, P = 1, h = 1;
+        if (r < quads) {
+            u = r & ~3, P = 2, h = 2;
+        } else if (left >= 2 && r < quads + 2) {
+            u = quads, h = 2;
+        } else {
+            u = left >= 2 ? quads + 2 : quads;
+        }
+        unit_row((const unsigned char *)m + (size_t)u * rb, P, h, r - u, n,
+                 (cal_q8_0_block *)((char *)out + (size_t)(r - r0) * rb));
+    }
 }
 
 #if HAVE_X86

@@ -142,15 +142,29 @@ static void ref_topk(const double *probs, int n, int k, int *idx, double *w)
     }
 }
 
-/* rows × n_in weights in dtype, dequantized into a new F32 array */
-static float *deq(int dt, const void *w, int64_t rows, int n_in)
+/* rows × n_in weights of engine e, in matrices of `per` rows (an MoE
+ * tensor's experts), dequantized into a new F32 array: read through
+ * cal_engine_rows, as the engine may hold Q8_0 interleaved */
+static float *deqm(const cal_engine *e, const void *w, int64_t rows, int n_in, int64_t per)
 {
+    int dt = cal_engine_config(e)->dtype;
     float *o = malloc(sizeof(float) * (size_t)(rows * n_in));
-    assert_non_null(o);
     size_t rb = cal_k_row_bytes(dt, n_in);
-    for (int64_t r = 0; r < rows; r++)
-        cal_k_dequantize_row(dt, (const char *)w + (size_t)r * rb, o + r * n_in, n_in);
+    char *blk = malloc((size_t)per * rb);
+    assert_non_null(o);
+    assert_non_null(blk);
+    for (int64_t m0 = 0; m0 < rows; m0 += per) {
+        cal_engine_rows(e, (const char *)w + (size_t)m0 * rb, per, 0, per, n_in, blk);
+        for (int64_t r = 0; r < per; r++)
+            cal_k_dequantize_row(dt, blk + (size_t)r * rb, o + (m0 + r) * n_in, n_in);
+    }
+    free(blk);
     return o;
+}
+
+static float *deq(const cal_engine *e, const void *w, int64_t rows, int n_in)
+{
+    return deqm(e, w, rows, n_in, rows);
 }
 
 /* The whole model, token by token, in double, straight from the weights
@@ -173,8 +187,8 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
     assert_non_null(K); assert_non_null(V); assert_non_null(sc);
     int dt = mw.dtype, ne_all = c->n_experts > 0 ? c->n_experts : 1;
     ref_q8_0 = dt == CAL_DTYPE_Q8_0;
-    float *emb = deq(dt, mw.embedding, c->vocab, d);
-    float *outw = deq(dt, mw.output, c->vocab, d);
+    float *emb = deq(e, mw.embedding, c->vocab, d);
+    float *outw = deq(e, mw.output, c->vocab, d);
     for (int p = 0; p < n; p++) {
         for (int i = 0; i < d; i++)
             x[i] = (double)emb[(size_t)tok[p] * d + i] * CAL_ENGINE_EMBED_SCALE;
@@ -182,11 +196,11 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
             cal_layer_weights lw, w;
             cal_engine_layer_weights(e, l, &lw);
             w = lw;
-            w.wqkv = deq(dt, lw.wqkv, qd + 2 * kvd, d);
-            w.wo = deq(dt, lw.wo, d, qd);
-            w.w13 = deq(dt, lw.w13, (int64_t)ne_all * 2 * f, d);
-            w.w2 = deq(dt, lw.w2, (int64_t)ne_all * d, f);
-            w.router = lw.router ? deq(dt, lw.router, c->n_experts, d) : NULL;
+            w.wqkv = deq(e, lw.wqkv, qd + 2 * kvd, d);
+            w.wo = deq(e, lw.wo, d, qd);
+            w.w13 = deqm(e, lw.w13, (int64_t)ne_all * 2 * f, d, 2 * f);
+            w.w2 = deqm(e, lw.w2, (int64_t)ne_all * d, f, d);
+            w.router = lw.router ? deq(e, lw.router, c->n_experts, d) : NULL;
             ref_rmsnorm(xn, x, w.attn_norm, d, c->norm_eps);
             ref_mv(qkv, w.wqkv, xn, qd + 2 * kvd, d);
             ref_rope(qkv, H, hd, p, c->rope_theta);
@@ -529,7 +543,7 @@ static double weight_rounding(const cal_engine *q, const cal_engine *f)
     int cols[] = {d, d, d, ff, d};
     double e2 = 0, w2 = 0;
     for (int t = 0; t < 5; t++) {
-        float *x = deq(a.dtype, ta[t], rows[t], cols[t]);
+        float *x = deq(q, ta[t], rows[t], cols[t]);
         const float *y = tb[t];
         for (int64_t i = 0; i < rows[t] * cols[t]; i++) {
             e2 += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);

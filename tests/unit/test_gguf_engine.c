@@ -161,10 +161,16 @@ static void roundtrip_format(int dtype, uint32_t ggml_type)
     cal_engine_weights(eb, &mb);
     assert_memory_equal(ma.output, mb.output, rd * (size_t)c.vocab);
     float *ra = malloc(sizeof(float) * (size_t)c.dim), *rb = malloc(sizeof(float) * (size_t)c.dim);
+    char *blk = malloc(rd);
+    assert_non_null(ra);
+    assert_non_null(rb);
+    assert_non_null(blk);
     /* one step: 2^-8 of the value (BF16); 1/127 of the block's largest (Q8_0) */
     for (int v = 0; v < c.vocab; v++) {
-        cal_k_dequantize_row(dtype, (const char *)ma.embedding + (size_t)v * rd, ra, c.dim);
-        cal_k_dequantize_row(dtype, (const char *)mb.embedding + (size_t)v * rd, rb, c.dim);
+        cal_engine_rows(ea, ma.embedding, c.vocab, v, 1, c.dim, blk);
+        cal_k_dequantize_row(dtype, blk, ra, c.dim);
+        cal_engine_rows(eb, mb.embedding, c.vocab, v, 1, c.dim, blk);
+        cal_k_dequantize_row(dtype, blk, rb, c.dim);
         for (int k = 0; k < c.dim; k++) {
             float want = ra[k] * ma.embed_scale, step = fabsf(want) * 0x1p-8f;
             if (dtype == CAL_DTYPE_Q8_0) {
@@ -178,6 +184,7 @@ static void roundtrip_format(int dtype, uint32_t ggml_type)
     }
     free(ra);
     free(rb);
+    free(blk);
     cal_engine_close(&ea);
     cal_engine_close(&eb);
 

@@ -194,11 +194,14 @@ static void check_product(int dt, int path, int n_out, int n_in)
 
 /* The interleaved Q8_0 layout holds the same bytes: a matrix packs and
  * unpacks to itself bit for bit, for odd row counts and short last groups,
- * and packing moves every byte (no block keeps its place). */
+ * and packing moves every byte (no block keeps its place); packing in place
+ * gives the same bytes, and every run of rows (quads, the pair and the lone
+ * row after them) reads back alone as it was. */
 static void test_q8x_pack_roundtrip(void **state)
 {
     (void)state;
-    static const int shapes[][2] = {{1, 32}, {2, 96}, {5, 320}, {8, 768}, {3, 2048}, {7, 320}};
+    static const int shapes[][2] = {{1, 32}, {2, 96}, {5, 320}, {8, 768}, {3, 2048}, {7, 320},
+                                    {13, 96}, {10, 64}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int rows = shapes[i][0], n = shapes[i][1];
         size_t bytes = cal_k_row_bytes(CAL_DTYPE_Q8_0, n) * (size_t)rows;
@@ -215,7 +218,24 @@ static void test_q8x_pack_roundtrip(void **state)
         assert_true(memcmp(a, p, bytes) != 0);
         cal_k_q8x_unpack(p, b, rows, n);
         assert_memory_equal(a, b, bytes);
-        free(x); free(a); free(p); free(b);
+        /* in place, through a scratch of four rows: the same bytes */
+        size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n);
+        char *scratch = malloc(4 * rb);
+        assert_non_null(scratch);
+        cal_k_q8x_pack_inplace(b, rows, n, scratch);
+        assert_memory_equal(b, p, bytes);
+        /* any run of rows unpacks alone to the original rows */
+        for (int r0 = 0; r0 < rows; r0++)
+            for (int cnt = 1; r0 + cnt <= rows; cnt++) {
+                memset(scratch, 0, rb);
+                char *out = cnt <= 4 ? scratch : malloc((size_t)cnt * rb);
+                assert_non_null(out);
+                cal_k_q8x_rows(p, rows, r0, cnt, n, out);
+                assert_memory_equal(out, a + (size_t)r0 * rb, (size_t)cnt * rb);
+                if (out != scratch)
+                    free(out);
+            }
+        free(x); free(a); free(p); free(b); free(scratch);
     }
 }
 
