@@ -96,36 +96,34 @@ static void op_rope(bench *b)
     }
 }
 
-typedef struct att_job { bench *b; } att_job;
-
-static void att_part(void *a, int tid, int nt)
+/* as the step does (engine.c att_items): items of one KV head, each
+ * appending its keys and values and attending with the query heads that
+ * share them, spread over the pool by cal_pool_for */
+static void att_items(void *a, int tid, int g0, int g1)
 {
-    bench *b = ((att_job *)a)->b;
+    bench *b = a;
     const cal_model_config *c = b->c;
-    int h0 = tid * c->n_heads / nt, h1 = (tid + 1) * c->n_heads / nt, ctx = b->pos + b->T;
-    if (h0 >= h1)
-        return;
-    for (int t = 0; t < b->T; t++)
-        cal_k_attention_heads(b->qkv + (size_t)t * b->qkv_ld, b->kc, b->vc, c->n_heads, c->n_kv_heads,
-                              b->hd, ctx, b->pos + t + 1, h0, h1, b->scores + (size_t)tid * CAL_K_ATT_HEADS * ctx,
-                              b->att + (size_t)t * b->qd);
+    int ctx = b->pos + b->T, group = c->n_heads / c->n_kv_heads;
+    for (int g = g0; g < g1; g++) {
+        for (int t = 0; t < b->T; t++) {
+            const float *r = b->qkv + (size_t)t * b->qkv_ld;
+            size_t at = ((size_t)g * ctx + b->pos + t) * b->hd;
+            memcpy(b->kc + at, r + b->qd + (size_t)g * b->hd, sizeof(float) * b->hd);
+            memcpy(b->vc + at, r + b->qd + b->kvd + (size_t)g * b->hd, sizeof(float) * b->hd);
+        }
+        for (int t = 0; t < b->T; t++)
+            cal_k_attention_heads(b->qkv + (size_t)t * b->qkv_ld, b->kc, b->vc, c->n_heads,
+                                  c->n_kv_heads, b->hd, ctx, b->pos + t + 1, g * group,
+                                  (g + 1) * group,
+                                  b->scores + (size_t)tid * CAL_K_ATT_HEADS * ctx,
+                                  b->att + (size_t)t * b->qd);
+    }
 }
 
 /* append K and V, then every head over the cache (the decode path) */
 static void op_attention(bench *b)
 {
-    const cal_model_config *c = b->c;
-    int ctx = b->pos + b->T;
-    for (int t = 0; t < b->T; t++) {
-        const float *r = b->qkv + (size_t)t * b->qkv_ld;
-        for (int g = 0; g < c->n_kv_heads; g++) {
-            size_t at = ((size_t)g * ctx + b->pos + t) * b->hd;
-            memcpy(b->kc + at, r + b->qd + (size_t)g * b->hd, sizeof(float) * b->hd);
-            memcpy(b->vc + at, r + b->qd + b->kvd + (size_t)g * b->hd, sizeof(float) * b->hd);
-        }
-    }
-    att_job j = {b};
-    cal_pool_run(cal_engine_pool(b->e), att_part, &j);
+    cal_pool_for(cal_engine_pool(b->e), b->c->n_kv_heads, 1, att_items, b);
 }
 
 static void op_activation(bench *b)
