@@ -618,6 +618,17 @@ static void test_forward_moe_vs_reference(void **state)
     check_vs_reference(e, 20, 20);
     check_vs_reference(e, 9, 3);
     cal_engine_close(&e);
+    /* Q8_0, which on VNNI holds every matrix interleaved in place, an expert
+     * at a time: 703 vocabulary rows end in a pair and a lone row (the lookup
+     * and the logits read it), 6 router rows in a pair, and 64 and 96 inputs
+     * in short groups of blocks; the 20-token chunk dequantizes its tiles
+     * from the interleaved rows */
+    c.dtype = CAL_DTYPE_Q8_0;
+    c.vocab = 703;
+    assert_int_equal(cal_engine_open(&c, 2, 32, &e), CAL_OK);
+    check_vs_reference(e, 20, 20);
+    check_vs_reference(e, 9, 3);
+    cal_engine_close(&e);
 }
 
 static void test_prefill_chunk_equals_tokenwise(void **state)
