@@ -1,7 +1,10 @@
 /* caliper reference engine — fork-join thread pool. Workers spin on a
  * generation counter for a fraction of a millisecond after each job (the next one of
  * the same step usually follows within microseconds), then sleep on a
- * condition variable so an idle server costs no CPU. */
+ * condition variable so an idle server costs no CPU. A cal_pool_run job is
+ * every thread's and the caller waits for all of them; a cal_pool_for job is
+ * open to the workers that come while it has work, and the caller waits
+ * only for those. */
 #include "engine/pool.h"
 #include "caliper/error.h"
 #include <pthread.h>
@@ -46,10 +49,13 @@ struct cal_pool {
     pthread_t *th;
     worker *w;
     int started;
-    cal_pool_fn fn;           /* published by the release on gen */
+    cal_pool_fn fn;           /* published by the release on gen (and open) */
     void *arg;
-    atomic_uint gen;
-    atomic_int pending;
+    atomic_uint gen;          /* 2 a job; bit 0: every thread runs it (cal_pool_run) */
+    atomic_int pending;       /* cal_pool_run: workers still in it */
+    atomic_uint open;         /* cal_pool_for: the gen of the job workers may
+                                 still join, 0 when none */
+    atomic_int active;        /* cal_pool_for: workers that joined it */
     atomic_int sleepers;
     atomic_int stop;
     pthread_mutex_t mu;
@@ -81,8 +87,20 @@ static void *work(void *a)
         seen = g;
         if (atomic_load(&p->stop))
             return NULL;
-        p->fn(p->arg, w->tid, p->n);
-        atomic_fetch_sub(&p->pending, 1);
+        if (g & 1u) {
+            p->fn(p->arg, w->tid, p->n);
+            atomic_fetch_sub(&p->pending, 1);
+            continue;
+        }
+        /* cal_pool_for: join only while the job is open. The caller closes
+         * it and then waits for `active` to drain, so a worker that counted
+         * itself in before the close is waited for, and one that comes
+         * later (a core the scheduler gave away) stays out: no one waits
+         * for a thread that is not running */
+        atomic_fetch_add(&p->active, 1);
+        if (atomic_load(&p->open) == g)
+            p->fn(p->arg, w->tid, p->n);
+        atomic_fetch_sub(&p->active, 1);
     }
 }
 
@@ -97,6 +115,8 @@ int cal_pool_open(int n_threads, cal_pool **out)
     p->n = n_threads;
     atomic_init(&p->gen, 0);
     atomic_init(&p->pending, 0);
+    atomic_init(&p->open, 0);
+    atomic_init(&p->active, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, 0);
     pthread_mutex_init(&p->mu, NULL);
@@ -143,29 +163,48 @@ void cal_pool_close(cal_pool **pp)
 
 int cal_pool_threads(const cal_pool *p) { return p ? p->n : 1; }
 
+/* Publishes fn(arg) as the next job, every thread's (cal_pool_run) or
+ * open to those that come (cal_pool_for), and wakes the sleepers. */
+static unsigned publish(cal_pool *p, cal_pool_fn fn, void *arg, int every)
+{
+    p->fn = fn;
+    p->arg = arg;
+    unsigned g = ((atomic_load(&p->gen) + 2u) & ~1u) | (unsigned)every;
+    if (every)
+        atomic_store(&p->pending, p->n - 1);
+    else
+        atomic_store(&p->open, g);
+    atomic_store(&p->gen, g);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return g;
+}
+
+/* until *c is 0: spin a while, then give the core away (a worker that holds
+ * it up was descheduled) */
+static void drain(atomic_int *c)
+{
+    int spins = 0;
+    while (atomic_load(c) > 0) {
+        if (++spins < WAIT_SPINS)
+            RELAX();
+        else
+            sched_yield();
+    }
+}
+
 void cal_pool_run(cal_pool *p, cal_pool_fn fn, void *arg)
 {
     if (p->n == 1) {
         fn(arg, 0, 1);
         return;
     }
-    p->fn = fn;
-    p->arg = arg;
-    atomic_store(&p->pending, p->n - 1);
-    atomic_fetch_add(&p->gen, 1);
-    if (atomic_load(&p->sleepers) > 0) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-    }
+    publish(p, fn, arg, 1);
     fn(arg, 0, p->n);
-    int spins = 0;
-    while (atomic_load(&p->pending) > 0) {
-        if (++spins < WAIT_SPINS)
-            RELAX();
-        else
-            sched_yield(); /* a worker was descheduled: give it the core */
-    }
+    drain(&p->pending);
 }
 
 /* Takes one piece of band b: from its low end for the band's own thread,
@@ -230,5 +269,9 @@ void cal_pool_for(cal_pool *p, int n, int grain, cal_pool_range_fn fn, void *arg
         atomic_store_explicit(&p->bands[t].v, (uint64_t)hi << 32 | (uint64_t)lo,
                               memory_order_relaxed);
     }
-    cal_pool_run(p, for_part, &j);
+    publish(p, for_part, &j, 0);
+    for_part(&j, 0, nt);
+    /* every piece is taken: close the job and wait for those inside it */
+    atomic_store(&p->open, 0u);
+    drain(&p->active);
 }

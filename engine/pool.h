@@ -19,12 +19,15 @@ int  cal_pool_threads(const cal_pool *p);
 void cal_pool_run(cal_pool *p, cal_pool_fn fn, void *arg);
 
 /* fn runs on pieces [i0, i1) of 0 .. n−1 that together cover it once, from
- * every thread. Each thread takes its own band in order, a piece at a time,
- * then takes pieces from the far end of the others' bands that are not yet
- * taken: so a thread on a slower core (an SMT sibling that is busy, an
- * efficiency core, a core the host gives less time) gives work away instead
- * of holding the others up, and each thread's own pieces still read memory
- * as one ascending stream. Every i0 is a multiple of grain (≥ 1). */
+ * the threads that are running. Each thread takes its own band in order, a
+ * piece at a time, then takes pieces from the far end of the others' bands
+ * that are not yet taken: so a thread on a slower core (an SMT sibling that
+ * is busy, an efficiency core, a core the host gives less time) gives work
+ * away instead of holding the others up, and each thread's own pieces still
+ * read memory as one ascending stream. The caller waits only for the
+ * workers that joined before every piece was taken: one the scheduler has
+ * not run (a core given to another process) is not waited for, and its band
+ * is done by the others. Every i0 is a multiple of grain (≥ 1). */
 typedef void (*cal_pool_range_fn)(void *arg, int tid, int i0, int i1);
 void cal_pool_for(cal_pool *p, int n, int grain, cal_pool_range_fn fn, void *arg);
 

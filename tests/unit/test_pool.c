@@ -1,7 +1,9 @@
 /* Unit tests of the engine's thread pool: every thread runs a job once, and
  * cal_pool_for covers its range exactly once in pieces that start on the
- * grain, whatever the thread count, and moves work off a thread that is
- * held up (the others take its band's far end) instead of waiting for it. */
+ * grain, whatever the thread count, moves work off a thread that is held up
+ * (the others take its band's far end) instead of waiting for it, and mixes
+ * with cal_pool_run jobs without a worker running a job twice or late. */
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -139,12 +141,76 @@ static void test_for_moves_work_off_a_held_thread(void **state)
     cal_pool_close(&p);
 }
 
+/* cal_pool_for jobs (which a worker joins only while they are open) and
+ * cal_pool_run jobs (which every thread runs) back to back, many times, with
+ * threads yielding inside pieces so that workers come late and miss jobs:
+ * every run job still runs once on every thread, and every for job covers
+ * its range once. A worker that joined a for job after it closed, or ran a
+ * run job twice or not at all, breaks the counts (and tsan sees the job's
+ * memory reused under it). */
+typedef struct mixed {
+    atomic_int runs[4];
+    cover c;
+} mixed;
+
+static void mixed_run(void *arg, int tid, int nt)
+{
+    mixed *m = arg;
+    if (tid >= 0 && tid < nt && tid < 4)
+        atomic_fetch_add(&m->runs[tid], 1);
+}
+
+static void mixed_for(void *arg, int tid, int i0, int i1)
+{
+    mixed *m = arg;
+    if ((i0 + tid) % 3 == 0)
+        sched_yield();
+    mark(&m->c, tid, i0, i1);
+}
+
+static void test_for_and_run_jobs_interleaved(void **state)
+{
+    (void)state;
+    enum { ROUNDS = 3000, NMAX = 97 };
+    for (int nt = 2; nt <= 3; nt++) {
+        cal_pool *p = NULL;
+        assert_int_equal(cal_pool_open(nt, &p), CAL_OK);
+        mixed m;
+        memset(&m, 0, sizeof m);
+        m.c.hits = calloc(NMAX, sizeof(atomic_int));
+        assert_non_null(m.c.hits);
+        uint64_t rng = 12345;
+        int runs = 0;
+        for (int k = 0; k < ROUNDS; k++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            int n = 1 + (int)((rng >> 33) % NMAX), grain = 1 + (int)((rng >> 50) % 8);
+            m.c.n = n;
+            m.c.grain = grain;
+            for (int i = 0; i < n; i++)
+                atomic_store(&m.c.hits[i], 0);
+            cal_pool_for(p, n, grain, mixed_for, &m);
+            assert_int_equal(m.c.bad, 0);
+            for (int i = 0; i < n; i++)
+                assert_int_equal(atomic_load(&m.c.hits[i]), 1);
+            if (rng >> 63) {
+                cal_pool_run(p, mixed_run, &m);
+                runs++;
+            }
+        }
+        for (int t = 0; t < nt; t++)
+            assert_int_equal(atomic_load(&m.runs[t]), runs);
+        free(m.c.hits);
+        cal_pool_close(&p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_every_thread_once),
         cmocka_unit_test(test_for_covers_once),
         cmocka_unit_test(test_for_moves_work_off_a_held_thread),
+        cmocka_unit_test(test_for_and_run_jobs_interleaved),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
