@@ -1089,17 +1089,17 @@ static void rows_range(const rows_job *j, int r0, int r1)
     }
 }
 
-static void rows_part(void *a, int tid, int nt)
+static void rows_part(void *a, int tid, int r0, int r1)
 {
-    const rows_job *j = a;
-    rows_range(j, j->T * tid / nt, j->T * (tid + 1) / nt);
+    (void)tid;
+    rows_range(a, r0, r1);
 }
 
 static void rows(cal_engine *e, int kind, int T, const float *w)
 {
     rows_job j = {e, kind, T, w};
     if (T >= 32 && e->nt > 1)
-        cal_pool_run(e->pool, rows_part, &j);
+        cal_pool_for(e->pool, T, 1, rows_part, &j);
     else
         rows_range(&j, 0, T);
 }
