@@ -481,14 +481,13 @@ static int q8x_pack_all(cal_engine *e)
     return CAL_OK;
 }
 
-void cal_engine_rows(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
-                     int64_t count, int n_in, void *out)
+const void *cal_engine_rows(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
+                            int64_t count, int n_in, void *buf)
 {
-    size_t rb = cal_k_row_bytes(e->dt, n_in);
-    if (e->q8x)
-        cal_k_q8x_rows(m, (int)n_rows, (int)r0, (int)count, n_in, out);
-    else
-        memcpy(out, (const char *)m + (size_t)r0 * rb, (size_t)count * rb);
+    if (!e->q8x)
+        return (const char *)m + (size_t)r0 * cal_k_row_bytes(e->dt, n_in);
+    cal_k_q8x_rows(m, (int)n_rows, (int)r0, (int)count, n_in, buf);
+    return buf;
 }
 
 void cal_engine_close(cal_engine **pe)
@@ -762,12 +761,8 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         size_t rb = cal_k_row_bytes(e->dt, n_in);
         for (int r0 = 0; r0 < n_out; r0 += e->dq_rows) {
             int nr = n_out - r0 < e->dq_rows ? n_out - r0 : e->dq_rows;
-            const char *t = w + (size_t)r0 * rb;
-            if (e->q8x) {
-                /* w is a piece of whole quads (and the matrix's last rows) */
-                cal_k_q8x_rows(w, n_out, r0, nr, n_in, q8rows);
-                t = q8rows;
-            }
+            /* w is a piece of whole quads (and the matrix's last rows) */
+            const char *t = cal_engine_rows(e, w, n_out, r0, nr, n_in, q8rows);
             for (int r = 0; r < nr; r++)
                 cal_k_dequantize_row(e->dt, t + (size_t)r * rb, dq + (size_t)r * n_in, n_in);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, n_in, 1.0f,
@@ -1127,12 +1122,11 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
         for (int j = 0; j < en[i].n_tokens; j++, row++) {
             float *xr = e->x + (size_t)row * d;
             e->rowpos[row] = en[i].pos + j;
-            const char *er = e->emb + (size_t)en[i].tokens[j] * erb;
-            if (e->q8x) { /* the main thread's tile, free between products */
-                cal_k_q8x_rows(e->emb, c->vocab, en[i].tokens[j], 1, d, e->q8rows);
-                er = e->q8rows;
-            }
-            cal_k_dequantize_row(e->dt, er, xr, d);
+            /* through the main thread's tile, free between products */
+            cal_k_dequantize_row(e->dt,
+                                 cal_engine_rows(e, e->emb, c->vocab, en[i].tokens[j], 1, d,
+                                                 e->q8rows),
+                                 xr, d);
             for (int k = 0; k < d; k++)
                 xr[k] *= e->embed_scale;
         }

@@ -157,8 +157,7 @@ static const char *t_read(const cal_engine *e, const cal_model_config *c, const 
     }
     int n = (int)t->ne[0];
     const char *m = t_row(t, expert, 0) - (size_t)at * cal_k_row_bytes(t->dtype, n);
-    cal_engine_rows(e, m, rows, at + (int64_t)row, 1, n, buf);
-    return buf;
+    return cal_engine_rows(e, m, rows, at + (int64_t)row, 1, n, buf);
 }
 
 /* ---- export ----------------------------------------------------------- */

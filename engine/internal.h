@@ -43,9 +43,10 @@ void cal_engine_weights(const cal_engine *e, cal_model_weights *m);
 void cal_engine_layer_weights(const cal_engine *e, int layer, cal_layer_weights *w);
 /* Rows r0 .. r0+count−1 of matrix m (as the accessors above give it, of
  * n_rows × n_in; an MoE matrix one expert at a time: m at the expert's first
- * row, n_rows its rows) into out, count rows in the dtype's own layout. */
-void cal_engine_rows(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
-                     int64_t count, int n_in, void *out);
+ * row, n_rows its rows), count rows in the dtype's own layout: m's own rows
+ * where the engine holds them so, else unpacked into buf (count rows). */
+const void *cal_engine_rows(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
+                            int64_t count, int n_in, void *buf);
 
 /* The step's own matrix product, split across the engine's pool exactly as
  * inside a step: Y[m][n_out] (row stride ldy) = beta·Y + X[m][n_in] · Wᵀ,

@@ -60,8 +60,10 @@ static void op_embedding(bench *b)
         float *xr = b->x + (size_t)t * d;
         /* as the step reads it: unpacked first where the engine holds Q8_0
          * interleaved */
-        cal_engine_rows(b->e, b->M.embedding, b->c->vocab, b->tok[t], 1, d, b->erow);
-        cal_k_dequantize_row(b->M.dtype, b->erow, xr, d);
+        cal_k_dequantize_row(b->M.dtype,
+                             cal_engine_rows(b->e, b->M.embedding, b->c->vocab, b->tok[t], 1,
+                                             d, b->erow),
+                             xr, d);
         for (int k = 0; k < d; k++)
             xr[k] *= CAL_ENGINE_EMBED_SCALE;
     }

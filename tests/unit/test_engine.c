@@ -154,9 +154,10 @@ static float *deqm(const cal_engine *e, const void *w, int64_t rows, int n_in, i
     assert_non_null(o);
     assert_non_null(blk);
     for (int64_t m0 = 0; m0 < rows; m0 += per) {
-        cal_engine_rows(e, (const char *)w + (size_t)m0 * rb, per, 0, per, n_in, blk);
+        const char *got = cal_engine_rows(e, (const char *)w + (size_t)m0 * rb, per, 0, per,
+                                          n_in, blk);
         for (int64_t r = 0; r < per; r++)
-            cal_k_dequantize_row(dt, blk + (size_t)r * rb, o + (m0 + r) * n_in, n_in);
+            cal_k_dequantize_row(dt, got + (size_t)r * rb, o + (m0 + r) * n_in, n_in);
     }
     free(blk);
     return o;

@@ -167,10 +167,10 @@ static void roundtrip_format(int dtype, uint32_t ggml_type)
     assert_non_null(blk);
     /* one step: 2^-8 of the value (BF16); 1/127 of the block's largest (Q8_0) */
     for (int v = 0; v < c.vocab; v++) {
-        cal_engine_rows(ea, ma.embedding, c.vocab, v, 1, c.dim, blk);
-        cal_k_dequantize_row(dtype, blk, ra, c.dim);
-        cal_engine_rows(eb, mb.embedding, c.vocab, v, 1, c.dim, blk);
-        cal_k_dequantize_row(dtype, blk, rb, c.dim);
+        cal_k_dequantize_row(dtype, cal_engine_rows(ea, ma.embedding, c.vocab, v, 1, c.dim, blk),
+                             ra, c.dim);
+        cal_k_dequantize_row(dtype, cal_engine_rows(eb, mb.embedding, c.vocab, v, 1, c.dim, blk),
+                             rb, c.dim);
         for (int k = 0; k < c.dim; k++) {
             float want = ra[k] * ma.embed_scale, step = fabsf(want) * 0x1p-8f;
             if (dtype == CAL_DTYPE_Q8_0) {
