@@ -750,9 +750,11 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         cal_k_gemm_bf16(y, ldy, xq, m, (const uint16_t *)w, n_out, n_in, beta,
                         (uint32_t *)dq);
     } else if (m <= SMALL_M) {
-        if (!e->q8x ||
-            cal_k_q8x_product(y, ldy, x, ldx, w, n_out, n_in, m,
-                              beta) != 0)
+        /* interleaved rows have no other kernel (a Q8_0 row is whole
+         * blocks, which is all cal_k_q8x_product asks of it) */
+        if (e->q8x)
+            cal_k_q8x_product(y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        else
             cal_k_matmul(e->dt, y, ldy, x, ldx, w, n_out, n_in, m, beta);
     } else if (e->dt == CAL_DTYPE_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_out, n_in, 1.0f,
