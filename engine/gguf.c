@@ -22,18 +22,18 @@
 
 /* ---- the tensor list both directions share -------------------------------- */
 
-enum { PART_ALL, PART_Q, PART_K, PART_V, PART_GATE, PART_UP };
-
 typedef struct tdesc {
     char     name[64];
     int      n_dims;
     uint64_t ne[3];      /* ne[0] the row length */
     int      is_norm;    /* 1-D: stays F32 */
     int      dtype;      /* the engine's format of these rows (norms: F32) */
-    char    *data;       /* engine memory: the first row */
-    int      part;       /* which rows of a fused engine tensor */
+    char    *data;       /* engine memory: the first row of the engine matrix
+                            (of expert 0) that holds these rows */
     int64_t  stride;     /* rows between experts (3-D), 0 otherwise */
-    int64_t  rows_skip;  /* rows to skip at the start of each expert block */
+    int64_t  rows_skip;  /* where these rows start in that matrix (a fused
+                            tensor's Q, K, V or gate, up) */
+    int64_t  m_rows;     /* the rows of that matrix (of one expert) */
     float    scale;      /* token_embd only: the engine's embedding scale */
 } tdesc;
 
@@ -82,82 +82,77 @@ static int tensor_list(const cal_model_config *c, const cal_engine *e, tdesc *t)
     cal_model_weights mw = {0};
     if (e)
         cal_engine_weights(e, &mw);
-    /* row r of a matrix in the engine's format (fused tensors: Q, K, V and
-     * gate, up are row ranges of one matrix) */
-#define ROWS(ptr, r, len) ((ptr) ? (const char *)(ptr) + (size_t)(r) * cal_k_row_bytes(mw.dtype, len) : NULL)
-#define ADD(nm, nd, a, b, cc, norm, ptr, prt, strd, skip) do { \
+    /* fused tensors (Q, K, V; gate, up) are row ranges of one engine matrix:
+     * skip rows into it, of m_rows rows (0: the tensor's own) */
+#define ADD(nm, nd, a, b, cc, norm, ptr, strd, skip, mrows) do { \
         tdesc *x = &t[n++]; memset(x, 0, sizeof *x); \
         snprintf(x->name, sizeof x->name, "%s", nm); x->n_dims = nd; \
         x->ne[0] = a; x->ne[1] = b; x->ne[2] = cc; x->is_norm = norm; \
         x->dtype = norm ? CAL_DTYPE_F32 : mw.dtype; \
-        x->data = (char *)(ptr); x->part = prt; x->stride = strd; x->rows_skip = skip; \
+        x->data = (char *)(ptr); x->stride = strd; x->rows_skip = skip; \
+        x->m_rows = (mrows) != 0 ? (mrows) : (strd) != 0 ? (strd) : (b); \
         x->scale = 1.0f; } while (0)
     /* the engine's weights are its own mutable memory; the accessors hand
      * them out const for the tests, the loader writes through them */
-    ADD("token_embd.weight", 2, d, c->vocab, 1, 0, mw.embedding, PART_ALL, 0, 0);
+    ADD("token_embd.weight", 2, d, c->vocab, 1, 0, mw.embedding, 0, 0, 0);
     t[n - 1].scale = e ? mw.embed_scale : 1.0f;
-    ADD("output_norm.weight", 1, d, 1, 1, 1, mw.final_norm, PART_ALL, 0, 0);
-    ADD("output.weight", 2, d, c->vocab, 1, 0, mw.output, PART_ALL, 0, 0);
+    ADD("output_norm.weight", 1, d, 1, 1, 1, mw.final_norm, 0, 0, 0);
+    ADD("output.weight", 2, d, c->vocab, 1, 0, mw.output, 0, 0, 0);
     for (int l = 0; l < c->n_layers; l++) {
         cal_layer_weights w = {0};
         if (e)
             cal_engine_layer_weights(e, l, &w);
         char nm[64];
 #define NM(s) (snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, s), nm)
-        ADD(NM("attn_norm"), 1, d, 1, 1, 1, w.attn_norm, PART_ALL, 0, 0);
-        ADD(NM("attn_q"), 2, d, qd, 1, 0, w.wqkv, PART_Q, 0, 0);
-        ADD(NM("attn_k"), 2, d, kvd, 1, 0, ROWS(w.wqkv, qd, d), PART_K, 0, 0);
-        ADD(NM("attn_v"), 2, d, kvd, 1, 0, ROWS(w.wqkv, qd + kvd, d), PART_V, 0, 0);
-        ADD(NM("attn_output"), 2, qd, d, 1, 0, w.wo, PART_ALL, 0, 0);
-        ADD(NM("ffn_norm"), 1, d, 1, 1, 1, w.ffn_norm, PART_ALL, 0, 0);
+        int64_t qkv = qd + 2 * (int64_t)kvd;
+        ADD(NM("attn_norm"), 1, d, 1, 1, 1, w.attn_norm, 0, 0, 0);
+        ADD(NM("attn_q"), 2, d, qd, 1, 0, w.wqkv, 0, 0, qkv);
+        ADD(NM("attn_k"), 2, d, kvd, 1, 0, w.wqkv, 0, qd, qkv);
+        ADD(NM("attn_v"), 2, d, kvd, 1, 0, w.wqkv, 0, qd + kvd, qkv);
+        ADD(NM("attn_output"), 2, qd, d, 1, 0, w.wo, 0, 0, 0);
+        ADD(NM("ffn_norm"), 1, d, 1, 1, 1, w.ffn_norm, 0, 0, 0);
         if (E > 0) {
-            ADD(NM("ffn_gate_inp"), 2, d, E, 1, 0, w.router, PART_ALL, 0, 0);
-            ADD(NM("ffn_gate_exps"), 3, d, f, E, 0, w.w13, PART_GATE, (int64_t)2 * f, 0);
-            ADD(NM("ffn_up_exps"), 3, d, f, E, 0, ROWS(w.w13, f, d), PART_UP, (int64_t)2 * f, 0);
-            ADD(NM("ffn_down_exps"), 3, f, d, E, 0, w.w2, PART_ALL, (int64_t)d, 0);
+            ADD(NM("ffn_gate_inp"), 2, d, E, 1, 0, w.router, 0, 0, 0);
+            ADD(NM("ffn_gate_exps"), 3, d, f, E, 0, w.w13, (int64_t)2 * f, 0, 0);
+            ADD(NM("ffn_up_exps"), 3, d, f, E, 0, w.w13, (int64_t)2 * f, f, 0);
+            ADD(NM("ffn_down_exps"), 3, f, d, E, 0, w.w2, (int64_t)d, 0, 0);
         } else {
-            ADD(NM("ffn_gate"), 2, d, f, 1, 0, w.w13, PART_GATE, 0, 0);
-            ADD(NM("ffn_up"), 2, d, f, 1, 0, ROWS(w.w13, f, d), PART_UP, 0, 0);
-            ADD(NM("ffn_down"), 2, f, d, 1, 0, w.w2, PART_ALL, 0, 0);
+            ADD(NM("ffn_gate"), 2, d, f, 1, 0, w.w13, 0, 0, (int64_t)2 * f);
+            ADD(NM("ffn_up"), 2, d, f, 1, 0, w.w13, 0, f, (int64_t)2 * f);
+            ADD(NM("ffn_down"), 2, f, d, 1, 0, w.w2, 0, 0, 0);
         }
 #undef NM
     }
 #undef ADD
-#undef ROWS
     return n;
 }
 
 static uint64_t t_elems(const tdesc *t) { return t->ne[0] * t->ne[1] * t->ne[2]; }
 
 /* Row `row` of expert `expert` of t in the engine, in t->dtype. */
-static char *t_row(const tdesc *t, uint64_t expert, uint64_t row)
+/* The engine matrix of expert `expert` that t's rows are part of. */
+static char *t_matrix(const tdesc *t, uint64_t expert)
 {
     int64_t rows = t->stride ? (int64_t)expert * t->stride : (int64_t)(expert * t->ne[1]);
-    return t->data + (size_t)(rows + (int64_t)row) * cal_k_row_bytes(t->dtype, (int)t->ne[0]);
+    return t->data + (size_t)rows * cal_k_row_bytes(t->dtype, (int)t->ne[0]);
 }
 
-/* Row `row` of expert `expert` of t as the engine holds it, in the block
- * layout of t->dtype, in buf: read through cal_engine_rows from the engine
- * matrix t is part of (a fused tensor's rows are a range of one; an MoE
- * matrix is one an expert), since a Q8_0 engine holds its matrices
- * interleaved. */
-static const char *t_read(const cal_engine *e, const cal_model_config *c, const tdesc *t,
-                          uint64_t expert, uint64_t row, char *buf)
+/* Row `row` of expert `expert` of t in the engine, in t->dtype (the loader
+ * writes it there, before a Q8_0 engine interleaves its matrices). */
+static char *t_row(const tdesc *t, uint64_t expert, uint64_t row)
 {
-    int64_t qkv = c->dim + 2 * (int64_t)(c->dim / c->n_heads) * c->n_kv_heads;
-    int64_t kvd = (qkv - c->dim) / 2, f = c->ffn_dim, at = 0;
-    int64_t rows = t->stride ? t->stride : (int64_t)t->ne[1];
-    switch (t->part) {
-    case PART_Q:    rows = qkv; break;
-    case PART_K:    rows = qkv, at = c->dim; break;
-    case PART_V:    rows = qkv, at = c->dim + kvd; break;
-    case PART_GATE: rows = 2 * f; break;
-    case PART_UP:   rows = 2 * f, at = f; break;
-    default:        break;
-    }
-    int n = (int)t->ne[0];
-    const char *m = t_row(t, expert, 0) - (size_t)at * cal_k_row_bytes(t->dtype, n);
-    return cal_engine_rows(e, m, rows, at + (int64_t)row, 1, n, buf);
+    return t_matrix(t, expert) +
+           (size_t)(t->rows_skip + (int64_t)row) * cal_k_row_bytes(t->dtype, (int)t->ne[0]);
+}
+
+/* The same row as the engine holds it now, in the block layout of
+ * t->dtype: read through cal_engine_rows from its matrix (a Q8_0 engine
+ * holds its matrices interleaved), unpacked into buf where need be. */
+static const char *t_read(const cal_engine *e, const tdesc *t, uint64_t expert, uint64_t row,
+                          char *buf)
+{
+    return cal_engine_rows(e, t_matrix(t, expert), t->m_rows, t->rows_skip + (int64_t)row, 1,
+                           (int)t->ne[0], buf);
 }
 
 /* ---- export ----------------------------------------------------------- */
@@ -342,7 +337,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
         for (uint64_t x = 0; x < t[i].ne[2]; x++)
             for (uint64_t r = 0; r < t[i].ne[1]; r++) {
                 const char *src = t[i].is_norm ? t_row(&t[i], x, r)
-                                               : t_read(e, c, &t[i], x, r, raw);
+                                               : t_read(e, &t[i], x, r, raw);
                 if (fdt == t[i].dtype && t[i].scale == 1.0f) {
                     /* the engine's own rows: written as they are */
                     w_bytes(&w, src, cal_k_row_bytes(fdt, n));
