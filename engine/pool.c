@@ -165,7 +165,7 @@ int cal_pool_threads(const cal_pool *p) { return p ? p->n : 1; }
 
 /* Publishes fn(arg) as the next job, every thread's (cal_pool_run) or
  * open to those that come (cal_pool_for), and wakes the sleepers. */
-static unsigned publish(cal_pool *p, cal_pool_fn fn, void *arg, int every)
+static void publish(cal_pool *p, cal_pool_fn fn, void *arg, int every)
 {
     p->fn = fn;
     p->arg = arg;
@@ -180,7 +180,6 @@ static unsigned publish(cal_pool *p, cal_pool_fn fn, void *arg, int every)
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
-    return g;
 }
 
 /* until *c is 0: spin a while, then give the core away (a worker that holds
