@@ -175,7 +175,8 @@ struct run {
     json_t  *tmpl;               /* this loop's copy of the body template */
     char    *body_last;          /* the last body built [body_len], for ... */
     size_t   body_len;
-    const char *body_prompt;     /* ... this prompt (the caller's, valid for the run) */
+    char    *body_prompt;        /* ... this prompt (a copy: the caller may free
+                                  * a prompt once its request ended) */
     int      body_max;           /* ... and max_tokens */
     slot   **slots;              /* all slots ever made */
     size_t   nslots;
@@ -849,18 +850,22 @@ static char *make_body(const cal_probe *p, json_t *tmpl, const cal_request *rq)
 static char *body_for(run *r, const cal_request *rq)
 {
     if (r->body_last && r->body_max == rq->max_tokens
-        && (r->body_prompt == rq->prompt || strcmp(r->body_prompt, rq->prompt) == 0))
+        && rq->prompt && strcmp(r->body_prompt, rq->prompt) == 0)
         return dup_msg(r->body_last, r->body_len);
     char *body = make_body(r->p, r->tmpl, rq);
     if (!body) return NULL;
     size_t len = strlen(body);
-    char *keep = dup_msg(body, len);
-    if (keep) {                                 /* else the old entry stays, still true */
+    char *keep = dup_msg(body, len), *prompt = strdup(rq->prompt);
+    if (keep && prompt) {                       /* else the old entry stays, still true */
         free(r->body_last);
+        free(r->body_prompt);
         r->body_last = keep;
         r->body_len = len;
-        r->body_prompt = rq->prompt;
+        r->body_prompt = prompt;
         r->body_max = rq->max_tokens;
+    } else {
+        free(keep);
+        free(prompt);
     }
     return body;
 }
@@ -1110,7 +1115,7 @@ static int loop_run(job *j)
             if (!have_sched) {
                 if (open_loop) {
                     double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
-                    arrival += (int64_t)(-log1p(-u) / load->rate * 1e9);
+                    arrival += cal_span_ns(-log1p(-u) / load->rate);
                     next_sched = reqs[next].sched_ns ? reqs[next].sched_ns : arrival;
                 } else if (r.in_flight < cap) {
                     /* closed loop: due when a slot was freed (its last byte) */
@@ -1242,6 +1247,7 @@ out:
     cal_loop_close(&r.loop);
     json_decref(r.tmpl);
     free(r.body_last);
+    free(r.body_prompt);
     free(ring);
     j->rc = rc;
     return rc;
@@ -1409,7 +1415,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
             rq[at] = reqs[i];
             if (open_loop) {       /* one Poisson stream over the run, as one loop draws it */
                 double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
-                arrival += (int64_t)(-log1p(-u) / load->rate * 1e9);
+                arrival += cal_span_ns(-log1p(-u) / load->rate);
                 if (!rq[at].sched_ns) rq[at].sched_ns = arrival;
             }
             cal_req_result_init(&rs[at]);
