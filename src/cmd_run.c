@@ -476,8 +476,8 @@ static int parse_opts(int argc, char **argv, opts *o)
             break;
         case O_RSPEED:
             if (cli_parse_unit(CMD, "--replay-speed", optarg, CAL_U_RATIO, NULL, &o->replay_speed)) return CLI_USAGE;
-            if (!(o->replay_speed > 0) || o->replay_speed > 1e6)
-                return cli_usage_error(CMD, "--replay-speed: \"%s\" is not a factor above 0", optarg);
+            if (!(o->replay_speed >= 1e-6) || o->replay_speed > 1e6)
+                return cli_usage_error(CMD, "--replay-speed: \"%s\" is not a factor from 1e-6 to 1e6", optarg);
             break;
         case O_HELP: usage(stdout); return -1;
         default:

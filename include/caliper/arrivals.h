@@ -31,6 +31,8 @@ typedef struct cal_arrivals {
 
 /* The largest rate any pattern may name, req/s (an overflow guard). */
 #define CAL_ARRIVALS_MAX_RATE 1e5
+/* The smallest mean rate, req/s: one request a day (CAL_WAIT_MAX_S). */
+#define CAL_ARRIVALS_MIN_RATE (1 / 86400.0)
 
 /* Parse a --rate value: "R" (Poisson at R req/s, count units: "2k"),
  * "ramp:A-B/T" (T a time: "60s", "2m"; a bare number is seconds) or

@@ -17,4 +17,18 @@ int64_t cal_thread_cpu_ns(void);
  * non-zero (stop may be NULL). Returns CAL_OK or CAL_ECANCEL. */
 int cal_sleep_ns(int64_t ns, volatile int *stop);
 
+/* The longest span a schedule may hold: a year and a day, s. Every time that
+ * becomes int64_t nanoseconds (an arrival, a think time, a rest, a duration)
+ * is checked against it where it is given, and converted by cal_span_ns. */
+#define CAL_SPAN_MAX_S (366 * 86400.0)
+/* The longest single wait a schedule may hold between two requests (a Poisson
+ * gap's mean, a burst period, a replayed think time): a day, s. A rate or a
+ * replay speed whose waits would be longer is refused where it is given. */
+#define CAL_WAIT_MAX_S 86400.0
+/* Seconds to nanoseconds, clamped to [0, CAL_SPAN_MAX_S]: NaN and negative
+ * spans become 0, larger ones the bound (a double past INT64_MAX has no
+ * defined conversion). Callers refuse out-of-range input first; this is the
+ * one conversion, so a value that slips through is bounded, not wrapped. */
+int64_t cal_span_ns(double s);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "caliper/arrivals.h"
+#include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/units.h"
 #include "lib/util/c_locale.h"
@@ -80,7 +81,9 @@ int cal_arrivals_parse(const char *s, cal_arrivals *out, char *err, size_t errn)
         a.burst = n;
         if (!strncmp(per, "every", 5)) per += 5;
         while (*per == ' ') per++;
-        if ((rc = parse_period("rate: burst period", per, &a.every_s, err, errn))) return rc;
+        if (parse_period("rate: burst period", per, &a.every_s, NULL, 0))
+            return cal_why(err, errn, CAL_EINVAL, "rate: \"%s\": its period \"%s\" is not a time "
+                           "between 0 and 1 d (e.g. burst:8/every 5s)", s, per);
         if (a.burst / a.every_s > CAL_ARRIVALS_MAX_RATE)
             return cal_why(err, errn, CAL_EINVAL, "rate: \"%s\" is over %g requests/s", s,
                            CAL_ARRIVALS_MAX_RATE);
@@ -88,6 +91,11 @@ int cal_arrivals_parse(const char *s, cal_arrivals *out, char *err, size_t errn)
         a.kind = CAL_ARR_POISSON;
         if ((rc = parse_rate("rate", buf, 0, &a.rate, err, errn))) return rc;
     }
+    /* a schedule whose mean wait between requests is over a day is not kept
+     * (int64 nanoseconds and a run's span bound it): refused, not clamped */
+    if (cal_arrivals_mean_rate(&a) < CAL_ARRIVALS_MIN_RATE)
+        return cal_why(err, errn, CAL_EINVAL, "rate: \"%s\" is under %.3g requests/s (one a day): "
+                       "its schedule cannot be kept", s, CAL_ARRIVALS_MIN_RATE);
     *out = a;
     return CAL_OK;
 }
@@ -172,10 +180,9 @@ int64_t cal_arrival_next_ns(cal_arrival_gen *g)
     const cal_arrivals *a = &g->a;
     uint64_t k = g->k++;
     if (a->kind == CAL_ARR_BURST)
-        return (int64_t)((double)(k / (uint64_t)a->burst) * a->every_s * 1e9);
+        return cal_span_ns((double)(k / (uint64_t)a->burst) * a->every_s);
     double u = (double)(next_u64(&g->rng) >> 11) * 0x1.0p-53;
     g->area += -log1p(-u);
     double t = a->kind == CAL_ARR_RAMP ? ramp_time(a, g->area) : g->area / a->rate;
-    if (!(t < 366 * 86400.0)) t = 366 * 86400.0;   /* int64 ns hold it */
-    return (int64_t)(t * 1e9);
+    return cal_span_ns(t);
 }

@@ -29,3 +29,10 @@ int cal_sleep_ns(int64_t ns, volatile int *stop)
         nanosleep(&ts, NULL);
     }
 }
+
+int64_t cal_span_ns(double s)
+{
+    if (!(s > 0)) return 0;                      /* NaN too */
+    if (s > CAL_SPAN_MAX_S) s = CAL_SPAN_MAX_S;
+    return (int64_t)(s * 1e9);
+}

@@ -57,7 +57,7 @@ static void test_rate_syntax(void **state)
     /* a rate small enough to format with an exponent keeps its sign out of
      * the ramp's dash (found by fuzz_load_args) */
     const char *texts[] = {"4", "ramp:1-20/60s", "burst:8/every 5s", "burst:3/every 0.25s",
-                           "ramp:6.15e-14-40/3s", "ramp:2e-05-1e-06/1s"};
+                           "ramp:6.15e-14-40/3s", "ramp:2e-05-3e-05/1s"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         char buf[64];
         cal_arrivals x = parse_ok(texts[i]);
@@ -74,7 +74,13 @@ static void test_rate_syntax(void **state)
     parse_bad("ramp:0-0/10s", "from 0 to 0");
     parse_bad("burst:0/every 1s", "burst size \"0\"");
     parse_bad("burst:4", "burst:N/every TIME");
-    parse_bad("burst:4/every -1s", "burst period: \"-1s\"");
+    parse_bad("burst:4/every -1s", "\"burst:4/every -1s\": its period \"-1s\"");
+    parse_bad("burst:5/every 0s", "\"burst:5/every 0s\": its period \"0s\"");
+    /* a schedule whose waits pass a day is refused, not run back to back */
+    parse_bad("1e-12", "\"1e-12\" is under 1.16e-05 requests/s (one a day)");
+    parse_bad("ramp:1e-12-1e-12/60s", "one a day");
+    a = parse_ok("2e-05");                 /* just above the floor */
+    assert_true(a.rate == 2e-05);
 }
 
 /* Bursts: arrival k at floor(k / N) × T exactly, whatever the seed. */

@@ -593,6 +593,17 @@ static void test_series_huge_plan(void **state)
         assert_non_null(strstr(out.message, "too large"));
         assert_int_equal(out.run_id, 0);
     }
+    /* a rate too small to schedule is refused, naming the field: it once
+     * ran the requests back to back under its own label */
+    cal_run_plan plan;
+    small_plan(&plan);
+    plan.rate = 1e-12;
+    cal_run_args a = {.plan = &plan, .store = st};
+    a.targets[0] = t;
+    cal_run_outcome out;
+    assert_int_equal(cal_run_series(&a, &out), CAL_EINVAL);
+    assert_non_null(strstr(out.message, "rate: 1e-12/s is under"));
+    assert_int_equal(out.run_id, 0);
     assert_int_equal(atomic_load(&f.calls), 0);
     cal_run_target_free(&t);
     cal_store_close(&st);

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include "src/cli.h"
 #include "caliper/buf.h"
+#include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/stats.h"
 #include "caliper/units.h"
@@ -132,6 +133,12 @@ static void test_cli_parse_long(void **state)
     long list[4];
     size_t n = 0;
     assert_int_equal(cli_parse_long_list("t", "--c", "1,1e30", 1, 100, list, 4, &n), CLI_USAGE);
+    /* an empty value is a typo, not nothing: "1,,2" once ran as "1,2" */
+    static const char *holes[] = {"1,,2", ",1", "1,", ","};
+    for (size_t i = 0; i < sizeof holes / sizeof *holes; i++)
+        assert_int_equal(cli_parse_long_list("t", "--c", holes[i], 1, 100, list, 4, &n), CLI_USAGE);
+    assert_int_equal(cli_parse_long_list("t", "--c", "1,2", 1, 100, list, 4, &n), CLI_OK);
+    assert_int_equal(n, 2);
 }
 
 static void test_cli_parse_ranges(void **state)
@@ -162,6 +169,24 @@ static void test_cli_parse_ranges(void **state)
     assert_true(v == 0);
 }
 
+/* Every span that becomes int64 nanoseconds goes through one clamp: NaN
+ * and negative spans are 0, huge ones the year-and-a-day bound, never a
+ * wrapped or undefined conversion. */
+static void test_span_ns(void **state)
+{
+    (void)state;
+    assert_true(cal_span_ns(1.5) == 1500000000LL);
+    assert_true(cal_span_ns(0) == 0);
+    assert_true(cal_span_ns(-3) == 0);
+    assert_true(cal_span_ns(NAN) == 0);
+    assert_true(cal_span_ns(-INFINITY) == 0);
+    int64_t max = (int64_t)(CAL_SPAN_MAX_S * 1e9);
+    assert_true(cal_span_ns(1e12) == max);       /* what --rate 1e-12 once asked for */
+    assert_true(cal_span_ns(1e300) == max);
+    assert_true(cal_span_ns(INFINITY) == max);
+    assert_true(max > 0 && (double)max < (double)INT64_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +197,7 @@ int main(void)
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_cli_parse_long),
         cmocka_unit_test(test_cli_parse_ranges),
+        cmocka_unit_test(test_span_ns),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
