@@ -346,7 +346,8 @@ static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size
     int alive = s->t->ops->alive ? s->t->ops->alive(s->t->self) : 1;
     if (!stopped(c) && kept > 0 &&
         (!alive || (cell->sum.completed == 0 &&
-                    cell->sum.n_connect_error + cell->sum.n_stream_error + cell->sum.n_timeout > 0))) {
+                    cell->sum.n_connect_error + cell->sum.n_stream_error + cell->sum.n_timeout +
+                    cell->sum.n_http_error > 0))) {
         c->target_failed = 1;
         char tail[400] = "";
         if (s->t->ops->why_failed) s->t->ops->why_failed(s->t->self, tail, sizeof tail);
@@ -493,7 +494,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
         if (round == 0) {
             cell.start_ns = cal_now_ns();
             cell.start_wall_ns = cal_wall_ns();
-            if (p->duration_s > 0) deadline = cell.start_ns + (int64_t)(p->duration_s * 1e9);
+            if (p->duration_s > 0) deadline = cell.start_ns + cal_span_ns(p->duration_s);
         }
         prep_ns += cal_now_ns() - prep0;
         prepared += n;
@@ -643,6 +644,7 @@ static int build_turns(ctx *c, side *s, int shot)
         cc.seed = p->seed + (uint64_t)shot * 1000003;
         cc.count = cnt;
         cc.count_ud = s->t;
+        cc.stop = c->stop;
         cc.content = p->content;
         rc = cal_chat_build(&cc, &s->tr, why, sizeof why);
     } else {
@@ -652,6 +654,18 @@ static int build_turns(ctx *c, side *s, int shot)
     }
     if (rc) fail(c, "%s%s%s: %s", s->name, s->name[0] ? " " : "", p->chat ? "chat" : "replay",
                  why[0] ? why : cal_strerror(rc));
+    /* a think time is a wait the schedule keeps: a replay slowed past a day
+     * between turns would drop it (cal_span_ns bounds, it does not keep) */
+    for (int k = 0; !rc && !p->chat && k < s->tr->n_turns; k++)
+        for (int u = 0; !rc && u < s->tr->n_sessions; u++) {
+            const cal_turn *t = cal_traffic_turn(s->tr, k, u);
+            if (t->present && !(t->think_s <= CAL_WAIT_MAX_S)) {
+                fail(c, "replay_speed: %g makes turn %d of session %d wait %.3g s, over the "
+                        "%g s (a day) one wait may last", p->replay_speed > 0 ? p->replay_speed : 1,
+                     k + 1, u + 1, t->think_s, CAL_WAIT_MAX_S);
+                rc = CAL_EINVAL;
+            }
+        }
     return rc;
 }
 
@@ -679,7 +693,7 @@ static int run_turns(ctx *c, side *s, int shot, cal_shot_kind kind, int64_t rest
             const cal_turn *t = cal_traffic_turn(tr, k, u);
             if (!t->present) continue;
             int64_t base = k == 0 || !last_end[u] ? t0 : last_end[u];
-            due[u] = base + (int64_t)(t->think_s * 1e9);
+            due[u] = base + cal_span_ns(t->think_s);
             if (due[u] < now) due[u] = now;
             /* sessions in the order they are due: the probe sends in index order */
             size_t j = n++;
@@ -985,6 +999,11 @@ static int check_plan(ctx *c)
              p->interval_s);
         return CAL_EINVAL;
     }
+    if (p->rate > 0 && p->rate < CAL_ARRIVALS_MIN_RATE) {
+        fail(c, "rate: %g/s is under %.3g requests/s (one a day): its schedule cannot be kept",
+             p->rate, CAL_ARRIVALS_MIN_RATE);
+        return CAL_EINVAL;
+    }
     if (p->duration_s > 0 && p->requests) {
         fail(c, "plan: requests and duration together: choose one");
         return CAL_EINVAL;
@@ -1082,7 +1101,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
     cal_keep_init(&c.keep, keep_limit(p));
 
     if (p->telemetry) {
-        cal_tel_config tc = {.interval_ns = (int64_t)((p->interval_s > 0 ? p->interval_s : 0.25) * 1e9)};
+        cal_tel_config tc = {.interval_ns = cal_span_ns(p->interval_s > 0 ? p->interval_s : 0.25)};
         if (cal_tel_open(&c.tel, &tc) == CAL_OK) {
             cal_tel_tick(c.tel);
             if (cal_tel_pick_clock(c.tel, c.clock_metric, sizeof c.clock_metric)) c.clock_metric[0] = '\0';
@@ -1167,10 +1186,10 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
                 cal_run_event rev = {.kind = CAL_RUN_EV_REST, .side = s->name, .run_id = c.run.id,
                                      .shot = (int)shot, .seconds = p->rest_s};
                 emit(&c, &rev);
-                cal_sleep_ns((int64_t)(p->rest_s * 1e9), c.stop);
+                cal_sleep_ns(cal_span_ns(p->rest_s), c.stop);
                 rest_ns = cal_now_ns() - last_end;
             } else if (shot > 1 && p->rest_s > 0) {
-                rest_ns = (int64_t)(p->rest_s * 1e9);
+                rest_ns = cal_span_ns(p->rest_s);
             }
             if (stopped(&c)) break;
             cal_shot_kind kind;

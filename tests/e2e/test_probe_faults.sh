@@ -56,6 +56,14 @@ expect pingforever  chat        n_timeout       1 --idle-timeout 5s --request-ti
 # content chunks that never end: cut at 4 x max_tokens + 256 = 288 chunks
 expect forever      completions n_stream_error  1
 
+# a run in which no request ended ok is stored as failed, whatever the
+# failures were: an HTTP error is no measurement either
+for m in 429 500 truncate hang; do
+  check "$m: the run is stored as failed (got $(jq -r .run.status "$E2E_TMP/$m.json"))" \
+    [ "$(jq -r .run.status "$E2E_TMP/$m.json")" = failed ]
+done
+check "normal: the run is stored as ok" [ "$(jq -r .run.status "$E2E_TMP/normal.json")" = ok ]
+
 # the stored requests keep what went wrong
 check "429: the status code is kept per request" \
   [ "$(jq '[.cells[0].requests[].http_status] | unique | .[0]' "$E2E_TMP/429.json")" = 429 ]

@@ -145,4 +145,26 @@ for k,t in enumerate(p['turn_plan']):
     want=rec[k]['prefix_tokens']; got=t['prompt_tokens'][0]
     assert abs(got-want)<=3, (k,got,want)
     if k: assert t['shared_tokens'][0]==p['turn_plan'][k-1]['prompt_tokens'][0]" "$DB" "$log"
+
+# a replay slowed so far that a think time passes a day is refused, naming
+# the speed: it once sent every turn at once under the speed's label. The
+# last turn comes 2 s after the one before ends; at 1e-5 that is 2e5 s.
+python3 - "$log" "$E2E_TMP/slow.jsonl" <<'PY'
+import json,sys
+rec=[json.loads(l) for l in open(sys.argv[1])]
+rec[2]['wall_ns']=rec[1]['wall_ns']+int((rec[1].get('turn_s') or 0)*1e9)+2_000_000_000
+open(sys.argv[2],'w').write(''.join(json.dumps(r)+'\n' for r in rec))
+PY
+"$CALIPER" run --url "$A_URL" --shots 1 --replay "$E2E_TMP/slow.jsonl" --replay-speed 1e-5 \
+  --no-telemetry --db "$DB" --label slow >"$E2E_TMP/slow.out" 2>&1
+rc=$?
+check "replay: a think time over a day is refused (exit $rc)" [ "$rc" -ne 0 ]
+check "replay: the refusal names the speed and the wait" \
+  grep -q "replay_speed: 1e-05 makes turn 3 of session 1 wait" "$E2E_TMP/slow.out"
+check "replay: nothing was sent for the refused turns" \
+  [ "$(sqlite3 "$DB" "select count(*) from cells c join runs r on c.run_id=r.id where r.label='slow'")" = 0 ]
+"$CALIPER" run --shard 1/99999999999 --json "$E2E_TMP/x.json" >"$E2E_TMP/shard.out" 2>&1
+rc=$?
+check "--shard past int's range: a usage error naming the value as given (exit $rc)" \
+  bash -c "[ $rc = 2 ] && grep -q '\"1/99999999999\"' '$E2E_TMP/shard.out'"
 finish
