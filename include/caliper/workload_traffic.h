@@ -162,6 +162,8 @@ typedef struct cal_chat_config {
     const cal_dataset *dataset; /* NULL, or the user messages' source */
     cal_count_tokens_fn count;  /* NULL: estimated counts */
     void *count_ud;
+    volatile int *stop;         /* NULL, or set non-zero to stop building
+                                 * (CAL_ECANCEL) between two turns */
 } cal_chat_config;
 #define CAL_CHAT_SYSTEM_TOKENS 6765   /* the notes' system + tools block */
 

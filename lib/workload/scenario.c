@@ -107,6 +107,23 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
         cal_snprintf(why, why_len, "counting the tokens of the content: %s", cal_strerror(rc));
         return rc;
     }
+    /* what the prompts will hold, before a byte is built or a token counted:
+     * every turn of every user carries the whole history so far, so the
+     * total grows as users × turns² (a DATASET message counts as 1 token) */
+    double um = cal_lendist_mean(&cfg->user_tokens), am = cal_lendist_mean(&cfg->answer_tokens);
+    if (!isfinite(um)) um = 1;
+    double hold = (double)cfg->users *
+                  ((double)cfg->turns * (cfg->system_tokens + um) +
+                   (double)cfg->turns * (cfg->turns - 1) / 2 * (um + am)),
+           hold_bytes = hold * cal_textgen_chars_per_token(g);
+    if (hold_bytes > MAX_BYTES) {
+        cal_snprintf(why, why_len, "%d users × %d turns with a %d-token system block come to about "
+                     "%.3g prompt tokens (%.0f MiB of text), over the %u MiB a scenario may hold: "
+                     "fewer users, turns or system tokens", cfg->users, cfg->turns,
+                     cfg->system_tokens, hold, hold_bytes / (1 << 20), MAX_BYTES >> 20);
+        cal_textgen_close(&g);
+        return CAL_ETOOBIG;
+    }
     cal_traffic *tr = cal_traffic_new_("chat", cfg->users, cfg->turns);
     char *sys = NULL;
     size_t sys_len = 0, bytes = 0;
@@ -135,6 +152,9 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
         for (int k = 0; k < cfg->turns; k++) {
             cal_turn *t = cal_traffic_turn(tr, k, u);
             int n;
+            /* counting a long prefix is a call to the server: a user who
+             * stops the run is answered before the next one */
+            if (cfg->stop && *cfg->stop) { rc = CAL_ECANCEL; break; }
             if (k > 0) {   /* the previous answer (a stand-in of its length) */
                 if ((rc = cal_textgen_append(g, &p, &len, est ? -1 : total, prev_answer, off, &n))) break;
                 off += (uint64_t)(prev_answer * 4 + 13);
@@ -176,6 +196,8 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
         if (rc) {
             if (rc == CAL_ETOOBIG)
                 cal_snprintf(why, why_len, "the scenario's prompts pass %u MiB together", MAX_BYTES >> 20);
+            else if (rc == CAL_ECANCEL)
+                cal_snprintf(why, why_len, "stopped while building user %d's turns", u + 1);
             else cal_snprintf(why, why_len, "building user %d's turns: %s", u + 1, cal_strerror(rc));
             goto out;
         }

@@ -160,6 +160,49 @@ static void test_chat(void **st)
     assert_int_equal(cal_chat_build(&cc, &tr, why, sizeof why), CAL_EINVAL);
 }
 
+/* A tokenizer that asks the build to stop on its tenth call, as a SIGINT
+ * handler would set the run's stop flag while a long prefix is counted. */
+typedef struct stopper { int calls; volatile int stop; } stopper;
+static int stopping_count(void *ud, const char *text, int *n)
+{
+    stopper *s = ud;
+    if (++s->calls == 10) s->stop = 1;
+    *n = (int)((strlen(text) + 3) / 4);
+    return CAL_OK;
+}
+
+static void test_chat_stops_and_bounds(void **st)
+{
+    (void)st;
+    stopper sp = {0};
+    cal_chat_config cc = {.users = 64, .turns = 16, .system_tokens = 500,
+                          .user_tokens = {.kind = CAL_LEN_FIXED, .n = 30},
+                          .answer_tokens = {.kind = CAL_LEN_FIXED, .n = 10},
+                          .think_ms = {.kind = CAL_LEN_FIXED, .n = 0},
+                          .content = CAL_CONTENT_PROSE, .seed = 1, .count = stopping_count,
+                          .count_ud = &sp, .stop = &sp.stop};
+    cal_traffic *tr = NULL;
+    char why[300] = "";
+    /* stopped: answered before the next turn, not after 64 × 16 of them */
+    assert_int_equal(cal_chat_build(&cc, &tr, why, sizeof why), CAL_ECANCEL);
+    assert_null(tr);
+    assert_true(sp.calls <= 12);
+    assert_non_null(strstr(why, "stopped"));
+    /* a scenario too large to hold is refused before a prompt is built (the
+     * one call learns the content's characters per token), with the sizes
+     * that make it so */
+    stopper sp2 = {0};
+    cc.count_ud = &sp2;
+    cc.stop = &sp2.stop;
+    cc.users = 256, cc.turns = 64, cc.system_tokens = 100000;
+    assert_int_equal(cal_chat_build(&cc, &tr, why, sizeof why), CAL_ETOOBIG);
+    assert_null(tr);
+    assert_int_equal(sp2.calls, 1);
+    assert_non_null(strstr(why, "256 users"));
+    assert_non_null(strstr(why, "64 turns"));
+    assert_non_null(strstr(why, "100000-token system block"));
+}
+
 static void test_replay(void **st)
 {
     (void)st;
@@ -343,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_lendist),
         cmocka_unit_test(test_datasets),
         cmocka_unit_test(test_chat),
+        cmocka_unit_test(test_chat_stops_and_bounds),
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_cached_tokens),
         cmocka_unit_test(test_chat_series),
