@@ -112,6 +112,11 @@ int cli_parse_long_list(const char *cmd, const char *flag, const char *arg,
     strcpy(tmp, arg);
     *n = 0;
     char *save = NULL;
+    /* strtok_r would fold ",," and a trailing "," away: an empty value is
+     * most likely a typo for a number, so it is refused, not skipped */
+    size_t len = strlen(tmp);
+    if (tmp[0] == ',' || tmp[len - 1] == ',' || strstr(tmp, ",,"))
+        return cli_usage_error(cmd, "%s: \"%s\" has an empty value", flag, arg);
     for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (*n == cap)
             return cli_usage_error(cmd, "%s: more than %zu values", flag, cap);

@@ -1,6 +1,8 @@
 /* caliper run --shard / --start-at / --mpi: the command line's side of a run
  * measured by several clients (run_dist.h; the split and the merge are
  * lib/protocol/shard.c, the MPI calls mpi/run_mpi.c). */
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +26,21 @@
 
 int dist_parse_shard(const char *arg, dist_opts *o)
 {
-    int i = 0, n = 0, used = 0;
-    if (sscanf(arg, "%d/%d%n", &i, &n, &used) != 2 || arg[used] || n < 1 || i < 1 || i > n)
+    /* strtol, not sscanf's %d: a number past int's range is refused as it
+     * was written, not wrapped into another shard */
+    char *end = NULL;
+    errno = 0;
+    long i = strtol(arg, &end, 10), n = 0;
+    int bad = errno || end == arg || *end != '/' || !isdigit((unsigned char)end[1]);
+    if (!bad) {
+        const char *q = end + 1;
+        n = strtol(q, &end, 10);
+        bad = errno || end == q || *end;
+    }
+    if (bad || n < 1 || n > INT_MAX || i < 1 || i > n)
         return cli_usage_error(CMD, "--shard: \"%s\" is not I/N with 1 <= I <= N", arg);
-    o->shard_i = i;
-    o->shard_n = n;
+    o->shard_i = (int)i;
+    o->shard_n = (int)n;
     return 0;
 }
 
