@@ -289,7 +289,14 @@ static int parse_opts(int argc, char **argv, opts *o)
             else return cli_usage_error(CMD, "--api: \"%s\" is not completions or chat", optarg);
             o->api_name = optarg;
             break;
-        case O_MODEL: o->model = optarg; break;
+        case O_MODEL:
+            /* it goes out in every request's JSON body, which holds UTF-8 only */
+            if (cal_utf8_check(optarg, strlen(optarg)) < strlen(optarg))
+                return cli_usage_error(CMD, "--model: byte %zu is not valid UTF-8 (the name goes "
+                                       "out in each request's JSON body)",
+                                       cal_utf8_check(optarg, strlen(optarg)) + 1);
+            o->model = optarg;
+            break;
         case O_KEYENV:
             if (!getenv(optarg)) return cli_usage_error(CMD, "--api-key-env: \"%s\" is not set in the environment", optarg);
             if (strlen(getenv(optarg)) > CAL_API_KEY_MAX)

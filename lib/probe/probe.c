@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include "caliper/buf.h"
 #include "caliper/clock.h"
+#include "caliper/utf8.h"
 #include "caliper/error.h"
 #include "caliper/global.h"
 #include "caliper/auth.h"
@@ -254,6 +255,12 @@ int cal_probe_open(const cal_probe_config *cfg, cal_probe **out)
      * reference even when it fails) */
     p->tmpl = json_object();
     if (!p->tmpl) goto fail;
+    /* jansson refuses a string that is not UTF-8: that is the caller's
+     * input, not a failed allocation */
+    if (cfg->model && cal_utf8_check(cfg->model, strlen(cfg->model)) < strlen(cfg->model)) {
+        rc = CAL_EINVAL;
+        goto fail;
+    }
     json_t *so = json_object();
     if ((cfg->model && json_object_set_new(p->tmpl, "model", json_string(cfg->model)))
         || json_object_set_new(p->tmpl, "stream", json_true())

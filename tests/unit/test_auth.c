@@ -160,6 +160,11 @@ static void test_longer_key_is_refused(void **st)
     assert_null(p);
     assert_int_equal(g_ok + g_denied, 0);
     free(k);
+    /* a model name that is not UTF-8 cannot go out in a JSON body: the
+     * caller's input is named as such, not reported as out of memory */
+    cal_probe_config pm = {.base_url = g_url, .api = CAL_API_COMPLETIONS, .model = "m\xff"};
+    assert_int_equal(cal_probe_open(&pm, &p), CAL_EINVAL);
+    assert_null(p);
 }
 
 int main(void)
