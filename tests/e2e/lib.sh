@@ -18,6 +18,15 @@ check()  { local n=$1; shift; if "$@"; then ok "$n"; else not_ok "$n"; fi; }
 finish() { [ "$E2E_FAILS" -eq 0 ]; exit $?; }
 # The platform the binary was built for (linux, darwin, posix: its --version).
 cal_platform() { "$CALIPER" --version | sed -n 's/.*(commit [^,]*, \([a-z]*\),.*/\1/p'; }
+# need TOOL "what needs it": true when TOOL is on the PATH. Otherwise a
+# check that cannot run is no pass: under CI=true (where make deps installed
+# every tool) it fails; elsewhere it prints a skip line, counted neither way.
+need() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  if [ "${CI:-}" = true ]; then not_ok "$2: $1 is not installed (make deps installs it)"
+  else echo "skip - $2: $1 is not installed (make deps installs it)"; fi
+  return 1
+}
 # skip_unless PLATFORM "what": true when this build is for PLATFORM; else
 # prints a skip line naming what needs it (counted neither way) and fails.
 skip_unless() {

@@ -110,10 +110,11 @@ check "the protocol records the budget" grep -q '"keep_chunks":"none"' <(sqlite3
 check "--keep-chunks lots is a usage error" [ $? = 2 ]
 
 # ---- MPI -----------------------------------------------------------------------------
-if ! command -v mpirun >/dev/null 2>&1; then
-  echo "ok - # SKIP mpirun: not installed (make deps installs openmpi-bin)"
+if ! need mpirun "caliper run --mpi"; then
+  :
 elif [ ! -x "$BUILD/caliper-mpi" ]; then
-  echo "ok - # SKIP caliper run --mpi: $BUILD/caliper-mpi not built (no mpicc at build time)"
+  if [ "${CI:-}" = true ]; then not_ok "caliper run --mpi: $BUILD/caliper-mpi not built (no mpicc at build time)"
+  else echo "skip - caliper run --mpi: $BUILD/caliper-mpi not built (no mpicc at build time)"; fi
 else
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
   # Open MPI's own allocations are not caliper's: no leak report from them

@@ -12,9 +12,7 @@ T=$E2E_TMP
 DB=$T/load.db
 TINY=(--preset tiny --prompt-tokens 32 --max-tokens 8 --db "$DB" --no-telemetry --shots 1)
 
-if ! command -v python3 >/dev/null; then
-  echo "ok - skipped: python3 is needed to read the store"; finish
-fi
+need python3 "reading the store" || finish
 
 # --- usage errors name the flag and the value --------------------------------
 usage() {  # usage NAME EXPECTED-TEXT ARGS...

@@ -6,9 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 
 FS="$BUILD/tests/helpers/faultserver"
-if [ ! -x "$FS" ] || ! command -v jq >/dev/null; then
-  ok "# SKIP faultserver or jq not available"; finish
-fi
+[ -x "$FS" ] || { not_ok "the fault server is built ($FS)"; finish; }
+need jq "the stored JSON's checks" || finish
 start_faultserver "$FS" || { not_ok "fault server starts"; finish; }
 
 # run MODE API [ARGS...]: 4 requests at concurrency 2 against /MODE; leaves

@@ -8,9 +8,8 @@
 
 UT="$BUILD/tests/test_probe_faults"
 FS="$BUILD/tests/helpers/faultserver"
-if [ ! -x "$UT" ] || [ ! -x "$FS" ] || ! command -v jq >/dev/null; then
-  ok "# SKIP test_probe_faults, faultserver or jq not available"; finish
-fi
+{ [ -x "$UT" ] && [ -x "$FS" ]; } || { not_ok "test_probe_faults and the fault server are built"; finish; }
+need jq "the stored JSON's checks" || finish
 here=$(cd "$(dirname "$0")" && pwd)
 
 # unit suite on other loops (it prints cmocka lines; its exit status decides)

@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 T=$E2E_TMP
 FS="$BUILD/tests/helpers/faultserver"
-[ -x "$FS" ] || { ok "# SKIP faultserver not built"; finish; }
+[ -x "$FS" ] || { not_ok "the fault server is built ($FS)"; finish; }
 "$FS" >"$T/fs.out" 2>&1 &
 E2E_PIDS+=($!)
 for _ in $(seq 1 2400); do

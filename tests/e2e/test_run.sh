@@ -10,7 +10,7 @@ T=$E2E_TMP
 DB=$T/c.db
 RUN=(--preset tiny --prompt-tokens 64 --max-tokens 16 --db "$DB" --no-telemetry)
 
-have_py=1; command -v python3 >/dev/null || have_py=0
+have_py=1; need python3 "reading the store" || have_py=0
 
 # --- a shot series over two cells is stored and printed --------------------
 "$CALIPER" run "${RUN[@]}" --shots 3 --concurrency 1,2 --requests 4 --label e2e-first \
