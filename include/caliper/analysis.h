@@ -137,6 +137,7 @@ typedef struct cal_analysis {
                                (protocol JSON "noise_prior"); df 0 none */
     double first_sd, first_df; /* the first shots' spread stored with it
                                (noise_prior first_sd, judge.h); df 0 none */
+    int    first_left_out;     /* stored runs that spread left out as walls */
 } cal_analysis;
 
 /* The same workload configuration (target, kind, load, prompt, content,

@@ -36,6 +36,8 @@
 #define CAL_JUDGE_MIN_REQUESTS 3     /* default: fewer ok requests in a shot: cannot judge */
 #define CAL_JUDGE_MAX_SHOTS    512   /* shots beyond this are ignored */
 #define CAL_JUDGE_SHOTS_HINT   5     /* what "run --shots N" recommends */
+#define CAL_JUDGE_EQUIV        0.10  /* default bound a "no wall" sentence claims (relative) */
+#define CAL_JUDGE_FIRST_MIN_DF 3     /* a first-shot history with fewer df is not used */
 
 /* One shot of a series: its per-request values (tok/s, ms, ...), in any
  * order; NAN and values <= 0 are skipped (failed requests). */
@@ -72,13 +74,25 @@ typedef struct cal_judge_opts {
                                 than later ones (4 of 70 steady quiet series called
                                 it a drop with the warm shots' spread alone), so it
                                 only ever widens the band */
-    double first_df;         /* runs behind it; 0: none */
+    double first_df;         /* runs behind it; 0: none. Under CAL_JUDGE_FIRST_MIN_DF
+                                it is not used: a spread known from two runs would
+                                widen the band by a t quantile of 12.7 and
+                                leave the verdict deaf */
+    int    first_left_out;   /* stored runs left out of first_sd as walls (noise.h);
+                                for the text only */
+    double equivalence;      /* the largest change a "no wall" claims to rule out,
+                                relative; <= 0 → CAL_JUDGE_EQUIV. Such a claim is an
+                                equivalence test (two one-sided tests at the level's
+                                complement ÷ 2 each: the (2·level − 1) CI inside
+                                ±equivalence) */
 } cal_judge_opts;
 
 typedef enum cal_judge_kind {
     CAL_JUDGE_CANNOT = 0,    /* too little evidence: why[] says what to run */
-    CAL_JUDGE_STEADY,        /* no difference beyond noise and floor */
-    CAL_JUDGE_SMALL,         /* a significant difference under the floor: not called */
+    CAL_JUDGE_STEADY,        /* no change larger than the equivalence bound (its
+                                (2·level − 1) CI lies inside ±equivalence) */
+    CAL_JUDGE_SMALL,         /* a significant difference under the floor, and none
+                                larger than the equivalence bound: not called */
     CAL_JUDGE_SLOWER,        /* later shots worse than shot 1 (a wall after shot 1) */
     CAL_JUDGE_FASTER,        /* later shots better than shot 1 (shot 1 was slow) */
     CAL_JUDGE_TREND          /* the warm shots themselves move monotonically */
@@ -104,6 +118,11 @@ typedef struct cal_judge_verdict {
     double prior_df;         /* df the prior added (0 none) */
     double first_sd;         /* the first shots' spread that widened the band
                                 (opts.first_sd); 0 when it did not */
+    double widen;            /* the band's half-width over what the run's own shots
+                                give: 1 when history did not widen it */
+    double equiv;            /* the equivalence bound used (relative) */
+    double eq_lo, eq_hi;     /* the (2·level − 1) CI of effect the equivalence test
+                                reads (90 % at the 95 % level) */
     int    prior_rejected;   /* the warm shots spread more than the prior at 5 %
                                 (F test): the prior was not used */
     double half1, half2;     /* effect of each half of the warm shots (NAN k < 2) */
@@ -111,12 +130,16 @@ typedef struct cal_judge_verdict {
                                 (NAN when k < 4); CI at opts.level */
     int    trend_sig;        /* the slope excludes 0 at 99 % (the trend's decision) */
     double floor, level;
-    char   why[160];         /* CANNOT: the reason and what to run; else "" */
-    char   text[400];        /* the verdict in words, always set */
+    char   why[400];         /* CANNOT: the reason and what to run; else "" */
+    char   text[512];        /* the verdict in words, always set */
 } cal_judge_verdict;
 
 /* Judge shots[0] (shot 1 of the series) against shots[1..n). Always fills
- * *out; returns out->judged. Decisions:
+ * *out; returns out->judged. Three answers, each with a known error rate:
+ * a wall (a step beyond the floor whose CI excludes 0: a false alarm at
+ * most 1 − level), no wall larger than the equivalence bound (its
+ * (2·level − 1) CI inside ±bound: a wrong claim at most (1 − level) ÷ 2
+ * when the true change is beyond the bound), or cannot judge. Decisions:
  *   CANNOT  fewer than 2 warm shots, a shot with fewer than min_requests
  *           valid values, warm halves on opposite sides of shot 1 each by
  *           the floor or more, or a step whose two warm halves disagree (one
@@ -124,8 +147,11 @@ typedef struct cal_judge_verdict {
  *   TREND   k >= 4 and the warm shots' log-linear slope excludes 0 at 99 %
  *           and moves at least the floor from first to last warm shot;
  *   SLOWER/FASTER  the step CI excludes 0 and |effect| >= floor;
- *   SMALL   the CI excludes 0 but |effect| < floor;
- *   STEADY  otherwise.
+ *   SMALL   the CI excludes 0 but |effect| < floor, and the equivalence CI
+ *           lies inside ±equivalence;
+ *   STEADY  the CI holds 0 and the equivalence CI lies inside ±equivalence;
+ *   CANNOT  otherwise: the band is too wide to rule out a wall of the bound's
+ *           size; why[] gives the band and what would narrow it.
  * Texts: "shots 2–5 run 14.0 % below shot 1, 95 % CI 9.1–18.6 % (per-request
  * tok/s): quote warm figures, not shot 1"; "cannot judge: 1 warm shot; run
  * --shots 5". */

@@ -37,10 +37,13 @@ typedef struct cal_noise_est {
                               the (P − ⌊P/20⌋)-th smallest: at most ⌊P/20⌋ (≤ 5 %)
                               exceed it; the largest with P < 20; NAN with < 2 runs */
     int    shots;          /* warm shots of the first row given (the newest) */
-    double first_sd;       /* root mean square of the rows' first_dev (log): how far
-                              a first measured shot lands from its run's warm shots
-                              on this series; NAN none */
-    double first_df;       /* rows behind it; 0 none */
+    double first_sd;       /* the sd of the rows' first_dev (log) about their mean,
+                              over the rows whose own verdict called no wall,
+                              winsorized at median ± 3 robust sd: how far a first
+                              measured shot lands from its run's warm shots on this
+                              series when nothing changed; NAN none */
+    double first_df;       /* rows behind it, − 1; 0 none */
+    int    first_left_out; /* rows left out as walls (their verdict called one) */
 } cal_noise_est;
 
 /* Pool rows (any order) into *e. Rows with shots < 2 add to the run-to-run
@@ -72,6 +75,9 @@ int cal_noise_prior_of(const char *protocol_json, double *sd, double *df);
  * first_sd, first_df: the newest CAL_NOISE_PRIOR_RUNS runs of the series
  * before it): 1 and *sd, *df when present; else 0, NAN and 0. */
 int cal_noise_first_of(const char *protocol_json, double *sd, double *df);
+/* How many stored runs that spread left out as walls (noise_prior
+ * first_left_out); 0 when unknown. */
+int cal_noise_first_left_out(const char *protocol_json);
 
 /* Add "noise_prior": {"series", "runs", "shot_sd", "shot_df"} to a JSON
  * object text (*json, malloc'd, replaced), from the store's rows of series;

@@ -52,7 +52,7 @@ typedef struct cal_shot_verdict {
                               disturbed shot — and the floor) */
     int    beyond_noise;   /* |drop| > band */
     int    judged;         /* 0: fewer than 2 shots with a value */
-    char   text[256];      /* the verdict in words, always set */
+    char   text[512];      /* the verdict in words, always set */
 } cal_shot_verdict;
 
 /* Judge one series: values[i] is a throughput (higher is better) of shot

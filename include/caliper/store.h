@@ -26,7 +26,7 @@
 #include "caliper/fingerprint.h"  /* cal_shot_kind */
 #include "caliper/schema.h"       /* cal_field, cal_metric */
 
-#define CAL_STORE_SCHEMA_VERSION 7
+#define CAL_STORE_SCHEMA_VERSION 8
 
 typedef struct cal_store cal_store;
 
@@ -278,6 +278,9 @@ typedef struct cal_store_noise_row {
     int     shots;        /* warm shots behind level */
     double  first_dev;    /* mean of the warm shots' log medians − the first
                              measured shot's (the shot verdict's d); NAN unknown */
+    int     wall;         /* 1: the run's own verdict called a change (a directional
+                             shot verdict, or the clock moved): its first_dev is a
+                             wall, not noise; 0 not; -1 unknown (schema < 8) */
 } cal_store_noise_row;
 /* CAL_EINVAL for an empty series, a non-finite level or shots < 1. */
 int  cal_store_put_noise(cal_store *st, int64_t run_id, const cal_store_noise_row *r);

@@ -73,6 +73,8 @@ static void step(const double *z, size_t n, double tau_within, double tau_within
     o->prior_df = 0;
     o->prior_rejected = 0;
     o->first_sd = 0;
+    o->widen = 1;
+    o->eq_lo = o->eq_hi = NAN;
     o->k = n > 0 ? (int)n - 1 : 0;
     if (n < 3) return;   /* fewer than 2 warm shots: no spread to judge by */
     size_t k = n - 1;
@@ -104,15 +106,25 @@ static void step(const double *z, size_t n, double tau_within, double tau_within
     o->tau = sqrt(tau2);
     o->df = dfv;
     double se = o->tau * sqrt(1.0 + 1.0 / (double)k);
+    double own = cal_stats_t_quantile(0.5 + level / 2, o->df) * se;
     /* the first shot's own spread, from the series' earlier runs, where it
-     * is larger than the warm shots': var(d) = var(first) + tau² ÷ k, on the
-     * fewer of the two degrees of freedom */
-    if (first_df > 0 && first_sd > o->tau) {
-        se = sqrt(first_sd * first_sd + o->tau * o->tau / (double)k);
-        o->df = fmin(o->df, first_df);
+     * is larger than the warm shots': var(d) = var(first) + tau² ÷ k, on
+     * Welch–Satterthwaite's degrees of freedom for that sum, so the history
+     * weighs by the runs behind it. Fewer than CAL_JUDGE_FIRST_MIN_DF of
+     * those: not used (judge.h) */
+    if (first_df >= CAL_JUDGE_FIRST_MIN_DF && first_sd > o->tau) {
+        double a = sq(first_sd), b = sq(o->tau) / (double)k;
+        se = sqrt(a + b);
+        o->df = sq(a + b) / (sq(a) / first_df + sq(b) / o->df);
         o->first_sd = first_sd;
     }
     double tc = cal_stats_t_quantile(0.5 + level / 2, o->df);
+    o->widen = own > 0 ? tc * se / own : 1;
+    /* the equivalence test's interval: two one-sided tests at (1 − level) ÷ 2
+     * each read the (2·level − 1) CI */
+    double te = cal_stats_t_quantile(level, o->df);
+    o->eq_lo = expm1(d - te * se);
+    o->eq_hi = expm1(d + te * se);
     o->effect = expm1(d);
     if (se > 0) {
         o->t = d / se;
@@ -157,6 +169,28 @@ static void ci_words(double lo, double hi, int abs_, char *b, size_t n)
     if (abs_ && lo < 0 && hi < 0) cal_snprintf(b, n, "%.1f–%.1f %%", -100 * hi, -100 * lo);
     else if (abs_ && lo > 0) cal_snprintf(b, n, "%.1f–%.1f %%", 100 * lo, 100 * hi);
     else cal_snprintf(b, n, "%+.1f to %+.1f %%", 100 * lo, 100 * hi);
+}
+
+/* What would make a band that is too wide judgeable: more warm shots where
+ * they would bring the equivalence CI inside ±eq (the first shot's own
+ * spread stays: it is one draw), else the spread itself is too large for
+ * the bound. */
+static void judgeable_hint(const cal_judge_verdict *o, double eq, char *b, size_t n)
+{
+    double d = log1p(o->effect), lim = fmin(log1p(eq), -log1p(-eq));
+    double first2 = o->first_sd > 0 ? sq(o->first_sd) : sq(o->tau);
+    double fixed_df = o->df - (double)(o->k - 1);
+    for (int k = o->k + 1; k <= 64 && isfinite(d); k++) {
+        double se = sqrt(first2 + sq(o->tau) / (double)k);
+        double te = cal_stats_t_quantile(o->level, fmax(1, fixed_df + (double)(k - 1)));
+        if (fabs(d) + te * se < lim) {
+            cal_snprintf(b, n, "run --shots %d (%d warm shots)", k + 1, k);
+            return;
+        }
+    }
+    cal_snprintf(b, n, "one shot spreads ±%.1f %% here, so more shots would not: more requests "
+                 "per shot, a quieter machine or a wider --equivalence would",
+                 100 * expm1(cal_stats_t_quantile(o->level, 30) * sqrt(first2)));
 }
 
 int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts *opts,
@@ -255,6 +289,19 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
     range_words(o, range, sizeof range, op.first == CAL_JUDGE_ALL_COLD ? "cold " : "");
     ci_words(o->lo, o->hi, sig, ci, sizeof ci);
     const char *verb = o->later_first == o->later_last ? "runs" : "run";
+    /* a bound under the floor would ask to rule out what is never called */
+    double eq = fmax(op.equivalence > 0 ? op.equivalence : CAL_JUDGE_EQUIV, op.floor);
+    o->equiv = eq;
+    /* when the series' history widened the band, the verdict says so */
+    char hist[160] = "";
+    if (o->first_sd > 0 && o->widen > 1.005) {
+        char left[48] = "";
+        if (op.first_left_out > 0)
+            cal_snprintf(left, sizeof left, ", %d wall%s left out", op.first_left_out,
+                         op.first_left_out == 1 ? "" : "s");
+        cal_snprintf(hist, sizeof hist, "; history widened the band ×%.2f (first shots' sd %.1f %% "
+                     "over %.0f earlier runs%s)", o->widen, 100 * o->first_sd, op.first_df + 1, left);
+    }
     const char *up = "above", *dn = "below";
     int pct = (int)lround(op.level * 100);
 
@@ -300,20 +347,43 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
                      range, verb, 100 * fabs(o->effect), dir,
                      op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, pct, ci, what,
                      tail);
-    } else if (sig) {
-        o->kind = CAL_JUDGE_SMALL;
-        cal_snprintf(o->text, sizeof o->text,
-                 "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): under the %.0f %% floor: no wall "
-                 "called", range, verb, 100 * fabs(o->effect), o->effect < 0 ? dn : up,
-                 op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, pct, ci, what,
-                 100 * op.floor);
+    } else if (o->eq_lo > -eq && o->eq_hi < eq) {
+        /* no wall larger than the bound: the equivalence CI inside ±eq */
+        char eci[48];
+        ci_words(o->eq_lo, o->eq_hi, 0, eci, sizeof eci);
+        int epct = (int)lround((2 * op.level - 1) * 100);
+        if (sig) {
+            o->kind = CAL_JUDGE_SMALL;
+            cal_snprintf(o->text, sizeof o->text,
+                     "%s %s %.1f %% %s %sshot %d, %d %% CI %s (%s): under the %.0f %% floor, and "
+                     "no %s larger than %.0f %% (%d %% CI %s)%s", range, verb, 100 * fabs(o->effect),
+                     o->effect < 0 ? dn : up, op.first == CAL_JUDGE_ALL_COLD ? "cold " : "",
+                     o->first_shot, pct, ci, what, 100 * op.floor,
+                     op.first == CAL_JUDGE_ALL_COLD ? "change" : "wall", 100 * eq, epct, eci, hist);
+        } else {
+            o->kind = CAL_JUDGE_STEADY;
+            cal_snprintf(o->text, sizeof o->text,
+                     "%s within %.0f %% of %sshot %d: %s larger than %.0f %% (%+.1f %%, %d %% CI %s, "
+                     "%s)%s", range, 100 * eq, op.first == CAL_JUDGE_ALL_COLD ? "cold " : "",
+                     o->first_shot,
+                     op.first == CAL_JUDGE_ALL_COLD ? "fresh processes agree, no change"
+                                                    : "no wall",
+                     100 * eq, 100 * o->effect, epct, eci, what, hist);
+        }
     } else {
-        o->kind = CAL_JUDGE_STEADY;
-        cal_snprintf(o->text, sizeof o->text,
-                 "%s within noise of %sshot %d (%+.1f %%, %d %% CI %s, %s): %s", range,
-                 op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot, 100 * o->effect,
-                 pct, ci, what,
-                 op.first == CAL_JUDGE_ALL_COLD ? "fresh processes agree" : "no wall seen");
+        /* neither a wall nor evidence of none: say how wide, and what
+         * would narrow it */
+        o->kind = CAL_JUDGE_CANNOT;
+        o->judged = 0;
+        char ci2[48], more[200];
+        ci_words(o->lo, o->hi, 0, ci2, sizeof ci2);
+        judgeable_hint(o, eq, more, sizeof more);
+        cal_snprintf(o->why, sizeof o->why, "cannot judge: %s %+.1f %% from %sshot %d, %d %% CI %s "
+                     "(%s): too wide to rule out a %s larger than %.0f %%; %s%s", range,
+                     100 * o->effect, op.first == CAL_JUDGE_ALL_COLD ? "cold " : "", o->first_shot,
+                     pct, ci2, what, op.first == CAL_JUDGE_ALL_COLD ? "change" : "wall", 100 * eq,
+                     more, hist);
+        cal_snprintf(o->text, sizeof o->text, "%s", o->why);
     }
     o->directional = o->kind == CAL_JUDGE_SLOWER || o->kind == CAL_JUDGE_FASTER ||
                      o->kind == CAL_JUDGE_TREND;

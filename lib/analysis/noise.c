@@ -22,22 +22,45 @@ static double rank_q95(double *d, size_t nd)
     return d[nd - 1 - nd / 20];
 }
 
+/* The first shots' own spread over the rows that were not walls: a run
+ * whose own verdict called a wall measured a wall, not noise, and counting
+ * it taught the verdict that the next wall was noise too (two 72 % walls in
+ * a store hid a 30 % one behind a CI of −98 to +1959 %). What is left is
+ * winsorized at its median ± 3 robust sd (1.4826 × MAD) before its sd is
+ * taken, so a wall a deaf verdict missed moves it by at most three robust
+ * sd; the sd is about the rows' mean, so a first shot that is always a
+ * little slower is a level, not a spread (docs/run.md). */
+static void first_spread(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
+{
+    double x[CAL_NOISE_RUN_RUNS], dev[CAL_NOISE_RUN_RUNS];
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(rows[i].first_dev)) continue;
+        if (rows[i].wall == 1) { e->first_left_out++; continue; }
+        if (nf < CAL_NOISE_RUN_RUNS) x[nf++] = rows[i].first_dev;
+    }
+    if (nf < 2) return;
+    memcpy(dev, x, nf * sizeof *x);
+    double med = cal_stats_median(dev, nf);   /* sorts dev */
+    for (size_t i = 0; i < nf; i++) dev[i] = fabs(x[i] - med);
+    double r = 3 * 1.4826 * cal_stats_median(dev, nf);
+    double m = 0, q = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (r > 0) x[i] = fmin(fmax(x[i], med - r), med + r);
+        m += x[i];
+    }
+    m /= (double)nf;
+    for (size_t i = 0; i < nf; i++) q += (x[i] - m) * (x[i] - m);
+    e->first_sd = sqrt(q / (double)(nf - 1));
+    e->first_df = (double)(nf - 1);
+}
+
 void cal_noise_pool(const cal_store_noise_row *rows, size_t n, cal_noise_est *e)
 {
     memset(e, 0, sizeof *e);
     e->shot_sd = e->run_sd = e->run_q95 = e->first_sd = NAN;
     e->shots = n ? rows[0].shots : 0;
-    /* the first shots' deviations: their sd about their own mean, so a
-     * series whose every run has a wall after shot 1 keeps a narrow band
-     * and its wall is still called; only the swing from run to run widens */
-    double f1 = 0, f2 = 0;
-    size_t nf = 0;
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(rows[i].first_dev)) { f1 += rows[i].first_dev; nf++; }
-    for (size_t i = 0; nf >= 2 && i < n; i++)
-        if (isfinite(rows[i].first_dev))
-            f2 += (rows[i].first_dev - f1 / (double)nf) * (rows[i].first_dev - f1 / (double)nf);
-    if (nf >= 2) { e->first_sd = sqrt(f2 / (double)(nf - 1)); e->first_df = (double)(nf - 1); }
+    first_spread(rows, n, e);
     double ss = 0, df = 0, sum = 0, sum2 = 0;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -86,6 +109,7 @@ int cal_noise_estimate(cal_store *st, const char *series, int64_t before_run_id,
         e->shot_df = shot.shot_df;
         e->first_sd = shot.first_sd;
         e->first_df = shot.first_df;
+        e->first_left_out = shot.first_left_out;
     } else {
         cal_noise_pool(NULL, 0, e);
     }
@@ -99,10 +123,30 @@ static const char *series_of(json_t *proto)
     return json_is_string(s) && json_string_value(s)[0] ? json_string_value(s) : NULL;
 }
 
+/* Whether a run's own verdicts called a change after its first shot: a
+ * directional shot verdict (a wall, a slow first shot, a trend). */
+static int wall_called(const cal_run_data *d)
+{
+    json_t *va = d->run.verdicts_json ? json_loads(d->run.verdicts_json, 0, NULL) : NULL;
+    size_t i;
+    json_t *v;
+    int wall = 0;
+    json_array_foreach(va, i, v) {
+        const char *k = json_string_value(json_object_get(v, "kind"));
+        if (k && !strcmp(k, cal_verdict_kind_name(CAL_VK_SHOTS)) &&
+            json_is_true(json_object_get(v, "judged")) &&
+            json_integer_value(json_object_get(v, "direction")) != 0)
+            wall = 1;
+    }
+    json_decref(va);
+    return wall;
+}
+
 int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
 {
     memset(out, 0, sizeof *out);
     out->level = out->shot_sd = out->first_dev = NAN;
+    out->wall = -1;
     if (!d || d->run.status != CAL_RUN_OK || !d->run.protocol_json) return CAL_ENOTFOUND;
     json_t *p = json_loads(d->run.protocol_json, 0, NULL);
     const char *key = series_of(p);
@@ -155,6 +199,7 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
     out->shot_sd = sqrt(q / (double)(k - 2));
     out->shots = (int)(k - 1);
     out->first_dev = mean - z[0];
+    out->wall = wall_called(d);
     return CAL_OK;
 }
 
@@ -192,6 +237,16 @@ int cal_noise_first_of(const char *protocol_json, double *sd, double *df)
     return prior_pair(protocol_json, "first_sd", "first_df", sd, df);
 }
 
+int cal_noise_first_left_out(const char *protocol_json)
+{
+    json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
+    json_t *v = json_object_get(json_object_get(p, "noise_prior"), "first_left_out");
+    int n = json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) < 1000000
+                ? (int)json_integer_value(v) : 0;
+    json_decref(p);
+    return n;
+}
+
 int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **json)
 {
     if (!json || !*json || !series) return CAL_EINVAL;
@@ -208,6 +263,7 @@ int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **j
      * shot verdict's band, never narrow it */
     json_object_set_new(np, "first_sd", isfinite(e.first_sd) ? json_real(e.first_sd) : json_null());
     json_object_set_new(np, "first_df", json_real(isfinite(e.first_sd) ? e.first_df : 0));
+    json_object_set_new(np, "first_left_out", json_integer(e.first_left_out));
     json_object_set_new(p, "noise_prior", np);
     char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(p);

@@ -12,6 +12,7 @@
 #include "lib/util/c_locale.h"
 #include "caliper/error.h"
 #include "caliper/formulas.h"
+#include "caliper/judge.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
 #include "lib/report/report_internal.h"
@@ -248,11 +249,19 @@ int cal_report_turns_text(FILE *f, const cal_run_data *d)
         outf(f, "TTFT grows %.1f ms per 1000 prompt tokens across the turns (least squares%s)\n",
                 t.ttft_slope_ms_per_ktok, t.ab ? ", side A" : "");
     if (t.ab) {
+        /* "no difference" is claimed only where the CI rules out one larger
+         * than the equivalence bound (the 95 % CI: conservative for it) */
+        char same[96] = "";
+        if (t.lo <= 1 && 1 <= t.hi)
+            cal_snprintf(same, sizeof same, t.lo > 1 / (1 + CAL_JUDGE_EQUIV) && t.hi < 1 + CAL_JUDGE_EQUIV
+                         ? ": no difference larger than %.0f %%"
+                         : ": cannot judge: the CI holds 1 but is wider than ±%.0f %%",
+                         100 * CAL_JUDGE_EQUIV);
         if (isfinite(t.lo))
             outf(f, "whole-turn speedup A ÷ B: %.3f× [%.3f, %.3f] 95%% CI over %d shots (%d (shot, "
                        "turn) pairs; t on each shot's mean log ratio; this run's noise only%s)\n",
                     t.speedup, t.lo, t.hi, t.shots, t.pairs,
-                    t.lo <= 1 && 1 <= t.hi ? ": no difference shown" : "");
+                    same);
         else if (isfinite(t.speedup))
             outf(f, "whole-turn speedup A ÷ B: %.3f× (%d (shot, turn) pair%s in %d shot: no CI; "
                        "run --shots 3 or more)\n", t.speedup, t.pairs, t.pairs == 1 ? "" : "s", t.shots);

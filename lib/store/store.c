@@ -121,6 +121,9 @@ static const char *const MIGRATIONS[] = {
     "ALTER TABLE cells ADD COLUMN goodput REAL;",
     /* 7: each run's first measured shot against its warm shots (noise.h) */
     "ALTER TABLE noise ADD COLUMN first_dev REAL;",
+    /* 8: whether the run's own verdict called a wall (noise.h: such a run's
+     * first shot is left out of the first-shot spread) */
+    "ALTER TABLE noise ADD COLUMN wall INTEGER;",
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 
@@ -958,7 +961,7 @@ int cal_store_put_noise(cal_store *st, int64_t run_id, const cal_store_noise_row
     st->why[0] = '\0';
     sqlite3_stmt *s = NULL;
     if (sqlite3_prepare_v2(st->db, "INSERT INTO noise(run_id, series, level, shot_sd, shots, "
-                           "first_dev) VALUES (?,?,?,?,?,?)", -1, &s, NULL) != SQLITE_OK) {
+                           "first_dev, wall) VALUES (?,?,?,?,?,?,?)", -1, &s, NULL) != SQLITE_OK) {
         note(st);
         return CAL_ESTORE;
     }
@@ -968,6 +971,8 @@ int cal_store_put_noise(cal_store *st, int64_t run_id, const cal_store_noise_row
     bind_real(s, 4, r->shot_sd);
     sqlite3_bind_int(s, 5, r->shots);
     bind_real(s, 6, r->first_dev);
+    if (r->wall >= 0) sqlite3_bind_int(s, 7, r->wall ? 1 : 0);
+    else sqlite3_bind_null(s, 7);
     int step = sqlite3_step(s);
     if (step != SQLITE_DONE) note(st);
     sqlite3_finalize(s);
@@ -982,11 +987,15 @@ int cal_store_noise(cal_store *st, const char *series, int64_t before_run_id,
     st->why[0] = '\0';
     sqlite3_stmt *s = NULL;
     /* a store written before schema 4 has no noise table: no evidence */
-    /* a store read as it is (read-only, before schema 7) has no first_dev */
-    if (sqlite3_prepare_v2(st->db, st->version >= 7
-                           ? "SELECT run_id, level, shot_sd, shots, first_dev FROM noise "
+    /* a store read as it is (read-only, before schema 7 or 8) has no
+     * first_dev or wall */
+    if (sqlite3_prepare_v2(st->db, st->version >= 8
+                           ? "SELECT run_id, level, shot_sd, shots, first_dev, wall FROM noise "
                              "WHERE series=? AND run_id<? ORDER BY run_id DESC LIMIT ?"
-                           : "SELECT run_id, level, shot_sd, shots, NULL FROM noise "
+                           : st->version >= 7
+                           ? "SELECT run_id, level, shot_sd, shots, first_dev, NULL FROM noise "
+                             "WHERE series=? AND run_id<? ORDER BY run_id DESC LIMIT ?"
+                           : "SELECT run_id, level, shot_sd, shots, NULL, NULL FROM noise "
                              "WHERE series=? AND run_id<? ORDER BY run_id DESC LIMIT ?",
                            -1, &s, NULL) != SQLITE_OK)
         return st->version >= 4 ? (note(st), CAL_ESTORE) : CAL_OK;
@@ -1003,6 +1012,7 @@ int cal_store_noise(cal_store *st, const char *series, int64_t before_run_id,
         r->shot_sd = col_real(s, 2);
         r->shots = sqlite3_column_int(s, 3);
         r->first_dev = col_real(s, 4);
+        r->wall = sqlite3_column_type(s, 5) == SQLITE_NULL ? -1 : sqlite3_column_int(s, 5) != 0;
     }
     if (step != SQLITE_DONE && step != SQLITE_ROW) note(st);
     sqlite3_finalize(s);

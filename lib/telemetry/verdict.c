@@ -259,8 +259,16 @@ int cal_tel_clock_share(const double *tput, const double *clock, size_t n,
     o->clock_hi = cv.hi;
     o->tput_change = tv.effect;
     if (!(cv.lo > 0 || cv.hi < 0) || fabs(cv.effect) < o->floor) {
-        cal_snprintf(o->why, sizeof o->why, "the clock moved %+.1f %% (CI %+.1f to %+.1f %%): within noise",
-                 100 * cv.effect, 100 * cv.lo, 100 * cv.hi);
+        /* no change called; "no change" itself only where the CI rules out
+         * one larger than the equivalence bound */
+        if (cv.eq_lo > -CAL_JUDGE_EQUIV && cv.eq_hi < CAL_JUDGE_EQUIV)
+            cal_snprintf(o->why, sizeof o->why, "the clock moved %+.1f %% (CI %+.1f to %+.1f %%): no "
+                         "clock change larger than %.0f %%", 100 * cv.effect, 100 * cv.lo,
+                         100 * cv.hi, 100 * CAL_JUDGE_EQUIV);
+        else
+            cal_snprintf(o->why, sizeof o->why, "the clock moved %+.1f %% (CI %+.1f to %+.1f %%): too "
+                         "wide to rule out a change larger than %.0f %%", 100 * cv.effect,
+                         100 * cv.lo, 100 * cv.hi, 100 * CAL_JUDGE_EQUIV);
         return 0;
     }
     o->judged = 1;
@@ -284,7 +292,7 @@ int cal_tel_clock_share(const double *tput, const double *clock, size_t n,
         o->share_lo = (b - sqrt(disc)) / a;
         o->share_hi = (b + sqrt(disc)) / a;
     } else {
-        o->share_lo = -INFINITY;   /* the throughput change is itself within noise */
+        o->share_lo = -INFINITY;   /* the throughput change's own CI holds 0 */
         o->share_hi = INFINITY;
     }
     return 1;
@@ -303,7 +311,7 @@ char *cal_tel_clock_share_text(const cal_clock_share *s, char *buf, size_t n)
         cal_snprintf(clk, sizeof clk, "the clock rose %.1f %% (%d %% CI %.1f–%.1f %%)",
                  100 * s->clock_change, pct, 100 * s->clock_lo, 100 * s->clock_hi);
     if (!isfinite(s->share_lo) || !isfinite(s->share_hi)) {
-        cal_snprintf(buf, n, "%s, but the throughput change is within noise: no share to give", clk);
+        cal_snprintf(buf, n, "%s, but the throughput change's own CI holds 0: no share to give", clk);
     } else if (s->share_lo <= 1 && s->share_hi >= 1) {
         cal_snprintf(buf, n, "%s and explains %.0f %% of the throughput change (%d %% CI %.0f–%.0f %%): "
                  "the change is the clock (warm ≈ cold × f_warm/f_cold)", clk, 100 * s->share, pct,

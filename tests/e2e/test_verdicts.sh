@@ -79,8 +79,10 @@ sqlite3 "$DB" "delete from noise"
 "$CALIPER" compare steady1 steady8 --db "$DB" >"$T/aa0.out" 2>&1
 check "compare without repeats: within-run noise only, no claim" \
   bash -c "grep -q '^CIs cover within-run noise only' '$T/aa0.out' && ! grep -q ' differs' '$T/aa0.out'"
-check "a within-noise verdict carries its CI" \
-  bash -c "grep -h '^verdict:' '$T'/steady*.out | grep -q 'within noise of shot [12] (.*, 95 % CI .* to .*): no wall seen\|cannot judge\|under the'"
+check "a quiet verdict claims no wall only with its CI inside the bound, else cannot judge with the band" \
+  bash -c "grep -h '^verdict:' '$T'/steady*.out | grep -qE 'within 10 % of shot [12]: no wall larger than 10 % \([-+][0-9.]+ %, 90 % CI [-+][0-9.]+ to [-+][0-9.]+ %|cannot judge: .*95 % CI .*too wide to rule out a wall larger than 10 %|under the'"
+check "no steady verdict says 'no wall seen' (an absence the band cannot show)" \
+  bash -c "! grep -h '^verdict:' '$T'/steady*.out | grep -q 'no wall seen'"
 
 # --- a wall after shot 1 ----------------------------------------------------------
 cpu_s() { awk '{ split($0, a, ") "); split(a[2], f, " "); print (f[12] + f[13]) / 100 }' "/proc/$SERVE_PID/stat"; }

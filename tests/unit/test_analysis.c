@@ -289,7 +289,7 @@ static void test_shot_verdict_inputs(void **state)
         {.shot_index = 3, .kind = CAL_SHOT_WARM, .value = 100, .req_tok_s = r3, .n_req = 3}};
     assert_int_equal(cal_analysis_shot_verdict(s3, 3, 1, 0, &v), 1);
     assert_int_equal(v.direction, 0);
-    assert_non_null(strstr(v.text, "shots 2–3 within noise of shot 1"));
+    assert_non_null(strstr(v.text, "shots 2–3 within 10 % of shot 1: no wall larger than 10 %"));
 }
 
 /* A/B: B ÷ A over shots paired by index, with its interval. */

@@ -156,8 +156,10 @@ static void test_steady_is_silent(void **state)
     assert_int_equal(v.kind, CAL_JUDGE_STEADY);
     assert_false(v.directional);
     assert_true(v.lo < 0 && v.hi > 0);
-    assert_non_null(strstr(v.text, "shots 2–5 within noise of shot 1"));
-    assert_non_null(strstr(v.text, "no wall seen"));
+    /* "no wall" is a claim: the equivalence CI (90 %) inside ±10 % */
+    assert_non_null(strstr(v.text, "shots 2–5 within 10 % of shot 1: no wall larger than 10 %"));
+    assert_true(v.eq_lo > -0.10 && v.eq_hi < 0.10);
+    assert_true(v.eq_lo > v.lo && v.eq_hi < v.hi);
     /* a significant 1.5 % difference is under the 3 % floor: never called */
     double small[] = {1000, 985, 985.5, 984.6, 985.2};
     g_spread = 0.001;
@@ -757,7 +759,12 @@ static void test_clock_share(void **state)
     assert_non_null(strstr(b, "explains only"));
     double held[] = {2000, 1995, 2010, 1990, 2005};
     assert_int_equal(cal_tel_clock_share(tput, held, 5, 0, 0, 0, &s), 0);
-    assert_non_null(strstr(s.why, "within noise"));
+    assert_non_null(strstr(s.why, "no clock change larger than 10 %"));
+    /* a clock that wanders too much to say: no claim of "no change" */
+    double wander[] = {2000, 1500, 2500, 1700, 2300};
+    assert_int_equal(cal_tel_clock_share(tput, wander, 5, 0, 0, 0, &s), 0);
+    assert_non_null(strstr(s.why, "too wide to rule out a change larger than 10 %"));
+    assert_null(strstr(s.why, "no clock change"));
     double none[] = {NAN, 1800, 1800, 1800, 1800};
     assert_int_equal(cal_tel_clock_share(tput, none, 5, 0, 0, 0, &s), 0);
 }
