@@ -107,6 +107,8 @@ typedef void (*cal_proxy_turn_fn)(void *ud, const cal_proxy_turn *t);
 
 #define CAL_PROXY_MAX_CONN 256   /* default client connection limit */
 #define CAL_PROXY_IDLE_S   60     /* default idle timeout, seconds */
+#define CAL_PROXY_HEADER_NS (10LL * 1000000000)   /* default request head deadline */
+#define CAL_PROXY_BODY_NS   (60LL * 1000000000)   /* default request body deadline */
 
 typedef struct cal_proxy_config {
     const char       *host;      /* listen address, IPv4 (NULL: 127.0.0.1) */
@@ -119,6 +121,15 @@ typedef struct cal_proxy_config {
     unsigned          idle_timeout_s;  /* a client connection silent this long is
                                           closed (0: CAL_PROXY_IDLE_S); the wait
                                           for the upstream does not count */
+    int64_t           header_timeout_ns; /* the request line and headers must be in
+                                          this long after connecting, however busy
+                                          the client keeps the socket (<= 0:
+                                          CAL_PROXY_HEADER_NS); when fewer than
+                                          1/64 of max_connections (1 to 64) are
+                                          free, the connection that has waited
+                                          longest for its request is closed */
+    int64_t           body_timeout_ns;   /* the body, this long after the headers
+                                          (<= 0: CAL_PROXY_BODY_NS) */
     cal_proxy_turn_fn on_turn;   /* called once per turn, one call at a time,
                                     from a proxy thread; may be NULL */
     void             *ud;

@@ -22,6 +22,7 @@
 #include "caliper/error.h"
 #include "caliper/global.h"
 #include "caliper/probe.h"
+#include "lib/util/conn_guard.h"
 
 #define QUEUE_MAX      (8u << 20)    /* bytes buffered toward a slow client */
 #define QUEUE_HIGH     (1u << 20)    /* above this the upstream read waits */
@@ -34,6 +35,7 @@ struct cal_proxy {
     char               upstream[1024];   /* without a trailing '/' */
     char               host[64];
     struct MHD_Daemon *d;
+    cal_guard         *guard;            /* request deadlines, free slots */
     int                port;
     atomic_int         stopping;         /* aborts transfers at close */
     pthread_mutex_t    turn_mu;          /* one on_turn call at a time */
@@ -413,16 +415,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     xfer *x = *con_cls;
     if (!x) return MHD_NO;                    /* on_uri could not allocate */
     if (!x->method[0]) {                      /* the first call: headers are in */
+        cal_guard_headers_in(px->guard, c);
         snprintf(x->method, sizeof x->method, "%s", method);
         char why[160];
         if (!x->target) {
             x->refused = 1;
+            cal_guard_request_in(px->guard, c);   /* answered: the reply is not cut */
             return reply_json(c, 500, "caliper proxy: out of memory");
         }
         if (cal_proxy_target_check(x->target, &x->path_len, why, sizeof why) != CAL_OK) {
             char msg[200];
             snprintf(msg, sizeof msg, "caliper proxy: %s", why);
             x->refused = 1;
+            cal_guard_request_in(px->guard, c);
             return reply_json(c, 400, msg);
         }
         snprintf(x->path, sizeof x->path, "%.*s", (int)x->path_len, x->target);
@@ -434,6 +439,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    /* the whole request is in: the wait for the upstream and the reply
+     * have no deadline here */
+    cal_guard_request_in(px->guard, c);
     if (x->th_started || x->refused) return MHD_NO;   /* already answered */
     if (x->too_big) return reply_json(c, 413, "caliper proxy: the request body is over its cap");
     x->wall_ns = cal_wall_ns();
@@ -494,6 +502,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    cal_proxy *px = cls;
+    cal_guard_reply_done(px->guard, c);
     xfer *x = *con_cls;
     if (!x) return;
     *con_cls = NULL;
@@ -527,6 +537,8 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     if (!px->cfg.max_body) px->cfg.max_body = 32u << 20;
     if (!px->cfg.max_connections) px->cfg.max_connections = CAL_PROXY_MAX_CONN;
     if (!px->cfg.idle_timeout_s) px->cfg.idle_timeout_s = CAL_PROXY_IDLE_S;
+    if (px->cfg.header_timeout_ns <= 0) px->cfg.header_timeout_ns = CAL_PROXY_HEADER_NS;
+    if (px->cfg.body_timeout_ns <= 0) px->cfg.body_timeout_ns = CAL_PROXY_BODY_NS;
     size_t ul = strlen(up);
     while (ul > 0 && up[ul - 1] == '/') ul--;
     snprintf(px->upstream, sizeof px->upstream, "%.*s", (int)ul, up);
@@ -540,22 +552,34 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
      * good. poll, not select, so descriptors above 1023 still work. The
      * timeout counts silence on the socket only: a thread blocked here on
      * the upstream (a long non-streaming turn) is not timed out
-     * (tests/e2e/test_proxy.sh checks one 3x the timeout). */
-    px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                             MHD_USE_POLL,
-                             (uint16_t)cfg->port, NULL, NULL, on_request, px,
-                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, px,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, px,
-                             MHD_OPTION_CONNECTION_LIMIT, px->cfg.max_connections,
-                             MHD_OPTION_CONNECTION_TIMEOUT, px->cfg.idle_timeout_s,
-                             MHD_OPTION_END);
+     * (tests/e2e/test_proxy.sh checks one 3x the timeout). Silence is not
+     * the only way to hold a slot: every byte resets that timeout, and 256
+     * sockets sending a header line every few seconds held every slot for
+     * good. The guard gives the request head and body fixed deadlines and
+     * keeps a few slots free by closing the longest wait for a request. */
+    cal_guard_config gc = {.head_ns = px->cfg.header_timeout_ns, .body_ns = px->cfg.body_timeout_ns,
+                           .keepalive_ns = (int64_t)px->cfg.idle_timeout_s * 1000000000,
+                           .max_conn = px->cfg.max_connections};
+    int grc = cal_guard_open(&gc, &px->guard);
+    if (grc == CAL_OK)
+        px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                 MHD_USE_POLL,
+                                 (uint16_t)cfg->port, NULL, NULL, on_request, px,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, px,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, px,
+                                 MHD_OPTION_NOTIFY_CONNECTION, cal_guard_notify, px->guard,
+                                 MHD_OPTION_CONNECTION_LIMIT, px->cfg.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, px->cfg.idle_timeout_s,
+                                 MHD_OPTION_END);
     if (!px->d) {
-        snprintf(why, why_len, "cannot listen on %s:%d", host, cfg->port);
+        if (grc == CAL_OK) snprintf(why, why_len, "cannot listen on %s:%d", host, cfg->port);
+        else snprintf(why, why_len, "connection guard: %s", cal_strerror(grc));
+        cal_guard_close(&px->guard);
         pthread_mutex_destroy(&px->turn_mu);
         free(px);
         curl_global_cleanup();
-        return CAL_EIO;
+        return grc == CAL_OK ? CAL_EIO : grc;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(px->d, MHD_DAEMON_INFO_BIND_PORT);
     px->port = di ? di->port : cfg->port;
@@ -571,6 +595,7 @@ void cal_proxy_close(cal_proxy **pp)
     cal_proxy *px = *pp;
     atomic_store(&px->stopping, 1);
     MHD_stop_daemon(px->d);
+    cal_guard_close(&px->guard);   /* after the daemon: it reports each close */
     pthread_mutex_destroy(&px->turn_mu);
     free(px);
     curl_global_cleanup();

@@ -157,6 +157,33 @@ else
   ok "# SKIP idle-socket checks: python3 not available"
 fi
 
+# Trickled request heads cannot hold the proxy: 256 sockets (its whole
+# default limit) each send a header line every 500 ms. Every byte used to
+# reset the idle timeout, so they held every slot for good and
+# GET /v1/models waited in the listen backlog. Now the head has a deadline
+# activity does not extend, and the longest wait is closed to free a slot.
+SLOW=${BUILD:-build}/tests/helpers/slowclients
+if [ -x "$SLOW" ]; then
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null
+  start_proxy "$E2E_TMP/proxy7.err" --upstream "$A_URL" --header-timeout 2s
+  PURL7=$PROXY_URL
+  "$SLOW" "${PURL7##*:}" 0 256 0 500 60 >"$E2E_TMP/slow.out" 2>&1 &
+  SP=$!; E2E_PIDS+=("$SP")
+  for i in $(seq 1 2400); do
+    grep -q '^ready' "$E2E_TMP/slow.out" && break; kill -0 $SP 2>/dev/null || break; sleep 0.05
+  done
+  check "256 trickling sockets connected" grep -q '^ready' "$E2E_TMP/slow.out"
+  res=$(curl -s -m 10 -o "$E2E_TMP/models.json" -w '%{time_total}' "$PURL7/v1/models")
+  echo "# GET /v1/models through the proxy answered in $res s with 256 trickling sockets"
+  check "GET /v1/models answers while 256 sockets trickle" \
+    jqe '.data[0].id == "caliper-tiny"' "$E2E_TMP/models.json"
+  wait $SP; rc=$?
+  cat "$E2E_TMP/slow.out"
+  check "the proxy closed every trickling socket" [ "$rc" -eq 0 ]
+else
+  not_ok "helper $SLOW is built"
+fi
+
 bad() { local want=$1; shift; "$CALIPER" proxy "$@" >/dev/null 2>"$E2E_TMP/u.err"; local rc=$?
         if [ $rc -eq 2 ] && grep -qF -- "$want" "$E2E_TMP/u.err"; then ok "usage: $want"; else
         not_ok "usage: $want (rc $rc: $(cat "$E2E_TMP/u.err"))"; fi; }
@@ -170,6 +197,8 @@ bad '"extra": unexpected' --upstream "$SERVE_URL" extra
 bad '--max-connections: "0"' --upstream "$SERVE_URL" --max-connections 0
 bad '--idle-timeout: "0s"' --upstream "$SERVE_URL" --idle-timeout 0s
 bad '--idle-timeout: "1.5s"' --upstream "$SERVE_URL" --idle-timeout 1.5s
+bad '--header-timeout: "0"' --upstream "$SERVE_URL" --header-timeout 0
+bad '--body-timeout: "later"' --upstream "$SERVE_URL" --body-timeout later
 check "--help documents the limits" sh -c "'$CALIPER' proxy --help | grep -q -- '--max-connections N' && '$CALIPER' proxy --help | grep -q -- '--idle-timeout T'"
 check "--help exits 0" sh -c "'$CALIPER' proxy --help >/dev/null"
 finish
