@@ -61,12 +61,15 @@ typedef struct cal_proxy_turn {
     long       prefix_tokens;    /* Σ parts */
     int        prefix_estimated; /* 1 when any part is estimated */
     double     ttft_s;           /* first generated text (streaming); NAN otherwise */
-    double     decode_s;         /* first to last generated text; NAN when < 2 text chunks */
+    double     decode_s;         /* first to last generated text; NAN when it all came
+                                    in one read (text_reads < 2): no time to measure */
     double     turn_s;           /* until the upstream's last byte */
     long       output_tokens;    /* usage.completion_tokens, else text chunks; -1 unknown */
     int        output_from_usage;/* 1: from usage, 0: counted chunks */
     long       usage_prompt_tokens; /* usage.prompt_tokens; -1 absent */
     long       text_chunks;      /* SSE events that carried generated text */
+    long       text_reads;       /* reads from the upstream (one timestamp each)
+                                    that carried generated text */
     double     decode_tok_s;     /* SPEC 1.3 client formula: output tokens ÷ decode s */
     double     ttft_share;       /* ttft ÷ turn */
     int64_t    wall_ns;          /* CLOCK_REALTIME at the request, for the log */

@@ -63,6 +63,8 @@ typedef struct xfer {
     cal_buf            whole;            /* non-streaming reply, for its usage */
     int64_t            t0_ns, rx_ns, first_text_ns, last_text_ns, last_byte_ns, wall_ns;
     long               text_chunks, usage_out, usage_prompt;
+    long               reads;            /* deliveries from upstream (on_body calls) */
+    long               text_reads, text_read_at;   /* ... that carried text; the last one */
     /* the queue between the worker and the client, under mu */
     pthread_mutex_t    mu;
     pthread_cond_t     cv;
@@ -119,6 +121,7 @@ static int on_event(void *ud, const char *data, size_t len)
         if (!x->first_text_ns) x->first_text_ns = x->rx_ns;
         x->last_text_ns = x->rx_ns;
         x->text_chunks++;
+        if (x->text_read_at != x->reads) { x->text_reads++; x->text_read_at = x->reads; }
     }
     if ((c.flags & CAL_CHUNK_USAGE) && c.completion_tokens >= 0) x->usage_out = c.completion_tokens;
     if (c.prompt_tokens >= 0) x->usage_prompt = c.prompt_tokens;
@@ -156,6 +159,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud)
     size_t n = sz * nm;
     int64_t t = cal_now_ns();                 /* receipt, before anything else */
     x->rx_ns = x->last_byte_ns = t;
+    x->reads++;
     pthread_mutex_lock(&x->mu);
     while (x->q.len > QUEUE_HIGH && !x->abandoned) pthread_cond_wait(&x->cv, &x->mu);
     int ok = !x->abandoned && cal_buf_append(&x->q, p, n) == CAL_OK;
@@ -259,8 +263,13 @@ static void finish_turn(xfer *x)
     const double s = 1e-9;
     t.turn_s = (double)(x->last_byte_ns - x->t0_ns) * s;
     t.ttft_s = x->first_text_ns ? (double)(x->first_text_ns - x->t0_ns) * s : NAN;
-    t.decode_s = x->text_chunks >= 2 ? (double)(x->last_text_ns - x->first_text_ns) * s : NAN;
+    /* events that came in one read share its timestamp: their spread is
+     * not a decode time. A fast engine's whole answer can arrive in one
+     * read; that is unknown (null), not 0 s and an infinite speed. */
+    t.decode_s = x->text_reads >= 2 && x->last_text_ns > x->first_text_ns
+                 ? (double)(x->last_text_ns - x->first_text_ns) * s : NAN;
     t.text_chunks = x->text_chunks;
+    t.text_reads = x->text_reads;
     t.usage_prompt_tokens = x->usage_prompt;
     if (x->usage_out >= 0) { t.output_tokens = x->usage_out; t.output_from_usage = 1; }
     else t.output_tokens = x->sse ? x->text_chunks : -1;
