@@ -15,6 +15,7 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "engine/gguf.h"
+#include "lib/util/conn_guard.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -24,6 +25,9 @@
 #define DEFAULT_MAX_BODY   (4u << 20)
 #define STREAM_BLOCK_BYTES 4096
 #define TOKENIZE_MAX       (1u << 20)   /* ids one /tokenize answer may hold */
+#define IDLE_TIMEOUT_S     600          /* silence that closes a connection */
+#define DEFAULT_HEAD_NS    (10LL * 1000000000)   /* request line + headers */
+#define DEFAULT_BODY_NS    (60LL * 1000000000)   /* the body: 4 MiB at 70 KB/s */
 
 enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS,
              R_TOKENIZE, R_PROFILE };
@@ -50,6 +54,7 @@ struct cal_server {
     cal_pacer        *pacer;      /* pacing mode */
     cal_srv_metrics   m;
     struct MHD_Daemon *d;
+    cal_guard        *guard;      /* request deadlines, free slots */
     int               port;
     atomic_int        stopping;
     atomic_int        n_active;   /* requests with a context (in flight) */
@@ -399,6 +404,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cx->body.max = s->max_body;
         *req_cls = cx;
         atomic_fetch_add(&s->n_active, 1);
+        cal_guard_headers_in(s->guard, c);
         int path_known = 0;
         for (size_t i = 0; i < N_ROUTES; i++) {
             if (strcmp(url, ROUTES[i].path)) continue;
@@ -414,13 +420,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!path_known) {
             cal_srv_error_set(&e, 404, "not_found_error", "", NULL, "%s %s: no such endpoint",
                               method, url);
+            cal_guard_request_in(s->guard, c);   /* answered: the reply is not cut */
             return send_error(s, c, &e);
         }
-        if (cx->r == R_NONE) return send_error(s, c, &e);
+        if (cx->r == R_NONE) {
+            cal_guard_request_in(s->guard, c);
+            return send_error(s, c, &e);
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->max_body) {
             cal_srv_error_set(&e, 413, "invalid_request_error", "", NULL,
                               "the body of %s bytes exceeds the limit of %zu", cl, s->max_body);
+            cal_guard_request_in(s->guard, c);
             return send_error(s, c, &e);
         }
         return MHD_YES;
@@ -432,6 +443,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
+    /* the whole request is in: from here on only the reply runs, a stream
+     * as long as it takes */
+    cal_guard_request_in(s->guard, c);
     if (cx->too_big) {
         cal_srv_error_set(&e, 413, "invalid_request_error", "", NULL,
                           "the body exceeds the limit of %zu bytes", s->max_body);
@@ -458,6 +472,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 {
     cal_server *s = cls;
     conn_ctx *cx = *req_cls;
+    cal_guard_reply_done(s->guard, c);
     if (!cx) return;
     if (cx->job) {
         cal_job *j = cx->job;
@@ -559,11 +574,29 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
     unsigned threads = c->http_threads > 0 ? (unsigned)c->http_threads : pace ? 2u : 1u;
     unsigned conns = c->max_connections > 0 ? (unsigned)c->max_connections
                                             : pace ? 8192u : 1024u;
+    /* libmicrohttpd's timeout counts silence only: one header line every
+     * 2 s held a slot for its 600 s and more, and 1,100 silent or 1,030
+     * trickling sockets locked /health out. The guard gives the head and
+     * the body fixed deadlines and keeps a few slots free. No per-address
+     * cap: caliper run opens its 2,048 and more streams from 127.0.0.1, so
+     * a cap that spares it would spare a loopback flood too. */
+    cal_guard_config gc = {
+        .head_ns = c->header_timeout_ns > 0 ? c->header_timeout_ns : DEFAULT_HEAD_NS,
+        .body_ns = c->body_timeout_ns > 0 ? c->body_timeout_ns : DEFAULT_BODY_NS,
+        .keepalive_ns = (int64_t)IDLE_TIMEOUT_S * 1000000000,
+        .max_conn = conns};
+    rc = cal_guard_open(&gc, &s->guard);
+    if (rc != CAL_OK) {
+        freeaddrinfo(ai);
+        cal_server_close(&s);
+        return fail(why, why_cap, rc, "connection guard: %s", cal_strerror(rc));
+    }
     struct MHD_OptionItem opts[] = {
         {MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)cal_guard_notify, s->guard},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conns, NULL},
-        {MHD_OPTION_CONNECTION_TIMEOUT, 600, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S, NULL},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096, NULL},
         {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
         {MHD_OPTION_END, 0, NULL},
@@ -606,6 +639,7 @@ void cal_server_close(cal_server **ps)
         MHD_stop_daemon(s->d);
         s->d = NULL;
     }
+    cal_guard_close(&s->guard);   /* after the daemon: it reports each close */
     cal_sched_close(&s->sched);
     cal_pacer_close(&s->pacer);
     cal_tok_close(&s->tok);

@@ -27,6 +27,9 @@ typedef struct cal_server_config {
     size_t      max_body_bytes;    /* request body cap; 0 = 4 MiB */
     int         http_threads;      /* MHD epoll threads; 0 = 1 (2 when pacing) */
     int         max_connections;   /* 0 = 1024 (8192 when pacing) */
+    int64_t     header_timeout_ns; /* request line + headers must arrive within this
+                                      of accept, however busy the client; 0 = 10 s */
+    int64_t     body_timeout_ns;   /* the body within this of the headers; 0 = 60 s */
 } cal_server_config;
 
 typedef struct cal_server cal_server;

@@ -29,7 +29,7 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: caliper proxy --upstream URL [--listen 127.0.0.1:PORT] [--log FILE.jsonl]\n"
         "                     [--tokenize] [--max-body BYTES] [--max-connections N]\n"
-        "                     [--idle-timeout T]\n"
+        "                     [--idle-timeout T] [--header-timeout T] [--body-timeout T]\n"
         "\n"
         "Point the chat client at http://LISTEN/v1 instead of the engine. Every request\n"
         "goes to URL unchanged and the reply comes back chunk by chunk. For each\n"
@@ -50,6 +50,11 @@ static void usage(FILE *f)
         "                    as they arrive\n"
         "  --idle-timeout T  close a client connection silent for T (default %ds; whole\n"
         "                    seconds, at least 1s); waiting for the upstream is not idle\n"
+        "  --header-timeout T  the request line and headers must arrive within T of\n"
+        "                    connecting, however slowly they trickle (default 10s);\n"
+        "                    when fewer than 1/64 of the connections (1 to 64) are free,\n"
+        "                    the one that has waited longest for its request is closed\n"
+        "  --body-timeout T  the request body within T of the headers (default 60s)\n"
         "  -h, --help        this text\n"
         "\n"
         "Prints \"caliper proxy: listening on http://HOST:PORT -> URL\" on stderr when ready.\n"
@@ -157,10 +162,12 @@ int cmd_proxy(int argc, char **argv)
         {"log", required_argument, 0, 'o'},    {"tokenize", no_argument, 0, 't'},
         {"max-body", required_argument, 0, 'b'}, {"help", no_argument, 0, 'h'},
         {"max-connections", required_argument, 0, 'c'}, {"idle-timeout", required_argument, 0, 'i'},
+        {"header-timeout", required_argument, 0, 'H'}, {"body-timeout", required_argument, 0, 'B'},
         {0, 0, 0, 0}};
     const char *listen = "127.0.0.1:8001", *upstream = NULL, *logf = NULL;
     int tokenize = 0, c, rc;
     double max_body = 32.0 * 1024 * 1024, idle_s = CAL_PROXY_IDLE_S;
+    double head_s = CAL_PROXY_HEADER_NS / 1e9, body_s = CAL_PROXY_BODY_NS / 1e9;
     long max_conn = CAL_PROXY_MAX_CONN;
     optind = 1;
     opterr = 0;
@@ -182,6 +189,12 @@ int cmd_proxy(int argc, char **argv)
             if ((rc = cli_parse_time_in(CMD, "--idle-timeout", optarg, "s", 1, 86400, &idle_s))) return rc;
             if (idle_s != floor(idle_s))
                 return cli_usage_error(CMD, "--idle-timeout: \"%s\" is not a whole number of seconds", optarg);
+            break;
+        case 'H':
+            if ((rc = cli_parse_time_in(CMD, "--header-timeout", optarg, "s", 0.001, 3600, &head_s))) return rc;
+            break;
+        case 'B':
+            if ((rc = cli_parse_time_in(CMD, "--body-timeout", optarg, "s", 0.001, 86400, &body_s))) return rc;
             break;
         case 'h': usage(stdout); return CLI_OK;
         default:
@@ -220,7 +233,9 @@ int cmd_proxy(int argc, char **argv)
 
     cal_proxy_config cfg = {.host = host, .port = (int)port, .upstream = upstream, .tokenize = tokenize,
                             .max_body = (size_t)max_body, .max_connections = (unsigned)max_conn,
-                            .idle_timeout_s = (unsigned)idle_s, .on_turn = on_turn, .ud = &r};
+                            .idle_timeout_s = (unsigned)idle_s,
+                            .header_timeout_ns = (int64_t)(head_s * 1e9),
+                            .body_timeout_ns = (int64_t)(body_s * 1e9), .on_turn = on_turn, .ud = &r};
     cal_proxy *px = NULL;
     char why[256];
     if ((rc = cal_proxy_open(&cfg, &px, why, sizeof why)) != CAL_OK) {

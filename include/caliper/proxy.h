@@ -61,12 +61,15 @@ typedef struct cal_proxy_turn {
     long       prefix_tokens;    /* Σ parts */
     int        prefix_estimated; /* 1 when any part is estimated */
     double     ttft_s;           /* first generated text (streaming); NAN otherwise */
-    double     decode_s;         /* first to last generated text; NAN when < 2 text chunks */
+    double     decode_s;         /* first to last generated text; NAN when it all came
+                                    in one read (text_reads < 2): no time to measure */
     double     turn_s;           /* until the upstream's last byte */
     long       output_tokens;    /* usage.completion_tokens, else text chunks; -1 unknown */
     int        output_from_usage;/* 1: from usage, 0: counted chunks */
     long       usage_prompt_tokens; /* usage.prompt_tokens; -1 absent */
     long       text_chunks;      /* SSE events that carried generated text */
+    long       text_reads;       /* reads from the upstream (one timestamp each)
+                                    that carried generated text */
     double     decode_tok_s;     /* SPEC 1.3 client formula: output tokens ÷ decode s */
     double     ttft_share;       /* ttft ÷ turn */
     int64_t    wall_ns;          /* CLOCK_REALTIME at the request, for the log */
@@ -107,6 +110,8 @@ typedef void (*cal_proxy_turn_fn)(void *ud, const cal_proxy_turn *t);
 
 #define CAL_PROXY_MAX_CONN 256   /* default client connection limit */
 #define CAL_PROXY_IDLE_S   60     /* default idle timeout, seconds */
+#define CAL_PROXY_HEADER_NS (10LL * 1000000000)   /* default request head deadline */
+#define CAL_PROXY_BODY_NS   (60LL * 1000000000)   /* default request body deadline */
 
 typedef struct cal_proxy_config {
     const char       *host;      /* listen address, IPv4 (NULL: 127.0.0.1) */
@@ -119,6 +124,15 @@ typedef struct cal_proxy_config {
     unsigned          idle_timeout_s;  /* a client connection silent this long is
                                           closed (0: CAL_PROXY_IDLE_S); the wait
                                           for the upstream does not count */
+    int64_t           header_timeout_ns; /* the request line and headers must be in
+                                          this long after connecting, however busy
+                                          the client keeps the socket (<= 0:
+                                          CAL_PROXY_HEADER_NS); when fewer than
+                                          1/64 of max_connections (1 to 64) are
+                                          free, the connection that has waited
+                                          longest for its request is closed */
+    int64_t           body_timeout_ns;   /* the body, this long after the headers
+                                          (<= 0: CAL_PROXY_BODY_NS) */
     cal_proxy_turn_fn on_turn;   /* called once per turn, one call at a time,
                                     from a proxy thread; may be NULL */
     void             *ud;

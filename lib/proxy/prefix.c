@@ -173,6 +173,7 @@ json_t *cal_proxy_turn_json(const cal_proxy_turn *t)
     json_object_set_new(o, "output_tokens", t->output_tokens >= 0 ? json_integer(t->output_tokens) : json_null());
     json_object_set_new(o, "output_tokens_from", json_string(t->output_from_usage ? "usage" : "chunks"));
     json_object_set_new(o, "text_chunks", json_integer(t->text_chunks));
+    json_object_set_new(o, "text_reads", json_integer(t->text_reads));
     json_object_set_new(o, "decode_tok_s", num_or_null(t->decode_tok_s));
     json_object_set_new(o, "ttft_share", num_or_null(t->ttft_share));
     return o;

@@ -22,6 +22,7 @@
 #include "caliper/error.h"
 #include "caliper/global.h"
 #include "caliper/probe.h"
+#include "lib/util/conn_guard.h"
 
 #define QUEUE_MAX      (8u << 20)    /* bytes buffered toward a slow client */
 #define QUEUE_HIGH     (1u << 20)    /* above this the upstream read waits */
@@ -34,6 +35,7 @@ struct cal_proxy {
     char               upstream[1024];   /* without a trailing '/' */
     char               host[64];
     struct MHD_Daemon *d;
+    cal_guard         *guard;            /* request deadlines, free slots */
     int                port;
     atomic_int         stopping;         /* aborts transfers at close */
     pthread_mutex_t    turn_mu;          /* one on_turn call at a time */
@@ -61,6 +63,8 @@ typedef struct xfer {
     cal_buf            whole;            /* non-streaming reply, for its usage */
     int64_t            t0_ns, rx_ns, first_text_ns, last_text_ns, last_byte_ns, wall_ns;
     long               text_chunks, usage_out, usage_prompt;
+    long               reads;            /* deliveries from upstream (on_body calls) */
+    long               text_reads, text_read_at;   /* ... that carried text; the last one */
     /* the queue between the worker and the client, under mu */
     pthread_mutex_t    mu;
     pthread_cond_t     cv;
@@ -117,6 +121,7 @@ static int on_event(void *ud, const char *data, size_t len)
         if (!x->first_text_ns) x->first_text_ns = x->rx_ns;
         x->last_text_ns = x->rx_ns;
         x->text_chunks++;
+        if (x->text_read_at != x->reads) { x->text_reads++; x->text_read_at = x->reads; }
     }
     if ((c.flags & CAL_CHUNK_USAGE) && c.completion_tokens >= 0) x->usage_out = c.completion_tokens;
     if (c.prompt_tokens >= 0) x->usage_prompt = c.prompt_tokens;
@@ -154,6 +159,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud)
     size_t n = sz * nm;
     int64_t t = cal_now_ns();                 /* receipt, before anything else */
     x->rx_ns = x->last_byte_ns = t;
+    x->reads++;
     pthread_mutex_lock(&x->mu);
     while (x->q.len > QUEUE_HIGH && !x->abandoned) pthread_cond_wait(&x->cv, &x->mu);
     int ok = !x->abandoned && cal_buf_append(&x->q, p, n) == CAL_OK;
@@ -257,8 +263,13 @@ static void finish_turn(xfer *x)
     const double s = 1e-9;
     t.turn_s = (double)(x->last_byte_ns - x->t0_ns) * s;
     t.ttft_s = x->first_text_ns ? (double)(x->first_text_ns - x->t0_ns) * s : NAN;
-    t.decode_s = x->text_chunks >= 2 ? (double)(x->last_text_ns - x->first_text_ns) * s : NAN;
+    /* events that came in one read share its timestamp: their spread is
+     * not a decode time. A fast engine's whole answer can arrive in one
+     * read; that is unknown (null), not 0 s and an infinite speed. */
+    t.decode_s = x->text_reads >= 2 && x->last_text_ns > x->first_text_ns
+                 ? (double)(x->last_text_ns - x->first_text_ns) * s : NAN;
     t.text_chunks = x->text_chunks;
+    t.text_reads = x->text_reads;
     t.usage_prompt_tokens = x->usage_prompt;
     if (x->usage_out >= 0) { t.output_tokens = x->usage_out; t.output_from_usage = 1; }
     else t.output_tokens = x->sse ? x->text_chunks : -1;
@@ -413,16 +424,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     xfer *x = *con_cls;
     if (!x) return MHD_NO;                    /* on_uri could not allocate */
     if (!x->method[0]) {                      /* the first call: headers are in */
+        cal_guard_headers_in(px->guard, c);
         snprintf(x->method, sizeof x->method, "%s", method);
         char why[160];
         if (!x->target) {
             x->refused = 1;
+            cal_guard_request_in(px->guard, c);   /* answered: the reply is not cut */
             return reply_json(c, 500, "caliper proxy: out of memory");
         }
         if (cal_proxy_target_check(x->target, &x->path_len, why, sizeof why) != CAL_OK) {
             char msg[200];
             snprintf(msg, sizeof msg, "caliper proxy: %s", why);
             x->refused = 1;
+            cal_guard_request_in(px->guard, c);
             return reply_json(c, 400, msg);
         }
         snprintf(x->path, sizeof x->path, "%.*s", (int)x->path_len, x->target);
@@ -434,6 +448,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    /* the whole request is in: the wait for the upstream and the reply
+     * have no deadline here */
+    cal_guard_request_in(px->guard, c);
     if (x->th_started || x->refused) return MHD_NO;   /* already answered */
     if (x->too_big) return reply_json(c, 413, "caliper proxy: the request body is over its cap");
     x->wall_ns = cal_wall_ns();
@@ -494,6 +511,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    cal_proxy *px = cls;
+    cal_guard_reply_done(px->guard, c);
     xfer *x = *con_cls;
     if (!x) return;
     *con_cls = NULL;
@@ -527,6 +546,8 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     if (!px->cfg.max_body) px->cfg.max_body = 32u << 20;
     if (!px->cfg.max_connections) px->cfg.max_connections = CAL_PROXY_MAX_CONN;
     if (!px->cfg.idle_timeout_s) px->cfg.idle_timeout_s = CAL_PROXY_IDLE_S;
+    if (px->cfg.header_timeout_ns <= 0) px->cfg.header_timeout_ns = CAL_PROXY_HEADER_NS;
+    if (px->cfg.body_timeout_ns <= 0) px->cfg.body_timeout_ns = CAL_PROXY_BODY_NS;
     size_t ul = strlen(up);
     while (ul > 0 && up[ul - 1] == '/') ul--;
     snprintf(px->upstream, sizeof px->upstream, "%.*s", (int)ul, up);
@@ -540,22 +561,34 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
      * good. poll, not select, so descriptors above 1023 still work. The
      * timeout counts silence on the socket only: a thread blocked here on
      * the upstream (a long non-streaming turn) is not timed out
-     * (tests/e2e/test_proxy.sh checks one 3x the timeout). */
-    px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                             MHD_USE_POLL,
-                             (uint16_t)cfg->port, NULL, NULL, on_request, px,
-                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, px,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, px,
-                             MHD_OPTION_CONNECTION_LIMIT, px->cfg.max_connections,
-                             MHD_OPTION_CONNECTION_TIMEOUT, px->cfg.idle_timeout_s,
-                             MHD_OPTION_END);
+     * (tests/e2e/test_proxy.sh checks one 3x the timeout). Silence is not
+     * the only way to hold a slot: every byte resets that timeout, and 256
+     * sockets sending a header line every few seconds held every slot for
+     * good. The guard gives the request head and body fixed deadlines and
+     * keeps a few slots free by closing the longest wait for a request. */
+    cal_guard_config gc = {.head_ns = px->cfg.header_timeout_ns, .body_ns = px->cfg.body_timeout_ns,
+                           .keepalive_ns = (int64_t)px->cfg.idle_timeout_s * 1000000000,
+                           .max_conn = px->cfg.max_connections};
+    int grc = cal_guard_open(&gc, &px->guard);
+    if (grc == CAL_OK)
+        px->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                 MHD_USE_POLL,
+                                 (uint16_t)cfg->port, NULL, NULL, on_request, px,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, px,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, px,
+                                 MHD_OPTION_NOTIFY_CONNECTION, cal_guard_notify, px->guard,
+                                 MHD_OPTION_CONNECTION_LIMIT, px->cfg.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, px->cfg.idle_timeout_s,
+                                 MHD_OPTION_END);
     if (!px->d) {
-        snprintf(why, why_len, "cannot listen on %s:%d", host, cfg->port);
+        if (grc == CAL_OK) snprintf(why, why_len, "cannot listen on %s:%d", host, cfg->port);
+        else snprintf(why, why_len, "connection guard: %s", cal_strerror(grc));
+        cal_guard_close(&px->guard);
         pthread_mutex_destroy(&px->turn_mu);
         free(px);
         curl_global_cleanup();
-        return CAL_EIO;
+        return grc == CAL_OK ? CAL_EIO : grc;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(px->d, MHD_DAEMON_INFO_BIND_PORT);
     px->port = di ? di->port : cfg->port;
@@ -571,6 +604,7 @@ void cal_proxy_close(cal_proxy **pp)
     cal_proxy *px = *pp;
     atomic_store(&px->stopping, 1);
     MHD_stop_daemon(px->d);
+    cal_guard_close(&px->guard);   /* after the daemon: it reports each close */
     pthread_mutex_destroy(&px->turn_mu);
     free(px);
     curl_global_cleanup();

@@ -38,6 +38,7 @@ static const char *MODES =
     "slowfirst  300 ms before the first byte, then normal\n"
     "errorevent an in-stream {\"error\":...} event\n"
     "json       a non-streaming JSON body\n"
+    "oneshot    the whole stream, head and events, in one write (Content-Length)\n"
     "echo       the raw request (headers and body) back as a JSON answer's text\n"
     "(.../health and .../v1/models answer normally in every mode; .../tokenize is 404)\n"
     "llama      llama.cpp shape with timings\n"
@@ -312,6 +313,16 @@ static int serve(int fd, const char *path, const char *req)
         send_json(fd, 200, "OK", body);
         free(body);
         return 1;
+    }
+    if (!strcmp(mode, "oneshot")) {           /* one write: the reader gets it in one read */
+        char all[sizeof e.ev + 512];
+        size_t n = 0;
+        for (int i = 0; i < e.n; i++) n += (size_t)snprintf(all + n, sizeof all - n, "%s", e.ev[i]);
+        n += (size_t)snprintf(all + n, sizeof all - n, "data: [DONE]\n\n");
+        char msg[sizeof all + 256];
+        int h = snprintf(msg, sizeof msg, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         "Content-Length: %zu\r\n\r\n%s", n, all);
+        return send_all(fd, msg, (size_t)h) == 0;
     }
     if (!strcmp(mode, "json")) {
         send_json(fd, 200, "OK", chat
