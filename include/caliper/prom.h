@@ -64,10 +64,10 @@ const char *cal_prom_label_value(const cal_prom_sample *s, const char *name);
 
 /* What one scrape says about load, each summed over every label set of its
  * metric (one series per model, per engine replica...). A count of requests
- * is a whole number in [0, CAL_PROM_COUNT_MAX]; a usage gauge a fraction in
+ * is in [0, CAL_PROM_COUNT_MAX]; a usage gauge a fraction in
  * [0, 1] or a percentage in [0, 100] as its engine writes it
  * (cal_prom_range_text). A label set holding anything else (NaN, ±Inf,
- * negative, 1e308, 2.5 requests) makes its metric's value NAN for this
+ * negative, 1e308) makes its metric's value NAN for this
  * scrape (the caller rejects the reading; it is never read as 0 or as a
  * clamped maximum), and is counted in *_invalid. A metric the exposition
  * lacks is absent: has_* = 0. */
@@ -90,8 +90,7 @@ typedef struct cal_prom_load {
  * exposes none. The list ends with a row of NULLs. */
 extern const char *const cal_prom_known[][3];
 
-/* What a plausible value of gauge `name` is, in words ("a whole number in
- * [0, 1e9]"), for messages. */
+/* What a plausible value of gauge `name` is, in words ("a count in [0, 1e9]"), for messages. */
 const char *cal_prom_range_text(const char *name);
 
 /* Find the running-requests gauge in a scrape. running_override (NULL:

@@ -366,9 +366,10 @@ const char *const cal_prom_known[][3] = {
     {NULL, NULL, NULL}};
 #define N_KNOWN (sizeof cal_prom_known / sizeof cal_prom_known[0] - 1)
 
-/* What a plausible value of a gauge is. A count of requests is a whole
- * number in [0, CAL_PROM_COUNT_MAX]: 1e308 "running" is a broken exporter,
- * not 4096+ requests. Usage gauges follow their engine's convention: vLLM's
+/* What a plausible value of a gauge is. A count of requests is in [0,
+ * CAL_PROM_COUNT_MAX]: 1e308 "running" is a broken exporter, not 4096+
+ * requests. (A fraction is allowed: a recording rule may average a count;
+ * the operating point rounds it.) Usage gauges follow their engine's convention: vLLM's
  * *_usage_perc, SGLang's token_usage and llama.cpp's *_ratio are fractions
  * in [0, 1] (vLLM's "perc" included); a *_percent gauge is in [0, 100]. A
  * --metric of no known convention is any number in [0, CAL_PROM_COUNT_MAX]. */
@@ -391,7 +392,7 @@ static int plausible(range_kind k, double v)
 {
     if (!isfinite(v) || v < 0) return 0;
     switch (k) {
-    case R_COUNT: return v <= CAL_PROM_COUNT_MAX && v == floor(v);
+    case R_COUNT: return v <= CAL_PROM_COUNT_MAX;
     case R_FRACTION: return v <= 1;
     case R_PERCENT: return v <= 100;
     default: return v <= CAL_PROM_COUNT_MAX;
@@ -405,7 +406,7 @@ const char *cal_prom_range_text(const char *name)
         for (int k = 0; k < 3; k++)
             if (cal_prom_known[r][k] && !strcmp(cal_prom_known[r][k], name)) known = 1;
     switch (range_of(name, known)) {
-    case R_COUNT: return "a whole number in [0, 1e9]";
+    case R_COUNT: return "a count in [0, 1e9]";
     case R_FRACTION: return "a fraction in [0, 1]";
     case R_PERCENT: return "a percentage in [0, 100]";
     default: return "a number in [0, 1e9]";

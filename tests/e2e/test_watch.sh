@@ -102,7 +102,7 @@ PY
     >"$E2E_TMP/nan.out" 2>"$E2E_TMP/nan.err"; rc=$?
   check "watch over NaN/negative readings exits 0" [ "$rc" -eq 0 ]
   cat "$E2E_TMP/nan.err"
-  nrej=$(grep -c 'reading rejected: vllm:num_requests_running is .* not a whole number in \[0, 1e9\]' "$E2E_TMP/nan.err")
+  nrej=$(grep -c 'reading rejected: vllm:num_requests_running is .* not a count in \[0, 1e9\]' "$E2E_TMP/nan.err")
   check "each bad reading warned about, counted ($nrej)" \
     sh -c "[ $nrej -ge 2 ] && grep -q '; $nrej rejected so far)' '$E2E_TMP/nan.err'"
   check "the JSON counts the same rejected readings" jqe ".rejected_readings == $nrej" "$E2E_TMP/nan.json"
@@ -112,7 +112,7 @@ PY
   # 1e308 running is a broken exporter, not "4096+ requests"
   "$CALIPER" watch "$FAKE/huge" --interval 50ms --duration 300ms >/dev/null 2>"$E2E_TMP/huge.err"; rc=$?
   check "a running gauge of 1e308 is rejected, naming it and its line" \
-    sh -c "[ $rc -eq 1 ] && grep -q 'vllm:num_requests_running is 1e+308 on line 8, not a whole number in \[0, 1e9\]' '$E2E_TMP/huge.err'"
+    sh -c "[ $rc -eq 1 ] && grep -q 'vllm:num_requests_running is 1e+308 on line 8, not a count in \[0, 1e9\]' '$E2E_TMP/huge.err'"
   # one series listed twice is refused, never summed into 6 running
   "$CALIPER" watch "$FAKE/dup" --interval 50ms --duration 300ms >/dev/null 2>"$E2E_TMP/dup.err"; rc=$?
   check "a series given twice refuses the scrape, naming the metric and both lines" \

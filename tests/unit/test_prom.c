@@ -136,8 +136,8 @@ static void test_override_and_absent(void **state)
     assert_non_null(strstr(why, "vllm:num_requests_running"));
 }
 
-/* Finite but absurd readings are no readings: 1e308 or 2.5 requests running
- * make the gauge NAN (never a clamped "4096+"), a usage fraction above 1 the
+/* Finite but absurd readings are no readings: 1e308 or 1e9 + 1 requests
+ * running make the gauge NAN (never a clamped "4096+"), a usage fraction above 1 the
  * same; one series listed twice (its labels in another order) refuses the
  * scrape, naming the metric and both lines, rather than summing to 6. */
 static void test_implausible_and_duplicate(void **state)
@@ -145,7 +145,7 @@ static void test_implausible_and_duplicate(void **state)
     (void)state;
     static const struct { const char *text; double line; } bad[] = {
         {"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1e308\n", 2},
-        {"vllm:num_requests_running{a=\"1\"} 3\nvllm:num_requests_running{a=\"2\"} 2.5\n", 2},
+        {"vllm:num_requests_running{a=\"1\"} 3\nvllm:num_requests_running{a=\"2\"} 1e300\n", 2},
         {"sglang:num_running_reqs 1000000001\n", 1},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -159,7 +159,7 @@ static void test_implausible_and_duplicate(void **state)
         assert_int_equal(ld.running_invalid, 1);
         assert_int_equal(ld.running_bad_line, (size_t)bad[i].line);
     }
-    assert_string_equal(cal_prom_range_text("vllm:num_requests_running"), "a whole number in [0, 1e9]");
+    assert_string_equal(cal_prom_range_text("vllm:num_requests_running"), "a count in [0, 1e9]");
     /* a usage fraction: 0.0734 reads, 1.5 does not */
     const char *kv = "vllm:num_requests_running 1\nvllm:gpu_cache_usage_perc 1.5\n";
     cal_prom_load ld;
