@@ -26,7 +26,7 @@
 static void value_text(const json_t *t, const char *k, char *out, size_t n)
 {
     const json_t *v = json_object_get(t, k);
-    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
     snprintf(out, n, "%.40s", s ? s : "missing");
     free(s);
 }

@@ -70,6 +70,28 @@ static int jlen(const json_t *o, const char *k)
     return x >= 1 && x <= (1 << 24) ? (int)x : -1;
 }
 
+/* An entry's output length (output_tokens, max_tokens...): absent or null
+ * is unknown (-1, the run's --max-tokens applies); a value that is not a
+ * whole number in [lo, 2^24] refuses the file, naming the line and field.
+ * Replacing −5, 2.7 or 1e308 silently by the flag's value would run another
+ * workload than the file's. */
+static int out_len(const json_t *o, const char *k, int lo, size_t lineno, int *out, char *why,
+                   size_t wl)
+{
+    json_t *v = json_object_get(o, k);
+    *out = -1;
+    if (!v || json_is_null(v)) return CAL_OK;
+    if (json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= (1 << 24)) {
+        *out = json_integer_value(v) >= 1 ? (int)json_integer_value(v) : -1;
+        return CAL_OK;
+    }
+    char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10));
+    cal_snprintf(why, wl, "line %zu: \"%s\" is %.40s: not a whole number of tokens in [%d, %d]",
+                 lineno, k, t ? t : "?", lo, 1 << 24);
+    free(t);
+    return CAL_EPROTO;
+}
+
 static int utf8_ok(const char *s, size_t n) { return cal_utf8_check(s, n) == n; }
 
 /* Each line of buf through fn; empty lines skipped. */
@@ -127,9 +149,10 @@ static int jsonl_line(acc *a, const char *line, size_t n, size_t lineno, char *w
     } else if (json_string_length(p) == 0) {
         a->d->skipped++;
     } else {
-        int out = jlen(j, "output_tokens");
-        if (out < 0) out = jlen(j, "max_tokens");
-        rc = add(a, json_string_value(p), json_string_length(p), -1, out, -1);
+        int out = -1;
+        rc = out_len(j, "output_tokens", 1, lineno, &out, why, wl);
+        if (!rc && out < 0) rc = out_len(j, "max_tokens", 1, lineno, &out, why, wl);
+        if (!rc) rc = add(a, json_string_value(p), json_string_length(p), -1, out, -1);
     }
     json_decref(j);
     return rc;
@@ -178,9 +201,10 @@ static int openai_line(acc *a, const char *line, size_t n, size_t lineno, char *
     if (rc == CAL_OK) {
         if (txt.len == 0) a->d->skipped++;
         else {
-            int out = jlen(body, "max_completion_tokens");
-            if (out < 0) out = jlen(body, "max_tokens");
-            rc = add(a, txt.data, txt.len, -1, out, -1);
+            int out = -1;
+            rc = out_len(body, "max_completion_tokens", 1, lineno, &out, why, wl);
+            if (!rc && out < 0) rc = out_len(body, "max_tokens", 1, lineno, &out, why, wl);
+            if (!rc) rc = add(a, txt.data, txt.len, -1, out, -1);
         }
     }
     cal_buf_free(&txt);
@@ -200,8 +224,11 @@ static int proxy_line(acc *a, const char *line, size_t n, size_t lineno, char *w
     } else {
         json_int_t st = json_integer_value(json_object_get(j, "status"));
         int p = jlen(j, "prefix_tokens");
+        int out = -1;
         if ((st && (st < 200 || st > 299)) || p < 0) a->d->skipped++;   /* failed turns */
-        else rc = add(a, NULL, 0, p, jlen(j, "output_tokens"), -1);
+        /* a recorded turn may have produced 0 tokens: unknown for a replay */
+        else if (!(rc = out_len(j, "output_tokens", 0, lineno, &out, why, wl)))
+            rc = add(a, NULL, 0, p, out, -1);
     }
     json_decref(j);
     return rc;

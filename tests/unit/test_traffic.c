@@ -90,6 +90,36 @@ static void test_datasets(void **st)
     assert_null(d);
     assert_non_null(strstr(why, "line 2"));
 
+    /* an output length that is not a whole number of tokens refuses the
+     * file, naming the line and field, instead of becoming --max-tokens */
+    static const struct { cal_ds_format f; const char *text, *msg; } bad_out[] = {
+        {CAL_DS_JSONL, "{\"prompt\":\"a\",\"output_tokens\":8}\n{\"prompt\":\"b\",\"output_tokens\":-5}\n",
+         "line 2: \"output_tokens\" is -5: not a whole number of tokens in [1, 16777216]"},
+        {CAL_DS_JSONL, "{\"prompt\":\"a\",\"output_tokens\":2.7}\n",
+         "line 1: \"output_tokens\" is 2.7: not a whole number"},
+        {CAL_DS_JSONL, "{\"prompt\":\"a\",\"max_tokens\":1e308}\n",
+         "line 1: \"max_tokens\" is 1e308: not a whole number"},
+        {CAL_DS_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}],\"max_tokens\":\"9\"}\n",
+         "line 1: \"max_tokens\" is \"9\": not a whole number"},
+        {CAL_DS_PROXY_LOG, "{\"status\":200,\"prefix_tokens\":120,\"output_tokens\":-1}\n",
+         "line 1: \"output_tokens\" is -1: not a whole number of tokens in [0, 16777216]"},
+    };
+    for (size_t i = 0; i < sizeof bad_out / sizeof bad_out[0]; i++) {
+        assert_int_equal(cal_dataset_parse(bad_out[i].text, strlen(bad_out[i].text), bad_out[i].f, "b",
+                                           &d, why, sizeof why), CAL_EPROTO);
+        assert_null(d);
+        assert_non_null(strstr(why, bad_out[i].msg));
+    }
+    /* null is unknown (the run's --max-tokens), as is a proxy log's 0 */
+    const char *nul = "{\"prompt\":\"a\",\"output_tokens\":null}\n";
+    assert_int_equal(cal_dataset_parse(nul, strlen(nul), CAL_DS_JSONL, "n", &d, why, sizeof why), CAL_OK);
+    assert_int_equal(d->e[0].output_tokens, -1);
+    cal_dataset_free(&d);
+    const char *zero = "{\"status\":200,\"prefix_tokens\":12,\"output_tokens\":0}\n";
+    assert_int_equal(cal_dataset_parse(zero, strlen(zero), CAL_DS_PROXY_LOG, "z", &d, why, sizeof why), CAL_OK);
+    assert_int_equal(d->e[0].output_tokens, -1);
+    cal_dataset_free(&d);
+
     const char *sg = "[{\"conversations\":[{\"from\":\"system\",\"value\":\"s\"},{\"from\":\"human\",\"value\":\"hi\"},"
                      "{\"from\":\"gpt\",\"value\":\"hello!\"}]},{\"conversations\":[{\"from\":\"gpt\",\"value\":\"x\"}]}]";
     assert_int_equal(cal_dataset_parse(sg, strlen(sg), CAL_DS_SHAREGPT, "s", &d, why, sizeof why), CAL_OK);
