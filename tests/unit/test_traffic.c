@@ -222,6 +222,27 @@ static void test_replay(void **st)
     assert_non_null(strstr(why, "line 1"));
     assert_int_equal(cal_replay_build(log, strlen(log), "x", 0, CAL_CONTENT_PROSE, NULL, NULL, &tr,
                                       why, sizeof why), CAL_EINVAL);
+    /* a line 1e18 ns after the first would wait 31 years: refused by line,
+     * as is a turn that took longer than the 7 days a log may span; the
+     * bound itself is fine */
+    static const struct { const char *third, *msg; int rc; } far[] = {
+        {"{\"wall_ns\":1000000000000001500,\"status\":200,\"prefix\":{\"new\":{\"tokens\":5}}}\n",
+         "line 3: \"wall_ns\" is 1e+09 s from the first turn's: past the 7 days", CAL_ERANGE},
+        {"{\"wall_ns\":2000000000,\"status\":200,\"prefix\":{\"new\":{\"tokens\":5}},\"turn_s\":1e308}\n",
+         "line 3: \"turn_s\" is 1e+308 s: past the 7 days", CAL_ERANGE},
+        {"{\"wall_ns\":604801000000000,\"status\":200,\"prefix\":{\"new\":{\"tokens\":5}}}\n",
+         NULL, CAL_OK},
+    };
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%.*s%s", (int)(strchr(strchr(log, '\n') + 1, '\n') + 1 - log), log,
+                 far[i].third);
+        why[0] = '\0';
+        assert_int_equal(cal_replay_build(buf, strlen(buf), "x", 1, CAL_CONTENT_PROSE, fake_count, &calls,
+                                          &tr, why, sizeof why), far[i].rc);
+        if (far[i].msg) { assert_null(tr); assert_non_null(strstr(why, far[i].msg)); }
+        cal_traffic_free(&tr);
+    }
 }
 
 /* The server's prefix-cache report reaches the chunk: vLLM/SGLang usage
