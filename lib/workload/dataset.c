@@ -6,15 +6,18 @@
 #include <errno.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "lib/util/c_locale.h"
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "caliper/proxy.h"
 #include "caliper/utf8.h"
 #include "caliper/workload_traffic.h"
+#include "lib/util/json_span.h"
 
 static const char *const FORMATS[CAL_DS_N] = {"text", "jsonl", "sharegpt", "openai-chat",
                                               "proxy-log"};
@@ -234,53 +237,107 @@ static int proxy_line(acc *a, const char *line, size_t n, size_t lineno, char *w
     return rc;
 }
 
-static int sharegpt(acc *a, const char *buf, size_t len, char *why, size_t wl)
+/* One conversation: its first human message is the prompt, the reply after
+ * it gives the output length in characters. */
+static int conversation(acc *a, const json_t *conv, size_t i, char *why, size_t wl)
 {
-    json_error_t je;
-    json_t *j = json_loadb(buf, len, 0, &je);
-    if (!j) {
-        cal_snprintf(why, wl, "line %d: malformed JSON: %s", je.line, je.text);
+    json_t *turns = json_object_get(conv, "conversations");
+    if (!turns) turns = json_object_get(conv, "conversation");
+    if (!json_is_array(turns)) {
+        cal_snprintf(why, wl, "item %zu: no \"conversations\" array", i);
         return CAL_EPROTO;
     }
-    if (!json_is_array(j)) {
-        cal_snprintf(why, wl, "not a JSON array of conversations");
+    const json_t *ask = NULL, *reply = NULL;
+    size_t k;
+    json_t *t;
+    json_array_foreach(turns, k, t) {
+        const char *from = json_string_value(json_object_get(t, "from"));
+        if (!from) from = json_string_value(json_object_get(t, "role"));
+        json_t *v = json_object_get(t, "value");
+        if (!v) v = json_object_get(t, "content");
+        if (!from || !json_is_string(v)) continue;
+        if (!ask && (!strcmp(from, "human") || !strcmp(from, "user"))) ask = v;
+        else if (ask && !reply && (!strcmp(from, "gpt") || !strcmp(from, "assistant") ||
+                                   !strcmp(from, "chatgpt"))) reply = v;
+    }
+    if (!ask || json_string_length(ask) == 0) {
+        a->d->skipped++;
+        return CAL_OK;
+    }
+    int oc = reply ? (int)cal_utf8_chars(json_string_value(reply), json_string_length(reply)) : -1;
+    return add(a, json_string_value(ask), json_string_length(ask), -1, -1, oc);
+}
+
+/* A ShareGPT file is one array of conversations. Its items are counted
+ * against CAL_DS_MAX_ENTRIES before any is decoded, then decoded one at a
+ * time: peak memory is the file, the prompts kept and one conversation's
+ * tree, not a tree of the whole file (20 times its size in jansson). */
+static int sharegpt(acc *a, const char *buf, size_t len, char *why, size_t wl)
+{
+    long items = cal_jspan_count(buf, len, 0, CAL_DS_MAX_ENTRIES);
+    if (items < 0) {
+        /* say where: jansson's message on the whole text */
+        json_error_t je;
+        json_t *j = json_loadb(buf, len, 0, &je);
+        if (j) cal_snprintf(why, wl, "not a JSON array of conversations");
+        else cal_snprintf(why, wl, "line %d: malformed JSON: %s", je.line, je.text);
         json_decref(j);
         return CAL_EPROTO;
     }
-    int rc = CAL_OK;
-    size_t i;
-    json_t *conv;
-    json_array_foreach(j, i, conv) {
-        json_t *turns = json_object_get(conv, "conversations");
-        if (!turns) turns = json_object_get(conv, "conversation");
-        if (!json_is_array(turns)) {
-            cal_snprintf(why, wl, "item %zu: no \"conversations\" array", i);
-            rc = CAL_EPROTO;
-            break;
-        }
-        /* the first human message, and the reply after it for its length */
-        const json_t *ask = NULL, *reply = NULL;
-        size_t k;
-        json_t *t;
-        json_array_foreach(turns, k, t) {
-            const char *from = json_string_value(json_object_get(t, "from"));
-            if (!from) from = json_string_value(json_object_get(t, "role"));
-            json_t *v = json_object_get(t, "value");
-            if (!v) v = json_object_get(t, "content");
-            if (!from || !json_is_string(v)) continue;
-            if (!ask && (!strcmp(from, "human") || !strcmp(from, "user"))) ask = v;
-            else if (ask && !reply && (!strcmp(from, "gpt") || !strcmp(from, "assistant") ||
-                                       !strcmp(from, "chatgpt"))) reply = v;
-        }
-        if (!ask || json_string_length(ask) == 0) {
-            a->d->skipped++;
-            continue;
-        }
-        int oc = reply ? (int)cal_utf8_chars(json_string_value(reply), json_string_length(reply)) : -1;
-        if ((rc = add(a, json_string_value(ask), json_string_length(ask), -1, -1, oc))) break;
+    if ((unsigned long)items > CAL_DS_MAX_ENTRIES) {
+        cal_snprintf(why, wl, "over %u items (conversations, skipped ones included): a dataset "
+                     "holds at most that many", CAL_DS_MAX_ENTRIES);
+        return CAL_ETOOBIG;
     }
-    json_decref(j);
+    if (a->cap < (size_t)items) {   /* one allocation: no doubling past the count */
+        cal_ds_entry *e = realloc(a->d->e, (items ? (size_t)items : 1) * sizeof *e);
+        if (!e) return CAL_ENOMEM;
+        a->d->e = e;
+        a->cap = items ? (size_t)items : 1;
+    }
+    size_t at = 0, s, n;
+    cal_jspan_open_array(buf, len, &at);
+    int rc = CAL_OK, r;
+    for (size_t i = 0; rc == CAL_OK && (r = cal_jspan_next(buf, len, &at, &s, &n)) == 1; i++) {
+        json_error_t je;
+        json_t *conv = json_loadb(buf + s, n, 0, &je);
+        if (!conv) {
+            cal_snprintf(why, wl, "line %zu: item %zu: malformed JSON: %s",
+                         cal_jspan_line(buf, s) + (size_t)je.line - 1, i, je.text);
+            return CAL_EPROTO;
+        }
+        rc = conversation(a, conv, i, why, wl);
+        json_decref(conv);
+    }
+    for (; rc == CAL_OK && at < len; at++)
+        if (buf[at] != ' ' && buf[at] != '\t' && buf[at] != '\n' && buf[at] != '\r') {
+            cal_snprintf(why, wl, "line %zu: text after the array of conversations",
+                         cal_jspan_line(buf, at));
+            rc = CAL_EPROTO;
+        }
     return rc;
+}
+
+/* The line formats hold one item a line: non-blank lines are counted
+ * against CAL_DS_MAX_ENTRIES before any is decoded. */
+static int count_lines(const char *buf, size_t len, char *why, size_t wl)
+{
+    size_t items = 0, at = 0;
+    while (at < len) {
+        const char *nl = memchr(buf + at, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - (buf + at)) : len - at;
+        for (size_t i = 0; i < n; i++) {
+            char c = buf[at + i];
+            if (c != ' ' && c != '\t' && c != '\r') { items++; break; }
+        }
+        if (items > CAL_DS_MAX_ENTRIES) {
+            cal_snprintf(why, wl, "over %u items (non-blank lines, skipped ones included): a "
+                         "dataset holds at most that many", CAL_DS_MAX_ENTRIES);
+            return CAL_ETOOBIG;
+        }
+        at += n + 1;
+    }
+    return CAL_OK;
 }
 
 static int sha256_hex(const char *buf, size_t len, char out[65])
@@ -313,6 +370,7 @@ int cal_dataset_parse(const char *buf, size_t len, cal_ds_format f, const char *
     a.d->format = f;
     cal_snprintf(a.d->name, sizeof a.d->name, "%s", name ? name : "");
     int rc = sha256_hex(buf ? buf : "", buf ? len : 0, a.d->sha256);
+    if (rc == CAL_OK && buf && f != CAL_DS_SHAREGPT) rc = count_lines(buf, len, why, why_len);
     if (rc == CAL_OK && buf) {
         switch (f) {
         case CAL_DS_TEXT: rc = lines(&a, buf, len, text_line, why, why_len); break;
@@ -347,7 +405,19 @@ int cal_dataset_load(const char *path, cal_ds_format f, cal_dataset **out, char 
         cal_snprintf(why, why_len, "\"%s\": %s", path, strerror(errno));
         return CAL_EIO;
     }
+    /* the size first: a file over the cap is refused before a byte is read,
+     * and one buffer of its size is all the reading takes (no doubling) */
+    struct stat st;
     size_t cap = 1 << 16, n = 0;
+    if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode)) {
+        if ((uintmax_t)st.st_size > CAL_DS_MAX_BYTES) {
+            cal_snprintf(why, why_len, "\"%s\": %jd bytes: over the %u MiB a dataset may have", path,
+                         (intmax_t)st.st_size, CAL_DS_MAX_BYTES >> 20);
+            fclose(fp);
+            return CAL_ETOOBIG;
+        }
+        cap = (size_t)st.st_size + 1;   /* + 1: the read that sees the end */
+    }
     char *buf = malloc(cap);
     int rc = buf ? CAL_OK : CAL_ENOMEM;
     while (rc == CAL_OK) {
