@@ -80,7 +80,9 @@ int  cal_shard_peek(const char *text, size_t len, const char *name, cal_shard_in
  * what the merge indexes with it). The cells are counted against
  * CAL_SHARD_MAX_CELLS first, then decoded one at a time: no JSON tree of
  * the whole document is built. Peak memory is the text, what it decodes
- * to (requests, chunk times, encoded histograms) and one cell's tree.
+ * to (requests, chunk times, encoded histograms) and one cell's tree:
+ * `caliper merge` stays within 4 × its documents' total + 64 MiB
+ * (tests/e2e/test_input_memory.sh).
  * CAL_EPROTO with why naming the field, CAL_ETOOBIG past the cell cap,
  * CAL_ENOMEM. name labels messages (a file name). */
 int  cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc **out,

@@ -271,7 +271,8 @@ static int conversation(acc *a, const json_t *conv, size_t i, char *why, size_t 
 /* A ShareGPT file is one array of conversations. Its items are counted
  * against CAL_DS_MAX_ENTRIES before any is decoded, then decoded one at a
  * time: peak memory is the file, the prompts kept and one conversation's
- * tree, not a tree of the whole file (20 times its size in jansson). */
+ * tree, not a tree of the whole file (20 times its size in jansson): within
+ * 2 × the file + 96 MiB (tests/e2e/test_input_memory.sh). */
 static int sharegpt(acc *a, const char *buf, size_t len, char *why, size_t wl)
 {
     long items = cal_jspan_count(buf, len, 0, CAL_DS_MAX_ENTRIES);
