@@ -419,6 +419,28 @@ static void usage(FILE *f)
     for (size_t i = 0; i < N_FITS; i++) fprintf(f, "  %s\n", FITS[i].example);
 }
 
+/* Every quantity these fits take is a non-negative amount: token counts,
+ * seconds, bytes (leak's time axis may start anywhere). A negative or
+ * non-finite one is a broken file, and fitting it would print a negative
+ * per-token cost: refused, naming the row, the column and the value. */
+static int check_points(const fit_def *d, const char *cmd, const fit_opts *o, const dataset *s,
+                        int csv)
+{
+    const char *xc = o->x ? o->x : d->x_col, *yc = o->y ? o->y : d->y_col;
+    int x_any = !strcmp(d->name, "leak");
+    for (size_t i = 0; i < s->n; i++) {
+        const char *bad = NULL;
+        double v = 0;
+        if (!isfinite(s->x[i]) || (!x_any && s->x[i] < 0)) { bad = xc; v = s->x[i]; }
+        else if (!isfinite(s->y[i]) || s->y[i] < 0) { bad = yc; v = s->y[i]; }
+        if (bad)
+            return cli_usage_error(cmd, "%s: %s %zu: %s = %g is not a finite value >= 0 (%s)",
+                                   s->name, csv ? "data row" : "point", i + 1, bad, v,
+                                   bad == xc ? d->x_what : d->y_what);
+    }
+    return 0;
+}
+
 static int load_csv(const fit_def *d, const char *cmd, const fit_opts *o, const char *path,
                     dataset *s)
 {
@@ -635,6 +657,7 @@ int cmd_fit(int argc, char **argv)
         else rc = cli_usage_error(cmd, "\"%s\" is not a file: fit %s reads CSV (stored runs "
                                   "feed fit prefill and fit leak)", inputs[i], d->name);
         if (rc) break;
+        if ((rc = check_points(d, cmd, &o, &sets[i], is_csv[i]))) break;
         size_t di = 0, dj = 0;
         int e = cal_fit_line(sets[i].x, sets[i].y, sets[i].n, d->min_points, o.level,
                              &sets[i].fit, &di, &dj);

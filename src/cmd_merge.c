@@ -62,6 +62,27 @@ int cmd_merge(int argc, char **argv)
     if (!ds) return cli_fail(CMD, "out of memory");
     int code = CLI_OK;
     char why[512];
+    /* every document's cell count first, none decoded: a shard of another
+     * plan (50,000 cells beside 3) is refused at the cost of reading it */
+    size_t cells0 = 0;
+    const char *first = NULL;
+    for (int i = 0; i < n && code == CLI_OK; i++) {
+        const char *path = argv[optind + i];
+        size_t len = 0, cells = 0;
+        char *text = NULL;
+        cal_shard_info info;
+        if (!strcmp(path, "-")) continue;   /* stdin reads once: checked when decoded */
+        if (cal_csv_read_file(path, MAX_DOC_BYTES, &text, &len, why, sizeof why) ||
+            cal_shard_peek(text, len, path, &info, &cells, why, sizeof why))
+            code = cli_fail(CMD, "%s", why);
+        else if (!first)
+            first = path, cells0 = cells;
+        else if (cells != cells0)
+            code = cli_fail(CMD, "%s has %zu cell%s, %s has %zu: not the same plan (refused "
+                            "before decoding either)", path, cells, cells == 1 ? "" : "s", first,
+                            cells0);
+        free(text);
+    }
     for (int i = 0; i < n && code == CLI_OK; i++) {
         const char *path = argv[optind + i];
         size_t len = 0;

@@ -150,7 +150,8 @@ static void print_summary(FILE *f, const char *url, const cal_prom_load *ld, con
             scrapes, iv, tot);
     if (failed) fprintf(f, ", %zu failed (their time held the previous reading)", failed);
     if (rejected)
-        fprintf(f, ", %zu rejected: the gauge was NaN or negative (their time held the previous reading)",
+        fprintf(f, ", %zu rejected: the gauge was NaN, negative or out of its range (their time held the "
+                "previous reading)",
                 rejected);
     fprintf(f, "\n");
     fprintf(f, "  running    mean %.2f  p50 %d  p90 %d  p99 %d  max %d   (time-weighted)\n",
@@ -387,14 +388,15 @@ int cmd_watch(int argc, char **argv)
             continue;
         }
         double waiting = ld.has_waiting ? ld.waiting : NAN;
-        /* a NaN or negative count is no reading at all, not "0 running":
+        /* a NaN, negative or absurd count is no reading at all, not "0 running":
          * the time until the next good one holds the previous reading, as
          * for a failed scrape */
         if (cal_op_add(&op, t, ld.running, waiting) != CAL_OK) {
             rejected++;
-            fprintf(stderr, "caliper watch: reading rejected: %s is NaN, infinite or negative in %zu "
-                    "of %zu label set%s (%zu rejected so far)\n", ld.running_name, ld.running_invalid,
-                    ld.running_series, ld.running_series == 1 ? "" : "s", rejected);
+            fprintf(stderr, "caliper watch: reading rejected: %s is %g on line %zu, not %s (%zu "
+                    "of %zu label set%s; %zu rejected so far)\n", ld.running_name,
+                    ld.running_bad_value, ld.running_bad_line, cal_prom_range_text(ld.running_name),
+                    ld.running_invalid, ld.running_series, ld.running_series == 1 ? "" : "s", rejected);
             continue;
         }
         if (!scrapes) first = ld;
@@ -419,7 +421,7 @@ int cmd_watch(int argc, char **argv)
     if (cal_op_summarize(&op, &s) != CAL_OK) {
         if (rejected)
             exit_code = cli_fail(CMD, "%s: fewer than two valid readings (%zu rejected: the running gauge "
-                                 "was NaN or negative)", url, rejected);
+                                 "was NaN, negative or out of its range)", url, rejected);
         else
             exit_code = cli_fail(CMD, "%s: fewer than two readings; watch longer", url);
         goto out;

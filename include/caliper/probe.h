@@ -277,8 +277,13 @@ enum {
     CAL_CHUNK_TIMINGS = 1 << 3,   /* llama.cpp timings object */
     CAL_CHUNK_ERROR   = 1 << 4,   /* an error object: message in error[] */
     CAL_CHUNK_FINISH  = 1 << 5,   /* a non-null finish_reason */
-    CAL_CHUNK_SEND_NS = 1 << 6    /* a top-level integer "send_ns" */
+    CAL_CHUNK_SEND_NS = 1 << 6,   /* a top-level integer "send_ns" */
+    CAL_CHUNK_IMPLAUSIBLE = 1 << 7 /* a usage or timings value was out of range
+                                     and dropped (implausible > 0) */
 };
+/* The plausible range of what a server reports (above it: absent, counted). */
+#define CAL_CHUNK_COUNT_MAX 1e9    /* tokens in a usage or timings count */
+#define CAL_CHUNK_MS_MAX    1e9    /* ms in a timings value (11.6 days) */
 typedef struct cal_chunk {
     unsigned flags;             /* CAL_CHUNK_* */
     size_t   text_bytes;        /* generated text bytes in this chunk */
@@ -289,6 +294,10 @@ typedef struct cal_chunk {
     int64_t  send_ns;           /* "send_ns"; -1 when absent */
     int      cached_tokens;     /* usage.prompt_tokens_details.cached_tokens, else
                                    timings.cache_n; -1 when absent */
+    unsigned implausible;       /* usage/timings values dropped as implausible:
+                                   negative, fractional or non-finite counts,
+                                   counts above CAL_CHUNK_COUNT_MAX, times
+                                   outside [0, CAL_CHUNK_MS_MAX] ms */
     char     error[256];        /* error message (truncated), "" otherwise */
 } cal_chunk;
 /* Interpret data[0..len). Appends the generated text to *text when text is

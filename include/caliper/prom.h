@@ -64,15 +64,21 @@ const char *cal_prom_label_value(const cal_prom_sample *s, const char *name);
 
 /* What one scrape says about load, each summed over every label set of its
  * metric (one series per model, per engine replica...). A count of requests
- * cannot be NaN, infinite or negative: a label set holding such a value
- * makes its metric's value NAN for this scrape (the caller rejects the
- * reading; it is never read as 0), and is counted in *_invalid. A metric
- * the exposition lacks is absent: has_* = 0. */
+ * is in [0, CAL_PROM_COUNT_MAX]; a usage gauge a fraction in
+ * [0, 1] or a percentage in [0, 100] as its engine writes it
+ * (cal_prom_range_text). A label set holding anything else (NaN, ±Inf,
+ * negative, 1e308) makes its metric's value NAN for this
+ * scrape (the caller rejects the reading; it is never read as 0 or as a
+ * clamped maximum), and is counted in *_invalid. A metric the exposition
+ * lacks is absent: has_* = 0. */
+#define CAL_PROM_COUNT_MAX 1e9
 typedef struct cal_prom_load {
     int    has_running, has_waiting, has_ceiling;
     double running, waiting, ceiling;
     size_t running_series;                 /* label sets summed into running */
-    size_t running_invalid;                /* of those, NaN, ±Inf or negative */
+    size_t running_invalid;                /* of those, not plausible (above) */
+    double running_bad_value;              /* the first such value, */
+    size_t running_bad_line;               /* and its line; 0 when none */
     size_t waiting_invalid;                /* the same for waiting */
     char   running_name[CAL_PROM_NAME_MAX];
     char   waiting_name[CAL_PROM_NAME_MAX];
@@ -84,12 +90,19 @@ typedef struct cal_prom_load {
  * exposes none. The list ends with a row of NULLs. */
 extern const char *const cal_prom_known[][3];
 
+/* What a plausible value of gauge `name` is, in words ("a count in [0, 1e9]"), for messages. */
+const char *cal_prom_range_text(const char *name);
+
 /* Find the running-requests gauge in a scrape. running_override (NULL:
  * auto) names the metric to use instead of the known list; the waiting and
  * ceiling gauges come from the same engine's row (with an override: the
  * first row whose waiting/ceiling metric is present).
  * CAL_OK; CAL_ENOTFOUND when no running gauge is present (out->has_running
- * = 0, why lists what was looked for); parse errors as cal_prom_parse. */
+ * = 0, why lists what was looked for); CAL_EPROTO when one of the gauges
+ * looked for lists the same label set twice (why names the metric and both
+ * lines: the scrape is refused rather than summed or picked from);
+ * CAL_ETOOBIG past 512 label sets of one gauge; parse errors as
+ * cal_prom_parse. */
 int cal_prom_find_load(const char *text, size_t len, const char *running_override,
                        cal_prom_load *out, size_t *bad_line, char *why, size_t why_len);
 

@@ -47,16 +47,43 @@ typedef struct cal_shard_info {
 int cal_shard_write(cal_store *st, int64_t run_id, const cal_shard_info *info,
                     char **out, size_t *out_len);
 
+/* One cell's histograms as the document carries them: each metric's
+ * encoded blob (cal_hist_encode, checked by cal_hist_decode on reading),
+ * a few hundred bytes where a decoded cal_cell_hists is ~78 KB; the merge
+ * decodes them one cell at a time. */
+typedef struct cal_shard_hists {
+    uint8_t *blob[CAL_HIST_N_METRIC];   /* [metric] malloc'd */
+    size_t   bytes[CAL_HIST_N_METRIC];
+    int64_t  folded, chunks_dropped;
+} cal_shard_hists;
+
+/* A shard document's cells are checked against this before any is decoded. */
+#define CAL_SHARD_MAX_CELLS (1 << 20)
+
 typedef struct cal_shard_doc {
     cal_shard_info  info;
     cal_run_data   *data;          /* run, cells, requests (chunks decoded) */
-    cal_cell_hists *hists;         /* [data->n_cells] */
+    cal_shard_hists *hists;        /* [data->n_cells] */
     char          (*itl_source)[16]; /* [data->n_cells] "raw" / "histogram" */
     char            host[128];     /* the shard's host name ("" unknown) */
 } cal_shard_doc;
 
+/* What a shard document says it is, without decoding its cells: its
+ * shard index and count, and how many cells it holds (counted, up to
+ * CAL_SHARD_MAX_CELLS + 1). A merge compares the counts of all its
+ * documents before decoding any, so a document of another plan is refused
+ * at the cost of reading it, not of decoding it. CAL_EPROTO with why. */
+int  cal_shard_peek(const char *text, size_t len, const char *name, cal_shard_info *info,
+                    size_t *n_cells, char *why, size_t why_len);
+
 /* Parse a shard document (outside input: every field is checked against
- * what the merge indexes with it). CAL_EPROTO with why naming the field,
+ * what the merge indexes with it). The cells are counted against
+ * CAL_SHARD_MAX_CELLS first, then decoded one at a time: no JSON tree of
+ * the whole document is built. Peak memory is the text, what it decodes
+ * to (requests, chunk times, encoded histograms) and one cell's tree:
+ * `caliper merge` stays within 4 × its documents' total + 64 MiB
+ * (tests/e2e/test_input_memory.sh).
+ * CAL_EPROTO with why naming the field, CAL_ETOOBIG past the cell cap,
  * CAL_ENOMEM. name labels messages (a file name). */
 int  cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc **out,
                     char *why, size_t why_len);

@@ -202,12 +202,25 @@ static int on_null(void *ud) { return scalar(ud, 1, NULL, 0, 0); }
 static int on_bool(void *ud, int b) { (void)b; return scalar(ud, 0, NULL, 0, 0); }
 static int on_string(void *ud, const unsigned char *s, size_t n) { return scalar(ud, 0, s, n, 1); }
 
-/* usage and timings counts: an integer, clamped to int; a real in [0, 2e9)
- * truncated; anything else -1 */
-static int count_of(int is_int, long long i, double d)
+/* What a server may plausibly report: a token count is a whole number in
+ * [0, CAL_CHUNK_COUNT_MAX], a time in ms is finite and in [0,
+ * CAL_CHUNK_MS_MAX]. Anything else (−1, 2.7 tokens, 1e308 ms) is absent, as
+ * if not sent, and counted in c->implausible so the run can say so: a
+ * decode rate from 1e308 ms is no measurement. */
+static int count_of(reader *r, int is_int, long long i, double d)
 {
-    if (is_int) return i < 0 ? -1 : i > 0x7fffffff ? 0x7fffffff : (int)i;
-    return d >= 0 && d < 2e9 ? (int)d : -1;
+    if (is_int ? (i >= 0 && i <= (long long)CAL_CHUNK_COUNT_MAX)
+               : (d >= 0 && d <= CAL_CHUNK_COUNT_MAX && d == floor(d)))
+        return is_int ? (int)i : (int)d;
+    r->c->implausible++;
+    return -1;
+}
+
+static double ms_of(reader *r, double v)
+{
+    if (v >= 0 && v <= CAL_CHUNK_MS_MAX) return v;
+    r->c->implausible++;
+    return -1.0;
 }
 
 static int number(reader *r, int is_int, long long i, double d)
@@ -224,15 +237,15 @@ static int number(reader *r, int is_int, long long i, double d)
     } else if (f->kind == F_CHOICE) {
         if (key == K_FINISH) c->flags |= CAL_CHUNK_FINISH;
     } else if (f->kind == F_USAGE) {
-        if (key == K_PROMPT_TOKENS) c->prompt_tokens = count_of(is_int, i, d);
-        else if (key == K_COMPLETION_TOKENS) c->completion_tokens = count_of(is_int, i, d);
+        if (key == K_PROMPT_TOKENS) c->prompt_tokens = count_of(r, is_int, i, d);
+        else if (key == K_COMPLETION_TOKENS) c->completion_tokens = count_of(r, is_int, i, d);
     } else if (f->kind == F_DETAILS) {        /* a prefix cache's hit (vLLM, SGLang) */
-        if (key == K_CACHED_TOKENS) c->cached_tokens = count_of(is_int, i, d);
+        if (key == K_CACHED_TOKENS) c->cached_tokens = count_of(r, is_int, i, d);
     } else if (f->kind == F_TIMINGS) {
-        if (key == K_PROMPT_MS) c->prefill_ms = v;
-        else if (key == K_PREDICTED_MS) c->decode_ms = v;
-        else if (key == K_PREDICTED_N) c->decode_tokens = count_of(is_int, i, d);
-        else if (key == K_CACHE_N) r->cache_n = count_of(is_int, i, d);
+        if (key == K_PROMPT_MS) c->prefill_ms = ms_of(r, v);
+        else if (key == K_PREDICTED_MS) c->decode_ms = ms_of(r, v);
+        else if (key == K_PREDICTED_N) c->decode_tokens = count_of(r, is_int, i, d);
+        else if (key == K_CACHE_N) r->cache_n = count_of(r, is_int, i, d);
     }
     return 1;
 }
@@ -396,7 +409,9 @@ int cal_chunk_parse(const char *data, size_t len, cal_chunk *c, cal_buf *text)
     if (r.object_error) set_error(c, r.root_msg);
     if (c->text_bytes) c->flags |= CAL_CHUNK_TEXT;
     if (c->completion_tokens >= 0) c->flags |= CAL_CHUNK_USAGE;
-    if (c->decode_ms >= 0) c->flags |= CAL_CHUNK_TIMINGS;
+    /* a plausible prompt_ms still counts when predicted_ms was dropped */
+    if (c->decode_ms >= 0 || c->prefill_ms >= 0) c->flags |= CAL_CHUNK_TIMINGS;
+    if (c->implausible) c->flags |= CAL_CHUNK_IMPLAUSIBLE;
     if (c->cached_tokens < 0) c->cached_tokens = r.cache_n;   /* llama.cpp */
     return r.rc;
 }

@@ -10,6 +10,7 @@
 #include "caliper/protocol.h"
 #include "caliper/shard.h"
 #include "lib/util/c_locale.h"
+#include "lib/util/json_span.h"
 
 #define FORMAT "caliper-shard"
 #define FORMAT_VERSION 1
@@ -254,7 +255,9 @@ static char *dump(const json_t *o, const char *k)
 
 static int unhex(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
 
-static int read_hist(rd *r, const json_t *hs, cal_hist_metric m, cal_hist *h)
+/* hists.<metric>: hex of a CH1 blob; checked by decoding it into scratch,
+ * kept encoded. */
+static int read_hist(rd *r, const json_t *hs, cal_hist_metric m, cal_shard_hists *out, cal_hist *scratch)
 {
     const char *s = json_string_value(json_object_get(hs, cal_hist_metric_name(m)));
     size_t n = s ? strlen(s) : 1;
@@ -268,9 +271,13 @@ static int read_hist(rd *r, const json_t *hs, cal_hist_metric m, cal_hist *h)
         b[i] = (uint8_t)(hi << 4 | lo);
     }
     char why[160];
-    int rc = cal_hist_decode(b, n / 2, h, why, sizeof why);
-    free(b);
-    return rc ? BAD(r, "%s: hists.%s: %s", r->name, cal_hist_metric_name(m), why) : CAL_OK;
+    if (cal_hist_decode(b, n / 2, scratch, why, sizeof why)) {
+        free(b);
+        return BAD(r, "%s: hists.%s: %s", r->name, cal_hist_metric_name(m), why);
+    }
+    out->blob[m] = b;
+    out->bytes[m] = n / 2;
+    return CAL_OK;
 }
 
 static int read_req(rd *r, const json_t *a, size_t cell, size_t k, cal_req_result *q)
@@ -345,7 +352,8 @@ static int lookup(const char *s, const char *(*name)(int), int n)
 static const char *cell_kind(int i) { return cal_cell_kind_name((cal_cell_kind)i); }
 static const char *shot_kind(int i) { return cal_shot_kind_key((cal_shot_kind)i); }
 
-static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t *nreq)
+static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t *nreq,
+                     cal_hist *scratch)
 {
     cal_cell *c = &d->data->cells[i];
     memset(c, 0, sizeof *c);
@@ -392,7 +400,7 @@ static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t 
                    d->itl_source[i]);
     const json_t *hs = json_object_get(o, "hists");
     for (int m = 0; m < CAL_HIST_N_METRIC && rc == CAL_OK; m++)
-        rc = read_hist(r, hs, (cal_hist_metric)m, &d->hists[i].h[m]);
+        rc = read_hist(r, hs, (cal_hist_metric)m, &d->hists[i], scratch);
     if (rc) return rc;
     d->hists[i].folded = v;
     if ((rc = get_i64(r, o, "chunks_dropped", 0, TS_MAX - 1, &d->hists[i].chunks_dropped))) return rc;
@@ -413,37 +421,95 @@ static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t 
     return CAL_OK;
 }
 
+/* The document with its cells array left out: the text before and after
+ * the cells' span around an empty array, decoded as one (small) tree. */
+static json_t *load_head(const char *text, size_t len, size_t cs, size_t cl, json_error_t *je)
+{
+    size_t hn = len - cl + 2;
+    char *h = malloc(hn);
+    if (!h) return NULL;
+    memcpy(h, text, cs);
+    memcpy(h + cs, "[]", 2);
+    memcpy(h + cs + 2, text + cs + cl, len - cs - cl);
+    json_t *root = json_loadb(h, hn, 0, je);
+    free(h);
+    return root;
+}
+
+/* The cells' span and count; the head decoded (format, shard, run). */
+static int open_doc(rd *r, const char *text, size_t len, json_t **root, size_t *cs, size_t *cl,
+                    size_t *nc)
+{
+    *root = NULL;
+    json_error_t je;
+    int m = cal_jspan_member(text, len, "cells", cs, cl);
+    if (m < 0 || (m == 1 && cal_jspan_count(text, len, *cs, 0) < 0)) {
+        json_t *j = json_loadb(text, len, 0, &je);   /* where it breaks, in jansson's words */
+        json_decref(j);
+        return j ? BAD(r, "%s: not a %s document of version %d", r->name, FORMAT, FORMAT_VERSION)
+                 : BAD(r, "%s: not JSON (line %d: %s)", r->name, je.line, je.text);
+    }
+    if (m == 0) { *cs = len; *cl = 0; }
+    long n = m == 1 ? cal_jspan_count(text, len, *cs, CAL_SHARD_MAX_CELLS) : 0;
+    *root = m == 1 ? load_head(text, len, *cs, *cl, &je) : json_loadb(text, len, 0, &je);
+    if (!*root) return BAD(r, "%s: not JSON (line %d: %s)", r->name, je.line, je.text);
+    const char *fmt = json_string_value(json_object_get(*root, "format"));
+    if (!json_is_object(*root) || !fmt || strcmp(fmt, FORMAT) ||
+        json_integer_value(json_object_get(*root, "format_version")) != FORMAT_VERSION)
+        return BAD(r, "%s: not a %s document of version %d", r->name, FORMAT, FORMAT_VERSION);
+    if (m == 0 || !json_is_object(json_object_get(*root, "shard")) ||
+        !json_is_object(json_object_get(*root, "run")))
+        return BAD(r, "%s: shard, run or cells missing", r->name);
+    if (n > CAL_SHARD_MAX_CELLS)
+        return cal_why(r->why, r->why_len, CAL_ETOOBIG, "%s: over %d cells: past what a plan "
+                       "makes (refused before decoding them)", r->name, CAL_SHARD_MAX_CELLS);
+    *nc = (size_t)n;
+    return CAL_OK;
+}
+
+static int read_info(rd *r, const json_t *sh, cal_shard_info *info)
+{
+    int rc;
+    if ((rc = get_int(r, sh, "count", 1, MAX_SHARDS, &info->count)) ||
+        (rc = get_int(r, sh, "index", 0, info->count - 1, &info->index)))
+        return rc;
+    info->offset_uncertainty_ns = -1;
+    if (json_is_integer(json_object_get(sh, "offset_ns")) &&
+        ((rc = get_i64(r, sh, "offset_ns", -TS_MAX / 4, TS_MAX / 4, &info->offset_ns)) ||
+         (rc = get_i64(r, sh, "offset_uncertainty_ns", 0, TS_MAX, &info->offset_uncertainty_ns))))
+        return rc;
+    return CAL_OK;
+}
+
+int cal_shard_peek(const char *text, size_t len, const char *name, cal_shard_info *info,
+                   size_t *n_cells, char *why, size_t why_len)
+{
+    rd r = {.name = name ? name : "shard", .why = why, .why_len = why_len};
+    json_t *root;
+    size_t cs, cl;
+    memset(info, 0, sizeof *info);
+    int rc = open_doc(&r, text, len, &root, &cs, &cl, n_cells);
+    if (!rc) rc = read_info(&r, json_object_get(root, "shard"), info);
+    json_decref(root);
+    return rc;
+}
+
 int cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc **out,
                    char *why, size_t why_len)
 {
     *out = NULL;
     rd r = {.name = name ? name : "shard", .why = why, .why_len = why_len};
-    json_error_t je;
-    json_t *root = json_loadb(text, len, 0, &je);
-    if (!root) return BAD(&r, "%s: not JSON (line %d: %s)", r.name, je.line, je.text);
-    int rc = CAL_OK;
-    cal_shard_doc *d = calloc(1, sizeof *d);
-    if (!d || !(d->data = calloc(1, sizeof *d->data))) { rc = CAL_ENOMEM; goto out; }
-    const char *fmt = json_string_value(json_object_get(root, "format"));
-    if (!json_is_object(root) || !fmt || strcmp(fmt, FORMAT) ||
-        json_integer_value(json_object_get(root, "format_version")) != FORMAT_VERSION) {
-        rc = BAD(&r, "%s: not a %s document of version %d", r.name, FORMAT, FORMAT_VERSION);
-        goto out;
-    }
+    json_t *root = NULL;
+    size_t cs = 0, cl = 0, nc = 0;
+    cal_hist *scratch = NULL;
+    cal_shard_doc *d = NULL;
+    int rc = open_doc(&r, text, len, &root, &cs, &cl, &nc);
+    if (rc) goto out;
+    d = calloc(1, sizeof *d);
+    scratch = malloc(sizeof *scratch);
+    if (!d || !scratch || !(d->data = calloc(1, sizeof *d->data))) { rc = CAL_ENOMEM; goto out; }
     const json_t *sh = json_object_get(root, "shard"), *run = json_object_get(root, "run");
-    const json_t *cells = json_object_get(root, "cells");
-    if (!json_is_object(sh) || !json_is_object(run) || !json_is_array(cells)) {
-        rc = BAD(&r, "%s: shard, run or cells missing", r.name);
-        goto out;
-    }
-    if ((rc = get_int(&r, sh, "count", 1, MAX_SHARDS, &d->info.count)) ||
-        (rc = get_int(&r, sh, "index", 0, d->info.count - 1, &d->info.index)))
-        goto out;
-    d->info.offset_uncertainty_ns = -1;
-    if (json_is_integer(json_object_get(sh, "offset_ns")) &&
-        ((rc = get_i64(&r, sh, "offset_ns", -TS_MAX / 4, TS_MAX / 4, &d->info.offset_ns)) ||
-         (rc = get_i64(&r, sh, "offset_uncertainty_ns", 0, TS_MAX, &d->info.offset_uncertainty_ns))))
-        goto out;
+    if ((rc = read_info(&r, sh, &d->info))) goto out;
     cal_run *ru = &d->data->run;
     if ((rc = get_i64(&r, run, "started_wall_ns", 0, TS_MAX - 1, &ru->started_wall_ns)) ||
         (rc = get_i64(&r, run, "t0_mono_ns", 0, TS_MAX - 1, &ru->t0_mono_ns)))
@@ -460,20 +526,33 @@ int cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc
     ru->telemetry_json = dump(run, "telemetry");
     const char *hn = json_string_value(json_object_get(json_object_get(run, "host"), "hostname"));
     snprintf(d->host, sizeof d->host, "%s", hn ? hn : "");
-    size_t nc = json_array_size(cells);
     d->data->cells = calloc(nc ? nc : 1, sizeof *d->data->cells);
     d->hists = calloc(nc ? nc : 1, sizeof *d->hists);
     d->itl_source = calloc(nc ? nc : 1, sizeof *d->itl_source);
     if (!d->data->cells || !d->hists || !d->itl_source) { rc = CAL_ENOMEM; goto out; }
-    size_t nreq = 0;
+    size_t nreq = 0, at = cs, s0, sl;
+    cal_jspan_open_array(text, len, &at);
     for (size_t i = 0; i < nc; i++) {
         d->data->n_cells = i + 1;
-        cal_cell_hists_init(&d->hists[i]);
-        if ((rc = read_cell(&r, json_array_get(cells, i), i, d, &nreq))) goto out;
+        if (cal_jspan_next(text, len, &at, &s0, &sl) != 1) {
+            rc = BAD(&r, "%s: cell %zu: not JSON", r.name, i);
+            goto out;
+        }
+        json_error_t je;
+        json_t *cell = json_loadb(text + s0, sl, 0, &je);
+        if (!cell) {
+            rc = BAD(&r, "%s: not JSON (line %zu: %s)", r.name,
+                     cal_jspan_line(text, s0) + (size_t)je.line - 1, je.text);
+            goto out;
+        }
+        rc = read_cell(&r, cell, i, d, &nreq, scratch);
+        json_decref(cell);
+        if (rc) goto out;
     }
     ru->n_cells = (int)nc;
 out:
     json_decref(root);
+    free(scratch);
     if (rc) { cal_shard_free(&d); return rc; }
     *out = d;
     return CAL_OK;
@@ -483,6 +562,8 @@ void cal_shard_free(cal_shard_doc **pd)
 {
     if (!pd || !*pd) return;
     cal_shard_doc *d = *pd;
+    for (size_t i = 0; d->hists && d->data && i < d->data->n_cells; i++)
+        for (int m = 0; m < CAL_HIST_N_METRIC; m++) free(d->hists[i].blob[m]);
     cal_run_data_free(&d->data);
     free(d->hists);
     free(d->itl_source);
@@ -508,6 +589,24 @@ int cal_shard_saturated(const cal_shard_doc *d, double *busy, double *lag)
 }
 
 static void shift(int64_t *t, int64_t by) { if (*t > 0) *t += by; }
+
+/* Cell k's histograms summed over the shards into *h (decoded from the
+ * documents' blobs, checked when read): one cell's ~78 KB at a time. */
+static int merged_hists(cal_shard_doc *const *ds, size_t n, size_t k, cal_cell_hists *h,
+                        cal_hist *tmp)
+{
+    cal_cell_hists_init(h);
+    for (size_t i = 0; i < n; i++) {
+        const cal_shard_hists *s = &ds[i]->hists[k];
+        for (int m = 0; m < CAL_HIST_N_METRIC; m++) {
+            if (cal_hist_decode(s->blob[m], s->bytes[m], tmp, NULL, 0)) return CAL_EPROTO;
+            cal_hist_merge(&h->h[m], tmp);
+        }
+        h->folded += s->folded;
+        h->chunks_dropped += s->chunks_dropped;
+    }
+    return CAL_OK;
+}
 
 static int cmp_doc(const void *a, const void *b)
 {
@@ -671,13 +770,14 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
 
     size_t nc = ds[0]->data->n_cells;
     cal_cell *cells = calloc(nc ? nc : 1, sizeof *cells);
-    cal_cell_hists *hs = malloc((nc ? nc : 1) * sizeof *hs);
+    cal_cell_hists *hs = malloc(sizeof *hs);   /* one cell's at a time */
+    cal_hist *tmp = malloc(sizeof *tmp);
     const char **src = calloc(nc ? nc : 1, sizeof *src);
     cal_req_result **un = calloc(nc ? nc : 1, sizeof *un);
     size_t *un_n = calloc(nc ? nc : 1, sizeof *un_n);
     json_t *verdicts = json_array();
     char *protocol = NULL;
-    if (!cells || !hs || !src || !un || !un_n) { rc = CAL_ENOMEM; goto free_all; }
+    if (!cells || !hs || !tmp || !src || !un || !un_n) { rc = CAL_ENOMEM; goto free_all; }
     double itl_med_ns = NAN;
     for (size_t k = 0; k < nc; k++) {
         cal_cell *c = &cells[k];
@@ -689,7 +789,7 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
         c->chunks = 0;
         c->send_lag_p99_ms = 0;
         c->start_ns = c->end_ns = 0;
-        cal_cell_hists_init(&hs[k]);
+        if ((rc = merged_hists(ds, n, k, hs, tmp))) goto free_all;
         int hist_itl = 0;
         size_t total = 0;
         for (size_t i = 0; i < n; i++) total += (size_t)ds[i]->data->cells[k].n_requests;
@@ -709,7 +809,6 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
             if (!c->start_ns || st0 < c->start_ns) c->start_ns = st0;
             if (en > c->end_ns) c->end_ns = en;
             if (s->start_wall_ns < c->start_wall_ns) c->start_wall_ns = s->start_wall_ns;
-            cal_cell_hists_merge(&hs[k], &ds[i]->hists[k]);
             hist_itl |= !strcmp(ds[i]->itl_source[k], "histogram");
             for (size_t q = 0; q < (size_t)s->n_requests; q++) {
                 cal_req_result *x = &ds[i]->data->reqs[s->req_first + q], *y = &un[k][un_n[k]++];
@@ -728,9 +827,9 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
             }
         }
         cal_summary_compute(un[k], un_n[k], 0, c->output_fixed ? c->max_tokens : 0, &c->sum);
-        src[k] = cal_keep_summary(&hs[k], un[k], un_n[k], &c->sum);
+        src[k] = cal_keep_summary(hs, un[k], un_n[k], &c->sum);
         if (hist_itl && !strcmp(src[k], "raw")) {
-            cal_keep_itl_from_hist(&hs[k], &c->sum);
+            cal_keep_itl_from_hist(hs, &c->sum);
             src[k] = "histogram";
         }
         c->sum.clock_mhz_mean = c->sum.power_w_mean = NAN;   /* one host's sampler, not the fleet's */
@@ -753,8 +852,9 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
         goto free_all;
     }
     for (size_t k = 0; k < nc && rc == CAL_OK; k++) {
-        if ((rc = cal_store_add_cell(st, run.id, &cells[k], un[k], un_n[k])) ||
-            (rc = cal_store_add_cell_hists(st, cells[k].id, &hs[k], src[k])))
+        if ((rc = merged_hists(ds, n, k, hs, tmp)) ||
+            (rc = cal_store_add_cell(st, run.id, &cells[k], un[k], un_n[k])) ||
+            (rc = cal_store_add_cell_hists(st, cells[k].id, hs, src[k])))
             rc = cal_why(why, why_len, rc, "merge: storing cell %zu: %s", k + 1, cal_store_errmsg(st));
     }
     cal_run_status status = rc ? CAL_RUN_FAILED : CAL_RUN_OK;
@@ -788,6 +888,7 @@ free_all:
     free(un_n);
     free(src);
     free(hs);
+    free(tmp);
     free(cells);
     free(protocol);
     json_decref(verdicts);

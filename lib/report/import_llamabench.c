@@ -15,6 +15,51 @@
 
 #define LB_PROBE "llama-bench"
 #define LB_MAX_TESTS 4096
+/* Plausible ranges: a token count is a whole number up to 1e9 (a context of
+ * a billion tokens is past any model), a rate is in (0, 1e7] tokens/s (ten
+ * million tokens a second is past any accelerator today). A value outside
+ * is refused by name, never clamped nor printed as a 300-digit ratio. */
+#define LB_COUNT_MAX 1e9
+#define LB_TS_MAX    1e7
+
+/* The JSON value at t[k] as text for a message: 40 bytes at most. */
+static void value_text(const json_t *t, const char *k, char *out, size_t n)
+{
+    const json_t *v = json_object_get(t, k);
+    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+    snprintf(out, n, "%.40s", s ? s : "missing");
+    free(s);
+}
+
+static int count_field(const json_t *t, const char *k, size_t idx, long *out, char *err, size_t errn)
+{
+    const json_t *v = json_object_get(t, k);
+    double x = json_number_value(v);
+    if (!json_is_number(v) || !(x >= 0 && x <= LB_COUNT_MAX) || x != floor(x)) {
+        char vt[48];
+        value_text(t, k, vt, sizeof vt);
+        cal_report_errf(err, errn, "llama-bench: test %zu: \"%s\" is %s: not a whole number of "
+                        "tokens in [0, %g]", idx, k, vt, LB_COUNT_MAX);
+        return CAL_EPROTO;
+    }
+    *out = (long)x;
+    return CAL_OK;
+}
+
+static int rate_field(const json_t *t, const char *k, size_t idx, double *out, char *err, size_t errn)
+{
+    const json_t *v = json_object_get(t, k);
+    double x = json_number_value(v);
+    if (!json_is_number(v) || !(x > 0 && x <= LB_TS_MAX)) {
+        char vt[48];
+        value_text(t, k, vt, sizeof vt);
+        cal_report_errf(err, errn, "llama-bench: test %zu: \"%s\" is %s: not a rate in (0, %g] "
+                        "tokens/s", idx, k, vt, LB_TS_MAX);
+        return CAL_EPROTO;
+    }
+    *out = x;
+    return CAL_OK;
+}
 
 static int one_test(cal_result *r, const json_t *t, size_t idx, char *err, size_t errn)
 {
@@ -22,16 +67,13 @@ static int one_test(cal_result *r, const json_t *t, size_t idx, char *err, size_
         cal_report_errf(err, errn, "llama-bench: test %zu is not an object", idx);
         return CAL_EPROTO;
     }
-    long n_prompt = cal_report_jint(t, "n_prompt", 0, 1 << 30, -1);
-    long n_gen = cal_report_jint(t, "n_gen", 0, 1 << 30, -1);
-    double avg_ts = cal_report_jnum(t, "avg_ts");
-    const char *miss = n_prompt < 0 ? "n_prompt" : n_gen < 0 ? "n_gen"
-                     : !(avg_ts >= 0) ? "avg_ts" : NULL;
-    if (miss) {
-        cal_report_errf(err, errn, "llama-bench: test %zu: \"%s\" is missing or not a "
-                        "non-negative number", idx, miss);
-        return CAL_EPROTO;
-    }
+    long n_prompt, n_gen;
+    double avg_ts;
+    int e;
+    if ((e = count_field(t, "n_prompt", idx, &n_prompt, err, errn)) ||
+        (e = count_field(t, "n_gen", idx, &n_gen, err, errn)) ||
+        (e = rate_field(t, "avg_ts", idx, &avg_ts, err, errn)))
+        return e;
     if (n_prompt == 0 && n_gen == 0) {
         cal_report_errf(err, errn, "llama-bench: test %zu has n_prompt 0 and n_gen 0", idx);
         return CAL_EPROTO;
@@ -45,7 +87,10 @@ static int one_test(cal_result *r, const json_t *t, size_t idx, char *err, size_
     fp->concurrency = 1;
     fp->request_rate = 0;
     /* a pp test is a prompt of n_prompt; a tg test decodes after n_depth */
-    fp->prompt_tokens = n_gen == 0 ? n_prompt : cal_report_jint(t, "n_depth", 0, 1 << 30, 0);
+    long depth = 0;
+    if (json_object_get(t, "n_depth") && (e = count_field(t, "n_depth", idx, &depth, err, errn)))
+        return e;
+    fp->prompt_tokens = n_gen == 0 ? n_prompt : depth;
     cal_fp_set(fp->content, "random tokens");
     char pol[64];
     snprintf(pol, sizeof pol, "fixed %ld", n_gen);
@@ -72,10 +117,17 @@ static int one_test(cal_result *r, const json_t *t, size_t idx, char *err, size_
         if (!x) return CAL_ENOMEM;
         size_t k = 0, i;
         const json_t *v;
-        json_array_foreach(ts, i, v)
-            if (json_is_number(v) && isfinite(json_number_value(v)) && json_number_value(v) > 0)
-                x[k++] = json_number_value(v);
-        int e = cal_cell_set_samples(c, s, x, k);
+        json_array_foreach(ts, i, v) {
+            double y = json_number_value(v);
+            if (json_is_number(v) && y > LB_TS_MAX) {
+                free(x);
+                cal_report_errf(err, errn, "llama-bench: test %zu: \"samples_ts\"[%zu] is %g: not "
+                                "a rate in (0, %g] tokens/s", idx, i, y, LB_TS_MAX);
+                return CAL_EPROTO;
+            }
+            if (json_is_number(v) && isfinite(y) && y > 0) x[k++] = y;
+        }
+        e = cal_cell_set_samples(c, s, x, k);
         free(x);
         if (e) return e;
     }

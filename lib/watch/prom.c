@@ -366,27 +366,131 @@ const char *const cal_prom_known[][3] = {
     {NULL, NULL, NULL}};
 #define N_KNOWN (sizeof cal_prom_known / sizeof cal_prom_known[0] - 1)
 
+/* What a plausible value of a gauge is. A count of requests is in [0,
+ * CAL_PROM_COUNT_MAX]: 1e308 "running" is a broken exporter, not 4096+
+ * requests. (A fraction is allowed: a recording rule may average a count;
+ * the operating point rounds it.) Usage gauges follow their engine's convention: vLLM's
+ * *_usage_perc, SGLang's token_usage and llama.cpp's *_ratio are fractions
+ * in [0, 1] (vLLM's "perc" included); a *_percent gauge is in [0, 100]. A
+ * --metric of no known convention is any number in [0, CAL_PROM_COUNT_MAX]. */
+typedef enum { R_COUNT, R_FRACTION, R_PERCENT, R_ANY } range_kind;
+
+static range_kind range_of(const char *name, int known)
+{
+    static const char *const FRACTION[] = {
+        "vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc", "vllm:cpu_cache_usage_perc",
+        "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"};
+    for (size_t k = 0; k < sizeof FRACTION / sizeof FRACTION[0]; k++)
+        if (!strcmp(name, FRACTION[k])) return R_FRACTION;
+    size_t n = strlen(name);
+    if (n > 8 && !strcmp(name + n - 8, "_percent")) return R_PERCENT;
+    if (n > 6 && !strcmp(name + n - 6, "_ratio")) return R_FRACTION;
+    return known ? R_COUNT : R_ANY;
+}
+
+static int plausible(range_kind k, double v)
+{
+    if (!isfinite(v) || v < 0) return 0;
+    switch (k) {
+    case R_COUNT: return v <= CAL_PROM_COUNT_MAX;
+    case R_FRACTION: return v <= 1;
+    case R_PERCENT: return v <= 100;
+    default: return v <= CAL_PROM_COUNT_MAX;
+    }
+}
+
+const char *cal_prom_range_text(const char *name)
+{
+    int known = 0;
+    for (size_t r = 0; cal_prom_known[r][0]; r++)
+        for (int k = 0; k < 3; k++)
+            if (cal_prom_known[r][k] && !strcmp(cal_prom_known[r][k], name)) known = 1;
+    switch (range_of(name, known)) {
+    case R_COUNT: return "a count in [0, 1e9]";
+    case R_FRACTION: return "a fraction in [0, 1]";
+    case R_PERCENT: return "a percentage in [0, 100]";
+    default: return "a number in [0, 1e9]";
+    }
+}
+
+#define SERIES_MAX 512   /* label sets remembered per gauge, to spot a repeat */
+
 typedef struct acc {
     const char *name;
+    range_kind  range;
     double      sum;      /* over the valid series */
     size_t      n;        /* series seen (invalid ones included) */
-    size_t      bad;      /* series whose value is NaN, ±Inf or negative */
+    size_t      bad;      /* series whose value is not plausible (range_of) */
+    double      bad_value;            /* the first such value */
+    size_t      bad_line;             /* and its line */
+    uint64_t    key[SERIES_MAX];      /* [n] each series' label-set hash */
+    size_t      line[SERIES_MAX];     /* [n] where it was */
 } acc;
 
 typedef struct find_ctx {
     acc    a[3 * N_KNOWN + 1];
     size_t n;
+    char  *why;
+    size_t why_len;
 } find_ctx;
 
+/* FNV-1a over the label pairs in name order: {a="1",b="2"} and
+ * {b="2",a="1"} are one series. 64 bits: a false repeat among SERIES_MAX
+ * label sets has odds below 1e-14. */
+static uint64_t series_key(const cal_prom_sample *s)
+{
+    size_t ord[CAL_PROM_LABELS_MAX];
+    for (size_t i = 0; i < s->n_labels; i++) {
+        size_t j = i;
+        while (j && strcmp(s->labels[ord[j - 1]].name, s->labels[i].name) > 0) {
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = i;
+    }
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < s->n_labels; i++) {
+        const cal_prom_label *l = &s->labels[ord[i]];
+        for (const char *p = l->name; ; p++) { h = (h ^ (unsigned char)*p) * 0x100000001b3ULL; if (!*p) break; }
+        for (const char *p = l->value; ; p++) { h = (h ^ (unsigned char)*p) * 0x100000001b3ULL; if (!*p) break; }
+    }
+    return h;
+}
+
+/* The same metric with the same label set twice in one scrape is refused,
+ * not summed and not picked from: the exposition format forbids it, and
+ * which of two values is current cannot be known (two exporters behind one
+ * port, or a body served twice). Summing would double the reading. */
 static int find_cb(void *ud, const cal_prom_sample *s)
 {
     find_ctx *c = ud;
-    for (size_t k = 0; k < c->n; k++)
-        if (!strcmp(c->a[k].name, s->name)) {
-            c->a[k].n++;
-            if (!isfinite(s->value) || s->value < 0) c->a[k].bad++;
-            else c->a[k].sum += s->value;
+    for (size_t k = 0; k < c->n; k++) {
+        acc *a = &c->a[k];
+        if (strcmp(a->name, s->name)) continue;
+        uint64_t key = series_key(s);
+        for (size_t i = 0; i < a->n && i < SERIES_MAX; i++)
+            if (a->key[i] == key) {
+                if (c->why && c->why_len)
+                    snprintf(c->why, c->why_len, "line %zu: %s repeats the label set of line %zu: "
+                             "one series given twice in a scrape (refused, not summed)",
+                             s->line, s->name, a->line[i]);
+                return CAL_EPROTO;
+            }
+        if (a->n == SERIES_MAX) {
+            if (c->why && c->why_len)
+                snprintf(c->why, c->why_len, "line %zu: %s: more than %d label sets", s->line,
+                         s->name, SERIES_MAX);
+            return CAL_ETOOBIG;
         }
+        a->key[a->n] = key;
+        a->line[a->n] = s->line;
+        a->n++;
+        if (!plausible(a->range, s->value)) {
+            if (!a->bad++) { a->bad_value = s->value; a->bad_line = s->line; }
+        } else {
+            a->sum += s->value;
+        }
+    }
     return 0;
 }
 
@@ -404,24 +508,37 @@ static void set(int *has, double *v, char *name_out, const acc *a)
     snprintf(name_out, CAL_PROM_NAME_MAX, "%s", a->name);
 }
 
-int cal_prom_find_load(const char *text, size_t len, const char *running_override,
-                       cal_prom_load *out, size_t *bad_line, char *why, size_t why_len)
+static int find_load(find_ctx *c, const char *text, size_t len, const char *running_override,
+                     cal_prom_load *out, size_t *bad_line, char *why, size_t why_len)
 {
-    memset(out, 0, sizeof *out);
-    find_ctx c = {.n = 0};
+    c->why = why;
+    c->why_len = why_len;
     for (size_t r = 0; r < N_KNOWN; r++)
         for (int k = 0; k < 3; k++)
-            if (cal_prom_known[r][k]) c.a[c.n++].name = cal_prom_known[r][k];
-    if (running_override) c.a[c.n++].name = running_override;
-    int rc = cal_prom_parse(text, len, find_cb, &c, bad_line, why, why_len);
-    if (rc) return rc;
+            if (cal_prom_known[r][k]) {
+                c->a[c->n].range = range_of(cal_prom_known[r][k], 1);
+                c->a[c->n++].name = cal_prom_known[r][k];
+            }
+    if (running_override) {
+        c->a[c->n].range = range_of(running_override, 0);
+        for (size_t k = 0; k < c->n; k++)
+            if (!strcmp(c->a[k].name, running_override)) c->a[c->n].range = c->a[k].range;
+        c->a[c->n++].name = running_override;
+    }
+    char pwhy[512];
+    int rc = cal_prom_parse(text, len, find_cb, c, bad_line, pwhy, sizeof pwhy);
+    if (rc) {
+        /* a parse error is in pwhy; a refusal of find_cb wrote why itself */
+        if (pwhy[0] && why && why_len) snprintf(why, why_len, "%s", pwhy);
+        return rc;
+    }
     const acc *run = NULL;
     size_t row = N_KNOWN;
     if (running_override) {
-        run = lookup(&c, running_override);
+        run = lookup(c, running_override);
     } else {
         for (size_t r = 0; r < N_KNOWN && !run; r++)
-            if ((run = lookup(&c, cal_prom_known[r][0]))) row = r;
+            if ((run = lookup(c, cal_prom_known[r][0]))) row = r;
     }
     if (!run) {
         if (why && why_len) {
@@ -437,10 +554,12 @@ int cal_prom_find_load(const char *text, size_t len, const char *running_overrid
     set(&out->has_running, &out->running, out->running_name, run);
     out->running_series = run->n;
     out->running_invalid = run->bad;
+    out->running_bad_value = run->bad_value;
+    out->running_bad_line = run->bad_line;
     for (size_t r = 0; r < N_KNOWN; r++) {
         if (row < N_KNOWN && r != row) continue;
-        const acc *w = lookup(&c, cal_prom_known[r][1]);
-        const acc *ce = lookup(&c, cal_prom_known[r][2]);
+        const acc *w = lookup(c, cal_prom_known[r][1]);
+        const acc *ce = lookup(c, cal_prom_known[r][2]);
         if (w && !out->has_waiting) {
             set(&out->has_waiting, &out->waiting, out->waiting_name, w);
             out->waiting_invalid = w->bad;
@@ -448,4 +567,17 @@ int cal_prom_find_load(const char *text, size_t len, const char *running_overrid
         if (ce && !out->has_ceiling) set(&out->has_ceiling, &out->ceiling, out->ceiling_name, ce);
     }
     return CAL_OK;
+}
+
+int cal_prom_find_load(const char *text, size_t len, const char *running_override,
+                       cal_prom_load *out, size_t *bad_line, char *why, size_t why_len)
+{
+    memset(out, 0, sizeof *out);
+    if (bad_line) *bad_line = 0;
+    if (why && why_len) why[0] = '\0';
+    find_ctx *c = calloc(1, sizeof *c);   /* ~130 KB of label-set keys: not the stack */
+    if (!c) return CAL_ENOMEM;
+    int rc = find_load(c, text, len, running_override, out, bad_line, why, why_len);
+    free(c);
+    return rc;
 }

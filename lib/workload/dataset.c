@@ -6,15 +6,18 @@
 #include <errno.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "lib/util/c_locale.h"
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "caliper/proxy.h"
 #include "caliper/utf8.h"
 #include "caliper/workload_traffic.h"
+#include "lib/util/json_span.h"
 
 static const char *const FORMATS[CAL_DS_N] = {"text", "jsonl", "sharegpt", "openai-chat",
                                               "proxy-log"};
@@ -68,6 +71,28 @@ static int jlen(const json_t *o, const char *k)
     if (!json_is_integer(v)) return -1;
     json_int_t x = json_integer_value(v);
     return x >= 1 && x <= (1 << 24) ? (int)x : -1;
+}
+
+/* An entry's output length (output_tokens, max_tokens...): absent or null
+ * is unknown (-1, the run's --max-tokens applies); a value that is not a
+ * whole number in [lo, 2^24] refuses the file, naming the line and field.
+ * Replacing −5, 2.7 or 1e308 silently by the flag's value would run another
+ * workload than the file's. */
+static int out_len(const json_t *o, const char *k, int lo, size_t lineno, int *out, char *why,
+                   size_t wl)
+{
+    json_t *v = json_object_get(o, k);
+    *out = -1;
+    if (!v || json_is_null(v)) return CAL_OK;
+    if (json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= (1 << 24)) {
+        *out = json_integer_value(v) >= 1 ? (int)json_integer_value(v) : -1;
+        return CAL_OK;
+    }
+    char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10));
+    cal_snprintf(why, wl, "line %zu: \"%s\" is %.40s: not a whole number of tokens in [%d, %d]",
+                 lineno, k, t ? t : "?", lo, 1 << 24);
+    free(t);
+    return CAL_EPROTO;
 }
 
 static int utf8_ok(const char *s, size_t n) { return cal_utf8_check(s, n) == n; }
@@ -127,9 +152,10 @@ static int jsonl_line(acc *a, const char *line, size_t n, size_t lineno, char *w
     } else if (json_string_length(p) == 0) {
         a->d->skipped++;
     } else {
-        int out = jlen(j, "output_tokens");
-        if (out < 0) out = jlen(j, "max_tokens");
-        rc = add(a, json_string_value(p), json_string_length(p), -1, out, -1);
+        int out = -1;
+        rc = out_len(j, "output_tokens", 1, lineno, &out, why, wl);
+        if (!rc && out < 0) rc = out_len(j, "max_tokens", 1, lineno, &out, why, wl);
+        if (!rc) rc = add(a, json_string_value(p), json_string_length(p), -1, out, -1);
     }
     json_decref(j);
     return rc;
@@ -178,9 +204,10 @@ static int openai_line(acc *a, const char *line, size_t n, size_t lineno, char *
     if (rc == CAL_OK) {
         if (txt.len == 0) a->d->skipped++;
         else {
-            int out = jlen(body, "max_completion_tokens");
-            if (out < 0) out = jlen(body, "max_tokens");
-            rc = add(a, txt.data, txt.len, -1, out, -1);
+            int out = -1;
+            rc = out_len(body, "max_completion_tokens", 1, lineno, &out, why, wl);
+            if (!rc && out < 0) rc = out_len(body, "max_tokens", 1, lineno, &out, why, wl);
+            if (!rc) rc = add(a, txt.data, txt.len, -1, out, -1);
         }
     }
     cal_buf_free(&txt);
@@ -200,60 +227,118 @@ static int proxy_line(acc *a, const char *line, size_t n, size_t lineno, char *w
     } else {
         json_int_t st = json_integer_value(json_object_get(j, "status"));
         int p = jlen(j, "prefix_tokens");
+        int out = -1;
         if ((st && (st < 200 || st > 299)) || p < 0) a->d->skipped++;   /* failed turns */
-        else rc = add(a, NULL, 0, p, jlen(j, "output_tokens"), -1);
+        /* a recorded turn may have produced 0 tokens: unknown for a replay */
+        else if (!(rc = out_len(j, "output_tokens", 0, lineno, &out, why, wl)))
+            rc = add(a, NULL, 0, p, out, -1);
     }
     json_decref(j);
     return rc;
 }
 
-static int sharegpt(acc *a, const char *buf, size_t len, char *why, size_t wl)
+/* One conversation: its first human message is the prompt, the reply after
+ * it gives the output length in characters. */
+static int conversation(acc *a, const json_t *conv, size_t i, char *why, size_t wl)
 {
-    json_error_t je;
-    json_t *j = json_loadb(buf, len, 0, &je);
-    if (!j) {
-        cal_snprintf(why, wl, "line %d: malformed JSON: %s", je.line, je.text);
+    json_t *turns = json_object_get(conv, "conversations");
+    if (!turns) turns = json_object_get(conv, "conversation");
+    if (!json_is_array(turns)) {
+        cal_snprintf(why, wl, "item %zu: no \"conversations\" array", i);
         return CAL_EPROTO;
     }
-    if (!json_is_array(j)) {
-        cal_snprintf(why, wl, "not a JSON array of conversations");
+    const json_t *ask = NULL, *reply = NULL;
+    size_t k;
+    json_t *t;
+    json_array_foreach(turns, k, t) {
+        const char *from = json_string_value(json_object_get(t, "from"));
+        if (!from) from = json_string_value(json_object_get(t, "role"));
+        json_t *v = json_object_get(t, "value");
+        if (!v) v = json_object_get(t, "content");
+        if (!from || !json_is_string(v)) continue;
+        if (!ask && (!strcmp(from, "human") || !strcmp(from, "user"))) ask = v;
+        else if (ask && !reply && (!strcmp(from, "gpt") || !strcmp(from, "assistant") ||
+                                   !strcmp(from, "chatgpt"))) reply = v;
+    }
+    if (!ask || json_string_length(ask) == 0) {
+        a->d->skipped++;
+        return CAL_OK;
+    }
+    int oc = reply ? (int)cal_utf8_chars(json_string_value(reply), json_string_length(reply)) : -1;
+    return add(a, json_string_value(ask), json_string_length(ask), -1, -1, oc);
+}
+
+/* A ShareGPT file is one array of conversations. Its items are counted
+ * against CAL_DS_MAX_ENTRIES before any is decoded, then decoded one at a
+ * time: peak memory is the file, the prompts kept and one conversation's
+ * tree, not a tree of the whole file (20 times its size in jansson): within
+ * 2 × the file + 96 MiB (tests/e2e/test_input_memory.sh). */
+static int sharegpt(acc *a, const char *buf, size_t len, char *why, size_t wl)
+{
+    long items = cal_jspan_count(buf, len, 0, CAL_DS_MAX_ENTRIES);
+    if (items < 0) {
+        /* say where: jansson's message on the whole text */
+        json_error_t je;
+        json_t *j = json_loadb(buf, len, 0, &je);
+        if (j) cal_snprintf(why, wl, "not a JSON array of conversations");
+        else cal_snprintf(why, wl, "line %d: malformed JSON: %s", je.line, je.text);
         json_decref(j);
         return CAL_EPROTO;
     }
-    int rc = CAL_OK;
-    size_t i;
-    json_t *conv;
-    json_array_foreach(j, i, conv) {
-        json_t *turns = json_object_get(conv, "conversations");
-        if (!turns) turns = json_object_get(conv, "conversation");
-        if (!json_is_array(turns)) {
-            cal_snprintf(why, wl, "item %zu: no \"conversations\" array", i);
-            rc = CAL_EPROTO;
-            break;
-        }
-        /* the first human message, and the reply after it for its length */
-        const json_t *ask = NULL, *reply = NULL;
-        size_t k;
-        json_t *t;
-        json_array_foreach(turns, k, t) {
-            const char *from = json_string_value(json_object_get(t, "from"));
-            if (!from) from = json_string_value(json_object_get(t, "role"));
-            json_t *v = json_object_get(t, "value");
-            if (!v) v = json_object_get(t, "content");
-            if (!from || !json_is_string(v)) continue;
-            if (!ask && (!strcmp(from, "human") || !strcmp(from, "user"))) ask = v;
-            else if (ask && !reply && (!strcmp(from, "gpt") || !strcmp(from, "assistant") ||
-                                       !strcmp(from, "chatgpt"))) reply = v;
-        }
-        if (!ask || json_string_length(ask) == 0) {
-            a->d->skipped++;
-            continue;
-        }
-        int oc = reply ? (int)cal_utf8_chars(json_string_value(reply), json_string_length(reply)) : -1;
-        if ((rc = add(a, json_string_value(ask), json_string_length(ask), -1, -1, oc))) break;
+    if ((unsigned long)items > CAL_DS_MAX_ENTRIES) {
+        cal_snprintf(why, wl, "over %u items (conversations, skipped ones included): a dataset "
+                     "holds at most that many", CAL_DS_MAX_ENTRIES);
+        return CAL_ETOOBIG;
     }
-    json_decref(j);
+    if (a->cap < (size_t)items) {   /* one allocation: no doubling past the count */
+        cal_ds_entry *e = realloc(a->d->e, (items ? (size_t)items : 1) * sizeof *e);
+        if (!e) return CAL_ENOMEM;
+        a->d->e = e;
+        a->cap = items ? (size_t)items : 1;
+    }
+    size_t at = 0, s, n;
+    cal_jspan_open_array(buf, len, &at);
+    int rc = CAL_OK, r;
+    for (size_t i = 0; rc == CAL_OK && (r = cal_jspan_next(buf, len, &at, &s, &n)) == 1; i++) {
+        json_error_t je;
+        json_t *conv = json_loadb(buf + s, n, 0, &je);
+        if (!conv) {
+            cal_snprintf(why, wl, "line %zu: item %zu: malformed JSON: %s",
+                         cal_jspan_line(buf, s) + (size_t)je.line - 1, i, je.text);
+            return CAL_EPROTO;
+        }
+        rc = conversation(a, conv, i, why, wl);
+        json_decref(conv);
+    }
+    for (; rc == CAL_OK && at < len; at++)
+        if (buf[at] != ' ' && buf[at] != '\t' && buf[at] != '\n' && buf[at] != '\r') {
+            cal_snprintf(why, wl, "line %zu: text after the array of conversations",
+                         cal_jspan_line(buf, at));
+            rc = CAL_EPROTO;
+        }
     return rc;
+}
+
+/* The line formats hold one item a line: non-blank lines are counted
+ * against CAL_DS_MAX_ENTRIES before any is decoded. */
+static int count_lines(const char *buf, size_t len, char *why, size_t wl)
+{
+    size_t items = 0, at = 0;
+    while (at < len) {
+        const char *nl = memchr(buf + at, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - (buf + at)) : len - at;
+        for (size_t i = 0; i < n; i++) {
+            char c = buf[at + i];
+            if (c != ' ' && c != '\t' && c != '\r') { items++; break; }
+        }
+        if (items > CAL_DS_MAX_ENTRIES) {
+            cal_snprintf(why, wl, "over %u items (non-blank lines, skipped ones included): a "
+                         "dataset holds at most that many", CAL_DS_MAX_ENTRIES);
+            return CAL_ETOOBIG;
+        }
+        at += n + 1;
+    }
+    return CAL_OK;
 }
 
 static int sha256_hex(const char *buf, size_t len, char out[65])
@@ -286,6 +371,7 @@ int cal_dataset_parse(const char *buf, size_t len, cal_ds_format f, const char *
     a.d->format = f;
     cal_snprintf(a.d->name, sizeof a.d->name, "%s", name ? name : "");
     int rc = sha256_hex(buf ? buf : "", buf ? len : 0, a.d->sha256);
+    if (rc == CAL_OK && buf && f != CAL_DS_SHAREGPT) rc = count_lines(buf, len, why, why_len);
     if (rc == CAL_OK && buf) {
         switch (f) {
         case CAL_DS_TEXT: rc = lines(&a, buf, len, text_line, why, why_len); break;
@@ -320,7 +406,19 @@ int cal_dataset_load(const char *path, cal_ds_format f, cal_dataset **out, char 
         cal_snprintf(why, why_len, "\"%s\": %s", path, strerror(errno));
         return CAL_EIO;
     }
+    /* the size first: a file over the cap is refused before a byte is read,
+     * and one buffer of its size is all the reading takes (no doubling) */
+    struct stat st;
     size_t cap = 1 << 16, n = 0;
+    if (fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode)) {
+        if ((uintmax_t)st.st_size > CAL_DS_MAX_BYTES) {
+            cal_snprintf(why, why_len, "\"%s\": %jd bytes: over the %u MiB a dataset may have", path,
+                         (intmax_t)st.st_size, CAL_DS_MAX_BYTES >> 20);
+            fclose(fp);
+            return CAL_ETOOBIG;
+        }
+        cap = (size_t)st.st_size + 1;   /* + 1: the read that sees the end */
+    }
     char *buf = malloc(cap);
     int rc = buf ? CAL_OK : CAL_ENOMEM;
     while (rc == CAL_OK) {

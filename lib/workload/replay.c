@@ -20,6 +20,12 @@
 #define MAX_BYTES     (512u << 20)
 #define MAX_PROMPT    (1 << 20)       /* tokens in one recorded turn */
 #define MAX_SLOTS     (1u << 22)      /* sessions × turns */
+/* A log spans at most 7 days: every turn's wall_ns within 7 days of the
+ * first successful turn's, and a turn's turn_s at most 7 days. A replay
+ * waits out the recorded gaps (÷ --speed), so a line 1e18 ns after the
+ * last one would otherwise wait 31 years; a week of captured traffic is
+ * past any session one replays. */
+#define MAX_SPAN_S    (7 * 86400)
 
 typedef struct rec {
     long    sys, hist;       /* system + tools tokens; history + new tokens */
@@ -94,6 +100,18 @@ static int parse_log(const char *log, size_t len, rec **out, size_t *n, char *wh
         json_t *ts = json_object_get(j, "turn_s");
         e->turn_s = json_is_number(ts) && json_number_value(ts) >= 0 ? json_number_value(ts) : NAN;
         json_decref(j);
+        /* in double: two int64 timestamps far apart must not overflow */
+        double off_s = ((double)e->wall_ns - (double)r[0].wall_ns) / 1e9;
+        if (fabs(off_s) > MAX_SPAN_S || e->turn_s > MAX_SPAN_S) {
+            if (fabs(off_s) > MAX_SPAN_S)
+                cal_snprintf(why, wl, "line %zu: \"wall_ns\" is %.6g s from the first turn's: past "
+                             "the %d days a replayed log may span", lineno, off_s, MAX_SPAN_S / 86400);
+            else
+                cal_snprintf(why, wl, "line %zu: \"turn_s\" is %.6g s: past the %d days a replayed "
+                             "log may span", lineno, e->turn_s, MAX_SPAN_S / 86400);
+            free(r);
+            return CAL_ERANGE;
+        }
     }
     *out = r;
     return CAL_OK;

@@ -25,6 +25,19 @@ grep -q '800' lb.md && ok "llama-bench: tg32 decode 800 tok/s read" || not_ok "l
 "$CALIPER" report --import llama-bench "$DATA/llama-bench-one.jsonl" --format md >lb1.md 2>&1 \
   && grep -q '10240' lb1.md && ok "llama-bench -o jsonl with one test (one line)" || { not_ok "one-line jsonl"; cat lb1.md; }
 
+# absurd but finite values are refused by field and test, never clamped or
+# printed as a 300-digit ratio
+lb_bad() {  # NAME JQ-LIKE-SED EXPECTED-MESSAGE
+  sed "$2" "$DATA/llama-bench.jsonl" >lbbad.jsonl
+  "$CALIPER" report --import llama-bench lbbad.jsonl --format md >lbbad.md 2>lbbad.err; local rc=$?
+  if [ $rc -ne 0 ] && grep -qF -- "$3" lbbad.err; then ok "llama-bench $1 refused, named"
+  else not_ok "llama-bench $1: exit $rc"; cat lbbad.err lbbad.md | head -5; fi
+}
+lb_bad "avg_ts 1e308" '1s/"avg_ts": *[0-9.e+]*/"avg_ts": 1e308/' 'test 0: "avg_ts" is 1e308: not a rate in (0, 1e+07] tokens/s'
+lb_bad "n_gen 2^62" '2s/"n_gen": *[0-9]*/"n_gen": 4611686018427387904/' 'test 1: "n_gen" is 4611686018427387904: not a whole number of tokens in [0, 1e+09]'
+lb_bad "n_prompt 2.5" '1s/"n_prompt": *[0-9]*/"n_prompt": 2.5/' 'test 0: "n_prompt" is 2.5: not a whole number'
+lb_bad "avg_ts 0" '1s/"avg_ts": *[0-9.e+]*/"avg_ts": 0/' 'test 0: "avg_ts" is 0: not a rate'
+
 # Must show: a llama-bench result beside a caliper run, no ratio, the
 # differing protocol fields named
 "$CALIPER" compare A --import llama-bench "$DATA/llama-bench.json" --db "$DB" >cmp.out 2>cmp.err

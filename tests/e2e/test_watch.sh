@@ -70,7 +70,8 @@ if command -v python3 >/dev/null; then
 import http.server, os, sys, threading
 d = sys.argv[1]
 files = {n: open(os.path.join(d, n), "rb").read()
-         for n in ("vllm.prom", "vllm_running_nan.prom", "vllm_running_negative.prom")}
+         for n in ("vllm.prom", "vllm_running_nan.prom", "vllm_running_negative.prom",
+                   "vllm_running_huge.prom", "vllm_running_duplicate.prom")}
 cycle = ["vllm.prom", "vllm_running_nan.prom", "vllm.prom", "vllm_running_negative.prom"]
 n = {"mixed": 0}
 class H(http.server.BaseHTTPRequestHandler):
@@ -80,6 +81,10 @@ class H(http.server.BaseHTTPRequestHandler):
             body = files[cycle[n["mixed"] % len(cycle)]]; n["mixed"] += 1
         elif self.path == "/nan/metrics":
             body = files["vllm_running_nan.prom"]
+        elif self.path == "/huge/metrics":
+            body = files["vllm_running_huge.prom"]
+        elif self.path == "/dup/metrics":
+            body = files["vllm_running_duplicate.prom"]
         else:
             self.send_error(404); return
         self.send_response(200)
@@ -97,13 +102,21 @@ PY
     >"$E2E_TMP/nan.out" 2>"$E2E_TMP/nan.err"; rc=$?
   check "watch over NaN/negative readings exits 0" [ "$rc" -eq 0 ]
   cat "$E2E_TMP/nan.err"
-  nrej=$(grep -c 'reading rejected: vllm:num_requests_running is NaN, infinite or negative' "$E2E_TMP/nan.err")
+  nrej=$(grep -c 'reading rejected: vllm:num_requests_running is .* not a count in \[0, 1e9\]' "$E2E_TMP/nan.err")
   check "each bad reading warned about, counted ($nrej)" \
-    sh -c "[ $nrej -ge 2 ] && grep -q '($nrej rejected so far)' '$E2E_TMP/nan.err'"
+    sh -c "[ $nrej -ge 2 ] && grep -q '; $nrej rejected so far)' '$E2E_TMP/nan.err'"
   check "the JSON counts the same rejected readings" jqe ".rejected_readings == $nrej" "$E2E_TMP/nan.json"
   check "the good readings alone make the histogram: 3 running all the time" \
     jqe '.running.share["0"] == 0 and .running.max == 3 and .running.p50 == 3' "$E2E_TMP/nan.json"
-  check "the summary says readings were rejected" grep -q "$nrej rejected: the gauge was NaN or negative" "$E2E_TMP/nan.out"
+  check "the summary says readings were rejected" grep -q "$nrej rejected: the gauge was NaN, negative or out of its range" "$E2E_TMP/nan.out"
+  # 1e308 running is a broken exporter, not "4096+ requests"
+  "$CALIPER" watch "$FAKE/huge" --interval 50ms --duration 300ms >/dev/null 2>"$E2E_TMP/huge.err"; rc=$?
+  check "a running gauge of 1e308 is rejected, naming it and its line" \
+    sh -c "[ $rc -eq 1 ] && grep -q 'vllm:num_requests_running is 1e+308 on line 8, not a count in \[0, 1e9\]' '$E2E_TMP/huge.err'"
+  # one series listed twice is refused, never summed into 6 running
+  "$CALIPER" watch "$FAKE/dup" --interval 50ms --duration 300ms >/dev/null 2>"$E2E_TMP/dup.err"; rc=$?
+  check "a series given twice refuses the scrape, naming the metric and both lines" \
+    sh -c "[ $rc -eq 1 ] && grep -q 'line 9: vllm:num_requests_running repeats the label set of line 8' '$E2E_TMP/dup.err'"
   "$CALIPER" watch "$FAKE/nan" --interval 50ms --duration 500ms >/dev/null 2>"$E2E_TMP/nan2.err"; rc=$?
   check "only NaN readings: exit 1, saying so" \
     sh -c "[ $rc -eq 1 ] && grep -q 'fewer than two valid readings' '$E2E_TMP/nan2.err'"

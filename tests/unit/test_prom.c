@@ -136,6 +136,58 @@ static void test_override_and_absent(void **state)
     assert_non_null(strstr(why, "vllm:num_requests_running"));
 }
 
+/* Finite but absurd readings are no readings: 1e308 or 1e9 + 1 requests
+ * running make the gauge NAN (never a clamped "4096+"), a usage fraction above 1 the
+ * same; one series listed twice (its labels in another order) refuses the
+ * scrape, naming the metric and both lines, rather than summing to 6. */
+static void test_implausible_and_duplicate(void **state)
+{
+    (void)state;
+    static const struct { const char *text; double line; } bad[] = {
+        {"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1e308\n", 2},
+        {"vllm:num_requests_running{a=\"1\"} 3\nvllm:num_requests_running{a=\"2\"} 1e300\n", 2},
+        {"sglang:num_running_reqs 1000000001\n", 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t line = 99;
+        char why[256];
+        cal_prom_load ld;
+        assert_int_equal(cal_prom_find_load(bad[i].text, strlen(bad[i].text), NULL, &ld, &line, why,
+                                            sizeof why), CAL_OK);
+        assert_true(ld.has_running);
+        assert_true(isnan(ld.running));
+        assert_int_equal(ld.running_invalid, 1);
+        assert_int_equal(ld.running_bad_line, (size_t)bad[i].line);
+    }
+    assert_string_equal(cal_prom_range_text("vllm:num_requests_running"), "a count in [0, 1e9]");
+    /* a usage fraction: 0.0734 reads, 1.5 does not */
+    const char *kv = "vllm:num_requests_running 1\nvllm:gpu_cache_usage_perc 1.5\n";
+    cal_prom_load ld;
+    size_t line;
+    char why[256];
+    assert_int_equal(cal_prom_find_load(kv, strlen(kv), "vllm:gpu_cache_usage_perc", &ld, &line, why,
+                                        sizeof why), CAL_OK);
+    assert_true(isnan(ld.running));
+    assert_string_equal(cal_prom_range_text("vllm:gpu_cache_usage_perc"), "a fraction in [0, 1]");
+    /* the same series twice */
+    const char *dup = "# TYPE vllm:num_requests_running gauge\n"
+                      "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\n"
+                      "vllm:num_requests_running{model_name=\"m\",engine=\"0\"} 3\n";
+    assert_int_equal(cal_prom_find_load(dup, strlen(dup), NULL, &ld, &line, why, sizeof why), CAL_EPROTO);
+    assert_int_equal(line, 3);
+    assert_non_null(strstr(why, "line 3: vllm:num_requests_running repeats the label set of line 2"));
+    /* two distinct label sets still sum */
+    const char *two = "vllm:num_requests_running{engine=\"0\"} 3\nvllm:num_requests_running{engine=\"1\"} 4\n";
+    assert_int_equal(cal_prom_find_load(two, strlen(two), NULL, &ld, &line, why, sizeof why), CAL_OK);
+    NEAR(ld.running, 7, 0);
+    /* the captured duplicate scrape is refused the same way */
+    size_t len;
+    char *t = slurp("vllm_running_duplicate.prom", &len);
+    assert_int_equal(cal_prom_find_load(t, len, NULL, &ld, &line, why, sizeof why), CAL_EPROTO);
+    assert_non_null(strstr(why, "repeats the label set of line 8"));
+    free(t);
+}
+
 typedef struct collect {
     size_t n;
     char   names[64][CAL_PROM_NAME_MAX];
@@ -424,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_each_engine_gauge),
         cmocka_unit_test(test_override_and_absent),
         cmocka_unit_test(test_invalid_running_gauge),
+        cmocka_unit_test(test_implausible_and_duplicate),
         cmocka_unit_test(test_escapes_special_values),
         cmocka_unit_test(test_histogram_family),
         cmocka_unit_test(test_malformed_rejected),

@@ -237,6 +237,42 @@ static void test_chunk_shapes(void **state)
     cal_buf_free(&t);
 }
 
+/* Implausible server numbers are absent, not stored: predicted_ms 1e308
+ * (a decode rate of ~0), a negative prompt_ms, 2.7 or 2^40 tokens. Each is
+ * counted in implausible; the plausible ones beside them are kept. */
+static void test_chunk_implausible_timings(void **state)
+{
+    (void)state;
+    cal_chunk c;
+    const char *huge = "{\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}],"
+                       "\"timings\":{\"prompt_ms\":12.5,\"predicted_ms\":1e308,\"predicted_n\":64}}";
+    assert_int_equal(cal_chunk_parse(huge, strlen(huge), &c, NULL), CAL_OK);
+    assert_true(c.decode_ms < 0);                    /* absent */
+    assert_true(c.prefill_ms == 12.5);               /* kept */
+    assert_int_equal(c.decode_tokens, 64);
+    assert_int_equal(c.implausible, 1);
+    assert_true(c.flags & CAL_CHUNK_IMPLAUSIBLE);
+    assert_true(c.flags & CAL_CHUNK_TIMINGS);        /* prompt_ms still reaches the result */
+    const char *neg = "{\"timings\":{\"prompt_ms\":-3,\"predicted_ms\":2e9,\"predicted_n\":2.7,"
+                      "\"cache_n\":1099511627776},\"usage\":{\"prompt_tokens\":-1,"
+                      "\"completion_tokens\":5000000000}}";
+    assert_int_equal(cal_chunk_parse(neg, strlen(neg), &c, NULL), CAL_OK);
+    assert_true(c.prefill_ms < 0 && c.decode_ms < 0);
+    assert_int_equal(c.decode_tokens, -1);
+    assert_int_equal(c.cached_tokens, -1);
+    assert_int_equal(c.prompt_tokens, -1);
+    assert_int_equal(c.completion_tokens, -1);
+    assert_false(c.flags & (CAL_CHUNK_TIMINGS | CAL_CHUNK_USAGE));
+    assert_int_equal(c.implausible, 6);
+    /* the bounds themselves are plausible */
+    const char *edge = "{\"timings\":{\"prompt_ms\":0,\"predicted_ms\":1e9,\"predicted_n\":1000000000}}";
+    assert_int_equal(cal_chunk_parse(edge, strlen(edge), &c, NULL), CAL_OK);
+    assert_true(c.decode_ms == 1e9);
+    assert_int_equal(c.decode_tokens, 1000000000);
+    assert_int_equal(c.implausible, 0);
+    assert_false(c.flags & CAL_CHUNK_IMPLAUSIBLE);
+}
+
 /* A parse's allocations come from a fixed block and spill to malloc: text
  * far past the block (an escape makes yajl decode it into a growing buffer)
  * and nesting past it (yajl's stack grows) read the same as small ones, and
@@ -262,7 +298,8 @@ static void test_chunk_large_and_deep(void **state)
     assert_int_equal(t.data[1], 'a');
     assert_int_equal(t.data[TEXT], 'b');
     assert_int_equal(c.prompt_tokens, -1);             /* negative counts read as absent */
-    assert_int_equal(c.completion_tokens, 0x7fffffff); /* 19 digits: the full reader, clamped */
+    assert_int_equal(c.completion_tokens, -1);  /* 19 digits: the full reader; past 1e9, absent */
+    assert_int_equal(c.implausible, 2);
     const char *past = "{\"usage\":{\"completion_tokens\":12345678901234567890}}";
     assert_int_equal(cal_chunk_parse(past, strlen(past), &c, NULL), CAL_EPROTO);   /* past int64 */
     /* the same shape once more, now with counts the fast path reads */
@@ -270,7 +307,7 @@ static void test_chunk_large_and_deep(void **state)
                         "\"completion_tokens\":42},\"send_ns\":-5}";
     assert_int_equal(cal_chunk_parse(small, strlen(small), &c, NULL), CAL_OK);
     assert_int_equal(c.completion_tokens, 42);
-    assert_int_equal(c.prompt_tokens, 0x7fffffff);     /* clamped to int */
+    assert_int_equal(c.prompt_tokens, -1);             /* past 1e9: absent, not clamped */
     assert_true(c.send_ns == -5);
     cal_buf_free(&ev);
     cal_buf_free(&t);
@@ -282,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_golden_captures),
         cmocka_unit_test(test_sse_limits_and_stop),
         cmocka_unit_test(test_chunk_shapes),
+        cmocka_unit_test(test_chunk_implausible_timings),
         cmocka_unit_test(test_chunk_large_and_deep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

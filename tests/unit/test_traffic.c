@@ -90,6 +90,36 @@ static void test_datasets(void **st)
     assert_null(d);
     assert_non_null(strstr(why, "line 2"));
 
+    /* an output length that is not a whole number of tokens refuses the
+     * file, naming the line and field, instead of becoming --max-tokens */
+    static const struct { cal_ds_format f; const char *text, *msg; } bad_out[] = {
+        {CAL_DS_JSONL, "{\"prompt\":\"a\",\"output_tokens\":8}\n{\"prompt\":\"b\",\"output_tokens\":-5}\n",
+         "line 2: \"output_tokens\" is -5: not a whole number of tokens in [1, 16777216]"},
+        {CAL_DS_JSONL, "{\"prompt\":\"a\",\"output_tokens\":2.7}\n",
+         "line 1: \"output_tokens\" is 2.7: not a whole number"},
+        {CAL_DS_JSONL, "{\"prompt\":\"a\",\"max_tokens\":1e308}\n",
+         "line 1: \"max_tokens\" is 1e308: not a whole number"},
+        {CAL_DS_OPENAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}],\"max_tokens\":\"9\"}\n",
+         "line 1: \"max_tokens\" is \"9\": not a whole number"},
+        {CAL_DS_PROXY_LOG, "{\"status\":200,\"prefix_tokens\":120,\"output_tokens\":-1}\n",
+         "line 1: \"output_tokens\" is -1: not a whole number of tokens in [0, 16777216]"},
+    };
+    for (size_t i = 0; i < sizeof bad_out / sizeof bad_out[0]; i++) {
+        assert_int_equal(cal_dataset_parse(bad_out[i].text, strlen(bad_out[i].text), bad_out[i].f, "b",
+                                           &d, why, sizeof why), CAL_EPROTO);
+        assert_null(d);
+        assert_non_null(strstr(why, bad_out[i].msg));
+    }
+    /* null is unknown (the run's --max-tokens), as is a proxy log's 0 */
+    const char *nul = "{\"prompt\":\"a\",\"output_tokens\":null}\n";
+    assert_int_equal(cal_dataset_parse(nul, strlen(nul), CAL_DS_JSONL, "n", &d, why, sizeof why), CAL_OK);
+    assert_int_equal(d->e[0].output_tokens, -1);
+    cal_dataset_free(&d);
+    const char *zero = "{\"status\":200,\"prefix_tokens\":12,\"output_tokens\":0}\n";
+    assert_int_equal(cal_dataset_parse(zero, strlen(zero), CAL_DS_PROXY_LOG, "z", &d, why, sizeof why), CAL_OK);
+    assert_int_equal(d->e[0].output_tokens, -1);
+    cal_dataset_free(&d);
+
     const char *sg = "[{\"conversations\":[{\"from\":\"system\",\"value\":\"s\"},{\"from\":\"human\",\"value\":\"hi\"},"
                      "{\"from\":\"gpt\",\"value\":\"hello!\"}]},{\"conversations\":[{\"from\":\"gpt\",\"value\":\"x\"}]}]";
     assert_int_equal(cal_dataset_parse(sg, strlen(sg), CAL_DS_SHAREGPT, "s", &d, why, sizeof why), CAL_OK);
@@ -235,6 +265,27 @@ static void test_replay(void **st)
     assert_non_null(strstr(why, "line 1"));
     assert_int_equal(cal_replay_build(log, strlen(log), "x", 0, CAL_CONTENT_PROSE, NULL, NULL, &tr,
                                       why, sizeof why), CAL_EINVAL);
+    /* a line 1e18 ns after the first would wait 31 years: refused by line,
+     * as is a turn that took longer than the 7 days a log may span; the
+     * bound itself is fine */
+    static const struct { const char *third, *msg; int rc; } far[] = {
+        {"{\"wall_ns\":1000000000000001500,\"status\":200,\"prefix\":{\"new\":{\"tokens\":5}}}\n",
+         "line 3: \"wall_ns\" is 1e+09 s from the first turn's: past the 7 days", CAL_ERANGE},
+        {"{\"wall_ns\":2000000000,\"status\":200,\"prefix\":{\"new\":{\"tokens\":5}},\"turn_s\":1e308}\n",
+         "line 3: \"turn_s\" is 1e+308 s: past the 7 days", CAL_ERANGE},
+        {"{\"wall_ns\":604801000000000,\"status\":200,\"prefix\":{\"new\":{\"tokens\":5}}}\n",
+         NULL, CAL_OK},
+    };
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%.*s%s", (int)(strchr(strchr(log, '\n') + 1, '\n') + 1 - log), log,
+                 far[i].third);
+        why[0] = '\0';
+        assert_int_equal(cal_replay_build(buf, strlen(buf), "x", 1, CAL_CONTENT_PROSE, fake_count, &calls,
+                                          &tr, why, sizeof why), far[i].rc);
+        if (far[i].msg) { assert_null(tr); assert_non_null(strstr(why, far[i].msg)); }
+        cal_traffic_free(&tr);
+    }
 }
 
 /* The server's prefix-cache report reaches the chunk: vLLM/SGLang usage
