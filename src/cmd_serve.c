@@ -292,6 +292,8 @@ int cmd_serve(int argc, char **argv)
         rc = cal_gguf_export(eng, gguf_out, dtype, gwhy, sizeof gwhy);
         long long np = (long long)cal_model_n_params(&sc.model);
         cal_engine_close(&eng);
+        if (rc == CAL_EINVAL)   /* the path or the format: what the flags asked for */
+            return cli_usage_error(C, "--export-gguf: %s", gwhy);
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: %s", gwhy);
         fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s)\n", gguf_out,
