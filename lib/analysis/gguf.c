@@ -337,6 +337,17 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
     }
     if (!strcmp(key, "tokenizer.ggml.tokens") && type == T_ARRAY)
         return rd_tokens(r, at);
+    if (!strcmp(key, "caliper.embedding_scale")) {
+        double v = 0;
+        int ok = 0;
+        int rc = rd_number(r, type, &v, &ok);
+        if (rc) return rc;
+        if (!ok || !(v > 0) || v > 1e6)
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": caliper.embedding_scale is not a "
+                        "positive number", at);
+        m->embed_scale = v;
+        return CAL_OK;
+    }
     int is_eos = !strcmp(key, "tokenizer.ggml.eos_token_id");
     int is_bos = !strcmp(key, "tokenizer.ggml.bos_token_id");
     int is_align = !strcmp(key, "general.alignment");
