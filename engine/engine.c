@@ -24,11 +24,11 @@
 /* ---- shapes ------------------------------------------------------------ */
 
 static const cal_model_config presets[] = {
-    /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed */
-    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, ""},
-    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, ""},
-    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, ""},
-    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, ""},
+    /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed dtype weights embed_scale */
+    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0},
+    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0},
+    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0},
+    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, "", 0},
 };
 
 int cal_model_preset(const char *name, cal_model_config *out)
@@ -117,6 +117,8 @@ int cal_model_validate(const cal_model_config *c, const char **why)
         w = "norm_eps";
     else if (!memchr(c->weights, '\0', sizeof c->weights))
         w = "weights";
+    else if (!(c->embed_scale >= 0.0f) || !isfinite(c->embed_scale))
+        w = "embed_scale";
     else if (cal_model_n_params(c) > (int64_t)4 << 30)
         w = "n_params";
     else if (c->dtype < 0 || c->dtype >= CAL_DTYPE_COUNT)
@@ -648,7 +650,8 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
             e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
             e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
         }
-    e->embed_scale = c->weights[0] ? 1.0f : CAL_ENGINE_EMBED_SCALE;
+    e->embed_scale = c->embed_scale > 0.0f ? c->embed_scale
+                     : c->weights[0] ? 1.0f : CAL_ENGINE_EMBED_SCALE;
     if (c->weights[0]) {
         int lrc = cal_gguf_load_weights(e, e->err, sizeof e->err);
         if (lrc != CAL_OK) {

@@ -39,6 +39,10 @@ typedef struct cal_model_config {
     int      dtype;         /* CAL_DTYPE_*: the matrices' format (norms stay F32) */
     char     weights[256];  /* a GGUF file to read the weights from instead
                                (engine/gguf.h); "" = synthetic from seed */
+    float    embed_scale;   /* the embedding row enters the stream times this;
+                               0: the engine's own for synthetic weights, 1 for
+                               a GGUF file's (set for caliper's export of a
+                               tied model, whose token_embd is scaled) */
 } cal_model_config;
 
 /* Weight formats of the matrices (embedding, projections, experts, router,

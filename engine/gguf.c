@@ -226,6 +226,69 @@ static int32_t token_type(int id)
     return 1;
 }
 
+/* What kind of thing path names, for a refusal; NULL for a regular file. */
+static const char *not_regular(mode_t m)
+{
+    if (S_ISREG(m)) return NULL;
+    if (S_ISLNK(m)) return "a symbolic link";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+/* A new file next to path, to be renamed over it once complete: a reader
+ * never sees half a model, a failed export leaves the old file as it was,
+ * and the rename replaces a name without following it. An existing path
+ * that is not a regular file is refused (writing through a link would
+ * overwrite its target; opening a FIFO blocks until a reader comes). The
+ * file gets the old file's mode, or what fopen would have given it. */
+static FILE *open_replacement(const char *path, char *tmp, size_t tmp_len, char *why,
+                              size_t why_len, int *rc)
+{
+    struct stat st;
+    mode_t mode;
+    if (lstat(path, &st) == 0) {
+        const char *kind = not_regular(st.st_mode);
+        if (kind) {
+            *rc = cal_why(why, why_len, CAL_EINVAL, "\"%s\" is %s, not a regular file",
+                          path, kind);
+            return NULL;
+        }
+        mode = st.st_mode & 07777;
+    } else if (errno == ENOENT) {
+        /* the process's umask, read the only way POSIX offers: set and put back */
+        mode_t um = umask(022);
+        umask(um);
+        mode = 0666 & ~um;
+    } else {
+        *rc = cal_why(why, why_len, CAL_EIO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    const char *slash = strrchr(path, '/');
+    int dlen = slash ? (int)(slash - path) + 1 : 0;
+    if ((size_t)snprintf(tmp, tmp_len, "%.*s.%s.XXXXXX", dlen, path,
+                         slash ? slash + 1 : path) >= tmp_len) {
+        *rc = cal_why(why, why_len, CAL_EINVAL, "%s: path longer than %zu bytes", path,
+                      tmp_len - 16);
+        return NULL;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        *rc = cal_why(why, why_len, CAL_EIO, "%s: cannot create a file next to it: %s", path,
+                      strerror(errno));
+        return NULL;
+    }
+    FILE *f = fchmod(fd, mode) == 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        *rc = cal_why(why, why_len, CAL_EIO, "%s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+    }
+    return f;
+}
+
 int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len)
 {
@@ -244,14 +307,21 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
     if (!t)
         return cal_why(why, why_len, CAL_ENOMEM, "export: out of memory");
     int nt = tensor_list(c, e, t);
-    FILE *f = fopen(path, "wb");
+    char tmp[4096 + 16];
+    int rc = CAL_OK;
+    FILE *f = open_replacement(path, tmp, sizeof tmp, why, why_len, &rc);
     if (!f) {
-        int rc = cal_why(why, why_len, CAL_EIO, "%s: %s", path, strerror(errno));
         free(t);
         return rc;
     }
     wbuf w = {f, 0, 0};
-    int n_kv = 23 + (c->n_experts > 0 ? 2 : 0);
+    /* a tied model's token_embd is its one matrix times the embedding scale,
+     * output.weight the matrix itself: the key lets caliper hold it once
+     * again (llama.cpp ignores it and reads both) */
+    cal_model_weights mw;
+    cal_engine_weights(e, &mw);
+    int scaled = c->tied_embeddings && mw.embed_scale != 1.0f;
+    int n_kv = 23 + (c->n_experts > 0 ? 2 : 0) + scaled;
     w_bytes(&w, "GGUF", 4);
     w_u32(&w, 3);
     w_u64(&w, (uint64_t)nt);
@@ -298,6 +368,8 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
     kv_u32(&w, "tokenizer.ggml.unknown_token_id", CAL_GGUF_UNK);
     kv_bool(&w, "tokenizer.ggml.add_bos_token", 0);
     kv_bool(&w, "tokenizer.ggml.add_space_prefix", 0);
+    if (scaled)
+        kv_f32(&w, "caliper.embedding_scale", mw.embed_scale);
 
     /* tensor directory */
     uint64_t off = 0;
@@ -328,6 +400,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
         free(raw);
         free(fr);
         fclose(f);
+        unlink(tmp);
         free(t);
         return cal_why(why, why_len, CAL_ENOMEM, "export: out of memory");
     }
@@ -365,10 +438,16 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
     free(raw);
     free(fr);
     free(t);
+    if (!w.err && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+        w.err = errno ? errno : EIO;
     if (fclose(f) != 0 && !w.err)
         w.err = errno ? errno : EIO;
-    if (w.err)
+    if (!w.err && rename(tmp, path) != 0)
+        w.err = errno ? errno : EIO;
+    if (w.err) {
+        unlink(tmp);
         return cal_why(why, why_len, CAL_EIO, "%s: %s", path, strerror(w.err));
+    }
     return CAL_OK;
 }
 
@@ -415,6 +494,62 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
     }
     free(t);
     return rc;
+}
+
+/* A row of the file in format fdt as F32 (F16 read byte by byte: the file's
+ * little-endian halves). */
+static void file_row_f32(int fdt, const uint8_t *s, float *fr, int n)
+{
+    if (fdt == CAL_DTYPE_F16)
+        for (int k = 0; k < n; k++)
+            fr[k] = cal_k_f16_to_f32((uint16_t)(s[2 * k] | s[2 * k + 1] << 8));
+    else
+        cal_k_dequantize_row(fdt, s, fr, n);
+}
+
+/* Does caliper.embedding_scale still describe the file: is every
+ * token_embd row output.weight's times the scale, within the rounding of the
+ * file's formats (a hundredth of the row's largest value; Q8_0's step is
+ * 1/127 of its block's)? 1 yes; 0 no, or the file cannot be mapped. The
+ * tensors' types and shapes are checked already. */
+static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int vocab, float s)
+{
+    const cal_gguf_tensor *te = cal_gguf_find(m, "token_embd.weight");
+    const cal_gguf_tensor *to = cal_gguf_find(m, "output.weight");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < te->offset + te->bytes ||
+        (uint64_t)st.st_size < to->offset + to->bytes) {
+        close(fd);
+        return 0;
+    }
+    size_t size = (size_t)st.st_size;
+    const uint8_t *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    float *a = malloc(2 * (size_t)n * sizeof *a);
+    if (map == MAP_FAILED || !a) {
+        if (map != MAP_FAILED)
+            munmap((void *)map, size);
+        free(a);
+        return 0;
+    }
+    int dte = dtype_of_ggml(te->type), dto = dtype_of_ggml(to->type), same = 1;
+    size_t rbe = cal_k_row_bytes(dte, n), rbo = cal_k_row_bytes(dto, n);
+    float *b = a + n;
+    for (int r = 0; r < vocab && same; r++) {
+        file_row_f32(dte, map + te->offset + (size_t)r * rbe, a, n);
+        file_row_f32(dto, map + to->offset + (size_t)r * rbo, b, n);
+        float amax = 0;
+        for (int k = 0; k < n; k++)
+            amax = fmaxf(amax, fabsf(b[k] * s));
+        for (int k = 0; k < n && same; k++)
+            same = fabsf(a[k] - b[k] * s) <= amax / 100;
+    }
+    free(a);
+    munmap((void *)map, size);
+    return same;
 }
 
 int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
@@ -479,6 +614,15 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
         if (rc != CAL_OK)
             cal_why(why, why_len, rc, "%s: %s", path, w);
     }
+    /* caliper's export of a tied model: its one matrix as output.weight,
+     * token_embd that matrix scaled; held once, as the model that wrote it
+     * held it, while the key still describes the file (else the two are
+     * served apart, as llama.cpp serves them) */
+    if (rc == CAL_OK && !c.tied_embeddings && m.embed_scale > 0 &&
+        scaled_tied(path, &m, c.dim, c.vocab, (float)m.embed_scale)) {
+        c.tied_embeddings = 1;
+        c.embed_scale = (float)m.embed_scale;
+    }
     if (rc == CAL_OK && strlen(path) >= sizeof c.weights)
         rc = cal_why(why, why_len, CAL_EINVAL, "%s: path longer than %zu bytes", path,
                   sizeof c.weights - 1);
@@ -524,10 +668,15 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
         return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
     }
     int nt = tensor_list(c, e, t);
+    /* tied: a file without output.weight has the matrix in token_embd; one
+     * with caliper.embedding_scale has it in output.weight (token_embd is
+     * it scaled, as cal_gguf_model_config checked) */
+    const char *skip = !c->tied_embeddings ? NULL
+                       : c->embed_scale > 0 ? "token_embd.weight" : "output.weight";
     rc = CAL_OK;
     for (int i = 0; i < nt && rc == CAL_OK; i++) {
         const char *nm = t[i].name;
-        if (!strcmp(nm, "output.weight") && c->tied_embeddings)
+        if (skip && !strcmp(nm, skip))
             continue;
         const cal_gguf_tensor *g = cal_gguf_find(&m, nm);
         if (!g || dtype_of_ggml(g->type) < 0 ||
@@ -551,11 +700,7 @@ int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
                     memcpy(t_row(&t[i], x, r), s, frb);
                     continue;
                 }
-                if (fdt == CAL_DTYPE_F16)
-                    for (int k = 0; k < n; k++)
-                        fr[k] = cal_k_f16_to_f32((uint16_t)(s[2 * k] | s[2 * k + 1] << 8));
-                else
-                    cal_k_dequantize_row(fdt, s, fr, n);
+                file_row_f32(fdt, s, fr, n);
                 cal_k_quantize_row(t[i].dtype, fr, t_row(&t[i], x, r), n);
             }
         free(fr);

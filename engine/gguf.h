@@ -27,12 +27,15 @@
 #define CAL_GGUF_BOS 257
 #define CAL_GGUF_UNK 258
 
-/* Write e's weights to path (created or truncated), the 2-D weights in
- * dtype (a CAL_DTYPE_*: F32, F16, BF16 or Q8_0 in ggml's block layout; norms
- * stay F32, as llama.cpp's converters keep them). Rows already in dtype are
- * written as they are. CAL_EINVAL for a bad dtype or a Q8_0 row length that
- * is not a multiple of 32; CAL_EIO with why naming the path and errno text;
- * CAL_ENOMEM. */
+/* Write e's weights to path, the 2-D weights in dtype (a CAL_DTYPE_*: F32,
+ * F16, BF16 or Q8_0 in ggml's block layout; norms stay F32, as llama.cpp's
+ * converters keep them). Rows already in dtype are written as they are. The
+ * file is written beside path and renamed over it once complete, so a
+ * failure leaves path as it was. CAL_EINVAL for a bad dtype, a Q8_0 row
+ * length that is not a multiple of 32, or a path that exists and is not a
+ * regular file (a symbolic link, FIFO, device or directory: refused, why
+ * naming the path and what it is); CAL_EIO with why naming the path and
+ * errno text; CAL_ENOMEM. */
 int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/units.h"
 #include "cli.h"
 #include "engine/engine.h"
 #include "engine/gguf.h"
@@ -43,7 +44,9 @@ static void usage(FILE *f)
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
         "  --model FILE.gguf    serve a GGUF file's weights (llama architecture, F32, F16,\n"
         "                       BF16 or Q8_0, the byte vocabulary --export-gguf writes); only\n"
-        "                       --context and --dtype of the shape flags apply\n"
+        "                       --context and --dtype of the shape flags apply; a longer\n"
+        "                       context_length than 4096 is held to 4096 positions unless\n"
+        "                       --context says otherwise (the KV cache grows with it)\n"
         "  --export-gguf FILE   write the model as a GGUF file llama.cpp loads, in --dtype\n"
         "                       (f32, f16, bf16 or q8_0), and exit\n"
         "server:\n"
@@ -120,6 +123,14 @@ static const struct option OPTS[] = {
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
+
+/* The positions a GGUF model serves when its context_length is longer and
+ * --context is not given: the KV cache, the RoPE tables and the attention
+ * scores grow with it (a 7 MB file with context_length 1048576 held 1.5 GB
+ * idle), and llama.cpp's server also starts at 4096. */
+#define GGUF_CTX_DEFAULT 4096
+/* Past this, the KV cache's size is worth a line at startup. */
+#define KV_NOTE_BYTES ((double)(1u << 30))
 
 /* Shape overrides: which field, and the flag that set it (-1 = not given). */
 typedef struct shape_flags {
@@ -306,11 +317,32 @@ int cmd_serve(int argc, char **argv)
         rc = cal_gguf_export(eng, gguf_out, dtype, gwhy, sizeof gwhy);
         long long np = (long long)cal_model_n_params(&sc.model);
         cal_engine_close(&eng);
+        if (rc == CAL_EINVAL)   /* the path or the format: what the flags asked for */
+            return cli_usage_error(C, "--export-gguf: %s", gwhy);
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: %s", gwhy);
         fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s)\n", gguf_out,
                 sc.model.name, np, cal_dtype_name(dtype));
         return CLI_OK;
+    }
+    if (gguf_in) {
+        /* the KV cache the server will hold: max_batch sequences of max_ctx */
+        double per_pos = (double)cal_model_kv_bytes_per_token(&sc.model) * (double)max_batch;
+        char b1[32], b2[32];
+        if (sf.context < 0 && sc.model.max_ctx > GGUF_CTX_DEFAULT) {
+            double full = per_pos * sc.model.max_ctx, held = per_pos * GGUF_CTX_DEFAULT;
+            fprintf(stderr, "caliper serve: --model: context_length %d would take %.0f bytes "
+                    "(%s) of KV cache for %ld sequences; serving %d positions, %.0f bytes (%s) "
+                    "(--context N to choose)\n", sc.model.max_ctx, full,
+                    cal_unit_format(CAL_U_BYTES, full, 3, b1, sizeof b1), max_batch,
+                    GGUF_CTX_DEFAULT, held, cal_unit_format(CAL_U_BYTES, held, 3, b2, sizeof b2));
+            sc.model.max_ctx = GGUF_CTX_DEFAULT;
+        } else if (per_pos * sc.model.max_ctx > KV_NOTE_BYTES) {
+            double full = per_pos * sc.model.max_ctx;
+            fprintf(stderr, "caliper serve: --model: context %d takes %.0f bytes (%s) of KV "
+                    "cache for %ld sequences\n", sc.model.max_ctx, full,
+                    cal_unit_format(CAL_U_BYTES, full, 3, b1, sizeof b1), max_batch);
+        }
     }
     char name[128];
     if (!model_name) {

@@ -86,6 +86,9 @@ typedef struct cal_gguf_model {
     int    byte_tokens;    /* 1: ids 0..255 are the bytes "<0x00>".."<0xFF>"
                               (id 32 may be SentencePiece's space "\u2581") */
     long   eos, bos;       /* tokenizer.ggml.eos/bos_token_id; -1 absent */
+    double embed_scale;    /* caliper.embedding_scale: token_embd is output.weight
+                              times this (caliper's export of a tied model);
+                              0 absent */
     uint64_t alignment;    /* general.alignment, default 32 */
     uint64_t data_offset;  /* where tensor data starts */
     uint64_t n_tensors;

@@ -53,6 +53,8 @@ typedef struct xslot {
     char   prefix[64];
     int    which;
     double value;
+    int    bad_type;   /* the value's type when it was not a number, else -1 */
+    uint64_t at;       /* where the pair starts */
 } xslot;
 
 typedef struct rd {
@@ -335,6 +337,17 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
     }
     if (!strcmp(key, "tokenizer.ggml.tokens") && type == T_ARRAY)
         return rd_tokens(r, at);
+    if (!strcmp(key, "caliper.embedding_scale")) {
+        double v = 0;
+        int ok = 0;
+        int rc = rd_number(r, type, &v, &ok);
+        if (rc) return rc;
+        if (!ok || !(v > 0) || v > 1e6)
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": caliper.embedding_scale is not a "
+                        "positive number", at);
+        m->embed_scale = v;
+        return CAL_OK;
+    }
     int is_eos = !strcmp(key, "tokenizer.ggml.eos_token_id");
     int is_bos = !strcmp(key, "tokenizer.ggml.bos_token_id");
     int is_align = !strcmp(key, "general.alignment");
@@ -369,15 +382,18 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
         int ok = 0;
         int rc = rd_number(r, type, &v, &ok);
         if (rc) return rc;
-        if (!ok) return CAL_OK;
-        if (!(v >= 0) || v > 1e12)
+        if (ok && (!(v >= 0) || v > 1e12))
             return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %g, not a non-negative "
                         "number", at, key, v);
+        /* another architecture's key may hold anything: a wrong type is an
+         * error only once this prefix turns out to be the model's */
         xslot *s = &r->xslots[r->n_xslots++];
         memcpy(s->prefix, key, plen);
         s->prefix[plen] = '\0';
         s->which = x;
-        s->value = v;
+        s->value = ok ? v : 0;
+        s->bad_type = ok ? -1 : (int)type;
+        s->at = at;
         return CAL_OK;
     }
     *taken = 0;
@@ -391,6 +407,19 @@ static double xpick(const rd *r, int which)
         if (r->xslots[i].which == which && !strcmp(r->xslots[i].prefix, r->arch))
             v = r->xslots[i].value;
     return v;
+}
+
+/* The first of the model's own loader keys that held something other than a
+ * number, as an error; CAL_OK when there is none. */
+static int xcheck(rd *r)
+{
+    for (int i = 0; i < r->n_xslots; i++) {
+        const xslot *s = &r->xslots[i];
+        if (s->bad_type >= 0 && !strcmp(s->prefix, r->arch))
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s.%s has type %s, expected a "
+                        "number", s->at, s->prefix, XSUFFIX[s->which], TYPE_NAME[s->bad_type]);
+    }
+    return CAL_OK;
 }
 
 static int rd_pair(rd *r, uint64_t idx)
@@ -407,6 +436,9 @@ static int rd_pair(rd *r, uint64_t idx)
         return fail(r, CAL_EPROTO, "offset %" PRIu64 ": pair %" PRIu64 " (%s) has unknown "
                     "value type %" PRIu32, at, idx, full ? key : "?", type);
     if (!full) return rd_value(r, type, 0, NULL, NULL);
+    if (type != T_STRING && !strcmp(key, "general.architecture"))
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": general.architecture has type %s, "
+                    "expected string", at, TYPE_NAME[type]);
     if (type == T_STRING && (!strcmp(key, "general.architecture") ||
                              !strcmp(key, "general.name"))) {
         char *dst = key[8] == 'a' ? r->arch : r->name;
@@ -436,12 +468,19 @@ static int rd_pair(rd *r, uint64_t idx)
         rc = rd_int(r, type, &v, &ok);
         got = ok;
     } else {
-        rc = rd_value(r, type, 0, NULL, NULL);
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s has type %s, expected an integer",
+                    at, key, TYPE_NAME[type]);
     }
     if (rc) return rc;
-    if (!got || v <= 0 || v > (1LL << 40))
-        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %s%lld, not a positive "
-                    "integer", at, key, got ? "" : "not an integer: ", got ? v : 0LL);
+    if (!got && type == T_ARRAY)
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is an array without an integer in "
+                    "it, expected an integer", at, key);
+    if (!got)   /* a uint64 past int64 */
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is over 2^63, not a positive "
+                    "integer", at, key);
+    if (v <= 0 || v > (1LL << 40))
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %lld, not a positive "
+                    "integer", at, key, v);
     slot *s = slot_for(r, key, plen, which);
     if (s) { s->value = (long)v; s->was_array = type == T_ARRAY; }
     return CAL_OK;
@@ -602,7 +641,7 @@ const char *cal_gguf_type_name(uint32_t type)
     return type < N_GGML_TYPE && GGML_TYPE[type].name ? GGML_TYPE[type].name : "unknown";
 }
 
-static int rd_tensor(rd *r, uint64_t i, cal_gguf_tensor *t)
+static int rd_tensor(rd *r, uint64_t i, uint64_t count, cal_gguf_tensor *t)
 {
     uint64_t at = r->pos;
     int full = 0;
@@ -611,11 +650,15 @@ static int rd_tensor(rd *r, uint64_t i, cal_gguf_tensor *t)
     if (!full)
         return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %" PRIu64 "'s name is longer "
                     "than %zu bytes or holds a NUL", at, i, sizeof t->name - 1);
+    /* which entry and its name, quoted: an empty name (a tensor count past
+     * the directory reads zeros) must still show */
+    char lab[sizeof t->name + 48];
+    snprintf(lab, sizeof lab, "%" PRIu64 " of %" PRIu64 " (\"%s\")", i + 1, count, t->name);
     rc = rd_u32(r, &t->n_dims, "tensor dims");
     if (rc) return rc;
     if (t->n_dims < 1 || t->n_dims > 4)
         return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %s has %" PRIu32 " dims "
-                    "(1..4 allowed)", at, t->name, t->n_dims);
+                    "(1..4 allowed)", at, lab, t->n_dims);
     uint64_t n = 1;
     for (unsigned d = 0; d < 4; d++) {
         t->ne[d] = 1;
@@ -624,7 +667,7 @@ static int rd_tensor(rd *r, uint64_t i, cal_gguf_tensor *t)
             if (rc) return rc;
             if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || n > (1ull << 40) / t->ne[d])
                 return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %s extent %" PRIu64
-                            " is zero or too large", at, t->name, t->ne[d]);
+                            " is zero or too large", at, lab, t->ne[d]);
             n *= t->ne[d];
         }
     }
@@ -636,7 +679,7 @@ static int rd_tensor(rd *r, uint64_t i, cal_gguf_tensor *t)
         unsigned blk = GGML_TYPE[t->type].block;
         if (t->ne[0] % blk)
             return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %s row of %" PRIu64
-                        " is not a multiple of %s's block of %u", at, t->name, t->ne[0],
+                        " is not a multiple of %s's block of %u", at, lab, t->ne[0],
                         GGML_TYPE[t->type].name, blk);
         t->bytes = n / blk * GGML_TYPE[t->type].bytes;
     }
@@ -649,6 +692,8 @@ static int parse_model(rd *r, cal_gguf_model *m)
     int rc = parse(r, &s);
     if (rc) return rc;
     m->shape = s;
+    rc = xcheck(r);
+    if (rc) return rc;
     m->ffn = (long)xpick(r, X_FFN);
     m->n_expert = (long)xpick(r, X_EXPERT);
     m->n_expert_used = (long)xpick(r, X_EXPERT_USED);
@@ -665,7 +710,7 @@ static int parse_model(rd *r, cal_gguf_model *m)
     if (!m->tensors)
         return fail(r, CAL_ENOMEM, "%" PRIu64 " tensor infos: out of memory", s.n_tensors);
     for (uint64_t i = 0; i < s.n_tensors; i++) {
-        rc = rd_tensor(r, i, &m->tensors[i]);
+        rc = rd_tensor(r, i, s.n_tensors, &m->tensors[i]);
         if (rc) return rc;
     }
     uint64_t a = m->alignment;
@@ -674,9 +719,10 @@ static int parse_model(rd *r, cal_gguf_model *m)
         cal_gguf_tensor *t = &m->tensors[i];
         if (t->offset % a || t->offset > r->size || r->size - t->offset < m->data_offset ||
             t->bytes > r->size - m->data_offset - t->offset)
-            return fail(r, CAL_EPROTO, "tensor %s: data at %" PRIu64 " + %" PRIu64 " bytes is "
-                        "misaligned or runs past the end of the %" PRIu64 "-byte file",
-                        t->name, t->offset, t->bytes, r->size);
+            return fail(r, CAL_EPROTO, "tensor %" PRIu64 " of %" PRIu64 " (\"%s\"): data at %"
+                        PRIu64 " + %" PRIu64 " bytes is misaligned or runs past the end of the %"
+                        PRIu64 "-byte file", i + 1, s.n_tensors, t->name, t->offset, t->bytes,
+                        r->size);
         t->offset += m->data_offset;
     }
     return CAL_OK;

@@ -191,6 +191,72 @@ static void test_gguf_corrupt(void **state)
     assert_int_equal(cal_gguf_read_mem(g.d, g.n, &s, why, sizeof why), CAL_EPROTO);
 }
 
+/* A key of the wrong type is named with its type, not called missing or
+ * read as 0; a tensor entry is named by its place and its name, quoted, so
+ * that an empty one (a tensor count past the directory) still shows. */
+static void test_gguf_type_messages(void **state)
+{
+    (void)state;
+    static gb g;
+    cal_model_shape s;
+    cal_gguf_model m;
+    char why[256];
+
+    header(&g, 3, 2);
+    kv_u32(&g, "general.architecture", 7);                      /* at offset 24 */
+    kv_u32(&g, "llama.block_count", 2);
+    assert_int_equal(cal_gguf_read_mem(g.d, g.n, &s, why, sizeof why), CAL_EPROTO);
+    assert_string_equal(why, "offset 24: general.architecture has type uint32, expected string");
+
+    header(&g, 3, 2);
+    kv_str(&g, "general.architecture", "llama");                /* 24 + 8+20 + 4 + 8+5 */
+    kv_str(&g, "llama.embedding_length", "4096");
+    assert_int_equal(cal_gguf_read_mem(g.d, g.n, &s, why, sizeof why), CAL_EPROTO);
+    assert_string_equal(why, "offset 69: llama.embedding_length has type string, "
+                        "expected an integer");
+
+    /* a loader key: an error for the model's architecture, not another's */
+    header(&g, 3, 6);
+    kv_str(&g, "general.architecture", "llama");
+    kv_u32(&g, "llama.block_count", 1);
+    kv_u32(&g, "llama.attention.head_count", 1);
+    kv_u32(&g, "llama.embedding_length", 32);
+    kv_str(&g, "other.context_length", "long");
+    kv_str(&g, "llama.context_length", "long");
+    size_t at = g.n - (8 + strlen("llama.context_length") + 4 + 8 + 4);
+    memset(g.d + 8, 0, 8);                                      /* no tensors */
+    assert_int_equal(cal_gguf_read_model_mem(g.d, g.n, &m, why, sizeof why), CAL_EPROTO);
+    char want[128];
+    snprintf(want, sizeof want, "offset %zu: llama.context_length has type string, "
+             "expected a number", at);
+    assert_string_equal(why, want);
+    g.d[at + 8 + 2] = 'X';                                      /* "llXma.context_length" */
+    assert_int_equal(cal_gguf_read_model_mem(g.d, g.n, &m, why, sizeof why), CAL_OK);
+    cal_gguf_model_free(&m);
+
+    /* two tensors counted, one written: the second reads zeros */
+    header(&g, 3, 4);
+    kv_str(&g, "general.architecture", "llama");
+    kv_u32(&g, "llama.block_count", 1);
+    kv_u32(&g, "llama.attention.head_count", 1);
+    kv_u32(&g, "llama.embedding_length", 32);
+    memset(g.d + 8, 0, 8);
+    g.d[8] = 2;
+    str(&g, "output_norm.weight"); u32(&g, 1); u64(&g, 32); u32(&g, 0); u64(&g, 0);
+    at = g.n;
+    for (int i = 0; i < 64; i++) u8(&g, 0);
+    assert_int_equal(cal_gguf_read_model_mem(g.d, g.n, &m, why, sizeof why), CAL_EPROTO);
+    snprintf(want, sizeof want, "offset %zu: tensor 2 of 2 (\"\") has 0 dims (1..4 allowed)", at);
+    assert_string_equal(why, want);
+    g.n = at;                                                   /* a named one of 5 dims */
+    str(&g, "blk.0.extra"); u32(&g, 5);
+    for (int i = 0; i < 64; i++) u8(&g, 0);
+    assert_int_equal(cal_gguf_read_model_mem(g.d, g.n, &m, why, sizeof why), CAL_EPROTO);
+    snprintf(want, sizeof want, "offset %zu: tensor 2 of 2 (\"blk.0.extra\") has 5 dims "
+             "(1..4 allowed)", at);
+    assert_string_equal(why, want);
+}
+
 static void test_gguf_file(void **state)
 {
     (void)state;
@@ -300,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_gguf_valid),   cmocka_unit_test(test_gguf_truncated),
         cmocka_unit_test(test_gguf_corrupt), cmocka_unit_test(test_gguf_file),
         cmocka_unit_test(test_hfconfig),     cmocka_unit_test(test_hfconfig_file),
+        cmocka_unit_test(test_gguf_type_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,7 +82,11 @@ static void roundtrip(int experts)
     assert_int_equal(g.top_k, c.top_k);
     assert_int_equal(g.vocab, c.vocab);
     assert_int_equal(g.max_ctx, c.max_ctx);
-    assert_int_equal(g.tied_embeddings, 0);
+    /* the preset's one matrix is held once again, and counted once */
+    assert_int_equal(c.tied_embeddings, 1);
+    assert_int_equal(g.tied_embeddings, 1);
+    assert_true(g.embed_scale == CAL_ENGINE_EMBED_SCALE);
+    assert_int_equal(cal_model_n_params(&g), cal_model_n_params(&c));
     assert_true(g.rope_theta == c.rope_theta && g.norm_eps == c.norm_eps);
     assert_string_equal(g.weights, path);
 
@@ -308,6 +312,43 @@ static void test_refusals(void **state)
     assert_non_null(strstr(why, "/nonexistent/x.gguf"));
 }
 
+/* caliper.embedding_scale holds the two embedding matrices as one only while
+ * token_embd is output.weight scaled: a file changed since is served with
+ * both, as llama.cpp reads it. */
+static void test_scaled_tie_checked(void **state)
+{
+    cal_model_config c = small_cfg(0), g;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/tie.gguf", dir);
+    export_to(&c, path, CAL_DTYPE_F32);
+    cal_gguf_model m;
+    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+    assert_true(fabs(m.embed_scale - CAL_ENGINE_EMBED_SCALE) < 1e-7);
+    uint64_t at = cal_gguf_find(&m, "token_embd.weight")->offset + 4 * (5 * 64 + 7);
+    cal_gguf_model_free(&m);
+    size_t n;
+    uint8_t *b = slurp(path, &n);
+    float v;
+    memcpy(&v, b + at, 4);
+    v = v * 3 + 0.5f;                       /* row 5 no longer output.weight's × 0.1 */
+    memcpy(b + at, &v, 4);
+    spit(path, b, n);
+    free(b);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    assert_int_equal(g.tied_embeddings, 0);
+    assert_true(g.embed_scale == 0.0f);
+    assert_int_equal(cal_model_n_params(&g), cal_model_n_params(&c) + (int64_t)c.vocab * c.dim);
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    cal_model_weights w;
+    cal_engine_weights(e, &w);
+    assert_true(w.output != w.embedding);
+    assert_true(((const float *)w.embedding)[5 * 64 + 7] == v);   /* the file's value */
+    cal_engine_close(&e);
+}
+
 static void test_byte_tokenizer(void **state)
 {
     cal_tokenizer *t = NULL;
@@ -337,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_q8_0),
         cmocka_unit_test(test_half_exact),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_scaled_tie_checked),
         cmocka_unit_test(test_byte_tokenizer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

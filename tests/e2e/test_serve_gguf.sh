@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# caliper serve --export-gguf and --model end to end: the export replaces a
+# regular file whole and refuses any other kind of path (a link would have
+# its target overwritten, a FIFO would block the export forever); a preset
+# served back from its export is the same model with the same parameter
+# count; a file's long context_length is held to a default the KV cache
+# can afford, saying so, unless --context asks for more.
+. "$(dirname "$0")/lib.sh"
+T=$E2E_TMP
+cd "$T" || exit 1
+
+# export_refused NAME KIND: the export to NAME exits 2 promptly (timeout's
+# 124 would be a hang), naming the path and what it is
+export_refused() {
+  timeout 120 "$CALIPER" serve --export-gguf "$1" >/dev/null 2>"$T/err"; local rc=$?
+  check "--export-gguf to $2 exits 2 (rc $rc)" [ "$rc" -eq 2 ]
+  check "--export-gguf to $2 names the path" grep -q -- "--export-gguf: \"$1\" is $2" "$T/err"
+}
+
+echo "keep me" >target
+ln -s target link
+export_refused link "a symbolic link"
+check "the link's target is untouched" [ "$(cat target)" = "keep me" ]
+check "the link is still a link to it" [ "$(readlink link)" = target ]
+
+mkfifo fifo
+export_refused fifo "a FIFO"
+check "the FIFO is still a FIFO" [ -p fifo ]
+
+mkdir dir
+export_refused dir "a directory"
+
+# a regular file is replaced by the model, and nothing else is left behind
+"$CALIPER" serve --export-gguf target 2>"$T/err"; rc=$?
+check "--export-gguf over a regular file exits 0" [ "$rc" -eq 0 ]
+check "the file now holds a GGUF" [ "$(head -c 4 target)" = GGUF ]
+check "no temporary file is left beside it" [ -z "$(ls -A | grep -v -x -e target -e link -e fifo -e dir -e err)" ]
+
+# models_field URL KEY: a field of /v1/models' one model
+models_field() {
+  curl -sf --max-time 60 "$1/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0][sys.argv[1]])' "$2"
+}
+# serve_log: what the last start_serve printed (its output file is its own)
+serve_log() { ls -t "$E2E_TMP"/serve.* | head -1; }
+
+"$CALIPER" serve --preset tiny --export-gguf tiny.gguf 2>"$T/err"
+want=$(sed -n 's/.*(tiny, \([0-9]*\) params.*/\1/p' "$T/err")
+check "the export says its parameter count ($want)" [ -n "$want" ]
+if start_serve --model tiny.gguf; then
+  got=$(models_field "$SERVE_URL" params)
+  check "the export served back counts the preset's parameters ($got = $want)" [ "$got" = "$want" ]
+  check "the listening line says so too" grep -q "model tiny.gguf, $want params" "$(serve_log)"
+  kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+else not_ok "serve --model tiny.gguf starts"; fi
+
+# the same 7 MB file with context_length 1048576 (the u32 after the key)
+python3 - tiny.gguf long.gguf <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+k = b"llama.context_length"
+i = b.index(k) + len(k)
+assert struct.unpack_from("<I", b, i)[0] == 4            # uint32
+struct.pack_into("<I", b, i + 4, 1048576)
+open(sys.argv[2], "wb").write(b)
+PY
+if start_serve --model long.gguf; then
+  check "context_length 1048576 is held to 4096 positions" [ "$(models_field "$SERVE_URL" max_model_len)" = 4096 ]
+  check "serve says what the full context would cost and what it chose" \
+    grep -q "context_length 1048576 would take 34359738368 bytes (34.4 GB) of KV cache for 16 sequences; serving 4096 positions, 134217728 bytes (134 MB) (--context N to choose)" "$(serve_log)"
+  kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+else not_ok "serve --model long.gguf starts"; fi
+if start_serve --model long.gguf --context 8192 --max-batch 2; then
+  check "--context 8192 raises it" [ "$(models_field "$SERVE_URL" max_model_len)" = 8192 ]
+  check "and nothing is said of a KV cache of 8 MiB" [ -z "$(grep -i 'KV cache' "$(serve_log)")" ]
+  kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+else not_ok "serve --model long.gguf --context 8192 starts"; fi
+
+finish
