@@ -14,7 +14,16 @@
  *   usage: verdicts [--caliper PATH] [--url URL] [--series N] [--shots N]
  *                   [--requests N] [--max-tokens N] [--prompt-tokens N]
  *                   [--drops 10,25,50] [--preset NAME] [--db PATH]
- *                   [--quota-period-ms 10] */
+ *                   [--quota-period-ms 10]
+ * --simulate: the three answers' error rates on seeded series and the
+ * histories a store accumulates (tests/helpers/verdict_sim.h), with the
+ * noise measured here as the model (--tau, --first-sd, --sigma: log sds of
+ * a warm shot, the first shot and a request; defaults from this machine's
+ * stored steady runs, docs/run.md), per history: an empty store, one of
+ * steady runs, one of 70 % walls, one that mixes them; and beside each the
+ * same store read as before schema 8, walls counted as noise:
+ *   verdicts --simulate [--series 400] [--shots 5] [--requests 8]
+ *            [--tau 0.03] [--first-sd 0.045] [--sigma 0.05] [--equivalence 0.10] */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -32,6 +41,7 @@
 #include "caliper/report.h"
 #include "caliper/stats.h"
 #include "caliper/store.h"
+#include "tests/helpers/verdict_sim.h"
 
 static const char *g_caliper = "build/caliper", *g_db = "/tmp/caliper-verdicts.db";
 static char g_url[256];
@@ -291,8 +301,75 @@ static double loadavg(void)
     return l;
 }
 
+/* One history's row: rates at drop 0, 10 % and 25 % over n runs each. */
+static void sim_history(const char *name, const vsim_model *m, int h, int legacy, long n)
+{
+    static vsim x;
+    vsim_init(&x, 4242 + (uint64_t)h, *m);
+    for (int r = 0; h > 0 && r < VSIM_MAX_ROWS; r++) {
+        cal_judge_verdict v;
+        vsim_run(&x, h == 1 ? 0 : h == 2 ? 0.70 : (r % 2 ? 0 : 0.70), &v);
+    }
+    int left = 0;
+    if (legacy)   /* as a store before schema 8 reads: no wall flags */
+        for (size_t i = 0; i < x.nrows; i++) { left += x.rows[i].wall == 1; x.rows[i].wall = -1; }
+    cal_judge_opts o;
+    vsim_opts(&x, &o);
+    vsim_tally t0, t10, t25;
+    vsim_tally_runs(&x, 0, (int)n, &t0);
+    vsim_tally_runs(&x, 0.10, (int)n, &t10);
+    vsim_tally_runs(&x, 0.25, (int)n, &t25);
+    printf("%-22s %-14s %7.1f %%  %7.1f %%  %7.1f %%  %10.1f %%  %9.1f %%   %5.1f %% (%.0f df, %d left out)\n",
+           name, legacy ? "walls counted" : "walls left out", 100.0 * t0.wall / t0.n,
+           100.0 * t25.wall / t25.n, 100.0 * t10.wall / t10.n,
+           100.0 * t25.wrong_no_wall / t25.n, 100.0 * t0.cannot / t0.n,
+           isfinite(o.first_sd) ? 100 * o.first_sd : 0, o.first_df, legacy ? 0 : o.first_left_out);
+    (void)left;
+}
+
+static int simulate(int argc, char **argv)
+{
+    vsim_model m = {.tau = 0.03, .first_sd = 0.045, .sigma = 0.05, .shots = 5, .requests = 8};
+    long n = 400;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--series")) n = atol(v);
+        else if (!strcmp(k, "--shots")) m.shots = atoi(v);
+        else if (!strcmp(k, "--requests")) m.requests = atoi(v);
+        else if (!strcmp(k, "--tau")) m.tau = atof(v);
+        else if (!strcmp(k, "--first-sd")) m.first_sd = atof(v);
+        else if (!strcmp(k, "--sigma")) m.sigma = atof(v);
+        else { fprintf(stderr, "verdicts --simulate: unknown flag %s\n", k); return 2; }
+    }
+    if (n < 10 || m.shots < 3 || m.shots > VSIM_MAX_SHOTS || m.requests < 3 ||
+        m.requests > VSIM_MAX_REQ || !(m.tau >= 0) || !(m.first_sd >= 0) || !(m.sigma >= 0)) {
+        fprintf(stderr, "verdicts --simulate: --series >= 10, --shots 3..%d, --requests 3..%d, "
+                        "sds >= 0\n", VSIM_MAX_SHOTS, VSIM_MAX_REQ);
+        return 2;
+    }
+    printf("bench/verdicts --simulate · %ld runs a cell · %d measured shots of %d requests · log sd: "
+           "warm shot %.3f, first shot %.3f, request %.3f · history: the newest %d runs, each "
+           "judged as it was stored\n", n, m.shots, m.requests, m.tau, m.first_sd, m.sigma,
+           VSIM_MAX_ROWS);
+    printf("%-22s %-14s %9s  %9s  %9s  %12s  %11s   %s\n", "history", "prior", "false al.",
+           "25 % wall", "10 % wall", "wrong no-wall", "cannot judge", "first-shot sd");
+    printf("%-22s %-14s %9s  %9s  %9s  %12s  %11s\n", "", "", "(target ≤5)", "(≥95)", "", "(25 %, ≤5)",
+           "(steady)");
+    const char *names[] = {"empty store", "10 steady runs", "10 walls of 70 %", "5 walls of 70 % + 5 steady"};
+    for (int h = 0; h < 4; h++) {
+        sim_history(names[h], &m, h, 0, n);
+        if (h >= 2) sim_history(names[h], &m, h, 1, n);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--simulate")) {
+            for (int k = i; k + 1 < argc; k++) argv[k] = argv[k + 1];
+            return simulate(argc - 1, argv);
+        }
     long series = 20;
     const char *drops_arg = "10,25,50", *preset = "tiny";
     for (int i = 1; i + 1 < argc; i += 2) {

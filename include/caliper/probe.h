@@ -177,6 +177,8 @@ typedef struct cal_probe_stats {
     double  send_lag_p50_ms, send_lag_p99_ms;   /* send − sched */
     double  send_lag_max_ms;
     int64_t bytes;              /* response bytes received */
+    int64_t implausible;        /* server usage or timings values out of a plausible
+                                   range, stored as unknown (cal_chunk.implausible) */
     int     max_in_flight;      /* most requests in flight at once (with several
                                    loops, the sum of each loop's most) */
     int     n_status[CAL_REQ_N_STATUS];   /* requests per status */

@@ -363,6 +363,7 @@ static int push_chunk(slot *s, int64_t send_ns)
 static void apply_chunk(slot *s, const cal_chunk *c)
 {
     cal_req_result *res = s->res;
+    s->r->st->implausible += c->implausible;
     if (c->flags & CAL_CHUNK_USAGE) {
         s->usage_seen = 1;
         res->output_tokens = c->completion_tokens;
@@ -1314,6 +1315,7 @@ static void merge_stats(job *jobs, int nl, int64_t wall_ns, cal_probe_stats *st)
         st->cpu_ns += j->st.cpu_ns;
         st->chunks += j->st.chunks;
         st->bytes += j->st.bytes;
+        st->implausible += j->st.implausible;
         st->max_in_flight += j->st.max_in_flight;
         st->wait_fallback |= j->st.wait_fallback;
         cal_probe_loop_stats *ls = &st->loop[k];

@@ -312,6 +312,9 @@ static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size
         for (size_t i = 0; i < kept; i++) cal_cell_hists_add(own, &res[i]);
     }
     cal_summary_compute(res, kept, 0, cell->output_fixed ? cell->max_tokens : 0, &cell->sum);
+    if (ps->implausible)   /* the server said something absurd: kept as unknown, said here */
+        note(c, s->name, "%s: %lld server usage or timings values lay outside a plausible range "
+                         "and were stored as unknown", c->label, (long long)ps->implausible);
     const char *itl_source = cal_keep_summary(hists, res, kept, &cell->sum);
     cell->sum.goodput = cal_goodput(&c->p.slo, res, kept, cell->sum.duration);
     c->last_goodput = cell->sum.goodput;
@@ -529,6 +532,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
         total += n;
         ps.cpu_ns += rs.cpu_ns;
         ps.chunks += rs.chunks;
+        ps.implausible += rs.implausible;
         if (rs.send_lag_p99_ms > ps.send_lag_p99_ms) ps.send_lag_p99_ms = rs.send_lag_p99_ms;
         if (rs.n_loops > 0 && rs.saturated_loop >= 0 && !loops_noted) {   /* the client self-check, once a cell */
             char ls[900];

@@ -63,6 +63,13 @@ for m in 429 500 truncate hang; do
 done
 check "normal: the run is stored as ok" [ "$(jq -r .run.status "$E2E_TMP/normal.json")" = ok ]
 
+# a server timing far out of range is stored as unknown, and the run says so
+expect llamahuge    chat        completed       0
+check "llamahuge: predicted_ms 1e308 is not stored" \
+  [ "$(jq '[.cells[0].requests[].server_decode_ms] | map(select(. != null and . > 0)) | length' "$E2E_TMP/llamahuge.json")" = 0 ]
+check "llamahuge: the run's notes count what was dropped" \
+  grep -q "4 server usage or timings values lay outside a plausible range" "$E2E_TMP/llamahuge.out"
+
 # the stored requests keep what went wrong
 check "429: the status code is kept per request" \
   [ "$(jq '[.cells[0].requests[].http_status] | unique | .[0]' "$E2E_TMP/429.json")" = 429 ]

@@ -45,7 +45,7 @@ steady() {
   "${PIN[@]}" "$CALIPER" run "${RUN[@]}" --shots 4 --warmup 1 --label steady >"$T/steady.out" 2>"$T/steady.err"
 }
 steady; rc=$?
-quiet_verdict='^verdict: (shots 3–5 within 10 % of shot 2: no wall larger than 10 %|cannot judge: shots 3–5 [-+][0-9.]+ % from shot 2, 95 % CI .*too wide to rule out a wall larger than 10 %)'
+quiet_verdict='^verdict: (shots 3–5 within [0-9]+ % of shot 2: no wall larger than [0-9]+ %|cannot judge: shots 3–5 [-+][0-9.]+ % from shot 2, 95 % CI .*too wide to rule out a wall larger than [0-9]+ %)'
 if ! grep -qE "$quiet_verdict" "$T/steady.out"; then
   echo "# steady run saw: $(grep -E '^verdict' "$T/steady.out") — retrying once"
   steady; rc=$?

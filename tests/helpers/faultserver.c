@@ -42,6 +42,7 @@ static const char *MODES =
     "echo       the raw request (headers and body) back as a JSON answer's text\n"
     "(.../health and .../v1/models answer normally in every mode; .../tokenize is 404)\n"
     "llama      llama.cpp shape with timings\n"
+    "llamahuge  the same, its predicted_ms 1e308 (an absurd server timing)\n"
     "keepalive  CRLF line ends, comments, multi-line data\n"
     "pingforever one content chunk, then an SSE comment (\": ping\") every 0.5 s, never\n"
     "           ending: only a whole-request deadline stops it\n"
@@ -97,7 +98,8 @@ static void make_events(events *e, int chat, int finish, int usage, int llama)
         if (llama)
             snprintf(e->ev[e->n++], 512, "data: {\"choices\":[{\"index\":0,\"delta\":{},"
                      "\"finish_reason\":\"length\"}],\"timings\":{\"prompt_n\":5,\"prompt_ms\":12.5,"
-                     "\"predicted_n\":%d,\"predicted_ms\":40.0}}\n\n", N_TOKENS);
+                     "\"predicted_n\":%d,\"predicted_ms\":%s}}\n\n", N_TOKENS,
+                     llama == 2 ? "1e308" : "40.0");
         else
             snprintf(e->ev[e->n++], 512, "data: {\"choices\":[{\"index\":0,%s,"
                      "\"finish_reason\":\"length\"}]}\n\n", chat ? "\"delta\":{}" : "\"text\":\"\"");
@@ -332,8 +334,8 @@ static int serve(int fd, const char *path, const char *req)
               "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}");
         return 1;
     }
-    if (!strcmp(mode, "llama")) {
-        make_events(&e, chat, 1, 0, 1);
+    if (!strcmp(mode, "llama") || !strcmp(mode, "llamahuge")) {
+        make_events(&e, chat, 1, 0, strcmp(mode, "llama") ? 2 : 1);
         if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 1000, 0)) return 0;
         return send_str(fd, "0\r\n\r\n") == 0;
     }
