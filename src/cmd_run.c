@@ -107,6 +107,8 @@ static void usage(FILE *f)
         "                       with the default shots, else 0)\n"
         "  --cold               a fresh engine process for every shot (built-in or --launch)\n"
         "  --noise-floor R      the smallest shot-to-shot drop worth calling (default 3%%)\n"
+        "  --equivalence R      the largest drop a \"no wall\" verdict rules out (default 10%%):\n"
+        "                       said only when the 90%% CI lies inside it, else \"cannot judge\"\n"
         "  --pool-noise         judge with the warm-shot spread of earlier runs of this\n"
         "                       protocol pooled in: more power where the machine's noise\n"
         "                       holds steady, more false alarms where it does not\n"
@@ -159,7 +161,7 @@ typedef struct opts {
     long shots, warmup;
     int shot_flags;           /* a shot flag was given: no default protocol */
     int pool_noise;           /* --pool-noise: judge with earlier runs' shot spread */
-    double rest_s, noise_floor;
+    double rest_s, noise_floor, equivalence;
     int cold, ab, no_tel;
     const char *db, *json;
     double connect_s, idle_s, interval_s;
@@ -181,7 +183,7 @@ enum {
     O_URL = 256, O_LAUNCH, O_PORT, O_LTIMEOUT, O_PRESET, O_SERVEARGS, O_API, O_MODEL,
     O_KEYENV, O_BODY, O_LABEL, O_AB, O_CONTENT, O_PTOK, O_MAXTOK, O_FREE, O_PREFIX, O_CONC,
     O_REQS, O_DUR, O_RATE, O_SHOTS, O_REST, O_WARMUP, O_COLD, O_POOL, O_DB, O_JSON, O_CTIMEOUT,
-    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_HELP,
+    O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_EQUIV, O_HELP,
     O_DATASET, O_DSFMT, O_SCENARIO, O_USERS, O_TURNS, O_SYSTOK, O_USERTOK, O_THINK, O_STAGGER,
     O_REPLAY, O_RSPEED,
     O_KEEP, O_SHARD, O_STARTAT, O_MPI, O_LOOPS, O_SLO, O_SWEEP, O_SWEEPMAX, O_SWEEPSTEPS
@@ -207,6 +209,7 @@ static const struct option LONGOPTS[] = {
     {"request-timeout", required_argument, 0, O_RTIMEOUT},
     {"no-telemetry", no_argument, 0, O_NOTEL}, {"interval", required_argument, 0, O_INTERVAL},
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
+    {"equivalence", required_argument, 0, O_EQUIV},
     {"loops", required_argument, 0, O_LOOPS},
     {"slo", required_argument, 0, O_SLO}, {"sweep", required_argument, 0, O_SWEEP},
     {"sweep-max-rate", required_argument, 0, O_SWEEPMAX},
@@ -425,6 +428,11 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (cli_parse_unit(CMD, "--noise-floor", optarg, CAL_U_RATIO, NULL, &o->noise_floor)) return CLI_USAGE;
             if (!(o->noise_floor > 0 && o->noise_floor < 1))
                 return cli_usage_error(CMD, "--noise-floor: \"%s\" is not between 0 and 100 %%", optarg);
+            break;
+        case O_EQUIV:
+            if (cli_parse_unit(CMD, "--equivalence", optarg, CAL_U_RATIO, NULL, &o->equivalence)) return CLI_USAGE;
+            if (!(o->equivalence > 0 && o->equivalence < 1))
+                return cli_usage_error(CMD, "--equivalence: \"%s\" is not between 0 and 100 %%", optarg);
             break;
         case O_KEEP: {
             long long k;
@@ -781,6 +789,7 @@ int cmd_run(int argc, char **argv)
     plan.rest_s = o.rest_s;
     plan.cold = o.cold;
     plan.noise_floor = o.noise_floor;
+    plan.equivalence = o.equivalence;
     plan.content = o.content;
     plan.max_tokens = (int)o.max_tokens;
     plan.free_output = o.free_output;

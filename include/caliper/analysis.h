@@ -133,6 +133,7 @@ typedef struct cal_analysis {
     cal_group   *groups;   size_t n_groups;     /* in first-seen order */
     cal_verdict *verdicts; size_t n_verdicts;
     double noise_floor;    /* the run's --noise-floor (protocol JSON), 0 default */
+    double equivalence;    /* the run's --equivalence (protocol JSON), 0 default */
     double prior_sd, prior_df; /* the shot-to-shot prior stored with the run
                                (protocol JSON "noise_prior"); df 0 none */
     double first_sd, first_df; /* the first shots' spread stored with it

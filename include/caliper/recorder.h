@@ -41,6 +41,7 @@ typedef struct cal_recorder_config {
     const char *content;        /* "prose", "code", "random", or NULL ("") */
     int    unique_prompts;
     double noise_floor;         /* for the shot verdict; 0 = default */
+    double equivalence;         /* the bound its "no wall" claims; 0 = default */
     int    engine_fresh;        /* 1: the engine was loaded just before the
                                    first shot (it is cold); 0: unknown */
     int64_t engine_started_ns;  /* monotonic load time, for process age; 0 unknown */

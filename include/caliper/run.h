@@ -200,6 +200,8 @@ typedef struct cal_run_plan {
     double   rest_s;         /* idle time before every shot after the first */
     int      cold;           /* a fresh engine for every shot (restartable targets) */
     double   noise_floor;    /* the narrowest verdict band; 0 = CAL_SHOT_NOISE_FLOOR */
+    double   equivalence;    /* the largest change a "no wall" verdict rules out,
+                                relative; 0 = CAL_JUDGE_EQUIV (judge.h) */
     cal_content content;
     int      max_tokens;     /* 0 = 64 */
     int      free_output;    /* 1: the model may stop early (no fixed length) */

@@ -257,19 +257,19 @@ int cal_analysis_shot_verdict(const cal_shot_sample *shots, size_t n, int per_re
 }
 
 static int shot_verdict(const cal_shot_sample *shots, size_t n, int per_request, double floor,
-                        double prior_sd, double prior_df, double first_sd, double first_df,
-                        int first_left, cal_verdict *out);
+                        double equiv, double prior_sd, double prior_df, double first_sd,
+                        double first_df, int first_left, cal_verdict *out);
 
 int cal_analysis_shot_verdict_prior(const cal_shot_sample *shots, size_t n, int per_request,
                                     double floor, double prior_sd, double prior_df,
                                     cal_verdict *out)
 {
-    return shot_verdict(shots, n, per_request, floor, prior_sd, prior_df, NAN, 0, 0, out);
+    return shot_verdict(shots, n, per_request, floor, 0, prior_sd, prior_df, NAN, 0, 0, out);
 }
 
 static int shot_verdict(const cal_shot_sample *shots, size_t n, int per_request, double floor,
-                        double prior_sd, double prior_df, double first_sd, double first_df,
-                        int first_left, cal_verdict *out)
+                        double equiv, double prior_sd, double prior_df, double first_sd,
+                        double first_df, int first_left, cal_verdict *out)
 {
     cal_verdict_init(out, CAL_VK_SHOTS);
     if (n > CAL_JUDGE_MAX_SHOTS) n = CAL_JUDGE_MAX_SHOTS;
@@ -289,7 +289,7 @@ static int shot_verdict(const cal_shot_sample *shots, size_t n, int per_request,
                         .what = all_req || per_request ? "per-request tok/s" : "aggregate tok/s",
                         .prior_sd = prior_sd, .prior_df = all_req ? prior_df : 0,
                         .first_sd = first_sd, .first_df = all_req ? first_df : 0,
-                        .first_left_out = first_left};
+                        .first_left_out = first_left, .equivalence = equiv};
     cal_shot_kind k1 = n ? shots[0].kind : CAL_SHOT_UNKNOWN;
     o.first = all_cold ? CAL_JUDGE_ALL_COLD
             : k1 == CAL_SHOT_COLD ? CAL_JUDGE_FIRST_COLD
@@ -362,8 +362,8 @@ static void for_group(cal_verdict *v, const cal_group *g, size_t gi)
 
 /* Shot verdict, then the clock (SPEC 1.4) and power checks of a drop. */
 static int group_verdicts(const cal_run_data *d, const cal_group *g, size_t gi, double floor,
-                          double prior_sd, double prior_df, double first_sd, double first_df,
-                          int first_left, vlist *l)
+                          double equiv, double prior_sd, double prior_df, double first_sd,
+                          double first_df, int first_left, vlist *l)
 {
     size_t nm = 0, nreq = 0;
     for (size_t i = 0; i < g->n_cells; i++) {
@@ -392,8 +392,8 @@ static int group_verdicts(const cal_run_data *d, const cal_group *g, size_t gi, 
         of += s->n_ttft;
     }
     cal_verdict sv;
-    shot_verdict(sh, nm, g->per_request, floor, prior_sd, prior_df, first_sd, first_df, first_left,
-                 &sv);
+    shot_verdict(sh, nm, g->per_request, floor, equiv, prior_sd, prior_df, first_sd, first_df,
+                 first_left, &sv);
     /* per shot: the judged value and the clock, for the clock's share */
     double *tv = malloc(nm * sizeof *tv), *cv = malloc(nm * sizeof *cv);
     for (size_t i = 0; tv && cv && i < nm; i++) {
@@ -612,10 +612,11 @@ static void stored_verdicts(const cal_run_data *d, vlist *l, size_t n_computed)
     free(st);
 }
 
-static double noise_floor(const cal_run_data *d)
+/* A number of the run's protocol JSON (noise_floor, equivalence); 0 absent. */
+static double protocol_number(const cal_run_data *d, const char *key)
 {
     json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    json_t *f = json_object_get(p, "noise_floor");
+    json_t *f = json_object_get(p, key);
     double x = json_is_number(f) ? json_number_value(f) : 0;
     json_decref(p);
     return x;
@@ -630,7 +631,8 @@ int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
     vlist l = {calloc(MAX_VERDICTS, sizeof(cal_verdict)), 0};
     int e = CAL_ENOMEM;
     if (!a || !gid || !l.v) goto fail;
-    a->noise_floor = noise_floor(d);
+    a->noise_floor = protocol_number(d, "noise_floor");
+    a->equivalence = protocol_number(d, "equivalence");
     /* the stored prior is one series': it speaks for a run of one group */
     cal_noise_prior_of(d->run.protocol_json, &a->prior_sd, &a->prior_df);
     cal_noise_first_of(d->run.protocol_json, &a->first_sd, &a->first_df);
@@ -665,7 +667,7 @@ int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
         if ((e = cal_analysis_pool(d, g->quoted, g->n_quoted, &g->pooled))) goto fail;
     }
     for (size_t k = 0; k < a->n_groups; k++)
-        if ((e = group_verdicts(d, &a->groups[k], k, a->noise_floor, a->prior_sd,
+        if ((e = group_verdicts(d, &a->groups[k], k, a->noise_floor, a->equivalence, a->prior_sd,
                                   a->n_groups == 1 ? a->prior_df : 0, a->first_sd,
                                   a->n_groups == 1 ? a->first_df : 0, a->first_left_out, &l)))
             goto fail;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/judge.h"
 #include "caliper/protocol.h"
 #include "caliper/recorder.h"
 #include "caliper/run.h"
@@ -64,6 +65,8 @@ static char *protocol_json(const cal_recorder *r)
     json_t *p = json_object();
     json_object_set_new(p, "recorder", json_true());
     json_object_set_new(p, "noise_floor", json_real(c->noise_floor > 0 ? c->noise_floor : CAL_SHOT_NOISE_FLOOR));
+    json_object_set_new(p, "equivalence", json_real(c->equivalence > 0 && c->equivalence < 1
+                                                        ? c->equivalence : CAL_JUDGE_EQUIV));
     json_t *cl = json_array(), *pl = json_array();
     json_array_append_new(cl, json_integer(c->concurrency > 0 ? c->concurrency : 1));
     json_array_append_new(pl, json_integer(c->prompt_tokens > 0 ? c->prompt_tokens : -1));

@@ -13,6 +13,7 @@
 #include "caliper/analysis.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/judge.h"
 #include "caliper/keep.h"
 #include "caliper/run.h"
 #include "caliper/saturation.h"
@@ -845,6 +846,7 @@ static char *protocol_json(ctx *c)
     json_object_set_new(o, "rest_s", json_real(p->rest_s));
     json_object_set_new(o, "cold", json_boolean(p->cold));
     json_object_set_new(o, "noise_floor", json_real(p->noise_floor > 0 ? p->noise_floor : CAL_SHOT_NOISE_FLOOR));
+    json_object_set_new(o, "equivalence", json_real(p->equivalence > 0 ? p->equivalence : CAL_JUDGE_EQUIV));
     json_object_set_new(o, "concurrency", cl);
     json_object_set_new(o, "rate", p->rate > 0 ? json_real(p->rate) : json_null());
     if (p->rate > 0) {
@@ -1001,6 +1003,10 @@ static int check_plan(ctx *c)
         fail(c, "plan: rate %g/s (at most 1e5), duration %g s, rest %g s (at most a year each), "
                 "interval %g s (at most 1 h): too large", p->rate, p->duration_s, p->rest_s,
              p->interval_s);
+        return CAL_EINVAL;
+    }
+    if (!(p->equivalence >= 0 && p->equivalence < 1)) {
+        fail(c, "equivalence: %g is not a bound from 0 to 100 %%", p->equivalence);
         return CAL_EINVAL;
     }
     if (p->rate > 0 && p->rate < CAL_ARRIVALS_MIN_RATE) {

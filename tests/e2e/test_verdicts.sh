@@ -48,6 +48,19 @@ check "two shots: cannot judge, and says what to run" \
 check "--shots 1: cannot judge, and says what to run" \
   bash -c "\"$CALIPER\" run ${RUN[*]} --shots 1 --label one 2>&1 | grep -q '^verdict: cannot judge: 1 shot; run --shots 5'"
 
+# --- the bound a "no wall" claims ------------------------------------------------
+for bad in 0 150% x; do
+  "$CALIPER" run "${RUN[@]}" --equivalence "$bad" >"$T/eq.out" 2>&1; rc=$?
+  check "--equivalence $bad: a usage error naming the flag (exit $rc)" \
+    bash -c "[ $rc = 2 ] && grep -q -- '--equivalence' '$T/eq.out'"
+done
+# (a store of its own: the steady runs below count the runs of their series)
+"$CALIPER" run "${RUN[@]}" --equivalence 60% --label eq60 --db "$T/eq.db" >"$T/eq60.out" 2>&1
+check "--equivalence 60%: stored with the protocol" \
+  [ "$(sqlite3 "$T/eq.db" "select json_extract(protocol, '\$.equivalence') from runs where label = 'eq60'")" = 0.6 ]
+check "--equivalence 60%: the verdict names its bound" \
+  grep -qE "^verdict: .*(no wall larger than 60 %|rule out a wall larger than 60 %)" "$T/eq60.out"
+
 # --- steady: silent ------------------------------------------------------------
 loud=0; said=0
 for i in 1 2 3 4 5 6 7 8; do

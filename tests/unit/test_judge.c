@@ -161,6 +161,16 @@ static void test_steady_is_silent(void **state)
     assert_non_null(strstr(v.text, "shots 2–5 within 10 % of shot 1: no wall larger than 10 %"));
     assert_true(v.eq_lo > -0.10 && v.eq_hi < 0.10);
     assert_true(v.eq_lo > v.lo && v.eq_hi < v.hi);
+    /* shots that spread ±8 %: no claim at 10 %, one at a stated 30 % */
+    double wide[] = {1000, 1080, 920, 1060, 950};
+    fixed(&x, wide, 5, 8);
+    cal_judge_shots(x.s, 5, NULL, &v);
+    assert_int_equal(v.kind, CAL_JUDGE_CANNOT);
+    assert_non_null(strstr(v.text, "too wide to rule out a wall larger than 10 %"));
+    cal_judge_opts eq = {.equivalence = 0.30};
+    cal_judge_shots(x.s, 5, &eq, &v);
+    assert_int_equal(v.kind, CAL_JUDGE_STEADY);
+    assert_non_null(strstr(v.text, "no wall larger than 30 %"));
     /* a significant 1.5 % difference is under the 3 % floor: never called */
     double small[] = {1000, 985, 985.5, 984.6, 985.2};
     g_spread = 0.001;
