@@ -11,7 +11,7 @@
 # 1.28 GB, before either was refused. Files are written here by python3.
 . "$(dirname "$0")/lib.sh"
 T=$E2E_TMP
-command -v python3 >/dev/null || { echo "skip - needs python3"; finish; }
+need python3 "making the input files" || finish
 
 # peak NAME CMD...: runs CMD (stdout dropped, stderr in $T/NAME.err), sets
 # RC and PEAK_KB (the child's peak RSS, getrusage)

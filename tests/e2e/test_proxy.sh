@@ -6,7 +6,7 @@
 # inside the turn; the proxy's added latency on the first byte is printed;
 # Ctrl-C prints the table; bad flags exit 2 naming flag and value.
 . "$(dirname "$0")/lib.sh"
-command -v jq >/dev/null || { ok "# SKIP jq not available"; finish; }
+need jq "reading the proxy log" || finish
 jqe() { jq -e "$@" >/dev/null; }
 # start_proxy ERRFILE ARGS...: a proxy on a free port; sets PROXY_URL
 start_proxy() {
@@ -117,7 +117,7 @@ check "a plain path still reaches A" sh -c "curl -sf '$PURL2/v1/models' | jq -e 
 # --idle-timeout T, 3x the limit of silent sockets are closed (at once past
 # the limit, after T within it) and a real client then gets through. The
 # bound is many times T, so only a proxy that never closes them fails it.
-if command -v python3 >/dev/null; then
+if need python3 "idle-socket checks"; then
   T_IDLE=1
   start_proxy "$E2E_TMP/proxy3.err" --upstream "$A_URL" --max-connections 4 --idle-timeout ${T_IDLE}s
   PURL3=$PROXY_URL
@@ -157,8 +157,6 @@ PY
   check "a non-streaming turn silent for 3 x the idle timeout completes" sh -c \
     "curl -sf '$PURL4/v1/completions' -H 'Content-Type: application/json' \
        -d '{\"prompt\":\"hi\",\"max_tokens\":$n_tok}' | jq -e '.usage.completion_tokens == $n_tok' >/dev/null"
-else
-  ok "# SKIP idle-socket checks: python3 not available"
 fi
 
 # Decode time against an engine whose pace is known: --pace-ms 20 sends chunk

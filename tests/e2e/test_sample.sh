@@ -78,7 +78,7 @@ check "a command that cannot start gives 127" [ "$rc" -eq 127 ]
 # JSON: one document with backends and samples
 "$CALIPER" sample --interval 50ms --json "$T/x.json" -- sleep 0.4 2>/dev/null; rc=$?
 check "--json exits 0" [ "$rc" -eq 0 ]
-if command -v python3 >/dev/null; then
+if need python3 "reading the --json document"; then
   check "--json is valid JSON with every backend (and process samples where readable)" python3 -c "
 import json,sys; d=json.load(open('$T/x.json'))
 assert len(d['backends'])==$NB
@@ -106,13 +106,16 @@ for i in $(seq 1 2400); do
   port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$T/p.err" | head -1 | cut -d: -f2)
   [ -n "$port" ] && break; sleep 0.05
 done
-if [ -n "$port" ] && command -v curl >/dev/null; then
-  sleep 0.2
-  curl -s "http://127.0.0.1:$port/metrics" >"$T/metrics"
+if [ -z "$port" ]; then
+  not_ok "prometheus did not start"; cat "$T/p.err"
+elif need curl "scraping the prometheus endpoint"; then
+  # until the first sample is published (a readiness wait, not a guess)
+  for i in $(seq 1 2400); do
+    curl -s "http://127.0.0.1:$port/metrics" >"$T/metrics"
+    grep -q 'cpu_mhz_mean' "$T/metrics" && break; sleep 0.05
+  done
   check "prometheus serves cpu_mhz_mean" grep -q '^caliper_telemetry{backend="cpufreq",metric="cpu_mhz_mean",unit="MHz"} 3000$' "$T/metrics"
   check "prometheus lists absent backends as 0" grep -q '^caliper_telemetry_backend_available{backend="nvml"} 0$' "$T/metrics"
-else
-  not_ok "prometheus did not start"; cat "$T/p.err"
 fi
 fi
 

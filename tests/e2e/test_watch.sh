@@ -8,7 +8,7 @@
 # watch is scraping, the watch ends with Ctrl-C once the load is done, and
 # Ctrl-C comes after the scrapes a summary needs.
 . "$(dirname "$0")/lib.sh"
-command -v jq >/dev/null || { ok "# SKIP jq not available"; finish; }
+need jq "reading the watch JSON" || finish
 
 start_serve --preset tiny --pace-ms 20 || { not_ok "serve started"; finish; }
 req() { curl -sN "$SERVE_URL/v1/completions" -H 'Content-Type: application/json' \
@@ -74,7 +74,7 @@ check "unreachable server exits 1" [ "$rc" -eq 1 ]
 # answers with the captured scrapes tests/data/metrics/vllm.prom (3 running)
 # and, every other scrape, the same with the gauge NaN or -1. Read as 0,
 # they made half the time "idle"; rejected, every second held 3 running.
-if command -v python3 >/dev/null; then
+if need python3 "the fake /metrics server"; then
   MDIR=$(cd "$(dirname "$0")/../data/metrics" && pwd)
   python3 - "$MDIR" "$E2E_TMP/scrapes" >"$E2E_TMP/fake.port" 2>"$E2E_TMP/fake.err" <<'PY' &
 import http.server, os, sys, threading
@@ -155,8 +155,6 @@ PY
   "$CALIPER" watch "$FAKE/nan" --interval 50ms --duration 500ms >/dev/null 2>"$E2E_TMP/nan2.err"; rc=$?
   check "only NaN readings: exit 1, saying so" \
     sh -c "[ $rc -eq 1 ] && grep -q 'fewer than two valid readings' '$E2E_TMP/nan2.err'"
-else
-  ok "# SKIP NaN-gauge checks: python3 not available"
 fi
 
 # usage errors name flag and value
