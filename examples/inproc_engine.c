@@ -176,6 +176,7 @@ static int run_callback_way(cal_store *st, engine *e, int shots)
     plan.requests = 4;
     plan.max_tokens = 16;
     plan.shots = shots;
+    plan.warmup = 0;            /* as caliper run --shots N: no warm-up unless asked */
     plan.seed = 7;
     plan.telemetry = 0;
     plan.label = "inproc-callback";

@@ -37,8 +37,8 @@
 
 #define CMD "run"
 #define MAX_LIST CAL_RUN_MAX_LIST
-#define DEFAULT_SHOTS  5  /* with no shot flag: a verdict at the default protocol */
-#define DEFAULT_WARMUP 1
+#define DEFAULT_SHOTS  CAL_RUN_DEFAULT_SHOTS    /* with no shot flag: the library's */
+#define DEFAULT_WARMUP CAL_RUN_DEFAULT_WARMUP   /* calibrated default protocol */
 #define MAX_RATE 1e5   /* requests/s: --rate above it is a usage error, not an overflow */
 
 static void usage(FILE *f)
@@ -159,7 +159,7 @@ typedef struct opts {
     double sweep_max;
     long sweep_steps;
     long shots, warmup;
-    int shot_flags;           /* a shot flag was given: no default protocol */
+    int shots_given, warmup_given;   /* --shots, --warmup: else the default protocol's */
     int pool_noise;           /* --pool-noise: judge with earlier runs' shot spread */
     double rest_s, noise_floor, equivalence;
     int cold, ab, no_tel;
@@ -383,17 +383,16 @@ static int parse_opts(int argc, char **argv, opts *o)
             break;
         case O_SHOTS:
             if (cli_parse_long(CMD, "--shots", optarg, 1, 1000, &o->shots)) return CLI_USAGE;
-            o->shot_flags = 1;
+            o->shots_given = 1;
             break;
         case O_REST:
             if (cli_parse_unit_in(CMD, "--rest", optarg, CAL_U_TIME, "s", 0, CLI_TIME_MAX_S, 0, &o->rest_s)) return CLI_USAGE;
-            o->shot_flags = 1;
             break;
         case O_WARMUP:
             if (cli_parse_long(CMD, "--warmup", optarg, 0, 1000, &o->warmup)) return CLI_USAGE;
-            o->shot_flags = 1;
+            o->warmup_given = 1;
             break;
-        case O_COLD: o->cold = 1; o->shot_flags = 1; break;
+        case O_COLD: o->cold = 1; break;
         case O_POOL: o->pool_noise = 1; break;
         case O_DB:
             if (!*optarg) return cli_usage_error(CMD, "--db: \"\" is empty: give the store's file");
@@ -578,11 +577,14 @@ static int parse_opts(int argc, char **argv, opts *o)
      * the one shot of its stated length, and a --scenario or --replay run
      * the one pass of its turns, a --sweep its one pass of rates, and a
      * --shard or --mpi run the one pass its shards merge into */
-    if (!o->shot_flags && !(o->duration_s > 0) && !o->ab && !o->scenario && !o->replay &&
-        !o->sweep && !o->dist.shard_n && !o->dist.mpi) {
-        o->shots = DEFAULT_SHOTS;
-        o->warmup = DEFAULT_WARMUP;
-    }
+    /* flags change only what they name: --rest, --warmup or --cold alone
+     * keep the default shot count (a rest between shots needs shots), and
+     * --shots alone means no warm-up unless --warmup says; a cold shot is
+     * its own fresh process, never preceded by a warm-up */
+    int one_pass = o->duration_s > 0 || o->ab || o->scenario || o->replay || o->sweep ||
+                   o->dist.shard_n || o->dist.mpi;
+    if (!o->shots_given) o->shots = one_pass ? 1 : DEFAULT_SHOTS;
+    if (!o->warmup_given) o->warmup = o->shots_given || one_pass || o->cold ? 0 : DEFAULT_WARMUP;
     return 0;
 }
 

@@ -247,8 +247,14 @@ typedef struct cal_run_plan {
 } cal_run_plan;
 #define CAL_RUN_KEEP_NONE (-2LL)
 
-/* A plan with the defaults above: one 256-token prompt, c1, 8 requests,
- * 1 shot, prose, 64 output tokens, telemetry on. */
+/* The calibrated default protocol (docs/run.md): a warm-up shot, then 5
+ * measured shots, whose verdict's error rates bench/verdicts measures. */
+#define CAL_RUN_DEFAULT_SHOTS  5
+#define CAL_RUN_DEFAULT_WARMUP 1
+/* A plan with the defaults above and the calibrated shots: one 256-token
+ * prompt, c1, 8 requests, a warm-up and CAL_RUN_DEFAULT_SHOTS shots, prose,
+ * 64 output tokens, telemetry on: what `caliper run` with no shot flag
+ * measures. */
 void cal_run_plan_default(cal_run_plan *p);
 
 /* ---- the observer ------------------------------------------------------ */

@@ -74,7 +74,8 @@ void cal_run_plan_default(cal_run_plan *p)
     p->n_prompt = 1;
     p->concurrency[0] = 1;
     p->n_conc = 1;
-    p->shots = 1;
+    p->shots = CAL_RUN_DEFAULT_SHOTS;
+    p->warmup = CAL_RUN_DEFAULT_WARMUP;
     p->content = CAL_CONTENT_PROSE;
     p->max_tokens = 64;
     p->telemetry = 1;

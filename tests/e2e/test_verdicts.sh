@@ -48,6 +48,14 @@ check "two shots: cannot judge, and says what to run" \
 check "--shots 1: cannot judge, and says what to run" \
   bash -c "\"$CALIPER\" run ${RUN[*]} --shots 1 --label one 2>&1 | grep -q '^verdict: cannot judge: 1 shot; run --shots 5'"
 
+# --- a flag changes only what it names ----------------------------------------------
+# --rest alone keeps the default protocol's shots (it once ran one shot, with
+# no shots to rest between and no verdict)
+"$CALIPER" run "${RUN[@]}" --rest 0.1s --label rested --db "$T/rest.db" >"$T/rest.out" 2>&1
+check "--rest alone: a warm-up and 5 measured shots, each after the rest" \
+  [ "$(sqlite3 "$T/rest.db" "select count(*) || ':' || sum(shot_kind = 'warmup') from cells")" = "6:1" ]
+check "--rest alone: a verdict line" grep -q "^verdict: " "$T/rest.out"
+
 # --- the bound a "no wall" claims ------------------------------------------------
 for bad in 0 150% x; do
   "$CALIPER" run "${RUN[@]}" --equivalence "$bad" >"$T/eq.out" 2>&1; rc=$?

@@ -47,6 +47,7 @@ int main(int argc, char **argv)
     p.max_tokens = 6;
     p.requests = e.per_shot;
     p.shots = atoi(argv[3]);
+    p.warmup = 0;            /* as caliper run --shots N: no warm-up unless asked */
     p.rest_s = atof(argv[4]);
     p.telemetry = 0;
     p.seed = 1;

@@ -224,6 +224,8 @@ static void test_shard_plan(void **state)
     (void)state;
     cal_run_plan p, s;
     cal_run_plan_default(&p);
+    p.shots = 1;            /* one shot, no warm-up: not the calibrated default */
+    p.warmup = 0;
     p.concurrency[0] = 7;
     p.concurrency[1] = 3;
     p.n_conc = 2;

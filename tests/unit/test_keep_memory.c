@@ -59,6 +59,8 @@ static size_t growth(long n, long long keep, const char *db, double *itl_median_
     assert_int_equal(cal_store_open(db, &st), CAL_OK);
     cal_run_plan plan;
     cal_run_plan_default(&plan);
+    plan.shots = 1;            /* one shot, no warm-up: not the calibrated default */
+    plan.warmup = 0;
     plan.requests = n;
     plan.max_tokens = T;
     plan.prompt_tokens[0] = 8;

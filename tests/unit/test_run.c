@@ -113,6 +113,8 @@ static void test_inproc_closed_loop(void **state)
     cal_run_target *t = fake_target(&f, 1);
     cal_run_plan plan;
     cal_run_plan_default(&plan);
+    plan.shots = 1;            /* one shot, no warm-up: not the calibrated default */
+    plan.warmup = 0;
     plan.concurrency[0] = 3;
     t->ops->prepare(t->self, &plan);
     char err[200];
@@ -206,6 +208,8 @@ static void observe(void *ud, const cal_run_event *ev)
 static void small_plan(cal_run_plan *p)
 {
     cal_run_plan_default(p);
+    p->shots = 1;              /* one shot, no warm-up: not the calibrated default */
+    p->warmup = 0;
     p->prompt_tokens[0] = 16;
     p->max_tokens = 4;
     p->requests = 4;

@@ -343,6 +343,8 @@ static void test_chat_series(void **st)
                           .think_ms = {.kind = CAL_LEN_FIXED, .n = 30}};
     cal_run_plan plan;
     cal_run_plan_default(&plan);
+    plan.shots = 1;            /* one shot, no warm-up: not the calibrated default */
+    plan.warmup = 0;
     plan.telemetry = 0;
     plan.seed = 9;
     plan.chat = &cc;
