@@ -680,6 +680,65 @@ static char *fleet_protocol(cal_shard_doc *const *ds, size_t n, const int64_t *d
     return s;
 }
 
+/* The first key of object a (prefix.key) whose value differs in b, or is
+ * missing from either, skipping the keys in skip[]; NULL when they agree.
+ * The values go into va/vb as compact JSON. */
+static const char *first_difference(json_t *a, json_t *b, const char *const *skip, char *va,
+                                    size_t na, char *vb, size_t nb)
+{
+    const char *key;
+    json_t *x;
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *from = pass ? b : a, *other = pass ? a : b;
+        json_object_foreach(from, key, x) {
+            int skipped = 0;
+            for (size_t k = 0; skip[k]; k++) skipped |= !strcmp(key, skip[k]);
+            json_t *y = json_object_get(other, key);
+            if (skipped || (y && json_equal(x, y))) continue;
+            char *sa = json_dumps(pass ? y : x, JSON_COMPACT | JSON_ENCODE_ANY);
+            char *sb = json_dumps(pass ? x : y, JSON_COMPACT | JSON_ENCODE_ANY);
+            cal_snprintf(va, na, "%.80s", sa ? sa : "(absent)");
+            cal_snprintf(vb, nb, "%.80s", sb ? sb : "(absent)");
+            free(sa);
+            free(sb);
+            return key;
+        }
+    }
+    return NULL;
+}
+
+/* Shards measured against another server, model or API, or under another
+ * protocol, are not one run: each shard's target and protocol must equal
+ * shard 1's, but for what is each shard's own (its seed, derived from the
+ * shared one, and the noise its own store held; a target's load time). */
+static int same_measurement(cal_shard_doc **ds, size_t n, char *why, size_t why_len)
+{
+    static const char *const skip_target[] = {"load_s", NULL};
+    static const char *const skip_proto[] = {"seed", "noise_prior", NULL};
+    int rc = CAL_OK;
+    json_t *t0 = json_loads(ds[0]->data->run.target_json ? ds[0]->data->run.target_json : "{}", 0, NULL);
+    json_t *p0 = json_loads(ds[0]->data->run.protocol_json ? ds[0]->data->run.protocol_json : "{}", 0, NULL);
+    for (size_t i = 1; i < n && rc == CAL_OK; i++) {
+        json_t *ti = json_loads(ds[i]->data->run.target_json ? ds[i]->data->run.target_json : "{}", 0, NULL);
+        json_t *pi = json_loads(ds[i]->data->run.protocol_json ? ds[i]->data->run.protocol_json : "{}", 0, NULL);
+        char va[96], vb[96];
+        const char *k;
+        if ((k = first_difference(t0, ti, skip_target, va, sizeof va, vb, sizeof vb)))
+            rc = cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu was measured against another "
+                         "target: target.%s is %s in shard 1, %s in shard %zu: not one run",
+                         i + 1, k, va, vb, i + 1);
+        else if ((k = first_difference(p0, pi, skip_proto, va, sizeof va, vb, sizeof vb)))
+            rc = cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu was measured under another "
+                         "protocol: protocol.%s is %s in shard 1, %s in shard %zu: not one run",
+                         i + 1, k, va, vb, i + 1);
+        json_decref(ti);
+        json_decref(pi);
+    }
+    json_decref(t0);
+    json_decref(p0);
+    return rc;
+}
+
 int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const char *label,
                     int64_t *run_id, char *why, size_t why_len)
 {
@@ -712,6 +771,7 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
                 goto done;
             }
     }
+    if ((rc = same_measurement(ds, n, why, why_len))) goto done;
     /* each shard's clock onto shard 0's: measured offsets when all have one */
     int64_t *delta = calloc(n, sizeof *delta);
     if (!delta) { rc = CAL_ENOMEM; goto done; }

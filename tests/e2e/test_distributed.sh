@@ -83,6 +83,29 @@ check "the merged protocol records three shards" \
 "$CALIPER" merge "$T/s1.json" "$T/s1.json" "$T/s2.json" --db "$T/bad.db" 2>"$T/dup.err"
 check "a shard given twice is refused" [ $? = 1 ]
 check "... and says which" grep -q "shard" "$T/dup.err"
+# shards of one plan measured against another server and model, or under
+# another output policy, are not one run: merge names the field and both
+# values (it once stored such a pair as one run labelled with A's target)
+A_URL=$SERVE_URL
+start_serve --preset tiny --model-name caliper-other || { not_ok "second serve starts"; finish; }
+B_URL=$SERVE_URL
+SHARD=(--max-tokens 12 --prompt-tokens 32 --no-telemetry --concurrency 2 --requests 4 --seed 5)
+"$CALIPER" run --url "$A_URL" "${SHARD[@]}" --shard 1/2 --db "$T/x1.db" --json "$T/x1.json" >/dev/null 2>&1
+"$CALIPER" run --url "$B_URL" "${SHARD[@]}" --shard 2/2 --db "$T/x2.db" --json "$T/x2.json" >/dev/null 2>&1
+"$CALIPER" run --url "$A_URL" "${SHARD[@]}" --shard 2/2 --free-output --db "$T/x3.db" \
+  --json "$T/x3.json" >/dev/null 2>&1
+"$CALIPER" run --url "$A_URL" "${SHARD[@]}" --shard 2/2 --db "$T/x4.db" --json "$T/x4.json" >/dev/null 2>&1
+"$CALIPER" merge "$T/x1.json" "$T/x2.json" --db "$T/x.db" 2>"$T/x.err"; rc=$?
+check "shards from two servers: refused (exit $rc)" [ "$rc" = 1 ]
+check "... naming the target field and both values" \
+  grep -qE "target\.(name|url|model|version) is \"[^\"]*\" in shard 1, \"[^\"]*\" in shard 2" "$T/x.err"
+check "... and nothing is stored" \
+  bash -c "[ ! -s '$T/x.db' ] || [ \"\$(sqlite3 '$T/x.db' 'select count(*) from runs')\" = 0 ]"
+"$CALIPER" merge "$T/x1.json" "$T/x3.json" --db "$T/x.db" 2>"$T/x3.err"; rc=$?
+check "a shard with another output policy: refused (exit $rc), naming it" \
+  bash -c "[ $rc = 1 ] && grep -q 'protocol.output_policy is' '$T/x3.err'"
+check "the same plan against the same server merges" \
+  "$CALIPER" merge "$T/x1.json" "$T/x4.json" --db "$T/x.db"
 "$CALIPER" run "${COMMON[@]}" --shard 4/3 --json x.json >/dev/null 2>&1
 check "--shard 4/3 is a usage error" [ $? = 2 ]
 "$CALIPER" run "${COMMON[@]}" --shard 1/3 >/dev/null 2>&1
