@@ -68,8 +68,12 @@ int cal_summary_compute(const cal_req_result *r, size_t n, double duration_s,
         }
         if (out_tok > 0 && q->end_ns > q->send_ns && q->send_ns > 0)
             prt[nr++] = out_tok / ((double)(q->end_ns - q->send_ns) / 1e9);
-        if (q->server_decode_ms > 0 && q->server_decode_tokens > 0)
-            srv[ns++] = q->server_decode_tokens / (q->server_decode_ms / 1e3);
+        /* the server's convention: llama.cpp's predicted_n counts the first
+         * token, which prefill produced, and predicted_ms does not; its own
+         * predicted_per_second is (n − 1) ÷ predicted_ms, as the client's
+         * decode speed is (out − 1) ÷ (last − first) */
+        if (q->server_decode_ms > 0 && q->server_decode_tokens >= 2)
+            srv[ns++] = (q->server_decode_tokens - 1) / (q->server_decode_ms / 1e3);
         if (q->chunk_ns)
             for (int k = 1; k < q->n_chunks; k++)
                 itl[ni++] = (double)(q->chunk_ns[k] - q->chunk_ns[k - 1]) / 1e6;

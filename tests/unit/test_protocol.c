@@ -100,8 +100,10 @@ static void test_summary_client_decode_example(void **state)
     assert_true(fabs(s.decode_tps_median - 377.0 / 10.003) < 1e-6);
     assert_true(fabs(s.decode_tps_median - 37.69) < 0.01);
     assert_true(fabs(s.median_ttft_ms - 6084.0) < 1e-9);
+    /* llama-server's timings for it: predicted_n counts the first token,
+     * predicted_ms does not cover it: (378 − 1) ÷ 10.003 s, as it reports */
     r.server_decode_ms = 10003;
-    r.server_decode_tokens = 377;
+    r.server_decode_tokens = 378;
     assert_int_equal(cal_summary_compute(&r, 1, 0, 0, &s), CAL_OK);
     assert_true(fabs(s.server_decode_tps_median - 37.69) < 0.01);
 }
