@@ -274,9 +274,10 @@ static void finish_turn(xfer *x)
     if (x->usage_out >= 0) { t.output_tokens = x->usage_out; t.output_from_usage = 1; }
     else t.output_tokens = x->sse ? x->text_chunks : -1;
     /* SPEC 1.3: the client's speed is decode tokens ÷ decode seconds
-     * (377 ÷ 10.003 s = 37.7) */
-    t.decode_tok_s = (isfinite(t.decode_s) && t.decode_s > 0 && t.output_tokens > 0)
-                     ? (double)t.output_tokens / t.decode_s : NAN;
+     * (377 ÷ 10.003 s = 37.7); the decode tokens are those after the first,
+     * whose time decode_s spans: the run's decode speed, one formula */
+    t.decode_tok_s = (isfinite(t.decode_s) && t.decode_s > 0 && t.output_tokens >= 2)
+                     ? (double)(t.output_tokens - 1) / t.decode_s : NAN;
     t.ttft_share = (isfinite(t.ttft_s) && t.turn_s > 0) ? t.ttft_s / t.turn_s : NAN;
     pthread_mutex_lock(&px->turn_mu);
     t.index = ++px->turns;
