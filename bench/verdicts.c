@@ -319,7 +319,7 @@ static void sim_history(const char *name, const vsim_model *m, int h, int legacy
     vsim_tally_runs(&x, 0, (int)n, &t0);
     vsim_tally_runs(&x, 0.10, (int)n, &t10);
     vsim_tally_runs(&x, 0.25, (int)n, &t25);
-    printf("%-22s %-14s %7.1f %%  %7.1f %%  %7.1f %%  %10.1f %%  %9.1f %%   %5.1f %% (%.0f df, %d left out)\n",
+    printf("%-26s %-14s %7.1f %%  %7.1f %%  %7.1f %%  %10.1f %%  %9.1f %%   %5.1f %% (%.0f df, %d left out)\n",
            name, legacy ? "walls counted" : "walls left out", 100.0 * t0.wall / t0.n,
            100.0 * t25.wall / t25.n, 100.0 * t10.wall / t10.n,
            100.0 * t25.wrong_no_wall / t25.n, 100.0 * t0.cannot / t0.n,
@@ -351,9 +351,9 @@ static int simulate(int argc, char **argv)
            "warm shot %.3f, first shot %.3f, request %.3f · history: the newest %d runs, each "
            "judged as it was stored\n", n, m.shots, m.requests, m.tau, m.first_sd, m.sigma,
            VSIM_MAX_ROWS);
-    printf("%-22s %-14s %9s  %9s  %9s  %12s  %11s   %s\n", "history", "prior", "false al.",
+    printf("%-26s %-14s %9s  %9s  %9s  %12s  %11s   %s\n", "history", "prior", "false al.",
            "25 % wall", "10 % wall", "wrong no-wall", "cannot judge", "first-shot sd");
-    printf("%-22s %-14s %9s  %9s  %9s  %12s  %11s\n", "", "", "(target ≤5)", "(≥95)", "", "(25 %, ≤5)",
+    printf("%-26s %-14s %9s  %9s  %9s  %12s  %11s\n", "", "", "(target ≤5)", "(≥95)", "", "(25 %, ≤5)",
            "(steady)");
     const char *names[] = {"empty store", "10 steady runs", "10 walls of 70 %", "5 walls of 70 % + 5 steady"};
     for (int h = 0; h < 4; h++) {
