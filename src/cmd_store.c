@@ -10,6 +10,8 @@
 #include <time.h>
 #include "caliper/analysis.h"
 #include "caliper/error.h"
+#include "caliper/judge.h"
+#include "caliper/noise.h"
 #include "caliper/protocol.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
@@ -368,13 +370,59 @@ static int load_ref(const char *cmd, cal_store *st, const char *ref, int flags, 
     return 0;
 }
 
+/* runs --series RUN: the history a shot verdict of RUN's series reads, so a
+ * user can see why a band was wide: each stored run's first-shot deviation,
+ * its warm shots' spread, and whether its own verdict called a wall (such a
+ * run is left out of the first shots' spread), then the spread the next run
+ * of the series would use. */
+static int series_history(cal_store *st, const char *ref)
+{
+    cal_run_data *d = NULL;
+    int rc = load_ref("runs", st, ref, CAL_LOAD_NO_REQS, &d);
+    if (rc) return rc;
+    char key[CAL_NOISE_SERIES_MAX];
+    int has = cal_noise_series_of(d->run.protocol_json, key, sizeof key);
+    cal_run_data_free(&d);
+    if (!has) return cli_fail("runs", "run \"%s\" belongs to no shot series (one concurrency and "
+                              "prompt length, no --ab, no --cold)", ref);
+    cal_store_noise_row rows[CAL_NOISE_RUN_RUNS];
+    size_t n = 0;
+    if (cal_store_noise(st, key, 0, rows, CAL_NOISE_RUN_RUNS, &n))
+        return cli_fail("runs", "cannot read the series' noise: %s", cal_store_errmsg(st));
+    printf("series %s\n", key);
+    printf("%4s  %16s  %14s  %6s  %s\n", "run", "first shot vs", "warm shots' sd", "shots",
+           "its verdict");
+    for (size_t i = 0; i < n; i++) {
+        const cal_store_noise_row *r = &rows[i];
+        char dev[32] = "—", sd[32] = "—";
+        if (isfinite(r->first_dev)) snprintf(dev, sizeof dev, "%+.1f %%", 100 * expm1(-r->first_dev));
+        if (isfinite(r->shot_sd)) snprintf(sd, sizeof sd, "%.1f %%", 100 * expm1(r->shot_sd));
+        printf("%4lld  %16s  %14s  %6d  %s\n", (long long)r->run_id, dev, sd, r->shots,
+               r->wall == 1 ? "called a change: left out of the first shots' spread"
+               : r->wall == 0 ? "no change called" : "not recorded (stored before schema 8)");
+    }
+    cal_noise_est e;
+    cal_noise_pool(rows, n < CAL_NOISE_PRIOR_RUNS ? n : CAL_NOISE_PRIOR_RUNS, &e);
+    if (isfinite(e.first_sd) && e.first_df >= CAL_JUDGE_FIRST_MIN_DF)
+        printf("the next run's first shot: sd %.1f %% over %.0f runs (%d left out as walls); its "
+               "verdict widens its band with it where it exceeds the warm shots' spread\n",
+               100 * expm1(e.first_sd), e.first_df + 1, e.first_left_out);
+    else
+        printf("the next run's first shot: no spread from history (%zu run%s of it, %d left out as "
+               "walls; %d are needed)\n", n, n == 1 ? "" : "s", e.first_left_out,
+               CAL_JUDGE_FIRST_MIN_DF + 1);
+    printf("(first shot vs: how far the first measured shot ran from its run's warm shots, "
+           "+ = the first was faster)\n");
+    return CLI_OK;
+}
+
 int cmd_runs(int argc, char **argv)
 {
-    const char *db = "caliper.db";
+    const char *db = "caliper.db", *series = NULL;
     long limit = 0;
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'}, {"limit", required_argument, 0, 'n'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"series", required_argument, 0, 's'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
@@ -382,11 +430,18 @@ int cmd_runs(int argc, char **argv)
         switch (c) {
         case 'd': db = optarg; break;
         case 'n': if (cli_parse_long("runs", "--limit", optarg, 1, 1000000, &limit)) return CLI_USAGE; break;
+        case 's':
+            if (check_ref("runs", optarg)) return CLI_USAGE;
+            series = optarg;
+            break;
         case 'h':
-            printf("usage: caliper runs [--db FILE] [--limit N]\n\n"
+            printf("usage: caliper runs [--db FILE] [--limit N] [--series RUN]\n\n"
                    "List stored runs, newest first: id, when, label, target, cells, status.\n"
-                   "  --db FILE    the store (default caliper.db)\n"
-                   "  --limit N    at most N runs\n");
+                   "  --db FILE     the store (default caliper.db)\n"
+                   "  --limit N     at most N runs\n"
+                   "  --series RUN  the history of RUN's shot series instead: each stored run's\n"
+                   "                first shot against its warm shots, and which runs the next\n"
+                   "                verdict leaves out as walls (docs/run.md)\n");
             return CLI_OK;
         default:
             return cli_usage_error("runs", "%s: unknown option", argv[optind - 1]);
@@ -396,6 +451,11 @@ int cmd_runs(int argc, char **argv)
     cal_store *st;
     int orc = open_db("runs", db, &st);
     if (orc) return orc;
+    if (series) {
+        int src = series_history(st, series);
+        cal_store_close(&st);
+        return src;
+    }
     cal_run *runs;
     size_t n;
     int rc = cal_store_list_runs(st, (size_t)limit, &runs, &n);

@@ -75,6 +75,9 @@ int cal_noise_prior_of(const char *protocol_json, double *sd, double *df);
  * first_sd, first_df: the newest CAL_NOISE_PRIOR_RUNS runs of the series
  * before it): 1 and *sd, *df when present; else 0, NAN and 0. */
 int cal_noise_first_of(const char *protocol_json, double *sd, double *df);
+/* The series key stored in a run's protocol JSON (noise_prior.series) into
+ * out[n]: 1 when there is one, else 0 and "". */
+int cal_noise_series_of(const char *protocol_json, char *out, size_t n);
 /* How many stored runs that spread left out as walls (noise_prior
  * first_left_out); 0 when unknown. */
 int cal_noise_first_left_out(const char *protocol_json);

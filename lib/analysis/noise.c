@@ -237,6 +237,16 @@ int cal_noise_first_of(const char *protocol_json, double *sd, double *df)
     return prior_pair(protocol_json, "first_sd", "first_df", sd, df);
 }
 
+int cal_noise_series_of(const char *protocol_json, char *out, size_t n)
+{
+    if (n) out[0] = '\0';
+    json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
+    const char *s = series_of(p);
+    if (s && n) snprintf(out, n, "%s", s);
+    json_decref(p);
+    return s != NULL;
+}
+
 int cal_noise_first_left_out(const char *protocol_json)
 {
     json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;

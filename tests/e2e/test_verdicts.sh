@@ -88,6 +88,10 @@ check "each steady run stores its series' noise" \
   [ "$(sqlite3 "$DB" "select count(*) from noise n join runs r on r.id = n.run_id where r.label like 'steady%' and n.shots = 4")" = 8 ]
 check "the last steady run's protocol names its series and the 7 runs before it, and pools none" \
   [ "$(sqlite3 "$DB" "select json_extract(protocol, '\$.noise_prior.runs') || ':' || json_extract(protocol, '\$.noise_prior.shot_df') from runs where label = 'steady8'")" = "7:0.0" ]
+"$CALIPER" runs --db "$DB" --series steady8 >"$T/series8.out" 2>&1
+check "runs --series: the steady series' history, one row a run, and the next run's spread" \
+  bash -c "[ \$(grep -cE '^ +[0-9]+ +[-+][0-9.]+ % ' '$T/series8.out') -ge 8 ] &&
+           grep -q 'no change called' '$T/series8.out' && grep -q \"^the next run's first shot\" '$T/series8.out'"
 "$CALIPER" run "${RUN[@]}" --pool-noise --label pooled >"$T/pooled.out" 2>&1
 check "--pool-noise: the verdict pools the 8 earlier runs' 4 warm shots each (24 df)" \
   [ "$(sqlite3 "$DB" "select json_extract(protocol, '\$.noise_prior.runs') || ':' || json_extract(protocol, '\$.noise_prior.shot_df') from runs where label = 'pooled'")" = "8:24.0" ]
@@ -150,4 +154,14 @@ fi
 check "no warm-up is blamed on a URL target" bash -c "! grep -q 'warm-up' '$T/wall.out'"
 check "the verdict is stored with the run" \
   bash -c "sqlite3 '$DB' \"select verdicts from runs where label like 'wall%'\" | grep -q 'below shot 1, 95 % CI'"
+# a run whose verdict called a wall is marked so in its series' noise: the
+# next run's first-shot spread leaves it out, and runs --series says so
+if grep -q "below shot 1, 95 % CI" "$T/wall.out"; then
+  check "the wall run's noise row is marked a wall" \
+    [ "$(sqlite3 "$DB" "select n.wall from noise n join runs r on r.id = n.run_id where r.label like 'wall%' order by r.id desc limit 1")" = 1 ]
+  last_wall=$(sqlite3 "$DB" "select label from runs where label like 'wall%' order by id desc limit 1")
+  "$CALIPER" runs --db "$DB" --series "$last_wall" >"$T/series.out" 2>&1
+  check "runs --series: the wall run is listed as left out" \
+    grep -q "called a change: left out of the first shots' spread" "$T/series.out"
+fi
 finish
