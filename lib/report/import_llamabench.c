@@ -31,34 +31,36 @@ static void value_text(const json_t *t, const char *k, char *out, size_t n)
     free(s);
 }
 
-static int count_field(const json_t *t, const char *k, size_t idx, long *out, char *err, size_t errn)
+/* A field of test idx in its plausible range: a token count is a whole
+ * number in [0, LB_COUNT_MAX], a rate lies in (0, LB_TS_MAX] tokens/s. */
+static int range_field(const json_t *t, const char *k, size_t idx, int count, double *out,
+                       char *err, size_t errn)
 {
     const json_t *v = json_object_get(t, k);
     double x = json_number_value(v);
-    if (!json_is_number(v) || !(x >= 0 && x <= LB_COUNT_MAX) || x != floor(x)) {
+    int ok = json_is_number(v) && (count ? x >= 0 && x <= LB_COUNT_MAX && x == floor(x)
+                                         : x > 0 && x <= LB_TS_MAX);
+    if (!ok) {
         char vt[48];
         value_text(t, k, vt, sizeof vt);
-        cal_report_errf(err, errn, "llama-bench: test %zu: \"%s\" is %s: not a whole number of "
-                        "tokens in [0, %g]", idx, k, vt, LB_COUNT_MAX);
-        return CAL_EPROTO;
-    }
-    *out = (long)x;
-    return CAL_OK;
-}
-
-static int rate_field(const json_t *t, const char *k, size_t idx, double *out, char *err, size_t errn)
-{
-    const json_t *v = json_object_get(t, k);
-    double x = json_number_value(v);
-    if (!json_is_number(v) || !(x > 0 && x <= LB_TS_MAX)) {
-        char vt[48];
-        value_text(t, k, vt, sizeof vt);
-        cal_report_errf(err, errn, "llama-bench: test %zu: \"%s\" is %s: not a rate in (0, %g] "
-                        "tokens/s", idx, k, vt, LB_TS_MAX);
+        if (count)
+            cal_report_errf(err, errn, "llama-bench: test %zu: \"%s\" is %s: not a whole number of "
+                            "tokens in [0, %g]", idx, k, vt, LB_COUNT_MAX);
+        else
+            cal_report_errf(err, errn, "llama-bench: test %zu: \"%s\" is %s: not a rate in (0, %g] "
+                            "tokens/s", idx, k, vt, LB_TS_MAX);
         return CAL_EPROTO;
     }
     *out = x;
     return CAL_OK;
+}
+
+static int count_field(const json_t *t, const char *k, size_t idx, long *out, char *err, size_t errn)
+{
+    double x = 0;
+    int e = range_field(t, k, idx, 1, &x, err, errn);
+    if (!e) *out = (long)x;
+    return e;
 }
 
 static int one_test(cal_result *r, const json_t *t, size_t idx, char *err, size_t errn)
@@ -72,7 +74,7 @@ static int one_test(cal_result *r, const json_t *t, size_t idx, char *err, size_
     int e;
     if ((e = count_field(t, "n_prompt", idx, &n_prompt, err, errn)) ||
         (e = count_field(t, "n_gen", idx, &n_gen, err, errn)) ||
-        (e = rate_field(t, "avg_ts", idx, &avg_ts, err, errn)))
+        (e = range_field(t, "avg_ts", idx, 0, &avg_ts, err, errn)))
         return e;
     if (n_prompt == 0 && n_gen == 0) {
         cal_report_errf(err, errn, "llama-bench: test %zu has n_prompt 0 and n_gen 0", idx);
