@@ -681,7 +681,7 @@ static void test_noise_compare_store(void **state)
     NEAR(o.run_noise[1].q95, 0.03, 1e-9);
     NEAR(o.run_noise[0].df, 3, 0);
     for (int i = 0; i < 4; i++) free(res[i]);
-    unlink(path);
+    tmp_db_remove(path);
 }
 
 /* The store keeps a series' rows: newest first, only runs before the one
@@ -732,7 +732,7 @@ static void test_noise_store(void **state)
     assert_non_null(strstr(js, "\"api\":\"completions\""));
     free(js);
     cal_store_close(&st);
-    unlink(path);
+    tmp_db_remove(path);
 }
 
 static void test_deterministic(void **state)

@@ -378,7 +378,7 @@ static void test_chat_series(void **st)
     cal_run_outcome_clear(&out);
     cal_run_target_free(&t);
     cal_store_close(&store);
-    unlink(db);
+    tmp_db_remove(db);
 }
 
 /* The whole-turn A ÷ B CI takes shots as its units: two shots whose turns
