@@ -298,6 +298,10 @@ typedef struct cal_run_data {
     size_t          n_reqs;
     cal_store_tel_row *tel;     /* [n_tel], by time */
     size_t          n_tel;
+    struct cal_hist **itl_hist; /* [n_cells] or NULL: a cell's stored ITL histogram
+                                   where its percentiles came from it (itl_source
+                                   "histogram": --keep-chunks dropped chunk
+                                   times); NULL for a cell that kept them */
 } cal_run_data;
 
 #define CAL_LOAD_CHUNKS    1  /* decode every request's chunk timestamps */

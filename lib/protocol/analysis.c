@@ -9,6 +9,7 @@
 #include "caliper/analysis.h"
 #include "caliper/error.h"
 #include "caliper/judge.h"
+#include "caliper/keep.h"
 #include "caliper/noise.h"
 #include "caliper/protocol.h"
 #include "caliper/schema.h"
@@ -167,6 +168,40 @@ static double shot_duration(const cal_cell *c)
     return c->end_ns > c->start_ns ? (double)(c->end_ns - c->start_ns) / 1e9 : 0;
 }
 
+/* Where a pooled cell kept no chunk times (--keep-chunks), its ITL is its
+ * stored histogram: merge those with the chunk gaps of the cells that kept
+ * theirs, and read the pooled ITL off the merged histogram (within
+ * CAL_HIST_REL_ERROR), not off the subset of requests that kept theirs. */
+static int pool_itl_hists(const cal_run_data *d, const size_t *idx, size_t n, cal_summary *s)
+{
+    int any = 0;
+    for (size_t i = 0; d->itl_hist && i < n; i++) any |= d->itl_hist[idx[i]] != NULL;
+    if (!any) return CAL_OK;
+    cal_cell_hists *m = malloc(sizeof *m), *one = malloc(sizeof *one);
+    if (!m || !one) { free(m); free(one); return CAL_ENOMEM; }
+    cal_cell_hists_init(m);
+    for (size_t i = 0; i < n; i++) {
+        const cal_cell *c = &d->cells[idx[i]];
+        if (d->itl_hist[idx[i]]) {
+            cal_hist_merge(&m->h[CAL_HIST_ITL], d->itl_hist[idx[i]]);
+            continue;
+        }
+        cal_cell_hists_init(one);
+        for (size_t k = 0; c->req_first + (size_t)c->n_requests <= d->n_reqs &&
+                           k < (size_t)c->n_requests; k++)
+            cal_cell_hists_add(one, &d->reqs[c->req_first + k]);
+        cal_hist_merge(&m->h[CAL_HIST_ITL], &one->h[CAL_HIST_ITL]);
+    }
+    const cal_hist *h = &m->h[CAL_HIST_ITL];
+    s->median_itl_ms = cal_hist_percentile_ms(h, 50);
+    s->p99_itl_ms = cal_hist_percentile_ms(h, 99);
+    s->mean_itl_ms = cal_hist_mean_ms(h);
+    s->std_itl_ms = cal_hist_sd_ms(h);
+    free(m);
+    free(one);
+    return CAL_OK;
+}
+
 int cal_analysis_pool(const cal_run_data *d, const size_t *idx, size_t n, cal_summary *s)
 {
     if (!n) { cal_summary_init(s); return CAL_OK; }
@@ -194,6 +229,7 @@ int cal_analysis_pool(const cal_run_data *d, const size_t *idx, size_t n, cal_su
         }
         int e = cal_summary_compute(r, k, dur, c0->output_fixed ? c0->max_tokens : 0, s);
         free(r);   /* shallow copies: the heap fields belong to d */
+        if (!e) e = pool_itl_hists(d, idx, n, s);
         if (e) return e;
     } else {
         /* requests not loaded: counts and rates from the shots' own

@@ -1117,6 +1117,8 @@ void cal_run_data_free(cal_run_data **pd)
     for (size_t i = 0; i < d->n_reqs; i++) free_req(&d->reqs[i]);
     free(d->reqs);
     free(d->tel);
+    for (size_t i = 0; d->itl_hist && i < d->n_cells; i++) free(d->itl_hist[i]);
+    free(d->itl_hist);
     free(d);
     *pd = NULL;
 }
@@ -1266,6 +1268,44 @@ static int load_telemetry(cal_store *st, cal_run_data *d)
     return rc;
 }
 
+/* The ITL histograms of the run's cells whose percentiles came from them
+ * (itl_source "histogram"), so a pooled view can merge them: the raw chunk
+ * times of those requests were not kept. A store before schema 5 has none. */
+static int load_itl_hists(cal_store *st, int64_t run_id, cal_run_data *d)
+{
+    if (st->version < 5 || !d->n_cells) return CAL_OK;
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(st->db, "SELECT h.cell_id, h.itl FROM cell_hists h JOIN cells c ON "
+                           "c.id = h.cell_id WHERE c.run_id = ? AND h.itl_source = 'histogram'",
+                           -1, &s, NULL) != SQLITE_OK)
+        return CAL_ESTORE;
+    bind_i64(s, 1, run_id);
+    int rc = CAL_OK, step;
+    while (rc == CAL_OK && (step = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(s, 0);
+        size_t k = 0;
+        while (k < d->n_cells && d->cells[k].id != id) k++;
+        if (k == d->n_cells) continue;
+        if (!d->itl_hist && !(d->itl_hist = calloc(d->n_cells, sizeof *d->itl_hist))) {
+            rc = fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)run_id);
+            break;
+        }
+        cal_hist *h = malloc(sizeof *h);
+        char why[160];
+        if (!h) { rc = fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)run_id); break; }
+        if (cal_hist_decode(sqlite3_column_blob(s, 1), (size_t)sqlite3_column_bytes(s, 1), h, why,
+                            sizeof why) != CAL_OK) {
+            free(h);
+            rc = fail(st, CAL_ESTORE, "cell %lld, cell_hists.itl: %s", (long long)id, why);
+            break;
+        }
+        free(d->itl_hist[k]);
+        d->itl_hist[k] = h;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
 int cal_store_load_run(cal_store *st, int64_t run_id, int flags, cal_run_data **out)
 {
     if (!st || !out) return CAL_EINVAL;
@@ -1312,6 +1352,7 @@ int cal_store_load_run(cal_store *st, int64_t run_id, int flags, cal_run_data **
     sqlite3_finalize(s);
     s = NULL;
     if (rc == CAL_OK && !(flags & CAL_LOAD_NO_REQS)) rc = load_requests(st, d, flags);
+    if (rc == CAL_OK && !(flags & CAL_LOAD_NO_REQS)) rc = load_itl_hists(st, run_id, d);
     if (rc == CAL_OK) rc = load_telemetry(st, d);
 out:
     if (rc != CAL_OK) note(st);   /* before COMMIT resets SQLite's message */

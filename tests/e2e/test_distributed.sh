@@ -129,6 +129,20 @@ check "the run says so" grep -q "ITL percentiles from histograms" "$T/k.err"
 "$CALIPER" show --db "$T/k.db" 1 >"$T/k.show" 2>&1
 check "... and show says so again (a stored note)" grep -q "ITL percentiles in 1 of the run.s cells come from histograms" "$T/k.show"
 check "the protocol records the budget" grep -q '"keep_chunks":"none"' <(sqlite3 "$T/k.db" "select protocol from runs")
+# pooled over shots, the ITL comes from the cells' histograms merged: show,
+# export and report give the same figures, never "—" for what was measured
+"$CALIPER" run "${COMMON[@]}" --concurrency 2 --requests 6 --shots 3 --keep-chunks none --db "$T/k3.db" \
+  >"$T/k3.out" 2>&1
+"$CALIPER" export 1 --json --db "$T/k3.db" >"$T/k3.json"
+"$CALIPER" report 1 --format json --db "$T/k3.db" -o "$T/k3r.json" >/dev/null 2>&1
+"$CALIPER" show 1 --db "$T/k3.db" >"$T/k3.show" 2>&1
+itl=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"][0]; print("%.2f / %.2f" % (s["median_itl_ms"], s["p99_itl_ms"]))' "$T/k3.json" 2>/dev/null)
+check "pooled ITL from the histograms in export ($itl)" [ -n "$itl" ]
+check "... the same in show" grep -qF "$itl" "$T/k3.show"
+check "... and in the report" python3 -c '
+import json,sys
+e=json.load(open(sys.argv[1]))["summary"][0]; r=json.dumps(json.load(open(sys.argv[2])))
+sys.exit(not ("%r" % e["p99_itl_ms"] in r or json.dumps(e["p99_itl_ms"]) in r))' "$T/k3.json" "$T/k3r.json"
 "$CALIPER" run "${COMMON[@]}" --keep-chunks lots >/dev/null 2>"$T/kb.err"
 check "--keep-chunks lots is a usage error" [ $? = 2 ]
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "caliper/error.h"
+#include "caliper/analysis.h"
 #include "caliper/hist.h"
 #include "caliper/keep.h"
 #include "caliper/protocol.h"
@@ -389,6 +390,55 @@ static void test_merge_equals_union(void **state)
     merge_case(0);
 }
 
+/* Pooled shots whose chunk times were not kept: the pooled ITL is read off
+ * the cells' stored histograms merged with the chunk gaps of a cell that
+ * kept them, exactly what recomputing from those histograms gives. */
+static void test_pool_itl_from_hists(void **state)
+{
+    (void)state;
+    cal_cell cells[3];
+    memset(cells, 0, sizeof cells);
+    cal_req_result reqs[3];
+    int64_t chunks[4] = {1000000, 3000000, 4000000, 9000000};   /* gaps 2, 1, 5 ms */
+    for (int i = 0; i < 3; i++) {
+        cal_req_result_init(&reqs[i]);
+        reqs[i].status = CAL_REQ_OK;
+        reqs[i].send_ns = 1;
+        reqs[i].first_token_ns = 1000000;
+        reqs[i].last_token_ns = reqs[i].end_ns = 9000000;
+        reqs[i].output_tokens = 4;
+        reqs[i].n_chunks = 4;
+        cells[i].n_requests = 1;
+        cells[i].req_first = (size_t)i;
+        cells[i].shot_index = i + 1;
+    }
+    reqs[2].chunk_ns = chunks;              /* only the third cell kept its chunk times */
+    cal_hist *h[3] = {malloc(sizeof(cal_hist)), malloc(sizeof(cal_hist)), NULL};
+    cal_hist want;
+    cal_hist_init(&want);
+    for (int c = 0; c < 2; c++) {
+        cal_hist_init(h[c]);
+        for (int k = 0; k < 50; k++) cal_hist_add(h[c], (int64_t)(c + 1) * 1000000 + k * 20000);
+        cal_hist_merge(&want, h[c]);
+    }
+    cal_hist_add(&want, 2000000);
+    cal_hist_add(&want, 1000000);
+    cal_hist_add(&want, 5000000);
+    cal_run_data d = {.cells = cells, .n_cells = 3, .reqs = reqs, .n_reqs = 3, .itl_hist = h};
+    size_t idx[3] = {0, 1, 2};
+    cal_summary s;
+    assert_int_equal(cal_analysis_pool(&d, idx, 3, &s), CAL_OK);
+    assert_true(s.median_itl_ms == cal_hist_percentile_ms(&want, 50));
+    assert_true(s.p99_itl_ms == cal_hist_percentile_ms(&want, 99));
+    assert_true(fabs(s.mean_itl_ms - cal_hist_mean_ms(&want)) < 1e-9);
+    /* without the histograms the pool has only the one cell's three gaps */
+    d.itl_hist = NULL;
+    assert_int_equal(cal_analysis_pool(&d, idx, 3, &s), CAL_OK);
+    assert_true(fabs(s.median_itl_ms - 2.0) < 1e-9);
+    free(h[0]);
+    free(h[1]);
+}
+
 static void test_shard_read_rejects(void **state)
 {
     (void)state;
@@ -413,7 +463,7 @@ int main(void)
         cmocka_unit_test(test_percentiles_match_raw), cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_merge_and_codec),       cmocka_unit_test(test_keep_budget),
         cmocka_unit_test(test_shard_plan),            cmocka_unit_test(test_merge_equals_union),
-        cmocka_unit_test(test_shard_read_rejects),
+        cmocka_unit_test(test_shard_read_rejects),    cmocka_unit_test(test_pool_itl_from_hists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
