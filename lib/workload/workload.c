@@ -166,13 +166,28 @@ static int count_prefix(cal_workload *w, uint64_t index, size_t prefix, int *n)
  * shortest prefix with >= want tokens, then look a few characters either
  * side (a merge at the cut can skip a count). *found = 0 when none has it
  * exactly; *prefix is then the nearest below. */
-static int search(cal_workload *w, uint64_t index, int want, size_t *prefix, int *found)
+#define GUESS_SPAN 48   /* characters either side of a guessed cut */
+static int search(cal_workload *w, uint64_t index, int want, size_t guess, size_t *prefix,
+                  int *found)
 {
     size_t lo = 0, hi = w->base_len;
-    int n;
-    int rc = count_prefix(w, index, hi, &n);
-    if (rc) return rc;
-    if (n < want) return CAL_ERANGE;    /* the base text is too short */
+    int n, rc;
+    /* a guess (0: none) brackets the bisection when both ends hold: a few
+     * calls instead of a bisection of the whole text */
+    if (guess > 0 && guess < w->base_len) {
+        size_t a = guess > GUESS_SPAN ? guess - GUESS_SPAN : 0;
+        size_t b = guess + GUESS_SPAN < hi ? guess + GUESS_SPAN : hi;
+        if ((rc = count_prefix(w, index, b, &n))) return rc;
+        if (n >= want) {
+            hi = b;
+            if ((rc = count_prefix(w, index, a, &n))) return rc;
+            if (n < want) lo = a + 1;
+        } else lo = b + 1;
+    }
+    if (hi == w->base_len) {
+        if ((rc = count_prefix(w, index, hi, &n))) return rc;
+        if (n < want) return CAL_ERANGE;    /* the base text is too short */
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if ((rc = count_prefix(w, index, mid, &n))) return rc;
@@ -244,7 +259,7 @@ int cal_workload_open(const cal_workload_config *cfg, cal_workload **out)
                 w->exact = 0;
             } else {
                 int found = 0;
-                rc = search(w, 0, cfg->prompt_tokens, &w->prefix, &found);
+                rc = search(w, 0, cfg->prompt_tokens, 0, &w->prefix, &found);
                 if (rc == CAL_OK) w->exact = 1;
                 if (rc == CAL_OK && found) w->open_count = cfg->prompt_tokens;
                 else if (rc == CAL_OK) {
@@ -408,7 +423,12 @@ static int cut_for(cal_workload *w, uint64_t rep, int lt, const cut **out)
         /* the line alone is the prompt (or already longer): nearest */
         if ((rc = count_prefix(w, rep, 0, &c.count))) return rc;
     } else {
-        if ((rc = search(w, rep, w->cfg.prompt_tokens, &c.prefix, &found))) return rc;
+        /* near the first cut: each token of line more is about cpt characters less */
+        const cut *c0 = &w->cuts[0];
+        double cpt = (double)c0->prefix / (double)(w->cfg.prompt_tokens - c0->nonce_tokens + 1);
+        double g = (double)c0->prefix - (double)(lt - c0->nonce_tokens) * cpt;
+        size_t guess = w->n_cuts > 0 && g > 1 ? (size_t)g : 0;
+        if ((rc = search(w, rep, w->cfg.prompt_tokens, guess, &c.prefix, &found))) return rc;
         c.count = w->cfg.prompt_tokens;
         if (!found && (rc = count_prefix(w, rep, c.prefix, &c.count))) return rc;
     }
@@ -447,7 +467,8 @@ static int prepare_counted(cal_workload *w)
         if (w->blk_count[k] == w->cfg.prompt_tokens) continue;
         int found = 0;
         uint64_t index = w->blk_first + k;
-        if ((rc = search(w, index, w->cfg.prompt_tokens, &w->blk_prefix[k], &found))) break;
+        if ((rc = search(w, index, w->cfg.prompt_tokens, w->prefix, &w->blk_prefix[k], &found)))
+            break;
         if (!found) rc = count_prefix(w, index, w->blk_prefix[k], &w->blk_count[k]);
         else w->blk_count[k] = w->cfg.prompt_tokens;
     }
