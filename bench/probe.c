@@ -47,6 +47,7 @@
 #include "caliper/probe.h"
 #include "caliper/stats.h"
 #include "caliper/workload.h"
+#include "caliper/workload_traffic.h"
 #include <libgen.h>
 
 #define MAX_FD 16384
@@ -729,6 +730,29 @@ static int run_prepare(const char *caliper, const int *levels, int nlev, int chu
         cal_probe_close(&p);
         for (size_t i = 0; i < n; i++) free(pr[i]);
         free(pr); free(rq); free(res);
+    }
+    /* the chat scenario: 64 users x 16 turns over the notes' system block */
+    {
+        cal_chat_config cc = { .users = 64, .turns = 16, .system_tokens = CAL_CHAT_SYSTEM_TOKENS,
+                               .user_tokens = { .kind = CAL_LEN_FIXED, .n = 64 },
+                               .answer_tokens = { .kind = CAL_LEN_FIXED, .n = 64 },
+                               .think_ms = { .kind = CAL_LEN_FIXED, .n = 0 },
+                               .content = CAL_CONTENT_PROSE, .seed = 3,
+                               .count = cal_http_tokenizer_count, .count_ud = tk };
+        char why[300] = "";
+        cal_traffic *tr = NULL;
+        double c0 = self_cpu_s();
+        int64_t t0 = cal_now_ns();
+        int rc = cal_chat_build(&cc, &tr, why, sizeof why);
+        double wall = (double)(cal_now_ns() - t0) / 1e9, cpu = self_cpu_s() - c0;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("chat 64 users x 16 turns, %d-token system block: prepared in %.3f s (CPU %.3f s), "
+               "last prompt %d tokens, peak RSS %ld MiB%s%s\n", CAL_CHAT_SYSTEM_TOKENS, wall, cpu,
+               tr ? cal_traffic_turn(tr, 15, 0)->prompt_tokens : -1, ru.ru_maxrss / 1024,
+               rc ? ": " : "", rc ? why : "");
+        if (rc) rc_exit = 1;
+        cal_traffic_free(&tr);
     }
     cal_http_tokenizer_close(&tk);
     kill(sp, SIGTERM);
