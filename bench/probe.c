@@ -9,6 +9,15 @@
  * at the largest level, against the same pacer.
  *
  *   bench/probe [--quick] [--seconds S] [--chunks K] [--url URL]
+ *   bench/probe --prepare [--caliper PATH] [--levels 64,1024,2048]
+ *
+ * --prepare measures what exact prompts cost before the first request:
+ * against `caliper serve --preset tiny --pace-ms 20` (its /tokenize, no
+ * model compute), 3 unique exact 256-token prompts per stream are built
+ * by construction, timed (wall, this process's CPU), then sent at that
+ * many streams; the probe window's CPU per chunk is printed beside the
+ * whole process's (preparation included). At the first level the same
+ * prompts are also built counting every prompt, for the ratio.
  *
  * The pacer is built in (a forked single-threaded epoll + timerfd + min-heap
  * process, Connection: close streams, send_ns read just before send()), so
@@ -37,6 +46,9 @@
 #include "caliper/error.h"
 #include "caliper/probe.h"
 #include "caliper/stats.h"
+#include "caliper/workload.h"
+#include "caliper/workload_traffic.h"
+#include <libgen.h>
 
 #define MAX_FD 16384
 
@@ -519,6 +531,7 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench/probe [--quick] [--seconds S] [--chunks K] [--levels 1,64,512,2048]\n"
+               "       bench/probe --prepare [--caliper PATH] [--levels 64,1024,2048]\n"
                "                   [--reps N (3; 1 with --quick)] [--loops N (1)]\n"
                "                   [--url URL --pace-ms N] [--only floor|probe|poll] [--nice N]\n"
                "                   [--no-poll] [--scan-loops | --no-scan (default: scan with > 2 CPUs)]\n"
@@ -581,15 +594,184 @@ static int one_run(const bench_cfg *b, int which, int conc, int pace_ms, int loo
     return err;
 }
 
+/* ---- --prepare: exact prompts before the first request ------------------- */
+
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+           ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* `caliper serve --preset tiny --pace-ms pace_ms --port 0`: its URL in url. */
+static pid_t serve_start(const char *caliper, int pace_ms, char *url, size_t n)
+{
+    int p[2];
+    if (pipe(p)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(p[1], 1);
+        close(p[0]);
+        char pace[16];
+        snprintf(pace, sizeof pace, "%d", pace_ms);
+        execl(caliper, caliper, "serve", "--preset", "tiny", "--pace-ms", pace, "--port", "0",
+              "--max-connections", "8192", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char line[512] = "";
+    size_t k = 0;
+    while (k + 1 < sizeof line && read(p[0], line + k, 1) == 1 && line[k] != '\n') k++;
+    line[k] = '\0';
+    close(p[0]);
+    const char *u = strstr(line, "http://");
+    if (!u) { kill(pid, SIGTERM); waitpid(pid, NULL, 0); return -1; }
+    size_t l = strcspn(u, " )");
+    snprintf(url, n, "%.*s", (int)(l < n ? l : n - 1), u);
+    return pid;
+}
+
+/* n exact prompts of want tokens (per_prompt: counted one by one). */
+static int prepare(cal_http_tokenizer *tk, int want, size_t n, int per_prompt, char **out,
+                   int *calls, const char **note)
+{
+    cal_workload_config wc = { .content = CAL_CONTENT_PROSE, .prompt_tokens = want, .unique = 1,
+                               .seed = 20261130, .count = cal_http_tokenizer_count,
+                               .count_many = cal_http_tokenizer_count_many,
+                               .token_ids = cal_http_tokenizer_ids, .count_ud = tk,
+                               .per_prompt = per_prompt };
+    cal_workload *w;
+    int rc = cal_workload_open(&wc, &w);
+    if (!rc) rc = cal_workload_prepare(w, 0, n);
+    for (size_t i = 0; !rc && i < n; i++) rc = cal_workload_prompt(w, i, &out[i], NULL);
+    if (!rc && !cal_workload_exact(w)) rc = CAL_ERANGE;
+    *calls = cal_workload_count_calls(w);
+    static char nb[300];
+    snprintf(nb, sizeof nb, "%s", cal_workload_note(w) ? cal_workload_note(w) : "");
+    *note = nb;
+    cal_workload_close(&w);
+    return rc;
+}
+
+static int run_prepare(const char *caliper, const int *levels, int nlev, int chunks)
+{
+    const int pace_ms = 20, want = 256, per_stream = 3;
+    char url[256];
+    pid_t sp = serve_start(caliper, pace_ms, url, sizeof url);
+    if (sp < 0) { fprintf(stderr, "bench/probe: cannot start %s serve\n", caliper); return 1; }
+    cal_http_tokenizer *tk;
+    if (cal_http_tokenizer_open(url, NULL, NULL, 0, &tk)) { kill(sp, SIGTERM); return 1; }
+    printf("bench/probe --prepare: %d-token exact unique prompts, %d per stream, against %s "
+           "(caliper serve --preset tiny --pace-ms %d); %d chunks per request\n",
+           want, per_stream, url, pace_ms, chunks);
+    printf("%-6s %8s %9s %11s %9s %7s %13s %13s %8s\n", "conc", "prompts", "prep s", "prompts/s",
+           "ms CPU/p", "calls", "window µs/ch", "process µs/ch", "ratio");
+    int rc_exit = 0;
+    double base_rate = NAN;
+    for (int li = 0; li < nlev; li++) {
+        int conc = levels[li];
+        size_t n = (size_t)conc * per_stream;
+        char **pr = calloc(n, sizeof *pr);
+        int calls = 0;
+        const char *note = "";
+        /* at the first level, the old way beside it: every prompt counted */
+        if (li == 0) {
+            double c0 = self_cpu_s();
+            int64_t t0 = cal_now_ns();
+            int rc = prepare(tk, want, n, 1, pr, &calls, &note);
+            double wall = (double)(cal_now_ns() - t0) / 1e9, cpu = self_cpu_s() - c0;
+            base_rate = (double)n / wall;
+            printf("%-6d %8zu %9.3f %11.0f %9.3f %7d %13s %13s %8s  every prompt counted%s%s\n",
+                   conc, n, wall, base_rate, cpu * 1e3 / (double)n, calls, "-", "-", "-",
+                   rc ? ": " : "", rc ? cal_strerror(rc) : "");
+            for (size_t i = 0; i < n; i++) { free(pr[i]); pr[i] = NULL; }
+        }
+        double c0 = self_cpu_s();
+        int64_t t0 = cal_now_ns();
+        int rc = prepare(tk, want, n, 0, pr, &calls, &note);
+        double wall = (double)(cal_now_ns() - t0) / 1e9, cpu = self_cpu_s() - c0;
+        if (rc) {
+            fprintf(stderr, "bench/probe: preparing %zu prompts: %s\n", n, cal_strerror(rc));
+            rc_exit = 1;
+            break;
+        }
+        /* send them: conc streams, per_stream requests each */
+        cal_probe_config cfg = { .base_url = url, .api = CAL_API_COMPLETIONS, .loops = 1,
+                                 .idle_timeout_ns = 30000000000LL };
+        cal_probe *p = NULL;
+        cal_request *rq = calloc(n, sizeof *rq);
+        cal_req_result *res = calloc(n, sizeof *res);
+        for (size_t i = 0; i < n; i++) rq[i] = (cal_request){ .prompt = pr[i], .max_tokens = chunks };
+        cal_load load = { .concurrency = conc };
+        cal_probe_stats st;
+        memset(&st, 0, sizeof st);
+        int orc = cal_probe_open(&cfg, &p);
+        if (!orc) orc = cal_probe_run(p, rq, n, &load, res, NULL, NULL, NULL, &st);
+        double cpu_all = self_cpu_s() - c0;
+        long long got = 0;
+        int errors = 0;
+        for (size_t i = 0; i < n; i++) {
+            got += res[i].n_chunks;
+            errors += res[i].status != CAL_REQ_OK;
+            cal_req_result_free(&res[i]);
+        }
+        double win = got ? (double)st.cpu_ns / 1e3 / (double)got : NAN;
+        double all = got ? cpu_all * 1e6 / (double)got : NAN;
+        printf("%-6d %8zu %9.3f %11.0f %9.4f %7d %13.2f %13.2f %7.2fx  built%s%s%s\n", conc, n,
+               wall, (double)n / wall, cpu * 1e3 / (double)n, calls, win, all, all / win,
+               errors || orc ? " (errors)" : "", note[0] ? ": " : "", note);
+        if (li == 0)
+            printf("%-6d prompts/s built ÷ counted one by one: %.1fx\n", conc,
+                   ((double)n / wall) / base_rate);
+        if (errors || orc) rc_exit = 1;
+        fflush(stdout);
+        cal_probe_close(&p);
+        for (size_t i = 0; i < n; i++) free(pr[i]);
+        free(pr); free(rq); free(res);
+    }
+    /* the chat scenario: 64 users x 16 turns over the notes' system block */
+    {
+        cal_chat_config cc = { .users = 64, .turns = 16, .system_tokens = CAL_CHAT_SYSTEM_TOKENS,
+                               .user_tokens = { .kind = CAL_LEN_FIXED, .n = 64 },
+                               .answer_tokens = { .kind = CAL_LEN_FIXED, .n = 64 },
+                               .think_ms = { .kind = CAL_LEN_FIXED, .n = 0 },
+                               .content = CAL_CONTENT_PROSE, .seed = 3,
+                               .count = cal_http_tokenizer_count, .count_ud = tk };
+        char why[300] = "";
+        cal_traffic *tr = NULL;
+        double c0 = self_cpu_s();
+        int64_t t0 = cal_now_ns();
+        int rc = cal_chat_build(&cc, &tr, why, sizeof why);
+        double wall = (double)(cal_now_ns() - t0) / 1e9, cpu = self_cpu_s() - c0;
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("chat 64 users x 16 turns, %d-token system block: prepared in %.3f s (CPU %.3f s), "
+               "last prompt %d tokens, peak RSS %ld MiB%s%s\n", CAL_CHAT_SYSTEM_TOKENS, wall, cpu,
+               tr ? cal_traffic_turn(tr, 15, 0)->prompt_tokens : -1, ru.ru_maxrss / 1024,
+               rc ? ": " : "", rc ? why : "");
+        if (rc) rc_exit = 1;
+        cal_traffic_free(&tr);
+    }
+    cal_http_tokenizer_close(&tk);
+    kill(sp, SIGTERM);
+    waitpid(sp, NULL, 0);
+    return rc_exit;
+}
+
 int main(int argc, char **argv)
 {
     double seconds = 4;
     int chunks = 64, quick = 0;
     const char *url = NULL;
     int ext_pace_ms = 0, only = -1, reps = 0, nice_inc = 0, loops = 1, poll_too = 1, scan = -1;
-    int levels[8] = { 1, 64, 512, 2048 }, nlev = 4;
+    int levels[8] = { 1, 64, 512, 2048 }, nlev = 4, prep = 0, levels_given = 0;
+    const char *caliper = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--prepare")) prep = 1;
+        else if (!strcmp(argv[i], "--caliper") && i + 1 < argc) caliper = argv[++i];
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--chunks") && i + 1 < argc) chunks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--url") && i + 1 < argc) url = argv[++i];
@@ -606,6 +788,7 @@ int main(int argc, char **argv)
             only = !strcmp(argv[i], "probe") ? 1 : !strcmp(argv[i], "poll") ? 2 : 0;
         } else if (!strcmp(argv[i], "--levels") && i + 1 < argc) {
             nlev = 0;
+            levels_given = 1;
             for (char *t = strtok(argv[++i], ","); t && nlev < 8; t = strtok(NULL, ","))
                 levels[nlev++] = atoi(t);
         } else if (!strcmp(argv[i], "--help")) { usage(stdout); return 0; }
@@ -621,6 +804,19 @@ int main(int argc, char **argv)
     rl.rlim_cur = rl.rlim_max < 16384 ? rl.rlim_max : 16384;
     setrlimit(RLIMIT_NOFILE, &rl);
     signal(SIGPIPE, SIG_IGN);
+    if (prep) {
+        /* the caliper binary beside build/bench/: build/caliper */
+        char def[4096];
+        if (!caliper) {
+            char *d = strdup(argv[0]);
+            snprintf(def, sizeof def, "%s/../caliper", dirname(d));
+            free(d);
+            caliper = def;
+        }
+        static const int prep_levels[3] = { 64, 1024, 2048 };
+        return run_prepare(caliper, levels_given ? levels : prep_levels, levels_given ? nlev : 3,
+                           quick ? 8 : 16);
+    }
     /* a shared host: --nice -10 lifts pacer and both clients alike */
     if (nice_inc && setpriority(PRIO_PROCESS, 0, nice_inc) != 0) perror("bench/probe: --nice");
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

@@ -363,6 +363,7 @@ static enum MHD_Result handle_tokenize(cal_server *s, struct MHD_Connection *c, 
                               cal_strerror(n));
         return send_error(s, c, &e);
     }
+    atomic_fetch_add_explicit(&s->m.tokenize_requests, 1, memory_order_relaxed);
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
     free(ids);

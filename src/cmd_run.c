@@ -619,7 +619,9 @@ static void on_event(void *ud, const cal_run_event *ev)
         fprintf(stderr, "caliper run: resting %.1f s before shot %d\n", ev->seconds, ev->shot);
         break;
     case CAL_RUN_EV_PREPARING:
-        if (v->tty) fprintf(stderr, "\r%-48.48s preparing prompts...", ev->label);
+        if (v->tty && ev->total)
+            fprintf(stderr, "\r%-48.48s preparing prompts %zu/%zu ", ev->label, ev->done, ev->total);
+        else if (v->tty) fprintf(stderr, "\r%-48.48s preparing prompts...", ev->label);
         break;
     case CAL_RUN_EV_PROGRESS: {
         if (!v->tty) break;

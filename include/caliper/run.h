@@ -51,6 +51,12 @@ typedef struct cal_run_target_ops {
     /* Count the tokens of a text with the engine's tokenizer (exact prompt
      * lengths); CAL_EABSENT when it has none. NULL: prompts approximate. */
     int  (*count_tokens)(void *self, const char *text, int *n_tokens);
+    /* Count texts[0..n) (several calls in flight at once); NULL: the run
+     * calls count_tokens one text after another. */
+    int  (*count_many)(void *self, const char *const *texts, size_t n, int *counts);
+    /* The token ids of text (*ids malloc'd, the caller frees); CAL_EABSENT
+     * when the tokenizer gives counts only. NULL: none. */
+    int  (*token_ids)(void *self, const char *text, int32_t **ids, int *n);
     /* The plan the run will follow, before the first start (so an
      * in-process engine can size its workers and know the output policy). */
     void (*prepare)(void *self, const struct cal_run_plan *plan);
@@ -263,7 +269,8 @@ typedef enum cal_run_event_kind {
     CAL_RUN_EV_STARTING = 0,  /* a target is being started (text: what, kind) */
     CAL_RUN_EV_BEGUN,         /* the run is in the store (run_id, shots, cells) */
     CAL_RUN_EV_REST,          /* resting `seconds` before shot `shot` */
-    CAL_RUN_EV_PREPARING,     /* building a cell's prompts (label) */
+    CAL_RUN_EV_PREPARING,     /* building a cell's prompts (label; done of total
+                                 prompts when it takes over a second) */
     CAL_RUN_EV_PROGRESS,      /* done of total requests of the cell (label) */
     CAL_RUN_EV_CELL,          /* a cell is stored (cell, label) */
     CAL_RUN_EV_NOTE           /* something worth saying (text) */

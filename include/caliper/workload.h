@@ -26,6 +26,12 @@ const char *cal_content_text(cal_content c, size_t *len);
 /* Count the tokens of text. Returns CAL_OK, CAL_EABSENT (the server has no
  * tokenizer endpoint: the workload becomes approximate), or another error. */
 typedef int (*cal_count_tokens_fn)(void *ud, const char *text, int *n_tokens);
+/* Count texts[0..n) into counts[0..n); the calls may go out concurrently.
+ * CAL_OK, or the first error (counts then partly unset). */
+typedef int (*cal_count_many_fn)(void *ud, const char *const *texts, size_t n, int *counts);
+/* The token ids of text: *ids malloc'd (the caller frees), *n of them.
+ * CAL_EABSENT when the tokenizer gives a count but no ids. */
+typedef int (*cal_token_ids_fn)(void *ud, const char *text, int32_t **ids, int *n);
 
 typedef struct cal_workload_config {
     cal_content content;
@@ -33,7 +39,10 @@ typedef struct cal_workload_config {
     int         unique;          /* 1: a nonce line makes every prompt unique */
     uint64_t    seed;            /* nonces derive from it */
     cal_count_tokens_fn count;   /* NULL: approximate */
-    void       *count_ud;
+    void       *count_ud;        /* passed to count, count_many and token_ids */
+    cal_count_many_fn count_many;   /* NULL: count one text after another */
+    cal_token_ids_fn  token_ids;    /* NULL: nonce lines are counted one by one */
+    int         per_prompt;      /* 1: count every prompt (no construction) */
 } cal_workload_config;
 
 typedef struct cal_workload cal_workload;
@@ -56,14 +65,25 @@ int  cal_workload_shortest_exact(const cal_workload *w);
 int  cal_workload_count_calls(const cal_workload *w);
 
 /* Prompt number index: the nonce line (when unique) then the text prefix.
- * When exact, the prompt is counted and its prefix nudged until it has
- * prompt_tokens tokens — for the first 32 prompts, and for every prompt
- * once any nonce needed a nudge (the nonce has one shape, so 32 clean
- * counts in a row mean the base prefix holds without a round trip each).
- * *n_tokens gets the count (-1 when approximate; when no prefix gives
- * exactly the count, the nearest is used and *n_tokens is its count).
- * *out is malloc'd. */
+ * When exact, prompts are built by construction (docs/workload.md): the
+ * nonce lines of a block of indices are counted in one call (their ids
+ * split at the newline), each prompt takes the cut of the text that has
+ * prompt_tokens minus its nonce line's tokens (one search per distinct
+ * nonce length), and a sample of the block's prompts is counted whole. A
+ * sample that disagrees means the tokenizer merges across the seam: from
+ * then on every prompt is counted (concurrently) and nudged where off, and
+ * cal_workload_note says so. *n_tokens gets the count (-1 when
+ * approximate; when no prefix gives exactly the count, the nearest is used
+ * and *n_tokens is its count). *out is malloc'd. */
 int  cal_workload_prompt(cal_workload *w, uint64_t index, char **out, int *n_tokens);
+/* Prepare the prompts of indices [first, first + n) at once (a hint: a
+ * prompt outside any prepared block prepares a block of its own). */
+int  cal_workload_prepare(cal_workload *w, uint64_t first, size_t n);
+/* Why prompts are counted one by one (the seam merges, or no ids), for the
+ * run's notes; NULL while the construction holds. */
+const char *cal_workload_note(const cal_workload *w);
+/* Prompts counted whole so far to verify the construction (its sample). */
+int  cal_workload_sampled(const cal_workload *w);
 
 /* ---- the server's tokenizer over HTTP (POST /tokenize) ----------------
  * Sends {"model":…, "prompt": text, "content": text} (the vLLM and
@@ -76,6 +96,14 @@ typedef struct cal_http_tokenizer cal_http_tokenizer;
 int  cal_http_tokenizer_open(const char *base_url, const char *model, const char *api_key,
                              int64_t timeout_ns, cal_http_tokenizer **out);
 int  cal_http_tokenizer_count(void *tokenizer, const char *text, int *n_tokens);
+/* Many texts, CAL_TOKENIZE_POOL calls in flight at once (one curl multi,
+ * the caller's thread): a cal_count_many_fn. */
+#define CAL_TOKENIZE_POOL 8
+int  cal_http_tokenizer_count_many(void *tokenizer, const char *const *texts, size_t n,
+                                   int *counts);
+/* The answer's "tokens" (integers, or llama.cpp's {"id":…} objects): a
+ * cal_token_ids_fn; CAL_EABSENT when the server sends only "count". */
+int  cal_http_tokenizer_ids(void *tokenizer, const char *text, int32_t **ids, int *n);
 /* Point it at a new base URL (a restarted engine on another port); the
  * workloads that hold it keep working. CAL_ETOOBIG for an over-long URL. */
 int  cal_http_tokenizer_retarget(cal_http_tokenizer *t, const char *base_url);

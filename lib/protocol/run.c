@@ -28,6 +28,7 @@ typedef struct side {
     char name[8];                    /* "" or "A" / "B" */
     cal_run_target *t;
     cal_workload *wl[MAX_LIST];      /* per prompt length */
+    int wl_noted[MAX_LIST];          /* its note (prompts counted one by one) was said */
     cal_textgen *tg;                 /* prompts of drawn lengths, datasets, turns */
     cal_traffic *tr;                 /* this shot's turns (chat, replay) */
     /* the server's prefix-cache reports per turn index (first CACHE_TURNS) */
@@ -177,6 +178,18 @@ static int count_with_target(void *ud, const char *text, int *n)
     return t->ops->count_tokens(t->self, text, n);
 }
 
+static int count_many_with_target(void *ud, const char *const *texts, size_t n, int *counts)
+{
+    cal_run_target *t = ud;
+    return t->ops->count_many(t->self, texts, n, counts);
+}
+
+static int ids_with_target(void *ud, const char *text, int32_t **ids, int *n)
+{
+    cal_run_target *t = ud;
+    return t->ops->token_ids(t->self, text, ids, n);
+}
+
 static int start_side(ctx *c, side *s)
 {
     char err[1000] = "";
@@ -210,6 +223,8 @@ static int open_workloads(ctx *c, side *s)
         cal_workload_config wc = {.content = p->content, .prompt_tokens = p->prompt_tokens[i],
                                   .unique = !p->allow_prefix, .seed = p->seed,
                                   .count = s->t->ops->count_tokens ? count_with_target : NULL,
+                                  .count_many = s->t->ops->count_many ? count_many_with_target : NULL,
+                                  .token_ids = s->t->ops->token_ids ? ids_with_target : NULL,
                                   .count_ud = s->t};
         int rc = cal_workload_open(&wc, &s->wl[i]);
         if (rc && rc != CAL_ENOMEM && rc != CAL_EINVAL) {
@@ -478,9 +493,23 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
         /* prompts for this round (a later round stops preparing when the
          * time is up, and sends what it has) */
         int64_t prep0 = cal_now_ns();
+        /* the round's prompts at once: a few tokenizer calls, not one each */
+        if (!per_request(p) && !deadline &&
+            (rc = cal_workload_prepare(s->wl[pi], c->nonce, n))) {
+            fail(c, "%s%scounting the tokens of the prompts through the target %s failed: %s%s",
+                 s->name, s->name[0] ? " " : "", what(s), cal_strerror(rc),
+                 rc == CAL_ECONNECT ? " (the target stopped answering)" : "");
+            goto out;
+        }
         for (size_t i = total; i < total + n; i++) {
             int ntok;
             if (stopped(c)) { rc = CAL_ECANCEL; goto out; }
+            /* progress on what takes over a second (prompts counted one by one) */
+            if ((i - total) % 64 == 0 && cal_now_ns() - prep0 > 1000000000) {
+                cal_run_event pe = {.kind = CAL_RUN_EV_PREPARING, .side = s->name, .label = c->label,
+                                    .run_id = c->run.id, .shot = shot, .done = i - total, .total = n};
+                emit(c, &pe);
+            }
             if (deadline && (i - total) % 64 == 0 && cal_now_ns() >= deadline) {
                 n = i - total;
                 break;
@@ -502,6 +531,11 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
             if (p->duration_s > 0) deadline = cell.start_ns + cal_span_ns(p->duration_s);
         }
         prep_ns += cal_now_ns() - prep0;
+        if (!per_request(p) && cal_workload_note(s->wl[pi]) && !s->wl_noted[pi]) {
+            s->wl_noted[pi] = 1;
+            note_on(c, s->name, "prompt_tokens", "%d: %s", p->prompt_tokens[pi],
+                    cal_workload_note(s->wl[pi]));
+        }
         prepared += n;
         if (n == 0) break;
         load.deadline_ns = deadline;

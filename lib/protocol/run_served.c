@@ -96,6 +96,20 @@ static int s_count(void *self, const char *text, int *n)
     return cal_http_tokenizer_count(s->tk, text, n);
 }
 
+static int s_count_many(void *self, const char *const *texts, size_t n, int *counts)
+{
+    served *s = self;
+    if (!s->tk) return CAL_EABSENT;
+    return cal_http_tokenizer_count_many(s->tk, texts, n, counts);
+}
+
+static int s_ids(void *self, const char *text, int32_t **ids, int *n)
+{
+    served *s = self;
+    if (!s->tk) return CAL_EABSENT;
+    return cal_http_tokenizer_ids(s->tk, text, ids, n);
+}
+
 static int s_alive(void *self)
 {
     served *s = self;
@@ -178,6 +192,7 @@ static void s_destroy(void *self)
 /* one ops table per kind, so the kind reads right in events and records */
 #define SERVED_OPS(K) { \
     .kind = K, .start = s_start, .stop = s_stop, .send = s_send, .count_tokens = s_count, \
+    .count_many = s_count_many, .token_ids = s_ids, \
     .alive = s_alive, .started_ns = s_started, .pid = s_pid, .why_failed = s_why, \
     .describe = s_describe, .what = s_what, .destroy = s_destroy }
 static const cal_run_target_ops OPS[3] = {SERVED_OPS("builtin"), SERVED_OPS("url"),

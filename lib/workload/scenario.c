@@ -19,6 +19,7 @@
 #define MAX_SESSIONS 4096
 #define MAX_TURNS    1024
 #define MAX_BYTES    (512u << 20)   /* every prompt of the scenario together */
+#define REBUILD      CAL_EMISMATCH  /* a sampled count disagreed: build again, counting whole */
 
 void cal_traffic_free(cal_traffic **tr)
 {
@@ -141,6 +142,19 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
     if (est) sys_tokens = est_tokens(g, sys_len);
     tr->system_tokens = sys_tokens;
 
+    /* Each message after the system block starts on a new line, and is
+     * counted alone: a turn's count is the previous count plus the new
+     * text's (plus what the seam adds, learnt on the first turn), not a
+     * count of the whole history again. User 0's every turn and the last
+     * turn of two more users are counted whole; one that disagrees means
+     * the tokenizer merges across the seam, and the scenario is built
+     * again counting every prompt whole. */
+    int delta = !est, seam = 0, seam_known = 0, checks = 0;
+    const char *counts_how = "tokenizer";
+again:
+    cal_textgen_seams_(g, 1, delta, seam);
+    rng = cfg->seed ^ 0x6368617473636e31ULL;
+    bytes = 0;
     for (int u = 0; u < cfg->users; u++) {
         char *p = NULL;
         size_t len = 0;
@@ -177,6 +191,22 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
             }
             if (rc) break;
             total = est || n < 0 ? est_tokens(g, len) : n;
+            if (delta && (u == 0 || (k == cfg->turns - 1 &&
+                                     (u == cfg->users / 2 || u == cfg->users - 1)))) {
+                int whole;
+                if ((rc = cal_textgen_count(g, p, &whole))) break;
+                checks++;
+                if (whole != total && u == 0 && k == 0 && !seam_known) {
+                    seam = whole - total;         /* the first seam: learn it */
+                    cal_textgen_seams_(g, 1, delta, seam);
+                    total = whole;
+                } else if (whole != total) {
+                    delta = 0;                    /* the seam merges: count whole */
+                    rc = REBUILD;
+                    break;
+                }
+                seam_known = 1;
+            }
             bytes += len;
             if (bytes > MAX_BYTES) { rc = CAL_ETOOBIG; break; }
             if (!(t->prompt = strndup(p, len))) { rc = CAL_ENOMEM; break; }
@@ -193,6 +223,17 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
             prev_answer = t->max_tokens;
         }
         free(p);
+        if (rc == REBUILD) {
+            for (size_t i = 0; i < (size_t)cfg->users * (size_t)cfg->turns; i++) {
+                free(tr->t[i].prompt);
+                memset(&tr->t[i], 0, sizeof tr->t[i]);
+            }
+            counts_how = "tokenizer, every prompt whole (a message counted alone and added "
+                         "disagreed with the whole prompt's count: the tokenizer merges across "
+                         "the seam)";
+            rc = CAL_OK;
+            goto again;
+        }
         if (rc) {
             if (rc == CAL_ETOOBIG)
                 cal_snprintf(why, why_len, "the scenario's prompts pass %u MiB together", MAX_BYTES >> 20);
@@ -216,7 +257,11 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
     json_object_set_new(o, "think_ms", json_string(cal_lendist_text(&cfg->think_ms, b3, sizeof b3)));
     json_object_set_new(o, "stagger_s", json_real(cfg->stagger_s));
     json_object_set_new(o, "content", json_string(cal_content_name(cfg->content)));
-    json_object_set_new(o, "counts", json_string(est ? "estimated (no tokenizer)" : "tokenizer"));
+    if (delta)
+        counts_how = "tokenizer: each turn the previous count plus the new text's, checked "
+                     "against whole counts of a sample of prompts";
+    json_object_set_new(o, "counts", json_string(est ? "estimated (no tokenizer)" : counts_how));
+    json_object_set_new(o, "counts_checked", json_integer(checks));
     json_object_set_new(o, "history", json_string("synthetic answers of each turn's max_tokens"));
     for (int k = 0; k < cfg->turns; k++) {
         json_t *pt = json_array(), *sh = json_array();

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/workload_traffic.h"
+#include "lib/workload/traffic_internal.h"
 
 #define LEARN_BYTES 4096
 
@@ -18,7 +19,18 @@ struct cal_textgen {
     void *ud;
     double cpt;              /* characters (bytes) per token */
     int calls;
+    int sep;                 /* each appended piece starts with a newline and
+                                ends on no whitespace: a seam a tokenizer keeps */
+    int delta;               /* count the piece alone: total = base + piece + seam */
+    int seam;                /* tokens the seam adds to base + piece (learnt) */
 };
+
+void cal_textgen_seams_(cal_textgen *g, int sep, int delta, int seam)
+{
+    g->sep = sep;
+    g->delta = delta;
+    g->seam = seam;
+}
 
 int cal_textgen_open(cal_content content, cal_count_tokens_fn count, void *ud, cal_textgen **out)
 {
@@ -81,6 +93,10 @@ static int put(const cal_textgen *g, char **p, size_t *len, size_t keep, size_t 
     *p = q;
     size_t at = (size_t)(offset % g->len), w = keep;
     while (at < g->len && ((unsigned char)g->text[at] & 0xC0) == 0x80) at++;   /* start clean */
+    if (g->sep && bytes > 0) {
+        q[w++] = '\n';
+        bytes--;
+    }
     for (size_t i = 0; i < bytes; i++) {
         if (at >= g->len) at = 0;
         q[w++] = g->text[at++];
@@ -93,9 +109,22 @@ static int put(const cal_textgen *g, char **p, size_t *len, size_t keep, size_t 
         size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
         if (w - (j - 1) != need) k = j - 1;
     }
+    /* a piece that ends on whitespace would join the next piece's newline */
+    while (g->sep && k > keep + 1 && (q[k - 1] == ' ' || q[k - 1] == '\n' || q[k - 1] == '\t'))
+        k--;
     q[k] = '\0';
     *len = k;
     return CAL_OK;
+}
+
+/* The count of the whole prompt: counted whole, or (delta) the count of
+ * the text before it plus the piece from keep counted alone. */
+static int measure(cal_textgen *g, const char *prompt, size_t keep, int base_total, int *n)
+{
+    if (!g->delta || base_total < 0) return cal_textgen_count(g, prompt, n);
+    int rc = cal_textgen_count(g, prompt + keep, n);
+    if (rc == CAL_OK && *n >= 0) *n += base_total + g->seam;
+    return rc;
 }
 
 int cal_textgen_append(cal_textgen *g, char **prompt, size_t *len, int base_total, int tokens,
@@ -108,7 +137,7 @@ int cal_textgen_append(cal_textgen *g, char **prompt, size_t *len, int base_tota
     int rc = put(g, prompt, len, keep, bytes, offset);
     if (rc || !g->count) return rc;
     int n;
-    if ((rc = cal_textgen_count(g, *prompt, &n))) return rc;
+    if ((rc = measure(g, *prompt, keep, base_total, &n))) return rc;
     if (n < 0 || base_total < 0 || n == base_total + tokens) {
         *total = n;
         return CAL_OK;
@@ -123,7 +152,7 @@ int cal_textgen_append(cal_textgen *g, char **prompt, size_t *len, int base_tota
     }
     if ((rc = put(g, prompt, len, keep, bytes2, offset))) return rc;
     int n2;
-    if ((rc = cal_textgen_count(g, *prompt, &n2))) return rc;
+    if ((rc = measure(g, *prompt, keep, base_total, &n2))) return rc;
     if (n2 >= 0 && labs(want - n2) <= labs(want - n)) {
         *total = n2;
         return CAL_OK;

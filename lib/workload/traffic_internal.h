@@ -14,4 +14,8 @@ int  cal_traffic_append_text_(cal_textgen *g, char **p, size_t *len, const char 
 int  cal_traffic_set_protocol_(cal_traffic *tr, json_t *o, json_t *turns);
 /* Eight letters from seed and a newline: a shared block's first line. */
 void cal_traffic_nonce_(uint64_t seed, char out[10]);
+/* Chat seams: sep, each piece starts with a newline (and ends on no
+ * whitespace); delta, a piece is counted alone and added to the count
+ * before it, plus seam tokens. */
+void cal_textgen_seams_(cal_textgen *g, int sep, int delta, int seam);
 #endif

@@ -233,6 +233,73 @@ static void test_chat_stops_and_bounds(void **st)
     assert_non_null(strstr(why, "100000-token system block"));
 }
 
+/* A tokenizer that keeps a newline seam: words (runs of non-space bytes)
+ * and newlines are a token each, so a text's count is the sum of its lines'
+ * counts. It adds up the bytes it was asked to count. */
+typedef struct wordtok { long bytes; int calls; } wordtok;
+static int word_count(void *ud, const char *text, int *n)
+{
+    wordtok *w = ud;
+    w->calls++;
+    w->bytes += (long)strlen(text);
+    int k = 0;
+    for (const char *s = text; *s; s++) {
+        if (*s == '\n') k++;
+        else if (*s != ' ' && (s == text || s[-1] == ' ' || s[-1] == '\n')) k++;
+    }
+    *n = k;
+    return CAL_OK;
+}
+
+/* Each turn counts only its new text (the previous count plus the new
+ * text's): 16 users × 12 turns over a 2,000-token system block count a
+ * small share of what counting every whole prompt did (old: every turn's
+ * whole history, well over users × turns × the block), and every count is
+ * what the whole prompt counts. A tokenizer that is not additive over the
+ * seam (fake_count: a quarter of the bytes, rounded up) is caught by the
+ * sampled whole counts, and the scenario is built again counting whole. */
+static void test_chat_counts_the_new_text(void **st)
+{
+    (void)st;
+    wordtok wt = {0};
+    cal_chat_config cc = {.users = 16, .turns = 12, .system_tokens = 2000,
+                          .user_tokens = {.kind = CAL_LEN_FIXED, .n = 40},
+                          .answer_tokens = {.kind = CAL_LEN_FIXED, .n = 30},
+                          .think_ms = {.kind = CAL_LEN_FIXED, .n = 0},
+                          .content = CAL_CONTENT_PROSE, .seed = 4, .count = word_count,
+                          .count_ud = &wt};
+    cal_traffic *tr = NULL;
+    char why[300] = "";
+    assert_int_equal(cal_chat_build(&cc, &tr, why, sizeof why), CAL_OK);
+    long sys_bytes = (long)strlen(cal_traffic_turn(tr, 0, 0)->prompt);
+    assert_true(wt.bytes < 16L * 12 * sys_bytes / 4);
+    for (int u = 0; u < 16; u++)
+        for (int k = 0; k < 12; k++) {
+            const cal_turn *t = cal_traffic_turn(tr, k, u);
+            wordtok q = {0};
+            int n;
+            word_count(&q, t->prompt, &n);
+            assert_int_equal(t->prompt_tokens, n);
+            if (k) assert_true(t->prompt_tokens > cal_traffic_turn(tr, k - 1, u)->prompt_tokens);
+        }
+    assert_non_null(strstr(tr->protocol_json, "the previous count plus the new text"));
+    cal_traffic_free(&tr);
+
+    int calls = 0;
+    cc.count = fake_count;
+    cc.count_ud = &calls;
+    assert_int_equal(cal_chat_build(&cc, &tr, why, sizeof why), CAL_OK);
+    for (int u = 0; u < 16; u++)
+        for (int k = 0; k < 12; k++) {
+            const cal_turn *t = cal_traffic_turn(tr, k, u);
+            int n, c2 = 0;
+            fake_count(&c2, t->prompt, &n);
+            assert_int_equal(t->prompt_tokens, n);
+        }
+    assert_non_null(strstr(tr->protocol_json, "every prompt whole"));
+    cal_traffic_free(&tr);
+}
+
 static void test_replay(void **st)
 {
     (void)st;
@@ -440,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_datasets),
         cmocka_unit_test(test_chat),
         cmocka_unit_test(test_chat_stops_and_bounds),
+        cmocka_unit_test(test_chat_counts_the_new_text),
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_cached_tokens),
         cmocka_unit_test(test_chat_series),

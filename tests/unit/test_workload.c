@@ -214,6 +214,143 @@ static void test_unreachable_length(void **state)
     cal_workload_close(&w);
 }
 
+/* ---- prompts built by construction -------------------------------------- */
+/* A tokenizer whose nonce lines differ in length (a rare letter costs a
+ * token of its own, as an unmerged byte pair does in BPE): counting every
+ * prompt then costs a call or more each. merge: a newline after a vowel
+ * and before a letter joins both neighbours (the seam merges). Ids: a
+ * newline is id 10. Every call, counted or with ids, is one in *calls. */
+typedef struct vtok { int calls, merge, many_calls; } vtok;
+
+static int vt_tokens(const vtok *v, const char *t, int32_t *ids)
+{
+    int k = 0;
+    for (const char *s = t; *s;) {
+        if (isalpha((unsigned char)*s)) {
+            int len = 0, rare = 0;
+            while (isalpha((unsigned char)*s)) { rare += strchr("qxzjk", *s) != NULL; s++; len++; }
+            for (int i = 0; i < (len + 3) / 4 + rare; i++) { if (ids) ids[k] = 2000; k++; }
+        } else if (*s == ' ') {
+            while (*s == ' ') s++;
+            if (ids) ids[k] = 32;
+            k++;
+        } else if (*s == '\n' && v->merge && s > t && strchr("aeiou", s[-1]) &&
+                   isalpha((unsigned char)s[1])) {
+            s++;                                   /* joined: no token of its own */
+        } else {
+            if (ids) ids[k] = (unsigned char)*s;
+            k++;
+            s++;
+        }
+    }
+    return k;
+}
+static int vt_count(void *ud, const char *t, int *n)
+{
+    vtok *v = ud;
+    v->calls++;
+    *n = vt_tokens(v, t, NULL);
+    return CAL_OK;
+}
+static int vt_many(void *ud, const char *const *t, size_t n, int *counts)
+{
+    vtok *v = ud;
+    v->many_calls += (int)n;
+    for (size_t i = 0; i < n; i++) vt_count(ud, t[i], &counts[i]);
+    return CAL_OK;
+}
+static int vt_ids(void *ud, const char *t, int32_t **ids, int *n)
+{
+    vtok *v = ud;
+    v->calls++;
+    *ids = malloc((strlen(t) + 1) * sizeof **ids);
+    if (!*ids) return CAL_ENOMEM;
+    *n = vt_tokens(v, t, *ids);
+    return CAL_OK;
+}
+
+/* 3,000 unique exact prompts cost a few hundred calls at most (the old
+ * workload counted every prompt once a nonce tokenised differently: over
+ * 3,000), and every one of them counts what it claims. */
+static void test_built_prompts_cost_o1(void **state)
+{
+    (void)state;
+    const int N = 3000, lengths[] = {32, 256, 1000};
+    for (size_t li = 0; li < 3; li++) {
+        vtok v = {0};
+        cal_workload_config cfg = {.content = CAL_CONTENT_PROSE, .prompt_tokens = lengths[li],
+                                   .unique = 1, .seed = 11, .count = vt_count, .count_ud = &v,
+                                   .count_many = vt_many, .token_ids = vt_ids};
+        cal_workload *w;
+        assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+        assert_int_equal(cal_workload_prepare(w, 0, (size_t)N), CAL_OK);
+        int lens[16] = {0};
+        for (int i = 0; i < N; i++) {
+            char *p;
+            int n;
+            assert_int_equal(cal_workload_prompt(w, (uint64_t)i, &p, &n), CAL_OK);
+            assert_int_equal(n, lengths[li]);
+            vtok quiet = {0};
+            char *nl = strchr(p, '\n');
+            char save = nl[1];
+            nl[1] = '\0';
+            int lt = vt_tokens(&quiet, p, NULL);
+            nl[1] = save;
+            if (lt < 16) lens[lt]++;
+            assert_int_equal(vt_tokens(&quiet, p, NULL), lengths[li]);   /* exact, all of them */
+            free(p);
+        }
+        int distinct = 0;
+        for (int k = 0; k < 16; k++) distinct += lens[k] > 0;
+        assert_true(distinct >= 3);                 /* the nonce lines do differ */
+        assert_true(cal_workload_exact(w));
+        assert_null(cal_workload_note(w));
+        assert_true(cal_workload_sampled(w) >= 32);
+        assert_int_equal(cal_workload_count_calls(w), v.calls);
+        assert_true(v.calls < 400);
+        cal_workload_close(&w);
+    }
+}
+
+/* Where the seam merges, the sample catches it: every prompt is then
+ * counted (through count_many), the note says so, and all stay exact. */
+static void test_seam_merge_falls_back(void **state)
+{
+    (void)state;
+    const int N = 600, want = 200;
+    vtok v = {.merge = 1};
+    cal_workload_config cfg = {.content = CAL_CONTENT_PROSE, .prompt_tokens = want, .unique = 1,
+                               .seed = 5, .count = vt_count, .count_ud = &v,
+                               .count_many = vt_many, .token_ids = vt_ids};
+    cal_workload *w;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    for (int i = 0; i < N; i++) {
+        char *p;
+        int n;
+        assert_int_equal(cal_workload_prompt(w, (uint64_t)i, &p, &n), CAL_OK);
+        vtok quiet = {.merge = 1};
+        assert_int_equal(vt_tokens(&quiet, p, NULL), n);
+        assert_int_equal(n, want);
+        free(p);
+    }
+    const char *note = cal_workload_note(w);
+    assert_non_null(note);
+    assert_non_null(strstr(note, "every prompt is counted"));
+    assert_true(cal_workload_exact(w));
+    assert_true(v.many_calls >= N);                  /* one call per prompt, as it must */
+    cal_workload_close(&w);
+
+    /* the same workload told to count every prompt does so from the start */
+    vtok v2 = {0};
+    cfg.count_ud = &v2;
+    cfg.per_prompt = 1;
+    assert_int_equal(cal_workload_open(&cfg, &w), CAL_OK);
+    assert_int_equal(cal_workload_prepare(w, 0, 100), CAL_OK);
+    assert_true(v2.many_calls >= 100);
+    assert_null(cal_workload_note(w));
+    cal_workload_close(&w);
+}
+
 static void test_texts(void **state)
 {
     (void)state;
@@ -243,6 +380,8 @@ int main(void)
         cmocka_unit_test(test_texts),
         cmocka_unit_test(test_below_the_nonce),
         cmocka_unit_test(test_unreachable_length),
+        cmocka_unit_test(test_built_prompts_cost_o1),
+        cmocka_unit_test(test_seam_merge_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
