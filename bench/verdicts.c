@@ -15,6 +15,13 @@
  *                   [--requests N] [--max-tokens N] [--prompt-tokens N]
  *                   [--drops 10,25,50] [--preset NAME] [--db PATH]
  *                   [--quota-period-ms 10]
+ *                   [--history-walls K] [--history-steady M] [--history-drop 70]
+ * --history-*: the store first holds K series slowed by --history-drop after
+ * shot 1 and M steady ones, interleaved, as caliper run stored them (their
+ * verdicts included); every measured series is then judged against that
+ * same history (its own noise row is removed once judged), and the wrong
+ * "no wall larger than X" claims and the "cannot judge" share are printed
+ * beside the detection rate.
  * --simulate: the three answers' error rates on seeded series and the
  * histories a store accumulates (tests/helpers/verdict_sim.h), with the
  * noise measured here as the model (--tau, --first-sd, --sigma: log sds of
@@ -25,6 +32,7 @@
  *   verdicts --simulate [--series 400] [--shots 5] [--requests 8]
  *            [--tau 0.03] [--first-sd 0.045] [--sigma 0.05] [--equivalence 0.10] */
 #include <errno.h>
+#include <sqlite3.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,6 +52,7 @@
 #include "tests/helpers/verdict_sim.h"
 
 static const char *g_caliper = "build/caliper", *g_db = "/tmp/caliper-verdicts.db";
+static int g_fixed_history;   /* measured series leave the stored history as it was */
 static char g_url[256];
 /* shots 0: no shot flag, i.e. caliper run's default protocol (--warmup 1
  * --shots 5, docs/run.md) */
@@ -265,6 +274,7 @@ static int judge_run(int64_t id, cal_judge_verdict *v, cal_judge_verdict *vp)
     cal_judge_opts o = {.what = "per-request tok/s", .first = CAL_JUDGE_FIRST_UNKNOWN};
     /* the first shots' spread the run stored (noise_prior), as caliper run uses it */
     cal_noise_first_of(d->run.protocol_json, &o.first_sd, &o.first_df);
+    o.first_left_out = cal_noise_first_left_out(d->run.protocol_json);
     for (size_t c = 0; c < d->n_cells; c++)
         if (d->cells[c].shot_kind != CAL_SHOT_WARMUP) {
             if (d->cells[c].shot_kind == CAL_SHOT_WARM) o.first = CAL_JUDGE_FIRST_WARM;
@@ -281,6 +291,13 @@ static int judge_run(int64_t id, cal_judge_verdict *v, cal_judge_verdict *vp)
     cal_judge_shots(s, n, &o, vp);
     cal_run_data_free(&d);
     cal_store_close(&db);
+    if (g_fixed_history) {   /* the next series sees the designed history, not this one */
+        sqlite3 *h = NULL;
+        char sql[96];
+        snprintf(sql, sizeof sql, "DELETE FROM noise WHERE run_id = %lld", (long long)id);
+        if (sqlite3_open(g_db, &h) == SQLITE_OK) sqlite3_exec(h, sql, NULL, NULL, NULL);
+        sqlite3_close(h);
+    }
     return 0;
 }
 
@@ -370,7 +387,8 @@ int main(int argc, char **argv)
             for (int k = i; k + 1 < argc; k++) argv[k] = argv[k + 1];
             return simulate(argc - 1, argv);
         }
-    long series = 20;
+    long series = 20, hist_walls = 0, hist_steady = 0;
+    double hist_drop = 0.70;
     const char *drops_arg = "10,25,50", *preset = "tiny";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
@@ -386,6 +404,9 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--quota-period-ms")) g_period_us = (long)(atof(v) * 1000);
         else if (!strcmp(k, "--preset")) preset = v;
         else if (!strcmp(k, "--db")) g_db = v;
+        else if (!strcmp(k, "--history-walls")) hist_walls = atol(v);
+        else if (!strcmp(k, "--history-steady")) hist_steady = atol(v);
+        else if (!strcmp(k, "--history-drop")) hist_drop = atof(v) / 100;
         else { fprintf(stderr, "verdicts: unknown flag %s\n", k); return 2; }
     }
     if (g_period_us < 1000 || g_period_us > 1000000) {
@@ -419,6 +440,30 @@ int main(int argc, char **argv)
            g_max_tokens, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
     /* warm the engine: one series whose verdict is not counted */
     run_series("warm-up", 0);
+    if (hist_walls > 0 || hist_steady > 0) {
+        if (hist_walls > 0 && !can_slow) {
+            fprintf(stderr, "verdicts: --history-walls needs a writable cgroup cpu controller (root)\n");
+            return 1;
+        }
+        /* the warm-up's row is not part of the designed history */
+        sqlite3 *h = NULL;
+        if (sqlite3_open(g_db, &h) == SQLITE_OK) sqlite3_exec(h, "DELETE FROM noise", NULL, NULL, NULL);
+        sqlite3_close(h);
+        long walls_called = 0;
+        for (long i = 0; i < hist_walls || i < hist_steady; i++)
+            for (int w = 1; w >= 0; w--) {
+                if (i >= (w ? hist_walls : hist_steady)) continue;
+                char label[48];
+                snprintf(label, sizeof label, "history-%s-%ld", w ? "wall" : "steady", i);
+                int64_t id = run_series(label, w ? hist_drop : 0);
+                cal_judge_verdict v, v0;
+                if (w && id >= 0 && !judge_run(id, &v, &v0)) walls_called += v.directional;
+            }
+        printf("history: %ld series slowed %.0f %% after shot 1 (%ld called a wall as stored) and "
+               "%ld steady ones, interleaved; every measured series is judged against it\n",
+               hist_walls, 100 * hist_drop, walls_called, hist_steady);
+        g_fixed_history = 1;
+    }
 
     /* false alarms, and the A/A pairs from consecutive steady series */
     size_t fa = 0, fa0 = 0, nfa = 0, cannot = 0, under = 0;
@@ -547,7 +592,7 @@ int main(int argc, char **argv)
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
             double drop = atof(tok) / 100;
             if (!(drop > 0 && drop < 1)) continue;
-            size_t hit = 0, hit0 = 0, nd = 0;
+            size_t hit = 0, hit0 = 0, nd = 0, wrong = 0, cannot_d = 0;
             double eff[1024];
             size_t ne = 0;
             for (long i = 0; i < series; i++) {
@@ -560,6 +605,9 @@ int main(int argc, char **argv)
                 if (v.kind == CAL_JUDGE_SLOWER || (v.kind == CAL_JUDGE_TREND && v.slope < 0)) hit++;
                 if (v0.kind == CAL_JUDGE_SLOWER || (v0.kind == CAL_JUDGE_TREND && v0.slope < 0)) hit0++;
                 if (isfinite(v.effect) && ne < 1024) eff[ne++] = -v.effect;
+                /* "no wall larger than X" said of a run slowed by more than X */
+                if ((v.kind == CAL_JUDGE_STEADY || v.kind == CAL_JUDGE_SMALL) && drop > v.equiv) wrong++;
+                if (v.kind == CAL_JUDGE_CANNOT) cannot_d++;
             }
             char what[64], ex[160];
             snprintf(what, sizeof what, "detected, %.0f %% CPU quota cut", drop * 100);
@@ -570,6 +618,9 @@ int main(int argc, char **argv)
             g_share_sum = 0;
             g_share_n = 0;
             print_rate(what, hit, nd, ex);
+            snprintf(what, sizeof what, "  wrong \"no wall > %.0f %%\" claims", 100 * CAL_JUDGE_EQUIV);
+            snprintf(ex, sizeof ex, "; cannot judge %zu", cannot_d);
+            if (drop > CAL_JUDGE_EQUIV) print_rate(what, wrong, nd, ex);
             if (nd && (double)hit / nd >= 0.95 && !(smallest <= drop)) smallest = drop;
         }
         if (isfinite(smallest))
