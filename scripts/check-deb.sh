@@ -28,7 +28,7 @@ debs=$(ls "$t"/caliper_*.deb "$t"/libcaliper-dev_*.deb)
 echo "check-deb: built $(echo $debs | xargs -n1 basename | tr '\n' ' ')"
 for d in $debs; do dpkg-deb -c "$d" | awk '{print "  " $6}' | grep -v '/$' | head -60; done
 # lintian: errors fail, the rest is listed
-lintian --fail-on error --no-tag-display-limit $debs | tee "$t/lintian.txt"
+lintian --fail-on error --tag-display-limit 0 $debs | tee "$t/lintian.txt"
 echo "check-deb: lintian: $(grep -c '^E:' "$t/lintian.txt" || true) errors, $(grep -c '^W:' "$t/lintian.txt" || true) warnings"
 [ -z "${1:-}" ] || { mkdir -p "$1"; cp $debs "$1/"; }
 
