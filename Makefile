@@ -10,13 +10,28 @@
 #   make compat     build llama.cpp's llama-server (cached in ~/.cache/caliper;
 #                   needs the npm registry the first time) and run caliper
 #                   against it (tests/compat/); never part of `make test`
-#   make deps       install Debian packages (root); prints the list elsewhere
-#   make install PREFIX=/usr/local   binary, both libraries, headers, caliper.pc,
-#                   caliper-engine.pc, man pages (scripts/install.sh)
+#   make deps       install Debian packages (root): deps-build (what `make` and
+#                   `make run` need), deps-test (`make test` and CI's checks),
+#                   deps-compat (`make compat`); prints the lists elsewhere
+#   make install    binary, both libraries, public headers, caliper.pc,
+#                   caliper-engine.pc, man pages (scripts/install.sh) under
+#                   $(DESTDIR)$(PREFIX); BINDIR LIBDIR INCLUDEDIR MANDIR PKGCONFIGDIR
+#   make check-isa  no instruction beyond baseline x86-64 outside the engine's
+#                   run-time-chosen kernels (part of `make test`)
+#   make test-portable  the engine's tests and a serve + run under qemu-x86_64
+#                   as a Nehalem (SSE4.2) and a Haswell (AVX2) CPU
+#   make dist       caliper-$(VERSION).tar.gz (builds and tests outside git)
+#
+# Packagers: CPPFLAGS, CFLAGS and LDFLAGS are honoured (added after the
+# project's own, so theirs win); WERROR=1 makes warnings errors (CI sets it);
+# WITH_MPI=auto|yes|no (auto: build caliper-mpi where mpicc is found);
+# NATIVE=1 builds the engine for this CPU (-march=native) instead of the
+# baseline with kernels chosen at run time.
 #
 # libcaliper.a is the measurement library (lib/: probe, protocol, store,
-# telemetry, analysis, report, util...), built with the portable flags.
-# libcaliper-engine.a is the reference engine (engine/), built for this CPU.
+# telemetry, analysis, report, util...). libcaliper-engine.a is the reference
+# engine (engine/): built for the baseline x86-64, its vector kernels are
+# chosen at run time from cpuid (engine/simd.h: CAL_SIMD).
 # server/ and src/ are the caliper program only (libcaliper-cli.a, not
 # installed).
 #
@@ -24,7 +39,13 @@
 # engine/, server/, src/, tests/unit/test_*.c, tests/e2e/*.sh,
 # tests/fuzz/fuzz_*.c or bench/*.c is built without touching this file.
 
-PREFIX   ?= /usr/local
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+MANDIR      ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR     ?=
 # The platform file set: lib/platform/$(PLATFORM).c and every lib/*/*_$(PLATFORM).c
 # (lib/platform/platform.h). Detected from uname; PLATFORM=posix builds the
 # generic POSIX core (poll loop, posix_spawn, no /proc) on any system, into
@@ -40,9 +61,19 @@ BUILD    ?= $(if $(filter $(PLATFORM),$(NATIVE_PLATFORM)),build,build/$(PLATFORM
 CC       ?= cc
 SAN      ?=
 PKGS     := libcurl jansson yajl sqlite3 openblas libmicrohttpd libcrypto
-VERSION  := 0.1.0
-COMMIT   := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-DIRTY    := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+# VERSION is the one place the version lives; a tarball from `make dist`
+# also carries COMMIT, the commit it was made from (no git there). git is
+# asked only when this directory is the top of its own work tree, so a
+# tarball unpacked inside another repository does not take its commit.
+VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+IN_GIT   := $(shell [ "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" ] && echo 1)
+ifeq ($(IN_GIT),1)
+  COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+  DIRTY  := $(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+else
+  COMMIT := $(shell cat COMMIT 2>/dev/null || echo unknown)
+  DIRTY  :=
+endif
 
 # Homebrew installs curl, sqlite and openblas keg-only: pkg-config finds them
 # only through their opt/ prefixes.
@@ -56,14 +87,25 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 OPT      ?= -O2
-WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla
-CPPFLAGS += -Iinclude -I. -I$(BUILD)/gen -D_GNU_SOURCE $(PKG_CFLAGS) \
-            -DCAL_PLATFORM_$(shell echo $(PLATFORM) | tr a-z A-Z)
-CFLAGS   += -std=c11 -g $(OPT) $(WARN) -pthread $(SAN_FLAGS)
-LDLIBS   += $(PKG_LIBS) -ldl -lm -pthread
-# The engine's kernels are built for this CPU: the reference engine is measured
-# where it is built. Correctness tests compare against naive references.
-ENGINE_CFLAGS ?= -O3 $(if $(filter Darwin-arm64,$(UNAME_S)-$(shell uname -m)),-mcpu=native,-march=native) -fno-math-errno
+WERROR   ?= 0
+WARN     := -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) -Wno-unused-parameter -Wshadow -Wvla
+# The project's flags; the caller's CPPFLAGS, CFLAGS, LDFLAGS and LDLIBS
+# come after them on every command line.
+CAL_CPPFLAGS := -Iinclude -I. -I$(BUILD)/gen -D_GNU_SOURCE $(PKG_CFLAGS) \
+                -DCAL_PLATFORM_$(shell echo $(PLATFORM) | tr a-z A-Z)
+CAL_CFLAGS    = -std=c11 -g $(OPT) $(WARN) -pthread $(SAN_FLAGS)
+CAL_LDLIBS   := $(PKG_LIBS) -ldl -lm -pthread
+COMPILE       = $(CC) $(CAL_CPPFLAGS) $(CPPFLAGS) $(CAL_CFLAGS) $(CFLAGS)
+LINK          = $(CC) $(CAL_CFLAGS) $(CFLAGS) $(LDFLAGS)
+LINKLIBS      = $(CAL_LDLIBS) $(LDLIBS)
+# The engine is built for the baseline of its architecture: its vector
+# kernels carry their own target attributes and are chosen at run time
+# (engine/simd.h), so one binary runs on any x86-64. NATIVE=1 builds it for
+# this CPU instead (the compiler may then use this CPU's instructions
+# anywhere in the engine; bench/engine compares the two).
+NATIVE   ?= 0
+ARCH_NATIVE := $(if $(filter Darwin-arm64,$(UNAME_S)-$(shell uname -m)),-mcpu=native,-march=native)
+ENGINE_CFLAGS ?= -O3 -fno-math-errno $(if $(filter 1,$(NATIVE)),$(ARCH_NATIVE))
 
 ifeq ($(SAN),address)
   SAN_FLAGS := -fsanitize=address -fno-omit-frame-pointer
@@ -123,7 +165,7 @@ all: $(BIN) $(LIBCAL) $(LIBENG) $(BUILD)/link-flags
 
 # The build identity every stored run records; rewritten only when it changes,
 # so a new commit rebuilds exactly the one file that prints it.
-BUILD_ID := caliper $(VERSION) (commit $(COMMIT)$(DIRTY), $(PLATFORM), $(strip $(OPT) $(SAN_FLAGS)))
+BUILD_ID := caliper $(VERSION) (commit $(COMMIT)$(DIRTY), $(PLATFORM), $(strip $(OPT) $(SAN_FLAGS) $(if $(filter 1,$(NATIVE)),$(ARCH_NATIVE))))
 $(BUILD)/gen/build_id.h: FORCE
 	@mkdir -p $(dir $@)
 	@printf '#define CAL_VERSION "%s"\n#define CAL_BUILD_ID "%s"\n' '$(VERSION)' '$(BUILD_ID)' >$@.tmp
@@ -136,15 +178,22 @@ $(OBJ)/lib/workload/workload.o: $(wildcard data/*.txt)
 .SECONDARY:
 FORCE:
 
-$(OBJ)/engine/%.o: engine/%.c
+# Every object depends on the flags it was compiled with: a changed CFLAGS,
+# NATIVE or WERROR rebuilds what it changes.
+$(BUILD)/gen/flags: FORCE
 	@mkdir -p $(dir $@)
-	$(call say,CC,$<)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(ENGINE_CFLAGS) -MMD -MP -c $< -o $@
+	@printf '%s\n' '$(CC) $(CAL_CPPFLAGS) $(CPPFLAGS) $(CAL_CFLAGS) $(CFLAGS) | $(ENGINE_CFLAGS)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
 
-$(OBJ)/%.o: %.c
+$(OBJ)/engine/%.o: engine/%.c $(BUILD)/gen/flags
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(COMPILE) $(ENGINE_CFLAGS) -MMD -MP -c $< -o $@
+
+$(OBJ)/%.o: %.c $(BUILD)/gen/flags
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(COMPILE) -MMD -MP -c $< -o $@
 
 # Each archive also depends on its list of members, so one that loses or
 # gains a source file is rebuilt even when every object is older than it.
@@ -180,37 +229,37 @@ $(LIBCLI): $(CLI_OBJ) $(BUILD)/gen/libcaliper-cli.members
 
 $(BIN): $(OBJ)/src/main.o $(ALL_LIBS)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(LINK) -o $@ $^ $(LINKLIBS)
 
 $(BUILD)/tests/%: $(OBJ)/tests/unit/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(Q)$(LINK) -o $@ $^ $(LINKLIBS) -lcmocka
 
 # The allocation-failure walk counts caliper's own allocations by wrapping
-# them at link time in this one binary (include/caliper/alloc.h).
-$(BUILD)/tests/test_malloc_fail: LDLIBS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
+# them at link time in this one binary (lib/util/alloc.h).
+$(BUILD)/tests/test_malloc_fail: CAL_LDLIBS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup
 
 $(BUILD)/tests/helpers/lib%.so: tests/helpers/shlib/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -o $@ $<
+	$(COMPILE) $(LDFLAGS) -fPIC -shared -o $@ $<
 
 $(BUILD)/tests/helpers/%: $(OBJ)/tests/helpers/%.o $(LIBCAL)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(LINK) -o $@ $^ $(LINKLIBS)
 
 # Fuzz targets also build as plain programs that replay their corpus, so
 # `make test` exercises every parser's corpus with gcc and no libFuzzer.
 $(BUILD)/tests/replay_%: $(OBJ)/tests/fuzz/%.o $(OBJ)/tests/fuzz/replay_main.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(LINK) -o $@ $^ $(LINKLIBS)
 
 $(BUILD)/bench/%: $(OBJ)/bench/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(LINK) -o $@ $^ $(LINKLIBS)
 
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t || fail=1; done; exit $$fail
@@ -251,7 +300,7 @@ fuzz:
 	  build/fuzz/libcaliper.a build/fuzz/libcaliper-engine.a build/fuzz/libcaliper-cli.a
 	@set -e; for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  clang -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o build/fuzz/$$n build/fuzz/obj/tests/fuzz/$$n.o \
-	    build/fuzz/libcaliper-cli.a build/fuzz/libcaliper-engine.a build/fuzz/libcaliper.a $(LDLIBS); \
+	    build/fuzz/libcaliper-cli.a build/fuzz/libcaliper-engine.a build/fuzz/libcaliper.a $(LINKLIBS); \
 	  mkdir -p build/fuzz/corpus/$$n; \
 	  echo "== fuzz $$n for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
@@ -260,28 +309,41 @@ fuzz:
 
 bench: $(BENCH_BIN) $(BIN)
 
-# MPI (`caliper run --mpi`): only where mpicc is present, build/caliper-mpi is
-# the same program plus mpi/run_mpi.c, compiled and linked with mpicc.
-# libcaliper.a and build/caliper never link MPI; `caliper run --mpi` execs
-# caliper-mpi from beside itself (src/mpi_ops.h).
-MPICC ?= $(shell command -v mpicc 2>/dev/null)
+# MPI (`caliper run --mpi`): build/caliper-mpi is the same program plus
+# mpi/run_mpi.c, compiled and linked with mpicc. libcaliper.a and
+# build/caliper never link MPI; `caliper run --mpi` execs caliper-mpi from
+# beside itself (src/mpi_ops.h). WITH_MPI=auto builds it where mpicc is
+# found, yes fails without mpicc, no never builds it (a package that must
+# not depend on what the build machine happens to have).
+WITH_MPI ?= auto
+ifeq ($(filter $(WITH_MPI),auto yes no),)
+  $(error WITH_MPI: "$(WITH_MPI)" is not one of auto yes no)
+endif
+ifneq ($(WITH_MPI),no)
+  MPICC ?= $(shell command -v mpicc 2>/dev/null)
+  ifeq ($(MPICC)$(WITH_MPI),yes)
+    $(error WITH_MPI=yes but no mpicc was found (Debian: libopenmpi-dev))
+  endif
+else
+  MPICC :=
+endif
 ifneq ($(MPICC),)
 MPI_BIN := $(BUILD)/caliper-mpi
 all: $(MPI_BIN)
-$(OBJ)/mpi/%.o: mpi/%.c
+$(OBJ)/mpi/%.o: mpi/%.c $(BUILD)/gen/flags
 	@mkdir -p $(dir $@)
 	$(call say,MPICC,$<)
-	$(Q)$(MPICC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(MPICC) $(CAL_CPPFLAGS) $(CPPFLAGS) $(CAL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 $(MPI_BIN): $(OBJ)/src/main.o $(OBJ)/mpi/run_mpi.o $(ALL_LIBS)
 	$(call say,LD,$@)
-	$(Q)$(MPICC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(MPICC) $(CAL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LINKLIBS)
 endif
 
 COMPAT_BIN := $(BUILD)/compat/next_token
 $(BUILD)/compat/%: $(OBJ)/tests/compat/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(LINK) -o $@ $^ $(LINKLIBS)
 compat: all $(COMPAT_BIN)
 	@bash tests/compat/run.sh "$(abspath $(BUILD))"
 
@@ -289,40 +351,88 @@ check-deps:
 	@pkg-config --exists $(PKGS) cmocka || { \
 	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
 
-# locales: the tests build a de_DE locale with localedef (decimal comma).
-# jq, python3, sqlite3, curl: the end-to-end scripts read what caliper wrote;
-# chromium: the HTML report is opened in a real browser. Under CI=true a
-# missing test tool fails its check (tests/e2e/lib.sh: need).
-# cmake, g++, git: make compat builds llama.cpp from node-llama-cpp's bundle,
-# fetched with the npm that comes with Node.js (Debian's npm package conflicts
-# with NodeSource's nodejs, which carries its own).
-DEB_PKGS := build-essential pkg-config libcurl4-openssl-dev libjansson-dev libyajl-dev \
-            libsqlite3-dev libopenblas-dev libmicrohttpd-dev libcmocka-dev libssl-dev \
-            clang libclang-rt-dev sqlite3 curl python3 jq chromium locales \
-            openmpi-bin libopenmpi-dev cmake g++ git
-deps:
+# deps-build: what `make` and `make run` need. deps-test: what `make test`
+# and CI's other checks add: cmocka; locales (the tests build a de_DE locale
+# with localedef, decimal comma); jq, python3, sqlite3, curl (the end-to-end
+# scripts read what caliper wrote); chromium (the HTML report is opened in a
+# real browser); clang and its runtime (make fuzz); Open MPI (caliper-mpi
+# and its tests); qemu-user (make test-portable runs the binary as older
+# CPUs); debhelper, lintian, devscripts (the Debian package, scripts/
+# check-deb.sh); ruby (ruby -c on the Homebrew formula); man-db. Under
+# CI=true a missing test tool fails its check (tests/e2e/lib.sh: need).
+# deps-compat: cmake, g++, git; make compat builds llama.cpp from
+# node-llama-cpp's bundle, fetched with the npm that comes with Node.js
+# (Debian's npm package conflicts with NodeSource's nodejs, which carries its
+# own, so npm is checked for, not installed).
+DEPS_BUILD  := build-essential pkg-config libcurl4-openssl-dev libjansson-dev libyajl-dev \
+               libsqlite3-dev libopenblas-dev libmicrohttpd-dev libssl-dev
+DEPS_TEST   := libcmocka-dev clang libclang-rt-dev sqlite3 curl python3 jq chromium locales \
+               openmpi-bin libopenmpi-dev qemu-user debhelper lintian devscripts fakeroot \
+               ruby man-db
+DEPS_COMPAT := cmake g++ git
+# apt-get only for what is missing (dpkg -s), so a second call is quick
+define apt_install
 	@if command -v apt-get >/dev/null 2>&1; then \
-	  if dpkg -s $(DEB_PKGS) >/dev/null 2>&1 && \
-	     [ -f /usr/share/i18n/locales/de_DE ]; then \
-	    echo "deps: all present"; \
-	  else \
+	  if dpkg -s $(1) >/dev/null 2>&1; then echo "$(2): all present"; else \
 	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	    $$SUDO apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEB_PKGS); \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(1); \
 	  fi; \
 	else \
 	  echo "Not a Debian system. Install the equivalents of:"; \
-	  echo "  Debian:   apt-get install $(DEB_PKGS)"; \
-	  echo "  macOS:    brew install curl jansson yajl sqlite openblas libmicrohttpd cmocka pkg-config llvm open-mpi"; \
-	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel yajl-devel sqlite-devel openblas-devel libmicrohttpd-devel libcmocka-devel clang compiler-rt glibc-locale-source openmpi-devel"; \
+	  echo "  Debian:   apt-get install $(1)"; \
+	  echo "  macOS:    brew install curl jansson yajl sqlite openblas libmicrohttpd openssl@3 pkg-config (tests: cmocka llvm open-mpi)"; \
+	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel yajl-devel sqlite-devel openblas-devel libmicrohttpd-devel openssl-devel (tests: libcmocka-devel clang compiler-rt glibc-locale-source openmpi-devel qemu-user)"; \
 	fi
+endef
+.PHONY: deps-build deps-test deps-compat check-isa test-portable dist
+deps: deps-build deps-test deps-compat
+deps-build:
+	$(call apt_install,$(DEPS_BUILD),deps-build)
+deps-test:
+	$(call apt_install,$(DEPS_TEST),deps-test)
+deps-compat:
+	$(call apt_install,$(DEPS_COMPAT),deps-compat)
+	@command -v npm >/dev/null 2>&1 || echo "deps-compat: npm not found: make compat needs Node.js's npm (NodeSource or nodejs.org) the first time"
 
-run: deps
+run: deps-build
 	@$(MAKE) --no-print-directory all
 	@bash scripts/make-run.sh $(BIN)
 
+# Man pages from each command's --help (scripts/gen-man.sh), made when the
+# binary is: an install copies them and runs nothing it installs.
+MAN_STAMP := $(BUILD)/man/.stamp
+all: $(MAN_STAMP)
+$(MAN_STAMP): $(BIN) scripts/gen-man.sh
+	$(call say,MAN,$(BUILD)/man)
+	$(Q)rm -rf $(BUILD)/man && bash scripts/gen-man.sh $(BIN) $(BUILD)/man && touch $@
+
 install: all
-	@bash scripts/install.sh $(BUILD) $(DESTDIR)$(PREFIX) $(PREFIX) $(VERSION)
+	@DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' BINDIR='$(BINDIR)' LIBDIR='$(LIBDIR)' \
+	  INCLUDEDIR='$(INCLUDEDIR)' MANDIR='$(MANDIR)' PKGCONFIGDIR='$(PKGCONFIGDIR)' \
+	  VERSION='$(VERSION)' bash scripts/install.sh $(BUILD)
+
+# Outside the section cal_simd (engine/simd.h), build/caliper holds no
+# instruction beyond baseline x86-64: what a portable binary promises.
+check-isa: $(BIN)
+	@bash scripts/check-isa.sh $(BIN)
+
+# The engine's tests and a short serve + run, under qemu-x86_64 as CPUs
+# without AVX-512 (Nehalem: SSE4.2, the portable kernels; Haswell: AVX2 and
+# FMA), each printing the kernels it chose (scripts/test-portable.sh).
+test-portable: all $(BUILD)/tests/test_kernels $(BUILD)/tests/test_engine
+	@bash scripts/test-portable.sh $(BUILD)
+
+# The source tarball: the committed tree (git archive) plus VERSION's value
+# and COMMIT, so a build outside git names its version and commit.
+DIST := caliper-$(VERSION)
+dist:
+	@[ "$(IN_GIT)" = 1 ] || { echo "dist: needs the git work tree" >&2; exit 2; }
+	@rm -rf build/dist && mkdir -p build/dist
+	@git archive --format=tar --prefix=$(DIST)/ HEAD | tar -x -C build/dist
+	@printf '%s\n' '$(COMMIT)$(DIRTY)' >build/dist/$(DIST)/COMMIT
+	@tar -C build/dist -czf $(DIST).tar.gz --owner=0 --group=0 --sort=name $(DIST)
+	@echo "wrote $(DIST).tar.gz (commit $(COMMIT)$(DIRTY))"
 
 clean:
 	rm -rf build

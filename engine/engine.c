@@ -1261,6 +1261,14 @@ const char *cal_engine_blas_coretype_advice(void)
     return NULL;
 }
 
+char *cal_engine_kernels(char *buf, size_t n)
+{
+    if (buf && n > 0)
+        snprintf(buf, n, "decode %s, element-wise %s, bf16 prefill %s", cal_k_isa(),
+                 cal_k_elementwise_isa(), cal_k_have_bf16_gemm() ? "avx512bf16" : "portable");
+    return buf;
+}
+
 /* ---- profile ----------------------------------------------------------- */
 
 void cal_engine_profile_reset(cal_engine *e)

@@ -131,6 +131,13 @@ void  cal_engine_profile_reset(cal_engine *e);
 const char *cal_engine_blas_core(void);
 const char *cal_engine_blas_coretype_advice(void);
 
+/* The engine's own kernels, chosen at run time from cpuid (the build targets
+ * the baseline x86-64 unless built with NATIVE=1): writes to buf (at most n
+ * bytes, NUL-terminated, cut short if n is too small) one line such as
+ * "decode avx512+vnni, element-wise avx512, bf16 prefill avx512bf16" or
+ * "decode portable, element-wise avx2, bf16 prefill portable"; returns buf. */
+char *cal_engine_kernels(char *buf, size_t n);
+
 /* ---- tokenizer: lossless for any byte string ------------------------------
  * Ids 0..255 are the bytes. Ids 256..vocab−1 are deterministic printable
  * ASCII pieces; encode is greedy longest-match over bytes and pieces, so

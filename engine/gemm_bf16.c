@@ -3,6 +3,7 @@
  * weights with vdpbf16ps (two products per lane per instruction, summed in
  * F32), as llama.cpp does on these CPUs. Contracts in kernels.h. */
 #include "engine/kernels.h"
+#include "engine/simd.h"
 #include <stdatomic.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -36,7 +37,7 @@ void cal_k_bf16_pairs(const float *x, int ldx, uint32_t *out, int m, int k)
 }
 
 #if HAVE_X86
-#define TGTB __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
+#define TGTB CAL_SIMD("avx512bf16,avx512f,avx512bw,avx512vl")
 #define INLB static inline __attribute__((always_inline)) TGTB
 
 enum { NR = 32, MR = 12 };

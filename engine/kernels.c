@@ -5,16 +5,55 @@
 #include "engine/kernels.h"
 #include "engine/simd.h"
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
-#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#define HAVE_X86 1
 #endif
 
-#if defined(__AVX512F__)
+/* The vector paths are chosen at run time, once, from cpuid: AVX-512F (with
+ * FMA), else AVX2 with FMA (dot and axpy), else plain C. */
+enum { LV_C, LV_AVX2, LV_AVX512 };
+#if HAVE_X86
+static int ask_level(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+        return LV_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return LV_AVX2;
+    return LV_C;
+}
+
+/* a pure function of the CPU: threads that race store the same value */
+static int level(void)
+{
+    static _Atomic int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = ask_level();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+#define T512 CAL_SIMD("avx512f,fma")
+#define T2   CAL_SIMD("avx2,fma")
+#else
+static int level(void) { return LV_C; }
+#endif
+
+const char *cal_k_elementwise_isa(void)
+{
+    static const char *const name[] = {"portable", "avx2", "avx512"};
+    return name[level()];
+}
+
+#if HAVE_X86
 /* e^x for 16 lanes: x = n·ln2 + r with |r| ≤ ln2/2, e^r by a degree-6
  * polynomial (relative error ~2e-7), then scaled by 2^n. Inputs below −87
  * flush towards 0, as expf would underflow. */
-static inline __m512 exp16(__m512 x)
+static inline __attribute__((always_inline, target("avx512f"))) __m512 exp16(__m512 x)
 {
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
     x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
@@ -52,10 +91,10 @@ float cal_k_normal_at(uint64_t key, uint64_t i)
     return (u - 2.0f) * 1.7320508f;
 }
 
-float cal_k_dot(const float *a, const float *b, int n)
+#if HAVE_X86
+static T512 float dot_avx512(const float *a, const float *b, int n)
 {
     int i = 0;
-#if defined(__AVX512F__)
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     for (; i + 32 <= n; i += 32) {
         s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
@@ -64,7 +103,14 @@ float cal_k_dot(const float *a, const float *b, int n)
     for (; i + 16 <= n; i += 16)
         s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
     float s = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-#elif defined(__AVX2__)
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static T2 float dot_avx2(const float *a, const float *b, int n)
+{
+    int i = 0;
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     for (; i + 16 <= n; i += 16) {
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
@@ -74,29 +120,57 @@ float cal_k_dot(const float *a, const float *b, int n)
     float t[8];
     _mm256_storeu_ps(t, s0);
     float s = t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
-#else
-    float s = 0;
-#endif
     for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static T512 void axpy_avx512(float *y, float a, const float *x, int n)
+{
+    int i = 0;
+    __m512 va = _mm512_set1_ps(a);
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i),
+                                                _mm512_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static T2 void axpy_avx2(float *y, float a, const float *x, int n)
+{
+    int i = 0;
+    __m256 va = _mm256_set1_ps(a);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i),
+                                                _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+#endif
+
+float cal_k_dot(const float *a, const float *b, int n)
+{
+#if HAVE_X86
+    switch (level()) {
+    case LV_AVX512: return dot_avx512(a, b, n);
+    case LV_AVX2:   return dot_avx2(a, b, n);
+    }
+#endif
+    float s = 0;
+    for (int i = 0; i < n; i++)
         s += a[i] * b[i];
     return s;
 }
 
 void cal_k_axpy(float *y, float a, const float *x, int n)
 {
-    int i = 0;
-#if defined(__AVX512F__)
-    __m512 va = _mm512_set1_ps(a);
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i),
-                                                _mm512_loadu_ps(y + i)));
-#elif defined(__AVX2__)
-    __m256 va = _mm256_set1_ps(a);
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i),
-                                                _mm256_loadu_ps(y + i)));
+#if HAVE_X86
+    switch (level()) {
+    case LV_AVX512: axpy_avx512(y, a, x, n); return;
+    case LV_AVX2:   axpy_avx2(y, a, x, n); return;
+    }
 #endif
-    for (; i < n; i++)
+    for (int i = 0; i < n; i++)
         y[i] += a * x[i];
 }
 
@@ -108,11 +182,9 @@ void cal_k_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
         out[i] = x[i] * r * w[i];
 }
 
-void cal_k_softmax(float *x, int n)
+#if HAVE_X86
+static T512 void softmax_avx512(float *x, int n)
 {
-    if (n <= 0)
-        return;
-#if defined(__AVX512F__)
     /* three vector passes; the ragged end of each row through lane masks, so
      * short rows (attention over a few positions) cost no scalar exp */
     __m512 vmax = _mm512_set1_ps(-INFINITY);
@@ -141,7 +213,19 @@ void cal_k_softmax(float *x, int n)
     if (tail)
         _mm512_mask_storeu_ps(x + i, tail,
                               _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), r));
-#else
+}
+#endif
+
+void cal_k_softmax(float *x, int n)
+{
+    if (n <= 0)
+        return;
+#if HAVE_X86
+    if (level() == LV_AVX512) {
+        softmax_avx512(x, n);
+        return;
+    }
+#endif
     float m = x[0];
     for (int i = 1; i < n; i++)
         if (x[i] > m)
@@ -154,7 +238,6 @@ void cal_k_softmax(float *x, int n)
     float r = 1.0f / s;
     for (int i = 0; i < n; i++)
         x[i] *= r;
-#endif
 }
 
 void cal_k_rope(float *v, int n_heads, int head_dim, const float *cos_t,
@@ -171,10 +254,19 @@ void cal_k_rope(float *v, int n_heads, int head_dim, const float *cos_t,
     }
 }
 
-void cal_k_swiglu(float *out, const float *gate, const float *up, int n)
+/* the lanes past a multiple of 16 (all of them on the plain path) */
+static void swiglu_tail(float *out, const float *gate, const float *up, int i, int n)
+{
+    for (; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+#if HAVE_X86
+static T512 void swiglu_avx512(float *out, const float *gate, const float *up, int n)
 {
     int i = 0;
-#if defined(__AVX512F__)
     __m512 one = _mm512_set1_ps(1.0f);
     for (; i + 16 <= n; i += 16) {
         __m512 g = _mm512_loadu_ps(gate + i);
@@ -182,14 +274,22 @@ void cal_k_swiglu(float *out, const float *gate, const float *up, int n)
         _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(g, den),
                                                 _mm512_loadu_ps(up + i)));
     }
+    swiglu_tail(out, gate, up, i, n);
+}
 #endif
-    for (; i < n; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+
+void cal_k_swiglu(float *out, const float *gate, const float *up, int n)
+{
+#if HAVE_X86
+    if (level() == LV_AVX512) {
+        swiglu_avx512(out, gate, up, n);
+        return;
     }
+#endif
+    swiglu_tail(out, gate, up, 0, n);
 }
 
-#if defined(__AVX512F__)
+#if HAVE_X86
 enum { ATT_V = 4 };   /* head_dim ≤ 64 on this path: four vectors a head */
 #ifndef ATT_PF_ROWS
 #define ATT_PF_ROWS 16
@@ -200,7 +300,7 @@ enum { ATT_V = 4 };   /* head_dim ≤ 64 on this path: four vectors a head */
  * of them; scores go four positions at a time through one reduction
  * (instead of a full horizontal sum per position), and the outputs stay in
  * registers over the positions (instead of a load and store per position). */
-static void att_group(const float *q, int nq, const float *kh, const float *vh, int hd,
+static T512 void att_group(const float *q, int nq, const float *kh, const float *vh, int hd,
                       int n_pos, float scale, float *scores, float *out)
 {
     int nv = hd / 16;
@@ -232,9 +332,10 @@ static void att_group(const float *q, int nq, const float *kh, const float *vh, 
     }
     for (; j < n_pos; j++)
         for (int h = 0; h < nq; h++)
-            scores[(size_t)h * n_pos + j] = cal_k_dot(q + (size_t)h * hd, kh + (size_t)j * hd, hd) * scale;
+            scores[(size_t)h * n_pos + j] = dot_avx512(q + (size_t)h * hd, kh + (size_t)j * hd, hd) * scale;
     for (int h = 0; h < nq; h++)
-        cal_k_softmax(scores + (size_t)h * n_pos, n_pos);
+        if (n_pos > 0)
+            softmax_avx512(scores + (size_t)h * n_pos, n_pos);
     __m512 o[CAL_K_ATT_HEADS][ATT_V];
     for (int h = 0; h < nq; h++)
         for (int i = 0; i < nv; i++)
@@ -261,8 +362,8 @@ void cal_k_attention_heads(const float *q, const float *k, const float *v,
 {
     int group = n_heads / n_kv;
     float scale = 1.0f / sqrtf((float)head_dim);
-#if defined(__AVX512F__)
-    if (head_dim % 16 == 0 && head_dim <= 16 * ATT_V) {
+#if HAVE_X86
+    if (level() == LV_AVX512 && head_dim % 16 == 0 && head_dim <= 16 * ATT_V) {
         /* the heads of [h0, h1) in runs that share a KV head */
         for (int h = h0; h < h1;) {
             int g = h / group, end = (g + 1) * group < h1 ? (g + 1) * group : h1;

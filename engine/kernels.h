@@ -142,6 +142,10 @@ int  cal_k_q8x_apply(float *y, int ldy, const void *xq, const void *w, int n_out
 /* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
  * this CPU (VNNI: the Q8_0 integer kernel). */
 const char *cal_k_isa(void);
+/* "avx512", "avx2" or "portable": the path the element-wise kernels and the
+ * attention take on this CPU (the portable decode product sums through
+ * cal_k_dot, so it takes this one's vectors). */
+const char *cal_k_elementwise_isa(void);
 /* Reads n bytes with the same vector loads as the products and returns a
  * checksum (so the reads cannot be skipped): the read-bandwidth probe. */
 uint64_t cal_k_read_bytes(const void *p, size_t n);

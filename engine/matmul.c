@@ -226,7 +226,7 @@ void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx
 /* ---- AVX-512 ------------------------------------------------------------ */
 
 #if HAVE_X86
-#define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define TGT CAL_SIMD("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
 #define INL static inline __attribute__((always_inline)) TGT
 
 /* 32 weights of a row from element k on, as two vectors of 16 floats
@@ -498,7 +498,7 @@ static TGT uint64_t read_avx512(const void *p, size_t n)
 
 /* ---- Q8_0 × Q8_0 with AVX-512 VNNI -------------------------------------- */
 
-#define TGTV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+#define TGTV CAL_SIMD("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")
 #define INLV static inline __attribute__((always_inline)) TGTV
 
 /* The activations of one call, quantized once per thread: q [m][kp] int8,

@@ -172,7 +172,7 @@ void cal_k_q8x_rows(const void *m, int n_rows, int r0, int count, int n, void *o
 }
 
 #if HAVE_X86
-#define TGTV __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+#define TGTV CAL_SIMD("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")
 #define INLV static inline __attribute__((always_inline)) TGTV
 
 

@@ -1,11 +1,24 @@
-/* caliper reference engine — AVX-512 helpers shared by the kernels that are
- * built for this CPU (kernels.c) and those chosen at run time (matmul.c).
+/* caliper reference engine — how a kernel for an instruction set beyond the
+ * baseline is declared (CAL_SIMD), and AVX-512 helpers shared by the kernels.
  * Internal to engine/. */
 #ifndef CALIPER_ENGINE_SIMD_H
 #define CALIPER_ENGINE_SIMD_H
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #include <stdint.h>
+
+/* A function built for ISA (a target attribute's list) and chosen at run time
+ * from cpuid. Every one goes into the section cal_simd: the rest of the
+ * program is built for the baseline x86-64 and must stay runnable on any
+ * x86-64, which `make check-isa` verifies by disassembling .text alone
+ * (scripts/check-isa.sh). A helper inlined into such functions needs only
+ * the target attribute. */
+#if defined(__APPLE__)
+#define CAL_SIMD_SECTION __attribute__((section("__TEXT,__cal_simd,regular,pure_instructions")))
+#else
+#define CAL_SIMD_SECTION __attribute__((section("cal_simd")))
+#endif
+#define CAL_SIMD(isa) __attribute__((target(isa))) CAL_SIMD_SECTION
 
 /* Four accumulators to their four sums in one vector: halves, then quarters
  * of the pairs folded against each other, then the lanes within each

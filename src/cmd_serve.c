@@ -415,6 +415,8 @@ int cmd_serve(int argc, char **argv)
                 "OpenBLAS to %s kernels on a CPU that runs %s's; prefill is slower than this "
                 "engine can be (unset it to let OpenBLAS choose)\n", coretype,
                 cal_engine_blas_core(), better);
+    char kernels[160];
+    fprintf(stderr, "caliper serve: kernels: %s\n", cal_engine_kernels(kernels, sizeof kernels));
     printf("caliper serve: listening on http://%s%s%s:%d (model %s, %lld params, OpenBLAS %s%s%s)\n",
            v6 ? "[" : "", host, v6 ? "]" : "", cal_server_port(srv), model_name,
            (long long)cal_server_n_params(srv), cal_engine_blas_core(),

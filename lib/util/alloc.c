@@ -1,13 +1,13 @@
 /* Allocation-failure injection: one process-wide counter, and counting
  * allocator hooks for the libraries that take one (SQLite, jansson,
- * libcurl). include/caliper/alloc.h explains the design. */
+ * libcurl). lib/util/alloc.h explains the design. */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include "caliper/alloc.h"
+#include "lib/util/alloc.h"
 
 static atomic_long g_fail_at;     /* 0: never fail */
 static atomic_long g_count;

@@ -3,14 +3,17 @@
 # compiled with `pkg-config --cflags --libs caliper` links the installed
 # library and runs; the engine library links through caliper-engine.pc; the
 # measurement library holds no engine or server code; every subcommand has
-# its man page.
+# its man page; only the public headers are installed, each compiles alone;
+# a staged install (DESTDIR, own LIBDIR/BINDIR/MANDIR) puts every file under
+# the stage, names the final paths in the .pc files and runs nothing it
+# installs.
 source "$(dirname "$0")/lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 : "${BUILD:?BUILD must point at the build directory}"
 CC=${CC:-cc}
 P="$E2E_TMP/prefix"
 
-if bash "$ROOT/scripts/install.sh" "$BUILD" "$P" >"$E2E_TMP/install.log" 2>&1; then
+if PREFIX="$P" bash "$ROOT/scripts/install.sh" "$BUILD" >"$E2E_TMP/install.log" 2>&1; then
   ok "install into a temporary prefix"
 else
   not_ok "install into a temporary prefix: $(tail -3 "$E2E_TMP/install.log")"; finish
@@ -21,6 +24,44 @@ for f in bin/caliper lib/libcaliper.a lib/libcaliper-engine.a lib/pkgconfig/cali
   [ -f "$P/$f" ] || not_ok "installed $f"
 done
 check "installed caliper runs" "$P/bin/caliper" --version
+
+# The public API only: the test hook (allocation-failure injection) stays
+# inside the tree, and every installed header compiles on its own.
+[ ! -e "$P/include/caliper/alloc.h" ] && ok "the allocation test hook is not installed" ||
+  not_ok "include/caliper/alloc.h was installed"
+bad=
+for h in "$P"/include/caliper/*.h; do
+  printf '#include <caliper/%s>\n' "${h##*/}" >"$E2E_TMP/h.c"
+  $CC -std=c11 -fsyntax-only -I"$P/include" $(pkg-config --cflags jansson sqlite3 libcurl 2>/dev/null) \
+      "$E2E_TMP/h.c" 2>"$E2E_TMP/h.log" || bad="$bad ${h##*/}"
+done
+[ -z "$bad" ] && ok "each of $(ls "$P"/include/caliper/*.h | wc -l) installed headers compiles alone" ||
+  not_ok "installed headers that do not compile alone:$bad ($(head -2 "$E2E_TMP/h.log"))"
+
+# A staged install with the directories a distribution uses; the build's
+# caliper replaced by a copy that leaves a mark when run.
+S="$E2E_TMP/stage"; FB="$E2E_TMP/fakebuild"
+mkdir -p "$FB"
+cp -r "$BUILD/man" "$FB/man"
+cp "$BUILD/libcaliper.a" "$BUILD/libcaliper-engine.a" "$FB/"
+printf '#!/bin/sh\ntouch "%s/ran"\n' "$E2E_TMP" >"$FB/caliper"; chmod +x "$FB/caliper"
+if DESTDIR="$S" PREFIX=/usr LIBDIR=/usr/lib/x86_64-linux-gnu MANDIR=/usr/share/man \
+     bash "$ROOT/scripts/install.sh" "$FB" >"$E2E_TMP/stage.log" 2>&1 &&
+   [ -f "$S/usr/bin/caliper" ] && [ -f "$S/usr/lib/x86_64-linux-gnu/libcaliper.a" ] &&
+   [ -f "$S/usr/lib/x86_64-linux-gnu/pkgconfig/caliper.pc" ] &&
+   [ -f "$S/usr/share/man/man1/caliper.1" ] && [ -f "$S/usr/include/caliper/units.h" ]; then
+  ok "a staged install puts BINDIR, LIBDIR, INCLUDEDIR, MANDIR under DESTDIR"
+else
+  not_ok "staged install: $(tail -3 "$E2E_TMP/stage.log"; find "$S" -maxdepth 4 | head -20)"
+fi
+pc=$(cat "$S/usr/lib/x86_64-linux-gnu/pkgconfig/caliper.pc" 2>/dev/null)
+if grep -qx 'libdir=/usr/lib/x86_64-linux-gnu' <<<"$pc" && grep -qx 'includedir=/usr/include' <<<"$pc" &&
+   ! grep -q "$S" <<<"$pc"; then
+  ok "the staged caliper.pc names LIBDIR and INCLUDEDIR, not the stage"
+else
+  not_ok "staged caliper.pc: $(grep dir= <<<"$pc")"
+fi
+[ ! -e "$E2E_TMP/ran" ] && ok "install runs nothing it installs" || not_ok "install ran the binary"
 
 export PKG_CONFIG_PATH="$P/lib/pkgconfig"
 check "pkg-config knows caliper and caliper-engine" pkg-config --exists caliper caliper-engine

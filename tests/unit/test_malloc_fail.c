@@ -1,4 +1,4 @@
-/* Allocation-failure walk (include/caliper/alloc.h): a short probe run (two
+/* Allocation-failure walk (lib/util/alloc.h): a short probe run (two
  * requests to tests/helpers/faultserver) and a store write are repeated with
  * the 1st, 2nd, 3rd … allocation failing, until one completes with no
  * failure injected. Each must end in a clear error — CAL_ENOMEM, a store
@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include <sqlite3.h>
-#include "caliper/alloc.h"
+#include "lib/util/alloc.h"
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/probe.h"

@@ -1,7 +1,8 @@
-/* caliper — allocation-failure injection for tests, the way SQLite tests its
- * out-of-memory paths (SQLITE_CONFIG_MALLOC with a fault counter): arm the
- * counter so that the n-th allocation from now fails, run a short workload,
- * and walk n = 1, 2, 3 … until a run completes with no failure injected.
+/* caliper — allocation-failure injection for tests (internal to libcaliper
+ * and its tests: not installed), the way SQLite tests its out-of-memory
+ * paths (SQLITE_CONFIG_MALLOC with a fault counter): arm the counter so
+ * that the n-th allocation from now fails, run a short workload, and walk
+ * n = 1, 2, 3 … until a run completes with no failure injected.
  * Each step must end in a clear error (CAL_ENOMEM, a request status with a
  * message), never a crash or a leak (run it under ASan/LSan).
  *
