@@ -43,7 +43,8 @@ int cal_model_preset(const char *name, cal_model_config *out)
     return CAL_ENOTFOUND;
 }
 
-static const char *const dtype_names[CAL_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8_0"};
+static const char *const dtype_names[CAL_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8_0",
+                                                                  "q4_0", "q4_k", "q6_k"};
 
 const char *cal_dtype_name(int dtype)
 {
@@ -61,7 +62,7 @@ int cal_dtype_parse(const char *s)
 double cal_dtype_bytes_per_weight(int dtype)
 {
     return dtype >= 0 && dtype < CAL_DTYPE_COUNT
-               ? (double)cal_k_row_bytes(dtype, CAL_Q8_0_BLOCK) / CAL_Q8_0_BLOCK
+               ? (double)cal_k_row_bytes(dtype, CAL_QK_K) / CAL_QK_K
                : 0.0;
 }
 
@@ -84,6 +85,14 @@ static int64_t layer_matrix_params(const cal_model_config *c, int active_only)
 static int64_t layer_params(const cal_model_config *c, int active_only)
 {
     return 2 * (int64_t)c->dim + layer_matrix_params(c, active_only);
+}
+
+/* The row length every matrix of a format must be a multiple of: whole
+ * blocks, and 32 for F16 and BF16 (their vector kernels' step). */
+static int dtype_row_unit(int dtype)
+{
+    int b = cal_k_block_elems(dtype);
+    return b > CAL_Q8_0_BLOCK ? b : CAL_Q8_0_BLOCK;
 }
 
 int cal_model_validate(const cal_model_config *c, const char **why)
@@ -123,9 +132,9 @@ int cal_model_validate(const cal_model_config *c, const char **why)
         w = "n_params";
     else if (c->dtype < 0 || c->dtype >= CAL_DTYPE_COUNT)
         w = "dtype";
-    else if (c->dtype != CAL_DTYPE_F32 && c->dim % CAL_Q8_0_BLOCK != 0)
-        w = "dim";      /* F16/BF16/Q8_0 rows are whole 32-weight blocks */
-    else if (c->dtype != CAL_DTYPE_F32 && c->ffn_dim % CAL_Q8_0_BLOCK != 0)
+    else if (c->dtype != CAL_DTYPE_F32 && c->dim % dtype_row_unit(c->dtype) != 0)
+        w = "dim";      /* rows are whole blocks (32 weights; 256 for K-quants) */
+    else if (c->dtype != CAL_DTYPE_F32 && c->ffn_dim % dtype_row_unit(c->dtype) != 0)
         w = "ffn_dim";
     if (why)
         *why = w;
@@ -381,17 +390,17 @@ static void fill_part(void *a, int tid, int nt)
             p[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)i) * j->std;
         return;
     }
-    /* whole 32-weight groups (rows are whole groups), each drawn in F32 and
+    /* whole blocks of the format (rows are whole blocks), each drawn in F32 and
      * stored in the dtype: the same values as the F32 model's, rounded */
-    int64_t nb = j->n / CAL_Q8_0_BLOCK;
+    const int G = dtype_row_unit(j->dt);   /* whole blocks of the format */
+    int64_t nb = j->n / G;
     int64_t b0 = nb * tid / nt, b1 = nb * (tid + 1) / nt;
-    size_t gb = cal_k_row_bytes(j->dt, CAL_Q8_0_BLOCK);
-    float tmp[CAL_Q8_0_BLOCK];
+    size_t gb = cal_k_row_bytes(j->dt, G);
+    float tmp[CAL_QK_K];
     for (int64_t b = b0; b < b1; b++) {
-        for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
-            tmp[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)(b * CAL_Q8_0_BLOCK + i)) *
-                               j->std;
-        cal_k_quantize_row(j->dt, tmp, (char *)j->p + (size_t)b * gb, CAL_Q8_0_BLOCK);
+        for (int i = 0; i < G; i++)
+            tmp[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)(b * G + i)) * j->std;
+        cal_k_quantize_row(j->dt, tmp, (char *)j->p + (size_t)b * gb, G);
     }
 }
 

@@ -50,12 +50,18 @@ typedef struct cal_model_config {
  * block layout, 32 int8 and one F16 scale (34 bytes per 32 weights), and
  * needs dim and ffn_dim divisible by 32 (so do F16 and BF16, for the vector
  * kernels). Products sum in F32 over the dequantized weights. */
-enum { CAL_DTYPE_F32 = 0, CAL_DTYPE_F16, CAL_DTYPE_BF16, CAL_DTYPE_Q8_0, CAL_DTYPE_COUNT };
-/* "f32", "f16", "bf16", "q8_0"; NULL for an unknown value. */
+enum { CAL_DTYPE_F32 = 0, CAL_DTYPE_F16, CAL_DTYPE_BF16, CAL_DTYPE_Q8_0, CAL_DTYPE_Q4_0,
+       CAL_DTYPE_Q4_K, CAL_DTYPE_Q6_K, CAL_DTYPE_COUNT };
+/* Q4_0 (32 weights in 18 bytes), Q4_K (256 in 144) and Q6_K (256 in 210) are
+ * llama.cpp's layouts too (engine/kernels.h); Q4_0 needs dim and ffn_dim
+ * divisible by 32, Q4_K and Q6_K by 256. Their products take X in F32.
+ * "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"; NULL for an unknown
+ * value. */
 const char *cal_dtype_name(int dtype);
 /* The CAL_DTYPE_* named s (case-insensitive), or −1. */
 int  cal_dtype_parse(const char *s);
-/* Bytes per weight: 4, 2, 2, 34/32. 0 for an unknown value. */
+/* Bytes per weight: 4, 2, 2, 34/32, 18/32, 144/256, 210/256. 0 for an
+ * unknown value. */
 double cal_dtype_bytes_per_weight(int dtype);
 
 /* Fill *out with a preset: "tiny" (< 5 M params), "small" (25–50 M), "base"
