@@ -43,7 +43,20 @@ typedef struct cal_model_config {
                                0: the engine's own for synthetic weights, 1 for
                                a GGUF file's (set for caliper's export of a
                                tied model, whose token_embd is scaled) */
+    int      arch;          /* CAL_ARCH_*: 0 llama */
 } cal_model_config;
+
+/* Architectures of the dense model (MoE is llama only). llama: RoPE on
+ * adjacent pairs. qwen2: biases on Q, K and V. qwen3: RMSNorm over each
+ * head of Q and of K (one [head_dim] weight each, shared by the heads)
+ * before RoPE. Both qwen use llama.cpp's NeoX RoPE, which rotates element i
+ * of a head with element i + head_dim/2. */
+enum { CAL_ARCH_LLAMA = 0, CAL_ARCH_QWEN2, CAL_ARCH_QWEN3, CAL_ARCH_COUNT };
+/* "llama", "qwen2", "qwen3" (GGUF's general.architecture); NULL for an
+ * unknown value. */
+const char *cal_arch_name(int arch);
+/* The CAL_ARCH_* named s (case-insensitive), or −1. */
+int  cal_arch_parse(const char *s);
 
 /* Weight formats of the matrices (embedding, projections, experts, router,
  * output). F16 and BF16 hold each weight in 2 bytes; Q8_0 is llama.cpp's

@@ -26,6 +26,11 @@ void cal_k_softmax(float *x, int n);
 void cal_k_rope(float *v, int n_heads, int head_dim, const float *cos_t,
                 const float *sin_t);
 
+/* The same rotation on the pairs (i, i + head_dim/2) of each head: the
+ * NeoX layout llama.cpp uses for qwen2 and qwen3. */
+void cal_k_rope_neox(float *v, int n_heads, int head_dim, const float *cos_t,
+                     const float *sin_t);
+
 /* out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^−g). */
 void cal_k_swiglu(float *out, const float *gate, const float *up, int n);
 
