@@ -37,7 +37,7 @@ typedef struct tdesc {
     float    scale;      /* token_embd only: the engine's embedding scale */
 } tdesc;
 
-#define MAX_TENSORS(c) (4 + (c)->n_layers * 10)
+#define MAX_TENSORS(c) (4 + (c)->n_layers * 15)
 
 /* ggml's tensor type of an engine format, and back (-1: not one of the four) */
 static uint32_t ggml_type_of(int dtype)
@@ -150,6 +150,19 @@ static int tensor_list(const cal_model_config *c, const cal_engine *e, tdesc *t)
         ADD(NM("attn_k"), 2, d, kvd, 1, 0, w.wqkv, 0, qd, qkv);
         ADD(NM("attn_v"), 2, d, kvd, 1, 0, w.wqkv, 0, qd + kvd, qkv);
         ADD(NM("attn_output"), 2, qd, d, 1, 0, w.wo, 0, 0, 0);
+        if (c->arch == CAL_ARCH_QWEN2) {
+            /* the biases are one engine vector: Q's, then K's, then V's */
+#define NMB(s) (snprintf(nm, sizeof nm, "blk.%d.%s.bias", l, s), nm)
+#define AT(k) (w.bqkv ? w.bqkv + (k) : NULL)
+            ADD(NMB("attn_q"), 1, qd, 1, 1, 1, AT(0), 0, 0, 0);
+            ADD(NMB("attn_k"), 1, kvd, 1, 1, 1, AT(qd), 0, 0, 0);
+            ADD(NMB("attn_v"), 1, kvd, 1, 1, 1, AT(qd + kvd), 0, 0, 0);
+#undef AT
+#undef NMB
+        } else if (c->arch == CAL_ARCH_QWEN3) {
+            ADD(NM("attn_q_norm"), 1, hd, 1, 1, 1, w.q_norm, 0, 0, 0);
+            ADD(NM("attn_k_norm"), 1, hd, 1, 1, 1, w.k_norm, 0, 0, 0);
+        }
         ADD(NM("ffn_norm"), 1, d, 1, 1, 1, w.ffn_norm, 0, 0, 0);
         if (E > 0) {
             ADD(NM("ffn_gate_inp"), 2, d, E, 1, 0, w.router, 0, 0, 0);
@@ -368,25 +381,26 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
     w_u32(&w, 3);
     w_u64(&w, (uint64_t)nt);
     w_u64(&w, (uint64_t)n_kv);
-    char name[96];
+    char name[96], key[96];
     snprintf(name, sizeof name, "caliper-%s", c->name);
-    kv_str(&w, "general.architecture", "llama");
+    const char *an = cal_arch_name(c->arch);
+    kv_str(&w, "general.architecture", an);
     kv_str(&w, "general.name", name);
     kv_u32(&w, "general.alignment", ALIGN);
     kv_u32(&w, "general.file_type", file_type_of(dtype));
-    kv_u32(&w, "llama.context_length", (uint32_t)c->max_ctx);
-    kv_u32(&w, "llama.embedding_length", (uint32_t)c->dim);
-    kv_u32(&w, "llama.block_count", (uint32_t)c->n_layers);
-    kv_u32(&w, "llama.feed_forward_length", (uint32_t)c->ffn_dim);
-    kv_u32(&w, "llama.attention.head_count", (uint32_t)c->n_heads);
-    kv_u32(&w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    kv_u32(&w, "llama.rope.dimension_count", (uint32_t)(c->dim / c->n_heads));
-    kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
-    kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
-    kv_u32(&w, "llama.vocab_size", (uint32_t)c->vocab);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.context_length", an), key), (uint32_t)c->max_ctx);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.embedding_length", an), key), (uint32_t)c->dim);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.block_count", an), key), (uint32_t)c->n_layers);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.feed_forward_length", an), key), (uint32_t)c->ffn_dim);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.attention.head_count", an), key), (uint32_t)c->n_heads);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.attention.head_count_kv", an), key), (uint32_t)c->n_kv_heads);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.rope.dimension_count", an), key), (uint32_t)(c->dim / c->n_heads));
+    kv_f32(&w, (snprintf(key, sizeof key, "%s.rope.freq_base", an), key), c->rope_theta);
+    kv_f32(&w, (snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", an), key), c->norm_eps);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.vocab_size", an), key), (uint32_t)c->vocab);
     if (c->n_experts > 0) {
-        kv_u32(&w, "llama.expert_count", (uint32_t)c->n_experts);
-        kv_u32(&w, "llama.expert_used_count", (uint32_t)c->top_k);
+        kv_u32(&w, (snprintf(key, sizeof key, "%s.expert_count", an), key), (uint32_t)c->n_experts);
+        kv_u32(&w, (snprintf(key, sizeof key, "%s.expert_used_count", an), key), (uint32_t)c->top_k);
     }
     kv_str(&w, "tokenizer.ggml.model", "llama");
     /* tokens, scores, types */
@@ -533,8 +547,8 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
             known = !strcmp(m->tensors[j].name, t[i].name);
         if (!known)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s is not supported (caliper "
-                      "serves the llama architecture without biases or RoPE factors)",
-                      m->tensors[j].name);
+                      "serves llama without biases or RoPE factors, qwen2 with QKV biases "
+                      "and qwen3 with Q and K norms)", m->tensors[j].name);
     }
     free(t);
     return rc;
@@ -616,9 +630,10 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     snprintf(c.name, sizeof c.name, "gguf");
     const cal_model_shape *s = &m.shape;
     rc = CAL_EINVAL;
-    if (strcmp(s->arch, "llama"))
+    if (cal_arch_parse(s->arch) < 0 || strcmp(s->arch, cal_arch_name(cal_arch_parse(s->arch))))
         cal_why(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
-             "\"llama\", with or without experts)", path, s->arch);
+             "\"llama\", with or without experts, and dense \"qwen2\" and \"qwen3\")", path,
+             s->arch);
     else if (strcmp(m.tok_model, "llama") || !m.byte_tokens)
         cal_why(why, why_len, rc, "%s: vocabulary \"%s\"%s is not supported: caliper serves "
              "byte-level SentencePiece vocabularies (ids 0..255 the tokens <0x00>..<0xFF>)",
@@ -640,6 +655,7 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     else
         rc = CAL_OK;
     if (rc == CAL_OK) {
+        c.arch = cal_arch_parse(s->arch);
         c.dim = (int)s->embedding;
         c.n_layers = (int)s->layers;
         c.n_heads = (int)s->heads;

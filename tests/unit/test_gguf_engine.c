@@ -285,6 +285,49 @@ static void roundtrip_kq(int dtype, uint32_t ggml_type)
     free(b);
 }
 
+/* qwen2 and qwen3 files: their general.architecture, their own keys and
+ * the extra tensors (F32, 1-D); served back in the writer's format the
+ * logits are the writer's bits, in F32, Q4_K and Q6_K. */
+static void roundtrip_arch(int arch, int dtype)
+{
+    cal_model_config c = kq_cfg(dtype), g;
+    c.arch = arch;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, cal_arch_name(arch), cal_dtype_name(dtype));
+    export_to(&c, path, dtype);
+    cal_gguf_model m;
+    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+    assert_string_equal(m.shape.arch, cal_arch_name(arch));
+    assert_int_equal(m.ffn, c.ffn_dim);
+    const char *extra = arch == CAL_ARCH_QWEN2 ? "blk.1.attn_v.bias" : "blk.1.attn_k_norm.weight";
+    const cal_gguf_tensor *t = cal_gguf_find(&m, extra);
+    assert_non_null(t);
+    assert_int_equal(t->type, CAL_GGUF_F32);
+    assert_int_equal(t->ne[0], arch == CAL_ARCH_QWEN2 ? 2 * c.dim / c.n_heads : c.dim / c.n_heads);
+    cal_gguf_model_free(&m);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    assert_int_equal(g.arch, arch);
+    g.dtype = dtype;
+    int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
+    float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
+    logits_of(&c, ids, 7, a);
+    logits_of(&g, ids, 7, b);
+    assert_memory_equal(a, b, sizeof(float) * (size_t)c.vocab);
+    free(a);
+    free(b);
+}
+
+static void test_roundtrip_qwen(void **state)
+{
+    (void)state;
+    roundtrip_arch(CAL_ARCH_QWEN2, CAL_DTYPE_F32);
+    roundtrip_arch(CAL_ARCH_QWEN3, CAL_DTYPE_F32);
+    roundtrip_arch(CAL_ARCH_QWEN2, CAL_DTYPE_Q4_K);
+    roundtrip_arch(CAL_ARCH_QWEN3, CAL_DTYPE_Q6_K);
+}
+
 static void test_roundtrip_q4_0(void **state) { roundtrip_kq(CAL_DTYPE_Q4_0, CAL_GGUF_Q4_0); }
 static void test_roundtrip_q4_k(void **state) { roundtrip_kq(CAL_DTYPE_Q4_K, CAL_GGUF_Q4_K); }
 static void test_roundtrip_q6_k(void **state) { roundtrip_kq(CAL_DTYPE_Q6_K, CAL_GGUF_Q6_K); }
@@ -406,9 +449,9 @@ static void expect_refusal(const char *name, void (*patch)(uint8_t *, size_t),
 /* "general.architecture" + type u32 + length u64 + "llama" */
 static void p_arch(uint8_t *b, size_t n)
 {
-    memcpy(after(b, n, "general.architecture") + 12, "qwen2", 5);
+    memcpy(after(b, n, "general.architecture") + 12, "gemma", 5);
     for (uint8_t *p = b; (p = memmem(p, n - (size_t)(p - b), "llama.", 6)); p += 6)
-        memcpy(p, "qwen2.", 6);   /* a qwen2 file has its own keys */
+        memcpy(p, "gemma.", 6);   /* a gemma file has its own keys */
 }
 static void p_vocab(uint8_t *b, size_t n) { memcpy(after(b, n, "tokenizer.ggml.model") + 12, "gpt2x", 5); }
 static void p_bytes(uint8_t *b, size_t n) { memcpy(after(b, n, "<0x41>") - 6, "<0x4X>", 6); }
@@ -422,7 +465,7 @@ static void p_missing(uint8_t *b, size_t n) { memcpy(after(b, n, "blk.1.ffn_up")
 
 static void test_refusals(void **state)
 {
-    expect_refusal("arch", p_arch, "architecture \"qwen2\" is not supported");
+    expect_refusal("arch", p_arch, "architecture \"gemma\" is not supported");
     expect_refusal("vocab", p_vocab, "vocabulary \"gpt2x\" is not supported");
     expect_refusal("bytes", p_bytes, "without byte tokens at ids 0..255");
     expect_refusal("type", p_type, "tensor blk.1.ffn_up.weight: type Q5_0 is not supported");
@@ -502,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_q4_k),
         cmocka_unit_test(test_roundtrip_q6_k),
         cmocka_unit_test(test_roundtrip_q4_k_m),
+        cmocka_unit_test(test_roundtrip_qwen),
         cmocka_unit_test(test_half_exact),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_scaled_tie_checked),
