@@ -1,6 +1,7 @@
 /* caliper reference engine — a decoder-only transformer computed for real on
  * the CPU (RMSNorm, RoPE, grouped-query attention over a KV cache, SwiGLU MLP,
- * and a Qwen3-MoE style mixture of experts), weights in F32, F16, BF16 or Q8_0
+ * and a Qwen3-MoE style mixture of experts; dense layers in the llama, qwen2
+ * or qwen3 architecture), weights in F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K
  * generated deterministically from a seed. Decode-sized products (≤ 16 rows)
  * run the engine's own kernels, one weight pass for the whole batch; larger
  * ones go through OpenBLAS (other formats dequantized a tile at a time).

@@ -1,6 +1,6 @@
 /* caliper reference engine — GGUF in and out: write an engine's weights as a
- * GGUF file llama.cpp loads (llama architecture; MoE presets as llama with
- * experts, Mixtral's layout), and describe a GGUF file as a model config the
+ * GGUF file llama.cpp loads (its architecture: llama, qwen2 or qwen3; MoE
+ * presets as llama with experts, Mixtral's layout), and describe a GGUF file as a model config the
  * engine opens (cal_engine_open reads the weights when config.weights names
  * a file).
  *
@@ -46,7 +46,8 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len);
 
 /* Read path's header into *out (weights = path, seed 0, name "gguf"), after
- * checking that caliper can serve it: architecture llama, head sizes equal,
+ * checking that caliper can serve it: architecture llama, qwen2 or qwen3
+ * (out->arch; qwen2's QKV biases and qwen3's Q/K norms required), head sizes equal,
  * a byte-level vocabulary, every tensor present with the expected shape and
  * of type F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K, no tensor caliper would ignore (biases, RoPE factors).
  * CAL_EPROTO / CAL_ENOTSUP style errors return CAL_EINVAL with why naming
