@@ -351,9 +351,9 @@ int cmd_serve(int argc, char **argv)
             return cli_usage_error(C, "--export-gguf: %s", gwhy);
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: %s", gwhy);
-        fprintf(stderr, "caliper serve: wrote %s (%s, %s, %lld params, %s)\n", gguf_out,
-                sc.model.name, cal_arch_name(sc.model.arch), np,
-                mix ? "q4_k_m" : cal_dtype_name(dtype));
+        fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s, %s)\n", gguf_out,
+                sc.model.name, np, mix ? "q4_k_m" : cal_dtype_name(dtype),
+                cal_arch_name(sc.model.arch));
         return CLI_OK;
     }
     if (gguf_in) {
