@@ -5,7 +5,7 @@
  * 1, the batching gain at 8 as `caliper calc batching-gain` predicts it, and
  * llama.cpp's llama-bench on the same weights where make compat built it.
  * Usage: bench/engine [preset] [prefill_tokens] [rounds] [formats]
- * (formats: comma-separated, default f32,f16,bf16,q8_0).
+ * (formats: comma-separated, default f32,f16,bf16,q8_0,q4_0,q4_k,q6_k).
  *
  * Every ratio is paired: its two sides alternate step by step, in every
  * round, and the figure printed is the median of the rounds' ratios. On a
@@ -298,7 +298,7 @@ int main(int argc, char **argv)
     int n_prefill = argc > 2 ? atoi(argv[2]) : 512;
     int rounds = argc > 3 ? atoi(argv[3]) : 5;
     char fmts[64];
-    snprintf(fmts, sizeof fmts, "%s", argc > 4 ? argv[4] : "f32,f16,bf16,q8_0");
+    snprintf(fmts, sizeof fmts, "%s", argc > 4 ? argv[4] : "f32,f16,bf16,q8_0,q4_0,q4_k,q6_k");
     cal_model_config c;
     if (cal_model_preset(preset, &c) != CAL_OK) {
         fprintf(stderr, "bench/engine: unknown preset \"%s\"\n", preset);
@@ -315,7 +315,8 @@ int main(int argc, char **argv)
     for (char *save = NULL, *t = strtok_r(fmts, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int dt = cal_dtype_parse(t);
         if (dt < 0 || nf == CAL_DTYPE_COUNT) {
-            fprintf(stderr, "bench/engine: formats: \"%s\" is not f32, f16, bf16 or q8_0\n", t);
+            fprintf(stderr, "bench/engine: formats: \"%s\" is not f32, f16, bf16, q8_0, q4_0, "
+                    "q4_k or q6_k\n", t);
             return 2;
         }
         runs[nf++] = (fmt_run){.dt = dt};

@@ -24,11 +24,11 @@
 /* ---- shapes ------------------------------------------------------------ */
 
 static const cal_model_config presets[] = {
-    /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed dtype weights embed_scale */
-    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0},
-    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0},
-    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0},
-    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, "", 0},
+    /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed dtype weights embed_scale arch */
+    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA},
+    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA},
+    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA},
+    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA},
 };
 
 int cal_model_preset(const char *name, cal_model_config *out)
@@ -43,7 +43,23 @@ int cal_model_preset(const char *name, cal_model_config *out)
     return CAL_ENOTFOUND;
 }
 
-static const char *const dtype_names[CAL_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8_0"};
+static const char *const dtype_names[CAL_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8_0",
+                                                                  "q4_0", "q4_k", "q6_k"};
+
+static const char *const arch_names[CAL_ARCH_COUNT] = {"llama", "qwen2", "qwen3"};
+
+const char *cal_arch_name(int arch)
+{
+    return arch >= 0 && arch < CAL_ARCH_COUNT ? arch_names[arch] : NULL;
+}
+
+int cal_arch_parse(const char *s)
+{
+    for (int i = 0; s && i < CAL_ARCH_COUNT; i++)
+        if (strcasecmp(s, arch_names[i]) == 0)
+            return i;
+    return -1;
+}
 
 const char *cal_dtype_name(int dtype)
 {
@@ -61,7 +77,7 @@ int cal_dtype_parse(const char *s)
 double cal_dtype_bytes_per_weight(int dtype)
 {
     return dtype >= 0 && dtype < CAL_DTYPE_COUNT
-               ? (double)cal_k_row_bytes(dtype, CAL_Q8_0_BLOCK) / CAL_Q8_0_BLOCK
+               ? (double)cal_k_row_bytes(dtype, CAL_QK_K) / CAL_QK_K
                : 0.0;
 }
 
@@ -81,9 +97,29 @@ static int64_t layer_matrix_params(const cal_model_config *c, int active_only)
     return p;
 }
 
+/* F32 vectors of a layer beyond its two norms: qwen2's QKV biases, qwen3's
+ * Q and K head norms */
+static int64_t layer_extra_params(const cal_model_config *c)
+{
+    int64_t hd = c->dim / c->n_heads;
+    if (c->arch == CAL_ARCH_QWEN2)
+        return c->dim + 2 * hd * c->n_kv_heads;
+    if (c->arch == CAL_ARCH_QWEN3)
+        return 2 * hd;
+    return 0;
+}
+
 static int64_t layer_params(const cal_model_config *c, int active_only)
 {
-    return 2 * (int64_t)c->dim + layer_matrix_params(c, active_only);
+    return 2 * (int64_t)c->dim + layer_extra_params(c) + layer_matrix_params(c, active_only);
+}
+
+/* The row length every matrix of a format must be a multiple of: whole
+ * blocks, and 32 for F16 and BF16 (their vector kernels' step). */
+static int dtype_row_unit(int dtype)
+{
+    int b = cal_k_block_elems(dtype);
+    return b > CAL_Q8_0_BLOCK ? b : CAL_Q8_0_BLOCK;
 }
 
 int cal_model_validate(const cal_model_config *c, const char **why)
@@ -123,9 +159,12 @@ int cal_model_validate(const cal_model_config *c, const char **why)
         w = "n_params";
     else if (c->dtype < 0 || c->dtype >= CAL_DTYPE_COUNT)
         w = "dtype";
-    else if (c->dtype != CAL_DTYPE_F32 && c->dim % CAL_Q8_0_BLOCK != 0)
-        w = "dim";      /* F16/BF16/Q8_0 rows are whole 32-weight blocks */
-    else if (c->dtype != CAL_DTYPE_F32 && c->ffn_dim % CAL_Q8_0_BLOCK != 0)
+    else if (c->arch < 0 || c->arch >= CAL_ARCH_COUNT ||
+             (c->arch != CAL_ARCH_LLAMA && c->n_experts > 0))
+        w = "arch";     /* the qwen architectures here are the dense ones */
+    else if (c->dtype != CAL_DTYPE_F32 && c->dim % dtype_row_unit(c->dtype) != 0)
+        w = "dim";      /* rows are whole blocks (32 weights; 256 for K-quants) */
+    else if (c->dtype != CAL_DTYPE_F32 && c->ffn_dim % dtype_row_unit(c->dtype) != 0)
         w = "ffn_dim";
     if (why)
         *why = w;
@@ -145,7 +184,7 @@ int64_t cal_model_decode_bytes_per_token(const cal_model_config *c)
     /* matrices in the dtype: per layer, the output projection, one embedding row */
     int64_t mats = (int64_t)c->n_layers * layer_matrix_params(c, 1) +
                    (int64_t)c->vocab * d + d;
-    int64_t norms = (int64_t)c->n_layers * 2 * d + d; /* F32 in every format */
+    int64_t norms = (int64_t)c->n_layers * (2 * d + layer_extra_params(c)) + d; /* F32 */
     double bpw = cal_dtype_bytes_per_weight(c->dtype);
     return (int64_t)((double)mats * bpw) + norms * (int64_t)sizeof(float);
 }
@@ -190,6 +229,8 @@ typedef struct op_prof {
 /* norms are F32; the matrices are rows in the engine's dtype (kernels.h) */
 typedef struct layer {
     float *attn_norm, *ffn_norm;
+    float *bqkv;                   /* qwen2: [qkv_ld]; NULL otherwise */
+    float *q_norm, *k_norm;        /* qwen3: [head_dim]; NULL otherwise */
     char  *wqkv, *wo, *w13, *w2, *router;
 } layer;
 
@@ -381,17 +422,17 @@ static void fill_part(void *a, int tid, int nt)
             p[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)i) * j->std;
         return;
     }
-    /* whole 32-weight groups (rows are whole groups), each drawn in F32 and
+    /* whole blocks of the format (rows are whole blocks), each drawn in F32 and
      * stored in the dtype: the same values as the F32 model's, rounded */
-    int64_t nb = j->n / CAL_Q8_0_BLOCK;
+    const int G = dtype_row_unit(j->dt);   /* whole blocks of the format */
+    int64_t nb = j->n / G;
     int64_t b0 = nb * tid / nt, b1 = nb * (tid + 1) / nt;
-    size_t gb = cal_k_row_bytes(j->dt, CAL_Q8_0_BLOCK);
-    float tmp[CAL_Q8_0_BLOCK];
+    size_t gb = cal_k_row_bytes(j->dt, G);
+    float tmp[CAL_QK_K];
     for (int64_t b = b0; b < b1; b++) {
-        for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
-            tmp[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)(b * CAL_Q8_0_BLOCK + i)) *
-                               j->std;
-        cal_k_quantize_row(j->dt, tmp, (char *)j->p + (size_t)b * gb, CAL_Q8_0_BLOCK);
+        for (int i = 0; i < G; i++)
+            tmp[i] = j->mean + cal_k_normal_at(j->key, (uint64_t)(b * G + i)) * j->std;
+        cal_k_quantize_row(j->dt, tmp, (char *)j->p + (size_t)b * gb, G);
     }
 }
 
@@ -442,6 +483,17 @@ static void generate(cal_engine *e)
         fill(L->w2, ne * d, f, KEY(), branch / sqrtf((float)f));
         if (L->router)
             fill(L->router, c->n_experts, d, KEY(), 1.0f / sqrtf((float)d));
+    }
+    /* the qwen tensors after all of llama's, so the weights the
+     * architectures share are the same for a seed */
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *L = &e->layers[l];
+        if (L->bqkv)
+            fill_job_run(e, L->bqkv, e->qkv_ld, CAL_DTYPE_F32, KEY(), 0.0f, 0.5f);
+        if (L->q_norm) {
+            fill_norm(L->q_norm, e->hd, KEY());
+            fill_norm(L->k_norm, e->hd, KEY());
+        }
     }
 #undef KEY
 }
@@ -545,7 +597,9 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
 #define R64(n) ((((size_t)(n)) + 63) & ~(size_t)63)
 #define MAT(rows, n_in) R64((size_t)(rows) * cal_k_row_bytes(e->dt, (int)(n_in)))
 #define VEC(n) R64((size_t)(n) * sizeof(float))
-    size_t per_layer = VEC(d) * 2 + MAT(e->qkv_ld, d) + MAT(d, e->qd) +
+    int bias = c->arch == CAL_ARCH_QWEN2, qkn = c->arch == CAL_ARCH_QWEN3;
+    size_t per_layer = VEC(d) * 2 + (bias ? VEC(e->qkv_ld) : 0) + (qkn ? 2 * VEC(e->hd) : 0) +
+                       MAT(e->qkv_ld, d) + MAT(d, e->qd) +
                        MAT((int64_t)ne * 2 * f, d) + MAT((int64_t)ne * d, f) +
                        (c->n_experts > 0 ? MAT(c->n_experts, d) : 0);
     e->weight_bytes = MAT(V, d) * (c->tied_embeddings ? 1 : 2) + VEC(d) +
@@ -638,6 +692,9 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         L->w13 = TAKE(MAT((int64_t)ne * 2 * f, d));
         L->w2 = TAKE(MAT((int64_t)ne * d, f));
         L->router = c->n_experts > 0 ? TAKE(MAT(c->n_experts, d)) : NULL;
+        L->bqkv = bias ? TAKE(VEC(e->qkv_ld)) : NULL;
+        L->q_norm = qkn ? TAKE(VEC(e->hd)) : NULL;
+        L->k_norm = qkn ? TAKE(VEC(e->hd)) : NULL;
     }
 #undef TAKE
 #undef MAT
@@ -696,6 +753,9 @@ void cal_engine_layer_weights(const cal_engine *e, int l, cal_layer_weights *w)
     w->w13 = L->w13;
     w->w2 = L->w2;
     w->router = L->router;
+    w->bqkv = L->bqkv;
+    w->q_norm = L->q_norm;
+    w->k_norm = L->k_norm;
 }
 
 /* ---- the forward step -------------------------------------------------- */
@@ -1065,6 +1125,7 @@ typedef struct rows_job {
     cal_engine *e;
     int kind, T;
     const float *w;
+    const layer *L;                /* ROWS_ROPE: the layer's bias and head norms */
 } rows_job;
 
 static void rows_range(const rows_job *j, int r0, int r1)
@@ -1079,9 +1140,17 @@ static void rows_range(const rows_job *j, int r0, int r1)
         } else if (j->kind == ROWS_ROPE) {
             size_t pr = (size_t)e->rowpos[t] * half;
             float *r = e->qkv + (size_t)t * e->qkv_ld;
-            cal_k_rope(r, c->n_heads, e->hd, e->rope_cos + pr, e->rope_sin + pr);
-            cal_k_rope(r + e->qd, c->n_kv_heads, e->hd, e->rope_cos + pr,
-                       e->rope_sin + pr);
+            const layer *L = j->L;
+            if (L->bqkv)   /* qwen2 */
+                cal_k_axpy(r, 1.0f, L->bqkv, e->qkv_ld);
+            if (L->q_norm) /* qwen3: each head of Q and K normalised alone */
+                for (int h = 0; h < c->n_heads + c->n_kv_heads; h++)
+                    cal_k_rmsnorm(r + (size_t)h * e->hd, r + (size_t)h * e->hd,
+                                  h < c->n_heads ? L->q_norm : L->k_norm, e->hd, c->norm_eps);
+            void (*rope)(float *, int, int, const float *, const float *) =
+                c->arch == CAL_ARCH_LLAMA ? cal_k_rope : cal_k_rope_neox;
+            rope(r, c->n_heads, e->hd, e->rope_cos + pr, e->rope_sin + pr);
+            rope(r + e->qd, c->n_kv_heads, e->hd, e->rope_cos + pr, e->rope_sin + pr);
         } else {
             cal_k_swiglu(e->act + (size_t)t * f, e->h13 + (size_t)t * 2 * f,
                          e->h13 + (size_t)t * 2 * f + f, f);
@@ -1095,13 +1164,18 @@ static void rows_part(void *a, int tid, int r0, int r1)
     rows_range(a, r0, r1);
 }
 
-static void rows(cal_engine *e, int kind, int T, const float *w)
+static void rows_l(cal_engine *e, int kind, int T, const float *w, const layer *L)
 {
-    rows_job j = {e, kind, T, w};
+    rows_job j = {e, kind, T, w, L};
     if (T >= 32 && e->nt > 1)
         cal_pool_for(e->pool, T, 1, rows_part, &j);
     else
         rows_range(&j, 0, T);
+}
+
+static void rows(cal_engine *e, int kind, int T, const float *w)
+{
+    rows_l(e, kind, T, w, NULL);
 }
 
 int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
@@ -1148,7 +1222,7 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
         prof_add(e, OP_PROJ, t0, 2.0 * T * e->qkv_ld * d, mm_bytes(e->qkv_ld, d, T));
 
         t0 = cal_now_ns();
-        rows(e, ROWS_ROPE, T, NULL);
+        rows_l(e, ROWS_ROPE, T, NULL, L);
         prof_add(e, OP_ROPE, t0, 6.0 * T * (e->qd + e->kvd) / 2,
                  8.0 * T * (e->qd + e->kvd));
 

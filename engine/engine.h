@@ -1,6 +1,7 @@
 /* caliper reference engine — a decoder-only transformer computed for real on
  * the CPU (RMSNorm, RoPE, grouped-query attention over a KV cache, SwiGLU MLP,
- * and a Qwen3-MoE style mixture of experts), weights in F32, F16, BF16 or Q8_0
+ * and a Qwen3-MoE style mixture of experts; dense layers in the llama, qwen2
+ * or qwen3 architecture), weights in F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K
  * generated deterministically from a seed. Decode-sized products (≤ 16 rows)
  * run the engine's own kernels, one weight pass for the whole batch; larger
  * ones go through OpenBLAS (other formats dequantized a tile at a time).
@@ -43,19 +44,38 @@ typedef struct cal_model_config {
                                0: the engine's own for synthetic weights, 1 for
                                a GGUF file's (set for caliper's export of a
                                tied model, whose token_embd is scaled) */
+    int      arch;          /* CAL_ARCH_*: 0 llama */
 } cal_model_config;
+
+/* Architectures of the dense model (MoE is llama only). llama: RoPE on
+ * adjacent pairs. qwen2: biases on Q, K and V. qwen3: RMSNorm over each
+ * head of Q and of K (one [head_dim] weight each, shared by the heads)
+ * before RoPE. Both qwen use llama.cpp's NeoX RoPE, which rotates element i
+ * of a head with element i + head_dim/2. */
+enum { CAL_ARCH_LLAMA = 0, CAL_ARCH_QWEN2, CAL_ARCH_QWEN3, CAL_ARCH_COUNT };
+/* "llama", "qwen2", "qwen3" (GGUF's general.architecture); NULL for an
+ * unknown value. */
+const char *cal_arch_name(int arch);
+/* The CAL_ARCH_* named s (case-insensitive), or −1. */
+int  cal_arch_parse(const char *s);
 
 /* Weight formats of the matrices (embedding, projections, experts, router,
  * output). F16 and BF16 hold each weight in 2 bytes; Q8_0 is llama.cpp's
  * block layout, 32 int8 and one F16 scale (34 bytes per 32 weights), and
  * needs dim and ffn_dim divisible by 32 (so do F16 and BF16, for the vector
  * kernels). Products sum in F32 over the dequantized weights. */
-enum { CAL_DTYPE_F32 = 0, CAL_DTYPE_F16, CAL_DTYPE_BF16, CAL_DTYPE_Q8_0, CAL_DTYPE_COUNT };
-/* "f32", "f16", "bf16", "q8_0"; NULL for an unknown value. */
+enum { CAL_DTYPE_F32 = 0, CAL_DTYPE_F16, CAL_DTYPE_BF16, CAL_DTYPE_Q8_0, CAL_DTYPE_Q4_0,
+       CAL_DTYPE_Q4_K, CAL_DTYPE_Q6_K, CAL_DTYPE_COUNT };
+/* Q4_0 (32 weights in 18 bytes), Q4_K (256 in 144) and Q6_K (256 in 210) are
+ * llama.cpp's layouts too (engine/kernels.h); Q4_0 needs dim and ffn_dim
+ * divisible by 32, Q4_K and Q6_K by 256. Their products take X in F32.
+ * "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"; NULL for an unknown
+ * value. */
 const char *cal_dtype_name(int dtype);
 /* The CAL_DTYPE_* named s (case-insensitive), or −1. */
 int  cal_dtype_parse(const char *s);
-/* Bytes per weight: 4, 2, 2, 34/32. 0 for an unknown value. */
+/* Bytes per weight: 4, 2, 2, 34/32, 18/32, 144/256, 210/256. 0 for an
+ * unknown value. */
 double cal_dtype_bytes_per_weight(int dtype);
 
 /* Fill *out with a preset: "tiny" (< 5 M params), "small" (25–50 M), "base"

@@ -37,7 +37,7 @@ typedef struct tdesc {
     float    scale;      /* token_embd only: the engine's embedding scale */
 } tdesc;
 
-#define MAX_TENSORS(c) (4 + (c)->n_layers * 10)
+#define MAX_TENSORS(c) (4 + (c)->n_layers * 15)
 
 /* ggml's tensor type of an engine format, and back (-1: not one of the four) */
 static uint32_t ggml_type_of(int dtype)
@@ -46,6 +46,9 @@ static uint32_t ggml_type_of(int dtype)
     case CAL_DTYPE_F16:  return CAL_GGUF_F16;
     case CAL_DTYPE_BF16: return CAL_GGUF_BF16;
     case CAL_DTYPE_Q8_0: return CAL_GGUF_Q8_0;
+    case CAL_DTYPE_Q4_0: return CAL_GGUF_Q4_0;
+    case CAL_DTYPE_Q4_K: return CAL_GGUF_Q4_K;
+    case CAL_DTYPE_Q6_K: return CAL_GGUF_Q6_K;
     default:             return CAL_GGUF_F32;
     }
 }
@@ -57,20 +60,57 @@ static int dtype_of_ggml(uint32_t type)
     case CAL_GGUF_F16:  return CAL_DTYPE_F16;
     case CAL_GGUF_BF16: return CAL_DTYPE_BF16;
     case CAL_GGUF_Q8_0: return CAL_DTYPE_Q8_0;
+    case CAL_GGUF_Q4_0: return CAL_DTYPE_Q4_0;
+    case CAL_GGUF_Q4_K: return CAL_DTYPE_Q4_K;
+    case CAL_GGUF_Q6_K: return CAL_DTYPE_Q6_K;
     default:            return -1;
     }
 }
 
 /* llama.cpp's general.file_type (LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0,
- * MOSTLY_BF16) */
+ * MOSTLY_BF16, MOSTLY_Q4_0, MOSTLY_Q4_K_S, MOSTLY_Q6_K, MOSTLY_Q4_K_M): Q4_K
+ * alone is what llama.cpp calls Q4_K_S's main type */
 static uint32_t file_type_of(int dtype)
 {
     switch (dtype) {
     case CAL_DTYPE_F16:  return 1;
     case CAL_DTYPE_BF16: return 32;
     case CAL_DTYPE_Q8_0: return 7;
+    case CAL_DTYPE_Q4_0: return 2;
+    case CAL_DTYPE_Q4_K: return 14;
+    case CAL_DTYPE_Q6_K: return 18;
+    case CAL_GGUF_MIX_Q4_K_M: return 15;
     default:             return 0;
     }
+}
+
+/* llama.cpp's use_more_bits: the first and last eighth of the layers and
+ * every third one between */
+static int more_bits(int layer, int n_layers)
+{
+    return layer < n_layers / 8 || layer >= 7 * n_layers / 8 ||
+           (layer - n_layers / 8) % 3 == 2;
+}
+
+/* The format a tensor is written in. A plain format: every matrix in it.
+ * CAL_GGUF_MIX_Q4_K_M, llama.cpp's Q4_K_M rule reduced to the tensors
+ * caliper has: Q6_K for output.weight and for attn_v and ffn_down (their
+ * experts too) of the layers more_bits picks, Q4_K for the rest. */
+static int tensor_dtype(const tdesc *t, int dtype, int n_layers)
+{
+    if (t->is_norm)
+        return CAL_DTYPE_F32;
+    if (dtype != CAL_GGUF_MIX_Q4_K_M)
+        return dtype;
+    if (!strcmp(t->name, "output.weight"))
+        return CAL_DTYPE_Q6_K;
+    int layer = -1;
+    char kind[32] = "";
+    if (sscanf(t->name, "blk.%d.%31[a-z_]", &layer, kind) == 2 &&
+        (!strcmp(kind, "attn_v") || !strncmp(kind, "ffn_down", 8)) &&
+        more_bits(layer, n_layers))
+        return CAL_DTYPE_Q6_K;
+    return CAL_DTYPE_Q4_K;
 }
 
 /* The tensors of c, in the order they are written, pointing into e's weights
@@ -110,6 +150,19 @@ static int tensor_list(const cal_model_config *c, const cal_engine *e, tdesc *t)
         ADD(NM("attn_k"), 2, d, kvd, 1, 0, w.wqkv, 0, qd, qkv);
         ADD(NM("attn_v"), 2, d, kvd, 1, 0, w.wqkv, 0, qd + kvd, qkv);
         ADD(NM("attn_output"), 2, qd, d, 1, 0, w.wo, 0, 0, 0);
+        if (c->arch == CAL_ARCH_QWEN2) {
+            /* the biases are one engine vector: Q's, then K's, then V's */
+#define NMB(s) (snprintf(nm, sizeof nm, "blk.%d.%s.bias", l, s), nm)
+#define AT(k) (w.bqkv ? w.bqkv + (k) : NULL)
+            ADD(NMB("attn_q"), 1, qd, 1, 1, 1, AT(0), 0, 0, 0);
+            ADD(NMB("attn_k"), 1, kvd, 1, 1, 1, AT(qd), 0, 0, 0);
+            ADD(NMB("attn_v"), 1, kvd, 1, 1, 1, AT(qd + kvd), 0, 0, 0);
+#undef AT
+#undef NMB
+        } else if (c->arch == CAL_ARCH_QWEN3) {
+            ADD(NM("attn_q_norm"), 1, hd, 1, 1, 1, w.q_norm, 0, 0, 0);
+            ADD(NM("attn_k_norm"), 1, hd, 1, 1, 1, w.k_norm, 0, 0, 0);
+        }
         ADD(NM("ffn_norm"), 1, d, 1, 1, 1, w.ffn_norm, 0, 0, 0);
         if (E > 0) {
             ADD(NM("ffn_gate_inp"), 2, d, E, 1, 0, w.router, 0, 0, 0);
@@ -294,12 +347,14 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
 {
     if (!e || !path)
         return cal_why(why, why_len, CAL_EINVAL, "export: no engine or path");
-    if (dtype < 0 || dtype >= CAL_DTYPE_COUNT)
+    if ((dtype < 0 || dtype >= CAL_DTYPE_COUNT) && dtype != CAL_GGUF_MIX_Q4_K_M)
         return cal_why(why, why_len, CAL_EINVAL, "dtype: %d is not an engine format", dtype);
     const cal_model_config *c = cal_engine_config(e);
-    if (dtype == CAL_DTYPE_Q8_0 && (c->dim % CAL_Q8_0_BLOCK || c->ffn_dim % CAL_Q8_0_BLOCK))
-        return cal_why(why, why_len, CAL_EINVAL, "dtype: q8_0 needs rows of a multiple of "
-                       "%d values (dim %d, ffn %d)", CAL_Q8_0_BLOCK, c->dim, c->ffn_dim);
+    int blk = cal_k_block_elems(dtype == CAL_GGUF_MIX_Q4_K_M ? CAL_DTYPE_Q4_K : dtype);
+    if (blk > 1 && (c->dim % blk || c->ffn_dim % blk))
+        return cal_why(why, why_len, CAL_EINVAL, "dtype: %s needs rows of a multiple of "
+                       "%d values (dim %d, ffn %d)", dtype == CAL_GGUF_MIX_Q4_K_M ? "q4_k_m"
+                       : cal_dtype_name(dtype), blk, c->dim, c->ffn_dim);
     if (c->vocab < CAL_GGUF_UNK + 1)
         return cal_why(why, why_len, CAL_EINVAL, "vocab: %d is too small for the byte "
                     "vocabulary (needs %d)", c->vocab, CAL_GGUF_UNK + 1);
@@ -326,25 +381,26 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
     w_u32(&w, 3);
     w_u64(&w, (uint64_t)nt);
     w_u64(&w, (uint64_t)n_kv);
-    char name[96];
+    char name[96], key[96];
     snprintf(name, sizeof name, "caliper-%s", c->name);
-    kv_str(&w, "general.architecture", "llama");
+    const char *an = cal_arch_name(c->arch);
+    kv_str(&w, "general.architecture", an);
     kv_str(&w, "general.name", name);
     kv_u32(&w, "general.alignment", ALIGN);
     kv_u32(&w, "general.file_type", file_type_of(dtype));
-    kv_u32(&w, "llama.context_length", (uint32_t)c->max_ctx);
-    kv_u32(&w, "llama.embedding_length", (uint32_t)c->dim);
-    kv_u32(&w, "llama.block_count", (uint32_t)c->n_layers);
-    kv_u32(&w, "llama.feed_forward_length", (uint32_t)c->ffn_dim);
-    kv_u32(&w, "llama.attention.head_count", (uint32_t)c->n_heads);
-    kv_u32(&w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    kv_u32(&w, "llama.rope.dimension_count", (uint32_t)(c->dim / c->n_heads));
-    kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
-    kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
-    kv_u32(&w, "llama.vocab_size", (uint32_t)c->vocab);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.context_length", an), key), (uint32_t)c->max_ctx);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.embedding_length", an), key), (uint32_t)c->dim);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.block_count", an), key), (uint32_t)c->n_layers);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.feed_forward_length", an), key), (uint32_t)c->ffn_dim);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.attention.head_count", an), key), (uint32_t)c->n_heads);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.attention.head_count_kv", an), key), (uint32_t)c->n_kv_heads);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.rope.dimension_count", an), key), (uint32_t)(c->dim / c->n_heads));
+    kv_f32(&w, (snprintf(key, sizeof key, "%s.rope.freq_base", an), key), c->rope_theta);
+    kv_f32(&w, (snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", an), key), c->norm_eps);
+    kv_u32(&w, (snprintf(key, sizeof key, "%s.vocab_size", an), key), (uint32_t)c->vocab);
     if (c->n_experts > 0) {
-        kv_u32(&w, "llama.expert_count", (uint32_t)c->n_experts);
-        kv_u32(&w, "llama.expert_used_count", (uint32_t)c->top_k);
+        kv_u32(&w, (snprintf(key, sizeof key, "%s.expert_count", an), key), (uint32_t)c->n_experts);
+        kv_u32(&w, (snprintf(key, sizeof key, "%s.expert_used_count", an), key), (uint32_t)c->top_k);
     }
     kv_str(&w, "tokenizer.ggml.model", "llama");
     /* tokens, scores, types */
@@ -374,7 +430,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
     /* tensor directory */
     uint64_t off = 0;
     for (int i = 0; i < nt; i++) {
-        int fdt = t[i].is_norm ? CAL_DTYPE_F32 : dtype;
+        int fdt = tensor_dtype(&t[i], dtype, c->n_layers);
         w_str(&w, t[i].name);
         w_u32(&w, (uint32_t)t[i].n_dims);
         for (int d = 0; d < t[i].n_dims; d++)
@@ -406,7 +462,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
     }
     uint64_t start = w.pos;
     for (int i = 0; i < nt && !w.err; i++) {
-        int fdt = t[i].is_norm ? CAL_DTYPE_F32 : dtype, n = (int)t[i].ne[0];
+        int fdt = tensor_dtype(&t[i], dtype, c->n_layers), n = (int)t[i].ne[0];
         for (uint64_t x = 0; x < t[i].ne[2]; x++)
             for (uint64_t r = 0; r < t[i].ne[1]; r++) {
                 const char *src = t[i].is_norm ? t_row(&t[i], x, r)
@@ -470,11 +526,13 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
         }
         if (dtype_of_ggml(g->type) < 0)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: type %s is not supported "
-                      "(F32, F16, BF16 and Q8_0 are)", g->name, cal_gguf_type_name(g->type));
-        else if (g->type == CAL_GGUF_Q8_0 && g->ne[0] % CAL_Q8_0_BLOCK)
-            rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: Q8_0 rows of %" PRIu64
-                         " values (a multiple of %d is needed)", g->name, g->ne[0],
-                         CAL_Q8_0_BLOCK);
+                      "(F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K are)", g->name,
+                      cal_gguf_type_name(g->type));
+        else if (g->ne[0] % (uint64_t)cal_k_block_elems(dtype_of_ggml(g->type)))
+            rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: %s rows of %" PRIu64
+                         " values (a multiple of %d is needed)", g->name,
+                         cal_gguf_type_name(g->type), g->ne[0],
+                         cal_k_block_elems(dtype_of_ggml(g->type)));
         else if (g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
                  g->ne[3] != 1)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: shape [%" PRIu64 ", %" PRIu64
@@ -489,8 +547,8 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
             known = !strcmp(m->tensors[j].name, t[i].name);
         if (!known)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s is not supported (caliper "
-                      "serves the llama architecture without biases or RoPE factors)",
-                      m->tensors[j].name);
+                      "serves llama without biases or RoPE factors, qwen2 with QKV biases "
+                      "and qwen3 with Q and K norms)", m->tensors[j].name);
     }
     free(t);
     return rc;
@@ -509,8 +567,10 @@ static void file_row_f32(int fdt, const uint8_t *s, float *fr, int n)
 
 /* Does caliper.embedding_scale still describe the file: is every
  * token_embd row output.weight's times the scale, within the rounding of the
- * file's formats (a hundredth of the row's largest value; Q8_0's step is
- * 1/127 of its block's)? 1 yes; 0 no, or the file cannot be mapped. The
+ * file's formats (a hundredth of the row's largest value, Q8_0's step being
+ * 1/127 of its block's; a sixth for the 4-bit formats, whose step is up to
+ * 1/8 of the block's largest value with Q4_0's rounding to half of it, and
+ * a 25th for Q6_K's 1/32)? 1 yes; 0 no, or the file cannot be mapped. The
  * tensors' types and shapes are checked already. */
 static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int vocab, float s)
 {
@@ -538,6 +598,8 @@ static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int voc
     int dte = dtype_of_ggml(te->type), dto = dtype_of_ggml(to->type), same = 1;
     size_t rbe = cal_k_row_bytes(dte, n), rbo = cal_k_row_bytes(dto, n);
     float *b = a + n;
+    int coarse = dte == CAL_DTYPE_Q4_0 || dte == CAL_DTYPE_Q4_K ? 6
+                 : dte == CAL_DTYPE_Q6_K ? 25 : 100;
     for (int r = 0; r < vocab && same; r++) {
         file_row_f32(dte, map + te->offset + (size_t)r * rbe, a, n);
         file_row_f32(dto, map + to->offset + (size_t)r * rbo, b, n);
@@ -545,7 +607,7 @@ static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int voc
         for (int k = 0; k < n; k++)
             amax = fmaxf(amax, fabsf(b[k] * s));
         for (int k = 0; k < n && same; k++)
-            same = fabsf(a[k] - b[k] * s) <= amax / 100;
+            same = fabsf(a[k] - b[k] * s) <= amax / (float)coarse;
     }
     free(a);
     munmap((void *)map, size);
@@ -568,9 +630,10 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     snprintf(c.name, sizeof c.name, "gguf");
     const cal_model_shape *s = &m.shape;
     rc = CAL_EINVAL;
-    if (strcmp(s->arch, "llama"))
+    if (cal_arch_parse(s->arch) < 0 || strcmp(s->arch, cal_arch_name(cal_arch_parse(s->arch))))
         cal_why(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
-             "\"llama\", with or without experts)", path, s->arch);
+             "\"llama\", with or without experts, and dense \"qwen2\" and \"qwen3\")", path,
+             s->arch);
     else if (strcmp(m.tok_model, "llama") || !m.byte_tokens)
         cal_why(why, why_len, rc, "%s: vocabulary \"%s\"%s is not supported: caliper serves "
              "byte-level SentencePiece vocabularies (ids 0..255 the tokens <0x00>..<0xFF>)",
@@ -592,6 +655,7 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     else
         rc = CAL_OK;
     if (rc == CAL_OK) {
+        c.arch = cal_arch_parse(s->arch);
         c.dim = (int)s->embedding;
         c.n_layers = (int)s->layers;
         c.n_heads = (int)s->heads;

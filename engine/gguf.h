@@ -1,6 +1,6 @@
 /* caliper reference engine — GGUF in and out: write an engine's weights as a
- * GGUF file llama.cpp loads (llama architecture; MoE presets as llama with
- * experts, Mixtral's layout), and describe a GGUF file as a model config the
+ * GGUF file llama.cpp loads (its architecture: llama, qwen2 or qwen3; MoE
+ * presets as llama with experts, Mixtral's layout), and describe a GGUF file as a model config the
  * engine opens (cal_engine_open reads the weights when config.weights names
  * a file).
  *
@@ -27,12 +27,18 @@
 #define CAL_GGUF_BOS 257
 #define CAL_GGUF_UNK 258
 
+/* dtype for cal_gguf_export: llama.cpp's Q4_K_M mixture (Q6_K for
+ * output.weight and for attn_v and ffn_down of llama.cpp's use_more_bits
+ * layers, Q4_K for the other matrices). Not an engine format. */
+#define CAL_GGUF_MIX_Q4_K_M 1015
+
 /* Write e's weights to path, the 2-D weights in dtype (a CAL_DTYPE_*: F32,
- * F16, BF16 or Q8_0 in ggml's block layout; norms stay F32, as llama.cpp's
- * converters keep them). Rows already in dtype are written as they are. The
+ * F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K in ggml's block layouts, or
+ * CAL_GGUF_MIX_Q4_K_M; norms stay F32, as llama.cpp's converters keep
+ * them). Rows already in dtype are written as they are. The
  * file is written beside path and renamed over it once complete, so a
- * failure leaves path as it was. CAL_EINVAL for a bad dtype, a Q8_0 row
- * length that is not a multiple of 32, or a path that exists and is not a
+ * failure leaves path as it was. CAL_EINVAL for a bad dtype, a row
+ * length that is not whole blocks of it, or a path that exists and is not a
  * regular file (a symbolic link, FIFO, device or directory: refused, why
  * naming the path and what it is); CAL_EIO with why naming the path and
  * errno text; CAL_ENOMEM. */
@@ -40,9 +46,10 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len);
 
 /* Read path's header into *out (weights = path, seed 0, name "gguf"), after
- * checking that caliper can serve it: architecture llama, head sizes equal,
+ * checking that caliper can serve it: architecture llama, qwen2 or qwen3
+ * (out->arch; qwen2's QKV biases and qwen3's Q/K norms required), head sizes equal,
  * a byte-level vocabulary, every tensor present with the expected shape and
- * of type F32, F16, BF16 or Q8_0, no tensor caliper would ignore (biases, RoPE factors).
+ * of type F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K, no tensor caliper would ignore (biases, RoPE factors).
  * CAL_EPROTO / CAL_ENOTSUP style errors return CAL_EINVAL with why naming
  * what is missing or unsupported ("tensor blk.0.attn_q.weight: type Q4_K is
  * not supported (F32, F16, BF16 and Q8_0 are)"); CAL_ENOTFOUND / CAL_EIO for the file. */

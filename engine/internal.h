@@ -26,6 +26,10 @@ typedef struct cal_layer_weights {
                                 MoE: [n_experts][2·ffn][dim] */
     const void *w2;          /* dense: [dim][ffn]; MoE: [n_experts][dim][ffn] */
     const void *router;      /* MoE: [n_experts][dim]; NULL when dense */
+    const float *bqkv;       /* qwen2: [q_dim + 2·kv_dim] biases added to the
+                                QKV product; NULL otherwise */
+    const float *q_norm, *k_norm; /* qwen3: [head_dim] per-head RMSNorm
+                                weights of Q and K; NULL otherwise */
 } cal_layer_weights;
 
 typedef struct cal_model_weights {

@@ -254,6 +254,20 @@ void cal_k_rope(float *v, int n_heads, int head_dim, const float *cos_t,
     }
 }
 
+void cal_k_rope_neox(float *v, int n_heads, int head_dim, const float *cos_t,
+                     const float *sin_t)
+{
+    int half = head_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *p = v + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            float a = p[i], b = p[i + half];
+            p[i]        = a * cos_t[i] - b * sin_t[i];
+            p[i + half] = a * sin_t[i] + b * cos_t[i];
+        }
+    }
+}
+
 /* the lanes past a multiple of 16 (all of them on the plain path) */
 static void swiglu_tail(float *out, const float *gate, const float *up, int i, int n)
 {

@@ -26,6 +26,11 @@ void cal_k_softmax(float *x, int n);
 void cal_k_rope(float *v, int n_heads, int head_dim, const float *cos_t,
                 const float *sin_t);
 
+/* The same rotation on the pairs (i, i + head_dim/2) of each head: the
+ * NeoX layout llama.cpp uses for qwen2 and qwen3. */
+void cal_k_rope_neox(float *v, int n_heads, int head_dim, const float *cos_t,
+                     const float *sin_t);
+
 /* out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^−g). */
 void cal_k_swiglu(float *out, const float *gate, const float *up, int n);
 
@@ -64,6 +69,52 @@ typedef struct cal_q8_0_block {
     uint16_t d;                    /* scale, IEEE half */
     int8_t   qs[CAL_Q8_0_BLOCK];   /* value i = d · qs[i] */
 } cal_q8_0_block;                  /* 34 bytes, as in GGUF files */
+
+/* llama.cpp's 4- and 6-bit formats (ggml-common.h), kquants.c. Q4_0: 32
+ * weights a block, value = d·(q − 8), element j the low nibble of qs[j],
+ * element j + 16 its high nibble. Q4_K: 256-weight super-blocks of 8
+ * sub-blocks of 32, value = d·sc_j·q − dmin·m_j with 6-bit sc_j, m_j packed
+ * in scales[12]. Q6_K: 256-weight super-blocks of 16 sub-blocks of 16,
+ * value = d·scales[j]·(q − 32), q's low 4 bits in ql and high 2 in qh. Rows
+ * of Q4_0 are whole blocks (n % 32 == 0), of Q4_K and Q6_K whole
+ * super-blocks (n % 256 == 0). */
+#define CAL_Q4_0_BLOCK 32
+#define CAL_QK_K 256
+typedef struct cal_q4_0_block {
+    uint16_t d;                    /* scale, IEEE half */
+    uint8_t  qs[CAL_Q4_0_BLOCK / 2];
+} cal_q4_0_block;                  /* 18 bytes */
+typedef struct cal_q4_k_block {
+    uint16_t d, dmin;              /* scales of the sub-block scales and mins */
+    uint8_t  scales[12];           /* 8 × (6-bit scale, 6-bit min) */
+    uint8_t  qs[CAL_QK_K / 2];     /* nibbles: sub-blocks 2p, 2p+1 share qs[32p ..] */
+} cal_q4_k_block;                  /* 144 bytes */
+typedef struct cal_q6_k_block {
+    uint8_t  ql[CAL_QK_K / 2];     /* low 4 bits */
+    uint8_t  qh[CAL_QK_K / 4];     /* high 2 bits */
+    int8_t   scales[CAL_QK_K / 16];
+    uint16_t d;
+} cal_q6_k_block;                  /* 210 bytes */
+
+/* Q4_0, Q4_K or Q6_K? */
+int   cal_k_is_kq(int dtype);
+/* Weights a block of dtype holds: 1 (F32, F16, BF16), 32 (Q8_0, Q4_0), 256
+ * (Q4_K, Q6_K); 0 for an unknown value. Rows are whole blocks. */
+int   cal_k_block_elems(int dtype);
+/* Plain C quantizers (Q4_0 rounds to nearest as llama.cpp's reference; the
+ * K-quants take each sub-block's range, see kquants.c), dequantizers and a
+ * reference dot product Σ w_k·x_k over the dequantized row, summed in order. */
+void  cal_k_kq_quantize_row(int dtype, const float *src, void *dst, int n);
+void  cal_k_kq_dequantize_row(int dtype, const void *src, float *dst, int n);
+float cal_k_kq_dot_ref(int dtype, const void *row, const float *x, int n);
+/* cal_k_matmul for these formats: X in F32 times the dequantized weights,
+ * with AVX2 and FMA where the CPU has them (cal_k_have_kq_avx2, asked once),
+ * else the reference dot per output; _portable is the latter alone. */
+int   cal_k_have_kq_avx2(void);
+void  cal_k_kq_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
+                      int n_out, int n_in, int m, float beta);
+void  cal_k_kq_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
+                               const void *w, int n_out, int n_in, int m, float beta);
 
 float    cal_k_f16_to_f32(uint16_t h);
 uint16_t cal_k_f32_to_f16(float f);      /* round to nearest even */

@@ -93,6 +93,23 @@ size_t cal_k_row_bytes(int dtype, int n)
     case CAL_DTYPE_F16:
     case CAL_DTYPE_BF16: return (size_t)n * 2;
     case CAL_DTYPE_Q8_0: return (size_t)(n / CAL_Q8_0_BLOCK) * sizeof(cal_q8_0_block);
+    case CAL_DTYPE_Q4_0: return (size_t)(n / CAL_Q4_0_BLOCK) * sizeof(cal_q4_0_block);
+    case CAL_DTYPE_Q4_K: return (size_t)(n / CAL_QK_K) * sizeof(cal_q4_k_block);
+    case CAL_DTYPE_Q6_K: return (size_t)(n / CAL_QK_K) * sizeof(cal_q6_k_block);
+    default:             return 0;
+    }
+}
+
+int cal_k_block_elems(int dtype)
+{
+    switch (dtype) {
+    case CAL_DTYPE_F32:
+    case CAL_DTYPE_F16:
+    case CAL_DTYPE_BF16: return 1;
+    case CAL_DTYPE_Q8_0: return CAL_Q8_0_BLOCK;
+    case CAL_DTYPE_Q4_0: return CAL_Q4_0_BLOCK;
+    case CAL_DTYPE_Q4_K:
+    case CAL_DTYPE_Q6_K: return CAL_QK_K;
     default:             return 0;
     }
 }
@@ -135,6 +152,11 @@ void cal_k_quantize_row(int dtype, const float *src, void *dst, int n)
             o->d = cal_k_f32_to_f16(q8_block(src + (size_t)b * CAL_Q8_0_BLOCK, o->qs, &sum));
         }
         break;
+    case CAL_DTYPE_Q4_0:
+    case CAL_DTYPE_Q4_K:
+    case CAL_DTYPE_Q6_K:
+        cal_k_kq_quantize_row(dtype, src, dst, n);
+        break;
     default:
         break;
     }
@@ -161,6 +183,11 @@ void cal_k_dequantize_row_portable(int dtype, const void *src, float *dst, int n
             for (int i = 0; i < CAL_Q8_0_BLOCK; i++)
                 dst[(size_t)b * CAL_Q8_0_BLOCK + i] = d * (float)blk->qs[i];
         }
+        break;
+    case CAL_DTYPE_Q4_0:
+    case CAL_DTYPE_Q4_K:
+    case CAL_DTYPE_Q6_K:
+        cal_k_kq_dequantize_row(dtype, src, dst, n);
         break;
     default:
         break;
@@ -693,6 +720,10 @@ void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const v
 {
     if (n_out <= 0 || m <= 0)
         return;
+    if (cal_k_is_kq(dtype)) {   /* kquants.c: its own AVX2 choice */
+        cal_k_kq_matmul(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        return;
+    }
 #if HAVE_X86
     if (have_avx512() && n_in % 32 == 0 && dtype >= 0 && dtype < CAL_DTYPE_Q8_0) {
         matmul_avx512(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include "caliper/clock.h"
@@ -39,16 +40,22 @@ static void usage(FILE *f)
         "  --layers N --dim N --heads N --kv-heads N --ffn N --experts N --top-k N\n"
         "  --vocab N --context N --seed N\n"
         "                       override one field of the preset's shape\n"
-        "  --dtype F            weight format: f32 (default), f16, bf16, q8_0 (llama.cpp's\n"
-        "                       block layout); same weights as f32, rounded to the format\n"
+        "  --dtype F            weight format: f32 (default), f16, bf16, q8_0, q4_0, q4_k,\n"
+        "                       q6_k (llama.cpp's block layouts; q4_k and q6_k need --dim and\n"
+        "                       --ffn multiples of 256); same weights as f32, rounded to the\n"
+        "                       format. q4_k_m (--export-gguf only): llama.cpp's mixture,\n"
+        "                       Q6_K for output and some attn_v/ffn_down, Q4_K elsewhere\n"
+        "  --arch A             llama (default), qwen2 (QKV biases), qwen3 (Q/K head norms);\n"
+        "                       dense models only\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
-        "  --model FILE.gguf    serve a GGUF file's weights (llama architecture, F32, F16,\n"
-        "                       BF16 or Q8_0, the byte vocabulary --export-gguf writes); only\n"
+        "  --model FILE.gguf    serve a GGUF file's weights (llama, qwen2 or qwen3; F32, F16,\n"
+        "                       BF16, Q8_0, Q4_0, Q4_K or Q6_K; the byte vocabulary\n"
+        "                       --export-gguf writes); only\n"
         "                       --context and --dtype of the shape flags apply; a longer\n"
         "                       context_length than 4096 is held to 4096 positions unless\n"
         "                       --context says otherwise (the KV cache grows with it)\n"
-        "  --export-gguf FILE   write the model as a GGUF file llama.cpp loads, in --dtype\n"
-        "                       (f32, f16, bf16 or q8_0), and exit\n"
+        "  --export-gguf FILE   write the model as a GGUF file llama.cpp loads, in --dtype,\n"
+        "                       and exit\n"
         "server:\n"
         "  --host ADDR          bind address (default 127.0.0.1: loopback only)\n"
         "  --port N             TCP port; 0 picks a free one (default 8080)\n"
@@ -84,7 +91,8 @@ enum {
     O_PRESET = 256, O_LAYERS, O_DIM, O_HEADS, O_KVHEADS, O_FFN, O_EXPERTS, O_TOPK,
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
     O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_MODEL, O_EXPORT,
-    O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE, O_HEADTIMEOUT, O_BODYTIMEOUT
+    O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE, O_HEADTIMEOUT, O_BODYTIMEOUT,
+    O_ARCH
 };
 
 static const struct option OPTS[] = {
@@ -116,6 +124,7 @@ static const struct option OPTS[] = {
     {"model", required_argument, 0, O_MODEL},
     {"export-gguf", required_argument, 0, O_EXPORT},
     {"dtype", required_argument, 0, O_DTYPE},
+    {"arch", required_argument, 0, O_ARCH},
     {"op-bench", required_argument, 0, O_OPBENCH},
     {"op-bench-tokens", required_argument, 0, O_OBTOKENS},
     {"op-bench-pos", required_argument, 0, O_OBPOS},
@@ -203,7 +212,7 @@ int cmd_serve(int argc, char **argv)
     const char *C = "serve";
     const char *gguf_in = NULL, *gguf_out = NULL;
     int preset_given = 0;
-    int rc, opt, dtype = CAL_DTYPE_F32;
+    int rc, opt, dtype = CAL_DTYPE_F32, mix = 0, arch = -1;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", OPTS, NULL)) != -1) {
@@ -213,9 +222,17 @@ int cmd_serve(int argc, char **argv)
         case O_MODEL:    gguf_in = optarg; break;
         case O_EXPORT:   gguf_out = optarg; break;
         case O_DTYPE:
-            dtype = cal_dtype_parse(optarg);
+            /* q4_k_m is a file's mixture: the engine holds Q4_K */
+            mix = strcasecmp(optarg, "q4_k_m") == 0;
+            dtype = mix ? CAL_DTYPE_Q4_K : cal_dtype_parse(optarg);
             if (dtype < 0)
-                return cli_usage_error(C, "--dtype: \"%s\" is not f32, f16, bf16 or q8_0", optarg);
+                return cli_usage_error(C, "--dtype: \"%s\" is not f32, f16, bf16, q8_0, q4_0, "
+                                       "q4_k, q6_k or q4_k_m", optarg);
+            break;
+        case O_ARCH:
+            arch = cal_arch_parse(optarg);
+            if (arch < 0)
+                return cli_usage_error(C, "--arch: \"%s\" is not llama, qwen2 or qwen3", optarg);
             break;
         case O_LAYERS:   rc = cli_parse_long(C, "--layers", optarg, 1, 1024, &sf.layers); break;
         case O_DIM:      rc = cli_parse_long(C, "--dim", optarg, 1, 1 << 16, &sf.dim); break;
@@ -275,7 +292,7 @@ int cmd_serve(int argc, char **argv)
 
     if (gguf_in && (preset_given || sf.layers >= 0 || sf.dim >= 0 || sf.heads >= 0 ||
                     sf.kv_heads >= 0 || sf.ffn >= 0 || sf.experts >= 0 || sf.top_k >= 0 ||
-                    sf.vocab >= 0 || sf.seed >= 0))
+                    sf.vocab >= 0 || sf.seed >= 0 || arch >= 0))
         return cli_usage_error(C, "--model: the file fixes the shape (only --context applies)");
     cal_server_config sc = {0};
     if (gguf_in) {
@@ -303,10 +320,22 @@ int cmd_serve(int argc, char **argv)
     if (sf.experts == 0) sc.model.top_k = 0;
     if (sf.seed >= 0) sc.model.seed = (uint64_t)sf.seed;
     sc.model.dtype = dtype;
+    if (arch >= 0) sc.model.arch = arch;
+    if (mix && !gguf_out)
+        return cli_usage_error(C, "--dtype: q4_k_m is a file format (--export-gguf); "
+                               "serve its file with --dtype q4_k or f32");
     if (custom) snprintf(sc.model.name, sizeof sc.model.name, "custom");
     const char *why = NULL;
-    if (cal_model_validate(&sc.model, &why) != CAL_OK)
+    if (cal_model_validate(&sc.model, &why) != CAL_OK) {
+        int unit = cal_dtype_bytes_per_weight(dtype) < 1.0 && dtype != CAL_DTYPE_Q8_0 &&
+                   dtype != CAL_DTYPE_Q4_0 ? 256 : 32;
+        if (why && (!strcmp(why, "dim") || !strcmp(why, "ffn_dim")))
+            return cli_usage_error(C, "the model shape is impossible: %s %d is not a multiple "
+                                   "of %d (whole %s blocks)", why, !strcmp(why, "dim")
+                                   ? sc.model.dim : sc.model.ffn_dim, unit,
+                                   cal_dtype_name(dtype));
         return cli_usage_error(C, "the model shape is impossible: %s", why ? why : "?");
+    }
 
     if (gguf_out) {
         cal_engine *eng = NULL;
@@ -314,15 +343,17 @@ int cmd_serve(int argc, char **argv)
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: cannot open the engine: %s", cal_strerror(rc));
         char gwhy[512];
-        rc = cal_gguf_export(eng, gguf_out, dtype, gwhy, sizeof gwhy);
+        rc = cal_gguf_export(eng, gguf_out, mix ? CAL_GGUF_MIX_Q4_K_M : dtype, gwhy,
+                             sizeof gwhy);
         long long np = (long long)cal_model_n_params(&sc.model);
         cal_engine_close(&eng);
         if (rc == CAL_EINVAL)   /* the path or the format: what the flags asked for */
             return cli_usage_error(C, "--export-gguf: %s", gwhy);
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: %s", gwhy);
-        fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s)\n", gguf_out,
-                sc.model.name, np, cal_dtype_name(dtype));
+        fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s, %s)\n", gguf_out,
+                sc.model.name, np, mix ? "q4_k_m" : cal_dtype_name(dtype),
+                cal_arch_name(sc.model.arch));
         return CLI_OK;
     }
     if (gguf_in) {

@@ -83,6 +83,18 @@ static void ref_rope(double *v, int n_heads, int hd, int pos, double theta)
         }
 }
 
+/* NeoX's layout (qwen2, qwen3): element i of a head pairs with i + hd/2 */
+static void ref_rope_neox(double *v, int n_heads, int hd, int pos, double theta)
+{
+    for (int h = 0; h < n_heads; h++)
+        for (int i = 0; i < hd / 2; i++) {
+            double ang = pos * pow(theta, -2.0 * i / hd);
+            double a = v[h * hd + i], b = v[h * hd + i + hd / 2];
+            v[h * hd + i] = a * cos(ang) - b * sin(ang);
+            v[h * hd + i + hd / 2] = a * sin(ang) + b * cos(ang);
+        }
+}
+
 /* y[out] = W[out][in] · x[in] */
 /* set while the reference models a Q8_0 engine: its products take the
  * activations rounded to Q8_0 (kernels.h), and so does the reference */
@@ -204,8 +216,28 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
             w.router = lw.router ? deq(e, lw.router, c->n_experts, d) : NULL;
             ref_rmsnorm(xn, x, w.attn_norm, d, c->norm_eps);
             ref_mv(qkv, w.wqkv, xn, qd + 2 * kvd, d);
-            ref_rope(qkv, H, hd, p, c->rope_theta);
-            ref_rope(qkv + qd, KV, hd, p, c->rope_theta);
+            if (c->arch == CAL_ARCH_QWEN2) {
+                assert_non_null(lw.bqkv);
+                for (int i = 0; i < qd + 2 * kvd; i++)
+                    qkv[i] += lw.bqkv[i];
+            } else {
+                assert_null(lw.bqkv);
+            }
+            if (c->arch == CAL_ARCH_QWEN3) {
+                assert_non_null(lw.q_norm);
+                for (int h = 0; h < H + KV; h++)
+                    ref_rmsnorm(qkv + h * hd, qkv + h * hd, h < H ? lw.q_norm : lw.k_norm,
+                                hd, c->norm_eps);
+            } else {
+                assert_null(lw.q_norm);
+            }
+            if (c->arch == CAL_ARCH_LLAMA) {
+                ref_rope(qkv, H, hd, p, c->rope_theta);
+                ref_rope(qkv + qd, KV, hd, p, c->rope_theta);
+            } else {
+                ref_rope_neox(qkv, H, hd, p, c->rope_theta);
+                ref_rope_neox(qkv + qd, KV, hd, p, c->rope_theta);
+            }
             memcpy(K + ((size_t)l * n + p) * kvd, qkv + qd, sizeof(double) * kvd);
             memcpy(V + ((size_t)l * n + p) * kvd, qkv + qd + kvd, sizeof(double) * kvd);
             for (int h = 0; h < H; h++) {
@@ -581,7 +613,9 @@ static void test_forward_formats_vs_reference(void **state)
     for (int i = 0; i < V; i++)
         span = fmax(span, fabs((double)l32[i]));
     double gain[CAL_DTYPE_COUNT] = {0}, eps[CAL_DTYPE_COUNT] = {0};
-    for (int dt = CAL_DTYPE_F16; dt < CAL_DTYPE_COUNT; dt++) {
+    /* the formats whose blocks fit tiny's rows (Q4_0's error, 16 times
+     * Q8_0's, and the K-quants: test_forward_kquants_vs_reference) */
+    for (int dt = CAL_DTYPE_F16; dt <= CAL_DTYPE_Q8_0; dt++) {
         c.dtype = dt;
         cal_engine *e = NULL;
         assert_int_equal(cal_engine_open(&c, 2, 64, &e), CAL_OK);
@@ -597,12 +631,96 @@ static void test_forward_formats_vs_reference(void **state)
     }
     assert_true(eps[CAL_DTYPE_Q8_0] > 10 * eps[CAL_DTYPE_F16]);
     assert_true(eps[CAL_DTYPE_BF16] > 4 * eps[CAL_DTYPE_F16]);
-    for (int dt = CAL_DTYPE_F16; dt < CAL_DTYPE_COUNT; dt++) {
+    for (int dt = CAL_DTYPE_F16; dt <= CAL_DTYPE_Q8_0; dt++) {
         assert_true(gain[dt] > 1.0 && gain[dt] < 50.0);
         assert_true(gain[dt] < 2.0 * gain[CAL_DTYPE_F16] && gain[dt] > 0.5 * gain[CAL_DTYPE_F16]);
     }
     free(l32); free(lq);
     cal_engine_close(&ref32);
+}
+
+/* a dense shape whose rows are whole K-quant super-blocks */
+static cal_model_config kq_shape(int dtype, int arch)
+{
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    c.dim = 256; c.ffn_dim = 512; c.n_layers = 2; c.n_heads = 4; c.n_kv_heads = 2;
+    c.vocab = 1024; c.dtype = dtype; c.arch = arch;
+    return c;
+}
+
+/* Q4_0, Q4_K and Q6_K engines against the reference over their own
+ * dequantized weights: a prefill chunk (dequantized tiles and SGEMM) and
+ * token by token (the decode kernels). The activations stay F32, so the
+ * bound is the F32 one. */
+static void test_forward_kquants_vs_reference(void **state)
+{
+    (void)state;
+    for (int dt = CAL_DTYPE_Q4_0; dt <= CAL_DTYPE_Q6_K; dt++) {
+        cal_model_config c = kq_shape(dt, CAL_ARCH_LLAMA);
+        cal_engine *e = NULL;
+        assert_int_equal(cal_engine_open(&c, 2, 64, &e), CAL_OK);
+        check_vs_reference(e, 37, 37);
+        check_vs_reference(e, 13, 1);
+        cal_engine_close(&e);
+    }
+    /* the tiny preset's rows are not whole super-blocks: refused by name */
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    c.dtype = CAL_DTYPE_Q4_K;
+    const char *why = NULL;
+    assert_int_equal(cal_model_validate(&c, &why), CAL_EINVAL);
+    assert_string_equal(why, "dim");
+    c.dtype = CAL_DTYPE_Q4_0;
+    assert_int_equal(cal_model_validate(&c, NULL), CAL_OK);
+}
+
+/* qwen2 (QKV biases) and qwen3 (per-head RMSNorm of Q and K), both with
+ * NeoX RoPE, against the reference: prefill and decode, F32 and Q4_K. The
+ * shared matrices are llama's for the same seed, and the extra tensors
+ * change the logits (so the reference really exercises them). */
+static void test_forward_qwen_vs_reference(void **state)
+{
+    (void)state;
+    float *base = malloc(sizeof(float) * 1024), *lg = malloc(sizeof(float) * 1024);
+    int32_t t[9];
+    prompt(t, 9, 1024, 3);
+    cal_model_config c = kq_shape(CAL_DTYPE_F32, CAL_ARCH_LLAMA);
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, 1, 64, &e), CAL_OK);
+    assert_int_equal(run(e, 0, 0, t, 9, base), CAL_OK);
+    cal_layer_weights ll;
+    cal_engine_layer_weights(e, 1, &ll);
+    float *wo = malloc(cal_k_row_bytes(CAL_DTYPE_F32, c.dim) * (size_t)c.dim);
+    memcpy(wo, ll.wo, cal_k_row_bytes(CAL_DTYPE_F32, c.dim) * (size_t)c.dim);
+    cal_engine_close(&e);
+    for (int arch = CAL_ARCH_QWEN2; arch <= CAL_ARCH_QWEN3; arch++)
+        for (int dt = CAL_DTYPE_F32; dt <= CAL_DTYPE_Q4_K; dt += CAL_DTYPE_Q4_K) {
+            c = kq_shape(dt, arch);
+            assert_int_equal(cal_engine_open(&c, 2, 64, &e), CAL_OK);
+            check_vs_reference(e, 37, 37);
+            check_vs_reference(e, 13, 1);
+            if (dt == CAL_DTYPE_F32) {
+                cal_engine_layer_weights(e, 1, &ll);
+                assert_memory_equal(ll.wo, wo, sizeof(float) * (size_t)c.dim * c.dim);
+                assert_int_equal(run(e, 0, 0, t, 9, lg), CAL_OK);
+                double diff = 0;
+                for (int i = 0; i < 1024; i++)
+                    diff = fmax(diff, fabs((double)lg[i] - base[i]));
+                assert_true(diff > 0.1);
+            }
+            cal_engine_close(&e);
+        }
+    /* MoE stays llama's */
+    assert_int_equal(cal_model_preset("moe", &c), CAL_OK);
+    c.arch = CAL_ARCH_QWEN3;
+    const char *why = NULL;
+    assert_int_equal(cal_model_validate(&c, &why), CAL_EINVAL);
+    assert_string_equal(why, "arch");
+    assert_string_equal(cal_arch_name(CAL_ARCH_QWEN2), "qwen2");
+    assert_int_equal(cal_arch_parse("Qwen3"), CAL_ARCH_QWEN3);
+    assert_int_equal(cal_arch_parse("gemma"), -1);
+    free(base); free(lg); free(wo);
 }
 
 static void test_forward_moe_vs_reference(void **state)
@@ -1023,6 +1141,8 @@ int main(void)
         cmocka_unit_test(test_forward_tiny_vs_reference),
         cmocka_unit_test(test_forward_moe_vs_reference),
         cmocka_unit_test(test_forward_formats_vs_reference),
+        cmocka_unit_test(test_forward_kquants_vs_reference),
+        cmocka_unit_test(test_forward_qwen_vs_reference),
         cmocka_unit_test(test_profile_by_batch),
         cmocka_unit_test(test_prefill_chunk_equals_tokenwise),
         cmocka_unit_test(test_batched_equals_alone),

@@ -214,6 +214,171 @@ static void test_roundtrip_bf16(void **state) { roundtrip_format(CAL_DTYPE_BF16,
 static void test_roundtrip_q8_0(void **state) { roundtrip_format(CAL_DTYPE_Q8_0, CAL_GGUF_Q8_0); }
 static void test_roundtrip_moe(void **state) { roundtrip(1); }
 
+/* Q4_0, Q4_K and Q6_K files: each matrix in its ggml type at its block
+ * size; served back in the same format every matrix is the writing engine's
+ * byte for byte and the logits are the same bits (tolerance 0: the tied
+ * embedding is held once, from output.weight, as the writer held it). Into
+ * an F32 engine the weights are the format's values exactly, so the logits
+ * differ only by the order of the sums (1e-4 of the largest). */
+static cal_model_config kq_cfg(int dtype)
+{
+    cal_model_config c = small_cfg(0);
+    c.dim = 256; c.ffn_dim = 512; c.n_heads = 4; c.n_kv_heads = 2;
+    c.dtype = dtype;
+    return c;
+}
+
+static double max_rel_diff(const float *a, const float *b, int n)
+{
+    double maxd = 0, maxa = 0;
+    for (int i = 0; i < n; i++) {
+        maxd = fmax(maxd, fabs((double)a[i] - b[i]));
+        maxa = fmax(maxa, fabs((double)a[i]));
+    }
+    assert_true(maxa > 0);
+    return maxd / maxa;
+}
+
+static void roundtrip_kq(int dtype, uint32_t ggml_type)
+{
+    cal_model_config c = kq_cfg(dtype), g;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/kq-%s.gguf", dir, cal_dtype_name(dtype));
+    export_to(&c, path, dtype);
+    cal_gguf_model m;
+    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+    const cal_gguf_tensor *q = cal_gguf_find(&m, "blk.1.ffn_down.weight");
+    assert_non_null(q);
+    assert_int_equal(q->type, ggml_type);
+    assert_int_equal(q->bytes, (uint64_t)(c.dim * cal_dtype_bytes_per_weight(dtype) * c.ffn_dim));
+    cal_gguf_model_free(&m);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    assert_int_equal(g.tied_embeddings, 1);
+    g.dtype = dtype;
+    cal_engine *ea = NULL, *eb = NULL;
+    assert_int_equal(cal_engine_open(&c, 1, 16, &ea), CAL_OK);
+    assert_int_equal(cal_engine_open(&g, 1, 16, &eb), CAL_OK);
+    size_t rd = cal_k_row_bytes(dtype, c.dim), rf = cal_k_row_bytes(dtype, c.ffn_dim);
+    int hd = c.dim / c.n_heads, qkv = c.dim + 2 * hd * c.n_kv_heads;
+    for (int l = 0; l < c.n_layers; l++) {
+        cal_layer_weights wa, wb;
+        cal_engine_layer_weights(ea, l, &wa);
+        cal_engine_layer_weights(eb, l, &wb);
+        assert_memory_equal(wa.wqkv, wb.wqkv, rd * (size_t)qkv);
+        assert_memory_equal(wa.wo, wb.wo, rd * (size_t)c.dim);
+        assert_memory_equal(wa.w13, wb.w13, rd * 2 * (size_t)c.ffn_dim);
+        assert_memory_equal(wa.w2, wb.w2, rf * (size_t)c.dim);
+    }
+    cal_engine_close(&ea);
+    cal_engine_close(&eb);
+    int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
+    float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
+    logits_of(&c, ids, 7, a);
+    logits_of(&g, ids, 7, b);
+    assert_memory_equal(a, b, sizeof(float) * (size_t)c.vocab);
+    g.dtype = CAL_DTYPE_F32;
+    logits_of(&g, ids, 7, b);
+    assert_true(max_rel_diff(a, b, c.vocab) < 1e-4);
+    free(a);
+    free(b);
+}
+
+/* qwen2 and qwen3 files: their general.architecture, their own keys and
+ * the extra tensors (F32, 1-D); served back in the writer's format the
+ * logits are the writer's bits, in F32, Q4_K and Q6_K. */
+static void roundtrip_arch(int arch, int dtype)
+{
+    cal_model_config c = kq_cfg(dtype), g;
+    c.arch = arch;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, cal_arch_name(arch), cal_dtype_name(dtype));
+    export_to(&c, path, dtype);
+    cal_gguf_model m;
+    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+    assert_string_equal(m.shape.arch, cal_arch_name(arch));
+    assert_int_equal(m.ffn, c.ffn_dim);
+    const char *extra = arch == CAL_ARCH_QWEN2 ? "blk.1.attn_v.bias" : "blk.1.attn_k_norm.weight";
+    const cal_gguf_tensor *t = cal_gguf_find(&m, extra);
+    assert_non_null(t);
+    assert_int_equal(t->type, CAL_GGUF_F32);
+    assert_int_equal(t->ne[0], arch == CAL_ARCH_QWEN2 ? 2 * c.dim / c.n_heads : c.dim / c.n_heads);
+    cal_gguf_model_free(&m);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    assert_int_equal(g.arch, arch);
+    g.dtype = dtype;
+    int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
+    float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
+    logits_of(&c, ids, 7, a);
+    logits_of(&g, ids, 7, b);
+    assert_memory_equal(a, b, sizeof(float) * (size_t)c.vocab);
+    free(a);
+    free(b);
+}
+
+static void test_roundtrip_qwen(void **state)
+{
+    (void)state;
+    roundtrip_arch(CAL_ARCH_QWEN2, CAL_DTYPE_F32);
+    roundtrip_arch(CAL_ARCH_QWEN3, CAL_DTYPE_F32);
+    roundtrip_arch(CAL_ARCH_QWEN2, CAL_DTYPE_Q4_K);
+    roundtrip_arch(CAL_ARCH_QWEN3, CAL_DTYPE_Q6_K);
+}
+
+static void test_roundtrip_q4_0(void **state) { roundtrip_kq(CAL_DTYPE_Q4_0, CAL_GGUF_Q4_0); }
+static void test_roundtrip_q4_k(void **state) { roundtrip_kq(CAL_DTYPE_Q4_K, CAL_GGUF_Q4_K); }
+static void test_roundtrip_q6_k(void **state) { roundtrip_kq(CAL_DTYPE_Q6_K, CAL_GGUF_Q6_K); }
+
+/* Q4_K_M: Q6_K for output.weight and for attn_v and ffn_down of llama.cpp's
+ * use_more_bits layers (of 2 layers, layer 1), Q4_K for the rest. Written
+ * from a Q4_K engine, the Q6_K tensors hold its values rounded again: Q6_K
+ * moves a weight by at most half its step, 1/64 of its sub-block's largest
+ * value. On this shape every matrix in Q6_K moves the logits by 0.20 of
+ * the largest against F32 (Q8_0: 0.05, Q4_K: 0.46; the synthetic model
+ * amplifies weight noise); rounding a third of them again moved them by
+ * 0.09, and the bound is 0.15, below the whole model's Q6_K figure. A Q6_K
+ * tensor read with a wrong layout would be off by its whole value. */
+static void test_roundtrip_q4_k_m(void **state)
+{
+    (void)state;
+    cal_model_config c = kq_cfg(CAL_DTYPE_Q4_K), g;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/kq-q4_k_m.gguf", dir);
+    export_to(&c, path, CAL_GGUF_MIX_Q4_K_M);
+    cal_gguf_model m;
+    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+    static const struct { const char *name; uint32_t type; } want[] = {
+        {"token_embd.weight", CAL_GGUF_Q4_K},    {"output.weight", CAL_GGUF_Q6_K},
+        {"blk.0.attn_q.weight", CAL_GGUF_Q4_K},  {"blk.0.attn_v.weight", CAL_GGUF_Q4_K},
+        {"blk.0.ffn_down.weight", CAL_GGUF_Q4_K}, {"blk.1.attn_v.weight", CAL_GGUF_Q6_K},
+        {"blk.1.ffn_down.weight", CAL_GGUF_Q6_K}, {"blk.1.attn_k.weight", CAL_GGUF_Q4_K},
+        {"blk.1.ffn_norm.weight", CAL_GGUF_F32},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const cal_gguf_tensor *t = cal_gguf_find(&m, want[i].name);
+        assert_non_null(t);
+        if (t->type != want[i].type)
+            fail_msg("%s: type %u, not %u", want[i].name, t->type, want[i].type);
+    }
+    cal_gguf_model_free(&m);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    g.dtype = CAL_DTYPE_F32;
+    int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
+    float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
+    logits_of(&c, ids, 7, a);
+    logits_of(&g, ids, 7, b);
+    double d = max_rel_diff(a, b, c.vocab);
+    print_message("q4_k_m served in f32: max logit difference %.4f of the largest\n", d);
+    assert_true(d > 0 && d < 0.15);
+    free(a);
+    free(b);
+}
+
 static void test_half_exact(void **state)
 {
     for (uint32_t h = 0; h < 65536; h++) {
@@ -284,9 +449,9 @@ static void expect_refusal(const char *name, void (*patch)(uint8_t *, size_t),
 /* "general.architecture" + type u32 + length u64 + "llama" */
 static void p_arch(uint8_t *b, size_t n)
 {
-    memcpy(after(b, n, "general.architecture") + 12, "qwen2", 5);
+    memcpy(after(b, n, "general.architecture") + 12, "gemma", 5);
     for (uint8_t *p = b; (p = memmem(p, n - (size_t)(p - b), "llama.", 6)); p += 6)
-        memcpy(p, "qwen2.", 6);   /* a qwen2 file has its own keys */
+        memcpy(p, "gemma.", 6);   /* a gemma file has its own keys */
 }
 static void p_vocab(uint8_t *b, size_t n) { memcpy(after(b, n, "tokenizer.ggml.model") + 12, "gpt2x", 5); }
 static void p_bytes(uint8_t *b, size_t n) { memcpy(after(b, n, "<0x41>") - 6, "<0x4X>", 6); }
@@ -294,16 +459,16 @@ static void p_bytes(uint8_t *b, size_t n) { memcpy(after(b, n, "<0x41>") - 6, "<
 static void p_type(uint8_t *b, size_t n)
 {
     uint8_t *t = after(b, n, "blk.1.ffn_up.weight") + 4 + 16;
-    t[0] = 2;   /* Q4_0: fewer bytes than F32, so the file still holds them */
+    t[0] = 6;   /* Q5_0: fewer bytes than F32, so the file still holds them */
 }
 static void p_missing(uint8_t *b, size_t n) { memcpy(after(b, n, "blk.1.ffn_up") - 2, "xx", 2); }
 
 static void test_refusals(void **state)
 {
-    expect_refusal("arch", p_arch, "architecture \"qwen2\" is not supported");
+    expect_refusal("arch", p_arch, "architecture \"gemma\" is not supported");
     expect_refusal("vocab", p_vocab, "vocabulary \"gpt2x\" is not supported");
     expect_refusal("bytes", p_bytes, "without byte tokens at ids 0..255");
-    expect_refusal("type", p_type, "tensor blk.1.ffn_up.weight: type Q4_0 is not supported");
+    expect_refusal("type", p_type, "tensor blk.1.ffn_up.weight: type Q5_0 is not supported");
     expect_refusal("missing", p_missing, "tensor blk.1.ffn_up.weight is missing");
     char why[256];
     cal_model_config g;
@@ -376,6 +541,11 @@ int main(void)
         cmocka_unit_test(test_roundtrip_moe),
         cmocka_unit_test(test_roundtrip_bf16),
         cmocka_unit_test(test_roundtrip_q8_0),
+        cmocka_unit_test(test_roundtrip_q4_0),
+        cmocka_unit_test(test_roundtrip_q4_k),
+        cmocka_unit_test(test_roundtrip_q6_k),
+        cmocka_unit_test(test_roundtrip_q4_k_m),
+        cmocka_unit_test(test_roundtrip_qwen),
         cmocka_unit_test(test_half_exact),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_scaled_tie_checked),

@@ -294,10 +294,12 @@ static void test_products_every_format_and_batch(void **state)
 {
     (void)state;
     for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++) {
-        /* 37 rows: the 4- and 2-row tiles and a 1-row tail; 96 = three blocks */
-        check_product(dt, PATH_VECTOR, 37, 96);
-        check_product(dt, PATH_PORTABLE, 37, 96);
-        check_product(dt, PATH_VECTOR, 5, 320);
+        /* 37 rows: the 4- and 2-row tiles and a 1-row tail; 96 = three blocks
+         * (of 32 weights; the K-quants' blocks are 256) */
+        int u = cal_k_block_elems(dt) > 32 ? 256 : 32;
+        check_product(dt, PATH_VECTOR, 37, 3 * u);
+        check_product(dt, PATH_PORTABLE, 37, 3 * u);
+        check_product(dt, PATH_VECTOR, 5, 10 * u);
     }
     /* Q8_0 interleaved: quads of rows and the 1-3 left (37 = 9 quads + 1,
      * 6 = 1 + a pair, 7 = 1 + a pair + 1, 4 = a quad alone), a short last
@@ -356,6 +358,11 @@ static void test_quantisation_error_sizes(void **state)
     assert_true(rel[CAL_DTYPE_F16] > 1e-6 && rel[CAL_DTYPE_F16] < 0x1p-11);
     assert_true(rel[CAL_DTYPE_BF16] > 4 * rel[CAL_DTYPE_F16] && rel[CAL_DTYPE_BF16] < 0x1p-8);
     assert_true(rel[CAL_DTYPE_Q8_0] > rel[CAL_DTYPE_F16] && rel[CAL_DTYPE_Q8_0] < 1.0 / 127);
+    /* Q6_K: 63 levels per sub-block of 16 (its int8 scales add a little);
+     * Q4_0 and Q4_K: 15 levels per 32 */
+    assert_true(rel[CAL_DTYPE_Q6_K] > rel[CAL_DTYPE_Q8_0] && rel[CAL_DTYPE_Q6_K] < 1.0 / 63);
+    assert_true(rel[CAL_DTYPE_Q4_0] > 2 * rel[CAL_DTYPE_Q6_K] && rel[CAL_DTYPE_Q4_0] < 1.0 / 15);
+    assert_true(rel[CAL_DTYPE_Q4_K] > 2 * rel[CAL_DTYPE_Q6_K] && rel[CAL_DTYPE_Q4_K] < 1.0 / 15);
     free(w); free(x); free(ws);
 }
 
@@ -450,7 +457,11 @@ static void test_dtype_names(void **state)
     for (int i = 0; i < CAL_DTYPE_COUNT; i++)
         assert_int_equal(cal_dtype_parse(cal_dtype_name(i)), i);
     assert_int_equal(cal_dtype_parse("Q8_0"), CAL_DTYPE_Q8_0);
-    assert_int_equal(cal_dtype_parse("q4_0"), -1);
+    assert_int_equal(cal_dtype_parse("Q4_K"), CAL_DTYPE_Q4_K);
+    assert_int_equal(cal_dtype_parse("q4_1"), -1);
+    assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q4_0) == 18.0 / 32);
+    assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q4_K) == 144.0 / 256);
+    assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q6_K) == 210.0 / 256);
     assert_int_equal(cal_dtype_parse(NULL), -1);
     assert_null(cal_dtype_name(CAL_DTYPE_COUNT));
     assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q8_0) == 34.0 / 32);

@@ -1,0 +1,231 @@
+/* Unit tests of llama.cpp's 4- and 6-bit formats (engine/kquants.c): blocks
+ * built by hand byte by byte decode to the values their layout defines, the
+ * quantizers stay within their error bounds, and the vector decode product
+ * agrees with the reference dot product at every batch size 1..16, on row
+ * counts with odd tails. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "engine/engine.h"
+#include "engine/kernels.h"
+
+static uint64_t rng = 4242;
+static float frand(void) /* uniform in [-1, 1) */
+{
+    return (float)(cal_k_splitmix64(&rng) >> 40) / 8388608.0f - 1.0f;
+}
+
+static void test_q4_0_by_hand(void **state)
+{
+    (void)state;
+    cal_q4_0_block b;
+    memset(&b, 0, sizeof b);
+    b.d = 0x3800;          /* 0.5 */
+    b.qs[0] = 0x1F;        /* element 0: 15, element 16: 1 */
+    b.qs[15] = 0x80;       /* element 15: 0, element 31: 8 */
+    float y[32];
+    cal_k_dequantize_row(CAL_DTYPE_Q4_0, &b, y, 32);
+    assert_true(y[0] == 3.5f);      /* (15 − 8) · 0.5 */
+    assert_true(y[16] == -3.5f);    /* (1 − 8) · 0.5 */
+    assert_true(y[15] == -4.0f);    /* (0 − 8) · 0.5 */
+    assert_true(y[31] == 0.0f);
+    assert_true(y[1] == -4.0f && y[17] == -4.0f);
+    assert_int_equal(cal_k_row_bytes(CAL_DTYPE_Q4_0, 64), 36);
+}
+
+static void test_q4_k_by_hand(void **state)
+{
+    (void)state;
+    cal_q4_k_block b;
+    memset(&b, 0, sizeof b);
+    b.d = 0x3C00;          /* 1.0 */
+    b.dmin = 0x3800;       /* 0.5 */
+    /* sub-block 0: scale 2, min 4, in the low 6 bits of bytes 0 and 4 */
+    b.scales[0] = 2;
+    b.scales[4] = 4;
+    /* sub-block 5: scale 33 = 0b10'0001, min 17 = 0b01'0001: low nibbles in
+     * byte 9, the top two bits in bits 6-7 of bytes 1 (scale) and 5 (min) */
+    b.scales[9] = 0x11;
+    b.scales[1] = 2 << 6;
+    b.scales[5] = 1 << 6;
+    b.qs[0] = 0x03;        /* element 0 (sub-block 0, low nibble): 3 */
+    b.qs[64 + 7] = 0x90;   /* element 32·5 + 7 (sub-block 5: pair 2, high nibble): 9 */
+    float y[256];
+    cal_k_dequantize_row(CAL_DTYPE_Q4_K, &b, y, 256);
+    assert_true(y[0] == 1.0f * 2 * 3 - 0.5f * 4);        /* 4 */
+    assert_true(y[1] == -2.0f);                           /* q 0: −dmin·m */
+    assert_true(y[167] == 1.0f * 33 * 9 - 0.5f * 17);    /* 288.5 */
+    assert_true(y[160] == -8.5f);
+    assert_true(y[32] == 0.0f);                           /* sub-block 1: all 0 */
+    /* sub-block 1 (the high nibbles of the first 32 bytes) sees element 0's byte */
+    b.scales[1] |= 1;      /* sub-block 1: scale 1 (the top bits stay sub-block 5's) */
+    b.qs[0] = 0x73;
+    cal_k_dequantize_row(CAL_DTYPE_Q4_K, &b, y, 256);
+    assert_true(y[0] == 4.0f && y[32] == 7.0f && y[167] == 288.5f);
+    assert_int_equal(cal_k_row_bytes(CAL_DTYPE_Q4_K, 512), 288);
+}
+
+static void test_q6_k_by_hand(void **state)
+{
+    (void)state;
+    cal_q6_k_block b;
+    memset(&b, 0, sizeof b);
+    b.d = 0x3400;          /* 0.25 */
+    b.scales[0] = 2;
+    b.scales[13] = -3;
+    b.ql[0] = 0x05;        /* element 0: low 4 bits 5 */
+    b.qh[0] = 0x02;        /* ... high 2 bits 2: q = 37 */
+    /* element 210 = 128 + 82: half 1, group 2, l 18: the high nibble of
+     * ql[64 + 18] and bits 4-5 of qh[32 + 18]; sub-block 210/16 = 13 */
+    b.ql[64 + 18] = 0xA0;  /* 10 */
+    b.qh[32 + 18] = 1 << 4;/* q = 10 | 16 = 26 */
+    float y[256];
+    cal_k_dequantize_row(CAL_DTYPE_Q6_K, &b, y, 256);
+    assert_true(y[0] == 0.25f * 2 * (37 - 32));          /* 2.5 */
+    assert_true(y[210] == 0.25f * -3 * (26 - 32));       /* 4.5 */
+    assert_true(y[208] == 0.25f * -3 * -32);             /* q 0 in sub-block 13 */
+    assert_true(y[1] == 0.25f * 2 * -32);
+    assert_true(y[64 + 18] == 0.0f);                      /* scale 0 */
+    assert_int_equal(cal_k_row_bytes(CAL_DTYPE_Q6_K, 256), 210);
+}
+
+/* quantize → dequantize: every weight within the format's worst-case step
+ * of its own block, and the round trip of a dequantized row is exact */
+static void check_roundtrip(int dt, double levels)
+{
+    enum { N = 1024 };
+    float x[N], y[N], z[N];
+    unsigned char q[N], q2[N];
+    for (int i = 0; i < N; i++)
+        x[i] = frand() * (i % 13 == 0 ? 3.0f : 1.0f) + (i / 256 == 2 ? 0.7f : 0.0f);
+    x[300] = 0;
+    cal_k_quantize_row(dt, x, q, N);
+    cal_k_dequantize_row(dt, q, y, N);
+    int blk = cal_k_block_elems(dt);
+    for (int b = 0; b < N / blk; b++) {
+        double lo = 0, hi = 0;
+        for (int i = 0; i < blk; i++) {
+            lo = fmin(lo, x[b * blk + i]);
+            hi = fmax(hi, x[b * blk + i]);
+        }
+        /* the range over the levels, plus the scales' own rounding */
+        double step = (hi - lo) / levels;
+        for (int i = 0; i < blk; i++)
+            assert_true(fabs((double)y[b * blk + i] - x[b * blk + i]) <= step);
+    }
+    /* values already on the grid come back as they are */
+    cal_k_quantize_row(dt, y, q2, N);
+    cal_k_dequantize_row(dt, q2, z, N);
+    double worst = 0;
+    for (int i = 0; i < N; i++)
+        worst = fmax(worst, fabs((double)z[i] - y[i]));
+    assert_true(worst <= 0.02 * fabs((double)y[0]) + 0.05);
+}
+
+static void test_quantizers(void **state)
+{
+    (void)state;
+    check_roundtrip(CAL_DTYPE_Q4_0, 8.0);    /* step = max|x|/8 ≤ range/8 */
+    check_roundtrip(CAL_DTYPE_Q4_K, 8.0);
+    check_roundtrip(CAL_DTYPE_Q6_K, 30.0);
+    /* an all-zero block stays zero (no division by a zero scale) */
+    float zero[256] = {0}, back[256];
+    unsigned char q[256];
+    for (int dt = CAL_DTYPE_Q4_0; dt <= CAL_DTYPE_Q6_K; dt++) {
+        cal_k_quantize_row(dt, zero, q, 256);
+        cal_k_dequantize_row(dt, q, back, 256);
+        for (int i = 0; i < 256; i++)
+            assert_true(back[i] == 0.0f);
+    }
+}
+
+/* The dispatched product (AVX2 where the CPU has it) against the reference
+ * dot product, per output, for batches 1..16 and beta 0 and 0.5. The two sum
+ * in different orders: the bound is n_in ulps of Σ|w·x|. */
+static void check_vs_ref(int dt, int n_out, int n_in)
+{
+    size_t rb = cal_k_row_bytes(dt, n_in);
+    float *w = malloc(sizeof(float) * (size_t)n_out * n_in);
+    char *ws = malloc(rb * (size_t)n_out);
+    float *wq = malloc(sizeof(float) * (size_t)n_in);
+    float *x = malloc(sizeof(float) * 16 * (size_t)n_in);
+    float *y = malloc(sizeof(float) * 16 * (size_t)n_out);
+    for (int i = 0; i < n_out * n_in; i++)
+        w[i] = frand() * (i % 5 == 0 ? 1.5f : 0.2f);
+    for (int i = 0; i < 16 * n_in; i++)
+        x[i] = frand();
+    for (int r = 0; r < n_out; r++)
+        cal_k_quantize_row(dt, w + (size_t)r * n_in, ws + r * rb, n_in);
+    for (int m = 1; m <= 16; m++)
+        for (int pass = 0; pass < 2; pass++) {
+            float beta = pass ? 0.5f : 0.0f;
+            for (int i = 0; i < 16 * n_out; i++)
+                y[i] = pass ? 2.0f : NAN;
+            cal_k_matmul(dt, y, n_out, x, n_in, ws, n_out, n_in, m, beta);
+            for (int i = 0; i < m; i++)
+                for (int r = 0; r < n_out; r++) {
+                    const float *xi = x + (size_t)i * n_in;
+                    float ref = cal_k_kq_dot_ref(dt, ws + r * rb, xi, n_in);
+                    cal_k_dequantize_row(dt, ws + r * rb, wq, n_in);
+                    double sa = 0;
+                    for (int k = 0; k < n_in; k++)
+                        sa += fabs((double)wq[k] * xi[k]);
+                    double got = y[(size_t)i * n_out + r] - (pass ? 1.0 : 0.0);
+                    assert_true(fabs(got - ref) <= n_in * 0x1p-23 * sa + 1e-6);
+                }
+            for (int r = 0; r < n_out; r++)   /* rows beyond m untouched */
+                assert_true(m == 16 || (pass ? y[(size_t)m * n_out + r] == 2.0f
+                                             : isnan(y[(size_t)m * n_out + r])));
+        }
+    free(w); free(ws); free(wq); free(x); free(y);
+}
+
+static void test_products_vs_reference(void **state)
+{
+    (void)state;
+    if (!cal_k_have_kq_avx2())
+        print_message("kquants: this CPU has no AVX2: the portable path checked alone\n");
+    check_vs_ref(CAL_DTYPE_Q4_0, 1, 32);
+    check_vs_ref(CAL_DTYPE_Q4_0, 13, 96);
+    check_vs_ref(CAL_DTYPE_Q4_0, 7, 800);
+    check_vs_ref(CAL_DTYPE_Q4_K, 1, 256);
+    check_vs_ref(CAL_DTYPE_Q4_K, 11, 768);
+    check_vs_ref(CAL_DTYPE_Q6_K, 1, 256);
+    check_vs_ref(CAL_DTYPE_Q6_K, 9, 1280);
+    /* and the portable path alone, bit for bit the reference */
+    enum { NO = 5, NI = 512 };
+    for (int dt = CAL_DTYPE_Q4_0; dt <= CAL_DTYPE_Q6_K; dt++) {
+        size_t rb = cal_k_row_bytes(dt, NI);
+        char *ws = malloc(rb * NO);
+        float w[NI], x[3 * NI], y[3 * NO];
+        for (int k = 0; k < 3 * NI; k++)
+            x[k] = frand();
+        for (int r = 0; r < NO; r++) {
+            for (int k = 0; k < NI; k++)
+                w[k] = frand();
+            cal_k_quantize_row(dt, w, ws + r * rb, NI);
+        }
+        cal_k_kq_matmul_portable(dt, y, NO, x, NI, ws, NO, NI, 3, 0.0f);
+        for (int i = 0; i < 3; i++)
+            for (int r = 0; r < NO; r++)
+                assert_true(y[i * NO + r] == cal_k_kq_dot_ref(dt, ws + r * rb, x + i * NI, NI));
+        free(ws);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_q4_0_by_hand),
+        cmocka_unit_test(test_q4_k_by_hand),
+        cmocka_unit_test(test_q6_k_by_hand),
+        cmocka_unit_test(test_quantizers),
+        cmocka_unit_test(test_products_vs_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
