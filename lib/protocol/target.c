@@ -400,13 +400,29 @@ static void reap_group(pid_t pgid, int64_t deadline)
 {
     for (;;) {
         pid_t r = waitpid(-pgid, NULL, WNOHANG);
-        if (r < 0 && errno != EINTR) return;        /* ECHILD: all gone */
+        if (r < 0 && errno != EINTR) break;         /* ECHILD: none of ours left */
         if (r > 0) continue;
-        if (cal_now_ns() >= deadline) break;
+        if (cal_now_ns() >= deadline) {
+            kill(-pgid, SIGKILL);
+            while (waitpid(-pgid, NULL, 0) > 0 || errno == EINTR) {}
+            break;
+        }
         cal_sleep_ns(5000000LL, NULL);
     }
-    kill(-pgid, SIGKILL);
-    while (waitpid(-pgid, NULL, 0) > 0 || errno == EINTR) {}
+    /* without a subreaper (lib/platform), a process the launch command
+     * started (sh -c's child) is init's to reap, not ours, yet still in the
+     * group and maybe still answering on its port: the engine is stopped
+     * only when the group is empty */
+    int killed = 0;
+    while (kill(-pgid, 0) == 0) {
+        if (cal_now_ns() >= deadline) {
+            if (killed) break;                       /* past SIGKILL: not ours to wait on */
+            kill(-pgid, SIGKILL);
+            killed = 1;
+            deadline = cal_now_ns() + 1000000000LL;   /* a killed process goes at once */
+        }
+        cal_sleep_ns(5000000LL, NULL);
+    }
 }
 
 int cal_target_stop(cal_target **pt)
