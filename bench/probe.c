@@ -314,6 +314,7 @@ static void add(samples *s, int64_t recv, int64_t send)
 
 typedef struct result {
     double p50, p99, max, cpu_us, chunks_s, early_p50, late_p50;
+    double first_p99;           /* the first wave's send − sched p99 (ms); NAN: floor */
     size_t chunks;
     int errors;
 } result;
@@ -448,7 +449,7 @@ static void run_floor(int port, int conc, int64_t dur_ns, int64_t pace_ns, sampl
  * backend used is written to used[8]. */
 static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns, int chunks,
                       const char *backend, int loops, char used[8],
-                      samples *s, int64_t *cpu_ns, int *errors)
+                      samples *s, int64_t *cpu_ns, int *errors, int64_t *start_ns, double *first_p99)
 {
     cal_probe_config cfg = { .base_url = url, .api = CAL_API_COMPLETIONS, .model = "pace",
                              .keep_send_ns = 1, .keep_chunks = 1, .loops = loops,
@@ -467,9 +468,10 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
     const char *prompt = strstr(g_body, "word0");   /* the same prompt as the floor's */
     char *pr = strndup(prompt, (size_t)(strchr(prompt, '"') - prompt));
     for (size_t i = 0; i < n; i++) rq[i] = (cal_request){ .prompt = pr, .max_tokens = chunks };
-    int64_t t0 = cal_now_ns();
-    for (int i = 0; i < conc && (size_t)i < n; i++) rq[i].sched_ns = t0 + i * pace_ns / conc;
-    cal_load load = { .concurrency = conc, .deadline_ns = t0 + dur_ns };
+    /* from the run's start: bodies built and connections opened before it,
+     * as the floor's first stream is due at its start */
+    for (int i = 0; i < conc && (size_t)i < n; i++) rq[i].sched_ns = i * pace_ns / conc;
+    cal_load load = { .concurrency = conc, .deadline_ns = dur_ns, .from_start = 1 };
     cal_probe_stats st;
     int rc = cal_probe_run(p, rq, n, &load, res, NULL, NULL, NULL, &st);
     if (rc) fprintf(stderr, "probe: run: %s\n", cal_strerror(rc));
@@ -484,6 +486,13 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
         cal_req_result_free(&res[i]);
     }
     *cpu_ns = st.cpu_ns;
+    *start_ns = st.start_ns;
+    *first_p99 = st.first_lag_p99_ms;
+    if (getenv("BENCH_PROBE_VERBOSE"))
+        fprintf(stderr, "probe: prepared in %.1f ms, %d connections opened ahead, %d used; first "
+                "wave of %d: send lag p50 %.3f p99 %.3f ms\n", (double)st.prepare_ns / 1e6,
+                st.connected_ahead, st.used_ahead, st.first_wave, st.first_lag_p50_ms,
+                st.first_lag_p99_ms);
     snprintf(used, 8, "%s", st.loop_backend);
     if (st.n_loops > 1 || getenv("BENCH_PROBE_VERBOSE")) {
         char ls[2048];
@@ -568,16 +577,19 @@ static int one_run(const bench_cfg *b, int which, int conc, int pace_ms, int loo
     int64_t cpu = 0, t0 = cal_now_ns(), rq0 = runqueue_wait_ns();
     double u0, s0, u1, s1;
     thread_times(&u0, &s0);
+    int64_t start = 0;
+    double first_p99 = NAN;
     if (which == 0) run_floor(port, conc, dur, pace_ns, &s, &cpu, &err);
     else run_probe(base, conc, dur, pace_ns, b->chunks, which == 2 ? "poll" : NULL, loops, used,
-                   &s, &cpu, &err);
+                   &s, &cpu, &err, &start, &first_p99);
     thread_times(&u1, &s1);
     int64_t rq1 = runqueue_wait_ns(), wall = cal_now_ns() - t0;
     if (getenv("BENCH_PROBE_VERBOSE") && s.n)
         fprintf(stderr, "%s: user %.2f, system %.2f µs per chunk (this thread, whole run)\n",
                 which == 0 ? "floor" : "probe", (u1 - u0) / (double)s.n, (s1 - s0) / (double)s.n);
     double starved = rq0 >= 0 && rq1 >= 0 ? 100.0 * (double)(rq1 - rq0) / (double)wall : NAN;
-    summarize(&s, t0, dur, cpu, r);
+    summarize(&s, start > t0 ? start : t0, dur, cpu, r);   /* thirds from the first send */
+    r->first_p99 = first_p99;
     free(s.err_ms); free(s.send_ns);
     long shorts = 0;
     if (!b->url) pacer_stop(&pc, late, &shorts);
@@ -840,7 +852,7 @@ int main(int argc, char **argv)
         int conc = levels[li];
         int pace_ms = url ? ext_pace_ms : conc >= 2048 ? 40 : 20;
         /* per client, each repetition's p50, p99, CPU, chunks/s, backlog */
-        double m[3][5][16];
+        double m[3][6][16];
         int nm[3] = { 0, 0, 0 };
         for (int rep = 0; rep < reps; rep++) {
             for (int which = 0; which < nclients; which++) {   /* floor, probe, poll: interleaved */
@@ -853,18 +865,21 @@ int main(int argc, char **argv)
                 m[which][2][k] = r.cpu_us;
                 m[which][3][k] = r.chunks_s;
                 m[which][4][k] = r.late_p50 - r.early_p50;
+                m[which][5][k] = r.first_p99;
             }
         }
         if (only >= 0) continue;
-        double md[3][5];
+        double md[3][6];
         for (int w = 0; w < nclients; w++)
-            for (int q = 0; q < 5; q++) md[w][q] = cal_stats_median(m[w][q], (size_t)nm[w]);
+            for (int q = 0; q < 6; q++) md[w][q] = cal_stats_median(m[w][q], (size_t)nm[w]);
         printf("%-6d median of %d: p50 %.3f / %.3f ms, p99 %.3f / %.3f ms, CPU %.2f / %.2f us "
                "(probe / floor): p99 %.2fx, CPU/chunk %.2fx, chunks/s %.3fx; probe backlog "
                "growth %+.1f ms (floor %+.1f)%s\n",
                conc, reps, md[1][0], md[0][0], md[1][1], md[0][1], md[1][2], md[0][2],
                md[1][1] / md[0][1], md[1][2] / md[0][2], md[1][3] / md[0][3], md[1][4], md[0][4],
                md[1][3] >= 0.98 * md[0][3] && md[1][4] < 5 + pace_ms / 2.0 ? ": keeps up" : ": FALLS BEHIND");
+        printf("%-6d caliper chunks/s ÷ floor: %.3f; first wave send lag p99 %.3f ms (median of %d)\n",
+               conc, md[1][3] / md[0][3], md[1][5], reps);
         if (poll_too)
             printf("%-6d median of %d, poll(): p99 %.3f ms (%.2fx the floor), CPU %.2f us (%.2fx), "
                    "chunks/s %.3fx, backlog growth %+.1f ms%s\n",

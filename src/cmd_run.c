@@ -89,6 +89,9 @@ static void usage(FILE *f)
         "                       scheduled time); --concurrency then caps in-flight requests\n"
         "  --loops N            client event loops, one thread each (default: the CPUs caliper\n"
         "                       may use, less those a local engine is pinned to)\n"
+        "  --no-connect-ahead   open each connection when its first request goes out; by\n"
+        "                       default (--connect-ahead) one keep-alive connection per slot\n"
+        "                       is opened before a cell's clock starts (docs/run.md)\n"
         "  --rate ramp:A-B/T    arrivals whose rate rises from A to B req/s over T, then holds\n"
         "  --rate burst:N/every T   N requests at once every T (docs/load.md)\n"
         "  --slo ttft=500ms,tpot=50ms   goodput: requests/s meeting every bound (keys ttft,\n"
@@ -171,6 +174,7 @@ typedef struct opts {
     long long keep_chunks;           /* plan.keep_chunks */
     dist_opts dist;                  /* --shard, --start-at, --mpi */
     long loops;                      /* 0: CAL_PROBE_LOOPS_AUTO */
+    int no_connect_ahead;            /* --no-connect-ahead */
     /* traffic (docs/workload.md) */
     cal_lendist prompt_len, output_len;
     const char *dataset, *dataset_format, *scenario, *replay;
@@ -186,7 +190,7 @@ enum {
     O_ITIMEOUT, O_RTIMEOUT, O_NOTEL, O_INTERVAL, O_SEED, O_FLOOR, O_EQUIV, O_HELP,
     O_DATASET, O_DSFMT, O_SCENARIO, O_USERS, O_TURNS, O_SYSTOK, O_USERTOK, O_THINK, O_STAGGER,
     O_REPLAY, O_RSPEED,
-    O_KEEP, O_SHARD, O_STARTAT, O_MPI, O_LOOPS, O_SLO, O_SWEEP, O_SWEEPMAX, O_SWEEPSTEPS
+    O_KEEP, O_SHARD, O_STARTAT, O_MPI, O_LOOPS, O_SLO, O_SWEEP, O_SWEEPMAX, O_SWEEPSTEPS, O_AHEAD, O_NOAHEAD
 };
 static const struct option LONGOPTS[] = {
     {"url", required_argument, 0, O_URL}, {"launch", required_argument, 0, O_LAUNCH},
@@ -211,6 +215,8 @@ static const struct option LONGOPTS[] = {
     {"seed", required_argument, 0, O_SEED}, {"noise-floor", required_argument, 0, O_FLOOR},
     {"equivalence", required_argument, 0, O_EQUIV},
     {"loops", required_argument, 0, O_LOOPS},
+    {"connect-ahead", no_argument, 0, O_AHEAD},
+    {"no-connect-ahead", no_argument, 0, O_NOAHEAD},
     {"slo", required_argument, 0, O_SLO}, {"sweep", required_argument, 0, O_SWEEP},
     {"sweep-max-rate", required_argument, 0, O_SWEEPMAX},
     {"sweep-steps", required_argument, 0, O_SWEEPSTEPS},
@@ -412,6 +418,8 @@ static int parse_opts(int argc, char **argv, opts *o)
             o->request_s = d;
             break;
         case O_NOTEL: o->no_tel = 1; break;
+        case O_AHEAD: o->no_connect_ahead = 0; break;
+        case O_NOAHEAD: o->no_connect_ahead = 1; break;
         case O_LOOPS:
             if (cli_parse_long(CMD, "--loops", optarg, 1, CAL_PROBE_MAX_LOOPS, &o->loops)) return CLI_USAGE;
             break;
@@ -673,6 +681,7 @@ static char *protocol_extra(const opts *o)
     json_object_set_new(p, "connect_timeout_s", json_real(o->connect_s));
     json_object_set_new(p, "idle_timeout_s", json_real(o->idle_s));
     if (o->loops) json_object_set_new(p, "loops", json_integer(o->loops));
+    json_object_set_new(p, "connect_ahead", json_boolean(!o->no_connect_ahead));
     cal_probe_config rt = { .connect_timeout_ns = (int64_t)(o->connect_s * 1e9),
                             .idle_timeout_ns = (int64_t)(o->idle_s * 1e9),
                             .request_timeout_ns = (int64_t)(o->request_s * 1e9) };
@@ -749,6 +758,7 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     sc.probe.request_timeout_ns = (int64_t)(o->request_s * 1e9);
     sc.probe.keep_chunks = 1;
     sc.probe.loops = o->loops ? (int)o->loops : CAL_PROBE_LOOPS_AUTO;
+    sc.probe.no_connect_ahead = o->no_connect_ahead;
     sc.probe.model = o->model;
     sc.version = o->label;
     /* bounded like a request: the model lookup by 5 s at most, each

@@ -70,6 +70,17 @@ typedef struct cal_probe_config {
                                    the results are merged: the same records and
                                    statistics one loop gives. CAL_PROBE_LOOPS_AUTO:
                                    cal_probe_default_loops(0) at open) */
+    int         no_connect_ahead;   /* 1: open each connection when its first
+                                   request goes out (that request pays the TCP
+                                   handshake). 0, the default: before the run's
+                                   start, open one TCP connection per slot of
+                                   a closed loop (min(concurrency, requests);
+                                   an open loop's cap when given and its times
+                                   count from the start), each handed to the
+                                   slot's first request; libcurl keeps reusing
+                                   it as a keep-alive client does. Not done when
+                                   a proxy variable is set (the connection would
+                                   go elsewhere). See docs/run.md. */
 } cal_probe_config;
 
 #define CAL_PROBE_MAX_LOOPS 64
@@ -152,6 +163,11 @@ typedef struct cal_load {
     uint64_t seed;
     int64_t  deadline_ns;       /* absolute; 0 = none. Unsent requests at the
                                    deadline end as cancelled. */
+    int      from_start;        /* 1: a non-zero deadline_ns and the non-zero
+                                   sched_ns of the requests count ns from the
+                                   run's start (stats.start_ns: after the
+                                   bodies are built and connections opened),
+                                   not from CLOCK_MONOTONIC's zero */
     /* Called as each sent request ends, with its final result, before
      * progress; on the thread that ran it (several threads may call at
      * once). It may fold the chunk timestamps into histograms and free
@@ -195,6 +211,18 @@ typedef struct cal_probe_stats {
     int     saturated_loop;     /* a loop that could not keep up (its thread
                                    on a CPU >= 90 % of its wall time), the
                                    busiest such; -1: none */
+    int64_t start_ns;           /* the run's start (CLOCK_MONOTONIC): the first
+                                   wave is due from here; 0 when nothing ran */
+    int64_t prepare_ns;         /* before it: slots, the first wave's bodies and
+                                   the connections opened ahead (wall) */
+    int     connected_ahead;    /* connections opened before start_ns */
+    int     used_ahead;         /* requests that went out on one of them */
+    int     first_wave;         /* requests of the first wave: the first
+                                   min(concurrency, n) in request order (0: an
+                                   open loop without a cap, unknown) */
+    double  first_lag_p50_ms, first_lag_p99_ms;   /* send − sched over the
+                                   first wave's sent requests; NAN: unknown
+                                   (none sent, or no first wave) */
 } cal_probe_stats;
 
 /* One line on the loops: "2 loops (epoll): loop 0: 64 requests, CPU 41 %,

@@ -10,12 +10,17 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <curl/curl.h>
@@ -56,6 +61,9 @@
 #define PEND_RUN_BYTES     ((size_t)8 << 20)
 #define FLUSH_BUDGET       8        /* events interpreted between looks */
 #define DEFER_MIN_READY    2        /* sockets ready at once for events to wait */
+/* Connections opened ahead are started this many at a time: a listen
+ * backlog that overflows drops SYNs, and a dropped SYN costs a 1 s retry. */
+#define AHEAD_BATCH        128
 
 const char *cal_req_status_name(cal_req_status s)
 {
@@ -192,6 +200,16 @@ struct run {
     size_t   pend_bytes;         /* waiting event bytes over all slots */
     int      defer;              /* this wakeup found several sockets ready */
     int64_t  next_scan;          /* when the earliest request could time out */
+    /* connections opened ahead (cal_probe_config.no_connect_ahead): connected
+     * sockets to ahead_sa, handed to curl by on_opensocket */
+    int     *ahead;              /* [nahead], taken from the top */
+    size_t   nahead;
+    int      ahead_given;        /* the fd on_opensocket handed out last, or -1 */
+    struct sockaddr_storage ahead_sa;
+    socklen_t ahead_salen;
+    char   **body0;              /* the first wave's bodies, built before the
+                                    start [nbody0]; taken (NULLed) as sent */
+    size_t   nbody0;
 };
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
@@ -598,6 +616,148 @@ static void shard_action(run *r, shard *sh, curl_socket_t fd, int flags)
     }
 }
 
+/* ---- connections opened ahead ---------------------------------------- */
+
+/* Whether a and b name the same address and port. */
+static int same_addr(const struct sockaddr *a, socklen_t al, const struct sockaddr_storage *b,
+                     socklen_t bl)
+{
+    if (al < sizeof(sa_family_t) || bl < sizeof(sa_family_t) || a->sa_family != b->ss_family) return 0;
+    if (a->sa_family == AF_INET && al >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a->sa_family == AF_INET6 && al >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+        return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id
+               && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+    }
+    return 0;
+}
+
+/* curl wants a socket for a new connection: one opened ahead when it is for
+ * the address they were opened to, else a fresh one (what curl does). */
+static curl_socket_t on_opensocket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    run *r = ud;
+    r->ahead_given = -1;
+    if (purpose == CURLSOCKTYPE_IPCXN && r->nahead
+        && same_addr(&a->addr, a->addrlen, &r->ahead_sa, r->ahead_salen)) {
+        int fd = r->ahead[--r->nahead];
+        r->ahead_given = fd;
+        r->st->used_ahead++;
+        return fd;
+    }
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+/* ... and curl skips connect() for the one handed out */
+static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose)
+{
+    run *r = ud;
+    (void)purpose;
+    if (r->ahead_given >= 0 && fd == r->ahead_given) {
+        r->ahead_given = -1;
+        return CURL_SOCKOPT_ALREADY_CONNECTED;
+    }
+    return CURL_SOCKOPT_OK;
+}
+
+/* A proxy variable libcurl reads: the connections would go there. */
+static int proxy_set(void)
+{
+    static const char *const v[] = { "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
+                                     "all_proxy", "ALL_PROXY" };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        const char *e = getenv(v[i]);
+        if (e && *e) return 1;
+    }
+    return 0;
+}
+
+/* The address p->url's host and port resolve to first (the one curl tries
+ * first). 0 ok, -1 not resolved. */
+static int url_addr(const cal_probe *p, struct sockaddr_storage *sa, socklen_t *len)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL;
+    int ok = u && !curl_url_set(u, CURLUPART_URL, p->url, 0)
+             && !curl_url_get(u, CURLUPART_HOST, &host, 0)
+             && !curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+    struct addrinfo *ai = NULL;
+    if (ok) {
+        char h[256];
+        size_t hl = strlen(host);
+        if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') { host[hl - 1] = '\0'; memmove(host, host + 1, hl - 1); }
+        snprintf(h, sizeof h, "%s", host);
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+        ok = getaddrinfo(h, port, &hints, &ai) == 0 && ai && ai->ai_addrlen <= sizeof *sa;
+    }
+    if (ok) {
+        memcpy(sa, ai->ai_addr, ai->ai_addrlen);
+        *len = ai->ai_addrlen;
+    }
+    if (ai) freeaddrinfo(ai);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    return ok ? 0 : -1;
+}
+
+/* Open up to want TCP connections to the target, AHEAD_BATCH at a time,
+ * within the connect timeout; keep those that connected in r->ahead. One
+ * that fails ends the opening (its requests then connect as they go out,
+ * and fail there with the status a failed connect has). */
+static void connect_ahead(run *r, size_t want)
+{
+    if (!want || proxy_set() || url_addr(r->p, &r->ahead_sa, &r->ahead_salen)) return;
+    r->ahead = malloc(want * sizeof *r->ahead);
+    struct pollfd *pf = malloc(AHEAD_BATCH * sizeof *pf);
+    if (!r->ahead || !pf) { free(pf); return; }
+    int64_t end = cal_now_ns() + r->p->cfg.connect_timeout_ns;
+    size_t started = 0;
+    int npf = 0, failed = 0;
+    while ((!failed && started < want) || npf) {
+        while (!failed && started < want && npf < AHEAD_BATCH) {
+            int fd = socket(r->ahead_sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (fd < 0) { failed = 1; break; }
+            int one = 1;
+            if (r->ahead_sa.ss_family == AF_INET || r->ahead_sa.ss_family == AF_INET6)
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            started++;
+            if (connect(fd, (struct sockaddr *)&r->ahead_sa, r->ahead_salen) == 0) {
+                r->ahead[r->nahead++] = fd;
+            } else if (errno == EINPROGRESS) {
+                pf[npf++] = (struct pollfd){ .fd = fd, .events = POLLOUT };
+            } else {
+                close(fd);
+                failed = 1;
+            }
+        }
+        int64_t left = end - cal_now_ns();
+        if (left <= 0) break;
+        if (!npf) continue;
+        int rc = poll(pf, (nfds_t)npf, (int)((left + 999999) / 1000000));
+        if (rc < 0 && errno != EINTR) break;
+        int k = 0;
+        for (int i = 0; i < npf; i++) {
+            if (!pf[i].revents) { pf[k++] = pf[i]; continue; }
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (getsockopt(pf[i].fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0) {
+                r->ahead[r->nahead++] = pf[i].fd;
+            } else {
+                close(pf[i].fd);
+                failed = 1;
+            }
+        }
+        npf = k;
+    }
+    for (int i = 0; i < npf; i++) close(pf[i].fd);   /* not connected in time */
+    free(pf);
+    r->st->connected_ahead = (int)r->nahead;
+}
+
 /* The slot list's invariants: every slot ever made is in r->slots; a slot is
  * either free (on r->freel, once, with no request) or holds one request in
  * flight (res set), so nfree + in_flight == nslots between requests. */
@@ -647,6 +807,10 @@ static slot *slot_get(run *r)
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      (long)((p->cfg.connect_timeout_ns + 999999) / 1000000));
     curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
     if (r->nslots % 64 == 0) {
         slot **a = realloc(r->slots, (r->nslots + 64) * sizeof *a);
         slot **f = realloc(r->freel, (r->nslots + 64) * sizeof *f);
@@ -878,11 +1042,17 @@ static char *body_for(run *r, const cal_request *rq)
     return body;
 }
 
-static int start_request(run *r, const cal_request *rq, cal_req_result *res, int64_t sched_ns,
-                         double *lags, size_t *nlags)
+static int start_request(run *r, size_t j, const cal_request *rq, cal_req_result *res,
+                         int64_t sched_ns, double *lags, size_t *nlags)
 {
     /* the body first: a slot is taken only for a request that goes out */
-    char *body = body_for(r, rq);
+    char *body;
+    if (j < r->nbody0 && r->body0[j]) {         /* built before the start */
+        body = r->body0[j];
+        r->body0[j] = NULL;
+    } else {
+        body = body_for(r, rq);
+    }
     if (!body) return CAL_ENOMEM;
     slot *s = slot_get(r);
     if (!s) { free(body); return CAL_ENOMEM; }
@@ -1041,11 +1211,87 @@ typedef struct job {
     _Atomic size_t done;         /* requests ended, for the coordinator */
     struct coord *co;            /* NULL when the loop runs on the caller's thread */
     int64_t  t0;                 /* the run's start: closed-loop slots free then */
+    int64_t  sched_base;         /* added to a non-zero sched_ns (load.from_start) */
+    size_t   ahead;              /* connections to open before the start */
+    int      prepared;           /* loop_prepare ran (r, ring, lags are set) */
+    run      r;                  /* the loop's state, from loop_prepare on */
+    int64_t *ring;               /* closed loop: when each slot freed [cap] */
 } job;
 
-/* Drive j's requests to their ends on the calling thread. */
+/* Most slots and first-wave bodies made before the start (an open loop
+ * without a cap has as many "slots" as requests). */
+#define PREP_MAX 16384
+
+/* Everything a loop needs before its first send: curl's multi handles, the
+ * first wave's slots (curl easy handles set up) and bodies, and the
+ * connections opened ahead. On the caller's thread, before the run's clock
+ * starts. Failure: j->rc. */
+static void loop_prepare(job *j)
+{
+    cal_probe *p = j->p;
+    size_t n = j->n;
+    const cal_load *load = &j->load;
+    int open_loop = load->rate > 0;
+    size_t cap = load->concurrency > 0 ? (size_t)load->concurrency : n;
+    if (cap > n) cap = n;
+    run *r = &j->r;
+    memset(r, 0, sizeof *r);
+    j->prepared = 1;
+    r->p = p;
+    r->load = load;
+    r->res0 = j->results;
+    r->idx = j->idx;
+    r->cap = cap;
+    r->st = &j->st;
+    r->ahead_given = -1;
+    int rc = cal_loop_open(p->loop_ops, &r->loop);
+    r->tmpl = json_deep_copy(p->tmpl);          /* jansson values are not shared across threads */
+    r->nshards = (int)((cap + SHARD_TRANSFERS - 1) / SHARD_TRANSFERS);
+    if (r->nshards > 64) r->nshards = 64;
+    r->shards = calloc((size_t)r->nshards, sizeof *r->shards);
+    r->touched = calloc((size_t)r->nshards, sizeof *r->touched);
+    r->timer_min = -1;
+    j->lags = malloc(n * sizeof *j->lags);
+    j->ring = open_loop ? NULL : malloc(cap * sizeof *j->ring);
+    if (rc == CAL_OK && (!r->tmpl || !r->shards || !r->touched || !j->lags || (!open_loop && !j->ring)))
+        rc = CAL_ENOMEM;
+    long per_shard = rc ? 0 : (long)((cap + (size_t)r->nshards - 1) / (size_t)r->nshards);
+    for (int k = 0; rc == CAL_OK && k < r->nshards; k++) {
+        shard *sh = &r->shards[k];
+        sh->r = r;
+        sh->idx = k;
+        sh->timer_at = -1;
+        sh->multi = curl_multi_init();
+        if (!sh->multi) { rc = CAL_ENOMEM; break; }
+        curl_multi_setopt(sh->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+        curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
+        curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+        curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
+        curl_multi_setopt(sh->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, per_shard);
+        curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS, per_shard);
+    }
+    /* the first wave's slots and bodies: built in the timed loop, they
+     * delay its sends (a unique prompt's body is a jansson dump each) */
+    size_t wave = cap < PREP_MAX ? cap : PREP_MAX;
+    if (rc == CAL_OK && wave) {
+        r->body0 = calloc(wave, sizeof *r->body0);
+        if (!r->body0) rc = CAL_ENOMEM;
+        else r->nbody0 = wave;
+    }
+    for (size_t i = 0; rc == CAL_OK && i < wave; i++)
+        if (!(r->body0[i] = body_for(r, &j->reqs[i]))) rc = CAL_ENOMEM;
+    for (size_t i = 0; rc == CAL_OK && i < wave; i++)
+        if (!slot_get(r)) rc = CAL_ENOMEM;
+    for (size_t i = r->nslots; i > 0; i--) slot_put(r, r->slots[i - 1]);   /* slot 0 on top */
+    if (rc == CAL_OK) connect_ahead(r, j->ahead < wave ? j->ahead : wave);
+    j->rc = rc;
+}
+
+/* Drive j's requests to their ends on the calling thread (preparing them
+ * first unless loop_prepare already did). */
 static int loop_run(job *j)
 {
+    if (!j->prepared) loop_prepare(j);
     cal_probe *p = j->p;
     const cal_request *reqs = j->reqs;
     cal_req_result *results = j->results;
@@ -1060,41 +1306,11 @@ static int loop_run(job *j)
     if (cap > n) cap = n;
     int64_t t_wall0 = cal_now_ns(), t_cpu0 = cal_thread_cpu_ns();
     size_t nlags = 0, next = 0, ring_head = 0, ring_tail = 0;   /* next: the first unsent */
-
-    run r;
-    memset(&r, 0, sizeof r);
-    r.p = p;
-    r.load = load;
-    r.res0 = results;
-    r.idx = j->idx;
-    r.cap = cap;
-    r.st = st;
-    int rc = cal_loop_open(p->loop_ops, &r.loop);
-    r.tmpl = json_deep_copy(p->tmpl);          /* jansson values are not shared across threads */
-    r.nshards = (int)((cap + SHARD_TRANSFERS - 1) / SHARD_TRANSFERS);
-    if (r.nshards > 64) r.nshards = 64;
-    r.shards = calloc((size_t)r.nshards, sizeof *r.shards);
-    r.touched = calloc((size_t)r.nshards, sizeof *r.touched);
-    r.timer_min = -1;
-    double *lags = j->lags = malloc(n * sizeof *lags);
-    int64_t *ring = open_loop ? NULL : malloc(cap * sizeof *ring);
-    if (rc == CAL_OK && (!r.tmpl || !r.shards || !r.touched || !lags || (!open_loop && !ring))) rc = CAL_ENOMEM;
+    run *r = &j->r;
+    double *lags = j->lags;
+    int64_t *ring = j->ring;
+    int rc = j->rc;
     if (rc) goto out;
-    long per_shard = (long)((cap + (size_t)r.nshards - 1) / (size_t)r.nshards);
-    for (int k = 0; k < r.nshards; k++) {
-        shard *sh = &r.shards[k];
-        sh->r = &r;
-        sh->idx = k;
-        sh->timer_at = -1;
-        sh->multi = curl_multi_init();
-        if (!sh->multi) { rc = CAL_ENOMEM; goto out; }
-        curl_multi_setopt(sh->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-        curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
-        curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-        curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
-        curl_multi_setopt(sh->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, per_shard);
-        curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS, per_shard);
-    }
 
     int64_t t0 = j->t0;                         /* the run's start, one for all loops */
     if (ring) for (size_t i = 0; i < cap; i++) ring[ring_tail++ % cap] = t0;
@@ -1107,11 +1323,11 @@ static int loop_run(job *j)
      * expire: its last byte + idle_ns, or its deadline (last bytes only move
      * forward; start_request pulls next_scan in to a new request's deadline),
      * so a slow stream costs no extra wakeups; 1 ms at the finest. */
-    r.next_scan = sat_add(t0, idle_ns);
+    r->next_scan = sat_add(t0, idle_ns);
     cal_loop_event evs[256];
     int stopped = 0;
 
-    while (r.done < n) {
+    while (r->done < n) {
         int64_t now = cal_now_ns();
         int halt = (stop && *stop) || (j->astop && atomic_load_explicit(j->astop, memory_order_relaxed));
         if (halt || (load->deadline_ns && now >= load->deadline_ns)) {
@@ -1124,78 +1340,79 @@ static int loop_run(job *j)
                 if (open_loop) {
                     double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
                     arrival += cal_span_ns(-log1p(-u) / load->rate);
-                    next_sched = reqs[next].sched_ns ? reqs[next].sched_ns : arrival;
-                } else if (r.in_flight < cap) {
+                    next_sched = reqs[next].sched_ns ? reqs[next].sched_ns + j->sched_base : arrival;
+                } else if (r->in_flight < cap) {
                     /* closed loop: due when a slot was freed (its last byte) */
                     int64_t freed = ring[ring_head++ % cap];
-                    next_sched = reqs[next].sched_ns > freed ? reqs[next].sched_ns : freed;
+                    int64_t want = reqs[next].sched_ns ? reqs[next].sched_ns + j->sched_base : 0;
+                    next_sched = want > freed ? want : freed;
                 } else {
                     break;
                 }
                 have_sched = 1;
             }
-            if (next_sched > now || r.in_flight >= cap) break;
+            if (next_sched > now || r->in_flight >= cap) break;
             have_sched = 0;
-            rc = start_request(&r, &reqs[next], &results[next], next_sched, lags, &nlags);
+            rc = start_request(r, next, &reqs[next], &results[next], next_sched, lags, &nlags);
             if (rc == 1) {                      /* failed to start: its slot frees now */
                 rc = CAL_OK;
                 if (ring) ring[ring_tail++ % cap] = results[next].end_ns;
-                if (progress) progress(ud, r.done, n);
+                if (progress) progress(ud, r->done, n);
             }
             if (rc) goto out;
             next++;
         }
-        if (r.done >= n) break;
+        if (r->done >= n) break;
 
         int64_t wait = MAX_WAIT_NS;
-        int64_t tmin = timer_min(&r);
+        int64_t tmin = timer_min(r);
         if (tmin >= 0 && tmin - now < wait) wait = tmin - now;
-        if (next < n && r.in_flight < cap && have_sched && next_sched - now < wait)
+        if (next < n && r->in_flight < cap && have_sched && next_sched - now < wait)
             wait = next_sched - now;
-        if (r.next_scan - now < wait) wait = r.next_scan - now;
+        if (r->next_scan - now < wait) wait = r->next_scan - now;
         if (load->deadline_ns && load->deadline_ns - now < wait) wait = load->deadline_ns - now;
         if (wait < 0) wait = 0;
         const int maxev = (int)(sizeof evs / sizeof evs[0]);
         int nev = -1;
-        if (r.ndirty) {                         /* events wait: anything to read first? */
-            nev = cal_loop_wait(r.loop, evs, maxev, 0);
+        if (r->ndirty) {                         /* events wait: anything to read first? */
+            nev = cal_loop_wait(r->loop, evs, maxev, 0);
             if (nev == 0) {                     /* idle: interpret some, look again */
-                flush_idle(&r, FLUSH_BUDGET, ring, &ring_tail, cap, progress, ud, n);
+                flush_idle(r, FLUSH_BUDGET, ring, &ring_tail, cap, progress, ud, n);
                 continue;
             }
         }
-        if (nev < 0) nev = cal_loop_wait(r.loop, evs, maxev, wait);
-        r.defer = nev >= DEFER_MIN_READY;
+        if (nev < 0) nev = cal_loop_wait(r->loop, evs, maxev, wait);
+        r->defer = nev >= DEFER_MIN_READY;
         for (int i = 0; i < nev; i++) {
             int flags = 0;
             if (evs[i].what & CAL_LOOP_IN) flags |= CURL_CSELECT_IN;
             if (evs[i].what & CAL_LOOP_OUT) flags |= CURL_CSELECT_OUT;
             if (evs[i].what & CAL_LOOP_ERR) flags |= CURL_CSELECT_ERR;
-            if (evs[i].tag >= (uint32_t)r.nshards) continue;
-            shard_action(&r, &r.shards[evs[i].tag], (curl_socket_t)evs[i].fd, flags);
+            if (evs[i].tag >= (uint32_t)r->nshards) continue;
+            shard_action(r, &r->shards[evs[i].tag], (curl_socket_t)evs[i].fd, flags);
         }
-        r.defer = 0;
+        r->defer = 0;
         now = cal_now_ns();
-        int64_t due = timer_min(&r);
-        for (int k = 0; due >= 0 && now >= due && k < r.nshards; k++) {
-            shard *sh = &r.shards[k];
+        int64_t due = timer_min(r);
+        for (int k = 0; due >= 0 && now >= due && k < r->nshards; k++) {
+            shard *sh = &r->shards[k];
             if (sh->timer_at >= 0 && now >= sh->timer_at) {
                 sh->timer_at = -1;             /* curl may set a new one inside */
-                r.timer_stale = 1;
-                shard_action(&r, sh, CURL_SOCKET_TIMEOUT, 0);
+                r->timer_stale = 1;
+                shard_action(r, sh, CURL_SOCKET_TIMEOUT, 0);
             }
         }
-        drain_done(&r, ring, &ring_tail, cap, progress, ud, n);
+        drain_done(r, ring, &ring_tail, cap, progress, ud, n);
         now = cal_now_ns();
-        if (now >= r.next_scan) {               /* no bytes for idle_ns, or past the deadline */
-            r.next_scan = sat_add(now, idle_ns);
-            for (size_t i = 0; i < r.nslots; i++) {
-                slot *s = r.slots[i];
+        if (now >= r->next_scan) {               /* no bytes for idle_ns, or past the deadline */
+            r->next_scan = sat_add(now, idle_ns);
+            for (size_t i = 0; i < r->nslots; i++) {
+                slot *s = r->slots[i];
                 if (!s->res) continue;
                 int64_t idle_at = sat_add(s->last_byte_ns, idle_ns);
                 int64_t at = idle_at < s->deadline_ns ? idle_at : s->deadline_ns;
                 if (now < at) {
-                    if (at < r.next_scan) r.next_scan = at;
+                    if (at < r->next_scan) r->next_scan = at;
                     continue;
                 }
                 char m[128];
@@ -1207,26 +1424,26 @@ static int loop_run(job *j)
                              "%.0f ms)", (double)(now - s->res->send_ns) / 1e6,
                              (double)(s->deadline_ns - s->res->send_ns) / 1e6);
                 int64_t end = now;
-                end_now(&r, s, CAL_REQ_TIMEOUT, m);
+                end_now(r, s, CAL_REQ_TIMEOUT, m);
                 if (ring) ring[ring_tail++ % cap] = end;
-                if (progress) progress(ud, r.done, n);
+                if (progress) progress(ud, r->done, n);
             }
-            if (r.next_scan < now + 1000000) r.next_scan = now + 1000000;
+            if (r->next_scan < now + 1000000) r->next_scan = now + 1000000;
         }
     }
     if (stopped) {                              /* cancel in flight, then unsent */
         const char *why = stopped == 1 ? "cancelled: the run was stopped"
                                        : "cancelled: the load deadline passed";
-        for (size_t i = 0; i < r.nslots; i++) {
-            slot *s = r.slots[i];
-            if (s->res) end_now(&r, s, CAL_REQ_CANCELLED, why);
+        for (size_t i = 0; i < r->nslots; i++) {
+            slot *s = r->slots[i];
+            if (s->res) end_now(r, s, CAL_REQ_CANCELLED, why);
         }
         for (; next < n; next++) {
             results[next].status = CAL_REQ_CANCELLED;
             results[next].error = dup_msg(why, strlen(why));
-            r.done++;
+            r->done++;
         }
-        if (progress) progress(ud, r.done, n);
+        if (progress) progress(ud, r->done, n);
         if (stopped == 1) rc = CAL_ECANCEL;
     }
 out:
@@ -1235,27 +1452,31 @@ out:
     j->nlags = nlags;
     if (rc && rc != CAL_ECANCEL) {               /* internal failure: end all */
         static const char why[] = "cancelled: probe failure";
-        for (size_t i = 0; i < r.nslots; i++)
-            if (r.slots[i]->res) end_now(&r, r.slots[i], CAL_REQ_CANCELLED, why);
+        for (size_t i = 0; i < r->nslots; i++)
+            if (r->slots[i]->res) end_now(r, r->slots[i], CAL_REQ_CANCELLED, why);
         for (; next < n; next++)
             if (!results[next].error) results[next].error = dup_msg(why, sizeof why - 1);
     }
-    st->wait_fallback = r.loop && r.loop->fallback;
-    for (size_t i = 0; i < r.nslots; i++) {
-        curl_multi_remove_handle(r.slots[i]->sh->multi, r.slots[i]->easy);
-        slot_free(r.slots[i]);
+    st->wait_fallback = r->loop && r->loop->fallback;
+    for (size_t i = 0; i < r->nslots; i++) {
+        curl_multi_remove_handle(r->slots[i]->sh->multi, r->slots[i]->easy);
+        slot_free(r->slots[i]);
     }
-    free(r.slots);
-    free(r.freel);
-    free(r.dirty);
-    for (int k = 0; r.shards && k < r.nshards; k++)
-        if (r.shards[k].multi) curl_multi_cleanup(r.shards[k].multi);
-    free(r.shards);
-    free(r.touched);
-    cal_loop_close(&r.loop);
-    json_decref(r.tmpl);
-    free(r.body_last);
-    free(r.body_prompt);
+    free(r->slots);
+    free(r->freel);
+    free(r->dirty);
+    for (int k = 0; r->shards && k < r->nshards; k++)
+        if (r->shards[k].multi) curl_multi_cleanup(r->shards[k].multi);
+    free(r->shards);
+    free(r->touched);
+    cal_loop_close(&r->loop);
+    json_decref(r->tmpl);
+    free(r->body_last);
+    free(r->body_prompt);
+    for (size_t i = 0; i < r->nbody0; i++) free(r->body0[i]);
+    free(r->body0);
+    while (r->nahead) close(r->ahead[--r->nahead]);   /* opened ahead, never used */
+    free(r->ahead);
     free(ring);
     j->rc = rc;
     return rc;
@@ -1318,6 +1539,8 @@ static void merge_stats(job *jobs, int nl, int64_t wall_ns, cal_probe_stats *st)
         st->implausible += j->st.implausible;
         st->max_in_flight += j->st.max_in_flight;
         st->wait_fallback |= j->st.wait_fallback;
+        st->connected_ahead += j->st.connected_ahead;
+        st->used_ahead += j->st.used_ahead;
         cal_probe_loop_stats *ls = &st->loop[k];
         ls->requests = (int64_t)j->n;
         ls->chunks = j->st.chunks;
@@ -1376,6 +1599,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     memset(st, 0, sizeof *st);
     st->first_fail = -1;
     st->saturated_loop = -1;
+    st->first_lag_p50_ms = st->first_lag_p99_ms = NAN;
     snprintf(st->loop_backend, sizeof st->loop_backend, "%s", p->loop_ops->name);
     for (size_t i = 0; i < n; i++) cal_req_result_init(&results[i]);
     int open_loop = load->rate > 0;
@@ -1388,7 +1612,11 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     size_t cap = load->concurrency > 0 ? (size_t)load->concurrency : n;
     if (cap > n) cap = n;
     if (p->cfg.raise_nofile) raise_nofile(cap + 256);
-    int64_t t0 = cal_now_ns();
+    /* connections opened ahead: a closed loop's slots; an open loop's cap
+     * only when its times count from the start (absolute ones would find the
+     * opening eating into them) */
+    int ahead = !p->cfg.no_connect_ahead && (!open_loop || (load->concurrency > 0 && load->from_start));
+    int64_t prep0 = cal_now_ns(), t0;
     /* loops: as asked, never more than the requests in flight at once */
     int nl = p->cfg.loops > 1 ? p->cfg.loops : 1;
     if ((size_t)nl > cap) nl = (int)cap;
@@ -1398,7 +1626,14 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
     if (!jobs) return CAL_ENOMEM;
     if (nl == 1) {                              /* on the caller's thread, no copies */
         jobs[0] = (job){ .p = p, .reqs = reqs, .results = results, .n = n, .load = *load,
-                         .stop = stop, .progress = progress, .ud = ud, .t0 = t0 };
+                         .stop = stop, .progress = progress, .ud = ud, .ahead = ahead ? cap : 0 };
+        loop_prepare(&jobs[0]);
+        t0 = cal_now_ns();                      /* the run's clock starts */
+        jobs[0].t0 = t0;
+        if (load->from_start) {
+            jobs[0].sched_base = t0;
+            if (load->deadline_ns) jobs[0].load.deadline_ns = sat_add(load->deadline_ns, t0);
+        }
         loop_run(&jobs[0]);
         rc = jobs[0].rc;
     } else {
@@ -1415,18 +1650,11 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         for (size_t i = 0; i < n; i++) cnt[loop_of(i, cap, nl, open_loop)]++;
         for (int k = 0; k < nl; k++) off[k + 1] = off[k] + cnt[k];
         memset(cnt, 0, (size_t)nl * sizeof *cnt);
-        uint64_t seed = load->seed;
-        int64_t arrival = t0;
         for (size_t i = 0; i < n; i++) {
             int k = loop_of(i, cap, nl, open_loop);
             size_t at = off[k] + cnt[k]++;
             idx[at] = i;
             rq[at] = reqs[i];
-            if (open_loop) {       /* one Poisson stream over the run, as one loop draws it */
-                double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
-                arrival += cal_span_ns(-log1p(-u) / load->rate);
-                if (!rq[at].sched_ns) rq[at].sched_ns = arrival;
-            }
             cal_req_result_init(&rs[at]);
         }
         coord co = { .running = 0 };
@@ -1439,11 +1667,32 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
             size_t share = cap / (size_t)nl + ((size_t)k < cap % (size_t)nl);
             cal_load lk = *load;
             lk.concurrency = load->concurrency > 0 || !open_loop ? (int)share : 0;
+            lk.from_start = 0;                  /* made absolute below */
             jobs[k] = (job){ .p = p, .reqs = rq + off[k], .results = rs + off[k],
                              .n = off[k + 1] - off[k], .load = lk, .idx = idx + off[k], .astop = &co.stop,
-                             .progress = job_progress, .co = &co, .t0 = t0 };
+                             .progress = job_progress, .co = &co, .ahead = ahead ? share : 0 };
             jobs[k].ud = &jobs[k];
             atomic_init(&jobs[k].done, 0);
+            if (jobs[k].n) loop_prepare(&jobs[k]);
+        }
+        t0 = cal_now_ns();                      /* the run's clock starts */
+        memset(cnt, 0, (size_t)nl * sizeof *cnt);
+        uint64_t seed = load->seed;
+        int64_t arrival = t0;
+        for (size_t i = 0; i < n; i++) {
+            int k = loop_of(i, cap, nl, open_loop);
+            size_t at = off[k] + cnt[k]++;
+            if (load->from_start && rq[at].sched_ns) rq[at].sched_ns = sat_add(rq[at].sched_ns, t0);
+            if (open_loop) {       /* one Poisson stream over the run, as one loop draws it */
+                double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
+                arrival += cal_span_ns(-log1p(-u) / load->rate);
+                if (!rq[at].sched_ns) rq[at].sched_ns = arrival;
+            }
+        }
+        for (int k = 0; k < nl; k++) {
+            jobs[k].t0 = t0;
+            if (load->from_start && load->deadline_ns)
+                jobs[k].load.deadline_ns = sat_add(load->deadline_ns, t0);
         }
         pthread_mutex_lock(&co.mu);
         for (int k = 0; th && started && k < nl; k++) {
@@ -1494,8 +1743,25 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
         free(th); free(started); free(cnt); free(idx); free(off); free(rq); free(rs);
     }
     merge_stats(jobs, nl, cal_now_ns() - t0, st);
+    st->start_ns = t0;
+    st->prepare_ns = t0 - prep0;
     for (int k = 0; k < nl; k++) free(jobs[k].lags);
     free(jobs);
+    /* the first wave: one request per slot, all due at the start in a
+     * closed loop; a late one here is the client's opening, not the server */
+    st->first_wave = open_loop && load->concurrency <= 0 ? 0 : (int)(cap < INT_MAX ? cap : INT_MAX);
+    st->first_lag_p50_ms = st->first_lag_p99_ms = NAN;
+    double *fl = st->first_wave ? malloc((size_t)st->first_wave * sizeof *fl) : NULL;
+    size_t nfl = 0;
+    for (size_t i = 0; fl && i < (size_t)st->first_wave; i++)
+        if (results[i].send_ns && results[i].sched_ns)
+            fl[nfl++] = (double)(results[i].send_ns - results[i].sched_ns) / 1e6;
+    if (nfl) {
+        cal_stats_sort(fl, nfl);
+        st->first_lag_p50_ms = cal_stats_percentile_sorted(fl, nfl, 50);
+        st->first_lag_p99_ms = cal_stats_percentile_sorted(fl, nfl, 99);
+    }
+    free(fl);
     /* what ended how, and the first failure's words, for the caller to say */
     st->first_fail = -1;
     for (size_t i = 0; i < n; i++) {
