@@ -1054,7 +1054,7 @@ static void test_history_rates(void **state)
         assert_true(t25.wall >= 285 - 9);        /* 95 % − 2.5 sd */
         assert_true(t25.wrong_no_wall <= 15 + 9);
     }
-    /* the store: two 72 % walls, two steady runs, then 30 % walls */
+    /* a store that holds two 72 % walls and two steady runs, then 30 % walls */
     vsim_init(&x, 7, m);
     double hist[] = {0.72, 0.72, 0, 0};
     for (int r = 0; r < 4; r++) {
