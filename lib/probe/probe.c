@@ -8,6 +8,7 @@
  * backend (loop.h) waited. */
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <netdb.h>
@@ -719,7 +720,14 @@ static void connect_ahead(run *r, size_t want)
     int npf = 0, failed = 0;
     while ((!failed && started < want) || npf) {
         while (!failed && started < want && npf < AHEAD_BATCH) {
-            int fd = socket(r->ahead_sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            /* fcntl, not SOCK_NONBLOCK | SOCK_CLOEXEC: the POSIX core has no
+             * Linux-only socket flags (lib/platform) */
+            int fd = socket(r->ahead_sa.ss_family, SOCK_STREAM, 0);
+            if (fd >= 0 && (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
+                            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0)) {
+                close(fd);
+                fd = -1;
+            }
             if (fd < 0) { failed = 1; break; }
             int one = 1;
             if (r->ahead_sa.ss_family == AF_INET || r->ahead_sa.ss_family == AF_INET6)
@@ -770,6 +778,31 @@ static void slot_put(run *r, slot *s)
     r->freel[r->nfree++] = s;
 }
 
+/* A slot's handle options that hold for every request it carries. */
+static void slot_setopts(run *r, slot *s)
+{
+    const cal_probe *p = r->p;
+    CURL *e = s->easy;
+    curl_easy_setopt(e, CURLOPT_URL, p->url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, s);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     (long)((p->cfg.connect_timeout_ns + 999999) / 1000000));
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
+}
+
 static slot *slot_get(run *r)
 {
     if (r->nfree) {
@@ -791,26 +824,8 @@ static slot *slot_get(run *r)
         free(s);
         return NULL;
     }
-    const cal_probe *p = r->p;
     CURL *e = s->easy;
-    curl_easy_setopt(e, CURLOPT_URL, p->url);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, s);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)((p->cfg.connect_timeout_ns + 999999) / 1000000));
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_opensocket);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
-    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
-    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, r);
+    slot_setopts(r, s);
     if (r->nslots % 64 == 0) {
         slot **a = realloc(r->slots, (r->nslots + 64) * sizeof *a);
         slot **f = realloc(r->freel, (r->nslots + 64) * sizeof *f);
@@ -966,6 +981,13 @@ static void finish_slot(run *r, slot *s)
     assert(r->in_flight > 0);
     r->in_flight--;
     r->done++;
+    /* libcurl counts the retries of a reused connection that died (a server
+     * that closes keep-alive connections) over the handle's whole life, not
+     * per transfer, and fails the sixth: a long run against llama-server lost
+     * a request in about 200 that way. A reset handle counts afresh; the
+     * connection cache is the multi handle's, so reuse is kept. */
+    curl_easy_reset(s->easy);
+    slot_setopts(r, s);
     slot_put(r, s);
     assert(r->nfree + r->in_flight == r->nslots);
 }

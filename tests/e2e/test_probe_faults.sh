@@ -70,6 +70,13 @@ check "llamahuge: predicted_ms 1e308 is not stored" \
 check "llamahuge: the run's notes count what was dropped" \
   grep -q "4 server usage or timings values lay outside a plausible range" "$E2E_TMP/llamahuge.out"
 
+# a server that drops kept-alive connections: every request after the first
+# finds its reused connection closed and is retried on a fresh one; libcurl
+# counted those retries over a handle's life and failed the sixth
+run_mode keepdrop completions --requests 12 --concurrency 1; rc=$?
+check "keepdrop: 12 of 12 ok over dropped keep-alive connections (exit $rc)" \
+  [ "$(jq '[.cells[0].requests[] | select(.status == "ok")] | length' "$E2E_TMP/keepdrop.json")" = 12 ]
+
 # the stored requests keep what went wrong
 check "429: the status code is kept per request" \
   [ "$(jq '[.cells[0].requests[].http_status] | unique | .[0]' "$E2E_TMP/429.json")" = 429 ]

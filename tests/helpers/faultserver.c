@@ -43,6 +43,8 @@ static const char *MODES =
     "(.../health and .../v1/models answer normally in every mode; .../tokenize is 404)\n"
     "llama      llama.cpp shape with timings\n"
     "llamahuge  the same, its predicted_ms 1e308 (an absurd server timing)\n"
+    "keepdrop   as normal, keep-alive, but the next request on the connection is\n"
+    "           dropped unanswered (a server closing kept-alive connections)\n"
     "keepalive  CRLF line ends, comments, multi-line data\n"
     "pingforever one content chunk, then an SSE comment (\": ping\") every 0.5 s, never\n"
     "           ending: only a whole-request deadline stops it\n"
@@ -221,6 +223,10 @@ static int serve(int fd, const char *path, const char *req)
         if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 2000, 1)) return 0;
         return send_str(fd, "0\r\n\r\n") == 0;
     }
+    if (!strcmp(mode, "keepdrop")) {   /* as normal; then conn_main drops the next request */
+        if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 2000, 1)) return 0;
+        return send_str(fd, "0\r\n\r\n") == 0 ? 2 : 0;
+    }
     if (!strcmp(mode, "drip")) {
         if (send_str(fd, SSE_CLOSE)) return 0;
         for (int i = 0; i <= e.n; i++) {
@@ -384,8 +390,13 @@ static void *conn_main(void *arg)
     char *req = malloc(65536);
     size_t reqlen = 0;
     int keep = 1;
-    while (req && keep == 1 && read_request(fd, path, sizeof path, req, &reqlen) == 0)
+    while (req && keep == 1 && read_request(fd, path, sizeof path, req, &reqlen) == 0) {
         keep = serve(fd, path, req);
+        if (keep == 2) {   /* keepdrop: the request that reuses it finds it closed */
+            (void)read_request(fd, path, sizeof path, req, &reqlen);
+            keep = 0;
+        }
+    }
     free(req);
     if (keep != -1) close(fd);
     return NULL;
