@@ -75,6 +75,8 @@ int main(int argc, char **argv)
         s[i].fd = socket(AF_INET, SOCK_STREAM, 0);
         if (s[i].fd < 0 || connect(s[i].fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
             fprintf(stderr, "slowclients: socket %d of %d: %s\n", i + 1, n, strerror(errno));
+            free(s);
+            free(pf);
             return 2;
         }
         s[i].open = 1;
@@ -133,5 +135,7 @@ int main(int argc, char **argv)
         printf("%s %d closed of %d, lived %.3f to %.3f s\n", KIND[k], closed, want[k],
                lo < 0 ? 0 : lo, hi < 0 ? 0 : hi);
     }
+    free(s);
+    free(pf);
     return left == 0 ? 0 : 1;
 }
