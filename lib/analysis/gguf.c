@@ -652,7 +652,7 @@ static int rd_tensor(rd *r, uint64_t i, uint64_t count, cal_gguf_tensor *t)
                     "than %zu bytes or holds a NUL", at, i, sizeof t->name - 1);
     /* which entry and its name, quoted: an empty name (a tensor count past
      * the directory reads zeros) must still show */
-    char lab[sizeof t->name + 48];
+    char lab[sizeof t->name + 64];   /* two 20-digit counts, " of ", the quotes */
     snprintf(lab, sizeof lab, "%" PRIu64 " of %" PRIu64 " (\"%s\")", i + 1, count, t->name);
     rc = rd_u32(r, &t->n_dims, "tensor dims");
     if (rc) return rc;
