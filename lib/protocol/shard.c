@@ -460,6 +460,9 @@ static int open_doc(rd *r, const char *text, size_t len, json_t **root, size_t *
     if (m == 0 || !json_is_object(json_object_get(*root, "shard")) ||
         !json_is_object(json_object_get(*root, "run")))
         return BAD(r, "%s: shard, run or cells missing", r->name);
+    /* the first check looked at the array's first element only: a later one
+     * may still break its syntax */
+    if (n < 0) return BAD(r, "%s: cells: not a JSON array", r->name);
     if (n > CAL_SHARD_MAX_CELLS)
         return cal_why(r->why, r->why_len, CAL_ETOOBIG, "%s: over %d cells: past what a plan "
                        "makes (refused before decoding them)", r->name, CAL_SHARD_MAX_CELLS);
