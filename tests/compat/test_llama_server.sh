@@ -63,7 +63,14 @@ d1=$((p1 - p0)); d2=$((p2 - p1))
 # watch on its /metrics while a run keeps two requests going
 run load --prompt-tokens 64 --max-tokens 96 --requests 8 --concurrency 2 &
 lp=$!
-"$CALIPER" watch "$LLAMA_URL" --interval 200ms --duration 4s --json watch.json >watch.out 2>&1
+# the watch starts once the server is busy (a readiness wait, not a guess at
+# how long the run takes to prepare); the run's six shots outlast its 3 s
+for i in $(seq 1 1200); do
+  curl -s "$LLAMA_URL/metrics" | grep -qE '^llamacpp:requests_processing [1-9]' && break
+  kill -0 $lp 2>/dev/null || break
+  sleep 0.1
+done
+"$CALIPER" watch "$LLAMA_URL" --interval 200ms --duration 3s --json watch.json >watch.out 2>&1
 wait $lp
 grep -q 'llamacpp:requests_processing' watch.out watch.json && ok "watch finds llamacpp:requests_processing" \
   || { not_ok "watch gauge"; cat watch.out; }
