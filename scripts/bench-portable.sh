@@ -15,7 +15,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for i in $(seq "$pairs"); do
   for b in p n; do
     bin=$P; [ $b = n ] && bin=$N
-    "$bin" "$preset" 64 "$rounds" >"$tmp/$b.$i" 2>/dev/null
+    "$bin" "$preset" 64 "$rounds" f32,f16,bf16,q8_0 >"$tmp/$b.$i" 2>/dev/null
   done
   echo "pair $i of $pairs done" >&2
 done
