@@ -77,6 +77,9 @@ int  cal_dtype_parse(const char *s);
 /* Bytes per weight: 4, 2, 2, 34/32, 18/32, 144/256, 210/256. 0 for an
  * unknown value. */
 double cal_dtype_bytes_per_weight(int dtype);
+/* The row length every matrix of a format must be a multiple of: whole
+ * blocks, and 32 for F16 and BF16 (their vector kernels' step). */
+int cal_dtype_row_unit(int dtype);
 
 /* Fill *out with a preset: "tiny" (< 5 M params), "small" (25–50 M), "base"
  * (dim 768, 12 layers, 12 heads, 4 KV heads, FFN 2048, vocab 32000, tied),

@@ -1,6 +1,8 @@
 /* caliper reference engine — GGUF export of an engine's weights, the check
  * that a GGUF file is one caliper can serve, and the weight load (mmap, F16
- * widened to the engine's F32). The format is llama.cpp's: see engine/gguf.h
+ * widened to the engine's F32). It reaches the engine's tensors only through
+ * the cal_gguf_source the engine hands it (weights.c), so it sits below the
+ * engine and calls nothing of it. The format is llama.cpp's: see engine/gguf.h
  * for the function both engines compute and the vocabulary. */
 #include "engine/gguf.h"
 #include "engine/kernels.h"
@@ -115,13 +117,13 @@ static int tensor_dtype(const tdesc *t, int dtype, int n_layers)
 
 /* The tensors of c, in the order they are written, pointing into e's weights
  * (or NULL data when e is NULL: names and shapes only). Returns the count. */
-static int tensor_list(const cal_model_config *c, const cal_engine *e, tdesc *t)
+static int tensor_list(const cal_model_config *c, const cal_gguf_source *e, tdesc *t)
 {
     int n = 0, d = c->dim, hd = c->dim / c->n_heads, qd = c->dim;
     int kvd = hd * c->n_kv_heads, f = c->ffn_dim, E = c->n_experts;
     cal_model_weights mw = {0};
     if (e)
-        cal_engine_weights(e, &mw);
+        e->weights(e->engine, &mw);
     /* fused tensors (Q, K, V; gate, up) are row ranges of one engine matrix:
      * skip rows into it, of m_rows rows (0: the tensor's own) */
 #define ADD(nm, nd, a, b, cc, norm, ptr, strd, skip, mrows) do { \
@@ -141,7 +143,7 @@ static int tensor_list(const cal_model_config *c, const cal_engine *e, tdesc *t)
     for (int l = 0; l < c->n_layers; l++) {
         cal_layer_weights w = {0};
         if (e)
-            cal_engine_layer_weights(e, l, &w);
+            e->layer_weights(e->engine, l, &w);
         char nm[64];
 #define NM(s) (snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, s), nm)
         int64_t qkv = qd + 2 * (int64_t)kvd;
@@ -199,12 +201,12 @@ static char *t_row(const tdesc *t, uint64_t expert, uint64_t row)
 }
 
 /* The same row as the engine holds it now, in the block layout of
- * t->dtype: read through cal_engine_rows from its matrix (a Q8_0 engine
+ * t->dtype: read through the engine's rows function from its matrix (a Q8_0 engine
  * holds its matrices interleaved), unpacked into buf where need be. */
-static const char *t_read(const cal_engine *e, const tdesc *t, uint64_t expert, uint64_t row,
+static const char *t_read(const cal_gguf_source *e, const tdesc *t, uint64_t expert, uint64_t row,
                           char *buf)
 {
-    return cal_engine_rows(e, t_matrix(t, expert), t->m_rows, t->rows_skip + (int64_t)row, 1,
+    return e->rows(e->engine, t_matrix(t, expert), t->m_rows, t->rows_skip + (int64_t)row, 1,
                            (int)t->ne[0], buf);
 }
 
@@ -342,14 +344,14 @@ static FILE *open_replacement(const char *path, char *tmp, size_t tmp_len, char 
     return f;
 }
 
-int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
+int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, char *why,
                     size_t why_len)
 {
     if (!e || !path)
         return cal_why(why, why_len, CAL_EINVAL, "export: no engine or path");
     if ((dtype < 0 || dtype >= CAL_DTYPE_COUNT) && dtype != CAL_GGUF_MIX_Q4_K_M)
         return cal_why(why, why_len, CAL_EINVAL, "dtype: %d is not an engine format", dtype);
-    const cal_model_config *c = cal_engine_config(e);
+    const cal_model_config *c = e->config;
     int blk = cal_k_block_elems(dtype == CAL_GGUF_MIX_Q4_K_M ? CAL_DTYPE_Q4_K : dtype);
     if (blk > 1 && (c->dim % blk || c->ffn_dim % blk))
         return cal_why(why, why_len, CAL_EINVAL, "dtype: %s needs rows of a multiple of "
@@ -374,7 +376,7 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
      * output.weight the matrix itself: the key lets caliper hold it once
      * again (llama.cpp ignores it and reads both) */
     cal_model_weights mw;
-    cal_engine_weights(e, &mw);
+    e->weights(e->engine, &mw);
     int scaled = c->tied_embeddings && mw.embed_scale != 1.0f;
     int n_kv = 23 + (c->n_experts > 0 ? 2 : 0) + scaled;
     w_bytes(&w, "GGUF", 4);
@@ -700,9 +702,9 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
 
 /* ---- load -------------------------------------------------------------- */
 
-int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)
+int cal_gguf_read_weights(const cal_gguf_source *e, char *why, size_t why_len)
 {
-    const cal_model_config *c = cal_engine_config(e);
+    const cal_model_config *c = e->config;
     const char *path = c->weights;
     cal_gguf_model m;
     char w[200];

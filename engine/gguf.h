@@ -21,6 +21,8 @@
 #define CALIPER_ENGINE_GGUF_H
 #include <stddef.h>
 #include "engine/engine.h"
+#include "engine/internal.h"
+#include <stdint.h>
 
 /* The vocabulary's fixed ids. */
 #define CAL_GGUF_EOS 256
@@ -45,6 +47,24 @@
 int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len);
 
+/* An engine's tensors as the writer and the loader below reach them: the
+ * engine (weights.c) fills one for cal_gguf_export and for its own open, so
+ * this format code calls nothing of the engine. The weights' pointers are
+ * the engine's own mutable memory: the loader writes through them. */
+typedef struct cal_gguf_source {
+    const cal_model_config *config;
+    const cal_engine *engine;
+    void (*weights)(const cal_engine *e, cal_model_weights *m);
+    void (*layer_weights)(const cal_engine *e, int layer, cal_layer_weights *w);
+    const void *(*rows)(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
+                        int64_t count, int n_in, void *buf);
+} cal_gguf_source;
+/* cal_gguf_export's writer and the loader cal_engine_open uses (same
+ * contracts as cal_gguf_export and cal_gguf_load_weights). */
+int cal_gguf_write(const cal_gguf_source *s, const char *path, int dtype, char *why,
+                   size_t why_len);
+int cal_gguf_read_weights(const cal_gguf_source *s, char *why, size_t why_len);
+
 /* Read path's header into *out (weights = path, seed 0, name "gguf"), after
  * checking that caliper can serve it: architecture llama, qwen2 or qwen3
  * (out->arch; qwen2's QKV biases and qwen3's Q/K norms required), head sizes equal,
@@ -56,9 +76,10 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
 int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
                           size_t why_len);
 
-/* Fill an open engine's weights from c->weights (the engine calls this from
- * cal_engine_open). The file is mapped read-only; rows already in the
- * engine's format are copied, others converted through F32. CAL_EIO / CAL_EINVAL with why. */
+/* Fill an open engine's weights from c->weights (cal_engine_open does, in
+ * weights.c). The file is mapped read-only; rows already in the engine's
+ * format are copied, others converted through F32. CAL_EIO / CAL_EINVAL
+ * with why. */
 int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len);
 
 

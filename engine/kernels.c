@@ -1,7 +1,7 @@
 /* caliper reference engine — element-wise kernels (RMSNorm, RoPE, softmax,
  * SwiGLU), the attention inner loops over the KV cache, MoE top-k routing,
  * and the counter-based random numbers behind the synthetic weights.
- * Matrix products are not here: they go through OpenBLAS in engine.c. */
+ * Matrix products are not here: they go through OpenBLAS in step.c. */
 #include "engine/kernels.h"
 #include "engine/simd.h"
 #include <math.h>

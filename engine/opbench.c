@@ -98,7 +98,7 @@ static void op_rope(bench *b)
     }
 }
 
-/* as the step does (engine.c att_items): items of one KV head, each
+/* as the step does (step.c att_items): items of one KV head, each
  * appending its keys and values and attending with the query heads that
  * share them, spread over the pool by cal_pool_for */
 static void att_items(void *a, int tid, int g0, int g1)

@@ -780,7 +780,7 @@ static void test_prefill_chunk_equals_tokenwise(void **state)
  * decodes; without, each prompt goes through the same steps as alone, so
  * only the last step differs: Q8_0 rounds every activation to int8, and a
  * prompt taken another way (SGEMM instead of the decode kernel) can round
- * one differently. NS = 6: the interleaved Q8_0 rows (engine.c matmul1,
+ * one differently. NS = 6: the interleaved Q8_0 rows (step.c matmul1,
  * where the CPU has VNNI) take a batch of 6 in two tiles of 3 and one
  * sequence alone in a tile of 1, and tiny's 128 and 384 inputs end in
  * short groups of blocks. */

@@ -1,0 +1,114 @@
+/* caliper reference engine — the engine's own record, shared by the files
+ * that build it (weights.c: allocation, weights, open and close) and run it
+ * (step.c: the forward step and its profile). Not installed. */
+#ifndef CALIPER_ENGINE_IMPL_H
+#define CALIPER_ENGINE_IMPL_H
+#include "engine/engine.h"
+#include "engine/pool.h"
+#include <stdint.h>
+#include <stddef.h>
+
+enum {
+    OP_EMBED, OP_NORM, OP_ROPE, OP_ATTN, OP_PROJ, OP_ACT,
+    OP_ROUTER, OP_EXPERTS, OP_LOGITS, OP_SAMPLE, OP_COUNT
+};
+
+typedef struct op_prof {
+    int64_t ns, calls;
+    double  flops, bytes;
+} op_prof;
+
+#define PROF_MAX_B 16   /* decode batches profiled one by one: the kernels' range */
+
+/* norms are F32; the matrices are rows in the engine's dtype (kernels.h) */
+typedef struct layer {
+    float *attn_norm, *ffn_norm;
+    float *bqkv;                   /* qwen2: [qkv_ld]; NULL otherwise */
+    float *q_norm, *k_norm;        /* qwen3: [head_dim]; NULL otherwise */
+    char  *wqkv, *wo, *w13, *w2, *router;
+} layer;
+
+struct cal_engine {
+    cal_model_config c;
+    int   max_seqs, max_step;
+    int   hd, qd, kvd, qkv_ld;     /* head_dim, q width, kv width, QKV row */
+    int   dt;                      /* CAL_DTYPE_* of the matrices */
+    float embed_scale;             /* see cal_model_weights */
+    char  *weights;                /* one allocation holding every tensor */
+    size_t weight_bytes;
+    char  *emb, *out;              /* [vocab] rows of dim, in dt */
+    int   q8x;                     /* Q8_0 on AVX-512 VNNI: every matrix is
+                                      held interleaved for the decode kernel
+                                      (q8x.c), in place of the block layout */
+    char  *q8rows;                 /* with q8x: [threads][dq_rows] rows in the
+                                      block layout, unpacked for prefill tiles
+                                      and the embedding lookup */
+    float *final_norm;             /* [dim] */
+    float *dq;                     /* [threads][dq_rows][max_in]: a dequantized
+                                      weight tile for prefill products (not F32) */
+    int   dq_rows;
+    int   max_in;                  /* the widest product input: max(dim, ffn) */
+    char  *x8;                     /* with q8x: [threads][x8_bytes] a decode
+                                      batch's activations, rounded for it by
+                                      each thread once a product */
+    size_t x8_bytes;
+    unsigned *x8_at;               /* [threads] the product each last rounded */
+    unsigned x8_product;           /* products so far */
+    float *xr;                     /* Q8_0: [S][max n_in] activations rounded to
+                                      Q8_0 for prefill products; BF16: as
+                                      cal_k_bf16_pairs */
+    int   bf16_gemm;               /* BF16 prefill on AVX512_BF16 (dq: its
+                                      weight panel) */
+    layer *layers;                 /* [n_layers] */
+    float *kcache, *vcache;        /* [n_layers][max_seqs][n_kv][max_ctx][hd] */
+    int   *slot_len;               /* [max_seqs] positions filled */
+    float *rope_cos, *rope_sin;    /* [max_ctx][hd/2] */
+    /* activations for the largest step: S = max_step tokens */
+    float *x, *xn;                 /* [S][dim] residual stream, normed */
+    float *qkv;                    /* [S][qkv_ld] */
+    float *att;                    /* [S][qd] */
+    float *h13;                    /* [S][2·ffn] */
+    float *act;                    /* [S][ffn] */
+    float *scores;                 /* [threads][ATT_ROWS][max_ctx] */
+    float *qpack, *opack;          /* [threads][ATT_ROWS][head_dim] */
+    int   att_nb;                  /* query rows per GEMM attention block */
+    int   *rowpos;                 /* [S] position of each row of the step */
+    int   *erow;                   /* [max_seqs] each entry's first row */
+    cal_pool *pool;                /* every core: matrix products, attention */
+    int   nt;                      /* threads in the pool */
+    float *gin, *gout;             /* MoE gather/scatter [S][dim] */
+    float *rlogits, *rprobs;       /* [S][n_experts], [n_experts] */
+    int   *topi;                   /* [S][top_k] */
+    float *topw;                   /* [S][top_k] */
+    int   *elist;                  /* [n_experts][S] token rows per expert */
+    float *ewt;                    /* [n_experts][S] their weights */
+    int   *ecount;                 /* [n_experts] */
+    float *lhid;                   /* [max_seqs][dim] rows that want logits */
+    float *lout;                   /* [max_seqs][vocab] */
+    int   *lrow;                   /* [max_seqs] */
+    unsigned char *seen;           /* [max_seqs] duplicate-slot check */
+    void  *sscratch;               /* sampler scratch */
+    op_prof prof[OP_COUNT];
+    int64_t steps, step_tokens, step_ns;
+    /* decode-only steps by batch size (entries of one token each), so the
+     * profile shows where time goes at each B; [0] unused */
+    op_prof prof_b[PROF_MAX_B + 1][OP_COUNT];
+    int64_t steps_b[PROF_MAX_B + 1], step_ns_b[PROF_MAX_B + 1];
+    int   cur_b;                   /* the running step's batch, 0 = not decode-only */
+    char  err[160];
+};
+
+/* Q and K rows are drawn QK_GAIN times larger than V rows: sharper attention
+ * makes the output depend on position and context, not only on the last token. */
+#define QK_GAIN 2.0f
+/* GEMM attention stacks the query heads of one KV head: a block holds
+ * att_nb query rows × group heads ≈ ATT_ROWS rows of Q, one product with K */
+#define ATT_ROWS 192
+/* products of at most this many rows are decode batches (matmul1) */
+#define SMALL_M 16
+#define ATT_GEMM_MIN 8   /* chunks at least this long use GEMM attention */
+
+/* The op names of the profile, by OP_* (step.c). */
+extern const char *const cal_engine_op_names[OP_COUNT];
+
+#endif
