@@ -47,14 +47,18 @@ typedef struct cal_model_config {
     int      arch;          /* CAL_ARCH_*: 0 llama */
 } cal_model_config;
 
-/* Architectures of the dense model (MoE is llama only). llama: RoPE on
- * adjacent pairs. qwen2: biases on Q, K and V. qwen3: RMSNorm over each
+/* Architectures. llama: RoPE on adjacent pairs, dense or with experts
+ * (Mixtral's layout). qwen2: biases on Q, K and V. qwen3: RMSNorm over each
  * head of Q and of K (one [head_dim] weight each, shared by the heads)
- * before RoPE. Both qwen use llama.cpp's NeoX RoPE, which rotates element i
- * of a head with element i + head_dim/2. */
-enum { CAL_ARCH_LLAMA = 0, CAL_ARCH_QWEN2, CAL_ARCH_QWEN3, CAL_ARCH_COUNT };
-/* "llama", "qwen2", "qwen3" (GGUF's general.architecture); NULL for an
- * unknown value. */
+ * before RoPE. qwen3moe: qwen3's attention with experts only (no dense FFN:
+ * ffn_dim is one expert's width, GGUF's expert_feed_forward_length). The
+ * qwen ones use llama.cpp's NeoX RoPE, which rotates element i of a head
+ * with element i + head_dim/2. */
+enum { CAL_ARCH_LLAMA = 0, CAL_ARCH_QWEN2, CAL_ARCH_QWEN3, CAL_ARCH_QWEN3MOE, CAL_ARCH_COUNT };
+/* 1: the architecture has qwen3's per-head Q/K RMSNorm */
+#define CAL_ARCH_QK_NORM(a) ((a) == CAL_ARCH_QWEN3 || (a) == CAL_ARCH_QWEN3MOE)
+/* "llama", "qwen2", "qwen3", "qwen3moe" (GGUF's general.architecture); NULL
+ * for an unknown value. */
 const char *cal_arch_name(int arch);
 /* The CAL_ARCH_* named s (case-insensitive), or −1. */
 int  cal_arch_parse(const char *s);

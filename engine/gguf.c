@@ -161,7 +161,7 @@ static int tensor_list(const cal_model_config *c, const cal_gguf_source *e, tdes
             ADD(NMB("attn_v"), 1, kvd, 1, 1, 1, AT(qd + kvd), 0, 0, 0);
 #undef AT
 #undef NMB
-        } else if (c->arch == CAL_ARCH_QWEN3) {
+        } else if (CAL_ARCH_QK_NORM(c->arch)) {
             ADD(NM("attn_q_norm"), 1, hd, 1, 1, 1, w.q_norm, 0, 0, 0);
             ADD(NM("attn_k_norm"), 1, hd, 1, 1, 1, w.k_norm, 0, 0, 0);
         }
@@ -378,7 +378,7 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, char *
     cal_model_weights mw;
     e->weights(e->engine, &mw);
     int scaled = c->tied_embeddings && mw.embed_scale != 1.0f;
-    int n_kv = 23 + (c->n_experts > 0 ? 2 : 0) + scaled;
+    int n_kv = 23 + (c->n_experts > 0 ? 2 : 0) + (c->arch == CAL_ARCH_QWEN3MOE) + scaled;
     w_bytes(&w, "GGUF", 4);
     w_u32(&w, 3);
     w_u64(&w, (uint64_t)nt);
@@ -404,6 +404,9 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, char *
         kv_u32(&w, (snprintf(key, sizeof key, "%s.expert_count", an), key), (uint32_t)c->n_experts);
         kv_u32(&w, (snprintf(key, sizeof key, "%s.expert_used_count", an), key), (uint32_t)c->top_k);
     }
+    if (c->arch == CAL_ARCH_QWEN3MOE)   /* llama.cpp's qwen3moe reads the experts' width here */
+        kv_u32(&w, (snprintf(key, sizeof key, "%s.expert_feed_forward_length", an), key),
+               (uint32_t)c->ffn_dim);
     kv_str(&w, "tokenizer.ggml.model", "llama");
     /* tokens, scores, types */
     w_str(&w, "tokenizer.ggml.tokens");
@@ -634,7 +637,7 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     rc = CAL_EINVAL;
     if (cal_arch_parse(s->arch) < 0 || strcmp(s->arch, cal_arch_name(cal_arch_parse(s->arch))))
         cal_why(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
-             "\"llama\", with or without experts, and dense \"qwen2\" and \"qwen3\")", path,
+             "\"llama\", with or without experts, dense \"qwen2\" and \"qwen3\", and \"qwen3moe\")", path,
              s->arch);
     else if (strcmp(m.tok_model, "llama") || !m.byte_tokens)
         cal_why(why, why_len, rc, "%s: vocabulary \"%s\"%s is not supported: caliper serves "
@@ -662,7 +665,11 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
         c.n_layers = (int)s->layers;
         c.n_heads = (int)s->heads;
         c.n_kv_heads = (int)s->kv_heads;
-        c.ffn_dim = (int)m.ffn;
+        /* qwen3moe: an expert's width has its own key (llama.cpp: else
+         * feed_forward_length ÷ experts used) */
+        c.ffn_dim = c.arch != CAL_ARCH_QWEN3MOE ? (int)m.ffn
+                    : m.ffn_exp > 0 ? (int)m.ffn_exp
+                    : m.n_expert_used > 0 ? (int)(m.ffn / m.n_expert_used) : 0;
         c.n_experts = (int)m.n_expert;
         c.top_k = m.n_expert > 0 ? (int)m.n_expert_used : 0;
         c.vocab = (int)m.n_vocab;

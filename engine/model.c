@@ -34,7 +34,7 @@ int cal_model_preset(const char *name, cal_model_config *out)
 static const char *const dtype_names[CAL_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8_0",
                                                                   "q4_0", "q4_k", "q6_k"};
 
-static const char *const arch_names[CAL_ARCH_COUNT] = {"llama", "qwen2", "qwen3"};
+static const char *const arch_names[CAL_ARCH_COUNT] = {"llama", "qwen2", "qwen3", "qwen3moe"};
 
 const char *cal_arch_name(int arch)
 {
@@ -92,7 +92,7 @@ static int64_t layer_extra_params(const cal_model_config *c)
     int64_t hd = c->dim / c->n_heads;
     if (c->arch == CAL_ARCH_QWEN2)
         return c->dim + 2 * hd * c->n_kv_heads;
-    if (c->arch == CAL_ARCH_QWEN3)
+    if (CAL_ARCH_QK_NORM(c->arch))
         return 2 * hd;
     return 0;
 }
@@ -146,8 +146,9 @@ int cal_model_validate(const cal_model_config *c, const char **why)
     else if (c->dtype < 0 || c->dtype >= CAL_DTYPE_COUNT)
         w = "dtype";
     else if (c->arch < 0 || c->arch >= CAL_ARCH_COUNT ||
-             (c->arch != CAL_ARCH_LLAMA && c->n_experts > 0))
-        w = "arch";     /* the qwen architectures here are the dense ones */
+             ((c->arch == CAL_ARCH_QWEN2 || c->arch == CAL_ARCH_QWEN3) && c->n_experts > 0) ||
+             (c->arch == CAL_ARCH_QWEN3MOE && c->n_experts == 0))
+        w = "arch";     /* qwen2 and qwen3 are dense, qwen3moe has experts */
     else if (c->dtype != CAL_DTYPE_F32 && c->dim % cal_dtype_row_unit(c->dtype) != 0)
         w = "dim";      /* rows are whole blocks (32 weights; 256 for K-quants) */
     else if (c->dtype != CAL_DTYPE_F32 && c->ffn_dim % cal_dtype_row_unit(c->dtype) != 0)

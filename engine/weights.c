@@ -297,7 +297,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
 #define R64(n) ((((size_t)(n)) + 63) & ~(size_t)63)
 #define MAT(rows, n_in) R64((size_t)(rows) * cal_k_row_bytes(e->dt, (int)(n_in)))
 #define VEC(n) R64((size_t)(n) * sizeof(float))
-    int bias = c->arch == CAL_ARCH_QWEN2, qkn = c->arch == CAL_ARCH_QWEN3;
+    int bias = c->arch == CAL_ARCH_QWEN2, qkn = CAL_ARCH_QK_NORM(c->arch);
     size_t per_layer = VEC(d) * 2 + (bias ? VEC(e->qkv_ld) : 0) + (qkn ? 2 * VEC(e->hd) : 0) +
                        MAT(e->qkv_ld, d) + MAT(d, e->qd) +
                        MAT((int64_t)ne * 2 * f, d) + MAT((int64_t)ne * d, f) +

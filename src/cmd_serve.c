@@ -45,11 +45,11 @@ static void usage(FILE *f)
         "                       --ffn multiples of 256); same weights as f32, rounded to the\n"
         "                       format. q4_k_m (--export-gguf only): llama.cpp's mixture,\n"
         "                       Q6_K for output and some attn_v/ffn_down, Q4_K elsewhere\n"
-        "  --arch A             llama (default), qwen2 (QKV biases), qwen3 (Q/K head norms);\n"
-        "                       dense models only\n"
+        "  --arch A             llama (default), qwen2 (QKV biases), qwen3 (Q/K head norms),\n"
+        "                       dense; qwen3moe (qwen3 with experts: --preset moe)\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
-        "  --model FILE.gguf    serve a GGUF file's weights (llama, qwen2 or qwen3; F32, F16,\n"
-        "                       BF16, Q8_0, Q4_0, Q4_K or Q6_K; the byte vocabulary\n"
+        "  --model FILE.gguf    serve a GGUF file's weights (llama, qwen2, qwen3, qwen3moe;\n"
+        "                       F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K; the byte vocabulary\n"
         "                       --export-gguf writes); only\n"
         "                       --context and --dtype of the shape flags apply; a longer\n"
         "                       context_length than 4096 is held to 4096 positions unless\n"
@@ -232,7 +232,8 @@ int cmd_serve(int argc, char **argv)
         case O_ARCH:
             arch = cal_arch_parse(optarg);
             if (arch < 0)
-                return cli_usage_error(C, "--arch: \"%s\" is not llama, qwen2 or qwen3", optarg);
+                return cli_usage_error(C, "--arch: \"%s\" is not llama, qwen2, qwen3 or "
+                                       "qwen3moe", optarg);
             break;
         case O_LAYERS:   rc = cli_parse_long(C, "--layers", optarg, 1, 1024, &sf.layers); break;
         case O_DIM:      rc = cli_parse_long(C, "--dim", optarg, 1, 1 << 16, &sf.dim); break;
@@ -334,6 +335,12 @@ int cmd_serve(int argc, char **argv)
                                    "of %d (whole %s blocks)", why, !strcmp(why, "dim")
                                    ? sc.model.dim : sc.model.ffn_dim, unit,
                                    cal_dtype_name(dtype));
+        if (why && !strcmp(why, "arch"))
+            return cli_usage_error(C, "--arch: %s %s (the model has %d experts)",
+                                   cal_arch_name(sc.model.arch),
+                                   sc.model.arch == CAL_ARCH_QWEN3MOE ? "needs experts (--preset moe)"
+                                   : "is dense here: use qwen3moe or llama for experts",
+                                   sc.model.n_experts);
         return cli_usage_error(C, "the model shape is impossible: %s", why ? why : "?");
     }
 

@@ -78,6 +78,8 @@ typedef struct cal_gguf_model {
     long   ffn;            /* <arch>.feed_forward_length; 0 absent */
     long   n_expert;       /* <arch>.expert_count; 0 absent */
     long   n_expert_used;  /* <arch>.expert_used_count; 0 absent */
+    long   ffn_exp;        /* <arch>.expert_feed_forward_length (qwen3moe: one
+                              expert's FFN width); 0 absent */
     long   ctx_len;        /* <arch>.context_length; 0 absent */
     double rope_theta;     /* <arch>.rope.freq_base; 0 absent */
     double norm_eps;       /* <arch>.attention.layer_norm_rms_epsilon; 0 absent */

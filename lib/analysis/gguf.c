@@ -43,10 +43,11 @@ typedef struct slot {
 /* What the model reader keeps besides the shape: integer keys that may be 0,
  * float keys, each "<arch>.<suffix>" and chosen once the architecture is
  * known, like the shape keys. */
-enum { X_FFN, X_EXPERT, X_EXPERT_USED, X_CTX, X_ROPE_DIMS, X_ROPE_BASE, X_EPS, X_N };
+enum { X_FFN, X_EXPERT, X_EXPERT_USED, X_CTX, X_ROPE_DIMS, X_ROPE_BASE, X_EPS, X_FFN_EXP, X_N };
 static const char *const XSUFFIX[X_N] = {
     "feed_forward_length", "expert_count", "expert_used_count", "context_length",
-    "rope.dimension_count", "rope.freq_base", "attention.layer_norm_rms_epsilon"};
+    "rope.dimension_count", "rope.freq_base", "attention.layer_norm_rms_epsilon",
+    "expert_feed_forward_length"};
 #define MAX_XSLOTS 32
 
 typedef struct xslot {
@@ -697,6 +698,7 @@ static int parse_model(rd *r, cal_gguf_model *m)
     m->ffn = (long)xpick(r, X_FFN);
     m->n_expert = (long)xpick(r, X_EXPERT);
     m->n_expert_used = (long)xpick(r, X_EXPERT_USED);
+    m->ffn_exp = (long)xpick(r, X_FFN_EXP);
     m->ctx_len = (long)xpick(r, X_CTX);
     m->rope_dims = (long)xpick(r, X_ROPE_DIMS);
     m->rope_theta = xpick(r, X_ROPE_BASE);

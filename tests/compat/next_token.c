@@ -5,8 +5,10 @@
  * and the top-K next-token ids with their probabilities (softmax over the
  * whole vocabulary, as llama-server's n_probs reports them).
  *
- *   next_token MODEL.gguf PROMPTS.txt [K]     one prompt per line; "\n" in a
- *                                              line stands for a newline */
+ *   next_token MODEL.gguf PROMPTS.txt [K [DTYPE]]  one prompt per line; "\n"
+ *                                              in a line stands for a newline;
+ *                                              DTYPE: the engine's format of
+ *                                              the weights (default f32) */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,7 +23,7 @@
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: next_token MODEL.gguf PROMPTS.txt [K]\n");
+        fprintf(stderr, "usage: next_token MODEL.gguf PROMPTS.txt [K [DTYPE]]\n");
         return 2;
     }
     int K = argc > 3 ? atoi(argv[3]) : 5;
@@ -30,6 +32,10 @@ int main(int argc, char **argv)
     if (cal_gguf_model_config(argv[1], &c, why, sizeof why) != CAL_OK) {
         fprintf(stderr, "next_token: %s\n", why);
         return 1;
+    }
+    if (argc > 4 && (c.dtype = cal_dtype_parse(argv[4])) < 0) {
+        fprintf(stderr, "next_token: DTYPE \"%s\" is not an engine format\n", argv[4]);
+        return 2;
     }
     cal_engine *e = NULL;
     cal_tokenizer *tok = NULL;

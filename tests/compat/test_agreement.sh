@@ -4,7 +4,8 @@
 # and llama-server give the same next-token distribution after each of 24
 # prompts (tests/compat/prompts.txt): the same tokens for the prompt, the
 # same top-5 ids, each probability within the tolerance. Dense (tiny) and MoE
-# (moe) presets in F32, and tiny in F16. Then `caliper serve --model` and
+# (moe) presets in F32, and tiny in F16; then every architecture (llama,
+# qwen2, qwen3, qwen3moe) in F32, Q8_0 and Q4_K_M. Then `caliper serve --model` and
 # llama-server continue 6 prompts greedily to the same text.
 #
 # Tolerances. F32: both engines compute in single precision and differ only
@@ -22,13 +23,23 @@ source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/lib.sh"
 PROMPTS="$COMPAT_DIR/prompts.txt"
 
-agree() { # NAME PRESET DTYPE TOL
+agree() { # NAME PRESET DTYPE TOL [serve flags: --arch, shape]
+  # TOL "xK": K times the file's own sensitivity to activation rounding
   local name=$1 preset=$2 dtype=$3 tol=$4 f="$E2E_TMP/$1.gguf"
-  "$CALIPER" serve --preset "$preset" --export-gguf "$f" --dtype "$dtype" 2>"$E2E_TMP/$name.export" \
+  shift 4
+  "$CALIPER" serve --preset "$preset" "$@" --export-gguf "$f" --dtype "$dtype" 2>"$E2E_TMP/$name.export" \
     && ok "$name: exported ($(cat "$E2E_TMP/$name.export"))" \
     || { not_ok "$name: export"; cat "$E2E_TMP/$name.export"; return; }
   "$NEXT_TOKEN" "$f" "$PROMPTS" 5 >"$E2E_TMP/$name.cal" 2>"$E2E_TMP/$name.cal.err" \
     || { not_ok "$name: caliper's engine on the file"; cat "$E2E_TMP/$name.cal.err"; return; }
+  if [[ $tol == x* ]]; then
+    "$NEXT_TOKEN" "$f" "$PROMPTS" 5 q8_0 >"$E2E_TMP/$name.q8" 2>>"$E2E_TMP/$name.cal.err" \
+      || { not_ok "$name: caliper's Q8_0 path on the file"; cat "$E2E_TMP/$name.cal.err"; return; }
+    local s; s=$(python3 "$COMPAT_DIR/sensitivity.py" "$E2E_TMP/$name.cal" "$E2E_TMP/$name.q8")
+    local k=${tol#x}
+    tol=$(python3 -c "import sys; print('%.4g' % max(float(sys.argv[1]) * float(sys.argv[2]), 1e-3))" "$k" "$s")
+    echo "# $name: activation rounding alone moves caliper's probabilities by up to $s; tolerance $k x that = $tol"
+  fi
   start_llama "$f" -c 2048 -np 1 -ctk f32 -ctv f32 -fa off --no-warmup \
     || { not_ok "$name: llama-server loads the file"; return; }
   ok "$name: llama-server loads caliper's GGUF"
@@ -61,4 +72,26 @@ greedy() { # caliper serve --model and llama-server continue prompts alike
 agree tiny-f32 tiny f32 1e-4
 agree moe-f32 moe f32 1e-4
 agree tiny-f16 tiny f16 5e-3
+# every architecture, on a shape whose rows are whole K-quant blocks
+KQ=(--dim 256 --ffn 512 --heads 4 --kv-heads 2 --layers 2)
+for arch in llama qwen2 qwen3; do
+  agree "$arch-f32" tiny f32 1e-4 --arch "$arch" "${KQ[@]}"
+done
+agree qwen3moe-f32 moe f32 1e-4 --arch qwen3moe
+# Quantized files: caliper multiplies the file's exact weights by F32
+# activations; llama.cpp's CPU kernels round the activations first (to Q8_0
+# blocks of 32 for Q8_0 weights, to Q8_K blocks of 256 for Q4_K and Q6_K).
+# So the bound is the file's own sensitivity to that rounding, measured on
+# caliper's side (sensitivity.py: the same file through caliper's Q8_0 path,
+# which rounds activations to Q8_0 as llama.cpp does), times a factor: 2.5
+# for Q8_0, where the two roundings are the same kind; 8 for Q4_K_M, whose
+# Q8_K rounding (one scale per 256 values) is coarser than the Q8_0 that
+# measures it. Measured on 4 architectures x 24 prompts: llama-server within
+# 0.5-1.1x of the sensitivity on Q8_0 and 1.4-5.3x on Q4_K_M. The top-5 ids
+# must agree in every case.
+for arch in llama qwen2 qwen3 qwen3moe; do
+  pre=tiny; extra=(); [ $arch = qwen3moe ] && { pre=moe; extra=(--vocab 4096); }
+  agree "$arch-q8_0" $pre q8_0 x2.5 --arch "$arch" "${KQ[@]}" "${extra[@]}"
+  agree "$arch-q4_k_m" $pre q4_k_m x8 --arch "$arch" "${KQ[@]}" "${extra[@]}"
+done
 finish
