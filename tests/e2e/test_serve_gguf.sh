@@ -53,6 +53,22 @@ if start_serve --model tiny.gguf; then
   kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 else not_ok "serve --model tiny.gguf starts"; fi
 
+# qwen3moe: experts with qwen3's head norms, served back from its file and
+# answering; experts under a dense architecture are refused by name
+"$CALIPER" serve --preset moe --arch qwen3moe --dim 256 --ffn 256 --layers 2 --vocab 512 \
+  --export-gguf q3moe.gguf 2>"$T/err"
+check "a qwen3moe file is written" grep -q "qwen3moe)" "$T/err"
+if start_serve --model q3moe.gguf; then
+  out=$(curl -sf --max-time 120 "$SERVE_URL/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt":"hello","max_tokens":4,"temperature":0}')
+  check "serve --model answers from a qwen3moe file" python3 -c '
+import json, sys; d = json.loads(sys.argv[1]); assert d["usage"]["completion_tokens"] >= 1' "$out"
+  kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+else not_ok "serve --model q3moe.gguf starts"; fi
+"$CALIPER" serve --preset moe --arch qwen3 --export-gguf dense.gguf >/dev/null 2>"$T/err"; rc=$?
+check "--arch qwen3 with experts exits 2 (rc $rc)" [ "$rc" -eq 2 ]
+check "and says qwen3 is dense here" grep -q -- "--arch: qwen3 is dense here" "$T/err"
+
 # the same 7 MB file with context_length 1048576 (the u32 after the key)
 python3 - tiny.gguf long.gguf <<'PY'
 import struct, sys

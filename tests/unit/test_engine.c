@@ -711,12 +711,21 @@ static void test_forward_qwen_vs_reference(void **state)
             }
             cal_engine_close(&e);
         }
-    /* MoE stays llama's */
+    /* experts: llama's or qwen3moe's; qwen2 and qwen3 are dense, and
+     * qwen3moe without experts is refused */
     assert_int_equal(cal_model_preset("moe", &c), CAL_OK);
     c.arch = CAL_ARCH_QWEN3;
     const char *why = NULL;
     assert_int_equal(cal_model_validate(&c, &why), CAL_EINVAL);
     assert_string_equal(why, "arch");
+    c.arch = CAL_ARCH_QWEN3MOE;
+    assert_int_equal(cal_model_validate(&c, &why), CAL_OK);
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    c.arch = CAL_ARCH_QWEN3MOE;
+    assert_int_equal(cal_model_validate(&c, &why), CAL_EINVAL);
+    assert_string_equal(why, "arch");
+    assert_string_equal(cal_arch_name(CAL_ARCH_QWEN3MOE), "qwen3moe");
+    assert_int_equal(cal_arch_parse("qwen3moe"), CAL_ARCH_QWEN3MOE);
     assert_string_equal(cal_arch_name(CAL_ARCH_QWEN2), "qwen2");
     assert_int_equal(cal_arch_parse("Qwen3"), CAL_ARCH_QWEN3);
     assert_int_equal(cal_arch_parse("gemma"), -1);

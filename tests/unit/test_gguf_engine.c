@@ -285,13 +285,15 @@ static void roundtrip_kq(int dtype, uint32_t ggml_type)
     free(b);
 }
 
-/* qwen2 and qwen3 files: their general.architecture, their own keys and
+/* qwen2, qwen3 and qwen3moe files: their general.architecture, their own keys and
  * the extra tensors (F32, 1-D); served back in the writer's format the
  * logits are the writer's bits, in F32, Q4_K and Q6_K. */
 static void roundtrip_arch(int arch, int dtype)
 {
     cal_model_config c = kq_cfg(dtype), g;
     c.arch = arch;
+    if (arch == CAL_ARCH_QWEN3MOE)
+        c.n_experts = 4, c.top_k = 2;
     char path[128], why[256];
     snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, cal_arch_name(arch), cal_dtype_name(dtype));
     export_to(&c, path, dtype);
@@ -309,6 +311,10 @@ static void roundtrip_arch(int arch, int dtype)
     if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
         fail_msg("config: %s", why);
     assert_int_equal(g.arch, arch);
+    /* qwen3moe: one expert's width from expert_feed_forward_length */
+    assert_int_equal(g.ffn_dim, c.ffn_dim);
+    assert_int_equal(g.n_experts, c.n_experts);
+    assert_int_equal(g.top_k, c.top_k);
     g.dtype = dtype;
     int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
     float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
@@ -326,6 +332,8 @@ static void test_roundtrip_qwen(void **state)
     roundtrip_arch(CAL_ARCH_QWEN3, CAL_DTYPE_F32);
     roundtrip_arch(CAL_ARCH_QWEN2, CAL_DTYPE_Q4_K);
     roundtrip_arch(CAL_ARCH_QWEN3, CAL_DTYPE_Q6_K);
+    roundtrip_arch(CAL_ARCH_QWEN3MOE, CAL_DTYPE_F32);
+    roundtrip_arch(CAL_ARCH_QWEN3MOE, CAL_DTYPE_Q4_K);
 }
 
 static void test_roundtrip_q4_0(void **state) { roundtrip_kq(CAL_DTYPE_Q4_0, CAL_GGUF_Q4_0); }
