@@ -45,7 +45,24 @@ typedef struct cal_model_config {
                                a GGUF file's (set for caliper's export of a
                                tied model, whose token_embd is scaled) */
     int      arch;          /* CAL_ARCH_*: 0 llama */
+    /* Llama 3's RoPE frequency scaling: frequency i of a head turns at
+     * θ^(−2i/head_dim) ÷ factor[i]. rope_freqs 1: the model carries the
+     * head_dim/2 factors (GGUF's rope_freqs.weight, llama only); a GGUF
+     * file's are read from it, synthetic weights take Llama 3's rule
+     * (cal_rope_llama3_factors) with the parameters below. */
+    int      rope_freqs;
+    float    rope_factor;     /* the low frequencies' divisor (Llama 3.2: 32) */
+    float    rope_low_freq, rope_high_freq;  /* (1, 4) */
+    int      rope_orig_ctx;   /* the context they were trained on (8192) */
 } cal_model_config;
+
+/* Llama 3's rule (Hugging Face's "llama3" rope_type, as llama.cpp's
+ * converter writes rope_freqs.weight): for frequency i of a head of hd,
+ * wavelength λ = 2π θ^(2i/hd); factor 1 where λ < orig_ctx ÷ high_freq,
+ * `factor` where λ > orig_ctx ÷ low_freq, and between them
+ * 1 ÷ ((1 − s) ÷ factor + s), s = (orig_ctx ÷ λ − low_freq) ÷ (high_freq −
+ * low_freq). Writes out[hd/2]. */
+void cal_rope_llama3_factors(const cal_model_config *c, int hd, float *out);
 
 /* Architectures. llama: RoPE on adjacent pairs, dense or with experts
  * (Mixtral's layout). qwen2: biases on Q, K and V. qwen3: RMSNorm over each

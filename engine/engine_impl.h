@@ -63,6 +63,9 @@ struct cal_engine {
     float *kcache, *vcache;        /* [n_layers][max_seqs][n_kv][max_ctx][hd] */
     int   *slot_len;               /* [max_seqs] positions filled */
     float *rope_cos, *rope_sin;    /* [max_ctx][hd/2] */
+    float *rope_ff;                /* with rope_freqs: [hd/2] each frequency's
+                                      divisor (read from the file, or Llama 3's
+                                      rule); NULL otherwise */
     /* activations for the largest step: S = max_step tokens */
     float *x, *xn;                 /* [S][dim] residual stream, normed */
     float *qkv;                    /* [S][qkv_ld] */

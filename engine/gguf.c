@@ -140,6 +140,8 @@ static int tensor_list(const cal_model_config *c, const cal_gguf_source *e, tdes
     t[n - 1].scale = e ? mw.embed_scale : 1.0f;
     ADD("output_norm.weight", 1, d, 1, 1, 1, mw.final_norm, 0, 0, 0);
     ADD("output.weight", 2, d, c->vocab, 1, 0, mw.output, 0, 0, 0);
+    if (c->rope_freqs)   /* llama.cpp's layer 0 holds it, the others share it */
+        ADD("rope_freqs.weight", 1, hd / 2, 1, 1, 1, mw.rope_freqs, 0, 0, 0);
     for (int l = 0; l < c->n_layers; l++) {
         cal_layer_weights w = {0};
         if (e)
@@ -552,8 +554,8 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
             known = !strcmp(m->tensors[j].name, t[i].name);
         if (!known)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s is not supported (caliper "
-                      "serves llama without biases or RoPE factors, qwen2 with QKV biases "
-                      "and qwen3 with Q and K norms)", m->tensors[j].name);
+                      "serves llama (with Llama 3's rope_freqs), qwen2 with QKV biases, and "
+                      "qwen3 and qwen3moe with Q and K norms)", m->tensors[j].name);
     }
     free(t);
     return rc;
@@ -675,6 +677,7 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
         c.vocab = (int)m.n_vocab;
         c.max_ctx = m.ctx_len > 0 ? (int)(m.ctx_len < 1 << 20 ? m.ctx_len : 1 << 20) : 2048;
         c.tied_embeddings = cal_gguf_find(&m, "output.weight") ? 0 : 1;
+        c.rope_freqs = cal_gguf_find(&m, "rope_freqs.weight") != NULL;
         c.rope_theta = m.rope_theta > 0 ? (float)m.rope_theta : 10000.0f;
         c.norm_eps = m.norm_eps > 0 ? (float)m.norm_eps : 1e-5f;
         const char *bad = NULL;

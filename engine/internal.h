@@ -38,6 +38,7 @@ typedef struct cal_model_weights {
     const void *output;      /* [vocab][dim]; == embedding when tied */
     const float *final_norm; /* [dim] */
     int n_layers;
+    const float *rope_freqs; /* [head_dim/2] Llama 3's RoPE factors, or NULL */
     float embed_scale;       /* the embedding row enters the stream times this:
                                 CAL_ENGINE_EMBED_SCALE, or 1 for GGUF weights
                                 (their token_embd holds the scaled rows) */

@@ -13,10 +13,10 @@
 
 static const cal_model_config presets[] = {
     /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed dtype weights embed_scale arch */
-    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA},
-    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA},
-    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA},
-    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA},
+    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0},
+    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0},
+    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0},
+    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0},
 };
 
 int cal_model_preset(const char *name, cal_model_config *out)
@@ -145,6 +145,10 @@ int cal_model_validate(const cal_model_config *c, const char **why)
         w = "n_params";
     else if (c->dtype < 0 || c->dtype >= CAL_DTYPE_COUNT)
         w = "dtype";
+    else if (c->rope_freqs && (c->arch != CAL_ARCH_LLAMA || (c->rope_factor != 0 &&
+             !(c->rope_factor >= 1 && c->rope_factor <= 1e4 && c->rope_low_freq > 0 &&
+               c->rope_high_freq > c->rope_low_freq && c->rope_orig_ctx > 0))))
+        w = "rope_freqs";
     else if (c->arch < 0 || c->arch >= CAL_ARCH_COUNT ||
              ((c->arch == CAL_ARCH_QWEN2 || c->arch == CAL_ARCH_QWEN3) && c->n_experts > 0) ||
              (c->arch == CAL_ARCH_QWEN3MOE && c->n_experts == 0))
@@ -162,7 +166,25 @@ int64_t cal_model_n_params(const cal_model_config *c)
 {
     int64_t emb = (int64_t)c->vocab * c->dim;
     return emb * (c->tied_embeddings ? 1 : 2) + c->dim +
+           (c->rope_freqs ? c->dim / c->n_heads / 2 : 0) +
            (int64_t)c->n_layers * layer_params(c, 0);
+}
+
+void cal_rope_llama3_factors(const cal_model_config *c, int hd, float *out)
+{
+    double lo = c->rope_low_freq, hi = c->rope_high_freq, f = c->rope_factor;
+    double orig = c->rope_orig_ctx;
+    for (int i = 0; i < hd / 2; i++) {
+        double wl = 2.0 * M_PI * pow((double)c->rope_theta, 2.0 * i / hd);
+        if (!(f > 0) || wl < orig / hi)
+            out[i] = 1.0f;
+        else if (wl > orig / lo)
+            out[i] = (float)f;
+        else {
+            double s = (orig / wl - lo) / (hi - lo);
+            out[i] = (float)(1.0 / ((1.0 - s) / f + s));
+        }
+    }
 }
 
 int64_t cal_model_decode_bytes_per_token(const cal_model_config *c)

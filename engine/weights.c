@@ -250,7 +250,7 @@ void cal_engine_close(cal_engine **pe)
         return;
     cal_engine *e = *pe;
     free(e->weights); free(e->q8rows); free(e->x8); free(e->x8_at); free(e->layers); free(e->kcache); free(e->vcache);
-    free(e->slot_len); free(e->rope_cos); free(e->rope_sin);
+    free(e->slot_len); free(e->rope_cos); free(e->rope_sin); free(e->rope_ff);
     free(e->x); free(e->xn); free(e->qkv); free(e->att); free(e->h13);
     free(e->act); free(e->scores); free(e->gin); free(e->gout);
     free(e->qpack); free(e->opack); free(e->rowpos); free(e->erow);
@@ -313,6 +313,10 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->slot_len = calloc((size_t)max_seqs, sizeof(int));
     e->rope_cos = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));
     e->rope_sin = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));
+    if (c->rope_freqs && !(e->rope_ff = xalloc((size_t)(e->hd / 2) * sizeof(float)))) {
+        cal_engine_close(&e);
+        return CAL_ENOMEM;
+    }
     int64_t S = max_step_tokens;
     int nl = max_seqs < max_step_tokens ? max_seqs : max_step_tokens;
     e->x = xalloc((size_t)(S * d) * sizeof(float));
@@ -400,13 +404,6 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
 #undef MAT
 #undef VEC
 #undef R64
-    int half = e->hd / 2;
-    for (int pos = 0; pos < c->max_ctx; pos++)
-        for (int i = 0; i < half; i++) {
-            double fr = pow((double)c->rope_theta, -2.0 * i / e->hd);
-            e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
-            e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
-        }
     e->embed_scale = c->embed_scale > 0.0f ? c->embed_scale
                      : c->weights[0] ? 1.0f : CAL_ENGINE_EMBED_SCALE;
     if (c->weights[0]) {
@@ -417,7 +414,19 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         }
     } else {
         generate(e);
+        if (e->rope_ff)
+            cal_rope_llama3_factors(c, e->hd, e->rope_ff);
     }
+    /* the RoPE tables, once the factors are known (a file's are read above) */
+    int half = e->hd / 2;
+    for (int pos = 0; pos < c->max_ctx; pos++)
+        for (int i = 0; i < half; i++) {
+            double fr = pow((double)c->rope_theta, -2.0 * i / e->hd);
+            if (e->rope_ff)
+                fr /= e->rope_ff[i];
+            e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
+            e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
+        }
     if (e->dt == CAL_DTYPE_Q8_0 && cal_k_have_q8x()) {
         e->x8_bytes = cal_k_q8x_xbytes(e->max_in, SMALL_M);
         e->x8 = xalloc((size_t)e->nt * e->x8_bytes);
@@ -438,6 +447,7 @@ void cal_engine_weights(const cal_engine *e, cal_model_weights *m)
     m->embedding = e->emb;
     m->output = e->out;
     m->final_norm = e->final_norm;
+    m->rope_freqs = e->rope_ff;
     m->n_layers = e->c.n_layers;
     m->embed_scale = e->embed_scale;
 }

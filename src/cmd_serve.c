@@ -47,6 +47,8 @@ static void usage(FILE *f)
         "                       Q6_K for output and some attn_v/ffn_down, Q4_K elsewhere\n"
         "  --arch A             llama (default), qwen2 (QKV biases), qwen3 (Q/K head norms),\n"
         "                       dense; qwen3moe (qwen3 with experts: --preset moe)\n"
+        "  --rope-scaling llama3  Llama 3's RoPE frequency factors (Llama 3.2's: factor\n"
+        "                       32, low 1, high 4, original context 8192; llama only)\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
         "  --model FILE.gguf    serve a GGUF file's weights (llama, qwen2, qwen3, qwen3moe;\n"
         "                       F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K; the byte vocabulary\n"
@@ -92,7 +94,7 @@ enum {
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
     O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_MODEL, O_EXPORT,
     O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE, O_HEADTIMEOUT, O_BODYTIMEOUT,
-    O_ARCH
+    O_ARCH, O_ROPESCALING
 };
 
 static const struct option OPTS[] = {
@@ -125,6 +127,7 @@ static const struct option OPTS[] = {
     {"export-gguf", required_argument, 0, O_EXPORT},
     {"dtype", required_argument, 0, O_DTYPE},
     {"arch", required_argument, 0, O_ARCH},
+    {"rope-scaling", required_argument, 0, O_ROPESCALING},
     {"op-bench", required_argument, 0, O_OPBENCH},
     {"op-bench-tokens", required_argument, 0, O_OBTOKENS},
     {"op-bench-pos", required_argument, 0, O_OBPOS},
@@ -212,7 +215,7 @@ int cmd_serve(int argc, char **argv)
     const char *C = "serve";
     const char *gguf_in = NULL, *gguf_out = NULL;
     int preset_given = 0;
-    int rc, opt, dtype = CAL_DTYPE_F32, mix = 0, arch = -1;
+    int rc, opt, dtype = CAL_DTYPE_F32, mix = 0, arch = -1, rope_llama3 = 0;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", OPTS, NULL)) != -1) {
@@ -228,6 +231,11 @@ int cmd_serve(int argc, char **argv)
             if (dtype < 0)
                 return cli_usage_error(C, "--dtype: \"%s\" is not f32, f16, bf16, q8_0, q4_0, "
                                        "q4_k, q6_k or q4_k_m", optarg);
+            break;
+        case O_ROPESCALING:
+            if (strcmp(optarg, "llama3") != 0)
+                return cli_usage_error(C, "--rope-scaling: \"%s\" is not llama3", optarg);
+            rope_llama3 = 1;
             break;
         case O_ARCH:
             arch = cal_arch_parse(optarg);
@@ -293,7 +301,7 @@ int cmd_serve(int argc, char **argv)
 
     if (gguf_in && (preset_given || sf.layers >= 0 || sf.dim >= 0 || sf.heads >= 0 ||
                     sf.kv_heads >= 0 || sf.ffn >= 0 || sf.experts >= 0 || sf.top_k >= 0 ||
-                    sf.vocab >= 0 || sf.seed >= 0 || arch >= 0))
+                    sf.vocab >= 0 || sf.seed >= 0 || arch >= 0 || rope_llama3))
         return cli_usage_error(C, "--model: the file fixes the shape (only --context applies)");
     cal_server_config sc = {0};
     if (gguf_in) {
@@ -322,6 +330,9 @@ int cmd_serve(int argc, char **argv)
     if (sf.seed >= 0) sc.model.seed = (uint64_t)sf.seed;
     sc.model.dtype = dtype;
     if (arch >= 0) sc.model.arch = arch;
+    if (rope_llama3)   /* Llama 3.2's rope_scaling */
+        sc.model.rope_freqs = 1, sc.model.rope_factor = 32.0f, sc.model.rope_low_freq = 1.0f,
+        sc.model.rope_high_freq = 4.0f, sc.model.rope_orig_ctx = 8192;
     if (mix && !gguf_out)
         return cli_usage_error(C, "--dtype: q4_k_m is a file format (--export-gguf); "
                                "serve its file with --dtype q4_k or f32");
@@ -335,6 +346,8 @@ int cmd_serve(int argc, char **argv)
                                    "of %d (whole %s blocks)", why, !strcmp(why, "dim")
                                    ? sc.model.dim : sc.model.ffn_dim, unit,
                                    cal_dtype_name(dtype));
+        if (why && !strcmp(why, "rope_freqs"))
+            return cli_usage_error(C, "--rope-scaling: llama3 needs --arch llama");
         if (why && !strcmp(why, "arch"))
             return cli_usage_error(C, "--arch: %s %s (the model has %d experts)",
                                    cal_arch_name(sc.model.arch),

@@ -78,6 +78,13 @@ for arch in llama qwen2 qwen3; do
   agree "$arch-f32" tiny f32 1e-4 --arch "$arch" "${KQ[@]}"
 done
 agree qwen3moe-f32 moe f32 1e-4 --arch qwen3moe
+# Llama 3's RoPE frequency factors (rope_freqs.weight), on llama-f32's shape
+# and seed: the agreement checks the factors only if they matter, so the
+# file without them must differ by far more than the tolerance
+agree llama3rope-f32 tiny f32 1e-4 --rope-scaling llama3 "${KQ[@]}"
+eff=$(python3 "$COMPAT_DIR/sensitivity.py" "$E2E_TMP/llama3rope-f32.cal" "$E2E_TMP/llama-f32.cal")
+check "the RoPE factors move caliper's probabilities by $eff, 10x the tolerance or more" \
+  python3 -c "import sys; assert float(sys.argv[1]) >= 1e-3" "$eff"
 # Quantized files: caliper multiplies the file's exact weights by F32
 # activations; llama.cpp's CPU kernels round the activations first (to Q8_0
 # blocks of 32 for Q8_0 weights, to Q8_K blocks of 256 for Q4_K and Q6_K).

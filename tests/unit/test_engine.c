@@ -1137,6 +1137,43 @@ static void test_profile_json(void **state)
     cal_engine_close(&e);
 }
 
+/* Llama 3's RoPE factors on Llama 3.2 1B's heads (head_dim 64, θ 500000,
+ * factor 32, low 1, high 4, context 8192): wavelength 2π θ^(2i/64) is under
+ * 8192/4 for i <= 14 (factor 1), over 8192 for i >= 18 (factor 32), and
+ * rises between; the model carries them only as llama. */
+static void test_rope_llama3_factors(void **state)
+{
+    (void)state;
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    c.rope_theta = 500000.0f;
+    c.rope_freqs = 1, c.rope_factor = 32.0f, c.rope_low_freq = 1.0f;
+    c.rope_high_freq = 4.0f, c.rope_orig_ctx = 8192;
+    float f[32];
+    cal_rope_llama3_factors(&c, 64, f);
+    for (int i = 0; i <= 14; i++)
+        assert_float_equal(f[i], 1.0f, 0.0f);
+    for (int i = 18; i < 32; i++)
+        assert_float_equal(f[i], 32.0f, 0.0f);
+    for (int i = 15; i <= 17; i++) {
+        assert_true(f[i] > f[i - 1] && f[i] < 32.0f);
+        /* 1 / ((1 − s)/32 + s), s = (8192/λ − 1) / 3 */
+        double wl = 2.0 * M_PI * pow(500000.0, 2.0 * i / 64), sm = (8192.0 / wl - 1.0) / 3.0;
+        assert_float_equal(f[i], 1.0 / ((1.0 - sm) / 32.0 + sm), 1e-4);
+    }
+    const char *why = NULL;
+    assert_int_equal(cal_model_validate(&c, &why), CAL_OK);
+    int64_t with = cal_model_n_params(&c);
+    c.arch = CAL_ARCH_QWEN2;
+    assert_int_equal(cal_model_validate(&c, &why), CAL_EINVAL);
+    assert_string_equal(why, "rope_freqs");
+    c.arch = CAL_ARCH_LLAMA;
+    c.rope_high_freq = 0.5f;    /* high <= low: no band between them */
+    assert_int_equal(cal_model_validate(&c, &why), CAL_EINVAL);
+    c.rope_freqs = 0;
+    assert_int_equal(with - cal_model_n_params(&c), c.dim / c.n_heads / 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1158,6 +1195,7 @@ int main(void)
         cmocka_unit_test(test_greedy_stable),
         cmocka_unit_test(test_presets_and_formulas),
         cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_rope_llama3_factors),
         cmocka_unit_test(test_profile_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -542,6 +542,43 @@ static void test_byte_tokenizer(void **state)
     assert_int_equal(cal_tok_open_bytes(600, 600, &t), CAL_EINVAL);
 }
 
+/* A model with Llama 3's RoPE factors: written as rope_freqs.weight (F32,
+ * head_dim/2), read back as such (the file's values, not the rule), the same
+ * logits; and they matter: without them the logits differ. */
+static void test_roundtrip_rope_freqs(void **state)
+{
+    (void)state;
+    cal_model_config c = kq_cfg(CAL_DTYPE_F32), g;
+    c.rope_freqs = 1, c.rope_factor = 32.0f, c.rope_low_freq = 1.0f;
+    c.rope_high_freq = 4.0f, c.rope_orig_ctx = 64;   /* a short context: every
+                                                        prompt position feels it */
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/rope.gguf", dir);
+    export_to(&c, path, CAL_DTYPE_F32);
+    cal_gguf_model m;
+    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+    const cal_gguf_tensor *t = cal_gguf_find(&m, "rope_freqs.weight");
+    assert_non_null(t);
+    assert_int_equal(t->type, CAL_GGUF_F32);
+    assert_int_equal(t->ne[0], c.dim / c.n_heads / 2);
+    cal_gguf_model_free(&m);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    assert_int_equal(g.rope_freqs, 1);
+    assert_true(g.rope_factor == 0.0f);   /* the factors come from the file */
+    int32_t ids[12] = {72, 101, 108, 299, 7, 256, 32, 9, 77, 100, 3, 40};
+    float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
+    logits_of(&c, ids, 12, a);
+    logits_of(&g, ids, 12, b);
+    assert_memory_equal(a, b, sizeof(float) * (size_t)c.vocab);
+    c.rope_freqs = 0;
+    logits_of(&c, ids, 12, b);
+    assert_true(max_rel_diff(a, b, c.vocab) > 1e-3);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -554,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_q6_k),
         cmocka_unit_test(test_roundtrip_q4_k_m),
         cmocka_unit_test(test_roundtrip_qwen),
+        cmocka_unit_test(test_roundtrip_rope_freqs),
         cmocka_unit_test(test_half_exact),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_scaled_tie_checked),
