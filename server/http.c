@@ -30,7 +30,7 @@
 #define DEFAULT_BODY_NS    (60LL * 1000000000)   /* the body: 4 MiB at 70 KB/s */
 
 enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS,
-             R_TOKENIZE, R_PROFILE };
+             R_TOKENIZE, R_PROFILE, R_APPLY_TEMPLATE };
 
 static const struct { const char *path; const char *method; enum route r; } ROUTES[] = {
     {"/v1/completions",      "POST", R_COMPLETIONS},
@@ -39,12 +39,14 @@ static const struct { const char *path; const char *method; enum route r; } ROUT
     {"/health",              "GET",  R_HEALTH},
     {"/metrics",             "GET",  R_METRICS},
     {"/tokenize",            "POST", R_TOKENIZE},
+    {"/apply-template",      "POST", R_APPLY_TEMPLATE},
     {"/profile",             "GET",  R_PROFILE},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 
 struct cal_server {
     cal_model_config  model;
+    cal_chat_template tpl;
     char              model_name[128];
     char              preset[32];
     int64_t           n_params;
@@ -170,7 +172,7 @@ static enum MHD_Result handle_completion(cal_server *s, struct MHD_Connection *c
 {
     cal_srv_error e;
     cal_srv_request req;
-    cal_srv_limits lim = {s->model.vocab, s->model.max_ctx};
+    cal_srv_limits lim = {s->model.vocab, s->model.max_ctx, &s->tpl};
     cal_srv_api api = cx->r == R_CHAT ? CAL_SRV_CHAT : CAL_SRV_COMPLETIONS;
     int rc = cal_srv_parse_request(api, cx->body.data, cx->body.len, &lim, &req, &e);
     if (rc != CAL_OK) return send_error(s, c, &e);
@@ -339,6 +341,25 @@ static enum MHD_Result handle_metrics(cal_server *s, struct MHD_Connection *c)
     return ret;
 }
 
+/* POST /apply-template: a chat body's messages as the served model's chat
+ * template renders them, {"prompt": text} (llama-server's endpoint), so a
+ * client can see exactly what a chat request costs in prompt tokens. */
+static enum MHD_Result handle_apply_template(cal_server *s, struct MHD_Connection *c,
+                                             conn_ctx *cx)
+{
+    cal_srv_error e;
+    cal_srv_request req;
+    cal_srv_limits lim = {s->model.vocab, s->model.max_ctx, &s->tpl};
+    if (cal_srv_parse_request(CAL_SRV_CHAT, cx->body.data, cx->body.len, &lim, &req, &e) !=
+        CAL_OK)
+        return send_error(s, c, &e);
+    json_t *o = json_object();
+    json_object_set_new(o, "prompt", json_stringn(req.prompt ? req.prompt : "", req.prompt_len));
+    json_object_set_new(o, "template", json_string(cal_tpl_name(s->tpl.kind)));
+    cal_srv_request_free(&req);
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
 static enum MHD_Result handle_tokenize(cal_server *s, struct MHD_Connection *c, conn_ctx *cx)
 {
     cal_srv_error e;
@@ -463,6 +484,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     case R_METRICS:  return handle_metrics(s, c);
     case R_TOKENIZE: return handle_tokenize(s, c, cx);
+    case R_APPLY_TEMPLATE: return handle_apply_template(s, c, cx);
     case R_PROFILE:  return handle_profile(s, c);
     default:         return MHD_NO;
     }
@@ -519,6 +541,7 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
     cal_server *s = calloc(1, sizeof *s);
     if (!s) return CAL_ENOMEM;
     s->model = c->model;
+    s->tpl = c->chat_template;
     snprintf(s->model_name, sizeof s->model_name, "%s", name);
     snprintf(s->preset, sizeof s->preset, "%s", c->preset ? c->preset : "");
     s->n_params = cal_model_n_params(&c->model);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "caliper/buf.h"
 #include "caliper/error.h"
+#include "server/chat_template.h"
 #include "server/request.h"
 
 /* A rendered chat prompt is bounded like the body it came from. */
@@ -217,10 +218,12 @@ static int append_content(json_t *c, size_t idx, cal_buf *b, cal_srv_error *err)
     return CAL_OK;
 }
 
-/* The chat template: one "<|role|>\ncontent\n" block per message, then
- * "<|assistant|>\n" for the reply. Simple, stable, and costs prompt tokens
- * the way a real template does. */
-static int parse_messages(json_t *o, cal_srv_request *r, cal_srv_error *err)
+/* The messages rendered by the served model's chat template (lim->tpl;
+ * NULL: caliper's own, one "<|role|>\ncontent\n" block per message, then
+ * "<|assistant|>\n": simple, stable, and costing prompt tokens the way a
+ * real template does). The contents are gathered first, then rendered. */
+static int parse_messages(json_t *o, const cal_srv_limits *lim, cal_srv_request *r,
+                          cal_srv_error *err)
 {
     json_t *m = json_object_get(o, "messages");
     if (!m || json_is_null(m)) {
@@ -230,11 +233,15 @@ static int parse_messages(json_t *o, cal_srv_request *r, cal_srv_error *err)
     }
     if (!json_is_array(m) || json_array_size(m) == 0)
         return bad(err, "messages", m, "a non-empty array of messages");
-    cal_buf b = CAL_BUF_INIT(CHAT_PROMPT_MAX);
+    size_t nm = json_array_size(m);
+    size_t *at = calloc(nm + 1, sizeof *at);
+    cal_tpl_msg *msgs = calloc(nm, sizeof *msgs);
+    cal_buf text = CAL_BUF_INIT(CHAT_PROMPT_MAX), b = CAL_BUF_INIT(CHAT_PROMPT_MAX);
+    int rc = at && msgs ? CAL_OK : CAL_ENOMEM;
     size_t i;
     json_t *msg;
-    int rc = CAL_OK;
     json_array_foreach(m, i, msg) {
+        if (rc != CAL_OK) break;
         char field[48];
         snprintf(field, sizeof field, "messages[%zu]", i);
         if (!json_is_object(msg)) { rc = bad(err, field, msg, "a message object"); break; }
@@ -250,14 +257,32 @@ static int parse_messages(json_t *o, cal_srv_request *r, cal_srv_error *err)
             rc = bad(err, field, role, "one of system, developer, user, assistant, tool");
             break;
         }
-        if ((rc = cal_buf_printf(&b, "<|%s|>\n", rs)) != CAL_OK) break;
-        if ((rc = append_content(json_object_get(msg, "content"), i, &b, err)) != CAL_OK) break;
-        if ((rc = cal_buf_puts(&b, "\n")) != CAL_OK) break;
+        msgs[i].role = rs;
+        at[i] = text.len;
+        rc = append_content(json_object_get(msg, "content"), i, &text, err);
+        at[i + 1] = text.len;
     }
-    if (rc == CAL_OK) rc = cal_buf_puts(&b, "<|assistant|>\n");
+    char why[200] = "";
+    size_t bad_msg = 0;
+    if (rc == CAL_OK) {
+        for (i = 0; i < nm; i++) {
+            msgs[i].content = text.data ? text.data + at[i] : "";
+            msgs[i].n = at[i + 1] - at[i];
+        }
+        rc = cal_tpl_render(lim ? lim->tpl : NULL, msgs, nm, &b, &bad_msg, why, sizeof why);
+        if (rc == CAL_EINVAL) {
+            char field[48];
+            snprintf(field, sizeof field, "messages[%zu].role", bad_msg);
+            cal_srv_error_set(err, 400, "invalid_request_error", field, NULL, "%s: %s", field,
+                              why);
+        }
+    }
     if (rc == CAL_ETOOBIG && err->status == 0)
         cal_srv_error_set(err, 413, "invalid_request_error", "messages", NULL,
                           "messages: the rendered prompt exceeds %u bytes", CHAT_PROMPT_MAX);
+    cal_buf_free(&text);
+    free(at);
+    free(msgs);
     if (rc != CAL_OK) { cal_buf_free(&b); return rc; }
     r->prompt = b.data;     /* the buffer's bytes become the prompt */
     r->prompt_len = b.len;
@@ -338,7 +363,7 @@ int cal_srv_parse_request(cal_srv_api api, const char *body, size_t n,
     } else {
         rc = parse_fields(o, lim, out, err);
         if (rc == CAL_OK)
-            rc = api == CAL_SRV_CHAT ? parse_messages(o, out, err)
+            rc = api == CAL_SRV_CHAT ? parse_messages(o, lim, out, err)
                                      : parse_prompt(o, lim, out, err);
     }
     json_decref(o);

@@ -16,9 +16,12 @@ typedef enum cal_srv_api {
 } cal_srv_api;
 
 /* What the parser needs to know about the model to reject a request early. */
+struct cal_chat_template;
 typedef struct cal_srv_limits {
     int vocab;      /* token ids in a prompt must lie in 0..vocab-1 */
     int max_ctx;    /* positions per sequence: prompt + max_tokens must fit */
+    const struct cal_chat_template *tpl;  /* chat: the model's template
+                                             (chat_template.h); NULL: caliper's */
 } cal_srv_limits;
 
 /* An OpenAI-style error: {"error":{"message","type","param","code"}}. */

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/engine.h"
+#include "server/chat_template.h"
 
 typedef struct cal_server_config {
     cal_model_config model;        /* the engine's shape (a preset or flags) */
@@ -30,6 +31,8 @@ typedef struct cal_server_config {
     int64_t     header_timeout_ns; /* request line + headers must arrive within this
                                       of accept, however busy the client; 0 = 10 s */
     int64_t     body_timeout_ns;   /* the body within this of the headers; 0 = 60 s */
+    cal_chat_template chat_template; /* how chat messages become the prompt;
+                                        zeroed: caliper's own */
 } cal_server_config;
 
 typedef struct cal_server cal_server;

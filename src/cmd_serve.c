@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/gguf.h"
 #include "engine/opbench.h"
+#include "caliper/gguf.h"
 #include "server/server.h"
 
 static void usage(FILE *f)
@@ -47,6 +48,10 @@ static void usage(FILE *f)
         "                       Q6_K for output and some attn_v/ffn_down, Q4_K elsewhere\n"
         "  --arch A             llama (default), qwen2 (QKV biases), qwen3 (Q/K head norms),\n"
         "                       dense; qwen3moe (qwen3 with experts: --preset moe)\n"
+        "  --chat-template T    how chat messages become the prompt: caliper (its own),\n"
+        "                       chatml, llama3 or mistral; default: the --model file's\n"
+        "                       tokenizer.chat_template if it is one of those (else\n"
+        "                       refused), caliper's own when it has none\n"
         "  --rope-scaling llama3  Llama 3's RoPE frequency factors (Llama 3.2's: factor\n"
         "                       32, low 1, high 4, original context 8192; llama only)\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
@@ -94,7 +99,7 @@ enum {
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
     O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_MODEL, O_EXPORT,
     O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE, O_HEADTIMEOUT, O_BODYTIMEOUT,
-    O_ARCH, O_ROPESCALING
+    O_ARCH, O_ROPESCALING, O_CHATTEMPLATE
 };
 
 static const struct option OPTS[] = {
@@ -128,6 +133,7 @@ static const struct option OPTS[] = {
     {"dtype", required_argument, 0, O_DTYPE},
     {"arch", required_argument, 0, O_ARCH},
     {"rope-scaling", required_argument, 0, O_ROPESCALING},
+    {"chat-template", required_argument, 0, O_CHATTEMPLATE},
     {"op-bench", required_argument, 0, O_OPBENCH},
     {"op-bench-tokens", required_argument, 0, O_OBTOKENS},
     {"op-bench-pos", required_argument, 0, O_OBPOS},
@@ -215,7 +221,9 @@ int cmd_serve(int argc, char **argv)
     const char *C = "serve";
     const char *gguf_in = NULL, *gguf_out = NULL;
     int preset_given = 0;
-    int rc, opt, dtype = CAL_DTYPE_F32, mix = 0, arch = -1, rope_llama3 = 0;
+    int rc, opt, dtype = CAL_DTYPE_F32, mix = 0, arch = -1, rope_llama3 = 0, tpl_given = 0;
+    cal_chat_template tpl = {0};
+    const char *tpl_from = "caliper's own";
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", OPTS, NULL)) != -1) {
@@ -231,6 +239,12 @@ int cmd_serve(int argc, char **argv)
             if (dtype < 0)
                 return cli_usage_error(C, "--dtype: \"%s\" is not f32, f16, bf16, q8_0, q4_0, "
                                        "q4_k, q6_k or q4_k_m", optarg);
+            break;
+        case O_CHATTEMPLATE:
+            if (cal_tpl_parse(optarg, &tpl) < 0)
+                return cli_usage_error(C, "--chat-template: \"%s\" is not caliper, chatml, "
+                                       "llama3 or mistral", optarg);
+            tpl_given = 1;
             break;
         case O_ROPESCALING:
             if (strcmp(optarg, "llama3") != 0)
@@ -310,6 +324,27 @@ int cmd_serve(int argc, char **argv)
         if (rc != CAL_OK)
             return cli_fail(C, "--model: %s", gwhy);
         if (sf.context >= 0) sc.model.max_ctx = (int)sf.context;
+        /* the file's chat template, unless --chat-template chose one: a
+         * family caliper renders, or a refusal naming the flag */
+        cal_gguf_model gm;
+        if (!tpl_given && cal_gguf_read_model_file(gguf_in, &gm, gwhy, sizeof gwhy) == CAL_OK) {
+            int trc = CAL_OK;
+            if (gm.chat_template) {
+                trc = !gm.chat_template[0]
+                      ? cal_why(gwhy, sizeof gwhy, CAL_EINVAL, "it is over %u bytes",
+                                CAL_GGUF_TEMPLATE_MAX)
+                      : cal_tpl_recognize(gm.chat_template, &tpl, gwhy, sizeof gwhy);
+                tpl_from = "the file's tokenizer.chat_template";
+            }
+            /* caliper's byte vocabulary (the one --model serves): its BOS and
+             * EOS pieces are the template's bos_token and eos_token */
+            snprintf(tpl.bos, sizeof tpl.bos, "<s>");
+            snprintf(tpl.eos, sizeof tpl.eos, "</s>");
+            cal_gguf_model_free(&gm);
+            if (trc != CAL_OK)
+                return cli_fail(C, "--model: tokenizer.chat_template: %s; serve it with "
+                                "--chat-template chatml|llama3|mistral|caliper", gwhy);
+        }
         const char *base = strrchr(gguf_in, '/');
         preset = base ? base + 1 : gguf_in;
     } else if (cal_model_preset(preset, &sc.model) != CAL_OK)
@@ -404,6 +439,7 @@ int cmd_serve(int argc, char **argv)
         model_name = name;
     }
     sc.model_name = model_name;
+    sc.chat_template = tpl;
     sc.preset = preset;
     sc.host = host;
     sc.port = (int)port;
@@ -457,6 +493,8 @@ int cmd_serve(int argc, char **argv)
     const char *warn = cli_build_warning();
     if (warn) fprintf(stderr, "caliper serve: warning: %s\n", warn);
     int v6 = strchr(host, ':') != NULL;
+    fprintf(stderr, "caliper serve: chat template %s (%s)\n", cal_tpl_name(sc.chat_template.kind),
+            tpl_given ? "--chat-template" : tpl_from);
     /* the kernel set, and OPENBLAS_CORETYPE when it chose it (main sets it
      * for serve): a run records this line's tail as the target's detail */
     const char *coretype = getenv("OPENBLAS_CORETYPE");

@@ -73,6 +73,8 @@ typedef struct cal_gguf_tensor {
     uint64_t bytes;        /* 0 when the type's size is unknown here */
 } cal_gguf_tensor;
 
+#define CAL_GGUF_TEMPLATE_MAX (256u << 10)   /* a chat template's bytes, at most */
+
 typedef struct cal_gguf_model {
     cal_model_shape shape;
     long   ffn;            /* <arch>.feed_forward_length; 0 absent */
@@ -85,6 +87,9 @@ typedef struct cal_gguf_model {
     double norm_eps;       /* <arch>.attention.layer_norm_rms_epsilon; 0 absent */
     long   rope_dims;      /* <arch>.rope.dimension_count; 0 absent */
     char   tok_model[32];  /* tokenizer.ggml.model; "" absent */
+    char  *chat_template;  /* tokenizer.chat_template (malloc'd, freed by
+                              cal_gguf_model_free); NULL absent, "" when over
+                              CAL_GGUF_TEMPLATE_MAX bytes */
     long   n_vocab;        /* length of tokenizer.ggml.tokens; 0 absent */
     int    byte_tokens;    /* 1: ids 0..255 are the bytes "<0x00>".."<0xFF>"
                               (id 32 may be SentencePiece's space "\u2581") */

@@ -338,6 +338,19 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
     }
     if (!strcmp(key, "tokenizer.ggml.tokens") && type == T_ARRAY)
         return rd_tokens(r, at);
+    if (!strcmp(key, "tokenizer.chat_template") && type == T_STRING && !m->chat_template) {
+        uint64_t n;
+        int rc = rd_u64(r, &n, key);
+        if (rc) return rc;
+        if (n > r->size - r->pos)
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s length %" PRIu64
+                        " runs past the end (%" PRIu64 " left)", at, key, n, r->size - r->pos);
+        int fit = n <= CAL_GGUF_TEMPLATE_MAX;
+        if (!(m->chat_template = malloc(fit ? (size_t)n + 1 : 1)))
+            return fail(r, CAL_ENOMEM, "out of memory");
+        m->chat_template[fit ? n : 0] = '\0';
+        return fit ? rd_bytes(r, m->chat_template, (size_t)n, key) : rd_skip(r, n, key);
+    }
     if (!strcmp(key, "caliper.embedding_scale")) {
         double v = 0;
         int ok = 0;
@@ -754,7 +767,9 @@ int cal_gguf_read_model_mem(const void *buf, size_t len, cal_gguf_model *out, ch
     rd_init_mem(&r, buf, len, why, why_len);
     if (!out) return CAL_EINVAL;
     memset(out, 0, sizeof *out);
-    return read_model(&r, out);
+    int rc = read_model(&r, out);
+    if (rc) cal_gguf_model_free(out);   /* nothing is kept of a file refused */
+    return rc;
 }
 
 int cal_gguf_read_model_file(const char *path, cal_gguf_model *out, char *why,
@@ -768,6 +783,7 @@ int cal_gguf_read_model_file(const char *path, cal_gguf_model *out, char *why,
     if (rc) return rc;
     rc = read_model(&r, out);
     fclose(r.f);
+    if (rc) cal_gguf_model_free(out);
     return rc;
 }
 
@@ -777,6 +793,8 @@ void cal_gguf_model_free(cal_gguf_model *m)
     free(m->tensors);
     m->tensors = NULL;
     m->n_tensors = 0;
+    free(m->chat_template);
+    m->chat_template = NULL;
 }
 
 const cal_gguf_tensor *cal_gguf_find(const cal_gguf_model *m, const char *name)

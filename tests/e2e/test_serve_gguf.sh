@@ -6,6 +6,7 @@
 # count; a file's long context_length is held to a default the KV cache
 # can afford, saying so, unless --context asks for more.
 . "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/../.." && pwd)
 T=$E2E_TMP
 cd "$T" || exit 1
 
@@ -68,6 +69,26 @@ else not_ok "serve --model q3moe.gguf starts"; fi
 "$CALIPER" serve --preset moe --arch qwen3 --export-gguf dense.gguf >/dev/null 2>"$T/err"; rc=$?
 check "--arch qwen3 with experts exits 2 (rc $rc)" [ "$rc" -eq 2 ]
 check "and says qwen3 is dense here" grep -q -- "--arch: qwen3 is dense here" "$T/err"
+
+# a file's tokenizer.chat_template: a family caliper renders is used (and
+# /apply-template shows it), another is refused naming --chat-template
+printf '%s' "{{ '<|im_start|>system\\nYou are a helpful assistant<|im_end|>\\n' }}<|im_start|>" >chatml.jinja
+python3 "$root/tests/compat/gguf_set_template.py" tiny.gguf chatml.jinja chatml.gguf
+if start_serve --model chatml.gguf; then
+  check "serve names the file's template" grep -q "chat template chatml (the file's tokenizer.chat_template)" "$(serve_log)"
+  out=$(curl -sf --max-time 60 "$SERVE_URL/apply-template" -d '{"messages":[{"role":"user","content":"hi"}]}')
+  check "/apply-template renders it, default system message included" python3 -c '
+import json, sys
+assert json.loads(sys.argv[1])["prompt"] == "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"' "$out"
+  kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+else not_ok "serve --model chatml.gguf starts"; fi
+printf '%s' "<start_of_turn>user" >gemma.jinja
+python3 "$root/tests/compat/gguf_set_template.py" tiny.gguf gemma.jinja gemma.gguf
+timeout 120 "$CALIPER" serve --model gemma.gguf --port 0 >/dev/null 2>"$T/err"; rc=$?
+check "an unknown chat template is refused (rc $rc)" [ "$rc" -eq 1 ]
+check "naming the fallback flag" grep -q -- "serve it with --chat-template" "$T/err"
+timeout 60 "$CALIPER" serve --preset tiny --chat-template jinja >/dev/null 2>"$T/err"; rc=$?
+check "--chat-template jinja is a usage error (rc $rc)" [ "$rc" -eq 2 ]
 
 # the same 7 MB file with context_length 1048576 (the u32 after the key)
 python3 - tiny.gguf long.gguf <<'PY'
