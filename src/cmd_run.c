@@ -688,20 +688,6 @@ static void series_key(const opts *o, char *key, size_t n)
                  p.requests, p.duration_s, p.free_output, p.allow_prefix, p.rest_s);
 }
 
-/* Goodput against offered load, the knee marked (the report's Markdown). */
-static void print_goodput(const cal_run_data *d)
-{
-    cal_result *r = NULL;
-    char err[300];
-    cal_buf b = {0};
-    b.max = 1 << 20;
-    if (cal_result_from_run_data(d, &r, err, sizeof err) == CAL_OK && cal_report_goodput_md(r, &b) == CAL_OK &&
-        b.len)
-        printf("\n%s", b.data);
-    cal_buf_free(&b);
-    cal_result_free(&r);
-}
-
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
 {
     cal_served_config sc;
@@ -811,15 +797,6 @@ static int load_traffic(opts *o, cal_dataset **ds, char **replay)
     return 0;
 }
 
-/* The stored run onto stdout, as `caliper show` prints it. */
-static void print_run(const opts *o, const cal_run_data *d)
-{
-    run_view_print(stdout, d, o->db);
-    cal_report_lengths_text(stdout, d);
-    cal_report_turns_text(stdout, d);
-    if (cal_slo_given(&o->plan.slo)) print_goodput(d);
-}
-
 int cmd_run(int argc, char **argv)
 {
     opts o;
@@ -913,7 +890,7 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "caliper run: warning: noise estimate not stored: %s\n",
                     cal_store_errmsg(st));
         fputc('\n', stderr);
-        if (!dd.mpi) print_run(&o, out.data);   /* --mpi: rank 0 shows the merged run */
+        if (!dd.mpi) run_view_show(stdout, out.data, o.db);   /* --mpi: rank 0 shows the merged run */
         fflush(stdout);
         if (o.json && !dd.active) {
             FILE *jf = fopen(o.json, "w");
