@@ -342,7 +342,7 @@ static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size
     c->chunks_dropped += dropped;
     if (dropped)
         note(c, s->name, "%s: ITL percentiles from histograms (within %.2f %%): the chunk "
-                         "timestamps of %lld requests were not kept (--keep-chunks)",
+                         "timestamps of %lld requests were not kept (the keep_chunks budget)",
              c->label, CAL_HIST_REL_ERROR * 100, (long long)dropped);
     drain_telemetry(c);
     cal_run_event done = {.kind = CAL_RUN_EV_CELL, .side = s->name, .label = c->label,
@@ -590,7 +590,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
         if (ended_ok == 0) break;   /* nothing succeeds: do not spin */
         if (total >= (size_t)CAL_RUN_MAX_CELL_REQUESTS) {
             note(c, s->name, "%s: stopped at %zu requests (the cap of one cell) %.1f s before "
-                             "its --duration", c->label, total, (double)(deadline - now) / 1e9);
+                             "its duration", c->label, total, (double)(deadline - now) / 1e9);
             break;
         }
         /* the rate so far with a margin, but at most doubling the cell, so
@@ -1206,7 +1206,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
         if (c.itl_hist_cells) {     /* where the ITL figures came from, kept with the run */
             char kb[32], buf[400];
             cal_snprintf(buf, sizeof buf, "ITL percentiles in %d of the run's cells come from "
-                         "histograms (within %.2f %%): --keep-chunks %s kept no chunk timestamps for %lld "
+                         "histograms (within %.2f %%): keep_chunks %s kept no chunk timestamps for %lld "
                          "requests; TTFT, TPOT and E2E are from every request's record",
                          c.itl_hist_cells, CAL_HIST_REL_ERROR * 100,
                          cal_keep_name(keep_limit(p), kb, sizeof kb), (long long)c.chunks_dropped);
