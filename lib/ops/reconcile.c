@@ -46,11 +46,10 @@ static int check_side(const cal_ops_profile *p, char *err, size_t errn)
         return cal_why(err, errn, CAL_EINVAL, "%s: an op bench is not a run; set it against an "
                        "in-graph profile as its isolated op bench", p->label);
     if (!(p->tokens > 0))
-        return cal_why(err, errn, CAL_EINVAL, "%s: tokens %s (give the token count)", p->label,
+        return cal_why(err, errn, CAL_EINVAL, "%s: tokens %s", p->label,
                        isnan(p->tokens) ? "unknown" : "is 0");
     if (!(p->e2e_ns > 0))
-        return cal_why(err, errn, CAL_EINVAL, "%s: end-to-end time %s (give it, or the span that measures it for "
-                       "a trace)", p->label, isnan(p->e2e_ns) ? "unknown" : "is 0");
+        return cal_why(err, errn, CAL_EINVAL, "%s: end-to-end time %s", p->label, isnan(p->e2e_ns) ? "unknown" : "is 0");
     return CAL_OK;
 }
 
