@@ -750,7 +750,7 @@ static int load_traffic(opts *o, cal_dataset **ds, char **replay)
         if (cal_dataset_load(o->dataset, f, ds, why, sizeof why))
             return cli_usage_error(CMD, "--dataset: %s (as %s)", why, cal_ds_format_name(f));
         p->dataset = *ds;
-        if (!o->scenario && !o->prompt_given)
+        if (!o->scenario && !o->replay && !o->prompt_given)
             p->prompt_len.kind = CAL_LEN_DATASET;   /* the entries' own prompts */
         fprintf(stderr, "caliper run: dataset %s (%s): %zu prompts%s, sha256 %.12s…\n", (*ds)->name,
                 cal_ds_format_name(f), (*ds)->n, (*ds)->skipped ? " (some skipped: empty or failed)" : "",

@@ -134,6 +134,8 @@ static int check_traffic(const cal_run_plan *p, cal_plan_error *e)
     if (p->chat && p->replay_log)
         return bad(e, "replay_log", p->replay_name ? p->replay_name : "(log)",
                    "the chat scenario and a replay together: choose one");
+    if (p->replay_log && p->dataset)
+        return bad(e, "dataset", p->dataset->name, "a replay sends its own recorded turns: no dataset");
     if (turns_mode(p)) {
         /* the turns set the load and the prompts (one cell per turn) */
         const char *field = NULL;
@@ -151,8 +153,6 @@ static int check_traffic(const cal_run_plan *p, cal_plan_error *e)
     if (p->replay_log && p->output_len.kind != CAL_LEN_FIXED)
         return bad(e, "output_len", cal_lendist_text(&p->output_len, v, sizeof v),
                    "does not apply to a replay: the recorded output lengths are sent");
-    if (p->replay_log && p->dataset)
-        return bad(e, "dataset", p->dataset->name, "a replay sends its own recorded turns: no dataset");
     if (!p->dataset && p->prompt_len.kind == CAL_LEN_DATASET)
         return bad(e, "prompt_len", "dataset", "the entries' own lengths need a dataset");
     if (!p->dataset && p->output_len.kind == CAL_LEN_DATASET)
