@@ -405,7 +405,13 @@ int cmd_ops(int argc, char **argv)
     if (!rec) { status = cli_fail(CMD, "out of memory"); goto done; }
     int e = cal_ops_reconcile(p[0], p[1], map, &oo, rec, err, sizeof err);
     if (e) {
-        status = e == CAL_ENOTFOUND ? cli_usage_error(CMD, "%s", err) : cli_fail(CMD, "%s", err);
+        /* the library names the missing quantity; the flag that gives it */
+        const char *flag = NULL;
+        for (int i = 0; i < 2 && p[i] && !flag; i++)
+            if (p[i]->format != CAL_OPS_OPBENCH)
+                flag = !(p[i]->tokens > 0) ? "--tokens" : !(p[i]->e2e_ns > 0) ? "--e2e (--e2e-span for a trace)" : NULL;
+        status = e == CAL_ENOTFOUND ? cli_usage_error(CMD, "%s", err)
+                                    : cli_fail(CMD, "%s%s%s", err, flag ? "; give " : "", flag ? flag : "");
         goto done;
     }
     if (outp && strcmp(outp, "-")) {

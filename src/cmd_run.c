@@ -136,51 +136,31 @@ static void usage(FILE *f)
 }
 
 /* ---- options ------------------------------------------------------------ */
+/* The plan is filled in place, from the library's defaults
+ * (cal_run_plan_default); the rest is what only the command line has. */
 typedef struct opts {
+    cal_run_plan plan;               /* the flags that are plan fields */
+    cal_chat_config chat;            /* --scenario chat: its users and turns */
     const char *url[2];
     int n_url;
     const char *launch[2];
     int n_launch;
     cal_api api;
-    const char *api_name, *model, *api_key_env, *body, *preset, *serve_args, *label;
+    const char *api_name, *model, *api_key_env, *body, *preset, *serve_args;
     long port;
     double launch_timeout_s;
-    cal_content content;
-    long prompt[MAX_LIST];
-    size_t n_prompt;
-    long max_tokens;
-    int free_output, allow_prefix;
-    long conc[MAX_LIST];
-    size_t n_conc;
-    int conc_given;
-    long requests;
-    double duration_s, rate;
-    int rate_given;
-    cal_arrivals pattern;            /* --rate: Poisson, ramp or bursts */
-    cal_slo slo;                     /* --slo; zeroed: none */
-    int sweep;                       /* --sweep saturation */
-    double sweep_max;
-    long sweep_steps;
-    long shots, warmup;
+    int conc_given, prompt_given, user_tokens_given;
     int shots_given, warmup_given;   /* --shots, --warmup: else the default protocol's */
-    int pool_noise;           /* --pool-noise: judge with earlier runs' shot spread */
-    double rest_s, noise_floor, equivalence;
-    int cold, ab, no_tel;
+    int pool_noise;                  /* --pool-noise: judge with earlier runs' shot spread */
+    int ab;
     const char *db, *json;
-    double connect_s, idle_s, interval_s;
+    double connect_s, idle_s;
     double request_s;                /* 0: derived, cal_probe_request_timeout_ns */
-    long seed;
     int seed_given;
-    long long keep_chunks;           /* plan.keep_chunks */
     dist_opts dist;                  /* --shard, --start-at, --mpi */
     long loops;                      /* 0: CAL_PROBE_LOOPS_AUTO */
     int no_connect_ahead;            /* --no-connect-ahead */
-    /* traffic (docs/workload.md) */
-    cal_lendist prompt_len, output_len;
-    const char *dataset, *dataset_format, *scenario, *replay;
-    long users, turns, system_tokens;
-    cal_lendist user_tokens, think_ms;
-    double stagger_s, replay_speed;
+    const char *dataset, *dataset_format, *scenario, *replay;  /* files and names as given */
 } opts;
 
 enum {
@@ -231,6 +211,32 @@ static const struct option LONGOPTS[] = {
     {"replay-speed", required_argument, 0, O_RSPEED},
     {0, 0, 0, 0}};
 
+/* The one map from a plan field (cal_plan_error.field, cal_run_event.field)
+ * to the flag that sets it. */
+static const char *const FIELD_FLAG[][2] = {
+    {"prompt_tokens", "--prompt-tokens"}, {"prompt_len", "--prompt-tokens"},
+    {"concurrency", "--concurrency"},     {"max_tokens", "--max-tokens"},
+    {"output_len", "--max-tokens"},       {"rate", "--rate"},
+    {"pattern", "--rate"},                {"duration_s", "--duration"},
+    {"requests", "--requests"},           {"shots", "--shots"},
+    {"warmup", "--warmup"},               {"rest_s", "--rest"},
+    {"cold", "--cold"},                   {"interval_s", "--interval"},
+    {"noise_floor", "--noise-floor"},     {"equivalence", "--equivalence"},
+    {"slo", "--slo"},                     {"sweep", "--sweep"},
+    {"sweep_max_rate", "--sweep-max-rate"}, {"sweep_steps", "--sweep-steps"},
+    {"dataset", "--dataset"},             {"chat", "--scenario"},
+    {"chat.user_tokens", "--user-tokens"}, {"replay_log", "--replay"},
+    {"keep_chunks", "--keep-chunks"},     {"seed", "--seed"},
+};
+
+/* The flag of a plan field; NULL for a field no flag sets. */
+static const char *field_flag(const char *field)
+{
+    for (size_t i = 0; field && i < sizeof FIELD_FLAG / sizeof FIELD_FLAG[0]; i++)
+        if (!strcmp(field, FIELD_FLAG[i][0])) return FIELD_FLAG[i][1];
+    return NULL;
+}
+
 /* A --prompt-tokens / --max-tokens value that is one distribution rather
  * than a list: has a ':' or is "dataset". */
 static int is_dist(const char *s) { return strchr(s, ':') || !strcmp(s, "dataset"); }
@@ -242,284 +248,253 @@ static int parse_dist(const char *flag, const char *arg, int max, cal_lendist *d
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, opts *o)
+/* A list flag into an int list of the plan. */
+static int parse_int_list(const char *flag, const char *arg, long hi, int *out, size_t *n)
 {
-    memset(o, 0, sizeof *o);
-    o->api_name = "completions";
-    o->preset = "small";
-    o->content = CAL_CONTENT_PROSE;
-    o->prompt[0] = 256;
-    o->n_prompt = 1;
-    o->max_tokens = 64;
-    o->conc[0] = 1;
-    o->n_conc = 1;
-    o->shots = 1;
-    o->db = "caliper.db";
-    o->connect_s = 10;
-    o->idle_s = 60;
-    o->interval_s = 0.25;
-    o->launch_timeout_s = 120;
-    o->users = 4;
-    o->turns = 6;
-    o->system_tokens = CAL_CHAT_SYSTEM_TOKENS;
-    o->user_tokens = (cal_lendist){.kind = CAL_LEN_FIXED, .n = 64};
-    o->think_ms = (cal_lendist){.kind = CAL_LEN_UNIFORM, .lo = 200, .hi = 800};
-    o->stagger_s = 0.25;
-    o->replay_speed = 1;
-    optind = 1;
-    opterr = 0;
-    int c;
+    long v[MAX_LIST];
+    if (cli_parse_long_list(CMD, flag, arg, 1, hi, v, MAX_LIST, n)) return CLI_USAGE;
+    for (size_t i = 0; i < *n; i++) out[i] = (int)v[i];
+    return 0;
+}
+
+static int parse_int(const char *flag, const char *arg, long lo, long hi, int *out)
+{
     long v;
-    double d;
-    while ((c = getopt_long(argc, argv, "", LONGOPTS, NULL)) != -1) {
-        switch (c) {
-        case O_URL:
-            if (o->n_url == 2) return cli_usage_error(CMD, "--url: at most two (with --ab)");
-            if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
-                return cli_usage_error(CMD, "--url: \"%s\" is not an http:// or https:// URL", optarg);
-            o->url[o->n_url++] = optarg;
-            break;
-        case O_LAUNCH:
-            if (o->n_launch == 2) return cli_usage_error(CMD, "--launch: at most two (with --ab)");
-            if (!*optarg) return cli_usage_error(CMD, "--launch: \"\" is not a command");
-            o->launch[o->n_launch++] = optarg;
-            break;
-        case O_PORT:
-            if (cli_parse_long(CMD, "--port", optarg, 1, 65535, &o->port)) return CLI_USAGE;
-            break;
-        case O_LTIMEOUT:
-            if (cli_parse_time_in(CMD, "--launch-timeout", optarg, "s", 0, 0, &o->launch_timeout_s)) return CLI_USAGE;
-            break;
-        case O_PRESET: o->preset = optarg; break;
-        case O_SERVEARGS: o->serve_args = optarg; break;
-        case O_API:
-            if (!strcmp(optarg, "completions")) o->api = CAL_API_COMPLETIONS;
-            else if (!strcmp(optarg, "chat")) o->api = CAL_API_CHAT;
-            else return cli_usage_error(CMD, "--api: \"%s\" is not completions or chat", optarg);
-            o->api_name = optarg;
-            break;
-        case O_MODEL:
-            /* it goes out in every request's JSON body, which holds UTF-8 only */
-            if (cal_utf8_check(optarg, strlen(optarg)) < strlen(optarg))
-                return cli_usage_error(CMD, "--model: byte %zu is not valid UTF-8 (the name goes "
-                                       "out in each request's JSON body)",
-                                       cal_utf8_check(optarg, strlen(optarg)) + 1);
-            o->model = optarg;
-            break;
-        case O_KEYENV:
-            if (!getenv(optarg)) return cli_usage_error(CMD, "--api-key-env: \"%s\" is not set in the environment", optarg);
-            if (strlen(getenv(optarg)) > CAL_API_KEY_MAX)
-                return cli_usage_error(CMD, "--api-key-env: \"%s\" holds a %zu-byte key; at most %d bytes are sent",
-                                       optarg, strlen(getenv(optarg)), CAL_API_KEY_MAX);
-            o->api_key_env = optarg;
-            break;
-        case O_BODY: {
-            json_t *j = json_loads(optarg, 0, NULL);
-            int okj = json_is_object(j);
-            json_decref(j);
-            if (!okj) return cli_usage_error(CMD, "--body: \"%s\" is not a JSON object", optarg);
-            o->body = optarg;
-            break;
-        }
-        case O_LABEL:
-            if (!*optarg) return cli_usage_error(CMD, "--label: \"\" is empty");
-            if (cal_utf8_check(optarg, strlen(optarg)) < strlen(optarg))
-                return cli_usage_error(CMD, "--label: byte %zu is not valid UTF-8 (a label must "
-                                       "survive export as JSON)", cal_utf8_check(optarg, strlen(optarg)) + 1);
-            o->label = optarg;
-            break;
-        case O_AB: o->ab = 1; break;
-        case O_CONTENT:
-            if (cal_content_parse(optarg, &o->content))
-                return cli_usage_error(CMD, "--content: \"%s\" is not code, prose or random", optarg);
-            break;
-        case O_PTOK:
-            if (is_dist(optarg)) {
-                if (parse_dist("--prompt-tokens", optarg, 1 << 20, &o->prompt_len)) return CLI_USAGE;
-                break;
-            }
-            if (cli_parse_long_list(CMD, "--prompt-tokens", optarg, 1, 1 << 20, o->prompt, MAX_LIST, &o->n_prompt)) return CLI_USAGE;
-            break;
-        case O_MAXTOK:
-            if (is_dist(optarg)) {
-                if (parse_dist("--max-tokens", optarg, 1 << 20, &o->output_len)) return CLI_USAGE;
-                break;
-            }
-            o->output_len = (cal_lendist){.kind = CAL_LEN_FIXED};
-            if (cli_parse_long(CMD, "--max-tokens", optarg, 1, 1 << 20, &o->max_tokens)) return CLI_USAGE;
-            break;
-        case O_FREE: o->free_output = 1; break;
-        case O_PREFIX: o->allow_prefix = 1; break;
-        case O_CONC:
-            if (cli_parse_long_list(CMD, "--concurrency", optarg, 1, 100000, o->conc, MAX_LIST, &o->n_conc)) return CLI_USAGE;
-            o->conc_given = 1;
-            break;
-        case O_REQS:
-            if (cli_parse_long(CMD, "--requests", optarg, 1, 1000000, &o->requests)) return CLI_USAGE;
-            break;
-        case O_DUR:
-            if (cli_parse_time_in(CMD, "--duration", optarg, "s", 0, 0, &o->duration_s)) return CLI_USAGE;
-            break;
-        case O_RATE: {
-            char why[200];
-            if (cal_arrivals_parse(optarg, &o->pattern, why, sizeof why))
-                return cli_usage_error(CMD, "--%s", why);
-            o->rate = cal_arrivals_mean_rate(&o->pattern);
-            if (o->rate > MAX_RATE) return cli_usage_error(CMD, "--rate: \"%s\" is over %g requests/s", optarg, MAX_RATE);
-            o->rate_given = 1;
-            break;
-        }
-        case O_SLO: {
-            char why[200];
-            if (cal_slo_parse(optarg, &o->slo, why, sizeof why)) return cli_usage_error(CMD, "--%s", why);
-            break;
-        }
-        case O_SWEEP:
-            if (strcmp(optarg, "saturation"))
-                return cli_usage_error(CMD, "--sweep: \"%s\" is not a sweep (saturation)", optarg);
-            o->sweep = 1;
-            break;
-        case O_SWEEPMAX:
-            if (cli_parse_unit(CMD, "--sweep-max-rate", optarg, CAL_U_COUNT, NULL, &o->sweep_max)) return CLI_USAGE;
-            if (!(o->sweep_max > 0) || o->sweep_max > MAX_RATE)
-                return cli_usage_error(CMD, "--sweep-max-rate: \"%s\" is not a request rate from 0 to %g/s", optarg, MAX_RATE);
-            break;
-        case O_SWEEPSTEPS:
-            if (cli_parse_long(CMD, "--sweep-steps", optarg, 2, CAL_SAT_MAX_STEPS, &o->sweep_steps)) return CLI_USAGE;
-            break;
-        case O_SHOTS:
-            if (cli_parse_long(CMD, "--shots", optarg, 1, 1000, &o->shots)) return CLI_USAGE;
-            o->shots_given = 1;
-            break;
-        case O_REST:
-            if (cli_parse_unit_in(CMD, "--rest", optarg, CAL_U_TIME, "s", 0, CLI_TIME_MAX_S, 0, &o->rest_s)) return CLI_USAGE;
-            break;
-        case O_WARMUP:
-            if (cli_parse_long(CMD, "--warmup", optarg, 0, 1000, &o->warmup)) return CLI_USAGE;
-            o->warmup_given = 1;
-            break;
-        case O_COLD: o->cold = 1; break;
-        case O_POOL: o->pool_noise = 1; break;
-        case O_DB:
-            if (!*optarg) return cli_usage_error(CMD, "--db: \"\" is empty: give the store's file");
-            o->db = optarg;
-            break;
-        case O_JSON: o->json = optarg; break;
-        case O_CTIMEOUT:
-            if (cli_parse_time_in(CMD, "--connect-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
-            o->connect_s = d;
-            break;
-        case O_ITIMEOUT:
-            if (cli_parse_time_in(CMD, "--idle-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
-            o->idle_s = d;
-            break;
-        case O_RTIMEOUT:
-            if (cli_parse_time_in(CMD, "--request-timeout", optarg, "s", 0, 0, &d)) return CLI_USAGE;
-            o->request_s = d;
-            break;
-        case O_NOTEL: o->no_tel = 1; break;
-        case O_AHEAD: o->no_connect_ahead = 0; break;
-        case O_NOAHEAD: o->no_connect_ahead = 1; break;
-        case O_LOOPS:
-            if (cli_parse_long(CMD, "--loops", optarg, 1, CAL_PROBE_MAX_LOOPS, &o->loops)) return CLI_USAGE;
-            break;
-        case O_INTERVAL:
-            if (cli_parse_time_in(CMD, "--interval", optarg, "ms", 0.01, 3600, &o->interval_s)) return CLI_USAGE;
-            break;
-        case O_SEED:
-            if (cli_parse_long(CMD, "--seed", optarg, 0, LONG_MAX, &v)) return CLI_USAGE;
-            o->seed = v;
-            o->seed_given = 1;
-            break;
-        case O_FLOOR:
-            if (cli_parse_unit(CMD, "--noise-floor", optarg, CAL_U_RATIO, NULL, &o->noise_floor)) return CLI_USAGE;
-            if (!(o->noise_floor > 0 && o->noise_floor < 1))
-                return cli_usage_error(CMD, "--noise-floor: \"%s\" is not between 0 and 100 %%", optarg);
-            break;
-        case O_EQUIV:
-            if (cli_parse_unit(CMD, "--equivalence", optarg, CAL_U_RATIO, NULL, &o->equivalence)) return CLI_USAGE;
-            if (!(o->equivalence > 0 && o->equivalence < 1))
-                return cli_usage_error(CMD, "--equivalence: \"%s\" is not between 0 and 100 %%", optarg);
-            break;
-        case O_KEEP: {
-            long long k;
-            char why[160];
-            if (cal_keep_parse(optarg, &k, why, sizeof why)) return cli_usage_error(CMD, "%s", why);
-            o->keep_chunks = k < 0 ? CAL_KEEP_ALL : k == 0 ? CAL_RUN_KEEP_NONE : k;
-            break;
-        }
-        case O_SHARD:
-            if (dist_parse_shard(optarg, &o->dist)) return CLI_USAGE;
-            break;
-        case O_STARTAT:
-            if (dist_parse_start(optarg, &o->dist)) return CLI_USAGE;
-            break;
-        case O_MPI: o->dist.mpi = 1; break;
-        case O_DATASET:
-            if (!*optarg) return cli_usage_error(CMD, "--dataset: \"\" is empty: give a file");
-            o->dataset = optarg;
-            break;
-        case O_DSFMT: {
-            cal_ds_format f;
-            if (cal_ds_format_parse(optarg, &f))
-                return cli_usage_error(CMD, "--dataset-format: \"%s\" is not text, jsonl, sharegpt, "
-                                            "openai-chat or proxy-log", optarg);
-            o->dataset_format = optarg;
-            break;
-        }
-        case O_SCENARIO:
-            if (strcmp(optarg, "chat")) return cli_usage_error(CMD, "--scenario: \"%s\" is not chat", optarg);
-            o->scenario = optarg;
-            break;
-        case O_USERS:
-            if (cli_parse_long(CMD, "--users", optarg, 1, 4096, &o->users)) return CLI_USAGE;
-            break;
-        case O_TURNS:
-            if (cli_parse_long(CMD, "--turns", optarg, 1, 1024, &o->turns)) return CLI_USAGE;
-            break;
-        case O_SYSTOK:
-            if (cli_parse_long(CMD, "--system-tokens", optarg, 0, 1 << 20, &o->system_tokens)) return CLI_USAGE;
-            break;
-        case O_USERTOK:
-            if (parse_dist("--user-tokens", optarg, 1 << 20, &o->user_tokens)) return CLI_USAGE;
-            break;
-        case O_THINK:
-            if (!strcmp(optarg, "0")) o->think_ms = (cal_lendist){.kind = CAL_LEN_FIXED, .n = 0};
-            else if (parse_dist("--think-time", optarg, 3600000, &o->think_ms)) return CLI_USAGE;
-            if (o->think_ms.kind == CAL_LEN_DATASET)
-                return cli_usage_error(CMD, "--think-time: \"dataset\" has no think times; give ms");
-            break;
-        case O_STAGGER:
-            if (cli_parse_time_in(CMD, "--stagger", optarg, "s", 0, 3600, &o->stagger_s)) return CLI_USAGE;
-            break;
-        case O_REPLAY:
-            if (!*optarg) return cli_usage_error(CMD, "--replay: \"\" is empty: give a proxy log");
-            o->replay = optarg;
-            break;
-        case O_RSPEED:
-            if (cli_parse_unit(CMD, "--replay-speed", optarg, CAL_U_RATIO, NULL, &o->replay_speed)) return CLI_USAGE;
-            if (!(o->replay_speed >= 1e-6) || o->replay_speed > 1e6)
-                return cli_usage_error(CMD, "--replay-speed: \"%s\" is not a factor from 1e-6 to 1e6", optarg);
-            break;
-        case O_HELP: usage(stdout); return -1;
-        default:
-            if (optopt && optopt < 256 && optopt != '?')
-                return cli_usage_error(CMD, "-%c: unknown option", optopt);
-            if (optopt >= 256) return cli_usage_error(CMD, "%s: needs a value", argv[optind - 1]);
-            return cli_usage_error(CMD, "%s: unknown option", argv[optind - 1]);
-        }
+    if (cli_parse_long(CMD, flag, arg, lo, hi, &v)) return CLI_USAGE;
+    *out = (int)v;
+    return 0;
+}
+
+#define NOT_MINE (-2)   /* a parse_* function leaves this flag to the next */
+
+/* Where to send requests and what to call the run. */
+static int parse_target(opts *o, int c)
+{
+    switch (c) {
+    case O_URL:
+        if (o->n_url == 2) return cli_usage_error(CMD, "--url: at most two (with --ab)");
+        if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
+            return cli_usage_error(CMD, "--url: \"%s\" is not an http:// or https:// URL", optarg);
+        o->url[o->n_url++] = optarg;
+        return 0;
+    case O_LAUNCH:
+        if (o->n_launch == 2) return cli_usage_error(CMD, "--launch: at most two (with --ab)");
+        if (!*optarg) return cli_usage_error(CMD, "--launch: \"\" is not a command");
+        o->launch[o->n_launch++] = optarg;
+        return 0;
+    case O_PORT: return cli_parse_long(CMD, "--port", optarg, 1, 65535, &o->port) ? CLI_USAGE : 0;
+    case O_LTIMEOUT:
+        return cli_parse_time_in(CMD, "--launch-timeout", optarg, "s", 0, 0, &o->launch_timeout_s) ? CLI_USAGE : 0;
+    case O_PRESET: o->preset = optarg; return 0;
+    case O_SERVEARGS: o->serve_args = optarg; return 0;
+    case O_API:
+        if (!strcmp(optarg, "completions")) o->api = CAL_API_COMPLETIONS;
+        else if (!strcmp(optarg, "chat")) o->api = CAL_API_CHAT;
+        else return cli_usage_error(CMD, "--api: \"%s\" is not completions or chat", optarg);
+        o->api_name = optarg;
+        return 0;
+    case O_MODEL:
+        /* it goes out in every request's JSON body, which holds UTF-8 only */
+        if (cal_utf8_check(optarg, strlen(optarg)) < strlen(optarg))
+            return cli_usage_error(CMD, "--model: byte %zu is not valid UTF-8 (the name goes "
+                                   "out in each request's JSON body)",
+                                   cal_utf8_check(optarg, strlen(optarg)) + 1);
+        o->model = optarg;
+        return 0;
+    case O_KEYENV:
+        if (!getenv(optarg)) return cli_usage_error(CMD, "--api-key-env: \"%s\" is not set in the environment", optarg);
+        if (strlen(getenv(optarg)) > CAL_API_KEY_MAX)
+            return cli_usage_error(CMD, "--api-key-env: \"%s\" holds a %zu-byte key; at most %d bytes are sent",
+                                   optarg, strlen(getenv(optarg)), CAL_API_KEY_MAX);
+        o->api_key_env = optarg;
+        return 0;
+    case O_BODY: {
+        json_t *j = json_loads(optarg, 0, NULL);
+        int okj = json_is_object(j);
+        json_decref(j);
+        if (!okj) return cli_usage_error(CMD, "--body: \"%s\" is not a JSON object", optarg);
+        o->body = optarg;
+        return 0;
     }
-    if (optind < argc) return cli_usage_error(CMD, "\"%s\": unexpected argument", argv[optind]);
+    case O_LABEL:
+        if (!*optarg) return cli_usage_error(CMD, "--label: \"\" is empty");
+        if (cal_utf8_check(optarg, strlen(optarg)) < strlen(optarg))
+            return cli_usage_error(CMD, "--label: byte %zu is not valid UTF-8 (a label must "
+                                   "survive export as JSON)", cal_utf8_check(optarg, strlen(optarg)) + 1);
+        o->plan.label = optarg;
+        return 0;
+    case O_AB: o->ab = 1; return 0;
+    }
+    return NOT_MINE;
+}
+
+/* The prompts and answers: lengths, content, datasets, chat, replay. */
+static int parse_workload(opts *o, int c)
+{
+    cal_run_plan *p = &o->plan;
+    switch (c) {
+    case O_CONTENT:
+        if (cal_content_parse(optarg, &p->content))
+            return cli_usage_error(CMD, "--content: \"%s\" is not code, prose or random", optarg);
+        return 0;
+    case O_PTOK:
+        o->prompt_given = 1;
+        if (is_dist(optarg)) return parse_dist("--prompt-tokens", optarg, 1 << 20, &p->prompt_len) ? CLI_USAGE : 0;
+        return parse_int_list("--prompt-tokens", optarg, 1 << 20, p->prompt_tokens, &p->n_prompt);
+    case O_MAXTOK:
+        if (is_dist(optarg)) return parse_dist("--max-tokens", optarg, 1 << 20, &p->output_len) ? CLI_USAGE : 0;
+        p->output_len = (cal_lendist){.kind = CAL_LEN_FIXED};
+        return parse_int("--max-tokens", optarg, 1, 1 << 20, &p->max_tokens);
+    case O_FREE: p->free_output = 1; return 0;
+    case O_PREFIX: p->allow_prefix = 1; return 0;
+    case O_DATASET:
+        if (!*optarg) return cli_usage_error(CMD, "--dataset: \"\" is empty: give a file");
+        o->dataset = optarg;
+        return 0;
+    case O_DSFMT: {
+        cal_ds_format f;
+        if (cal_ds_format_parse(optarg, &f))
+            return cli_usage_error(CMD, "--dataset-format: \"%s\" is not text, jsonl, sharegpt, "
+                                        "openai-chat or proxy-log", optarg);
+        o->dataset_format = optarg;
+        return 0;
+    }
+    case O_SCENARIO:
+        if (strcmp(optarg, "chat")) return cli_usage_error(CMD, "--scenario: \"%s\" is not chat", optarg);
+        o->scenario = optarg;
+        return 0;
+    case O_USERS: return parse_int("--users", optarg, 1, 4096, &o->chat.users);
+    case O_TURNS: return parse_int("--turns", optarg, 1, 1024, &o->chat.turns);
+    case O_SYSTOK: return parse_int("--system-tokens", optarg, 0, 1 << 20, &o->chat.system_tokens);
+    case O_USERTOK:
+        o->user_tokens_given = 1;
+        return parse_dist("--user-tokens", optarg, 1 << 20, &o->chat.user_tokens) ? CLI_USAGE : 0;
+    case O_THINK:
+        if (!strcmp(optarg, "0")) o->chat.think_ms = (cal_lendist){.kind = CAL_LEN_FIXED, .n = 0};
+        else if (parse_dist("--think-time", optarg, 3600000, &o->chat.think_ms)) return CLI_USAGE;
+        if (o->chat.think_ms.kind == CAL_LEN_DATASET)
+            return cli_usage_error(CMD, "--think-time: \"dataset\" has no think times; give ms");
+        return 0;
+    case O_STAGGER:
+        return cli_parse_time_in(CMD, "--stagger", optarg, "s", 0, 3600, &o->chat.stagger_s) ? CLI_USAGE : 0;
+    case O_REPLAY:
+        if (!*optarg) return cli_usage_error(CMD, "--replay: \"\" is empty: give a proxy log");
+        o->replay = optarg;
+        return 0;
+    case O_RSPEED:
+        if (cli_parse_unit(CMD, "--replay-speed", optarg, CAL_U_RATIO, NULL, &p->replay_speed)) return CLI_USAGE;
+        if (!(p->replay_speed >= 1e-6) || p->replay_speed > 1e6)
+            return cli_usage_error(CMD, "--replay-speed: \"%s\" is not a factor from 1e-6 to 1e6", optarg);
+        return 0;
+    }
+    return NOT_MINE;
+}
+
+/* How the requests arrive: closed or open loop, how many, for how long. */
+static int parse_load(opts *o, int c)
+{
+    cal_run_plan *p = &o->plan;
+    switch (c) {
+    case O_CONC:
+        o->conc_given = p->cap_given = 1;
+        return parse_int_list("--concurrency", optarg, 100000, p->concurrency, &p->n_conc);
+    case O_REQS: return cli_parse_long(CMD, "--requests", optarg, 1, 1000000, &p->requests) ? CLI_USAGE : 0;
+    case O_DUR: return cli_parse_time_in(CMD, "--duration", optarg, "s", 0, 0, &p->duration_s) ? CLI_USAGE : 0;
+    case O_RATE: {
+        char why[200];
+        if (cal_arrivals_parse(optarg, &p->pattern, why, sizeof why)) return cli_usage_error(CMD, "--%s", why);
+        p->rate = cal_arrivals_mean_rate(&p->pattern);
+        if (p->rate > MAX_RATE) return cli_usage_error(CMD, "--rate: \"%s\" is over %g requests/s", optarg, MAX_RATE);
+        return 0;
+    }
+    case O_SLO: {
+        char why[200];
+        return cal_slo_parse(optarg, &p->slo, why, sizeof why) ? cli_usage_error(CMD, "--%s", why) : 0;
+    }
+    case O_SWEEP:
+        if (strcmp(optarg, "saturation"))
+            return cli_usage_error(CMD, "--sweep: \"%s\" is not a sweep (saturation)", optarg);
+        p->sweep = 1;
+        return 0;
+    case O_SWEEPMAX:
+        if (cli_parse_unit(CMD, "--sweep-max-rate", optarg, CAL_U_COUNT, NULL, &p->sweep_max_rate)) return CLI_USAGE;
+        if (!(p->sweep_max_rate > 0) || p->sweep_max_rate > MAX_RATE)
+            return cli_usage_error(CMD, "--sweep-max-rate: \"%s\" is not a request rate from 0 to %g/s", optarg, MAX_RATE);
+        return 0;
+    case O_SWEEPSTEPS: return parse_int("--sweep-steps", optarg, 2, CAL_SAT_MAX_STEPS, &p->sweep_steps);
+    case O_LOOPS: return cli_parse_long(CMD, "--loops", optarg, 1, CAL_PROBE_MAX_LOOPS, &o->loops) ? CLI_USAGE : 0;
+    case O_AHEAD: o->no_connect_ahead = 0; return 0;
+    case O_NOAHEAD: o->no_connect_ahead = 1; return 0;
+    case O_SHARD: return dist_parse_shard(optarg, &o->dist) ? CLI_USAGE : 0;
+    case O_STARTAT: return dist_parse_start(optarg, &o->dist) ? CLI_USAGE : 0;
+    case O_MPI: o->dist.mpi = 1; return 0;
+    }
+    return NOT_MINE;
+}
+
+/* Shots, the verdict's bounds, the output, timeouts and telemetry. */
+static int parse_shots_output(opts *o, int c)
+{
+    cal_run_plan *p = &o->plan;
+    long v;
+    switch (c) {
+    case O_SHOTS: o->shots_given = 1; return parse_int("--shots", optarg, 1, 1000, &p->shots);
+    case O_REST:
+        return cli_parse_unit_in(CMD, "--rest", optarg, CAL_U_TIME, "s", 0, CLI_TIME_MAX_S, 0, &p->rest_s) ? CLI_USAGE : 0;
+    case O_WARMUP: o->warmup_given = 1; return parse_int("--warmup", optarg, 0, 1000, &p->warmup);
+    case O_COLD: p->cold = 1; return 0;
+    case O_POOL: o->pool_noise = 1; return 0;
+    /* 0 is the plan's "the default"; on the command line it is no bound */
+    case O_FLOOR:
+        if (cli_parse_unit(CMD, "--noise-floor", optarg, CAL_U_RATIO, NULL, &p->noise_floor)) return CLI_USAGE;
+        if (!(p->noise_floor > 0 && p->noise_floor < 1))
+            return cli_usage_error(CMD, "--noise-floor: \"%s\" is not between 0 and 100 %%", optarg);
+        return 0;
+    case O_EQUIV:
+        if (cli_parse_unit(CMD, "--equivalence", optarg, CAL_U_RATIO, NULL, &p->equivalence)) return CLI_USAGE;
+        if (!(p->equivalence > 0 && p->equivalence < 1))
+            return cli_usage_error(CMD, "--equivalence: \"%s\" is not between 0 and 100 %%", optarg);
+        return 0;
+    case O_DB:
+        if (!*optarg) return cli_usage_error(CMD, "--db: \"\" is empty: give the store's file");
+        o->db = optarg;
+        return 0;
+    case O_JSON: o->json = optarg; return 0;
+    case O_CTIMEOUT: return cli_parse_time_in(CMD, "--connect-timeout", optarg, "s", 0, 0, &o->connect_s) ? CLI_USAGE : 0;
+    case O_ITIMEOUT: return cli_parse_time_in(CMD, "--idle-timeout", optarg, "s", 0, 0, &o->idle_s) ? CLI_USAGE : 0;
+    case O_RTIMEOUT: return cli_parse_time_in(CMD, "--request-timeout", optarg, "s", 0, 0, &o->request_s) ? CLI_USAGE : 0;
+    case O_NOTEL: p->telemetry = 0; return 0;
+    case O_INTERVAL: return cli_parse_time_in(CMD, "--interval", optarg, "ms", 0.01, 3600, &p->interval_s) ? CLI_USAGE : 0;
+    case O_SEED:
+        if (cli_parse_long(CMD, "--seed", optarg, 0, LONG_MAX, &v)) return CLI_USAGE;
+        p->seed = (uint64_t)v;
+        o->seed_given = 1;
+        return 0;
+    case O_KEEP: {
+        long long k;
+        char why[160];
+        if (cal_keep_parse(optarg, &k, why, sizeof why)) return cli_usage_error(CMD, "--keep-chunks: %s", why);
+        p->keep_chunks = k < 0 ? CAL_KEEP_ALL : k == 0 ? CAL_RUN_KEEP_NONE : k;
+        return 0;
+    }
+    }
+    return NOT_MINE;
+}
+
+/* The rules between flags that are not plan fields: targets, --ab, the
+ * distributed flags, a dataset's format. The plan's own rules are the
+ * library's (cal_plan_check, in check_plan below). */
+static int check_flags(const opts *o)
+{
     if (o->dist.shard_n && o->dist.mpi)
         return cli_usage_error(CMD, "--shard and --mpi: under MPI every rank takes its share itself");
     if (o->dist.shard_n && !o->json)
         return cli_usage_error(CMD, "--shard: needs --json FILE (the shard document `caliper merge` reads)");
     if ((o->dist.shard_n || o->dist.mpi) && o->ab)
         return cli_usage_error(CMD, "--ab: not with --shard or --mpi (one target per fleet)");
-    if (o->n_url && o->n_launch && o->n_url != o->n_launch) {
+    if (o->n_url && o->n_launch && o->n_url != o->n_launch)
         return cli_usage_error(CMD, "--url and --launch together: give one --url per --launch "
                                     "(it names where that engine listens)");
-    }
     if (o->ab && o->n_launch == 2 && o->n_url != 2)
         return cli_usage_error(CMD, "--ab with two --launch: give two --url, one for each "
                                     "engine's address");
@@ -527,73 +502,80 @@ static int parse_opts(int argc, char **argv, opts *o)
         return cli_usage_error(CMD, "--ab: needs two --url or two --launch targets");
     if (!o->ab && (o->n_url == 2 || o->n_launch == 2))
         return cli_usage_error(CMD, "two targets given: add --ab to alternate them");
-    if (o->cold && o->n_url && !o->n_launch)
+    if (o->plan.cold && o->n_url && !o->n_launch)
         return cli_usage_error(CMD, "--cold: needs an engine caliper starts (--launch or the "
                                     "built-in one), not --url");
     if (o->n_launch && !o->n_url && !o->port)
         return cli_usage_error(CMD, "--launch: give --port N (or --url) so caliper knows where "
                                     "the engine will answer");
-    if (o->duration_s > 0 && o->requests)
-        return cli_usage_error(CMD, "--requests and --duration together: choose one");
-    if (o->scenario && o->replay)
-        return cli_usage_error(CMD, "--scenario chat and --replay together: choose one");
-    if ((o->scenario || o->replay) && (o->rate > 0 || o->duration_s > 0 || o->conc_given ||
-                                       o->requests || o->n_prompt > 1 || o->prompt_len.kind != CAL_LEN_FIXED))
-        return cli_usage_error(CMD, "--%s: the turns set the load and the prompts: --rate, "
-                                    "--duration, --concurrency, --requests and --prompt-tokens do not apply",
-                               o->replay ? "replay" : "scenario");
-    if (o->replay && o->output_len.kind != CAL_LEN_FIXED)
-        return cli_usage_error(CMD, "--replay: the recorded output lengths are sent; --max-tokens does not apply");
-    int wants_ds = o->prompt_len.kind == CAL_LEN_DATASET || o->output_len.kind == CAL_LEN_DATASET ||
-                   o->user_tokens.kind == CAL_LEN_DATASET;
-    if (wants_ds && !o->dataset)
-        return cli_usage_error(CMD, "\"dataset\" lengths need --dataset FILE");
     if (o->dataset_format && !o->dataset)
         return cli_usage_error(CMD, "--dataset-format: give --dataset FILE too");
-    if (o->dataset && o->replay)
-        return cli_usage_error(CMD, "--dataset and --replay together: the replay has its own turns");
-    if ((o->sweep_max > 0 || o->sweep_steps) && !o->sweep)
-        return cli_usage_error(CMD, "--sweep-max-rate and --sweep-steps belong to --sweep saturation");
-    if (o->sweep) {
-        if (o->scenario || o->replay)
-            return cli_usage_error(CMD, "--sweep saturation: a sweep of rate cells, not of --%s turns",
-                                   o->replay ? "replay" : "scenario");
-        if (!cal_slo_given(&o->slo))
-            return cli_usage_error(CMD, "--sweep saturation: give --slo (the sweep follows goodput, "
-                                        "the requests/s that meet it)");
-        if (o->pattern.kind != CAL_ARR_POISSON)
-            return cli_usage_error(CMD, "--sweep saturation: --rate is the start rate, a number, not a "
-                                        "ramp or bursts");
-        if (!o->rate_given) {
-            o->rate = 1;
-            o->pattern.rate = 1;
-        }
-        if (!o->sweep_steps) o->sweep_steps = 8;
-        if (!(o->sweep_max > 0)) o->sweep_max = fmin(16 * o->rate, MAX_RATE);
-        char why[300];
-        cal_sat sat;
-        if (cal_sat_init(&sat, o->rate, o->sweep_max, (int)o->sweep_steps, why, sizeof why)) {
-            /* name the flags, not the plan's fields */
-            const char *flag = !strncmp(why, "sweep_steps", 11) ? "--sweep-steps"
-                               : !strncmp(why, "sweep_max_rate", 14) ? "--sweep-max-rate" : "--rate";
-            const char *rest = strchr(why, ':');
-            return cli_usage_error(CMD, "%s%s", flag, rest ? rest : why);
-        }
-    }
-    /* the default protocol gives a calibrated verdict (docs/run.md): a
-     * warm-up shot, then 5 measured shots; a --duration or --ab run keeps
-     * the one shot of its stated length, and a --scenario or --replay run
-     * the one pass of its turns, a --sweep its one pass of rates, and a
-     * --shard or --mpi run the one pass its shards merge into */
-    /* flags change only what they name: --rest, --warmup or --cold alone
-     * keep the default shot count (a rest between shots needs shots), and
-     * --shots alone means no warm-up unless --warmup says; a cold shot is
-     * its own fresh process, never preceded by a warm-up */
-    int one_pass = o->duration_s > 0 || o->ab || o->scenario || o->replay || o->sweep ||
-                   o->dist.shard_n || o->dist.mpi;
-    if (!o->shots_given) o->shots = one_pass ? 1 : DEFAULT_SHOTS;
-    if (!o->warmup_given) o->warmup = o->shots_given || one_pass || o->cold ? 0 : DEFAULT_WARMUP;
     return 0;
+}
+
+/* The default protocol gives a calibrated verdict (docs/run.md): a warm-up
+ * shot, then 5 measured shots (the plan's default); a --duration or --ab run
+ * keeps the one shot of its stated length, a --scenario or --replay run the
+ * one pass of its turns, a --sweep its one pass of rates, and a --shard or
+ * --mpi run the one pass its shards merge into. Flags change only what they
+ * name: --rest, --warmup or --cold alone keep the default shot count (a rest
+ * between shots needs shots), --shots alone means no warm-up unless --warmup
+ * says; a cold shot is its own fresh process, never preceded by a warm-up. */
+static void shot_defaults(opts *o)
+{
+    cal_run_plan *p = &o->plan;
+    int one_pass = p->duration_s > 0 || o->ab || o->scenario || o->replay || p->sweep ||
+                   o->dist.shard_n || o->dist.mpi;
+    if (!o->shots_given && one_pass) p->shots = 1;
+    if (!o->warmup_given && (o->shots_given || one_pass || p->cold)) p->warmup = 0;
+}
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    cal_run_plan_default(&o->plan);
+    o->api_name = "completions";
+    o->preset = "small";
+    o->db = "caliper.db";
+    o->connect_s = 10;
+    o->idle_s = 60;
+    o->launch_timeout_s = 120;
+    o->chat = (cal_chat_config){.users = 4, .turns = 6, .system_tokens = CAL_CHAT_SYSTEM_TOKENS,
+                                .user_tokens = {.kind = CAL_LEN_FIXED, .n = 64},
+                                .think_ms = {.kind = CAL_LEN_UNIFORM, .lo = 200, .hi = 800},
+                                .stagger_s = 0.25};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", LONGOPTS, NULL)) != -1) {
+        if (c == O_HELP) { usage(stdout); return -1; }
+        int rc = parse_target(o, c);
+        if (rc == NOT_MINE) rc = parse_workload(o, c);
+        if (rc == NOT_MINE) rc = parse_load(o, c);
+        if (rc == NOT_MINE) rc = parse_shots_output(o, c);
+        if (rc != NOT_MINE) {
+            if (rc) return CLI_USAGE;
+            continue;
+        }
+        if (optopt && optopt < 256 && optopt != '?')
+            return cli_usage_error(CMD, "-%c: unknown option", optopt);
+        if (optopt >= 256) return cli_usage_error(CMD, "%s: needs a value", argv[optind - 1]);
+        return cli_usage_error(CMD, "%s: unknown option", argv[optind - 1]);
+    }
+    if (optind < argc) return cli_usage_error(CMD, "\"%s\": unexpected argument", argv[optind]);
+    if (check_flags(o)) return CLI_USAGE;
+    shot_defaults(o);
+    return 0;
+}
+
+/* The library's check of the plan, its field mapped to the flag. */
+static int check_plan(const cal_run_plan *p)
+{
+    cal_plan_error e;
+    if (cal_plan_check(p, &e) == CAL_OK) return 0;
+    const char *flag = field_flag(e.field);
+    if (!flag) return cli_usage_error(CMD, "%s %s: %s", e.field, e.value, e.why);
+    return cli_usage_error(CMD, "%s %s: %s", flag, e.value, e.why);
 }
 
 /* ---- the run: flags into a plan and targets, events onto the terminal --- */
@@ -659,10 +641,7 @@ static void on_event(void *ud, const cal_run_event *ev)
     }
     case CAL_RUN_EV_NOTE: {
         /* a note on a plan field names the flag that set it */
-        static const char *const FLAG[][2] = {{"prompt_tokens", "--prompt-tokens"}};
-        const char *flag = NULL;
-        for (size_t i = 0; ev->field && i < sizeof FLAG / sizeof FLAG[0]; i++)
-            if (!strcmp(ev->field, FLAG[i][0])) flag = FLAG[i][1];
+        const char *flag = field_flag(ev->field);
         const char *text = ev->text;
         fprintf(stderr, "caliper run: %s%s%s%s%s\n", ev->side && ev->side[0] ? ev->side : "",
                 ev->side && ev->side[0] ? ": " : "", flag ? flag : "", flag ? " " : "", text);
@@ -686,7 +665,7 @@ static char *protocol_extra(const opts *o)
                             .idle_timeout_ns = (int64_t)(o->idle_s * 1e9),
                             .request_timeout_ns = (int64_t)(o->request_s * 1e9) };
     json_object_set_new(p, "request_timeout_s",
-                        json_real((double)cal_probe_request_timeout_ns(&rt, (int)o->max_tokens) / 1e9));
+                        json_real((double)cal_probe_request_timeout_ns(&rt, o->plan.max_tokens) / 1e9));
     char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(p);
     return s;
@@ -696,29 +675,17 @@ static char *protocol_extra(const opts *o)
  * what a shot measures (the shot flags aside). */
 static void series_key(const opts *o, char *key, size_t n)
 {
+    cal_run_plan p = o->plan;
+    cal_run_plan_fill(&p);
     /* a URL's credentials are never stored: the key holds it redacted */
     char url[CAL_NOISE_SERIES_MAX / 2] = "";
     if (o->n_url && cal_url_redact(o->url[0], url, sizeof url) != CAL_OK) url[0] = 0;
     const char *tgt = o->n_launch ? o->launch[0] : o->n_url ? url : "built-in";
-    cal_snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%ld|rate %g|p%ld|m%ld|%s|n%ld|d%g|free %d|prefix %d|rest %g",
+    cal_snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%d|rate %g|p%d|m%d|%s|n%ld|d%g|free %d|prefix %d|rest %g",
                  tgt, o->n_url && o->n_launch ? url : "", o->n_launch || o->n_url ? "" : o->preset,
                  o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
-                 o->conc[0], o->rate, o->prompt[0], o->max_tokens, cal_content_name(o->content),
-                 o->requests, o->duration_s, o->free_output, o->allow_prefix, o->rest_s);
-}
-
-/* Goodput against offered load, the knee marked (the report's Markdown). */
-static void print_goodput(const cal_run_data *d)
-{
-    cal_result *r = NULL;
-    char err[300];
-    cal_buf b = {0};
-    b.max = 1 << 20;
-    if (cal_result_from_run_data(d, &r, err, sizeof err) == CAL_OK && cal_report_goodput_md(r, &b) == CAL_OK &&
-        b.len)
-        printf("\n%s", b.data);
-    cal_buf_free(&b);
-    cal_result_free(&r);
+                 p.concurrency[0], p.rate, p.prompt_tokens[0], p.max_tokens, cal_content_name(p.content),
+                 p.requests, p.duration_s, p.free_output, p.allow_prefix, p.rest_s);
 }
 
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
@@ -752,7 +719,7 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     sc.probe.api = o->api;
     sc.probe.api_key = api_key;
     sc.probe.extra_body = o->body;
-    sc.probe.ignore_eos = !o->free_output;
+    sc.probe.ignore_eos = !o->plan.free_output;
     sc.probe.connect_timeout_ns = (int64_t)(o->connect_s * 1e9);
     sc.probe.idle_timeout_ns = (int64_t)(o->idle_s * 1e9);
     sc.probe.request_timeout_ns = (int64_t)(o->request_s * 1e9);
@@ -760,12 +727,74 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     sc.probe.loops = o->loops ? (int)o->loops : CAL_PROBE_LOOPS_AUTO;
     sc.probe.no_connect_ahead = o->no_connect_ahead;
     sc.probe.model = o->model;
-    sc.version = o->label;
+    sc.version = o->plan.label;
     /* bounded like a request: the model lookup by 5 s at most, each
      * tokenizer call by the connect timeout plus one idle period */
     sc.models_timeout_ns = (int64_t)(fmin(5.0, o->connect_s + o->idle_s) * 1e9);
     sc.tokenize_timeout_ns = (int64_t)((o->connect_s + o->idle_s) * 1e9);
     return cal_run_target_served(&sc, out);
+}
+
+/* The dataset, the chat scenario and the replay log into the plan: *ds and
+ * *replay are the caller's to free. 0, or a usage error's exit code. */
+static int load_traffic(opts *o, cal_dataset **ds, char **replay)
+{
+    cal_run_plan *p = &o->plan;
+    if (o->dataset) {
+        cal_ds_format f = CAL_DS_TEXT;
+        size_t dl = strlen(o->dataset);
+        if (o->dataset_format) cal_ds_format_parse(o->dataset_format, &f);
+        else if (dl > 6 && !strcmp(o->dataset + dl - 6, ".jsonl")) f = CAL_DS_JSONL;
+        else if (dl > 5 && !strcmp(o->dataset + dl - 5, ".json")) f = CAL_DS_SHAREGPT;
+        char why[400];
+        if (cal_dataset_load(o->dataset, f, ds, why, sizeof why))
+            return cli_usage_error(CMD, "--dataset: %s (as %s)", why, cal_ds_format_name(f));
+        p->dataset = *ds;
+        if (!o->scenario && !o->replay && !o->prompt_given)
+            p->prompt_len.kind = CAL_LEN_DATASET;   /* the entries' own prompts */
+        fprintf(stderr, "caliper run: dataset %s (%s): %zu prompts%s, sha256 %.12s…\n", (*ds)->name,
+                cal_ds_format_name(f), (*ds)->n, (*ds)->skipped ? " (some skipped: empty or failed)" : "",
+                (*ds)->sha256);
+    }
+    if (o->scenario) {
+        cal_chat_config *chat = &o->chat;
+        if (*ds && !o->user_tokens_given)
+            chat->user_tokens.kind = CAL_LEN_DATASET;   /* --dataset gives the messages */
+        chat->answer_tokens = p->output_len.kind != CAL_LEN_FIXED
+                                  ? p->output_len : (cal_lendist){.kind = CAL_LEN_FIXED, .n = p->max_tokens};
+        chat->dataset = *ds;
+        p->chat = chat;
+        /* plan.dataset stays: the protocol names the messages' dataset; the
+         * answers' lengths are the chat config's */
+        p->output_len.kind = CAL_LEN_FIXED;
+    }
+    if (o->replay) {
+        FILE *rf = fopen(o->replay, "rb");
+        int rerr = rf ? 0 : errno;
+        size_t cap = 1 << 16, n = 0;
+        char *buf = rf ? malloc(cap) : NULL;
+        while (buf) {
+            if (n == cap) {
+                char *x = cap < (256u << 20) ? realloc(buf, cap * 2) : NULL;
+                if (!x) { free(buf); buf = NULL; break; }
+                buf = x;
+                cap *= 2;
+            }
+            size_t k = fread(buf + n, 1, cap - n, rf);
+            if (!k) break;
+            n += k;
+        }
+        if (rf) fclose(rf);
+        if (!buf)
+            return cli_usage_error(CMD, "--replay: cannot read \"%s\": %s", o->replay,
+                                   rf ? "over 256 MiB or out of memory" : strerror(rerr));
+        *replay = buf;
+        p->replay_log = buf;
+        p->replay_len = n;
+        const char *base = strrchr(o->replay, '/');
+        p->replay_name = base ? base + 1 : o->replay;
+    }
+    return 0;
 }
 
 int cmd_run(int argc, char **argv)
@@ -775,130 +804,40 @@ int cmd_run(int argc, char **argv)
     if (prc == -1) return CLI_OK;
     if (prc) return prc;
     if (o.dist.mpi && !cli_mpi) return dist_exec_mpi(argc, argv);
-    if (!o.seed_given) o.seed = (long)(cal_wall_ns() & 0x7fffffff);
-    for (size_t i = 0; i < o.n_conc && o.requests && o.rate == 0; i++)
-        if (o.requests < o.conc[i])
-            fprintf(stderr, "caliper run: warning: --requests %ld is below --concurrency %ld: that "
-                            "cell never has %ld requests in flight\n", o.requests, o.conc[i], o.conc[i]);
-    const char *warn = cli_build_warning();
-    if (warn) fprintf(stderr, "caliper run: warning: %s\n", warn);
-
-    cal_run_plan plan;
-    cal_run_plan_default(&plan);
-    plan.n_prompt = o.n_prompt;
-    for (size_t i = 0; i < o.n_prompt; i++) plan.prompt_tokens[i] = (int)o.prompt[i];
-    plan.n_conc = o.n_conc;
-    for (size_t i = 0; i < o.n_conc; i++) plan.concurrency[i] = (int)o.conc[i];
-    plan.rate = o.rate;
-    plan.pattern = o.pattern;
-    plan.slo = o.slo;
-    plan.sweep = o.sweep;
-    plan.sweep_max_rate = o.sweep_max;
-    plan.sweep_steps = (int)o.sweep_steps;
-    plan.cap_given = o.conc_given;
-    plan.requests = o.requests;
-    plan.duration_s = o.duration_s;
-    plan.shots = (int)o.shots;
-    plan.warmup = (int)o.warmup;
-    plan.rest_s = o.rest_s;
-    plan.cold = o.cold;
-    plan.noise_floor = o.noise_floor;
-    plan.equivalence = o.equivalence;
-    plan.content = o.content;
-    plan.max_tokens = (int)o.max_tokens;
-    plan.free_output = o.free_output;
-    plan.allow_prefix = o.allow_prefix;
-    plan.seed = (uint64_t)o.seed;
-    plan.telemetry = !o.no_tel;
-    plan.interval_s = o.interval_s;
-    plan.telemetry_off_why = "off (--no-telemetry): clock and power not sampled";
-    plan.label = o.label;
-    plan.build = cli_build_string();
-    char *extra = protocol_extra(&o);
-    plan.protocol_extra_json = extra;
-    plan.keep_chunks = o.keep_chunks;
+    cal_run_plan *plan = &o.plan;
+    if (!o.seed_given) plan->seed = (uint64_t)(cal_wall_ns() & 0x7fffffff);
 
     /* traffic: a dataset, length distributions, the chat scenario, a replay */
     cal_dataset *ds = NULL;
-    char *replay = NULL;
-    cal_chat_config chat;
-    memset(&chat, 0, sizeof chat);
-    plan.prompt_len = o.prompt_len;
-    plan.output_len = o.output_len;
-    if (o.dataset) {
-        cal_ds_format f = CAL_DS_TEXT;
-        size_t dl = strlen(o.dataset);
-        if (o.dataset_format) cal_ds_format_parse(o.dataset_format, &f);
-        else if (dl > 6 && !strcmp(o.dataset + dl - 6, ".jsonl")) f = CAL_DS_JSONL;
-        else if (dl > 5 && !strcmp(o.dataset + dl - 5, ".json")) f = CAL_DS_SHAREGPT;
-        char why[400];
-        int drc = cal_dataset_load(o.dataset, f, &ds, why, sizeof why);
-        if (drc) {
-            free(extra);
-            return cli_usage_error(CMD, "--dataset: %s (as %s)", why, cal_ds_format_name(f));
-        }
-        plan.dataset = ds;
-        if (!o.scenario && o.prompt_len.kind == CAL_LEN_FIXED && o.n_prompt == 1 && o.prompt[0] == 256)
-            plan.prompt_len.kind = CAL_LEN_DATASET;   /* the entries' own prompts */
-        fprintf(stderr, "caliper run: dataset %s (%s): %zu prompts%s, sha256 %.12s…\n", ds->name,
-                cal_ds_format_name(f), ds->n, ds->skipped ? " (some skipped: empty or failed)" : "",
-                ds->sha256);
-    }
-    if (o.scenario) {
-        chat.users = (int)o.users;
-        chat.turns = (int)o.turns;
-        chat.system_tokens = (int)o.system_tokens;
-        chat.user_tokens = o.user_tokens;
-        if (ds && o.user_tokens.kind == CAL_LEN_FIXED && o.user_tokens.n == 64)
-            chat.user_tokens.kind = CAL_LEN_DATASET;   /* --dataset gives the messages */
-        chat.answer_tokens = o.output_len.kind != CAL_LEN_FIXED
-                                 ? o.output_len : (cal_lendist){.kind = CAL_LEN_FIXED, .n = (int)o.max_tokens};
-        chat.think_ms = o.think_ms;
-        chat.stagger_s = o.stagger_s;
-        chat.dataset = ds;
-        plan.chat = &chat;
-        /* plan.dataset stays: the protocol names the messages' dataset */
-        plan.prompt_len.kind = plan.output_len.kind = CAL_LEN_FIXED;
-        plan.n_conc = 1;
-    }
-    if (o.replay) {
-        FILE *rf = fopen(o.replay, "rb");
-        int rerr = rf ? 0 : errno;
-        size_t cap = 1 << 16, n = 0;
-        replay = rf ? malloc(cap) : NULL;
-        while (replay) {
-            if (n == cap) {
-                char *x = cap < (256u << 20) ? realloc(replay, cap * 2) : NULL;
-                if (!x) { free(replay); replay = NULL; break; }
-                replay = x;
-                cap *= 2;
-            }
-            size_t k = fread(replay + n, 1, cap - n, rf);
-            if (!k) break;
-            n += k;
-        }
-        if (rf) fclose(rf);
-        if (!replay) {
-            cal_dataset_free(&ds);
-            free(extra);
-            return cli_usage_error(CMD, "--replay: cannot read \"%s\": %s", o.replay,
-                                   rf ? "over 256 MiB or out of memory" : strerror(rerr));
-        }
-        plan.replay_log = replay;
-        plan.replay_len = n;
-        const char *base = strrchr(o.replay, '/');
-        plan.replay_name = base ? base + 1 : o.replay;
-        plan.replay_speed = o.replay_speed;
-        plan.n_conc = 1;
-    }
-
-    /* --shard / --mpi: this client's share, its store, the common start */
-    dist dd;
-    const char *db = o.db;
-    int exit_code = dist_begin(&o.dist, &plan, &dd, &db), rc;
+    char *replay = NULL, *extra = NULL;
+    cal_store *st = NULL;
     cal_run_args args;
     memset(&args, 0, sizeof args);
-    cal_store *st = NULL;
+    dist dd;
+    memset(&dd, 0, sizeof dd);
+    int exit_code = load_traffic(&o, &ds, &replay), rc;
+    if (!exit_code) exit_code = check_plan(plan);
+    if (exit_code) {
+        cal_dataset_free(&ds);
+        free(replay);
+        return exit_code;
+    }
+    cal_run_plan_fill(plan);   /* what the run follows: the shards split it */
+    for (size_t i = 0; i < plan->n_conc && plan->requests && plan->rate == 0; i++)
+        if (plan->requests < plan->concurrency[i])
+            fprintf(stderr, "caliper run: warning: --requests %ld is below --concurrency %d: that "
+                            "cell never has %d requests in flight\n", plan->requests,
+                    plan->concurrency[i], plan->concurrency[i]);
+    const char *warn = cli_build_warning();
+    if (warn) fprintf(stderr, "caliper run: warning: %s\n", warn);
+    plan->telemetry_off_why = "off (--no-telemetry): clock and power not sampled";
+    plan->build = cli_build_string();
+    extra = protocol_extra(&o);
+    plan->protocol_extra_json = extra;
+
+    /* --shard / --mpi: this client's share, its store, the common start */
+    const char *db = o.db;
+    exit_code = dist_begin(&o.dist, plan, &dd, &db);
     if (exit_code) goto cleanup;
     const char *api_key = o.api_key_env ? getenv(o.api_key_env) : NULL;
     for (int i = 0; i < (o.ab ? 2 : 1); i++)
@@ -913,12 +852,13 @@ int cmd_run(int argc, char **argv)
     }
     /* one shot series: its key and the shot noise of its earlier runs go
      * with the protocol (include/caliper/noise.h) */
-    if (o.n_prompt == 1 && o.n_conc == 1 && !o.ab && !o.cold && !o.scenario && !o.replay &&
-        !o.dataset && o.prompt_len.kind == CAL_LEN_FIXED && o.output_len.kind == CAL_LEN_FIXED) {
+    if (plan->n_prompt == 1 && plan->n_conc == 1 && !o.ab && !plan->cold && !plan->chat &&
+        !plan->replay_log && !plan->dataset && plan->prompt_len.kind == CAL_LEN_FIXED &&
+        plan->output_len.kind == CAL_LEN_FIXED) {
         char key[CAL_NOISE_SERIES_MAX];
         series_key(&o, key, sizeof key);
         if (cal_noise_protocol_add(st, key, o.pool_noise, &extra) == CAL_OK)
-            plan.protocol_extra_json = extra;
+            plan->protocol_extra_json = extra;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -928,7 +868,7 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
 
     view v = {.tty = cli_stderr_is_tty(), .db = o.db};
-    args.plan = &plan;
+    args.plan = plan;
     args.store = st;
     args.observer.fn = on_event;
     args.observer.ud = &v;
@@ -950,15 +890,7 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "caliper run: warning: noise estimate not stored: %s\n",
                     cal_store_errmsg(st));
         fputc('\n', stderr);
-        if (!dd.mpi) {   /* --mpi: rank 0 shows the merged run */
-            run_view_print(stdout, out.data, o.db);
-            if (o.shots == 1 && !o.cold)   /* asked for explicitly, or a --duration run */
-                printf("verdict: cannot judge: 1 shot; run --shots 5 (no shot flag: the default "
-                       "protocol, --warmup 1 --shots 5)\n");
-            cal_report_lengths_text(stdout, out.data);
-            cal_report_turns_text(stdout, out.data);
-            if (cal_slo_given(&o.slo)) print_goodput(out.data);
-        }
+        if (!dd.mpi) run_view_show(stdout, out.data, o.db);   /* --mpi: rank 0 shows the merged run */
         fflush(stdout);
         if (o.json && !dd.active) {
             FILE *jf = fopen(o.json, "w");
@@ -980,7 +912,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "caliper run: %s\n", out.message[0] ? out.message : "the run failed");
         exit_code = CLI_FAIL;
     }
-    exit_code = dist_end(&dd, st, out.run_id, o.db, o.json, o.label, exit_code);
+    exit_code = dist_end(&dd, st, out.run_id, o.db, o.json, plan->label, exit_code);
     cal_run_outcome_clear(&out);
 
 cleanup:

@@ -254,39 +254,18 @@ static void cells_table(FILE *f, const cal_run_data *d, const cal_analysis *an)
         put(f, buf, 9, 1);
         fputc('\n', f);
     }
-    int lo = 0, hi = 0;
-    for (size_t k = 0; k < an->n_groups; k++) {
-        if (d->cells[an->groups[k].cells[0]].rate > 0) continue;
-        if (an->groups[k].per_request) lo = 1;
-        else hi = 1;
-    }
-    if (lo && hi)
-        fprintf(f, "read: at 1–4 users read the per-request column; at 8+ the aggregate one.\n");
-    else if (lo)
-        fprintf(f, "read: at these concurrencies read the per-request column; the aggregate "
-                   "one is diluted by the gaps between requests.\n");
-    else if (hi)
-        fprintf(f, "read: at these concurrencies read the aggregate column.\n");
 }
 
-static void self_check(FILE *f, const cal_run_data *d)
+/* A verdict's line below the tables: the analysis says what it is, the
+ * view only puts its kind's word in front. */
+static void verdict_line(FILE *f, const cal_verdict *v)
 {
-    int64_t cpu = 0, chunks = 0;
-    double lag = NAN, wall = 0;
-    for (size_t i = 0; i < d->n_cells; i++) {
-        cpu += d->cells[i].cpu_ns;
-        chunks += d->cells[i].chunks;
-        double l = d->cells[i].send_lag_p99_ms;
-        if (isfinite(l) && !(l <= lag)) lag = l;
-        if (isfinite(d->cells[i].sum.duration)) wall += d->cells[i].sum.duration;
-    }
-    if (!chunks) return;
-    double busy = wall > 0 ? cpu / 1e9 / wall : NAN;
-    fprintf(f, "client self-check: %.1f µs CPU per chunk, busy %.1f %% of the run, send lag p99 "
-               "%.2f ms — %s\n",
-            cpu / 1e3 / (double)chunks, 100.0 * busy, lag,
-            (busy > 0.5 || lag > 5.0) ? "the client may be the bottleneck"
-                                      : "the probe was not the bottleneck");
+    char line[700];
+    cal_verdict_line(v, line, sizeof line);
+    if (v->kind == CAL_VK_CLIENT) fprintf(f, "%s\n", line);   /* "client self-check: …" */
+    else if (v->kind == CAL_VK_COLUMN) fprintf(f, "read: %s\n", line);
+    else if (v->kind == CAL_VK_SHOTS && v->group < 0) fprintf(f, "verdict: %s\n", line);
+    else fprintf(f, "note: %s\n", line);
 }
 
 void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
@@ -301,13 +280,13 @@ void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
         if (an->groups[k].n_cells > 1) shots_table(f, d, an, k);
     if (an->n_groups) cells_table(f, d, an);
     else fprintf(f, "\nno cells were measured.\n");
+    for (size_t i = 0; i < an->n_verdicts; i++)   /* which column to read, under the table */
+        if (an->verdicts[i].kind == CAL_VK_COLUMN) verdict_line(f, &an->verdicts[i]);
     fputc('\n', f);
-    char line[700];
     for (size_t i = 0; i < an->n_verdicts; i++)
-        if (!under_table(&an->verdicts[i]))
-            fprintf(f, "note: %s\n", cal_verdict_line(&an->verdicts[i], line, sizeof line));
+        if (!under_table(&an->verdicts[i]) && an->verdicts[i].kind != CAL_VK_COLUMN)
+            verdict_line(f, &an->verdicts[i]);
     cal_analysis_free(&an);
-    self_check(f, d);
     if (d->run.status == CAL_RUN_INTERRUPTED)
         fprintf(f, "interrupted: what was measured before Ctrl-C is stored; the run is marked "
                    "interrupted.\n");
@@ -323,6 +302,32 @@ void run_view_print(FILE *f, const cal_run_data *d, const char *db_path)
     if (db_path)
         fprintf(f, "stored: run %lld in %s · caliper show %lld · caliper report %lld -o report.html\n",
                 (long long)d->run.id, db_path, (long long)d->run.id, (long long)d->run.id);
+}
+
+/* Goodput against offered load, the knee marked (the report's Markdown);
+ * nothing when no cell has a goodput (no SLO). */
+static void print_goodput(FILE *f, const cal_run_data *d)
+{
+    int any = 0;
+    for (size_t i = 0; i < d->n_cells; i++) any |= isfinite(d->cells[i].sum.goodput);
+    if (!any) return;
+    cal_result *r = NULL;
+    char err[300];
+    cal_buf b = {0};
+    b.max = 1 << 20;
+    if (cal_result_from_run_data(d, &r, err, sizeof err) == CAL_OK && cal_report_goodput_md(r, &b) == CAL_OK &&
+        b.len)
+        fprintf(f, "\n%s", b.data);
+    cal_buf_free(&b);
+    cal_result_free(&r);
+}
+
+void run_view_show(FILE *f, const cal_run_data *d, const char *db_path)
+{
+    run_view_print(f, d, db_path);
+    cal_report_lengths_text(f, d);   /* a dataset's or drawn lengths */
+    cal_report_turns_text(f, d);     /* a chat scenario's or a replay's turns */
+    print_goodput(f, d);
 }
 
 /* ---- JSON and CSV: written by the library (lib/report/export.c) ------- */
@@ -515,9 +520,7 @@ int cmd_show(int argc, char **argv)
     cal_run_data *d;
     int rc = load_ref("show", st, argv[optind], CAL_LOAD_CHUNKS, &d);
     if (!rc) {
-        run_view_print(stdout, d, db);
-        cal_report_lengths_text(stdout, d);   /* a dataset's or drawn lengths */
-        cal_report_turns_text(stdout, d);     /* a chat scenario's or a replay's turns */
+        run_view_show(stdout, d, db);   /* as `caliper run` printed it */
         cal_run_data_free(&d);
     }
     cal_store_close(&st);

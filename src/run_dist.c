@@ -135,7 +135,7 @@ int dist_begin(const dist_opts *o, cal_run_plan *plan, dist *d, const char **db)
     char why[256];
     if (cal_shard_plan(&full, i, n, plan, why, sizeof why)) {
         if (d->mpi) cli_mpi->abort(CLI_USAGE);
-        return cli_usage_error(CMD, "%s", why);
+        return cli_usage_error(CMD, "--%s", why);   /* the split names a field its flag spells */
     }
     plan->start_mono_ns = start_mono;
     return 0;

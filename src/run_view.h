@@ -15,6 +15,9 @@ char *run_view_verdicts_json(const cal_run_data *d);
 /* Terminal tables to out; db_path for the closing "stored:" line (NULL:
  * omitted). */
 void  run_view_print(FILE *out, const cal_run_data *d, const char *db_path);
+/* What `caliper run` prints at its end and `caliper show` again: the tables
+ * and verdicts, then the drawn lengths, the turns and goodput. */
+void  run_view_show(FILE *out, const cal_run_data *d, const char *db_path);
 /* The whole run as JSON (summary names as vLLM's bench JSON). 0 or -1. */
 int   run_view_json(FILE *out, const cal_run_data *d);
 /* One CSV row per cell: protocol columns, then every summary field. */

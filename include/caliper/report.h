@@ -298,10 +298,10 @@ int cal_report_linfit(const double *x, const double *y, size_t n,
                       double *a, double *b, double *r2);
 
 /* The verdicts of a result, as data, into out[cap]: the result's own (a
- * stored run's analysis), then those read off its cells: the warm drop
- * against shot 1 when the result has none (a foreign file), which column to
- * read (COLUMN), the prefill fit (PREFILL_FIT), clock absent (TELEMETRY).
- * Returns how many. */
+ * stored run's analysis), then those read off its cells for a kind the
+ * result brings none of (a foreign import): the warm drop against shot 1,
+ * which column to read (COLUMN), the prefill fit (PREFILL_FIT), clock
+ * absent (TELEMETRY). Returns how many. */
 size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap);
 
 /* ---- writers ------------------------------------------------------------------ */

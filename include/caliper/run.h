@@ -197,7 +197,8 @@ typedef struct cal_run_plan {
                                 cells from rate up to sweep_max_rate in at
                                 most sweep_steps steps, stopping when goodput
                                 stops rising; needs an slo and a Poisson rate */
-    double   sweep_max_rate; /* req/s */
+    double   sweep_max_rate; /* req/s; 0 = 16 × rate (at most 1e5); a sweep
+                                with rate 0 starts at 1 req/s */
     int      sweep_steps;    /* 0 = 8 */
     long     requests;       /* per cell; 0: max(8, 2c), or max(8, 4 × rate) */
     double   duration_s;     /* > 0: run each cell for this long instead */
@@ -262,6 +263,33 @@ typedef struct cal_run_plan {
  * 64 output tokens, telemetry on: what `caliper run` with no shot flag
  * measures. */
 void cal_run_plan_default(cal_run_plan *p);
+/* Fill the zeros that stand for a default with it (lib/protocol/plan.c):
+ * no prompt length {256}, no concurrency {1}, shots 1, max_tokens 64; a
+ * drawn length or a dataset makes one cell per load point; a RAMP or BURST
+ * pattern's mean as the rate; a sweep starts at 1 req/s with 8 steps up to
+ * 16 × its start (at most 1e5/s). What cal_run_series follows. */
+void cal_run_plan_fill(cal_run_plan *p);
+
+/* ---- checking a plan ---------------------------------------------------
+ * Every bound and cross-field rule of a plan lives in cal_plan_check, and a
+ * failure names the plan field at fault by its name in cal_run_plan
+ * ("rate", "sweep_steps", "prompt_tokens", "duration_s", ...; a chat
+ * config's "chat.user_tokens"; "pattern" for the arrival pattern, "slo"),
+ * its value as text, and a sentence that spells no command-line flag: a
+ * caller maps the field to its own spelling (`caliper run` to its flags).
+ * Rules between the plan and a target (cold needs a restartable one) are
+ * cal_run_series's. */
+typedef struct cal_plan_error {
+    const char *field;    /* a static string: the field at fault; NULL when none */
+    char value[96];       /* its value as text ("0", "ramp:1-4/2s", "none") */
+    char why[400];        /* what is wrong, a sentence without flags */
+} cal_plan_error;
+
+/* Check the plan (its zeros read as cal_run_plan_fill fills them; the plan
+ * is not changed). CAL_OK, or CAL_EINVAL with *e filled (e may be NULL). */
+int cal_plan_check(const cal_run_plan *p, cal_plan_error *e);
+/* "field value: why" into buf[n]; returns buf. */
+const char *cal_plan_error_text(const cal_plan_error *e, char *buf, size_t n);
 
 /* ---- the observer ------------------------------------------------------ */
 

@@ -184,12 +184,12 @@ static void judgeable_hint(const cal_judge_verdict *o, double eq, char *b, size_
         double se = sqrt(first2 + sq(o->tau) / (double)k);
         double te = cal_stats_t_quantile(o->level, fmax(1, fixed_df + (double)(k - 1)));
         if (fabs(d) + te * se < lim) {
-            cal_snprintf(b, n, "run --shots %d (%d warm shots)", k + 1, k);
+            cal_snprintf(b, n, "measure %d shots (%d warm)", k + 1, k);
             return;
         }
     }
     cal_snprintf(b, n, "one shot spreads ±%.1f %% here, so more shots would not: more requests "
-                 "per shot, a quieter machine or a wider --equivalence would",
+                 "per shot, a quieter machine or a wider equivalence bound would",
                  100 * expm1(cal_stats_t_quantile(o->level, 30) * sqrt(first2)));
 }
 
@@ -240,19 +240,19 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
     o->later_last = n > 1 ? shots[n - 1].index : 0;
     o->k = n > 1 ? (int)n - 1 : 0;
     char hint[64];
-    cal_snprintf(hint, sizeof hint, "run --shots %d", CAL_JUDGE_SHOTS_HINT);
+    cal_snprintf(hint, sizeof hint, "measure %d shots", CAL_JUDGE_SHOTS_HINT);
     if (n < 2) {
         cal_snprintf(o->why, sizeof o->why, "cannot judge: %s; %s",
                  n ? "1 shot, nothing to compare it with" : "no shots", hint);
     } else if (n == 2 && op.first == CAL_JUDGE_ALL_COLD) {
         cal_snprintf(o->why, sizeof o->why,
-                 "cannot judge: cold shot %d is the only one after cold shot %d; %s --cold",
+                 "cannot judge: cold shot %d is the only one after cold shot %d; %s, each cold",
                  shots[1].index, shots[0].index, hint);
     } else if (n == 2) {
         cal_snprintf(o->why, sizeof o->why, "cannot judge: 1 warm shot; %s", hint);
     } else if (thin_shot) {
         cal_snprintf(o->why, sizeof o->why,
-                 "cannot judge: shot %d has %zu ok requests (fewer than %zu); run --requests 8",
+                 "cannot judge: shot %d has %zu ok requests (fewer than %zu); measure 8 requests a shot",
                  thin_shot, fewest, op.min_requests);
     }
     if (o->why[0]) {
@@ -320,7 +320,7 @@ int cal_judge_shots(const cal_judge_shot *shots, size_t n, const cal_judge_opts 
         o->judged = 0;
         cal_snprintf(o->why, sizeof o->why,
                  "cannot judge: the warm shots disagree (first half %+.1f %%, second half %+.1f %% "
-                 "against shot %d); run --shots %d", 100 * o->half1, 100 * o->half2,
+                 "against shot %d); measure %d shots", 100 * o->half1, 100 * o->half2,
                  o->first_shot, 2 * o->k + 1 > 9 ? 2 * o->k + 1 : 9);
         cal_snprintf(o->text, sizeof o->text, "%s", o->why);
     } else if (sig && big) {

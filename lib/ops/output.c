@@ -166,7 +166,7 @@ int cal_ops_html_section(const char *text, size_t len, cal_buf *out, char *err, 
     if (strcmp(js(root, "format"), "caliper.ops/1") || !json_is_array(sides) || !json_is_array(cats) ||
         json_array_size(sides) < 1 || json_array_size(sides) > 2 ||
         json_array_size(cats) > CAL_OPS_MAX_CATS) {
-        rc = cal_why(err, errn, CAL_EPROTO, "not a caliper.ops/1 document (caliper ops --json)");
+        rc = cal_why(err, errn, CAL_EPROTO, "not a caliper.ops/1 document (the JSON caliper ops writes)");
         goto out;
     }
     size_t ns = json_array_size(sides), nc = json_array_size(cats);

@@ -44,13 +44,12 @@ static int check_side(const cal_ops_profile *p, char *err, size_t errn)
 {
     if (p->format == CAL_OPS_OPBENCH)
         return cal_why(err, errn, CAL_EINVAL, "%s: an op bench is not a run; set it against an "
-                       "in-graph profile with --isolated", p->label);
+                       "in-graph profile as its isolated op bench", p->label);
     if (!(p->tokens > 0))
-        return cal_why(err, errn, CAL_EINVAL, "%s: tokens %s (give --tokens)", p->label,
+        return cal_why(err, errn, CAL_EINVAL, "%s: tokens %s", p->label,
                        isnan(p->tokens) ? "unknown" : "is 0");
     if (!(p->e2e_ns > 0))
-        return cal_why(err, errn, CAL_EINVAL, "%s: end-to-end time %s (give --e2e, or --e2e-span for "
-                       "a trace)", p->label, isnan(p->e2e_ns) ? "unknown" : "is 0");
+        return cal_why(err, errn, CAL_EINVAL, "%s: end-to-end time %s", p->label, isnan(p->e2e_ns) ? "unknown" : "is 0");
     return CAL_OK;
 }
 
@@ -193,7 +192,7 @@ int cal_ops_reconcile(const cal_ops_profile *a, const cal_ops_profile *b,
         *wi = o->whatif[w];
         int c = cal_ops_recon_cat(r, wi->cat);
         if (c < 0) {
-            rc = cal_why(err, errn, CAL_ENOTFOUND, "--what-if: no category \"%s\" in %s", wi->cat,
+            rc = cal_why(err, errn, CAL_ENOTFOUND, "what-if: no category \"%s\" in %s", wi->cat,
                          r->n_sides == 2 ? "either profile" : "the profile");
             goto fail;
         }
@@ -203,7 +202,7 @@ int cal_ops_reconcile(const cal_ops_profile *a, const cal_ops_profile *b,
             const char *bad = NULL;
             wi->share[s] = r->side[s].cat[c].share;
             if (cal_f_amdahl(wi->speedup, wi->share[s], &wi->e2e[s], &bad) != CAL_OK) {
-                rc = cal_why(err, errn, CAL_EINVAL, "--what-if %s=%gx: %s out of range", wi->cat,
+                rc = cal_why(err, errn, CAL_EINVAL, "what-if %s=%gx: %s out of range", wi->cat,
                              wi->speedup, bad ? bad : "?");
                 goto fail;
             }
@@ -233,9 +232,9 @@ int cal_ops_trap_compare(const cal_ops_profile *graph, const cal_ops_profile *be
 {
     if (!graph || !bench || !out) return cal_why(err, errn, CAL_EINVAL, "no profile");
     if (bench->format != CAL_OPS_OPBENCH)
-        return cal_why(err, errn, CAL_EINVAL, "%s: not an op bench (caliper serve --op-bench)", bench->label);
+        return cal_why(err, errn, CAL_EINVAL, "%s: not an op bench (the built-in engine's op-bench output)", bench->label);
     if (graph->format != CAL_OPS_ENGINE)
-        return cal_why(err, errn, CAL_EINVAL, "%s: not an engine profile (caliper serve --profile)",
+        return cal_why(err, errn, CAL_EINVAL, "%s: not an engine profile (the built-in engine's profile output)",
                        graph->label);
     memset(out, 0, sizeof *out);
     out->moe_row = -1;

@@ -18,6 +18,7 @@
 #include "lib/util/c_locale.h"
 
 #define MAX_VERDICTS 256
+#define FIT_MAX 64   /* prompt lengths in the prefill fit */
 
 /* ---- names -------------------------------------------------------------- */
 
@@ -606,22 +607,121 @@ static void run_verdicts(const cal_run_data *d, vlist *l)
         snprintf(v->text, sizeof v->text, "prompt lengths are approximate: the target has "
                                           "no /tokenize (4 characters per token), or a length "
                                           "was below the shortest exact one");
+    /* the client self-check: was the probe the bottleneck? (docs/run.md) */
+    int64_t chunks = 0;
+    for (size_t i = 0; i < d->n_cells; i++) chunks += d->cells[i].chunks;
     double busy = wall > 0 ? (double)cpu / 1e9 / wall : NAN;
-    if (wall > 0 && busy > 0.5 && (v = vadd(l, CAL_VK_CLIENT))) {
-        v->direction = -1;
+    if (chunks && (v = vadd(l, CAL_VK_CLIENT))) {
+        int slow = busy > 0.5 || lag > 5.0;
+        v->direction = slow ? -1 : 0;
         v->effect = busy;
         v->values[0] = lag;
-        snprintf(v->text, sizeof v->text,
-                 "client self-check: the probe was busy %.0f %% of the run: the client may be "
-                 "the bottleneck", 100.0 * busy);
-    } else if (isfinite(lag) && lag > 5.0 && (v = vadd(l, CAL_VK_CLIENT))) {
-        v->direction = -1;
-        v->effect = busy;
-        v->values[0] = lag;
+        v->values[1] = (double)cpu / 1e3 / (double)chunks;
         cal_snprintf(v->text, sizeof v->text,
-                 "client self-check: send lag p99 %.1f ms: the client sent late; latencies "
-                 "include it", lag);
+                     "client self-check: %.1f µs CPU per chunk, busy %.1f %% of the run, send lag "
+                     "p99 %.2f ms — %s", v->values[1], 100.0 * busy, lag,
+                     slow ? "the client may be the bottleneck" : "the probe was not the bottleneck");
     }
+}
+
+/* One measured shot (and no fresh engine per shot, whose shots are judged
+ * cold against cold): no shot-series verdict. */
+static void one_shot_verdict(const cal_run_data *d, vlist *l)
+{
+    json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
+    json_t *shots = json_object_get(p, "shots");
+    int one = json_is_integer(shots) && json_integer_value(shots) == 1 &&
+              !json_is_true(json_object_get(p, "cold"));
+    json_decref(p);
+    int measured = 0;
+    for (size_t i = 0; i < d->n_cells; i++) measured |= d->cells[i].shot_kind != CAL_SHOT_WARMUP;
+    cal_verdict *v;
+    if (one && measured && (v = vadd(l, CAL_VK_SHOTS))) {
+        v->judged = 0;
+        v->n = 1;
+        cal_snprintf(v->text, sizeof v->text, "cannot judge: 1 shot; the default protocol (a warm-up "
+                     "shot, then %d measured shots) gives a verdict", CAL_JUDGE_SHOTS_HINT);
+    }
+}
+
+/* SPEC 1.2: which throughput column to read at the run's closed-loop
+ * concurrencies (the per-request one at 1–4 users, the aggregate above). */
+static void column_verdict(const cal_run_data *d, const cal_analysis *a, vlist *l)
+{
+    const cal_group *lo = NULL, *hi = NULL;   /* the lowest per-request, highest aggregate */
+    for (size_t k = 0; k < a->n_groups; k++) {
+        const cal_group *g = &a->groups[k];
+        const cal_cell *c = &d->cells[g->cells[0]];
+        if (c->rate > 0) continue;
+        if (g->per_request && (!lo || c->concurrency < d->cells[lo->cells[0]].concurrency)) lo = g;
+        if (!g->per_request && (!hi || c->concurrency > d->cells[hi->cells[0]].concurrency)) hi = g;
+    }
+    cal_verdict *v;
+    if (!(lo || hi) || !(v = vadd(l, CAL_VK_COLUMN))) return;
+    if (lo && hi) {
+        const cal_summary *x = &lo->pooled, *y = &hi->pooled;
+        int cx = d->cells[lo->cells[0]].concurrency, cy = d->cells[hi->cells[0]].concurrency;
+        v->values[0] = cx;
+        v->values[1] = x->per_request_output_throughput_median;
+        v->values[2] = cy;
+        v->values[3] = y->output_throughput;
+        cal_snprintf(v->text, sizeof v->text,
+                     "at 1–4 users read the per-request column (c%d: %.1f tok/s per request, %.1f "
+                     "aggregate); at 8+ the aggregate one (c%d: %.1f tok/s aggregate, %.1f per request).",
+                     cx, x->per_request_output_throughput_median, x->output_throughput, cy,
+                     y->output_throughput, y->per_request_output_throughput_median);
+    } else {
+        snprintf(v->text, sizeof v->text, "%s",
+                 lo ? "at these concurrencies read the per-request column; the aggregate one is "
+                      "diluted by the gaps between requests."
+                    : "at these concurrencies read the aggregate column.");
+    }
+}
+
+/* SPEC 1.4: prefill time against prompt length, t(n) = a + b·n, over the
+ * closed-loop groups at the lowest concurrency (one per prompt length),
+ * from their pooled TTFT p50 (an upper bound on prefill time). */
+static void prefill_verdict(const cal_run_data *d, const cal_analysis *a, vlist *l)
+{
+    int minc = 0;
+    for (size_t k = 0; k < a->n_groups; k++) {
+        const cal_cell *c = &d->cells[a->groups[k].cells[0]];
+        if (c->rate == 0 && c->concurrency > 0 && (!minc || c->concurrency < minc)) minc = c->concurrency;
+    }
+    double x[FIT_MAX], y[FIT_MAX];
+    size_t n = 0;
+    for (size_t k = 0; k < a->n_groups && n < FIT_MAX; k++) {
+        const cal_cell *c = &d->cells[a->groups[k].cells[0]];
+        double t = a->groups[k].pooled.median_ttft_ms;
+        if (c->rate > 0 || c->concurrency != minc || c->prompt_tokens <= 0 || !isfinite(t)) continue;
+        int dup = 0;
+        for (size_t i = 0; i < n; i++) dup |= x[i] == c->prompt_tokens;
+        if (dup) continue;
+        x[n] = c->prompt_tokens;
+        y[n++] = t;
+    }
+    cal_linfit f;
+    cal_verdict *v;
+    if (n < 2 || cal_stats_linfit(x, y, n, 0.95, &f) != CAL_OK || !(v = vadd(l, CAL_VK_PREFILL_FIT))) return;
+    v->values[0] = f.a;
+    v->values[1] = f.b;
+    v->values[2] = f.r2;
+    v->n = (int)n;
+    cal_snprintf(v->text, sizeof v->text,
+                 "prefill: fixed cost %.1f ms + %.3f ms per prompt token (R² %.3f over %zu lengths; "
+                 "from TTFT p50, an upper bound on prefill time)", f.a, f.b, f.r2, n);
+}
+
+/* No clock read: a slowdown cannot be split into frequency and cycles. */
+static void telemetry_verdict(const cal_run_data *d, vlist *l)
+{
+    int clock = 0;
+    for (size_t i = 0; i < d->n_cells; i++) clock |= isfinite(d->cells[i].sum.clock_mhz_mean);
+    cal_verdict *v;
+    if (clock || !d->n_cells || !(v = vadd(l, CAL_VK_TELEMETRY))) return;
+    v->judged = 0;
+    snprintf(v->text, sizeof v->text, "clock: absent — no clock sensor was read, so a slowdown "
+             "cannot be split into frequency and cycles");
 }
 
 /* Stored verdicts the analysis does not recompute: NOTE objects, and plain
@@ -707,8 +807,12 @@ int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
                                   a->n_groups == 1 ? a->prior_df : 0, a->first_sd,
                                   a->n_groups == 1 ? a->first_df : 0, a->first_left_out, &l)))
             goto fail;
+    one_shot_verdict(d, &l);
     ab_verdicts(d, a, &l);
     run_verdicts(d, &l);
+    column_verdict(d, a, &l);
+    prefill_verdict(d, a, &l);
+    telemetry_verdict(d, &l);
     stored_verdicts(d, &l, l.n);
     a->verdicts = l.v;
     a->n_verdicts = l.n;

@@ -10,7 +10,7 @@
 
 int cal_keep_parse(const char *s, long long *limit, char *why, size_t why_len)
 {
-    if (!s) return cal_why(why, why_len, CAL_EINVAL, "--keep-chunks: missing value");
+    if (!s) return cal_why(why, why_len, CAL_EINVAL, "keep_chunks: missing value");
     if (!strcmp(s, "all")) { *limit = CAL_KEEP_ALL; return CAL_OK; }
     if (!strcmp(s, "none")) { *limit = 0; return CAL_OK; }
     char *end = NULL;
@@ -21,7 +21,7 @@ int cal_keep_parse(const char *s, long long *limit, char *why, size_t why_len)
     else if (end && *end == 'M' && end[1] == '\0') { mul = 1000000; end++; }
     if (errno || end == s || *end || v < 0 || v > (1LL << 50) / mul || s[0] == '-' || s[0] == '+')
         return cal_why(why, why_len, CAL_EINVAL,
-                       "--keep-chunks: \"%s\" is not all, none or a count of timestamps", s);
+                       "\"%s\" is not all, none or a count of timestamps", s);
     *limit = v * mul;
     return CAL_OK;
 }

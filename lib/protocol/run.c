@@ -68,20 +68,6 @@ static long long keep_limit(const cal_run_plan *p)
     return p->keep_chunks < 0 ? CAL_KEEP_ALL : p->keep_chunks;
 }
 
-void cal_run_plan_default(cal_run_plan *p)
-{
-    memset(p, 0, sizeof *p);
-    p->prompt_tokens[0] = 256;
-    p->n_prompt = 1;
-    p->concurrency[0] = 1;
-    p->n_conc = 1;
-    p->shots = CAL_RUN_DEFAULT_SHOTS;
-    p->warmup = CAL_RUN_DEFAULT_WARMUP;
-    p->content = CAL_CONTENT_PROSE;
-    p->max_tokens = 64;
-    p->telemetry = 1;
-}
-
 void cal_run_target_free(cal_run_target **t)
 {
     if (!t || !*t) return;
@@ -356,7 +342,7 @@ static int store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size
     c->chunks_dropped += dropped;
     if (dropped)
         note(c, s->name, "%s: ITL percentiles from histograms (within %.2f %%): the chunk "
-                         "timestamps of %lld requests were not kept (--keep-chunks)",
+                         "timestamps of %lld requests were not kept (the keep_chunks budget)",
              c->label, CAL_HIST_REL_ERROR * 100, (long long)dropped);
     drain_telemetry(c);
     cal_run_event done = {.kind = CAL_RUN_EV_CELL, .side = s->name, .label = c->label,
@@ -604,7 +590,7 @@ static int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
         if (ended_ok == 0) break;   /* nothing succeeds: do not spin */
         if (total >= (size_t)CAL_RUN_MAX_CELL_REQUESTS) {
             note(c, s->name, "%s: stopped at %zu requests (the cap of one cell) %.1f s before "
-                             "its --duration", c->label, total, (double)(deadline - now) / 1e9);
+                             "its duration", c->label, total, (double)(deadline - now) / 1e9);
             break;
         }
         /* the rate so far with a margin, but at most doubling the cell, so
@@ -1011,112 +997,23 @@ static char *telemetry_json(ctx *c)
 char *cal_run_verdicts(const cal_run_data *d) { return cal_analysis_verdicts_json(d); }
 
 /* ---- the series --------------------------------------------------------- */
+/* The plan's rules (plan.c), then the ones between the plan and the targets. */
 static int check_plan(ctx *c)
 {
-    cal_run_plan *p = &c->p;
-    if (p->n_prompt == 0) { p->prompt_tokens[0] = 256; p->n_prompt = 1; }
-    if (p->n_conc == 0) { p->concurrency[0] = 1; p->n_conc = 1; }
-    if (p->shots <= 0) p->shots = 1;
-    if (p->max_tokens <= 0) p->max_tokens = 64;
-    if (p->n_prompt > MAX_LIST || p->n_conc > MAX_LIST) {
-        fail(c, "plan: at most %d prompt lengths and %d concurrency levels", MAX_LIST, MAX_LIST);
+    cal_plan_error pe;
+    if (cal_plan_check(&c->p, &pe)) {
+        char buf[600];
+        fail(c, "%s", cal_plan_error_text(&pe, buf, sizeof buf));
         return CAL_EINVAL;
     }
-    for (size_t i = 0; i < p->n_prompt; i++)
-        if (p->prompt_tokens[i] < 1) {
-            fail(c, "prompt_tokens: %d is not a positive length", p->prompt_tokens[i]);
-            return CAL_EINVAL;
-        }
-    for (size_t i = 0; i < p->n_conc; i++)
-        if (p->concurrency[i] < 1) {
-            fail(c, "concurrency: %d is not a positive count", p->concurrency[i]);
-            return CAL_EINVAL;
-        }
-    if (!isfinite(p->rate) || p->rate < 0 || !isfinite(p->duration_s) || p->duration_s < 0 ||
-        p->requests < 0 || p->warmup < 0 || !(p->rest_s >= 0)) {
-        fail(c, "plan: rate %g, duration %g s, requests %ld, warmup %d, rest %g s: none may be "
-                "negative", p->rate, p->duration_s, p->requests, p->warmup, p->rest_s);
-        return CAL_EINVAL;
-    }
-    /* bounds before any conversion: rate × 4 becomes a request count, the
-     * times become int64_t nanoseconds (a year of them fits easily) */
-    if (p->rate > 1e5 || p->duration_s > 366 * 86400.0 || p->rest_s > 366 * 86400.0 ||
-        p->interval_s > 3600) {
-        fail(c, "plan: rate %g/s (at most 1e5), duration %g s, rest %g s (at most a year each), "
-                "interval %g s (at most 1 h): too large", p->rate, p->duration_s, p->rest_s,
-             p->interval_s);
-        return CAL_EINVAL;
-    }
-    if (!(p->equivalence >= 0 && p->equivalence < 1)) {
-        fail(c, "equivalence: %g is not a bound from 0 to 100 %%", p->equivalence);
-        return CAL_EINVAL;
-    }
-    if (p->rate > 0 && p->rate < CAL_ARRIVALS_MIN_RATE) {
-        fail(c, "rate: %g/s is under %.3g requests/s (one a day): its schedule cannot be kept",
-             p->rate, CAL_ARRIVALS_MIN_RATE);
-        return CAL_EINVAL;
-    }
-    if (p->duration_s > 0 && p->requests) {
-        fail(c, "plan: requests and duration together: choose one");
-        return CAL_EINVAL;
-    }
-    if (p->chat && p->replay_log) {
-        fail(c, "plan: chat and replay together: choose one");
-        return CAL_EINVAL;
-    }
-    if (turns_mode(p) && (p->rate > 0 || p->duration_s > 0 || p->n_conc > 1 || p->n_prompt > 1)) {
-        fail(c, "%s: the turns set the load (one cell per turn): no rate, duration, concurrency "
-                "or prompt-length list", p->chat ? "chat" : "replay");
-        return CAL_EINVAL;
-    }
-    if ((p->prompt_len.kind == CAL_LEN_DATASET || p->output_len.kind == CAL_LEN_DATASET) &&
-        !p->dataset && !(p->chat && p->chat->user_tokens.kind == CAL_LEN_DATASET)) {
-        fail(c, "prompt_len: \"dataset\" needs a dataset");
-        return CAL_EINVAL;
-    }
-    if (per_request(p) && !turns_mode(p)) p->n_prompt = 1;   /* one cell per load point */
-    if (p->rate > 0 && p->pattern.kind != CAL_ARR_POISSON) {
-        char pat[64];
-        if (p->sweep) {
-            fail(c, "sweep: a saturation sweep raises a Poisson rate, not %s",
-                 cal_arrivals_format(&p->pattern, pat, sizeof pat));
-            return CAL_EINVAL;
-        }
-        p->rate = cal_arrivals_mean_rate(&p->pattern);
-        if (!(p->rate > 0) || p->rate > 1e5) {
-            fail(c, "pattern: %s is not a request rate from 0 to 1e5/s",
-                 cal_arrivals_format(&p->pattern, pat, sizeof pat));
-            return CAL_EINVAL;
-        }
-    }
-    if (p->sweep) {
-        char why[300];
-        cal_sat sat;
-        if (p->sweep_steps <= 0) p->sweep_steps = 8;
-        if (!(p->rate > 0)) {
-            fail(c, "sweep: a saturation sweep needs a start rate (rate > 0)");
-            return CAL_EINVAL;
-        }
-        if (!cal_slo_given(&p->slo)) {
-            fail(c, "sweep: a saturation sweep follows goodput: give an slo");
-            return CAL_EINVAL;
-        }
-        if (cal_sat_init(&sat, p->rate, p->sweep_max_rate, p->sweep_steps, why, sizeof why)) {
-            fail(c, "%s", why);
-            return CAL_EINVAL;
-        }
-        if (p->sweep_max_rate > 1e5) {
-            fail(c, "sweep_max_rate: %g is over 1e5 requests/s", p->sweep_max_rate);
-            return CAL_EINVAL;
-        }
-    }
+    cal_run_plan_fill(&c->p);
     for (int i = 0; i < c->n_sides; i++) {
         const cal_run_target *t = c->sides[i].t;
         if (!t->ops || !t->ops->start || !t->ops->send) {
             fail(c, "target %d: its ops lack start or send", i);
             return CAL_EINVAL;
         }
-        if (p->cold && !t->restartable) {
+        if (c->p.cold && !t->restartable) {
             fail(c, "cold: the target %s cannot be restarted fresh (a URL someone else runs)",
                  t->ops->what ? t->ops->what(t->self) : t->ops->kind);
             return CAL_EINVAL;
@@ -1309,7 +1206,7 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
         if (c.itl_hist_cells) {     /* where the ITL figures came from, kept with the run */
             char kb[32], buf[400];
             cal_snprintf(buf, sizeof buf, "ITL percentiles in %d of the run's cells come from "
-                         "histograms (within %.2f %%): --keep-chunks %s kept no chunk timestamps for %lld "
+                         "histograms (within %.2f %%): keep_chunks %s kept no chunk timestamps for %lld "
                          "requests; TTFT, TPOT and E2E are from every request's record",
                          c.itl_hist_cells, CAL_HIST_REL_ERROR * 100,
                          cal_keep_name(keep_limit(p), kb, sizeof kb), (long long)c.chunks_dropped);

@@ -28,14 +28,14 @@ int cal_shard_plan(const cal_run_plan *full, int i, int n, cal_run_plan *out, ch
                    size_t why_len)
 {
     if (n < 1 || n > MAX_SHARDS || i < 0 || i >= n)
-        return cal_why(why, why_len, CAL_EINVAL, "--shard: %d/%d is not a shard of 1..%d shards",
+        return cal_why(why, why_len, CAL_EINVAL, "shard: %d/%d is not a shard of 1..%d shards",
                        i + 1, n, MAX_SHARDS);
     *out = *full;
     if (!(full->rate > 0))
         for (size_t k = 0; k < full->n_conc; k++) {
             if (full->concurrency[k] < n)
                 return cal_why(why, why_len, CAL_EINVAL,
-                               "--concurrency: %d cannot be split over %d shards (each needs at "
+                               "concurrency: %d cannot be split over %d shards (each needs at "
                                "least one stream)", full->concurrency[k], n);
             out->concurrency[k] = (int)share(full->concurrency[k], i, n);
         }
@@ -45,7 +45,7 @@ int cal_shard_plan(const cal_run_plan *full, int i, int n, cal_run_plan *out, ch
     if (full->requests) {
         if (full->requests < n)
             return cal_why(why, why_len, CAL_EINVAL,
-                           "--requests: %ld cannot be split over %d shards", full->requests, n);
+                           "requests: %ld cannot be split over %d shards", full->requests, n);
         out->requests = share(full->requests, i, n);
     }
     if (full->rate > 0) out->rate = full->rate / n;

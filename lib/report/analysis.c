@@ -1,6 +1,9 @@
-/* caliper — what a report says in words at the top: the warm drop against
- * shot 1 (SPEC 1.1), which column to read at which concurrency (SPEC 1.2),
- * the prefill fit t(n) = a + b·n (SPEC 1.4), and absent telemetry. */
+/* caliper — what a report says in words at the top of a foreign import
+ * (vLLM, guidellm, aiperf, llama-bench files): the warm drop against shot 1
+ * (SPEC 1.1), which column to read at which concurrency (SPEC 1.2), the
+ * prefill fit t(n) = a + b·n (SPEC 1.4), and absent telemetry. A stored run
+ * brings these from the run analysis (lib/protocol/analysis.c), which is
+ * never judged twice. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,12 +186,16 @@ size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap)
     cal_verdict *v;
     /* the result's own verdicts first, leaving room for the four read here */
     for (size_t i = 0; i < r->n_verdicts && n + 4 < cap; i++) out[n++] = r->verdicts[i];
+    /* a stored run brings the run analysis's verdicts (analysis.h: the
+     * column advice, the prefill fit and absent telemetry among them): a kind
+     * it brings is never judged again here; a foreign import brings none */
+    int have[CAL_VK__N] = {0};
+    for (size_t i = 0; i < r->n_verdicts; i++)
+        if ((unsigned)r->verdicts[i].kind < CAL_VK__N) have[r->verdicts[i].kind] = 1;
 
     /* SPEC 1.1: shot 1 against the later shots, through the one judgement,
      * when the result brought no verdict of its own (a foreign file) */
-    int have_shots = 0;
-    for (size_t i = 0; i < r->n_verdicts; i++) have_shots |= r->verdicts[i].kind == CAL_VK_SHOTS;
-    if (!have_shots && r->n_shots >= 3 && n < cap) {
+    if (!have[CAL_VK_SHOTS] && r->n_shots >= 3 && n < cap) {
         cal_shot_sample *sh = calloc(r->n_shots, sizeof *sh);
         size_t ns = 0;
         int per_req = 0;
@@ -215,7 +222,7 @@ size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap)
         if (!lowc) lowc = cc[i];
         highc = cc[i];
     }
-    if (lowc && highc && lowc != highc && (v = add(out, cap, &n, CAL_VK_COLUMN))) {
+    if (!have[CAL_VK_COLUMN] && lowc && highc && lowc != highc && (v = add(out, cap, &n, CAL_VK_COLUMN))) {
         v->values[0] = lowc->fp.concurrency;
         v->values[1] = lowc->v[CAL_M_REQ_TOKS];
         v->values[2] = highc->fp.concurrency;
@@ -230,7 +237,8 @@ size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap)
     /* SPEC 1.4: the prefill line. */
     double a, b, r2;
     size_t np;
-    if (cal_report_prefill_fit(r, &a, &b, &r2, &np) == CAL_OK && (v = add(out, cap, &n, CAL_VK_PREFILL_FIT))) {
+    if (!have[CAL_VK_PREFILL_FIT] && cal_report_prefill_fit(r, &a, &b, &r2, &np) == CAL_OK &&
+        (v = add(out, cap, &n, CAL_VK_PREFILL_FIT))) {
         v->values[0] = a;
         v->values[1] = b;
         v->values[2] = r2;
@@ -239,7 +247,7 @@ size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap)
                  "prefill: fixed cost %.1f ms + %.3f ms per prompt token (R² %.3f over %zu lengths; "
                  "from TTFT p50, an upper bound on prefill time)", a, b, r2, np);
     }
-    if (!has_clock(r) && (v = add(out, cap, &n, CAL_VK_TELEMETRY))) {
+    if (!have[CAL_VK_TELEMETRY] && !has_clock(r) && (v = add(out, cap, &n, CAL_VK_TELEMETRY))) {
         v->judged = 0;
         snprintf(v->text, sizeof v->text, "clock: absent%s%.90s — no clock sensor was read, so a slowdown "
                  "cannot be split into frequency and cycles", r->telemetry[0] ? "; telemetry: " : "",

@@ -98,14 +98,14 @@ int cal_report_goodput_md(const cal_result *r, cal_buf *b)
     char line[512];
     if (c->n < 3) {
         cal_snprintf(line, sizeof line, "\nNo knee: %zu offered rate%s, and the rule needs three "
-                     "(a saturation sweep: --sweep saturation).\n", c->n, c->n == 1 ? "" : "s");
+                     "(a saturation sweep steps through them).\n", c->n, c->n == 1 ? "" : "s");
     } else if (c->knee < 0) {
         double best = 0;
         for (size_t i = 0; i < c->n; i++) best = fmax(best, c->goodput[i]);
         cal_snprintf(line, sizeof line, best > 0
                      ? "\nNo knee: up to the last offered rate, %.3g req/s, goodput never gained "
                        "less than %.0f %% over two steps in a row: it did not level off within the "
-                       "sweep (a higher --sweep-max-rate, or more requests per step where it is "
+                       "sweep (a higher top rate, or more requests per step where it is "
                        "noisy).\n"
                      : "\nNo knee: no request met the SLO at any offered rate up to %.3g req/s "
                        "(%.0f %% rule not applicable).\n",

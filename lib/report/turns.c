@@ -264,7 +264,7 @@ int cal_report_turns_text(FILE *f, const cal_run_data *d)
                     same);
         else if (isfinite(t.speedup))
             outf(f, "whole-turn speedup A ÷ B: %.3f× (%d (shot, turn) pair%s in %d shot: no CI; "
-                       "run --shots 3 or more)\n", t.speedup, t.pairs, t.pairs == 1 ? "" : "s", t.shots);
+                       "3 or more shots give one)\n", t.speedup, t.pairs, t.pairs == 1 ? "" : "s", t.shots);
         if (isfinite(t.formula))
             outf(f, "the notes' formula from the decode speedup alone, (TTFT + decode × s) ÷ "
                        "(TTFT + decode) on B: %.3f×\n", t.formula);

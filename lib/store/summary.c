@@ -74,7 +74,7 @@ const cal_field cal_summary_fields[CAL_M__N] = {
     F(CAL_M_CLOCK_MIN, clock_mhz_min, "clock min MHz", "MHz", MIN, AGG, NO, MIN, -1, 0, "lowest clock reading over the cell (telemetry)"),
     F(CAL_M_POWER_MIN, power_w_min, "power min W", "W", MIN, AGG, NO, MIN, -1, 1, "lowest power reading over the cell (telemetry)"),
     F(CAL_M_GOODPUT, goodput, "goodput", "req/s", RATE, AGG, HI, RATE, -1, 3,
-      "requests that ended ok and met every --slo bound ÷ duration (unknown without an SLO)"),
+      "requests that ended ok and met every SLO bound ÷ duration (unknown without an SLO)"),
 };
 const size_t cal_summary_n_fields = CAL_M__N;
 

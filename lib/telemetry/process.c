@@ -38,7 +38,7 @@ static int proc_probe(const tel_ctx *ctx, void **state, char *why, size_t wn)
     if (!s) return CAL_ENOMEM;
     proc_reopen(s, ctx, pid);
     if (pid > 0) snprintf(why, wn, "pid %d", pid);
-    else snprintf(why, wn, "no target process (give --pid P or a command)");
+    else snprintf(why, wn, "no target process (give a process id or a command)");
     *state = s;
     return CAL_OK;   /* the sampler marks it absent while pid is 0 */
 }

@@ -214,7 +214,7 @@ int cal_tel_set_pid(cal_tel *t, int pid)
             snprintf(bi->reason, sizeof bi->reason, "pid %d", pid);
         else
             snprintf(bi->reason, sizeof bi->reason,
-                     "no target process (give --pid P or a command)");
+                     "no target process (give a process id or a command)");
     }
     pthread_mutex_unlock(&t->mu);
     return CAL_OK;

@@ -547,7 +547,7 @@ static int find_load(find_ctx *c, const char *text, size_t len, const char *runn
             else
                 snprintf(why, why_len, "none of vllm:num_requests_running, sglang:num_running_reqs, "
                          "llamacpp:requests_processing, tgi_batch_current_size, "
-                         "caliper:num_requests_running in the scrape (name one with --metric)");
+                         "caliper:num_requests_running in the scrape (name the metric to read)");
         }
         return CAL_ENOTFOUND;
     }

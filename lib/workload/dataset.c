@@ -222,7 +222,7 @@ static int proxy_line(acc *a, const char *line, size_t n, size_t lineno, char *w
     int rc = CAL_OK;
     json_t *pt = json_object_get(j, "prefix_tokens");
     if (!json_is_object(j) || !json_is_integer(pt)) {
-        cal_snprintf(why, wl, "line %zu: not a caliper proxy --log turn (no \"prefix_tokens\")", lineno);
+        cal_snprintf(why, wl, "line %zu: not a turn of a caliper proxy log (no \"prefix_tokens\")", lineno);
         rc = CAL_EPROTO;
     } else {
         json_int_t st = json_integer_value(json_object_get(j, "status"));

@@ -59,7 +59,7 @@ static int parse_log(const char *log, size_t len, rec **out, size_t *n, char *wh
         json_t *j = json_loadb(line, ln, 0, &je);
         json_t *pre = json_object_get(j, "prefix");
         if (!j || !json_is_object(pre) || !json_is_integer(json_object_get(j, "wall_ns"))) {
-            cal_snprintf(why, wl, "line %zu: not a caliper proxy --log turn (%s)", lineno,
+            cal_snprintf(why, wl, "line %zu: not a turn of a caliper proxy log (%s)", lineno,
                      j ? "no \"prefix\" object or \"wall_ns\"" : je.text);
             json_decref(j);
             free(r);

@@ -99,7 +99,7 @@ int cal_chat_build(const cal_chat_config *cfg, cal_traffic **out, char *why, siz
         return CAL_EINVAL;
     }
     if (cfg->user_tokens.kind == CAL_LEN_DATASET && (!cfg->dataset || !cfg->dataset->n)) {
-        cal_snprintf(why, why_len, "user messages from a dataset need --dataset");
+        cal_snprintf(why, why_len, "user messages from a dataset need a dataset");
         return CAL_EINVAL;
     }
     cal_textgen *g = NULL;

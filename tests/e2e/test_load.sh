@@ -26,10 +26,10 @@ usage "--slo with a bad time names key and value" 'slo: ttft: "abc" is not a tim
 usage "--slo with an unknown key names it" '"latency" is not a bound' --slo latency=5ms
 usage "--rate ramp without a time" 'ramp:FROM-TO/TIME' --rate ramp:1-20
 usage "--rate burst of 0" 'burst size "0"' --rate "burst:0/every 1s"
-usage "--sweep without --slo" '--sweep saturation: give --slo' --sweep saturation
+usage "--sweep without --slo" '--slo none: a saturation sweep follows goodput' --sweep saturation
 usage "--sweep of another kind" '--sweep: "latency" is not a sweep' --sweep latency
-usage "--sweep-steps too close" '--sweep-steps: 8 steps from 1 to 1.5' --sweep saturation --slo e2e=1s --sweep-max-rate 1.5
-usage "--sweep-max-rate alone" 'belong to --sweep saturation' --sweep-max-rate 8
+usage "--sweep-steps too close" '--sweep-steps 8: 8 steps from 1 to 1.5' --sweep saturation --slo e2e=1s --sweep-max-rate 1.5
+usage "--sweep-max-rate alone" '--sweep-max-rate 8: belongs to a saturation sweep' --sweep-max-rate 8
 usage "--sweep over a ramp" 'not a ramp or bursts' --sweep saturation --slo e2e=1s --rate ramp:1-4/2s
 
 # --- bursts and a ramp: the stored arrivals are the seeded schedule ----------

@@ -47,7 +47,7 @@ cp C/r.json c.json; cp DE/r.json de.json; cp C/r.db c.db
 # (decode speed with a single chunk, say): it masks like a number. Sentences whose presence and wording follow the
 # measurement (verdicts) are checked by format only: no decimal comma.
 mask() {
-  sed -E -e '/^(verdict|read|clock|note|client self-check): /d' \
+  sed -E -e '/^(verdict|read|clock|note|client self-check): /d' -e '/^caliper run: client self-check, /d' \
          -e 's/[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?/N/g' -e 's/—/N/g' -e 's/ +/ /g' "$1"
 }
 commas() { grep -nE '[0-9],[0-9]' "$1" | grep -vE -- '--concurrency|--prompt-tokens' ; }

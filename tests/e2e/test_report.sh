@@ -35,7 +35,7 @@ if grep -oE 'https?://[^ "<]*' $H | grep -qv '^http://127\.0\.0\.1'; then not_ok
 else ok "no URL but the measured target's own"; fi
 v=$(grep -bo 'id="verdicts"' $H | head -1 | cut -d: -f1); s=$(grep -bo '<svg ' $H | head -1 | cut -d: -f1)
 [ -n "$v" ] && [ -n "$s" ] && [ "$v" -lt "$s" ] && ok "verdicts before the charts" || not_ok "verdicts first"
-grep -q 'read per-request speed at low concurrency' $H && ok "column verdict" || not_ok "column verdict"
+grep -q 'read the per-request column' $H && ok "column verdict" || not_ok "column verdict"
 grep -q 'prefill: fixed cost' $H && ok "prefill fit verdict" || not_ok "prefill fit verdict"
 grep -q 'fit: ' $H && ok "fitted line in the legend" || not_ok "fitted line legend"
 grep -q 'time since run start (s)' $H && grep -q 'output (tok/s)' $H && grep -q 'TTFT (ms)' $H &&

@@ -43,10 +43,10 @@ RUN=(--url "$SERVE_URL" --prompt-tokens 64 --max-tokens 128 --concurrency 1 --re
 # --- two shots: no directional claim ------------------------------------------
 "$CALIPER" run "${RUN[@]}" --shots 2 --label two >"$T/two.out" 2>&1
 check "two shots: cannot judge, and says what to run" \
-  grep -q "^verdict: cannot judge: 1 warm shot; run --shots 5" "$T/two.out"
+  grep -q "^verdict: cannot judge: 1 warm shot; measure 5 shots" "$T/two.out"
 
 check "--shots 1: cannot judge, and says what to run" \
-  bash -c "\"$CALIPER\" run ${RUN[*]} --shots 1 --label one 2>&1 | grep -q '^verdict: cannot judge: 1 shot; run --shots 5'"
+  bash -c "\"$CALIPER\" run ${RUN[*]} --shots 1 --label one 2>&1 | grep -q '^verdict: cannot judge: 1 shot; the default protocol'"
 
 # --- a flag changes only what it names ----------------------------------------------
 # --rest alone keeps the default protocol's shots (it once ran one shot, with

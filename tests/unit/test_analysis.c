@@ -280,7 +280,7 @@ static void test_shot_verdict_inputs(void **state)
     assert_int_equal(v.kind, CAL_VK_SHOTS);
     assert_int_equal(v.direction, 0);
     assert_int_equal(v.n, 2);
-    assert_string_equal(v.text, "cannot judge: 1 warm shot; run --shots 5");
+    assert_string_equal(v.text, "cannot judge: 1 warm shot; measure 5 shots");
     assert_int_equal(cal_analysis_shot_verdict(s, 1, 1, 0, &v), 0);
     assert_int_equal(v.judged, 0);
     /* two warm shots that agree with shot 1 */

@@ -246,7 +246,7 @@ static void test_shard_plan(void **state)
     assert_int_equal(c1, 3);
     assert_int_equal(rq, 10);
     assert_int_equal(cal_shard_plan(&p, 0, 4, &s, why, sizeof why), CAL_EINVAL);
-    assert_non_null(strstr(why, "--concurrency: 3"));
+    assert_non_null(strstr(why, "concurrency: 3"));
     p.rate = 9;
     p.n_conc = 1;
     assert_int_equal(cal_shard_plan(&p, 1, 3, &s, why, sizeof why), CAL_OK);

@@ -203,16 +203,16 @@ static void test_thin_evidence(void **state)
     assert_int_equal(cal_judge_shots(x.s, 2, NULL, &v), 0);
     assert_int_equal(v.kind, CAL_JUDGE_CANNOT);
     assert_false(v.directional);
-    assert_string_equal(v.text, "cannot judge: 1 warm shot; run --shots 5");
+    assert_string_equal(v.text, "cannot judge: 1 warm shot; measure 5 shots");
     cal_judge_opts cold = {.first = CAL_JUDGE_ALL_COLD};
     assert_int_equal(cal_judge_shots(x.s, 2, &cold, &v), 0);
     assert_string_equal(v.text, "cannot judge: cold shot 2 is the only one after cold shot 1; "
-                                "run --shots 5 --cold");
+                                "measure 5 shots, each cold");
     assert_int_equal(cal_judge_shots(x.s, 1, NULL, &v), 0);
     assert_non_null(strstr(v.text, "cannot judge: 1 shot"));
     fixed(&x, lvl, 4, 2);
     assert_int_equal(cal_judge_shots(x.s, 4, NULL, &v), 0);
-    assert_non_null(strstr(v.text, "cannot judge: shot 1 has 2 ok requests (fewer than 3); run --requests"));
+    assert_non_null(strstr(v.text, "cannot judge: shot 1 has 2 ok requests (fewer than 3); measure 8 requests a shot"));
     /* failed requests (NAN, 0) do not count */
     fixed(&x, lvl, 4, 4);
     x.v[2][0] = NAN; x.v[2][1] = 0;

@@ -174,7 +174,7 @@ static void test_shot_verdict_seed(void **state)
     double two[] = {1000, 880};
     assert_int_equal(cal_shot_series_verdict(two, idx, 2, "tok/s", 0, &sv), 0);
     assert_false(sv.beyond_noise);
-    assert_non_null(strstr(sv.text, "cannot judge: 1 warm shot; run --shots 5"));
+    assert_non_null(strstr(sv.text, "cannot judge: 1 warm shot; measure 5 shots"));
 }
 
 static int free_port(void)

@@ -442,10 +442,14 @@ static void test_from_run_data(void **state)
     assert_string_equal(r->probe, "caliper 0.1.0");
     assert_non_null(strstr(r->host, "Test CPU (2 cores)"));
     /* the analysis's: a shot verdict per configuration, approximate prompts,
+     * the column to read (c1 and c4: the per-request one), no clock read,
      * and the stored sentence it does not reproduce */
-    assert_int_equal(r->n_verdicts, 4);
-    int stored = 0, shots = 0;
+    assert_int_equal(r->n_verdicts, 6);
+    int stored = 0, shots = 0, column = 0, clock = 0;
     for (size_t i = 0; i < r->n_verdicts; i++) {
+        column += r->verdicts[i].kind == CAL_VK_COLUMN &&
+                  strstr(r->verdicts[i].text, "read the per-request column") != NULL;
+        clock += r->verdicts[i].kind == CAL_VK_TELEMETRY && !r->verdicts[i].judged;
         stored += r->verdicts[i].kind == CAL_VK_NOTE &&
                   !strcmp(r->verdicts[i].text, "c1: shots 3–4 run 10 % below shot 2");
         shots += r->verdicts[i].kind == CAL_VK_SHOTS &&
@@ -454,6 +458,18 @@ static void test_from_run_data(void **state)
     }
     assert_int_equal(stored, 1);
     assert_int_equal(shots, 2);
+    assert_int_equal(column, 1);
+    assert_int_equal(clock, 1);
+    /* the report renders them and judges no kind a second time */
+    cal_verdict rv[CAL_RES_MAX_VERDICTS + 4];
+    size_t nrv = cal_report_verdicts(r, rv, CAL_RES_MAX_VERDICTS + 4);
+    int ncol = 0, ntel = 0;
+    for (size_t i = 0; i < nrv; i++) {
+        ncol += rv[i].kind == CAL_VK_COLUMN;
+        ntel += rv[i].kind == CAL_VK_TELEMETRY;
+    }
+    assert_int_equal(ncol, 1);
+    assert_int_equal(ntel, 1);
     assert_int_equal(r->n_cells, 4);          /* cold 2 and warm 3–4, at c1 and c4 */
     int seen_warm = 0;
     for (size_t i = 0; i < r->n_cells; i++) {

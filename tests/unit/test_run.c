@@ -594,7 +594,9 @@ static void test_series_huge_plan(void **state)
         a.targets[0] = t;
         cal_run_outcome out;
         assert_int_equal(cal_run_series(&a, &out), CAL_EINVAL);
-        assert_non_null(strstr(out.message, "too large"));
+        /* the message starts with the plan field at fault */
+        static const char *const FIELD[4] = {"rate ", "duration_s ", "rest_s ", "interval_s "};
+        assert_true(!strncmp(out.message, FIELD[k], strlen(FIELD[k])));
         assert_int_equal(out.run_id, 0);
     }
     /* a rate too small to schedule is refused, naming the field: it once
@@ -606,12 +608,67 @@ static void test_series_huge_plan(void **state)
     a.targets[0] = t;
     cal_run_outcome out;
     assert_int_equal(cal_run_series(&a, &out), CAL_EINVAL);
-    assert_non_null(strstr(out.message, "rate: 1e-12/s is under"));
+    assert_non_null(strstr(out.message, "rate 1e-12: under"));
     assert_int_equal(out.run_id, 0);
     assert_int_equal(atomic_load(&f.calls), 0);
     cal_run_target_free(&t);
     cal_store_close(&st);
     tmp_db_remove(db);
+}
+
+/* Every plan rule in cal_plan_check names the field, the value and a
+ * sentence without a command-line flag; the plan is left as it was. */
+static void test_plan_check_fields(void **state)
+{
+    (void)state;
+    cal_run_plan p;
+    cal_plan_error e;
+    cal_run_plan_default(&p);
+    assert_int_equal(cal_plan_check(&p, &e), CAL_OK);
+    assert_null(e.field);
+    /* the default plan is what caliper run measures with no flag */
+    assert_int_equal(p.shots, CAL_RUN_DEFAULT_SHOTS);
+    assert_int_equal(p.warmup, CAL_RUN_DEFAULT_WARMUP);
+    assert_int_equal(p.prompt_tokens[0], 256);
+    assert_int_equal(p.max_tokens, 64);
+
+    struct { const char *field, *value; void (*set)(cal_run_plan *); } cases[] = {
+        {"requests", "8", NULL}, {"sweep_steps", "3", NULL}, {"slo", "none", NULL},
+        {"pattern", NULL, NULL}, {"rate", "2", NULL}, {"concurrency", "0", NULL},
+        {"sweep_max_rate", "8", NULL}, {"equivalence", "1.5", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cal_run_plan_default(&p);
+        cal_chat_config chat = {.users = 2, .turns = 2};
+        switch (i) {
+        case 0: p.requests = 8; p.duration_s = 2; break;                    /* both: choose one */
+        case 1: p.sweep = 1; p.slo.e2e_ms = 1000; p.rate = 1; p.sweep_max_rate = 1.1; p.sweep_steps = 3; break;
+        case 2: p.sweep = 1; break;                                          /* no slo */
+        case 3: p.sweep = 1; p.slo.e2e_ms = 1000;
+                p.pattern = (cal_arrivals){.kind = CAL_ARR_RAMP, .from = 1, .to = 4, .over_s = 2};
+                p.rate = cal_arrivals_mean_rate(&p.pattern); break;
+        case 4: p.chat = &chat; p.rate = 2; break;                           /* turns set the load */
+        case 5: p.concurrency[0] = 0; break;
+        case 6: p.sweep_max_rate = 8; break;                                 /* without a sweep */
+        case 7: p.equivalence = 1.5; break;
+        }
+        cal_run_plan before = p;
+        assert_int_equal(cal_plan_check(&p, &e), CAL_EINVAL);
+        assert_non_null(e.field);
+        assert_string_equal(e.field, cases[i].field);
+        if (cases[i].value) assert_string_equal(e.value, cases[i].value);
+        assert_true(e.why[0] != '\0');
+        assert_null(strstr(e.why, "--"));   /* fields, never flags */
+        assert_memory_equal(&before, &p, sizeof p);
+        assert_int_equal(cal_plan_check(&p, NULL), CAL_EINVAL);
+    }
+    /* a sweep's zeros are its defaults: it starts at 1 req/s, 8 steps, 16× */
+    cal_run_plan_default(&p);
+    p.sweep = 1;
+    p.slo.e2e_ms = 1000;
+    assert_int_equal(cal_plan_check(&p, &e), CAL_OK);
+    cal_run_plan_fill(&p);
+    assert_true(p.rate == 1 && p.sweep_steps == 8 && p.sweep_max_rate == 16);
 }
 
 int main(void)
@@ -627,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_series_ab_and_served_config),
         cmocka_unit_test(test_recorder),
         cmocka_unit_test(test_series_huge_plan),
+        cmocka_unit_test(test_plan_check_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
