@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include "caliper/analysis.h"
 #include "caliper/error.h"
 #include "caliper/goodput.h"
 #include "caliper/keep.h"
@@ -220,6 +221,96 @@ static void test_summary_reads_extractor(void **state)
     assert_int_equal(cal_slo_met(&slo, &r[0]), -1);
 }
 
+/* Pooling follows each field's pool column: two shots with requests of
+ * different speeds, telemetry and goodput set per shot; every field of the
+ * table is checked against its rule, computed here from the shots. */
+static void test_pool_by_table(void **state)
+{
+    (void)state;
+    static cal_req_result rq[5];
+    static int64_t ch[5][3];
+    cal_cell cells[2];
+    memset(cells, 0, sizeof cells);
+    for (int i = 0; i < 5; i++) {
+        cal_req_result *q = &rq[i];
+        cal_req_result_init(q);
+        q->status = i == 4 ? CAL_REQ_TIMEOUT : CAL_REQ_OK;
+        q->sched_ns = q->send_ns = (1000 + 100 * i) * MS;
+        for (int k = 0; k < 3; k++) ch[i][k] = q->send_ns + (20 + 5 * i + k * (3 + i)) * MS;
+        q->first_token_ns = ch[i][0];
+        q->last_token_ns = ch[i][2];
+        q->end_ns = ch[i][2] + 1 * MS;
+        q->n_chunks = 3;
+        q->chunk_ns = ch[i];
+        q->prompt_tokens = 10 + i;
+        q->output_tokens = 3;
+        q->server_decode_ms = 5 + i;
+        q->server_decode_tokens = 3;
+    }
+    double dur[2] = {2.0, 6.0};
+    cells[0].req_first = 0; cells[0].n_requests = 2;
+    cells[1].req_first = 2; cells[1].n_requests = 3;
+    for (int c = 0; c < 2; c++) {
+        cells[c].start_ns = rq[cells[c].req_first].send_ns;
+        cells[c].end_ns = cells[c].start_ns + (int64_t)(dur[c] * 1e9);
+        assert_int_equal(cal_summary_compute(rq + cells[c].req_first, (size_t)cells[c].n_requests,
+                                             dur[c], 0, &cells[c].sum), CAL_OK);
+        cells[c].sum.clock_mhz_mean = 1000 + 500 * c;
+        cells[c].sum.clock_mhz_min = 900 + 500 * c;
+        cells[c].sum.power_w_mean = c ? NAN : 50;      /* one shot without a power reading */
+        cells[c].sum.power_w_min = c ? NAN : 40;
+        cells[c].sum.goodput = 0.5 + c;
+    }
+    cal_run_data d;
+    memset(&d, 0, sizeof d);
+    d.cells = cells;
+    d.n_cells = 2;
+    d.reqs = rq;
+    d.n_reqs = 5;
+    size_t idx[2] = {0, 1};
+    cal_summary all, p;
+    assert_int_equal(cal_summary_compute(rq, 5, dur[0] + dur[1], 0, &all), CAL_OK);
+    assert_int_equal(cal_analysis_pool(&d, idx, 2, &p), CAL_OK);
+    int per_rule[CAL_POOL__N] = {0};
+    for (size_t k = 0; k < cal_summary_n_fields; k++) {
+        const cal_field *f = &cal_summary_fields[k];
+        double a = cal_summary_get(&cells[0].sum, f), b = cal_summary_get(&cells[1].sum, f);
+        double got = cal_summary_get(&p, f), want = NAN;
+        switch (f->pool) {
+        case CAL_POOL_SUM: want = a + b; break;
+        case CAL_POOL_RATE: want = (a * dur[0] + b * dur[1]) / (dur[0] + dur[1]); break;
+        case CAL_POOL_REQUESTS: want = cal_summary_get(&all, f); break;
+        case CAL_POOL_TIME_MEAN: want = isnan(b) ? a : (a * dur[0] + b * dur[1]) / (dur[0] + dur[1]); break;
+        case CAL_POOL_MIN: want = isnan(b) ? a : fmin(a, b); break;
+        default: fail();
+        }
+        per_rule[f->pool]++;
+        if (isnan(want)) { assert_true(isnan(got)); continue; }
+        assert_false(isnan(got));
+        NEAR(got, want);
+    }
+    for (int r = 0; r < CAL_POOL__N; r++) assert_true(per_rule[r] > 0);
+    NEAR(p.goodput, (0.5 * 2 + 1.5 * 6) / 8);   /* the rate rule, by hand */
+    NEAR(p.clock_mhz_mean, (1000 * 2 + 1500 * 6) / 8.0);
+    assert_int_equal(p.completed, 4);
+
+    /* requests not loaded: the sums and rates still pool from the shots,
+     * the per-request statistics are unknown */
+    d.n_reqs = 0;
+    d.reqs = NULL;
+    assert_int_equal(cal_analysis_pool(&d, idx, 2, &p), CAL_OK);
+    assert_int_equal(p.completed, 4);
+    assert_int_equal(p.n_timeout, 1);
+    NEAR(p.duration, 8);
+    NEAR(p.output_throughput, 12 / 8.0);
+    assert_true(isnan(p.median_ttft_ms));
+    assert_true(isnan(p.decode_tps_median));
+    NEAR(p.goodput, (0.5 * 2 + 1.5 * 6) / 8);
+    cells[1].sum.goodput = NAN;                  /* one shot's unknown: so is the pool's */
+    assert_int_equal(cal_analysis_pool(&d, idx, 2, &p), CAL_OK);
+    assert_true(isnan(p.goodput));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_itl_iterator),
         cmocka_unit_test(test_request_table),
         cmocka_unit_test(test_summary_reads_extractor),
+        cmocka_unit_test(test_pool_by_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
