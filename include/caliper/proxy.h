@@ -70,7 +70,7 @@ typedef struct cal_proxy_turn {
     long       text_chunks;      /* SSE events that carried generated text */
     long       text_reads;       /* reads from the upstream (one timestamp each)
                                     that carried generated text */
-    double     decode_tok_s;     /* SPEC 1.3 client formula: output tokens ÷ decode s */
+    double     decode_tok_s;     /* SPEC 1.3: (output tokens − 1) ÷ decode s, the run's decode formula (series.h) */
     double     ttft_share;       /* ttft ÷ turn */
     int64_t    wall_ns;          /* CLOCK_REALTIME at the request, for the log */
 } cal_proxy_turn;

@@ -24,10 +24,12 @@ typedef enum cal_series {
     CAL_S_ITL_MS,        /* inter-chunk gaps, ms */
     CAL_S_TPOT_MS,       /* (E2E − TTFT) ÷ (tokens − 1), ms */
     CAL_S_E2E_MS,        /* whole request from the scheduled send, ms */
+    CAL_S_SERVER_DECODE_TOKS, /* per-request server decode tok/s: (n − 1) ÷ server decode time */
     CAL_S__N
 } cal_series;
 /* "output_throughput", "request_tok_s", "prefill_tok_s", "decode_tok_s",
- * "ttft_ms", "itl_ms", "tpot_ms", "e2el_ms"; "?" out of range. */
+ * "ttft_ms", "itl_ms", "tpot_ms", "e2el_ms", "server_decode_tok_s"; "?" out
+ * of range. A request's value of a series: cal_req_value (series.h). */
 const char *cal_series_key(cal_series s);
 int cal_series_find(const char *key);       /* -1 when unknown */
 

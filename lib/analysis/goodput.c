@@ -7,6 +7,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/goodput.h"
+#include "caliper/series.h"
 #include "caliper/stats.h"
 #include "caliper/units.h"
 #include "lib/util/c_locale.h"
@@ -89,28 +90,29 @@ char *cal_slo_format(const cal_slo *s, char *buf, size_t n)
 static double itl_p99_ms(const cal_req_result *r)
 {
     if (r->n_chunks < 2) return NAN;
-    if (!r->chunk_ns) return -1;
-    size_t n = (size_t)r->n_chunks - 1;
+    cal_itl_iter it;
+    size_t n = cal_itl_begin(&it, r);
+    if (!n) return -1;
     double *g = malloc(n * sizeof *g);
     if (!g) return -1;
-    for (size_t i = 0; i < n; i++) g[i] = (double)(r->chunk_ns[i + 1] - r->chunk_ns[i]) / 1e6;
-    double p = cal_stats_percentile(g, n, 99);
+    size_t k = 0;
+    while (k < n && cal_itl_next(&it, &g[k])) k++;
+    double p = cal_stats_percentile(g, k, 99);
     free(g);
     return p;
 }
 
+/* 1 when series value v (NAN: undefined for this request) is over bound */
+static int over(double v, double bound) { return bound > 0 && isfinite(v) && v > bound; }
+
 int cal_slo_met(const cal_slo *s, const cal_req_result *r)
 {
     if (r->status != CAL_REQ_OK) return 0;
-    int64_t base = r->sched_ns > 0 ? r->sched_ns : r->send_ns;
-    if (s->ttft_ms > 0) {
-        if (r->first_token_ns <= 0 || base <= 0) return 0;
-        if ((double)(r->first_token_ns - base) / 1e6 > s->ttft_ms) return 0;
-    }
-    if (s->e2e_ms > 0 && (double)(r->end_ns - base) / 1e6 > s->e2e_ms) return 0;
-    if (s->tpot_ms > 0 && r->output_tokens >= 2 && r->first_token_ns > 0 &&
-        (double)(r->end_ns - r->first_token_ns) / 1e6 / (r->output_tokens - 1) > s->tpot_ms)
-        return 0;
+    /* the summary's definitions (series.h) */
+    double ttft = cal_req_sample(r, CAL_S_TTFT_MS);
+    if (s->ttft_ms > 0 && (!isfinite(ttft) || ttft > s->ttft_ms)) return 0;
+    if (over(cal_req_sample(r, CAL_S_E2E_MS), s->e2e_ms)) return 0;
+    if (over(cal_req_sample(r, CAL_S_TPOT_MS), s->tpot_ms)) return 0;
     if (s->itl_p99_ms > 0) {
         double p = itl_p99_ms(r);
         if (p < 0) return -1;

@@ -13,6 +13,7 @@
 #include "caliper/noise.h"
 #include "caliper/protocol.h"
 #include "caliper/schema.h"
+#include "caliper/series.h"
 #include "caliper/stats.h"
 #include "caliper/telemetry.h"
 #include "lib/util/c_locale.h"
@@ -116,31 +117,6 @@ static void quote(const cal_run_data *d, cal_group *g)
 
 /* ---- per-request values ----------------------------------------------------- */
 
-static double req_value(const cal_req_result *r, int series)
-{
-    if (r->status != CAL_REQ_OK || r->end_ns <= 0) return NAN;
-    int64_t sched = r->sched_ns > 0 ? r->sched_ns : r->send_ns;
-    double ttft = r->first_token_ns > 0 && sched > 0 ? (double)(r->first_token_ns - sched) / 1e6 : NAN;
-    double e2e = sched > 0 ? (double)(r->end_ns - sched) / 1e6 : NAN;
-    switch (series) {
-    case CAL_S_REQ_TOKS:
-        return r->output_tokens > 0 && r->send_ns > 0 && r->end_ns > r->send_ns
-                   ? r->output_tokens / ((double)(r->end_ns - r->send_ns) / 1e9) : NAN;
-    case CAL_S_PREFILL_TOKS:
-        return r->prompt_tokens > 0 && ttft > 0 ? r->prompt_tokens / (ttft / 1e3) : NAN;
-    case CAL_S_DECODE_TOKS:
-        return r->output_tokens >= 2 && r->first_token_ns > 0 && r->last_token_ns > r->first_token_ns
-                   ? (r->output_tokens - 1) / ((double)(r->last_token_ns - r->first_token_ns) / 1e9)
-                   : NAN;
-    case CAL_S_TTFT_MS: return ttft;
-    case CAL_S_TPOT_MS:
-        return r->output_tokens >= 2 && isfinite(ttft) && r->end_ns > r->first_token_ns
-                   ? (double)(r->end_ns - r->first_token_ns) / 1e6 / (r->output_tokens - 1) : NAN;
-    case CAL_S_E2E_MS: return e2e;
-    default: return NAN;
-    }
-}
-
 size_t cal_analysis_cell_values(const cal_run_data *d, const cal_cell *c, int series,
                                 double *out, size_t cap)
 {
@@ -149,12 +125,13 @@ size_t cal_analysis_cell_values(const cal_run_data *d, const cal_cell *c, int se
     for (int64_t i = 0; i < c->n_requests && k < cap; i++) {
         const cal_req_result *r = &d->reqs[c->req_first + (size_t)i];
         if (series == CAL_S_ITL_MS) {
-            if (r->status != CAL_REQ_OK || !r->chunk_ns) continue;
-            for (int j = 1; j < r->n_chunks && k < cap; j++)
-                out[k++] = (double)(r->chunk_ns[j] - r->chunk_ns[j - 1]) / 1e6;
+            cal_itl_iter it;
+            double g;
+            cal_itl_begin(&it, r);
+            while (k < cap && cal_itl_next(&it, &g)) out[k++] = g;
             continue;
         }
-        double v = req_value(r, series);
+        double v = cal_req_sample(r, (cal_series)series);
         if (isfinite(v)) out[k++] = v;
     }
     return k;
@@ -203,6 +180,51 @@ static int pool_itl_hists(const cal_run_data *d, const size_t *idx, size_t n, ca
     return CAL_OK;
 }
 
+/* A shot's value of field f for pooling: the duration it weighs with is
+ * shot_duration (its summary's, else its cell's wall clock). */
+static double shot_value(const cal_cell *c, const cal_field *f)
+{
+    if (f == cal_metric_get(CAL_M_DURATION)) return shot_duration(c);
+    return cal_summary_get(&c->sum, f);
+}
+
+/* Field f of the shots idx[0..n) pooled by its rule from their own
+ * summaries (schema.h cal_pool; analysis.h states each). */
+static double pool_shots(const cal_run_data *d, const size_t *idx, size_t n, const cal_field *f)
+{
+    double sum = 0, w = 0, v = NAN;
+    int known = 1;
+    for (size_t i = 0; i < n; i++) {
+        const cal_cell *c = &d->cells[idx[i]];
+        double x = shot_value(c, f), t = shot_duration(c);
+        switch (f->pool) {
+        case CAL_POOL_SUM:         /* counts, token totals, the duration */
+            if (isfinite(x)) sum += x;
+            break;
+        case CAL_POOL_RATE:        /* Σ numerator ÷ Σ duration: the rates weighted
+                                      by the durations; unknown when one shot's
+                                      is (a goodput with unknown answers stays so) */
+            if (!isfinite(x) || !(t > 0)) known = 0;
+            else { sum += x * t; w += t; }
+            break;
+        case CAL_POOL_TIME_MEAN:   /* telemetry: over the shots with a reading */
+            if (isfinite(x) && t > 0) { sum += x * t; w += t; }
+            break;
+        case CAL_POOL_MIN:
+            if (isfinite(x) && !(x >= v)) v = x;
+            break;
+        default:                   /* CAL_POOL_REQUESTS: not from summaries */
+            return NAN;
+        }
+    }
+    switch (f->pool) {
+    case CAL_POOL_SUM: return f->type == CAL_FIELD_INT || sum > 0 ? sum : NAN;
+    case CAL_POOL_RATE: return known && w > 0 ? sum / w : NAN;
+    case CAL_POOL_TIME_MEAN: return w > 0 ? sum / w : NAN;
+    default: return v;
+    }
+}
+
 int cal_analysis_pool(const cal_run_data *d, const size_t *idx, size_t n, cal_summary *s)
 {
     if (!n) { cal_summary_init(s); return CAL_OK; }
@@ -217,9 +239,15 @@ int cal_analysis_pool(const cal_run_data *d, const size_t *idx, size_t n, cal_su
         dur += shot_duration(c);
     }
     const cal_cell *c0 = &d->cells[idx[0]];
-    if (loaded && total) {
-        /* CAL_POOL_REQUESTS: every quoted request together; the rates come
-         * out as Σ ÷ Σ duration because the summed duration is passed */
+    /* every quoted request together, with the summed duration: the
+     * CAL_POOL_REQUESTS statistics (ITL from the stored histograms where
+     * chunk times were dropped), and the sums and rates over the requests
+     * themselves; not loaded, the statistics are unknown (NAN) and the sums
+     * and rates come from the shots' summaries */
+    cal_summary req;
+    cal_summary_init(&req);
+    int have_req = loaded && total;
+    if (have_req) {
         cal_req_result *r = malloc(total * sizeof *r);
         if (!r) return CAL_ENOMEM;
         size_t k = 0;
@@ -228,60 +256,21 @@ int cal_analysis_pool(const cal_run_data *d, const size_t *idx, size_t n, cal_su
             memcpy(r + k, d->reqs + c->req_first, (size_t)c->n_requests * sizeof *r);
             k += (size_t)c->n_requests;
         }
-        int e = cal_summary_compute(r, k, dur, c0->output_fixed ? c0->max_tokens : 0, s);
+        int e = cal_summary_compute(r, k, dur, c0->output_fixed ? c0->max_tokens : 0, &req);
         free(r);   /* shallow copies: the heap fields belong to d */
-        if (!e) e = pool_itl_hists(d, idx, n, s);
+        if (!e) e = pool_itl_hists(d, idx, n, &req);
         if (e) return e;
-    } else {
-        /* requests not loaded: counts and rates from the shots' own
-         * summaries, per-request statistics unknown (NAN) */
-        cal_summary_init(s);
-        for (size_t i = 0; i < n; i++) {
-            const cal_summary *ci = &d->cells[idx[i]].sum;
-            s->completed += ci->completed;
-            s->failed += ci->failed;
-            s->n_http_error += ci->n_http_error;
-            s->n_timeout += ci->n_timeout;
-            s->n_connect_error += ci->n_connect_error;
-            s->n_stream_error += ci->n_stream_error;
-            s->n_cancelled += ci->n_cancelled;
-            s->total_input_tokens += ci->total_input_tokens;
-            s->total_output_tokens += ci->total_output_tokens;
-            s->output_len_mismatch += ci->output_len_mismatch;
-        }
-        if (dur > 0) {
-            s->duration = dur;
-            s->request_throughput = s->completed / dur;
-            s->output_throughput = s->total_output_tokens / dur;
-            s->total_token_throughput = (s->total_input_tokens + s->total_output_tokens) / dur;
-        }
     }
-    /* CAL_POOL_TIME_MEAN and CAL_POOL_MIN: telemetry over the quoted shots */
-    double cw = 0, cs = 0, pw = 0, ps = 0, cmin = NAN, pmin = NAN;
-    for (size_t i = 0; i < n; i++) {
-        const cal_summary *ci = &d->cells[idx[i]].sum;
-        double w = shot_duration(&d->cells[idx[i]]);
-        if (isfinite(ci->clock_mhz_mean) && w > 0) { cs += w * ci->clock_mhz_mean; cw += w; }
-        if (isfinite(ci->power_w_mean) && w > 0) { ps += w * ci->power_w_mean; pw += w; }
-        if (isfinite(ci->clock_mhz_min) && !(ci->clock_mhz_min >= cmin)) cmin = ci->clock_mhz_min;
-        if (isfinite(ci->power_w_min) && !(ci->power_w_min >= pmin)) pmin = ci->power_w_min;
+    /* one loop over the table: each field by its pool rule, from the
+     * requests where they give it, else from the shots' own summaries
+     * (telemetry and goodput are not the requests' to give) */
+    cal_summary_init(s);
+    for (size_t k = 0; k < cal_summary_n_fields; k++) {
+        const cal_field *f = &cal_summary_fields[k];
+        double v = have_req || f->pool == CAL_POOL_REQUESTS ? cal_summary_get(&req, f) : NAN;
+        if (isnan(v) && f->pool != CAL_POOL_REQUESTS) v = pool_shots(d, idx, n, f);
+        cal_summary_set(s, f, v);
     }
-    /* goodput (the summary cannot see the SLO): Σ met ÷ Σ duration, which
-     * is the shots' goodputs weighted by their durations; unknown when a
-     * shot's is */
-    double gs = 0, gw = 0;
-    int g_known = 1;
-    for (size_t i = 0; i < n; i++) {
-        const cal_summary *ci = &d->cells[idx[i]].sum;
-        double w = shot_duration(&d->cells[idx[i]]);
-        if (!isfinite(ci->goodput) || !(w > 0)) g_known = 0;
-        else { gs += w * ci->goodput; gw += w; }
-    }
-    s->goodput = g_known && gw > 0 ? gs / gw : NAN;
-    s->clock_mhz_mean = cw > 0 ? cs / cw : NAN;
-    s->power_w_mean = pw > 0 ? ps / pw : NAN;
-    s->clock_mhz_min = cmin;
-    s->power_w_min = pmin;
     return CAL_OK;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/keep.h"
+#include "caliper/series.h"
 
 int cal_keep_parse(const char *s, long long *limit, char *why, size_t why_len)
 {
@@ -40,22 +41,24 @@ void cal_cell_hists_init(cal_cell_hists *ch)
     for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_init(&ch->h[m]);
 }
 
+/* a series value in ms as the histogram's ns */
+static void add_ms(cal_hist *h, double ms)
+{
+    if (isfinite(ms)) cal_hist_add(h, llround(ms * 1e6));
+}
+
 void cal_cell_hists_add(cal_cell_hists *ch, const cal_req_result *q)
 {
     ch->folded++;
-    if (q->status != CAL_REQ_OK) return;
-    /* the summary's definitions (cal_summary_compute) */
-    int64_t base = q->sched_ns > 0 ? q->sched_ns : q->send_ns;
-    if (q->end_ns > 0 && base > 0) cal_hist_add(&ch->h[CAL_HIST_E2E], q->end_ns - base);
-    if (q->first_token_ns > 0 && base > 0) {
-        cal_hist_add(&ch->h[CAL_HIST_TTFT], q->first_token_ns - base);
-        if (q->output_tokens >= 2 && q->end_ns > q->first_token_ns)
-            cal_hist_add(&ch->h[CAL_HIST_TPOT],
-                         llround((double)(q->end_ns - q->first_token_ns) / (q->output_tokens - 1)));
-    }
-    if (q->chunk_ns)
-        for (int k = 1; k < q->n_chunks; k++)
-            cal_hist_add(&ch->h[CAL_HIST_ITL], q->chunk_ns[k] - q->chunk_ns[k - 1]);
+    /* the summary's series, through the one extractor (series.h): ok
+     * requests only */
+    add_ms(&ch->h[CAL_HIST_E2E], cal_req_sample(q, CAL_S_E2E_MS));
+    add_ms(&ch->h[CAL_HIST_TTFT], cal_req_sample(q, CAL_S_TTFT_MS));
+    add_ms(&ch->h[CAL_HIST_TPOT], cal_req_sample(q, CAL_S_TPOT_MS));
+    cal_itl_iter it;
+    double g;
+    cal_itl_begin(&it, q);
+    while (cal_itl_next(&it, &g)) add_ms(&ch->h[CAL_HIST_ITL], g);
 }
 
 void cal_cell_hists_merge(cal_cell_hists *dst, const cal_cell_hists *src)

@@ -22,6 +22,7 @@
 #include "caliper/error.h"
 #include "caliper/global.h"
 #include "caliper/probe.h"
+#include "caliper/series.h"
 #include "lib/util/conn_guard.h"
 
 #define QUEUE_MAX      (8u << 20)    /* bytes buffered toward a slow client */
@@ -275,9 +276,10 @@ static void finish_turn(xfer *x)
     else t.output_tokens = x->sse ? x->text_chunks : -1;
     /* SPEC 1.3: the client's speed is decode tokens ÷ decode seconds
      * (377 ÷ 10.003 s = 37.7); the decode tokens are those after the first,
-     * whose time decode_s spans: the run's decode speed, one formula */
-    t.decode_tok_s = (isfinite(t.decode_s) && t.decode_s > 0 && t.output_tokens >= 2)
-                     ? (double)(t.output_tokens - 1) / t.decode_s : NAN;
+     * whose time decode_s spans: the run's decode speed, through its one
+     * formula (series.h, CAL_S_DECODE_TOKS) */
+    t.decode_tok_s = isfinite(t.decode_s)
+                     ? cal_decode_tok_s(x->first_text_ns, x->last_text_ns, t.output_tokens) : NAN;
     t.ttft_share = (isfinite(t.ttft_s) && t.turn_s > 0) ? t.ttft_s / t.turn_s : NAN;
     pthread_mutex_lock(&px->turn_mu);
     t.index = ++px->turns;

@@ -14,6 +14,7 @@
 #include "caliper/error.h"
 #include "caliper/probe.h"
 #include "caliper/report.h"
+#include "caliper/series.h"
 #include "caliper/store.h"
 #include "lib/util/c_locale.h"
 #include "report_internal.h"
@@ -77,6 +78,55 @@ static void summary_json(json_t *o, const cal_summary *s)
     }
 }
 
+/* A recorded fact of request q under its key in cal_req_fields: the times
+ * are offsets (ms) so the reader can rebuild the timestamps. */
+static json_t *request_fact(const char *key, const cal_cell *c, const cal_req_result *q)
+{
+    int64_t base = cal_req_base_ns(q);
+    if (!strcmp(key, "status")) return json_string(cal_req_status_name(q->status));
+    if (!strcmp(key, "http_status")) return q->http_status ? json_integer(q->http_status) : json_null();
+    if (!strcmp(key, "error")) return q->error ? json_string(q->error) : json_null();
+    if (!strcmp(key, "sched_offset_ms"))
+        return q->sched_ns > 0 ? json_real((q->sched_ns - c->start_ns) / 1e6) : json_null();
+    if (!strcmp(key, "send_lag_ms"))
+        return q->send_ns > 0 && q->sched_ns > 0 ? json_real((q->send_ns - q->sched_ns) / 1e6) : json_null();
+    if (!strcmp(key, "last_token_ms"))
+        return q->last_token_ns > 0 && base > 0 ? json_real((q->last_token_ns - base) / 1e6) : json_null();
+    if (!strcmp(key, "prompt_tokens")) return q->prompt_tokens >= 0 ? json_integer(q->prompt_tokens) : json_null();
+    if (!strcmp(key, "output_tokens")) return q->output_tokens >= 0 ? json_integer(q->output_tokens) : json_null();
+    if (!strcmp(key, "token_source")) return json_string(q->tok_source == CAL_TOKSRC_USAGE ? "usage" : "chunks");
+    if (!strcmp(key, "n_chunks")) return json_integer(q->n_chunks);
+    if (!strcmp(key, "server_decode_ms")) return q->server_decode_ms >= 0 ? json_real(q->server_decode_ms) : json_null();
+    if (!strcmp(key, "server_decode_tokens"))
+        return q->server_decode_tokens >= 0 ? json_integer(q->server_decode_tokens) : json_null();
+    return json_null();
+}
+
+/* One request as the object the per-request table (series.h) describes:
+ * facts as recorded, series through the one extractor. itl_ms is absent
+ * when the chunk times were not kept. */
+static json_t *request_json(const cal_cell *c, const cal_req_result *q)
+{
+    json_t *ro = json_object();
+    for (size_t k = 0; ro && k < cal_req_n_fields; k++) {
+        const cal_req_field *f = &cal_req_fields[k];
+        if (f->series < 0) {
+            json_object_set_new(ro, f->key, request_fact(f->key, c, q));
+        } else if (f->series == CAL_S_ITL_MS) {
+            if (!q->chunk_ns) continue;
+            json_t *itl = json_array();
+            cal_itl_iter it;
+            double g;
+            cal_itl_begin_any(&it, q);   /* a failed request's times are kept too */
+            while (cal_itl_next(&it, &g)) json_array_append_new(itl, json_real(g));
+            json_object_set_new(ro, f->key, itl);
+        } else {
+            json_object_set_new(ro, f->key, jreal(cal_req_value(q, (cal_series)f->series)));
+        }
+    }
+    return ro;
+}
+
 int cal_run_export_json(const cal_run_data *d, cal_buf *out)
 {
     const cal_run *r = &d->run;
@@ -117,27 +167,7 @@ int cal_run_export_json(const cal_run_data *d, cal_buf *out)
         json_t *reqs = json_array();
         for (int64_t j = 0; j < c->n_requests && c->req_first + (size_t)j < d->n_reqs; j++) {
             const cal_req_result *q = &d->reqs[c->req_first + (size_t)j];
-            json_t *ro = json_object();
-            int64_t base = q->sched_ns > 0 ? q->sched_ns : q->send_ns;
-            json_object_set_new(ro, "status", json_string(cal_req_status_name(q->status)));
-            json_object_set_new(ro, "http_status", q->http_status ? json_integer(q->http_status) : json_null());
-            json_object_set_new(ro, "error", q->error ? json_string(q->error) : json_null());
-            json_object_set_new(ro, "sched_offset_ms", q->sched_ns > 0 ? json_real((q->sched_ns - c->start_ns) / 1e6) : json_null());
-            json_object_set_new(ro, "send_lag_ms", q->send_ns > 0 && q->sched_ns > 0 ? json_real((q->send_ns - q->sched_ns) / 1e6) : json_null());
-            json_object_set_new(ro, "ttft_ms", q->first_token_ns > 0 && base > 0 ? json_real((q->first_token_ns - base) / 1e6) : json_null());
-            json_object_set_new(ro, "e2el_ms", q->end_ns > 0 && base > 0 ? json_real((q->end_ns - base) / 1e6) : json_null());
-            json_object_set_new(ro, "last_token_ms", q->last_token_ns > 0 && base > 0 ? json_real((q->last_token_ns - base) / 1e6) : json_null());
-            json_object_set_new(ro, "prompt_tokens", q->prompt_tokens >= 0 ? json_integer(q->prompt_tokens) : json_null());
-            json_object_set_new(ro, "output_tokens", q->output_tokens >= 0 ? json_integer(q->output_tokens) : json_null());
-            json_object_set_new(ro, "token_source", json_string(q->tok_source == CAL_TOKSRC_USAGE ? "usage" : "chunks"));
-            json_object_set_new(ro, "n_chunks", json_integer(q->n_chunks));
-            if (q->chunk_ns) {
-                json_t *itl = json_array();
-                for (int k = 1; k < q->n_chunks; k++)
-                    json_array_append_new(itl, json_real((q->chunk_ns[k] - q->chunk_ns[k - 1]) / 1e6));
-                json_object_set_new(ro, "itl_ms", itl);
-            }
-            json_object_set_new(ro, "server_decode_ms", q->server_decode_ms >= 0 ? json_real(q->server_decode_ms) : json_null());
+            json_t *ro = request_json(c, q);
             json_array_append_new(reqs, ro);
         }
         json_object_set_new(o, "requests", reqs);
@@ -181,6 +211,19 @@ int cal_run_export_json(const cal_run_data *d, cal_buf *out)
         json_array_append_new(schema, o);
     }
     json_object_set_new(root, "schema", schema);
+    /* the one table the requests above follow (series.h) */
+    json_t *rschema = json_array();
+    for (size_t i = 0; i < cal_req_n_fields; i++) {
+        const cal_req_field *fl = &cal_req_fields[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "key", json_string(fl->key));
+        json_object_set_new(o, "unit", json_string(fl->unit));
+        json_object_set_new(o, "series", fl->series >= 0 ? json_string(cal_series_key((cal_series)fl->series))
+                                                         : json_null());
+        json_object_set_new(o, "doc", json_string(fl->doc));
+        json_array_append_new(rschema, o);
+    }
+    json_object_set_new(root, "request_schema", rschema);
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     int rc = text ? cal_buf_puts(out, text) : CAL_ENOMEM;
     if (!rc) rc = cal_buf_puts(out, "\n");
@@ -281,8 +324,10 @@ static int read_request(const json_t *q, const cal_cell *c, cal_req_result *r)
     r->end_ns = isfinite(e2e) ? r->sched_ns + ms_ns(e2e) : 0;
     r->prompt_tokens = (int)cal_report_jint(q, "prompt_tokens", -1, 1 << 30, -1);
     r->output_tokens = (int)cal_report_jint(q, "output_tokens", -1, 1 << 30, -1);
-    r->server_prefill_ms = r->server_decode_ms = -1;
-    r->server_decode_tokens = -1;
+    r->server_prefill_ms = -1;
+    double sdm = cal_report_jnum(q, "server_decode_ms");
+    r->server_decode_ms = isfinite(sdm) && sdm >= 0 && sdm <= 1e12 ? sdm : -1;
+    r->server_decode_tokens = (int)cal_report_jint(q, "server_decode_tokens", -1, 1 << 30, -1);
     r->last_token_ns = r->first_token_ns;
     const json_t *itl = json_object_get(q, "itl_ms");
     size_t n = json_array_size(itl);

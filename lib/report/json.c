@@ -81,7 +81,11 @@ static json_t *metrics_to_json(const double *v)
 }
 
 /* Format 1 spelled five numbers its own way; read them under their
- * schema keys. Only for files written before the one schema. */
+ * schema keys. Only for files written before the one schema: since format
+ * 2 each quantity is written under one key, and decode_tok_s,
+ * request_tok_s, prefill_tok_s and ttft_ms are series keys, naming a
+ * cell's per-request samples (export's per-request fields), never its
+ * median (decode_tps_median, …). */
 static const struct { const char *key; cal_metric m; } LEGACY[] = {
     {"median_request_tok_s", CAL_M_REQ_TOKS}, {"prefill_tok_s", CAL_M_PREFILL_TOKS},
     {"decode_tok_s", CAL_M_DECODE_TOKS}, {"clock_mhz", CAL_M_CLOCK_MHZ},

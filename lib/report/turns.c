@@ -14,6 +14,7 @@
 #include "caliper/formulas.h"
 #include "caliper/judge.h"
 #include "caliper/report.h"
+#include "caliper/series.h"
 #include "caliper/stats.h"
 #include "lib/report/report_internal.h"
 #include "lib/report/svg.h"
@@ -97,10 +98,13 @@ int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
                 size_t tn = 0;
                 for (int64_t q = 0; q < c->n_requests && c->req_first + (size_t)q < d->n_reqs; q++) {
                     const cal_req_result *rq = &d->reqs[c->req_first + (size_t)q];
-                    if (rq->status != CAL_REQ_OK || rq->first_token_ns <= 0 || rq->send_ns <= 0) continue;
-                    ttft[n] = (double)(rq->first_token_ns - rq->send_ns) / 1e9;
-                    turn[n] = (double)(rq->end_ns - rq->send_ns) / 1e9;
-                    dec[n] = (double)(rq->last_token_ns - rq->first_token_ns) / 1e9;
+                    /* the run's own TTFT and E2E (series.h), in s */
+                    double t = cal_req_sample(rq, CAL_S_TTFT_MS), e = cal_req_sample(rq, CAL_S_E2E_MS);
+                    if (!isfinite(t) || !isfinite(e)) continue;
+                    double dm = cal_req_decode_ms(rq);
+                    ttft[n] = t / 1e3;
+                    turn[n] = e / 1e3;
+                    dec[n] = isfinite(dm) ? dm / 1e3 : 0;   /* one chunk: no decode time */
                     tsum += turn[n];
                     tn++;
                     n++;

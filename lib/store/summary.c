@@ -59,8 +59,8 @@ const cal_field cal_summary_fields[CAL_M__N] = {
       "prompt tokens ÷ TTFT, median: a lower bound on prefill speed"),
     F(CAL_M_DECODE_TOKS, decode_tps_median, "decode tok/s", "tok/s", P50, REQ, HI, REQUESTS, CAL_S_DECODE_TOKS, 1,
       "(output − 1) ÷ (last − first token), median"),
-    F(CAL_M_SERVER_DECODE_TOKS, server_decode_tps_median, "server decode tok/s", "tok/s", P50, REQ, HI, REQUESTS, -1, 1,
-      "decode speed from the server's own timings, median"),
+    F(CAL_M_SERVER_DECODE_TOKS, server_decode_tps_median, "server decode tok/s", "tok/s", P50, REQ, HI, REQUESTS, CAL_S_SERVER_DECODE_TOKS, 1,
+      "(server decode tokens − 1) ÷ the server's decode time, median"),
     F(CAL_M_CLOCK_MHZ, clock_mhz_mean, "clock MHz", "MHz", MEAN, AGG, NO, TIME_MEAN, -1, 0,
       "mean clock over the cell (telemetry; pooled: weighted by each shot's duration)"),
     F(CAL_M_POWER_W, power_w_mean, "power W", "W", MEAN, AGG, NO, TIME_MEAN, -1, 1,
@@ -111,7 +111,7 @@ static const char *const BETTER_NAMES[] = {"none", "higher", "lower"};
 static const char *const POOL_NAMES[CAL_POOL__N] = {"sum", "rate", "requests", "time-mean", "min"};
 static const char *const SERIES_KEYS[CAL_S__N] = {
     "output_throughput", "request_tok_s", "prefill_tok_s", "decode_tok_s",
-    "ttft_ms", "itl_ms", "tpot_ms", "e2el_ms",
+    "ttft_ms", "itl_ms", "tpot_ms", "e2el_ms", "server_decode_tok_s",
 };
 
 const char *cal_stat_name(cal_stat s) { return STAT_NAMES[(unsigned)s < CAL_STAT__N ? s : 0]; }

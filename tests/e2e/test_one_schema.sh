@@ -5,7 +5,14 @@
 # multi-shot run over two concurrencies, and a --cold run (every shot a fresh
 # process). export --json is the reference; each other output is parsed with
 # python3 and checked field by field against it (show at the field's
-# decimals, the others exactly).
+# decimals, the others exactly). One key per quantity: the report's metrics
+# are schema keys only, its samples series keys only, and a single shot's
+# samples are exactly export's per-request values under the same key, each
+# by its formula from the recorded times (decode and server decode too).
+# docs/schema.md lists the per-request table export carries. With
+# --keep-chunks none the pooled ITL p50/p99 of show, export and the report
+# equal the percentiles recomputed here from the stored histograms. The
+# proxy's decode_tok_s is the run's decode formula under the run's key.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 T=$E2E_TMP
@@ -95,12 +102,65 @@ for g in exp["summary"]:
         if a != b: fails.append("%s %s: show %s, export %s" % (where, k, a, b))
     if len(nums) != len(want): fails.append("%s: show row %r" % (where, row[0]))
 
+# one key per quantity: metrics under schema keys, samples under series keys
+series = {f["key"] for f in exp["request_schema"] if f["series"]}
+assert all(f["series"] in (None, f["key"]) for f in exp["request_schema"]), exp["request_schema"]
+for c in rep["cells"]:
+    extra = set(c["metrics"]) - set(schema)
+    if extra: fails.append("report metrics outside the schema: %r" % sorted(extra))
+    extra = set(c.get("samples", {})) - series - {"output_throughput"}
+    if extra: fails.append("report samples outside the series: %r" % sorted(extra))
+# a single shot's report samples are export's per-request values, in order
+keys = [f["key"] for f in exp["request_schema"]]
+n_same = 0
+for cell in exp["cells"]:
+    for q in cell["requests"]:
+        if [k for k in keys if k in q] != list(q) or any(k not in q for k in keys if k != "itl_ms"):
+            fails.append("request keys %r, table %r" % (list(q), keys)); break
+    ok = [q for q in cell["requests"] if q["status"] == "ok"]
+    for q in ok:   # each series value by its formula from the recorded fields
+        o, fst, lst, e2e = q["output_tokens"], q["ttft_ms"], q["last_token_ms"], q["e2el_ms"]
+        want = {"tpot_ms": (e2e - fst) / (o - 1) if o >= 2 and e2e > fst else None,
+                "decode_tok_s": (o - 1) / ((lst - fst) / 1e3) if o >= 2 and lst > fst else None,
+                "prefill_tok_s": q["prompt_tokens"] / (fst / 1e3),
+                "request_tok_s": o / ((e2e - q["send_lag_ms"]) / 1e3),
+                "server_decode_tok_s": (q["server_decode_tokens"] - 1) / (q["server_decode_ms"] / 1e3)
+                    if q["server_decode_ms"] and q["server_decode_tokens"] >= 2 else None}
+        for k, w in want.items():
+            v = q[k]
+            if (v is None) != (w is None) or (w is not None and abs(v - w) > 1e-6 * abs(w)):
+                fails.append("cell %d request %s: %r, its formula %r" % (cell["cell_id"], k, v, w))
+        if q.get("itl_ms") is not None and abs(sum(q["itl_ms"]) - (lst - fst)) > 1e-3:
+            fails.append("cell %d: itl_ms do not add up to last - first" % cell["cell_id"])
+    if cell["shot_kind"] == "warmup": continue
+    shot = [c for c in rep["cells"] if c["fingerprint"]["concurrency"] == cell["concurrency"]
+            and c["fingerprint"].get("shot_first") == cell["shot_index"] == c["fingerprint"].get("shot_last")]
+    if len(shot) != 1: continue
+    smp = shot[0].get("samples", {})
+    for k in series:
+        if k == "itl_ms": want = [g for q in ok for g in q.get("itl_ms") or []]
+        else: want = [q[k] for q in ok if q[k] is not None]
+        got = smp.get(k, [])
+        if len(got) != len(want) or any(abs(a - b) > 1e-9 * max(1, abs(b)) for a, b in zip(got, want)):
+            fails.append("shot %d c%d: report samples %s %r, export %r" % (cell["shot_index"], cell["concurrency"], k, got, want))
+        n_same += 1
+    # the cell's summary is the statistic of those values: decode and server decode medians
+    import statistics
+    for k, m in (("decode_tok_s", "decode_tps_median"), ("server_decode_tok_s", "server_decode_tps_median")):
+        xs = [q[k] for q in ok if q[k] is not None]
+        if xs and (cell[m] is None or abs(statistics.median(xs) - cell[m]) > 1e-9 * cell[m]):
+            fails.append("cell %d: %s %r, median of %s %r" % (cell["cell_id"], m, cell[m], k, statistics.median(xs)))
+        if not xs and k == "server_decode_tok_s":
+            fails.append("cell %d: the built-in server sent no timings" % cell["cell_id"])
+if n_same == 0: fails.append("no single-shot cell to compare samples on")
+checked["samples"] = n_same
+
 # every number a verdict carries is the same data in export and report
 ve = [(v["kind"], v["text"]) for v in exp["run"]["verdicts"]]
 vr = [(v["kind"], v["text"]) for v in rep["verdicts"]]
 if ve != vr[:len(ve)]: fails.append("verdicts differ: export %r, report %r" % (ve, vr))
 for f in fails: print("# " + f)
-print("# checked %(report)d report, %(compare)d compare, %(show)d show values" % checked)
+print("# checked %(report)d report, %(compare)d compare, %(show)d show values, %(samples)d sample series" % checked)
 sys.exit(1 if fails or min(checked.values()) == 0 else 0)
 PY
   [ $? -eq 0 ] && ok "$L: show, report json, export json and compare agree on every field" \
@@ -132,5 +192,154 @@ assert {c["fingerprint"]["shot_kind"] for c in r["cells"]} == {"cold"}, r["cells
 assert sorted((c["fingerprint"]["shot_first"], c["fingerprint"]["shot_last"]) for c in r["cells"]) == [(1, 1), (2, 3)]
 PY
   check "cold: show and report quote the same cold shots 2-3" [ $? -eq 0 ]
+fi
+# ---- the docs list the tables -------------------------------------------------
+DOC=$here/../../docs/schema.md
+python3 - "$T/multi.export.json" "$DOC" <<'PY'
+import json, re, sys
+e = json.load(open(sys.argv[1]))
+doc = open(sys.argv[2]).read()
+fails = []
+# the per-request table, row for row
+sect = doc.split("## Per-request fields of `caliper export --json`", 1)[1].split("\n## ", 1)[0]
+rows = [[x.strip() for x in l.strip().strip("|").split("|")] for l in sect.splitlines()
+        if l.startswith("| `")]
+want = [["`%s`" % f["key"], f["unit"], "series" if f["series"] else "recorded", f["doc"]]
+        for f in e["request_schema"]]
+for a, b in zip(rows, want):
+    if a != b: fails.append("docs/schema.md has %r, the table %r" % (a, b))
+if len(rows) != len(want): fails.append("docs/schema.md lists %d request fields, the table %d" % (len(rows), len(want)))
+# the summary fields: every key of the schema named, and nothing else
+sect = doc.split("### Summary fields", 1)[1].split("\n### ", 1)[0]
+named = set()
+for cell in re.findall(r"^\| ([^|]+) \|", sect, re.M):
+    for tok in re.findall(r"`([^`]+)`", cell):
+        m = re.match(r"^((?:[a-z0-9]+/)+[a-z0-9]+)_(.+)$", tok)
+        named |= {p + "_" + m.group(2) for p in m.group(1).split("/")} if m else {tok}
+stat = {"mean": "mean", "median": "median", "p95": "p95", "p99": "p99"}
+keys = {f["key"] for f in e["schema"]}
+if keys - named: fails.append("docs/schema.md does not list %r" % sorted(keys - named))
+if named - keys: fails.append("docs/schema.md lists %r, not in the schema" % sorted(named - keys))
+for f in fails: print("# " + f)
+sys.exit(1 if fails else 0)
+PY
+check "docs/schema.md lists the per-request and summary tables export carries" [ $? -eq 0 ]
+
+# ---- --keep-chunks none: pooled ITL from the stored histograms ---------------------
+# against a served engine that paces its chunks, so the gaps are not all 0
+start_serve --preset tiny --pace-ms 2 || not_ok "serve started"
+if [ -n "$SERVE_URL" ] && "$CALIPER" run --url "$SERVE_URL" --prompt-tokens 16 --max-tokens 12 --requests 4 \
+     --shots 3 --concurrency 2 --keep-chunks none --db "$DB" --label nochunks --seed 5 --no-telemetry \
+     >"$T/nochunks.run" 2>"$T/nochunks.err"; then
+  ok "caliper run nochunks"
+  check_run nochunks
+  "$CALIPER" show nochunks --db "$DB" >"$T/nc.show" 2>/dev/null
+  "$CALIPER" export nochunks --json --db "$DB" -o "$T/nc.export.json"
+  "$CALIPER" report nochunks --format json --db "$DB" -o "$T/nc.report.json" >/dev/null 2>&1
+  python3 - "$DB" "$T/nc.export.json" "$T/nc.report.json" "$T/nc.show" <<'PY'
+import json, math, sqlite3, struct, sys
+db, exp, rep, show = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3])), open(sys.argv[4]).read()
+LIN, SUB, TOP = 128, 64, 43
+NB = LIN + (TOP - 7) * SUB + 1
+def lo(b):
+    if b < LIN: return b
+    k = b - LIN; e = 7 + k // SUB
+    return (SUB + k % SUB) << (e - 6)
+def width(b): return 1 if b < LIN else 1 << ((b - LIN) // SUB + 1)
+def decode(blob):
+    assert blob[:4] == b"CH1\0", blob[:4]
+    n, mn, mx = struct.unpack_from("<QQQ", blob, 4)
+    nz = struct.unpack_from("<I", blob, 44)[0]
+    c = {}
+    for i in range(nz):
+        b, k = struct.unpack_from("<HQ", blob, 48 + 10 * i)
+        c[b] = k
+    return n, mn, mx, c
+def pct(h, p):   # type 7 over bucket midpoints clamped to [min, max], as hist.h states
+    n, mn, mx, c = h
+    def kth(k):
+        if k == 0: return mn
+        if k == n - 1: return mx
+        below = 0
+        for b in sorted(c):
+            if below + c[b] > k:
+                if b == NB - 1: return mx
+                return min(max(lo(b) + (width(b) - 1) / 2, mn), mx)
+            below += c[b]
+        return mx
+    r = p / 100 * (n - 1); l = math.floor(r); f = r - l
+    v = kth(l)
+    if f > 0 and l + 1 < n: v = v + f * (kth(l + 1) - v)
+    return v / 1e6
+con = sqlite3.connect(db)
+run = con.execute("select id from runs where label = 'nochunks'").fetchone()[0]
+rows = con.execute("select c.shot_index, h.itl_source, h.itl from cells c join cell_hists h on h.cell_id = c.id "
+                   "where c.run_id = ? order by c.seq", (run,)).fetchall()
+assert con.execute("select count(*) from requests r join cells c on r.cell_id = c.id where c.run_id = ? "
+                   "and r.chunks is not null", (run,)).fetchone()[0] == 0, "chunk times were stored"
+g = exp["summary"][0]
+quoted = [decode(b) for (i, src, b) in rows if g["shots_first"] <= i <= g["shots_last"]]
+assert len(quoted) == g["shots_pooled"] >= 2 and all(src == "histogram" for (_, src, _) in rows), rows
+n = sum(h[0] for h in quoted); c = {}
+for h in quoted:
+    for b, k in h[3].items(): c[b] = c.get(b, 0) + k
+merged = (n, min(h[1] for h in quoted), max(h[2] for h in quoted), c)
+want = {"median_itl_ms": pct(merged, 50), "p99_itl_ms": pct(merged, 99)}
+fails = []
+cells = [x for x in rep["cells"] if x["fingerprint"].get("shot_first") == g["shots_first"]
+         and x["fingerprint"].get("shot_last") == g["shots_last"]]
+for k, w in want.items():
+    if abs(g[k] - w) > 1e-9 * w: fails.append("export %s %r, histograms %r" % (k, g[k], w))
+    if len(cells) != 1 or abs(cells[0]["metrics"][k] - w) > 1e-9 * w:
+        fails.append("report %s %r, histograms %r" % (k, cells and cells[0]["metrics"].get(k), w))
+    if "%.2f" % w not in show: fails.append("show has no %s %.2f" % (k, w))
+if not want["p99_itl_ms"] > 0: fails.append("no ITL measured: %r" % want)
+print("# pooled ITL from %d shots' histograms (%d gaps): p50 %.4f ms, p99 %.4f ms"
+      % (len(quoted), n, want["median_itl_ms"], want["p99_itl_ms"]))
+for f in fails: print("# " + f)
+sys.exit(1 if fails else 0)
+PY
+  check "--keep-chunks none: pooled ITL p50/p99 in show, export and report = the stored histograms merged" [ $? -eq 0 ]
+fi
+
+# ---- the proxy's decode figure: the run's formula, the run's key -------------------
+if [ -n "$SERVE_URL" ]; then
+  plog=$T/proxy.jsonl
+  "$CALIPER" proxy --listen 127.0.0.1:0 --upstream "$SERVE_URL" --log "$plog" >/dev/null 2>"$T/proxy.err" &
+  E2E_PIDS+=("$!")
+  PURL=
+  for i in $(seq 1 2400); do
+    PURL=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$T/proxy.err" 2>/dev/null | head -1)
+    [ -n "$PURL" ] && break; sleep 0.05
+  done
+  "$CALIPER" run --url "$PURL" --prompt-tokens 16 --max-tokens 12 --requests 2 --db "$DB" --label viaproxy \
+    --no-telemetry >/dev/null 2>"$T/viaproxy.err"
+  "$CALIPER" export viaproxy --json --db "$DB" -o "$T/viaproxy.json" 2>/dev/null
+  for i in $(seq 1 2400); do [ "$(wc -l <"$plog" 2>/dev/null)" -ge 2 ] && break; sleep 0.05; done
+  python3 - "$plog" "$T/viaproxy.json" <<'PY'
+import json, sys
+turns = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+exp = json.load(open(sys.argv[2]))
+reqs = [q for c in exp["cells"] for q in c["requests"] if q["status"] == "ok"]
+fails = []
+if len([t for t in turns if t.get("decode_tok_s") is not None]) < 1: fails.append("no proxy turn with a decode speed: %r" % turns)
+for t in turns:   # the proxy: (output - 1) / decode_s
+    if t.get("decode_tok_s") is None: continue
+    w = (t["output_tokens"] - 1) / t["decode_s"]
+    # the log prints 8 significant digits: 1e-6 still tells out - 1 from out
+    if abs(t["decode_tok_s"] - w) > 1e-6 * w: fails.append("proxy decode_tok_s %r, (out - 1) / decode_s %r" % (t["decode_tok_s"], w))
+for q in reqs:    # the run, same key: (output - 1) / (last - first)
+    w = (q["output_tokens"] - 1) / ((q["last_token_ms"] - q["ttft_ms"]) / 1e3)
+    if abs(q["decode_tok_s"] - w) > 1e-6 * w: fails.append("run decode_tok_s %r, (out - 1) / (last - first) %r" % (q["decode_tok_s"], w))
+if not reqs: fails.append("the run through the proxy has no ok request")
+# the same request seen by both: the same token count feeds both formulas
+if sorted(t["output_tokens"] for t in turns) != sorted(q["output_tokens"] for q in reqs):
+    fails.append("proxy output tokens %r, run %r" % ([t["output_tokens"] for t in turns], [q["output_tokens"] for q in reqs]))
+for f in fails: print("# " + f)
+sys.exit(1 if fails else 0)
+PY
+  check "proxy decode_tok_s and the run's decode_tok_s: one formula, (output - 1) / (last - first)" [ $? -eq 0 ]
+else
+  not_ok "serve started for the proxy check"
 fi
 finish
