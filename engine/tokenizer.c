@@ -328,7 +328,7 @@ static int encode_vocab(const cal_vocab *v, const char *text, size_t n, int flag
         rc = push(ids, cap, &count, v->bos);
     char *esc = NULL;
     if (rc == CAL_OK && v->kind == CAL_VOCAB_SPM && n) {
-        esc = malloc(3 * n + 2);
+        esc = malloc(3 * n + 3);   /* the prefix and every byte a "▁" */
         if (!esc) rc = CAL_ENOMEM;
     }
     int prev_special = 1;  /* SentencePiece: a space before text at the start
