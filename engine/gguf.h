@@ -45,10 +45,19 @@
 int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len);
 
+/* The same with the vocabulary of the GGUF file vocab_path (its tokenizer.*
+ * keys copied as they are; llama.cpp's SentencePiece or BPE), for a model
+ * whose vocab equals the file's token count. vocab_path NULL: the byte
+ * vocabulary. CAL_EINVAL with why for a vocabulary caliper cannot encode or
+ * whose size differs. */
+int cal_gguf_export_vocab(const cal_engine *e, const char *path, int dtype,
+                          const char *vocab_path, char *why, size_t why_len);
+
 /* Read path's header into *out (weights = path, seed 0, name "gguf"), after
  * checking that caliper can serve it: architecture llama, qwen2 or qwen3
  * (out->arch; qwen2's QKV biases and qwen3's Q/K norms required), head sizes equal,
- * a byte-level vocabulary, every tensor present with the expected shape and
+ * a byte-level vocabulary or one cal_tok_open_gguf reads (SentencePiece,
+ * BPE), every tensor present with the expected shape and
  * of type F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K, no tensor caliper would ignore (biases, RoPE factors).
  * CAL_EPROTO / CAL_ENOTSUP style errors return CAL_EINVAL with why naming
  * what is missing or unsupported ("tensor blk.0.attn_q.weight: type Q4_K is
