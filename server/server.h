@@ -30,6 +30,11 @@ typedef struct cal_server_config {
     int64_t     header_timeout_ns; /* request line + headers must arrive within this
                                       of accept, however busy the client; 0 = 10 s */
     int64_t     body_timeout_ns;   /* the body within this of the headers; 0 = 60 s */
+    const char *vocab_gguf;        /* a GGUF file whose vocabulary the server
+                                      tokenizes with (SentencePiece or BPE);
+                                      NULL: model.weights' own when it has one
+                                      caliper can encode, else the byte or
+                                      synthetic vocabulary */
 } cal_server_config;
 
 typedef struct cal_server cal_server;
