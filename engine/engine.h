@@ -201,7 +201,12 @@ const char *cal_tok_kind(const cal_tokenizer *t);
  * count written. Sampled ids can split a UTF-8 sequence; the decoder keeps
  * up to 3 pending bytes in *state (zero-initialise) and emits only complete,
  * valid UTF-8, replacing invalid sequences with U+FFFD. */
-typedef struct cal_tok_state { unsigned char pend[4]; int npend; } cal_tok_state;
+typedef struct cal_tok_state {
+    unsigned char pend[4];
+    int npend;
+    int special;   /* 1: control tokens decode to their text (llama-server's
+                      /detokenize); 0: to nothing (generated text) */
+} cal_tok_state;
 int  cal_tok_decode(const cal_tokenizer *t, cal_tok_state *st, int32_t id,
                     char *out, int cap);
 /* Flush pending bytes at the end of a stream (as U+FFFD if incomplete). */

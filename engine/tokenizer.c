@@ -473,6 +473,9 @@ int cal_tok_decode(const cal_tokenizer *t, cal_tok_state *st, int32_t id,
     cal_tok_state s = *st;
     int n = 0, len;
     const unsigned char *p = (const unsigned char *)piece_of(t, id, &len);
+    if (t->v && !st->special && (t->v->type[id] == CAL_TT_CONTROL ||
+                                 t->v->type[id] == CAL_TT_UNKNOWN))
+        len = 0;
     for (int i = 0; i < len; i++)
         n = feed(&s, p[i], tmp, n);
     if (n > cap)

@@ -332,6 +332,36 @@ static int build(cal_vocab *v, const uint8_t *p, const val *tok, const val *sc,
             }
         }
     }
+    /* llama.cpp's loader makes these control tokens whatever the file says
+     * (end-of-generation and fill-in-the-middle markers found by their text),
+     * so text containing them splits there when special tokens are parsed */
+    static const char *const forced_control[] = {
+        "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>",
+        "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
+        "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+        "<turn|>", "<|tool_response>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+        "[e~[", "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+        "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>",
+        "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+        "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>",
+        "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+        "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>",
+        "<|code_middle|>", "<|middle|>", "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+        "[PAD]", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
+        "<|file_sep|>"};
+    for (size_t k = 0; k < sizeof forced_control / sizeof forced_control[0]; k++) {
+        int32_t id = cal_vocab_find(v, forced_control[k], strlen(forced_control[k]));
+        if (id >= 0 && v->type[id] != CAL_TT_USER_DEFINED && v->type[id] != CAL_TT_UNKNOWN)
+            v->type[id] = CAL_TT_CONTROL;
+    }
+    /* ... and these user-defined (always matched, always printed) */
+    static const char *const forced_user[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                              "<|constrain|>"};
+    for (size_t k = 0; k < sizeof forced_user / sizeof forced_user[0]; k++) {
+        int32_t id = cal_vocab_find(v, forced_user[k], strlen(forced_user[k]));
+        if (id >= 0)
+            v->type[id] = CAL_TT_USER_DEFINED;
+    }
     /* merges */
     if (mg) {
         v->n_merges = (uint32_t)mg->count;

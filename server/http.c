@@ -399,7 +399,7 @@ static enum MHD_Result handle_detokenize(cal_server *s, struct MHD_Connection *c
         return send_error(s, c, &e);
     cal_buf b = CAL_BUF_INIT(s->max_body * 4);
     int rc = CAL_OK;
-    cal_tok_state st = {{0}, 0};
+    cal_tok_state st = {{0}, 0, 1};
     char piece[CAL_TOK_DECODE_MAX];
     for (int i = 0; i <= n && rc == CAL_OK; i++) {
         int l = i < n ? cal_tok_decode(s->tok, &st, ids[i], piece, sizeof piece)

@@ -20,7 +20,7 @@ static void encode_check(const cal_tokenizer *t, const char *s, size_t n, int fl
         if (ids[i] < 0 || ids[i] >= cal_tok_vocab(t) || !cal_tok_piece(t, ids[i], &len) ||
             len < 0)
             __builtin_trap();
-        cal_tok_state st = {{0}, 0};
+        cal_tok_state st = {{0}, 0, 0};
         char out[CAL_TOK_DECODE_MAX];
         int d = cal_tok_decode(t, &st, ids[i], out, sizeof out);
         if (d < 0 || d > CAL_TOK_DECODE_MAX) __builtin_trap();

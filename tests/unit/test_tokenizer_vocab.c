@@ -132,12 +132,18 @@ static void test_spm_special_and_bytes(void **s)
     /* the euro sign is not in the cut vocabulary: three byte tokens */
     n = cal_tok_encode_ex(t, "x\xe2\x82\xac", 4, 0, ids, 64);
     assert_true(n >= 4);
-    cal_tok_state st = {{0}, 0};
+    cal_tok_state st = {{0}, 0, 0};
     char o[CAL_TOK_DECODE_MAX];
     assert_int_equal(cal_tok_decode(t, &st, ids[n - 3], o, sizeof o), 0);
     assert_int_equal(cal_tok_decode(t, &st, ids[n - 2], o, sizeof o), 0);
     assert_int_equal(cal_tok_decode(t, &st, ids[n - 1], o, sizeof o), 3);
     assert_memory_equal(o, "\xe2\x82\xac", 3);
+    /* generated text shows no control token; /detokenize spells it out */
+    st = (cal_tok_state){{0}, 0, 0};
+    assert_int_equal(cal_tok_decode(t, &st, eos, o, sizeof o), 0);
+    st.special = 1;
+    assert_int_equal(cal_tok_decode(t, &st, eos, o, sizeof o), 4);
+    assert_memory_equal(o, "</s>", 4);
     /* a second fragment after a special token gets its own space prefix */
     int32_t a[64], b[64];
     int na = cal_tok_encode_ex(t, "Hello", 5, 0, a, 64);
