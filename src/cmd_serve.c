@@ -31,7 +31,7 @@ static void usage(FILE *f)
         "\n"
         "The reference engine (a real CPU transformer, synthetic weights) behind an\n"
         "OpenAI-compatible API: /v1/completions, /v1/chat/completions, /v1/models,\n"
-        "/health, /metrics, /tokenize, /profile. Prints one line,\n"
+        "/health, /metrics, /tokenize, /detokenize, /profile. Prints one line,\n"
         "  caliper serve: listening on http://HOST:PORT (model NAME, N params)\n"
         "then serves until SIGINT or SIGTERM.\n"
         "\n"
