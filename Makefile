@@ -60,7 +60,7 @@ endif
 BUILD    ?= $(if $(filter $(PLATFORM),$(NATIVE_PLATFORM)),build,build/$(PLATFORM))
 CC       ?= cc
 SAN      ?=
-PKGS     := libcurl jansson yajl sqlite3 openblas libmicrohttpd libcrypto
+PKGS     := libcurl jansson yajl sqlite3 openblas libmicrohttpd libcrypto libpcre2-8
 # VERSION is the one place the version lives; a tarball from `make dist`
 # also carries COMMIT, the commit it was made from (no git there). git is
 # asked only when this directory is the top of its own work tree, so a
@@ -339,7 +339,7 @@ $(MPI_BIN): $(OBJ)/src/main.o $(OBJ)/mpi/run_mpi.o $(ALL_LIBS)
 	$(Q)$(MPICC) $(CAL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LINKLIBS)
 endif
 
-COMPAT_BIN := $(BUILD)/compat/next_token
+COMPAT_BIN := $(BUILD)/compat/next_token $(BUILD)/compat/tokenize_vectors
 $(BUILD)/compat/%: $(OBJ)/tests/compat/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
@@ -365,7 +365,7 @@ check-deps:
 # (Debian's npm package conflicts with NodeSource's nodejs, which carries its
 # own, so npm is checked for, not installed).
 DEPS_BUILD  := build-essential pkg-config libcurl4-openssl-dev libjansson-dev libyajl-dev \
-               libsqlite3-dev libopenblas-dev libmicrohttpd-dev libssl-dev
+               libsqlite3-dev libopenblas-dev libmicrohttpd-dev libssl-dev libpcre2-dev
 DEPS_TEST   := libcmocka-dev clang libclang-rt-dev sqlite3 curl python3 jq chromium locales \
                openmpi-bin libopenmpi-dev qemu-user debhelper lintian devscripts fakeroot \
                ruby man-db
@@ -381,8 +381,8 @@ define apt_install
 	else \
 	  echo "Not a Debian system. Install the equivalents of:"; \
 	  echo "  Debian:   apt-get install $(1)"; \
-	  echo "  macOS:    brew install curl jansson yajl sqlite openblas libmicrohttpd openssl@3 pkg-config (tests: cmocka llvm open-mpi)"; \
-	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel yajl-devel sqlite-devel openblas-devel libmicrohttpd-devel openssl-devel (tests: libcmocka-devel clang compiler-rt glibc-locale-source openmpi-devel qemu-user)"; \
+	  echo "  macOS:    brew install curl jansson yajl sqlite openblas libmicrohttpd openssl@3 pcre2 pkg-config (tests: cmocka llvm open-mpi)"; \
+	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel yajl-devel sqlite-devel openblas-devel libmicrohttpd-devel openssl-devel pcre2-devel (tests: libcmocka-devel clang compiler-rt glibc-locale-source openmpi-devel qemu-user)"; \
 	fi
 endef
 .PHONY: deps-build deps-test deps-compat check-isa test-portable dist

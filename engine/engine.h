@@ -194,25 +194,56 @@ int  cal_tok_open(int vocab, cal_tokenizer **out);
  * eos, print). CAL_EINVAL for eos outside 256..vocab−1. */
 int  cal_tok_open_bytes(int vocab, int eos, cal_tokenizer **out);
 void cal_tok_close(cal_tokenizer **t);
+/* A model's own vocabulary, from the tokenizer.* keys of a GGUF file:
+ * SentencePiece ("llama": score-ordered merges, "▁" for spaces, <0xXX>
+ * byte fallback) or byte-level BPE ("gpt2", with the pre-tokenizers
+ * "gpt-2", "llama-bpe"/"llama3" and "qwen2"), encoding as llama.cpp does.
+ * CAL_ENOTFOUND / CAL_EIO for the file, CAL_EPROTO for a malformed one,
+ * CAL_EINVAL for a vocabulary caliper cannot encode; why names the key. */
+int  cal_tok_open_gguf(const char *path, cal_tokenizer **out, char *why, size_t why_len);
+/* The same from a GGUF file's bytes in buf[len]. */
+int  cal_tok_open_gguf_mem(const void *buf, size_t len, cal_tokenizer **out, char *why,
+                           size_t why_len);
 /* Encode n bytes of text into ids[cap]; returns the count, or CAL_ETOOBIG
- * when more than cap ids would be needed. */
+ * when more than cap ids would be needed. A GGUF vocabulary encodes as
+ * cal_tok_encode_ex with CAL_TOK_PARSE_SPECIAL (no BOS). CAL_EINVAL for
+ * text a BPE vocabulary cannot take (a code point above U+10FFFF). */
 int  cal_tok_encode(const cal_tokenizer *t, const char *text, size_t n,
                     int32_t *ids, int cap);
+/* flags for cal_tok_encode_ex */
+#define CAL_TOK_ADD_SPECIAL   1  /* BOS / EOS as the vocabulary's add_bos/add_eos say */
+#define CAL_TOK_PARSE_SPECIAL 2  /* control tokens written in the text are matched
+                                    (user-defined tokens always are) */
+int  cal_tok_encode_ex(const cal_tokenizer *t, const char *text, size_t n, int flags,
+                       int32_t *ids, int cap);
+/* The beginning-of-sequence id, or -1 when the vocabulary has none. */
+int  cal_tok_bos(const cal_tokenizer *t);
+/* "bytes" for caliper's own vocabularies, else the GGUF tokenizer.ggml.model
+ * ("llama", "gpt2"). */
+const char *cal_tok_kind(const cal_tokenizer *t);
 /* Streaming decode: append the bytes of `id` to out[cap] and return the
  * count written. Sampled ids can split a UTF-8 sequence; the decoder keeps
  * up to 3 pending bytes in *state (zero-initialise) and emits only complete,
  * valid UTF-8, replacing invalid sequences with U+FFFD. */
-typedef struct cal_tok_state { unsigned char pend[4]; int npend; } cal_tok_state;
+typedef struct cal_tok_state {
+    unsigned char pend[4];
+    int npend;
+    int special;   /* 1: control tokens decode to their text (llama-server's
+                      /detokenize); 0: to nothing (generated text) */
+} cal_tok_state;
 int  cal_tok_decode(const cal_tokenizer *t, cal_tok_state *st, int32_t id,
                     char *out, int cap);
 /* Flush pending bytes at the end of a stream (as U+FFFD if incomplete). */
 int  cal_tok_flush(cal_tok_state *st, char *out, int cap);
 int  cal_tok_eos(const cal_tokenizer *t);   /* the end-of-sequence id */
-/* Bytes any single cal_tok_decode or cal_tok_flush call can write at most. */
-#define CAL_TOK_DECODE_MAX 32
+/* Bytes any single cal_tok_decode or cal_tok_flush call can write at most:
+ * a piece of up to 512 bytes, each of which may become a U+FFFD. */
+#define CAL_TOK_DECODE_MAX 1552
 /* The raw bytes of one id (not UTF-8 checked; NULL for an id out of range).
  * Concatenating the pieces of encode(s) gives s back byte for byte, even when
- * s is not UTF-8. *len receives the length. Owned by t. */
+ * s is not UTF-8 (for a GGUF vocabulary: the decoded text, "▁" as a space,
+ * byte tokens as their byte, control tokens as written; SentencePiece's
+ * space prefix stays in). *len receives the length. Owned by t. */
 const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len);
 int  cal_tok_vocab(const cal_tokenizer *t);
 

@@ -7,6 +7,7 @@
 #include "engine/gguf.h"
 #include "engine/kernels.h"
 #include "engine/internal.h"
+#include "engine/vocab.h"
 #include "caliper/error.h"
 #include "caliper/gguf.h"
 #include <errno.h>
@@ -346,8 +347,35 @@ static FILE *open_replacement(const char *path, char *tmp, size_t tmp_len, char 
     return f;
 }
 
-int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, char *why,
-                    size_t why_len)
+/* caliper's byte vocabulary (engine/gguf.h), 9 keys */
+static void write_byte_vocab(wbuf *w, const cal_model_config *c)
+{
+    kv_str(w, "tokenizer.ggml.model", "llama");
+    /* tokens, scores, types */
+    w_str(w, "tokenizer.ggml.tokens");
+    w_u32(w, G_ARRAY); w_u32(w, G_STRING); w_u64(w, (uint64_t)c->vocab);
+    for (int i = 0; i < c->vocab; i++) {
+        char tx[32];
+        token_text(i, tx, sizeof tx);
+        w_str(w, tx);
+    }
+    w_str(w, "tokenizer.ggml.scores");
+    w_u32(w, G_ARRAY); w_u32(w, G_F32); w_u64(w, (uint64_t)c->vocab);
+    for (int i = 0; i < c->vocab; i++)
+        w_f32(w, 0.0f);
+    w_str(w, "tokenizer.ggml.token_type");
+    w_u32(w, G_ARRAY); w_u32(w, G_I32); w_u64(w, (uint64_t)c->vocab);
+    for (int i = 0; i < c->vocab; i++)
+        w_u32(w, (uint32_t)token_type(i));
+    kv_u32(w, "tokenizer.ggml.eos_token_id", CAL_GGUF_EOS);
+    kv_u32(w, "tokenizer.ggml.bos_token_id", CAL_GGUF_BOS);
+    kv_u32(w, "tokenizer.ggml.unknown_token_id", CAL_GGUF_UNK);
+    kv_bool(w, "tokenizer.ggml.add_bos_token", 0);
+    kv_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+}
+
+int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const cal_vocab *v,
+                   char *why, size_t why_len)
 {
     if (!e || !path)
         return cal_why(why, why_len, CAL_EINVAL, "export: no engine or path");
@@ -359,9 +387,12 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, char *
         return cal_why(why, why_len, CAL_EINVAL, "dtype: %s needs rows of a multiple of "
                        "%d values (dim %d, ffn %d)", dtype == CAL_GGUF_MIX_Q4_K_M ? "q4_k_m"
                        : cal_dtype_name(dtype), blk, c->dim, c->ffn_dim);
-    if (c->vocab < CAL_GGUF_UNK + 1)
+    if (!v && c->vocab < CAL_GGUF_UNK + 1)
         return cal_why(why, why_len, CAL_EINVAL, "vocab: %d is too small for the byte "
                     "vocabulary (needs %d)", c->vocab, CAL_GGUF_UNK + 1);
+    if (v && v->n != c->vocab)
+        return cal_why(why, why_len, CAL_EINVAL, "vocab: the model has %d rows, the "
+                       "vocabulary %d tokens", c->vocab, (int)v->n);
     tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
     if (!t)
         return cal_why(why, why_len, CAL_ENOMEM, "export: out of memory");
@@ -380,7 +411,11 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, char *
     cal_model_weights mw;
     e->weights(e->engine, &mw);
     int scaled = c->tied_embeddings && mw.embed_scale != 1.0f;
-    int n_kv = 23 + (c->n_experts > 0 ? 2 : 0) + (c->arch == CAL_ARCH_QWEN3MOE) + scaled;
+    /* 14 general and shape keys (15 for qwen3moe), then the vocabulary:
+     * caliper's byte vocabulary (9 keys) or the tokenizer.* pairs of the
+     * given one as its file had them */
+    int n_kv = 14 + (v ? (int)v->n_kv : 9) + (c->n_experts > 0 ? 2 : 0) +
+               (c->arch == CAL_ARCH_QWEN3MOE) + scaled;
     w_bytes(&w, "GGUF", 4);
     w_u32(&w, 3);
     w_u64(&w, (uint64_t)nt);
@@ -409,28 +444,10 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, char *
     if (c->arch == CAL_ARCH_QWEN3MOE)   /* llama.cpp's qwen3moe reads the experts' width here */
         kv_u32(&w, (snprintf(key, sizeof key, "%s.expert_feed_forward_length", an), key),
                (uint32_t)c->ffn_dim);
-    kv_str(&w, "tokenizer.ggml.model", "llama");
-    /* tokens, scores, types */
-    w_str(&w, "tokenizer.ggml.tokens");
-    w_u32(&w, G_ARRAY); w_u32(&w, G_STRING); w_u64(&w, (uint64_t)c->vocab);
-    for (int i = 0; i < c->vocab; i++) {
-        char tx[32];
-        token_text(i, tx, sizeof tx);
-        w_str(&w, tx);
-    }
-    w_str(&w, "tokenizer.ggml.scores");
-    w_u32(&w, G_ARRAY); w_u32(&w, G_F32); w_u64(&w, (uint64_t)c->vocab);
-    for (int i = 0; i < c->vocab; i++)
-        w_f32(&w, 0.0f);
-    w_str(&w, "tokenizer.ggml.token_type");
-    w_u32(&w, G_ARRAY); w_u32(&w, G_I32); w_u64(&w, (uint64_t)c->vocab);
-    for (int i = 0; i < c->vocab; i++)
-        w_u32(&w, (uint32_t)token_type(i));
-    kv_u32(&w, "tokenizer.ggml.eos_token_id", CAL_GGUF_EOS);
-    kv_u32(&w, "tokenizer.ggml.bos_token_id", CAL_GGUF_BOS);
-    kv_u32(&w, "tokenizer.ggml.unknown_token_id", CAL_GGUF_UNK);
-    kv_bool(&w, "tokenizer.ggml.add_bos_token", 0);
-    kv_bool(&w, "tokenizer.ggml.add_space_prefix", 0);
+    if (v)
+        w_bytes(&w, v->kv, v->kv_len);
+    else
+        write_byte_vocab(&w, c);
     if (scaled)
         kv_f32(&w, "caliper.embedding_scale", mw.embed_scale);
 
@@ -513,6 +530,7 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, char *
     }
     return CAL_OK;
 }
+
 
 /* ---- import: is this a GGUF caliper can serve? --------------------------- */
 
@@ -621,6 +639,22 @@ static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int voc
     return same;
 }
 
+/* Can the engine encode path's own vocabulary (SentencePiece or BPE)? 1
+ * yes; 0 no, with w saying why. */
+static int own_vocab(const char *path, char *w, size_t wn)
+{
+    cal_vocab *v;
+    char vw[200] = "";
+    if (cal_vocab_read_file(path, &v, vw, sizeof vw) != CAL_OK) {
+        /* the reader's message names the path first; keep the reason */
+        const char *r = strncmp(vw, path, strlen(path)) ? vw : vw + strlen(path);
+        snprintf(w, wn, "%s", r[0] == ':' ? r + 2 : r);
+        return 0;
+    }
+    cal_vocab_free(&v);
+    return 1;
+}
+
 int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
                           size_t why_len)
 {
@@ -641,12 +675,10 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
         cal_why(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
              "\"llama\", with or without experts, dense \"qwen2\" and \"qwen3\", and \"qwen3moe\")", path,
              s->arch);
-    else if (strcmp(m.tok_model, "llama") || !m.byte_tokens)
-        cal_why(why, why_len, rc, "%s: vocabulary \"%s\"%s is not supported: caliper serves "
-             "byte-level SentencePiece vocabularies (ids 0..255 the tokens <0x00>..<0xFF>)",
-             path, m.tok_model[0] ? m.tok_model : "(none)",
-             m.byte_tokens ? "" : " without byte tokens at ids 0..255");
-    else if (m.eos != CAL_GGUF_EOS)
+    else if ((strcmp(m.tok_model, "llama") || !m.byte_tokens) && !own_vocab(path, w, sizeof w))
+        cal_why(why, why_len, rc, "%s: vocabulary \"%s\" is not supported: %s", path,
+             m.tok_model[0] ? m.tok_model : "(none)", w);
+    else if (m.byte_tokens && !strcmp(m.tok_model, "llama") && m.eos != CAL_GGUF_EOS)
         cal_why(why, why_len, rc, "%s: tokenizer.ggml.eos_token_id is %ld: caliper's byte "
              "vocabulary has </s> at %d", path, m.eos, CAL_GGUF_EOS);
     else if (s->heads <= 0 || s->embedding <= 0 || s->k_dim * s->heads != s->embedding ||

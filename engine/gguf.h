@@ -46,6 +46,13 @@
  * errno text; CAL_ENOMEM. */
 int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len);
+/* The same with the vocabulary of the GGUF file vocab_path (its tokenizer.*
+ * keys copied as they are; llama.cpp's SentencePiece or BPE), for a model
+ * whose vocab equals the file's token count. vocab_path NULL: the byte
+ * vocabulary. CAL_EINVAL with why for a vocabulary caliper cannot encode or
+ * whose size differs. */
+int cal_gguf_export_vocab(const cal_engine *e, const char *path, int dtype,
+                          const char *vocab_path, char *why, size_t why_len);
 
 /* An engine's tensors as the writer and the loader below reach them: the
  * engine (weights.c) fills one for cal_gguf_export and for its own open, so
@@ -59,17 +66,21 @@ typedef struct cal_gguf_source {
     const void *(*rows)(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
                         int64_t count, int n_in, void *buf);
 } cal_gguf_source;
-/* cal_gguf_export's writer and the loader cal_engine_open uses (same
- * contracts as cal_gguf_export and cal_gguf_load_weights). */
-int cal_gguf_write(const cal_gguf_source *s, const char *path, int dtype, char *why,
-                   size_t why_len);
+/* cal_gguf_export's writer (v NULL: the byte vocabulary) and the loader
+ * cal_engine_open uses (same contracts as cal_gguf_export_vocab and
+ * cal_gguf_load_weights). */
+struct cal_vocab;
+int cal_gguf_write(const cal_gguf_source *s, const char *path, int dtype,
+                   const struct cal_vocab *v, char *why, size_t why_len);
 int cal_gguf_read_weights(const cal_gguf_source *s, char *why, size_t why_len);
 
 /* Read path's header into *out (weights = path, seed 0, name "gguf"), after
- * checking that caliper can serve it: architecture llama, qwen2 or qwen3
- * (out->arch; qwen2's QKV biases and qwen3's Q/K norms required), head sizes equal,
- * a byte-level vocabulary, every tensor present with the expected shape and
- * of type F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K, no tensor caliper would ignore (biases, RoPE factors).
+ * checking that caliper can serve it: architecture llama, qwen2, qwen3 or
+ * qwen3moe (out->arch; qwen2's QKV biases and qwen3's Q/K norms required;
+ * llama's rope_freqs.weight read when present), head sizes equal,
+ * a byte-level vocabulary or one cal_tok_open_gguf reads (SentencePiece,
+ * BPE), every tensor present with the expected shape and
+ * of type F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K, no tensor caliper would ignore (a llama's biases).
  * CAL_EPROTO / CAL_ENOTSUP style errors return CAL_EINVAL with why naming
  * what is missing or unsupported ("tensor blk.0.attn_q.weight: type Q4_K is
  * not supported (F32, F16, BF16 and Q8_0 are)"); CAL_ENOTFOUND / CAL_EIO for the file. */

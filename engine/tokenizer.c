@@ -1,9 +1,13 @@
 /* caliper reference engine — the tokenizer: ids 0..255 are bytes, id 256 is
  * end-of-sequence, ids 257.. are deterministic word-like printable ASCII
  * pieces. Greedy longest-match encode is lossless for any byte string; the
- * streaming decoder emits only valid UTF-8 (U+FFFD for broken sequences). */
+ * streaming decoder emits only valid UTF-8 (U+FFFD for broken sequences).
+ * A GGUF file's own vocabulary (engine/vocab.h) is the other kind: special
+ * tokens are split out here, the fragments between them go to the
+ * SentencePiece or BPE encoder. */
 #include "engine/engine.h"
 #include "engine/kernels.h"
+#include "engine/vocab.h"
 #include "caliper/error.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +24,7 @@ struct cal_tokenizer {
     uint32_t mask;
     int      eos;
     int      bytes_only; /* encode one id per byte (a GGUF byte vocabulary) */
+    cal_vocab *v;        /* a GGUF file's vocabulary; NULL for the two above */
 };
 
 static uint32_t hash(const char *s, int n)
@@ -128,6 +133,7 @@ void cal_tok_close(cal_tokenizer **pt)
 {
     if (!pt || !*pt)
         return;
+    cal_vocab_free(&(*pt)->v);
     free((*pt)->pool);
     free((*pt)->len);
     free((*pt)->table);
@@ -170,8 +176,59 @@ int cal_tok_open_bytes(int vocab, int eos, cal_tokenizer **out)
     return CAL_OK;
 }
 
+static int wrap_vocab(cal_vocab *v, cal_tokenizer **out)
+{
+    cal_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        cal_vocab_free(&v);
+        return CAL_ENOMEM;
+    }
+    t->v = v;
+    t->vocab = v->n;
+    t->eos = v->eos;
+    *out = t;
+    return CAL_OK;
+}
+
+int cal_tok_open_gguf(const char *path, cal_tokenizer **out, char *why, size_t why_len)
+{
+    if (!out || !path)
+        return CAL_EINVAL;
+    *out = NULL;
+    cal_vocab *v;
+    int rc = cal_vocab_read_file(path, &v, why, why_len);
+    return rc == CAL_OK ? wrap_vocab(v, out) : rc;
+}
+
+int cal_tok_open_gguf_mem(const void *buf, size_t len, cal_tokenizer **out, char *why,
+                          size_t why_len)
+{
+    if (!out)
+        return CAL_EINVAL;
+    *out = NULL;
+    cal_vocab *v;
+    int rc = cal_vocab_read_mem(buf, len, &v, why, why_len);
+    return rc == CAL_OK ? wrap_vocab(v, out) : rc;
+}
+
 int cal_tok_eos(const cal_tokenizer *t) { return t ? t->eos : CAL_EINVAL; }
 int cal_tok_vocab(const cal_tokenizer *t) { return t ? t->vocab : 0; }
+int cal_tok_bos(const cal_tokenizer *t) { return t && t->v ? t->v->bos : -1; }
+const char *cal_tok_kind(const cal_tokenizer *t)
+{
+    return !t ? "" : t->v ? t->v->model : "bytes";
+}
+
+/* The bytes id decodes to. */
+static const char *piece_of(const cal_tokenizer *t, int32_t id, int *len)
+{
+    if (t->v) {
+        *len = (int)t->v->dlen[id];
+        return t->v->dpool + t->v->doff[id];
+    }
+    *len = t->len[id];
+    return t->pool + (size_t)id * MAX_PIECE;
+}
 
 const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len)
 {
@@ -180,9 +237,144 @@ const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len)
             *len = 0;
         return NULL;
     }
+    int l;
+    const char *p = piece_of(t, id, &l);
     if (len)
-        *len = t->len[id];
-    return t->pool + (size_t)id * MAX_PIECE;
+        *len = l;
+    return p;
+}
+
+/* ---- a GGUF vocabulary: special tokens, then SPM or BPE ---------------- */
+
+typedef struct frag {
+    int32_t id;        /* a special token; -1 for text */
+    size_t  off, len;  /* text: bytes of the input */
+} frag;
+
+static const char *find_bytes(const char *h, size_t hn, const char *nd, size_t nn)
+{
+    if (nn == 0 || nn > hn)
+        return NULL;
+    return memmem(h, hn, nd, nn);
+}
+
+/* Split the text at every special token, longest tokens first, as
+ * llama.cpp's tokenizer_st_partition does: each token cuts the text
+ * fragments left by the ones before it. *out is malloc'd. */
+static int partition(const cal_vocab *v, const char *text, size_t n, int parse_special,
+                     frag **out, int *nout)
+{
+    size_t cap = 16;
+    int nf = 1;
+    frag *f = malloc(cap * sizeof *f);
+    if (!f)
+        return CAL_ENOMEM;
+    f[0] = (frag){-1, 0, n};
+    for (int s = 0; s < v->n_special; s++) {
+        int32_t sid = v->special[s];
+        int tt = v->type[sid];
+        if (!parse_special && (tt == CAL_TT_CONTROL || tt == CAL_TT_UNKNOWN))
+            continue;
+        const char *tx = v->pool + v->off[sid];
+        size_t tl = v->len[sid];
+        for (int i = 0; i < nf; i++) {
+            if (f[i].id >= 0)
+                continue;
+            const char *m = find_bytes(text + f[i].off, f[i].len, tx, tl);
+            if (!m)
+                continue;
+            size_t at = (size_t)(m - text);
+            /* left text (kept when non-empty), the token, the right text
+             * (searched again on the next turn of i) */
+            size_t lo = f[i].off, ll = at - f[i].off;
+            size_t ro = at + tl, rl = f[i].off + f[i].len - ro;
+            int add = (ll > 0) + 1 + (rl > 0) - 1;
+            if ((size_t)(nf + add) > cap) {
+                while ((size_t)(nf + add) > cap) cap *= 2;
+                frag *q = realloc(f, cap * sizeof *q);
+                if (!q) { free(f); return CAL_ENOMEM; }
+                f = q;
+            }
+            memmove(f + i + 1 + add, f + i + 1, (size_t)(nf - i - 1) * sizeof *f);
+            nf += add;
+            int k = i;
+            if (ll > 0) f[k++] = (frag){-1, lo, ll};
+            f[k++] = (frag){sid, 0, 0};
+            if (rl > 0) f[k] = (frag){-1, ro, rl};
+            i = k - 1;   /* the loop's i++ lands on the right text */
+        }
+    }
+    *out = f;
+    *nout = nf;
+    return CAL_OK;
+}
+
+static int push(int32_t *ids, int cap, int *count, int32_t id)
+{
+    if (*count >= cap)
+        return CAL_ETOOBIG;
+    ids[(*count)++] = id;
+    return CAL_OK;
+}
+
+static int encode_vocab(const cal_vocab *v, const char *text, size_t n, int flags,
+                        int32_t *ids, int cap)
+{
+    frag *f = NULL;
+    int nf = 0, count = 0;
+    int rc = n ? partition(v, text, n, flags & CAL_TOK_PARSE_SPECIAL, &f, &nf) : CAL_OK;
+    int add = flags & CAL_TOK_ADD_SPECIAL;
+    if (rc == CAL_OK && add && v->add_bos)
+        rc = push(ids, cap, &count, v->bos);
+    char *esc = NULL;
+    if (rc == CAL_OK && v->kind == CAL_VOCAB_SPM && n) {
+        esc = malloc(3 * n + 3);   /* the prefix and every byte a "▁" */
+        if (!esc) rc = CAL_ENOMEM;
+    }
+    int prev_special = 1;  /* SentencePiece: a space before text at the start
+                              or after a special token */
+    for (int i = 0; i < nf && rc == CAL_OK; i++) {
+        if (f[i].id >= 0) {
+            rc = push(ids, cap, &count, f[i].id);
+            prev_special = 1;
+            continue;
+        }
+        const char *s = text + f[i].off;
+        if (v->kind == CAL_VOCAB_BPE) {
+            rc = cal_bpe_encode(v, s, f[i].len, ids, cap, &count);
+            continue;
+        }
+        size_t k = 0;
+        if (v->add_space_prefix && prev_special) {
+            memcpy(esc, "\xe2\x96\x81", 3);
+            k = 3;
+        }
+        for (size_t j = 0; j < f[i].len; j++) {
+            if (s[j] == ' ') {
+                memcpy(esc + k, "\xe2\x96\x81", 3);
+                k += 3;
+            } else {
+                esc[k++] = s[j];
+            }
+        }
+        rc = cal_spm_encode(v, esc, k, ids, cap, &count);
+        prev_special = 0;
+    }
+    if (rc == CAL_OK && add && v->add_eos)
+        rc = push(ids, cap, &count, v->eos);
+    free(esc);
+    free(f);
+    return rc == CAL_OK ? count : rc;
+}
+
+int cal_tok_encode_ex(const cal_tokenizer *t, const char *text, size_t n, int flags,
+                      int32_t *ids, int cap)
+{
+    if (!t || (!text && n > 0) || (!ids && cap > 0) || cap < 0)
+        return CAL_EINVAL;
+    if (t->v)
+        return encode_vocab(t->v, text, n, flags, ids, cap);
+    return cal_tok_encode(t, text, n, ids, cap);
 }
 
 int cal_tok_encode(const cal_tokenizer *t, const char *text, size_t n,
@@ -190,6 +382,8 @@ int cal_tok_encode(const cal_tokenizer *t, const char *text, size_t n,
 {
     if (!t || (!text && n > 0) || (!ids && cap > 0) || cap < 0)
         return CAL_EINVAL;
+    if (t->v)
+        return encode_vocab(t->v, text, n, CAL_TOK_PARSE_SPECIAL, ids, cap);
     int count = 0;
     size_t i = 0;
     while (i < n) {
@@ -277,9 +471,12 @@ int cal_tok_decode(const cal_tokenizer *t, cal_tok_state *st, int32_t id,
         return CAL_EINVAL;
     char tmp[CAL_TOK_DECODE_MAX];
     cal_tok_state s = *st;
-    int n = 0;
-    const unsigned char *p = (const unsigned char *)t->pool + (size_t)id * MAX_PIECE;
-    for (int i = 0; i < t->len[id]; i++)
+    int n = 0, len;
+    const unsigned char *p = (const unsigned char *)piece_of(t, id, &len);
+    if (t->v && !st->special && (t->v->type[id] == CAL_TT_CONTROL ||
+                                 t->v->type[id] == CAL_TT_UNKNOWN))
+        len = 0;
+    for (int i = 0; i < len; i++)
         n = feed(&s, p[i], tmp, n);
     if (n > cap)
         return CAL_ETOOBIG;

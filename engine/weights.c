@@ -5,6 +5,7 @@
 #include "engine/internal.h"
 #include "engine/engine_impl.h"
 #include "engine/gguf.h"
+#include "engine/vocab.h"
 #include "engine/kernels.h"
 #include "caliper/error.h"
 #include <cblas.h>
@@ -479,10 +480,24 @@ static cal_gguf_source source_of(const cal_engine *e)
 int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len)
 {
+    return cal_gguf_export_vocab(e, path, dtype, NULL, why, why_len);
+}
+
+int cal_gguf_export_vocab(const cal_engine *e, const char *path, int dtype,
+                          const char *vocab_path, char *why, size_t why_len)
+{
     if (!e)
         return cal_why(why, why_len, CAL_EINVAL, "export: no engine or path");
     cal_gguf_source s = source_of(e);
-    return cal_gguf_write(&s, path, dtype, why, why_len);
+    if (!vocab_path)
+        return cal_gguf_write(&s, path, dtype, NULL, why, why_len);
+    cal_vocab *v;
+    int rc = cal_vocab_read_file(vocab_path, &v, why, why_len);
+    if (rc != CAL_OK)
+        return rc == CAL_ENOMEM ? rc : CAL_EINVAL;
+    rc = cal_gguf_write(&s, path, dtype, v, why, why_len);
+    cal_vocab_free(&v);
+    return rc;
 }
 
 int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/gguf.h"
 #include "engine/gguf.h"
 #include "lib/util/conn_guard.h"
 #include "server/job.h"
@@ -30,7 +31,7 @@
 #define DEFAULT_BODY_NS    (60LL * 1000000000)   /* the body: 4 MiB at 70 KB/s */
 
 enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS,
-             R_TOKENIZE, R_PROFILE, R_APPLY_TEMPLATE };
+             R_TOKENIZE, R_DETOKENIZE, R_PROFILE, R_APPLY_TEMPLATE };
 
 static const struct { const char *path; const char *method; enum route r; } ROUTES[] = {
     {"/v1/completions",      "POST", R_COMPLETIONS},
@@ -40,6 +41,7 @@ static const struct { const char *path; const char *method; enum route r; } ROUT
     {"/metrics",             "GET",  R_METRICS},
     {"/tokenize",            "POST", R_TOKENIZE},
     {"/apply-template",      "POST", R_APPLY_TEMPLATE},
+    {"/detokenize",          "POST", R_DETOKENIZE},
     {"/profile",             "GET",  R_PROFILE},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
@@ -192,7 +194,10 @@ static enum MHD_Result handle_completion(cal_server *s, struct MHD_Connection *c
             cal_srv_error_set(&e, 500, "server_error", "", NULL, "out of memory");
             return send_error(s, c, &e);
         }
-        n_ids = cal_tok_encode(s->tok, req.prompt, req.prompt_len, ids, cap);
+        /* as llama-server: BOS (EOS) where the vocabulary adds them, and
+         * control tokens written in the prompt matched */
+        n_ids = cal_tok_encode_ex(s->tok, req.prompt, req.prompt_len,
+                                  CAL_TOK_ADD_SPECIAL | CAL_TOK_PARSE_SPECIAL, ids, cap);
         if (n_ids == CAL_ETOOBIG) n_ids = cap;   /* no room left: rejected below */
         if (n_ids < 0) {
             free(ids);
@@ -365,13 +370,19 @@ static enum MHD_Result handle_tokenize(cal_server *s, struct MHD_Connection *c, 
     cal_srv_error e;
     char *text;
     size_t len;
-    if (cal_srv_parse_tokenize(cx->body.data, cx->body.len, &text, &len, &e) != CAL_OK)
+    int flags;
+    if (cal_srv_parse_tokenize(cx->body.data, cx->body.len, &text, &len, &e) != CAL_OK ||
+        cal_srv_parse_tokenize_flags(cx->body.data, cx->body.len, &flags, &e) != CAL_OK) {
+        free(text);
         return send_error(s, c, &e);
-    /* a byte-level tokenizer gives at most one id per byte; the JSON answer
-     * is bounded by TOKENIZE_MAX ids */
-    int cap = (int)(len < TOKENIZE_MAX ? len : TOKENIZE_MAX) + 1;
+    }
+    /* at most one id per byte, three per invalid byte (a BPE vocabulary
+     * reads it as U+FFFD, which may take three byte tokens), plus BOS, EOS
+     * and SentencePiece's prefix space; the JSON answer is bounded by
+     * TOKENIZE_MAX ids */
+    int cap = (int)(len < TOKENIZE_MAX / 3 ? 3 * len : TOKENIZE_MAX) + 4;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    int n = ids ? cal_tok_encode(s->tok, text, len, ids, cap) : CAL_ENOMEM;
+    int n = ids ? cal_tok_encode_ex(s->tok, text, len, flags, ids, cap) : CAL_ENOMEM;
     free(text);
     if (n < 0) {
         free(ids);
@@ -392,6 +403,40 @@ static enum MHD_Result handle_tokenize(cal_server *s, struct MHD_Connection *c, 
     json_object_set_new(o, "tokens", arr);
     json_object_set_new(o, "count", json_integer(n));
     json_object_set_new(o, "max_model_len", json_integer(s->model.max_ctx));
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
+/* POST /detokenize {"tokens": [...]}: {"content": text}, each id's piece
+ * as the vocabulary spells it (control tokens included, as llama-server
+ * does), joined; a broken UTF-8 sequence becomes U+FFFD, as llama-server's
+ * JSON writer replaces it. */
+static enum MHD_Result handle_detokenize(cal_server *s, struct MHD_Connection *c, conn_ctx *cx)
+{
+    cal_srv_error e;
+    int32_t *ids;
+    int n;
+    if (cal_srv_parse_detokenize(cx->body.data, cx->body.len, cal_tok_vocab(s->tok),
+                                 (int)TOKENIZE_MAX, &ids, &n, &e) != CAL_OK)
+        return send_error(s, c, &e);
+    cal_buf b = CAL_BUF_INIT(s->max_body * 4);
+    int rc = CAL_OK;
+    cal_tok_state st = {{0}, 0, 1};
+    char piece[CAL_TOK_DECODE_MAX];
+    for (int i = 0; i <= n && rc == CAL_OK; i++) {
+        int l = i < n ? cal_tok_decode(s->tok, &st, ids[i], piece, sizeof piece)
+                      : cal_tok_flush(&st, piece, sizeof piece);
+        rc = l < 0 ? l : cal_buf_append(&b, piece, (size_t)l);
+    }
+    free(ids);
+    if (rc != CAL_OK) {
+        cal_buf_free(&b);
+        cal_srv_error_set(&e, rc == CAL_ENOMEM ? 500 : 413, "invalid_request_error", "tokens",
+                          NULL, "tokens: the text is too long (%s)", cal_strerror(rc));
+        return send_error(s, c, &e);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "content", json_stringn(b.data ? b.data : "", b.len));
+    cal_buf_free(&b);
     return send_json(c, MHD_HTTP_OK, o);
 }
 
@@ -485,6 +530,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_METRICS:  return handle_metrics(s, c);
     case R_TOKENIZE: return handle_tokenize(s, c, cx);
     case R_APPLY_TEMPLATE: return handle_apply_template(s, c, cx);
+    case R_DETOKENIZE: return handle_detokenize(s, c, cx);
     case R_PROFILE:  return handle_profile(s, c);
     default:         return MHD_NO;
     }
@@ -520,6 +566,55 @@ static int fail(char *why, size_t cap, int rc, const char *fmt, const char *a)
     return rc;
 }
 
+/* The vocabulary the server encodes with: --vocab's file; a GGUF model's
+ * own (caliper's byte vocabulary the byte tokenizer, a SentencePiece or BPE
+ * one through cal_tok_open_gguf); else the synthetic one of the preset. Its
+ * ids must fit the model's embedding rows. */
+static int open_tokenizer(const cal_server_config *c, cal_tokenizer **tok, char *why,
+                          size_t why_len)
+{
+    const char *path = c->vocab_gguf ? c->vocab_gguf : c->model.weights[0] ? c->model.weights
+                                                                          : NULL;
+    if (!path)
+        return cal_tok_open(c->model.vocab, tok);
+    cal_gguf_model gm;
+    char w[200];
+    int bytes = 0;
+    if (cal_gguf_read_model_file(path, &gm, w, sizeof w) == CAL_OK) {
+        bytes = gm.byte_tokens && !strcmp(gm.tok_model, "llama") && gm.eos == CAL_GGUF_EOS;
+        cal_gguf_model_free(&gm);
+    }
+    int rc = bytes ? cal_tok_open_bytes(c->model.vocab, CAL_GGUF_EOS, tok)
+                   : cal_tok_open_gguf(path, tok, why, why_len);
+    if (rc == CAL_OK && cal_tok_vocab(*tok) > c->model.vocab) {
+        int nt = cal_tok_vocab(*tok);
+        cal_tok_close(tok);
+        return cal_why(why, why_len, CAL_EINVAL, "%s: %d tokens, more than the model's %d "
+                       "embedding rows", path, nt, c->model.vocab);
+    }
+    return rc;
+}
+
+/* A model's template writes the vocabulary's own BOS and EOS text (its
+ * bos_token, eos_token): caliper's byte vocabulary's are <s> and </s>. */
+static void set_template_specials(cal_chat_template *t, const cal_tokenizer *tok)
+{
+    if (t->kind == CAL_TPL_CALIPER || t->bos[0])
+        return;
+    if (!strcmp(cal_tok_kind(tok), "bytes")) {
+        snprintf(t->bos, sizeof t->bos, "<s>");
+        snprintf(t->eos, sizeof t->eos, "</s>");
+        return;
+    }
+    int len;
+    const char *p = cal_tok_bos(tok) >= 0 ? cal_tok_piece(tok, cal_tok_bos(tok), &len) : NULL;
+    if (p && len > 0 && (size_t)len < sizeof t->bos)
+        memcpy(t->bos, p, (size_t)len), t->bos[len] = '\0';
+    p = cal_tok_piece(tok, cal_tok_eos(tok), &len);
+    if (p && len > 0 && (size_t)len < sizeof t->eos)
+        memcpy(t->eos, p, (size_t)len), t->eos[len] = '\0';
+}
+
 int cal_server_open(const cal_server_config *c, cal_server **out, char *why, size_t why_cap)
 {
     *out = NULL;
@@ -549,13 +644,14 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
     s->seed_base = mix64((uint64_t)cal_wall_ns() ^ (uint64_t)cal_now_ns());
     int pace = c->pace_ns > 0;
     int rc = cal_srv_metrics_init(&s->m, pace);
+    char twhy[300] = "";
     if (rc == CAL_OK)
-        rc = c->model.weights[0] ? cal_tok_open_bytes(c->model.vocab, CAL_GGUF_EOS, &s->tok)
-                                 : cal_tok_open(c->model.vocab, &s->tok);
+        rc = open_tokenizer(c, &s->tok, twhy, sizeof twhy);
     if (rc != CAL_OK) {
         cal_server_close(&s);
-        return fail(why, why_cap, rc, "tokenizer: %s", cal_strerror(rc));
+        return fail(why, why_cap, rc, "tokenizer: %s", twhy[0] ? twhy : cal_strerror(rc));
     }
+    set_template_specials(&s->tpl, s->tok);
     if (pace) {
         rc = cal_pacer_open(c->pace_ns, &s->m, &s->pacer);
     } else {

@@ -11,6 +11,7 @@
 #include "caliper/buf.h"
 #include "caliper/error.h"
 #include "server/chat_template.h"
+#include "engine/engine.h"
 #include "server/request.h"
 
 /* A rendered chat prompt is bounded like the body it came from. */
@@ -422,6 +423,89 @@ int cal_srv_parse_tokenize(const char *body, size_t n, char **text, size_t *len,
             (*text)[k] = 0;
             *len = k;
         }
+    }
+    json_decref(o);
+    return rc;
+}
+
+int cal_srv_parse_tokenize_flags(const char *body, size_t n, int *flags, cal_srv_error *err)
+{
+    memset(err, 0, sizeof *err);
+    *flags = CAL_TOK_PARSE_SPECIAL;
+    json_error_t je;
+    json_t *o = body ? json_loadb(body, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je) : NULL;
+    if (!o || !json_is_object(o)) {
+        json_decref(o);
+        cal_srv_error_set(err, 400, "invalid_request_error", "", NULL,
+                          "the body must be a JSON object");
+        return CAL_EINVAL;
+    }
+    static const struct { const char *field; int flag; } F[] = {
+        {"add_special", CAL_TOK_ADD_SPECIAL}, {"parse_special", CAL_TOK_PARSE_SPECIAL}};
+    int rc = CAL_OK;
+    for (size_t i = 0; i < sizeof F / sizeof F[0] && rc == CAL_OK; i++) {
+        json_t *v = json_object_get(o, F[i].field);
+        if (!v || json_is_null(v))
+            continue;
+        if (!json_is_boolean(v))
+            rc = bad(err, F[i].field, v, "true or false");
+        else if (json_is_true(v))
+            *flags |= F[i].flag;
+        else
+            *flags &= ~F[i].flag;
+    }
+    json_decref(o);
+    return rc;
+}
+
+int cal_srv_parse_detokenize(const char *body, size_t n, int vocab, int max_ids,
+                             int32_t **ids, int *n_ids, cal_srv_error *err)
+{
+    memset(err, 0, sizeof *err);
+    *ids = NULL;
+    *n_ids = 0;
+    json_error_t je;
+    json_t *o = body ? json_loadb(body, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je) : NULL;
+    json_t *a = o && json_is_object(o) ? json_object_get(o, "tokens") : NULL;
+    int rc = CAL_OK;
+    if (!o || !json_is_object(o)) {
+        cal_srv_error_set(err, 400, "invalid_request_error", "", NULL,
+                          "the body must be a JSON object with \"tokens\"");
+        rc = CAL_EINVAL;
+    } else if (!a) {
+        cal_srv_error_set(err, 400, "invalid_request_error", "tokens", NULL,
+                          "tokens: the field is required");
+        rc = CAL_EINVAL;
+    } else if (!json_is_array(a)) {
+        rc = bad(err, "tokens", a, "an array of token ids");
+    } else if (json_array_size(a) > (size_t)max_ids) {
+        cal_srv_error_set(err, 413, "invalid_request_error", "tokens", NULL,
+                          "tokens: more than %d ids", max_ids);
+        rc = CAL_ETOOBIG;
+    }
+    size_t k = rc == CAL_OK ? json_array_size(a) : 0;
+    if (rc == CAL_OK && !(*ids = malloc((k ? k : 1) * sizeof **ids))) {
+        cal_srv_error_set(err, 500, "server_error", "", NULL, "out of memory");
+        rc = CAL_ENOMEM;
+    }
+    for (size_t i = 0; i < k && rc == CAL_OK; i++) {
+        json_t *v = json_array_get(a, i);
+        json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (x < 0 || x >= vocab) {
+            char f[48];
+            snprintf(f, sizeof f, "tokens[%zu]", i);
+            char want[48];
+            snprintf(want, sizeof want, "a token id in 0..%d", vocab - 1);
+            rc = bad(err, f, v, want);
+            break;
+        }
+        (*ids)[i] = (int32_t)x;
+    }
+    if (rc != CAL_OK) {
+        free(*ids);
+        *ids = NULL;
+    } else {
+        *n_ids = (int)k;
     }
     json_decref(o);
     return rc;

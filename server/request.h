@@ -68,6 +68,17 @@ void cal_srv_request_free(cal_srv_request *r);
  * (malloc'd, caller frees) and *len are set. CAL_EINVAL with *err otherwise. */
 int cal_srv_parse_tokenize(const char *body, size_t n, char **text, size_t *len,
                            cal_srv_error *err);
+/* The flags of a /tokenize body as llama-server reads them: "add_special"
+ * (default false: no BOS/EOS) and "parse_special" (default true: control
+ * tokens written in the text are matched) as CAL_TOK_* flags in *flags.
+ * CAL_EINVAL with *err for a field that is not a boolean. */
+int cal_srv_parse_tokenize_flags(const char *body, size_t n, int *flags, cal_srv_error *err);
+
+/* POST /detokenize: {"tokens": [id, ...]}, each id in 0..vocab-1. On success
+ * *ids (malloc'd, caller frees) and *n_ids; CAL_EINVAL with *err naming the
+ * element otherwise; CAL_ETOOBIG (413) past max_ids. */
+int cal_srv_parse_detokenize(const char *body, size_t n, int vocab, int max_ids,
+                             int32_t **ids, int *n_ids, cal_srv_error *err);
 
 /* Resolve max_tokens against the prompt length and the context:
  * prompt empty → 400 "prompt"; prompt alone ≥ max_ctx → 400 "prompt";

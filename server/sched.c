@@ -195,7 +195,7 @@ static int sample_emit(cal_sched *s, cal_job *j, float *logits, int64_t t_ns)
     atomic_fetch_add_explicit(&s->m->generation_tokens, 1, memory_order_relaxed);
     if (allow_eos && tok == s->eos) return 2;
     j->last_tok = tok;
-    char piece[256];
+    char piece[CAL_TOK_DECODE_MAX];
     int n = cal_tok_decode(s->tok, &j->tok_state, tok, piece, sizeof piece);
     if (n < 0) n = 0;
     pthread_mutex_lock(&j->mu);

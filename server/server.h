@@ -33,6 +33,11 @@ typedef struct cal_server_config {
     int64_t     body_timeout_ns;   /* the body within this of the headers; 0 = 60 s */
     cal_chat_template chat_template; /* how chat messages become the prompt;
                                         zeroed: caliper's own */
+    const char *vocab_gguf;        /* a GGUF file whose vocabulary the server
+                                      tokenizes with (SentencePiece or BPE);
+                                      NULL: model.weights' own when it has one
+                                      caliper can encode, else the byte or
+                                      synthetic vocabulary */
 } cal_server_config;
 
 typedef struct cal_server cal_server;

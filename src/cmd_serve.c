@@ -32,7 +32,7 @@ static void usage(FILE *f)
         "\n"
         "The reference engine (a real CPU transformer, synthetic weights) behind an\n"
         "OpenAI-compatible API: /v1/completions, /v1/chat/completions, /v1/models,\n"
-        "/health, /metrics, /tokenize, /profile. Prints one line,\n"
+        "/health, /metrics, /tokenize, /detokenize, /profile. Prints one line,\n"
         "  caliper serve: listening on http://HOST:PORT (model NAME, N params)\n"
         "then serves until SIGINT or SIGTERM.\n"
         "\n"
@@ -41,6 +41,9 @@ static void usage(FILE *f)
         "  --layers N --dim N --heads N --kv-heads N --ffn N --experts N --top-k N\n"
         "  --vocab N --context N --seed N\n"
         "                       override one field of the preset's shape\n"
+        "  --vocab FILE.gguf    take FILE's vocabulary (SentencePiece or BPE, as llama.cpp\n"
+        "                       encodes it; the vocab size becomes its token count) for\n"
+        "                       serving and --export-gguf\n"
         "  --dtype F            weight format: f32 (default), f16, bf16, q8_0, q4_0, q4_k,\n"
         "                       q6_k (llama.cpp's block layouts; q4_k and q6_k need --dim and\n"
         "                       --ffn multiples of 256); same weights as f32, rounded to the\n"
@@ -57,7 +60,7 @@ static void usage(FILE *f)
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
         "  --model FILE.gguf    serve a GGUF file's weights (llama, qwen2, qwen3, qwen3moe;\n"
         "                       F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K; the byte vocabulary\n"
-        "                       --export-gguf writes); only\n"
+        "                       --export-gguf writes, or a SentencePiece or BPE one); only\n"
         "                       --context and --dtype of the shape flags apply; a longer\n"
         "                       context_length than 4096 is held to 4096 positions unless\n"
         "                       --context says otherwise (the KV cache grows with it)\n"
@@ -219,7 +222,7 @@ int cmd_serve(int argc, char **argv)
     double max_body = 4.0 * 1024 * 1024, head_s = 0, body_s = 0;
     shape_flags sf = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     const char *C = "serve";
-    const char *gguf_in = NULL, *gguf_out = NULL;
+    const char *gguf_in = NULL, *gguf_out = NULL, *vocab_file = NULL;
     int preset_given = 0;
     int rc, opt, dtype = CAL_DTYPE_F32, mix = 0, arch = -1, rope_llama3 = 0, tpl_given = 0;
     cal_chat_template tpl = {0};
@@ -264,7 +267,14 @@ int cmd_serve(int argc, char **argv)
         case O_FFN:      rc = cli_parse_long(C, "--ffn", optarg, 1, 1 << 18, &sf.ffn); break;
         case O_EXPERTS:  rc = cli_parse_long(C, "--experts", optarg, 0, 1024, &sf.experts); break;
         case O_TOPK:     rc = cli_parse_long(C, "--top-k", optarg, 1, 1024, &sf.top_k); break;
-        case O_VOCAB:    rc = cli_parse_long(C, "--vocab", optarg, 257, 1 << 22, &sf.vocab); break;
+        case O_VOCAB:
+            /* a number is the synthetic vocabulary's size; anything else a
+             * GGUF file whose vocabulary the model takes */
+            if (optarg[0] >= '0' && optarg[0] <= '9')
+                rc = cli_parse_long(C, "--vocab", optarg, 257, 1 << 22, &sf.vocab);
+            else
+                vocab_file = optarg;
+            break;
         case O_CONTEXT:  rc = cli_parse_long(C, "--context", optarg, 2, 1 << 20, &sf.context); break;
         case O_SEED:     rc = cli_parse_long(C, "--seed", optarg, 0, LONG_MAX, &sf.seed); break;
         case O_HOST:
@@ -313,6 +323,9 @@ int cmd_serve(int argc, char **argv)
     if (optind < argc)
         return cli_usage_error(C, "\"%s\": serve takes no arguments", argv[optind]);
 
+    if (gguf_in && vocab_file)
+        return cli_usage_error(C, "--vocab: \"%s\": --model's file brings its own vocabulary",
+                               vocab_file);
     if (gguf_in && (preset_given || sf.layers >= 0 || sf.dim >= 0 || sf.heads >= 0 ||
                     sf.kv_heads >= 0 || sf.ffn >= 0 || sf.experts >= 0 || sf.top_k >= 0 ||
                     sf.vocab >= 0 || sf.seed >= 0 || arch >= 0 || rope_llama3))
@@ -336,10 +349,6 @@ int cmd_serve(int argc, char **argv)
                       : cal_tpl_recognize(gm.chat_template, &tpl, gwhy, sizeof gwhy);
                 tpl_from = "the file's tokenizer.chat_template";
             }
-            /* caliper's byte vocabulary (the one --model serves): its BOS and
-             * EOS pieces are the template's bos_token and eos_token */
-            snprintf(tpl.bos, sizeof tpl.bos, "<s>");
-            snprintf(tpl.eos, sizeof tpl.eos, "</s>");
             cal_gguf_model_free(&gm);
             if (trc != CAL_OK)
                 return cli_fail(C, "--model: tokenizer.chat_template: %s; serve it with "
@@ -361,6 +370,19 @@ int cmd_serve(int argc, char **argv)
     OVERRIDE(vocab, sf.vocab);
     OVERRIDE(max_ctx, sf.context);
 #undef OVERRIDE
+    if (vocab_file) {
+        /* the model's vocabulary is the file's: as many embedding rows as tokens */
+        cal_tokenizer *vt = NULL;
+        char vwhy[300];
+        rc = cal_tok_open_gguf(vocab_file, &vt, vwhy, sizeof vwhy);
+        if (rc == CAL_ENOTFOUND || rc == CAL_EIO)
+            return cli_fail(C, "--vocab: %s", vwhy);
+        if (rc != CAL_OK)
+            return cli_usage_error(C, "--vocab: %s", vwhy);
+        sc.model.vocab = cal_tok_vocab(vt);
+        cal_tok_close(&vt);
+        sc.vocab_gguf = vocab_file;
+    }
     if (sf.experts == 0) sc.model.top_k = 0;
     if (sf.seed >= 0) sc.model.seed = (uint64_t)sf.seed;
     sc.model.dtype = dtype;
@@ -398,8 +420,8 @@ int cmd_serve(int argc, char **argv)
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: cannot open the engine: %s", cal_strerror(rc));
         char gwhy[512];
-        rc = cal_gguf_export(eng, gguf_out, mix ? CAL_GGUF_MIX_Q4_K_M : dtype, gwhy,
-                             sizeof gwhy);
+        rc = cal_gguf_export_vocab(eng, gguf_out, mix ? CAL_GGUF_MIX_Q4_K_M : dtype,
+                                   vocab_file, gwhy, sizeof gwhy);
         long long np = (long long)cal_model_n_params(&sc.model);
         cal_engine_close(&eng);
         if (rc == CAL_EINVAL)   /* the path or the format: what the flags asked for */

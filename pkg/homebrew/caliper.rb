@@ -13,6 +13,7 @@ class Caliper < Formula
   depends_on "libmicrohttpd"
   depends_on "openblas"
   depends_on "openssl@3"
+  depends_on "pcre2"
   depends_on "sqlite"
   depends_on "yajl"
 

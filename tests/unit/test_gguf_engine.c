@@ -475,11 +475,26 @@ static void test_refusals(void **state)
 {
     expect_refusal("arch", p_arch, "architecture \"gemma\" is not supported");
     expect_refusal("vocab", p_vocab, "vocabulary \"gpt2x\" is not supported");
-    expect_refusal("bytes", p_bytes, "without byte tokens at ids 0..255");
     expect_refusal("type", p_type, "tensor blk.1.ffn_up.weight: type Q5_0 is not supported");
     expect_refusal("missing", p_missing, "tensor blk.1.ffn_up.weight is missing");
     char why[256];
     cal_model_config g;
+    /* without byte tokens at 0..255 the file is an ordinary SentencePiece
+     * vocabulary: served through its own tokenizer, as llama.cpp serves it */
+    {
+        cal_model_config c = small_cfg(0);
+        char src[128], dst[128];
+        snprintf(src, sizeof src, "%s/base.gguf", dir);
+        snprintf(dst, sizeof dst, "%s/bytes.gguf", dir);
+        export_to(&c, src, CAL_DTYPE_F32);
+        size_t n;
+        uint8_t *b = slurp(src, &n);
+        p_bytes(b, n);
+        spit(dst, b, n);
+        free(b);
+        assert_int_equal(cal_gguf_model_config(dst, &g, why, sizeof why), CAL_OK);
+        assert_int_equal(g.vocab, c.vocab);
+    }
     assert_int_equal(cal_gguf_model_config("/nonexistent/x.gguf", &g, why, sizeof why),
                      CAL_ENOTFOUND);
     assert_non_null(strstr(why, "/nonexistent/x.gguf"));

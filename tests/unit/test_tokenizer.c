@@ -84,7 +84,7 @@ static void test_roundtrip_random_bytes(void **state)
 
 static int decode_all(cal_tokenizer *t, const int32_t *ids, int m, char *out, int cap)
 {
-    cal_tok_state st = {{0}, 0};
+    cal_tok_state st = {{0}, 0, 0};
     int len = 0;
     for (int i = 0; i < m; i++) {
         assert_true(cap - len >= CAL_TOK_DECODE_MAX);
@@ -138,7 +138,7 @@ static void test_stream_decode_never_invalid(void **state)
         for (int i = 0; i < m; i++)
             /* mostly byte ids: continuation bytes, lone leads, overlongs */
             ids[i] = (int32_t)(rnd() % 4 ? rnd() % 256 : rnd() % 4096);
-        cal_tok_state st = {{0}, 0};
+        cal_tok_state st = {{0}, 0, 0};
         int len = 0;
         for (int i = 0; i < m; i++) {
             int k = cal_tok_decode(t, &st, ids[i], out + len, CAL_TOK_DECODE_MAX);
@@ -151,7 +151,7 @@ static void test_stream_decode_never_invalid(void **state)
         assert_true(valid_utf8((unsigned char *)out, (size_t)len));
     }
     /* specific cases: split 3-byte char across ids, then an interrupted one */
-    cal_tok_state st = {{0}, 0};
+    cal_tok_state st = {{0}, 0, 0};
     char o[CAL_TOK_DECODE_MAX];
     assert_int_equal(cal_tok_decode(t, &st, 0xe2, o, sizeof o), 0);
     assert_int_equal(cal_tok_decode(t, &st, 0x82, o, sizeof o), 0);
@@ -205,7 +205,7 @@ static void test_errors(void **state)
     int32_t ids[4];
     assert_int_equal(cal_tok_encode(t, "\x01\x02\x03\x04\x05", 5, ids, 4), CAL_ETOOBIG);
     assert_int_equal(cal_tok_encode(t, "", 0, ids, 4), 0);
-    cal_tok_state st = {{0}, 0};
+    cal_tok_state st = {{0}, 0, 0};
     char o[8];
     assert_int_equal(cal_tok_decode(t, &st, 300, o, 8), CAL_EINVAL);
     assert_int_equal(cal_tok_decode(t, &st, -1, o, 8), CAL_EINVAL);
