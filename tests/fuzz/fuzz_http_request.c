@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(text);
         return 0;
     }
-    cal_srv_limits lim = {4096, 512};
+    cal_srv_limits lim = {4096, 512, NULL};
     cal_srv_request r;
     int rc = cal_srv_parse_request(mode ? CAL_SRV_CHAT : CAL_SRV_COMPLETIONS, body, n, &lim,
                                    &r, &err);

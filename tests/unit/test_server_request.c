@@ -13,7 +13,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 
-static const cal_srv_limits LIM = {4096, 512};
+static const cal_srv_limits LIM = {4096, 512, NULL};
 
 static int parse(cal_srv_api api, const char *body, cal_srv_request *r, cal_srv_error *e)
 {
