@@ -136,7 +136,7 @@ static int render_chatml(const cal_chat_template *t, const cal_tpl_msg *m, size_
 
 static int render_llama3(const cal_chat_template *t, const cal_tpl_msg *m, size_t n, cal_buf *b)
 {
-    int rc = cal_buf_puts(b, t->bos[0] ? t->bos : "<|begin_of_text|>");
+    int rc = t->bos_added ? CAL_OK : cal_buf_puts(b, t->bos[0] ? t->bos : "<|begin_of_text|>");
     size_t i = 0;
     if (rc == CAL_OK && t->dated_system) {
         char day[16];
@@ -179,7 +179,7 @@ static int render_mistral(const cal_chat_template *t, const cal_tpl_msg *m, size
                        t->sys_last_user ? "an optional system message, then " : "", i,
                        m[i].role);
     }
-    int rc = cal_buf_puts(b, t->bos[0] ? t->bos : "<s>");
+    int rc = t->bos_added ? CAL_OK : cal_buf_puts(b, t->bos[0] ? t->bos : "<s>");
     for (size_t i = first; i < n && rc == CAL_OK; i++) {
         if ((i - first) % 2 == 0) {
             rc = cal_buf_puts(b, t->inst_lead ? "[INST] " : "[INST]");

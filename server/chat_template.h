@@ -54,6 +54,9 @@ typedef struct cal_chat_template {
                                template's bos_token, eos_token); "": the
                                family's own ("<|begin_of_text|>"; "<s>",
                                "</s>") */
+    int  bos_added;         /* the tokenizer adds BOS itself (the vocabulary's
+                               add_bos): the text starts without it, as
+                               llama.cpp drops a template's leading BOS then */
 } cal_chat_template;
 
 /* "caliper", "chatml", "llama3", "mistral"; NULL out of range. */

@@ -613,6 +613,11 @@ static void set_template_specials(cal_chat_template *t, const cal_tokenizer *tok
     p = cal_tok_piece(tok, cal_tok_eos(tok), &len);
     if (p && len > 0 && (size_t)len < sizeof t->eos)
         memcpy(t->eos, p, (size_t)len), t->eos[len] = '\0';
+    /* a vocabulary that adds BOS to every prompt: the text leaves it out */
+    int32_t ids[2];
+    t->bos_added = cal_tok_bos(tok) >= 0 &&
+                   cal_tok_encode_ex(tok, "", 0, CAL_TOK_ADD_SPECIAL, ids, 2) >= 1 &&
+                   ids[0] == cal_tok_bos(tok);
 }
 
 int cal_server_open(const cal_server_config *c, cal_server **out, char *why, size_t why_cap)

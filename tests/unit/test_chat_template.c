@@ -125,6 +125,10 @@ static void test_mistral(void **state)
                        {"user", "c", 1}};
     assert_string_equal(render(&t, n, 4, &b), "<s>[INST]a[/INST]b</s>[INST]S\n\nc[/INST]");
     cal_buf_free(&b);
+    /* a vocabulary that adds BOS itself: the text starts without it */
+    t.bos_added = 1;
+    assert_string_equal(render(&t, n, 2, &b), "[INST]S\n\na[/INST]");
+    cal_buf_free(&b);
 }
 
 static void test_refusals(void **state)
