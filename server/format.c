@@ -170,12 +170,14 @@ static json_t *timings(const cal_job *j)
                         json_real(j->n_prompt > 0 ? pms / j->n_prompt : 0));
     json_object_set_new(t, "prompt_per_second",
                         json_real(pms > 0 ? j->n_prompt * 1000.0 / pms : 0));
+    /* the first token comes from the prefill's logits: decode is n − 1
+     * steps over predicted_ms, as llama-server counts (n_gen_steps) */
+    int steps = j->n_gen > 0 ? j->n_gen - 1 : 0;
     json_object_set_new(t, "predicted_n", json_integer(j->n_gen));
     json_object_set_new(t, "predicted_ms", json_real(dms));
-    json_object_set_new(t, "predicted_per_token_ms",
-                        json_real(j->n_gen > 0 ? dms / j->n_gen : 0));
+    json_object_set_new(t, "predicted_per_token_ms", json_real(steps > 0 ? dms / steps : 0));
     json_object_set_new(t, "predicted_per_second",
-                        json_real(dms > 0 ? j->n_gen * 1000.0 / dms : 0));
+                        json_real(dms > 0 ? steps * 1000.0 / dms : 0));
     json_object_set_new(t, "queue_ms", json_real(ms(j->arrival_ns, j->prefill_start_ns)));
     return t;
 }

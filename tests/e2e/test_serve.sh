@@ -110,6 +110,12 @@ def check_stream(out, n_expect, chat=False, send_ns=False):
     assert usage and usage["completion_tokens"] == n_expect, usage
     assert usage["total_tokens"] == usage["prompt_tokens"] + n_expect
     assert timings and timings["predicted_n"] == n_expect and "prompt_ms" in timings
+    # llama-server's convention: n - 1 decode steps over predicted_ms
+    if n_expect >= 2 and timings["predicted_ms"] > 0:
+        want = (n_expect - 1) * 1000.0 / timings["predicted_ms"]
+        assert abs(timings["predicted_per_second"] - want) <= 1e-6 * want, timings
+        assert abs(timings["predicted_per_token_ms"] * (n_expect - 1) - timings["predicted_ms"]) \
+            <= 1e-6 * timings["predicted_ms"], timings
     if chat: assert first_role == "assistant"
     return usage
 
