@@ -69,10 +69,9 @@ static int add_cell(cal_result *res, const cal_run_data *d, const size_t *idx, s
              c0->content[0] && !c0->unique_prompts ? " (repeated prompt)" : "");
     /* prompts from a dataset: the dataset (name and hash) is the content, so
      * runs on different datasets are never divided (docs/workload.md) */
-    json_t *pj = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    const char *dsid = json_string_value(json_object_get(json_object_get(pj, "dataset"), "id"));
-    if (dsid) snprintf(fp->content, sizeof fp->content, "dataset:%s", dsid);
-    json_decref(pj);
+    if (d->proto.dataset.present)
+        snprintf(fp->content, sizeof fp->content, "dataset:%.*s", (int)sizeof fp->content - 9,
+                 d->proto.dataset.id);
     if (c0->output_fixed) snprintf(fp->output_policy, sizeof fp->output_policy, "fixed %d", c0->max_tokens);
     else if (c0->max_tokens > 0) snprintf(fp->output_policy, sizeof fp->output_policy, "up to %d", c0->max_tokens);
     fp->streaming = 1;
@@ -130,17 +129,12 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     int e = CAL_OK;
     char api[32] = "completions";
     snprintf(r->id, sizeof r->id, "%lld", (long long)d->run.id);
-    json_t *t = d->run.target_json ? json_loads(d->run.target_json, 0, NULL) : NULL;
-    if (t) {
-        cal_report_jstr(t, "name", r->target_name, sizeof r->target_name);
-        cal_report_jstr(t, "version", r->target_version, sizeof r->target_version);
-        cal_report_jstr(t, "url", r->target_url, sizeof r->target_url);
-        if (!r->target_url[0]) cal_report_jstr(t, "command", r->target_url, sizeof r->target_url);
-        char a[32];
-        cal_report_jstr(t, "api", a, sizeof a);
-        if (a[0]) snprintf(api, sizeof api, "%s", a);
-        json_decref(t);
-    }
+    const cal_protocol_target *t = &d->proto.target;
+    snprintf(r->target_name, sizeof r->target_name, "%s", t->name);
+    snprintf(r->target_version, sizeof r->target_version, "%s", t->version);
+    snprintf(r->target_url, sizeof r->target_url, "%.*s", (int)sizeof r->target_url - 1,
+             t->url[0] ? t->url : t->command);
+    if (t->api[0]) snprintf(api, sizeof api, "%.31s", t->api);
     snprintf(r->label, sizeof r->label, "%s", d->run.label && d->run.label[0] ? d->run.label :
              r->target_name[0] ? r->target_name : r->id);
     host_line(d->run.host_json, r->host, sizeof r->host);
@@ -149,12 +143,9 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     r->created_unix = d->run.started_wall_ns > 0 ? d->run.started_wall_ns / 1000000000 : 0;
     int warmup = -1;
     char slo[CAL_FP_STR] = "";
-    json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    if (p) {
-        double w = cal_report_jnum(p, "warmup");
-        warmup = isfinite(w) ? (int)w : 0;
-        cal_report_jstr(p, "slo", slo, sizeof slo);
-        json_decref(p);
+    if (d->run.protocol_json) {   /* a stored protocol without the key: none */
+        warmup = d->proto.warmup >= 0 ? d->proto.warmup : 0;
+        snprintf(slo, sizeof slo, "%.*s", (int)sizeof slo - 1, d->proto.slo);
     }
     json_t *tj = d->run.telemetry_json ? json_loads(d->run.telemetry_json, 0, NULL) : NULL;
     if (tj) {

@@ -1108,11 +1108,22 @@ static void free_req(cal_req_result *q)
     memset(q, 0, sizeof *q);
 }
 
+int cal_run_data_read_protocol(cal_run_data *d)
+{
+    cal_protocol_clear(&d->proto);
+    int rc = cal_protocol_from_json(d->run.protocol_json, d->run.target_json, &d->proto);
+    /* a damaged text: read what the other one holds */
+    if (rc == CAL_EINVAL) rc = cal_protocol_from_json(d->run.protocol_json, NULL, &d->proto);
+    if (rc == CAL_EINVAL) rc = cal_protocol_from_json(NULL, d->run.target_json, &d->proto);
+    return rc == CAL_ENOMEM ? CAL_ENOMEM : CAL_OK;
+}
+
 void cal_run_data_free(cal_run_data **pd)
 {
     if (!pd || !*pd) return;
     cal_run_data *d = *pd;
     cal_run_clear(&d->run);
+    cal_protocol_clear(&d->proto);
     free(d->cells);
     for (size_t i = 0; i < d->n_reqs; i++) free_req(&d->reqs[i]);
     free(d->reqs);
@@ -1354,6 +1365,8 @@ int cal_store_load_run(cal_store *st, int64_t run_id, int flags, cal_run_data **
     if (rc == CAL_OK && !(flags & CAL_LOAD_NO_REQS)) rc = load_requests(st, d, flags);
     if (rc == CAL_OK && !(flags & CAL_LOAD_NO_REQS)) rc = load_itl_hists(st, run_id, d);
     if (rc == CAL_OK) rc = load_telemetry(st, d);
+    if (rc == CAL_OK && cal_run_data_read_protocol(d))
+        rc = fail(st, CAL_ENOMEM, "run %lld: out of memory", (long long)run_id);
 out:
     if (rc != CAL_OK) note(st);   /* before COMMIT resets SQLite's message */
     sqlite3_finalize(s);
