@@ -361,7 +361,8 @@ static int read_protocol(json_t *o, cal_protocol *p)
     if (json_is_string(v)) snprintf(p->slo, sizeof p->slo, "%s", json_string_value(v));
     json_decref(v);
     get_str(o, "goodput_rule", p->goodput_rule, sizeof p->goodput_rule);
-    if (json_is_object(v = take(o, "sweep"))) {
+    v = take(o, "sweep");   /* json_is_object evaluates its argument twice */
+    if (json_is_object(v)) {
         cal_protocol_sweep *w = &p->sweep;
         w->present = 1;
         get_str(v, "kind", w->kind, sizeof w->kind);
@@ -397,7 +398,8 @@ static int read_protocol(json_t *o, cal_protocol *p)
     get_str(o, "keep_chunks", p->keep_chunks, sizeof p->keep_chunks);
     get_str(o, "percentile_source", p->percentile_source, sizeof p->percentile_source);
     get_str(o, "duration_rule", p->duration_rule, sizeof p->duration_rule);
-    if (json_is_object(v = take(o, "dataset"))) {
+    v = take(o, "dataset");
+    if (json_is_object(v)) {
         cal_protocol_dataset *d = &p->dataset;
         d->present = 1;
         get_str(v, "name", d->name, sizeof d->name);
