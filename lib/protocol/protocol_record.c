@@ -110,14 +110,16 @@ static void put_extra(json_t *o, const char *extra)
 static json_t *target_object(const cal_protocol_target *t, const char *extra)
 {
     json_t *o = json_object();
+    /* the order two targets are compared in: what identifies the server
+     * first (a URL target's name is its URL: the URL is the one named) */
     put_str(o, "kind", t->kind);
-    put_str(o, "name", t->name);
     put_str(o, "url", t->url);
-    put_str(o, "command", t->command);
     put_str(o, "model", t->model);
-    put_str(o, "version", t->version);
-    put_num(o, "load_s", t->load_s);
     put_str(o, "api", t->api);
+    put_str(o, "version", t->version);
+    put_str(o, "name", t->name);
+    put_str(o, "command", t->command);
+    put_num(o, "load_s", t->load_s);
     put_str(o, "side", t->side);
     put_str(o, "detail", t->detail);
     put_extra(o, extra);

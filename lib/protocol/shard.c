@@ -734,13 +734,18 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
     qsort(ds, n, sizeof *ds, cmp_doc);
     int rc = CAL_OK;
     for (size_t i = 0; i < n; i++) {
-        const cal_cell *a = ds[0]->data->cells, *b = ds[i]->data->cells;
         if (ds[i]->info.count != (int)n || ds[i]->info.index != (int)i) {
             rc = cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %d of %d given where shard %zu "
                          "of %zu was expected (give every shard once)", ds[i]->info.index + 1,
                          ds[i]->info.count, i + 1, n);
             goto done;
         }
+    }
+    /* another server or protocol is named as such before the cells it made
+     * are compared */
+    if ((rc = same_measurement(ds, n, why, why_len))) goto done;
+    for (size_t i = 0; i < n; i++) {
+        const cal_cell *a = ds[0]->data->cells, *b = ds[i]->data->cells;
         if (ds[i]->data->n_cells != ds[0]->data->n_cells) {
             rc = cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu has %zu cells, shard 1 has "
                          "%zu: not the same plan", i + 1, ds[i]->data->n_cells, ds[0]->data->n_cells);
@@ -756,7 +761,6 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
                 goto done;
             }
     }
-    if ((rc = same_measurement(ds, n, why, why_len))) goto done;
     /* each shard's clock onto shard 0's: measured offsets when all have one */
     int64_t *delta = calloc(n, sizeof *delta);
     if (!delta) { rc = CAL_ENOMEM; goto done; }
