@@ -498,17 +498,6 @@ int cal_shard_peek(const char *text, size_t len, const char *name, cal_shard_inf
     return rc;
 }
 
-/* The most cells a protocol's plan makes: every shot (warm-ups too) runs
- * each concurrency x prompt length cell, per side; -1 where the plan's cells
- * are not known from it (a sweep, turns, an older record). */
-static long plan_cells(const cal_protocol *p)
-{
-    if (p->shots < 0 || p->warmup < 0 || p->sweep.present || p->scenario_json) return -1;
-    long shots = (long)(p->shots > 0 ? p->shots : 1) + p->warmup;
-    long n = shots * (long)(p->n_conc ? p->n_conc : 1) * (long)(p->n_prompt ? p->n_prompt : 1);
-    return p->ab == 1 ? 2 * n : n;
-}
-
 int cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc **out,
                    char *why, size_t why_len)
 {
@@ -540,12 +529,6 @@ int cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc
     ru->protocol_json = dump(run, "protocol");
     ru->telemetry_json = dump(run, "telemetry");
     if ((rc = cal_run_data_read_protocol(d->data))) goto out;
-    long most = plan_cells(&d->data->proto);
-    if (most >= 0 && (long)nc > most) {
-        rc = BAD(&r, "%s: %zu cells where its protocol plans at most %ld (refused before "
-                 "decoding them)", r.name, nc, most);
-        goto out;
-    }
     const char *hn = json_string_value(json_object_get(json_object_get(run, "host"), "hostname"));
     snprintf(d->host, sizeof d->host, "%s", hn ? hn : "");
     d->data->cells = calloc(nc ? nc : 1, sizeof *d->data->cells);
