@@ -19,8 +19,8 @@ SERIALIZER=lib/protocol/protocol_record.c
 # where the stored text is parsed only to be passed on whole, or to take the
 # credentials out of it before it is stored
 ALLOWED_PARSE=(
-  'lib/store/store.c:    json_t *j = json_loads(target_json, JSON_DECODE_ANY, &e);'
-  'lib/store/store.c:    if (!j) j = json_loads(target_json, JSON_DECODE_ANY, &e);'
+  'lib/store/store_write.c:    json_t *j = json_loads(target_json, JSON_DECODE_ANY, &e);'
+  'lib/store/store_write.c:    if (!j) j = json_loads(target_json, JSON_DECODE_ANY, &e);'
   'lib/report/export.c:    json_object_set_new(run, "target", parse_obj(r->target_json));'
   'lib/report/export.c:    json_object_set_new(run, "protocol", parse_obj(r->protocol_json));'
   'lib/protocol/shard.c:    json_object_set_new(run, "target", jobj_text(r->target_json));'
