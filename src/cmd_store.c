@@ -64,23 +64,23 @@ char *run_view_verdicts_json(const cal_run_data *d) { return cal_analysis_verdic
 static void header(FILE *f, const cal_run_data *d)
 {
     const cal_run *r = &d->run;
-    json_t *t = parse_obj(r->target_json), *h = parse_obj(r->host_json);
+    json_t *h = parse_obj(r->host_json);
     json_t *tel = parse_obj(r->telemetry_json);
-    const char *kind = jstr(t, "kind"), *name = jstr(t, "name"), *model = jstr(t, "model");
-    const char *url = jstr(t, "url"), *cmd = jstr(t, "command");
+    const cal_protocol_target *t = &d->proto.target;
+    const char *kind = t->kind[0] ? t->kind : NULL, *name = t->name[0] ? t->name : NULL;
+    const char *model = t->model[0] ? t->model : NULL;
+    const char *url = t->url[0] ? t->url : NULL, *cmd = t->command[0] ? t->command : NULL;
     char tgt[700];
-    double load = json_number_value(json_object_get(t, "load_s"));
     char lo[48] = "";
-    if (json_is_number(json_object_get(t, "load_s")))
-        snprintf(lo, sizeof lo, ", loaded in %.2f s", load);
-    const char *det = jstr(t, "detail");
+    if (!isnan(t->load_s)) snprintf(lo, sizeof lo, ", loaded in %.2f s", t->load_s);
+    const char *det = t->detail[0] ? t->detail : NULL;
     if (kind && !strcmp(kind, "builtin") && det)
         snprintf(tgt, sizeof tgt, "built-in engine `%s` %.200s%s", name ? name : "?", det, lo);
     else if (kind && !strcmp(kind, "builtin"))
         snprintf(tgt, sizeof tgt, "built-in engine `%s` (model %s%s)", name ? name : "?",
                  model ? model : "?", lo);
     else if (kind && !strcmp(kind, "launch"))
-        snprintf(tgt, sizeof tgt, "`%.300s` (model %s%s) at %s", cmd ? cmd : "?",
+        snprintf(tgt, sizeof tgt, "`%.300s` (model %s%s) at %.200s", cmd ? cmd : "?",
                  model ? model : "?", lo, url ? url : "?");
     else if (kind && !strcmp(kind, "inproc"))
         snprintf(tgt, sizeof tgt, "in-process `%.300s` (model %s)", name ? name : "?", model ? model : "?");
@@ -105,7 +105,6 @@ static void header(FILE *f, const cal_run_data *d)
     if (r->build && strstr(r->build, "sanitizer"))
         fprintf(f, " · warning: a sanitizer build: timings are not representative");
     fputc('\n', f);
-    json_decref(t);
     json_decref(h);
     json_decref(tel);
 }
@@ -386,7 +385,8 @@ static int series_history(cal_store *st, const char *ref)
     int rc = load_ref("runs", st, ref, CAL_LOAD_NO_REQS, &d);
     if (rc) return rc;
     char key[CAL_NOISE_SERIES_MAX];
-    int has = cal_noise_series_of(d->run.protocol_json, key, sizeof key);
+    snprintf(key, sizeof key, "%s", d->proto.noise.series);
+    int has = key[0] != '\0';
     cal_run_data_free(&d);
     if (!has) return cli_fail("runs", "run \"%s\" belongs to no shot series (one concurrency and "
                               "prompt length, no --ab, no --cold)", ref);
@@ -476,15 +476,17 @@ int cmd_runs(int argc, char **argv)
         time_t sec = (time_t)(runs[i].started_wall_ns / 1000000000);
         struct tm tm;
         if (gmtime_r(&sec, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-        json_t *t = parse_obj(runs[i].target_json);
+        cal_protocol pr;
+        if (cal_protocol_from_json(NULL, runs[i].target_json, &pr)) cal_protocol_init(&pr);
+        const cal_protocol_target *t = &pr.target;
         char tgt[128];
-        const char *kind = jstr(t, "kind"), *name = jstr(t, "name"), *url = jstr(t, "url");
-        const char *cmdl = jstr(t, "command");
-        if (kind && !strcmp(kind, "builtin")) snprintf(tgt, sizeof tgt, "built-in %s", name ? name : "?");
+        const char *kind = t->kind[0] ? t->kind : NULL, *name = t->name[0] ? t->name : NULL;
+        const char *url = t->url[0] ? t->url : NULL, *cmdl = t->command[0] ? t->command : NULL;
+        if (kind && !strcmp(kind, "builtin")) snprintf(tgt, sizeof tgt, "built-in %.100s", name ? name : "?");
         else if (kind && !strcmp(kind, "launch")) snprintf(tgt, sizeof tgt, "launch: %.60s", cmdl ? cmdl : "?");
         else if (kind && !strcmp(kind, "inproc")) snprintf(tgt, sizeof tgt, "in-process: %.60s", name ? name : "?");
         else snprintf(tgt, sizeof tgt, "%.100s", url ? url : "?");
-        json_decref(t);
+        cal_protocol_clear(&pr);
         printf("%4lld  %-20s  %-16s  %-40.40s  %5d  %s\n", (long long)runs[i].id, when,
                runs[i].label ? runs[i].label : "-", tgt, runs[i].n_cells,
                cal_run_status_name(runs[i].status));

@@ -109,4 +109,30 @@ char *cal_fp_diff_text(const cal_fp_difference *d, size_t nd,
  *  stream · completions · caliper 0.1.0 · host". Returns buf. */
 char *cal_fp_describe(const cal_fingerprint *fp, char *buf, size_t n);
 
+/* ---- a stored run's fingerprints ----------------------------------------
+ * Every field from the run's cells and its protocol record (store.h's
+ * cal_run_data.proto), none from stored JSON keys: compare, the report and
+ * the noise prior's matching read the same fingerprint of a stored run. */
+struct cal_run_data;
+
+/* The fingerprint of the cells group[0..n) of run d (indices into
+ * d->cells: an analysis group's quoted shots, or one shot's cell), whose
+ * shot kind is `kind`: the shot range (first and last cell's), the rest (NAN
+ * when the cells' rests differ), the warm-up shots (0 where the stored
+ * protocol has none, -1 with no stored protocol), the cell (concurrency,
+ * rate, prompt length), content ("dataset:ID" where the prompts came from a
+ * dataset; "(repeated prompt)" where prompts were not unique), output policy
+ * ("fixed N", "up to N"), streaming, API (the target's; "completions" when
+ * not stored), probe (cal_fp_probe_of the build), host (cal_fp_host_of) and
+ * SLO. Column aggregate. CAL_EINVAL for no cells or an index past n_cells. */
+int cal_fingerprint_of(const struct cal_run_data *d, const size_t *group, size_t n,
+                       cal_shot_kind kind, cal_fingerprint *fp);
+
+/* The host a run's host record names: "CPU (N cores), GPU, M GiB, OS";
+ * "" when host_json is NULL or not JSON. Returns buf. */
+char *cal_fp_host_of(const char *host_json, char *buf, size_t n);
+/* The probe of a build string: "caliper 0.1.0 (commit …)" -> "caliper
+ * 0.1.0"; "caliper" when it has no version. Returns buf. */
+char *cal_fp_probe_of(const char *build, char *buf, size_t n);
+
 #endif

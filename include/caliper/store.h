@@ -22,6 +22,7 @@
 #define CALIPER_STORE_H
 #include <stddef.h>
 #include <stdint.h>
+#include "caliper/protocol_record.h"
 #include "caliper/probe.h"        /* cal_req_result, cal_req_status */
 #include "caliper/fingerprint.h"  /* cal_shot_kind */
 #include "caliper/schema.h"       /* cal_field, cal_metric */
@@ -302,7 +303,16 @@ typedef struct cal_run_data {
                                    where its percentiles came from it (itl_source
                                    "histogram": --keep-chunks dropped chunk
                                    times); NULL for a cell that kept them */
+    cal_protocol    proto;   /* run.protocol_json and run.target_json as
+                                fields (protocol_record.h): what readers use */
 } cal_run_data;
+
+/* Fill d->proto from d->run.protocol_json and d->run.target_json (clearing
+ * what it held). Every loader does this (cal_store_load_run, the export and
+ * shard readers); a caller that builds a cal_run_data itself calls it after
+ * setting those texts. A text that is not a JSON object leaves the record
+ * unknown (an old or damaged row still loads); CAL_ENOMEM. */
+int  cal_run_data_read_protocol(cal_run_data *d);
 
 #define CAL_LOAD_CHUNKS    1  /* decode every request's chunk timestamps */
 #define CAL_LOAD_NO_REQS   2  /* cells and summaries only (reqs empty) */

@@ -117,10 +117,9 @@ int cal_noise_estimate(cal_store *st, const char *series, int64_t before_run_id,
     return rc;
 }
 
-static const char *series_of(json_t *proto)
+static const char *series_of(const cal_protocol *p)
 {
-    json_t *s = json_object_get(json_object_get(proto, "noise_prior"), "series");
-    return json_is_string(s) && json_string_value(s)[0] ? json_string_value(s) : NULL;
+    return p->noise.series[0] ? p->noise.series : NULL;
 }
 
 /* Whether a run's own verdicts called a change after its first shot: a
@@ -147,12 +146,10 @@ int cal_noise_row_of_run(const cal_run_data *d, cal_store_noise_row *out)
     memset(out, 0, sizeof *out);
     out->level = out->shot_sd = out->first_dev = NAN;
     out->wall = -1;
-    if (!d || d->run.status != CAL_RUN_OK || !d->run.protocol_json) return CAL_ENOTFOUND;
-    json_t *p = json_loads(d->run.protocol_json, 0, NULL);
-    const char *key = series_of(p);
-    if (key) snprintf(out->series, sizeof out->series, "%s", key);
-    json_decref(p);
+    if (!d || d->run.status != CAL_RUN_OK) return CAL_ENOTFOUND;
+    const char *key = series_of(&d->proto);
     if (!key) return CAL_ENOTFOUND;
+    snprintf(out->series, sizeof out->series, "%s", key);
     out->run_id = d->run.id;
     /* one cell per shot: the measured cells in order, warm-ups left out */
     double z[CAL_JUDGE_MAX_SHOTS];
@@ -210,51 +207,45 @@ int cal_noise_record(cal_store *st, const cal_run_data *d)
     return rc ? rc : cal_store_put_noise(st, d->run.id, &r);
 }
 
-/* A (sd, df) pair under the protocol's noise_prior: 1 when both are there
- * with sd >= 0 and df > 0; else 0, NAN and 0. */
-static int prior_pair(const char *protocol_json, const char *sd_key, const char *df_key,
-                      double *sd, double *df)
+/* The noise prior of a protocol text, through the one serializer. */
+static cal_protocol_noise prior_of(const char *protocol_json)
 {
-    *sd = NAN;
-    *df = 0;
-    json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
-    json_t *np = json_object_get(p, "noise_prior");
-    json_t *a = json_object_get(np, sd_key), *b = json_object_get(np, df_key);
-    int ok = json_is_number(a) && json_is_number(b) && json_number_value(a) >= 0 &&
-             json_number_value(b) > 0;
-    if (ok) { *sd = json_number_value(a); *df = json_number_value(b); }
-    json_decref(p);
-    return ok;
+    cal_protocol p;
+    cal_protocol_noise n;
+    if (cal_protocol_from_json(protocol_json, NULL, &p) == CAL_OK) n = p.noise;
+    else { cal_protocol_init(&p); n = p.noise; }
+    cal_protocol_clear(&p);
+    return n;
 }
 
 int cal_noise_prior_of(const char *protocol_json, double *sd, double *df)
 {
-    return prior_pair(protocol_json, "shot_sd", "shot_df", sd, df);
+    cal_protocol_noise n = prior_of(protocol_json);
+    *sd = n.shot_sd;
+    *df = n.shot_df;
+    return n.shot_df > 0;
 }
 
 int cal_noise_first_of(const char *protocol_json, double *sd, double *df)
 {
-    return prior_pair(protocol_json, "first_sd", "first_df", sd, df);
+    cal_protocol_noise n = prior_of(protocol_json);
+    *sd = n.first_sd;
+    *df = n.first_df;
+    return n.first_df > 0;
 }
 
 int cal_noise_series_of(const char *protocol_json, char *out, size_t n)
 {
     if (n) out[0] = '\0';
-    json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
-    const char *s = series_of(p);
-    if (s && n) snprintf(out, n, "%s", s);
-    json_decref(p);
-    return s != NULL;
+    cal_protocol_noise w = prior_of(protocol_json);
+    if (w.series[0] && n) snprintf(out, n, "%s", w.series);
+    return w.series[0] != '\0';
 }
 
 int cal_noise_first_left_out(const char *protocol_json)
 {
-    json_t *p = protocol_json ? json_loads(protocol_json, 0, NULL) : NULL;
-    json_t *v = json_object_get(json_object_get(p, "noise_prior"), "first_left_out");
-    int n = json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) < 1000000
-                ? (int)json_integer_value(v) : 0;
-    json_decref(p);
-    return n;
+    cal_protocol_noise w = prior_of(protocol_json);
+    return w.first_left_out > 0 && w.first_left_out < 1000000 ? w.first_left_out : 0;
 }
 
 int cal_noise_protocol_add(cal_store *st, const char *series, int pool, char **json)
@@ -411,10 +402,8 @@ size_t cal_noise_compare_opts(const char *db_path, const cal_result *const *res,
         if (j == 0) id0 = id;
         cal_run_data *d = NULL;
         if (cal_store_load_run(st, id, CAL_LOAD_NO_REQS, &d) != CAL_OK) continue;
-        json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-        const char *k = series_of(p);
+        const char *k = series_of(&d->proto);
         if (k) snprintf(key[j], sizeof key[j], "%s", k);
-        json_decref(p);
         cal_run_data_free(&d);
         cal_noise_est e;
         if (!key[j][0] || cal_noise_estimate(st, key[j], newest + 1, &e) != CAL_OK || !(e.run_df > 0))

@@ -737,16 +737,6 @@ static void stored_verdicts(const cal_run_data *d, vlist *l, size_t n_computed)
     free(st);
 }
 
-/* A number of the run's protocol JSON (noise_floor, equivalence); 0 absent. */
-static double protocol_number(const cal_run_data *d, const char *key)
-{
-    json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    json_t *f = json_object_get(p, key);
-    double x = json_is_number(f) ? json_number_value(f) : 0;
-    json_decref(p);
-    return x;
-}
-
 int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
 {
     *out = NULL;
@@ -756,12 +746,15 @@ int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
     vlist l = {calloc(MAX_VERDICTS, sizeof(cal_verdict)), 0};
     int e = CAL_ENOMEM;
     if (!a || !gid || !l.v) goto fail;
-    a->noise_floor = protocol_number(d, "noise_floor");
-    a->equivalence = protocol_number(d, "equivalence");
+    const cal_protocol *pr = &d->proto;
+    a->noise_floor = pr->noise_floor > 0 ? pr->noise_floor : 0;   /* 0: not stored */
+    a->equivalence = pr->equivalence > 0 ? pr->equivalence : 0;
     /* the stored prior is one series': it speaks for a run of one group */
-    cal_noise_prior_of(d->run.protocol_json, &a->prior_sd, &a->prior_df);
-    cal_noise_first_of(d->run.protocol_json, &a->first_sd, &a->first_df);
-    a->first_left_out = cal_noise_first_left_out(d->run.protocol_json);
+    a->prior_sd = pr->noise.shot_sd;
+    a->prior_df = pr->noise.shot_df;
+    a->first_sd = pr->noise.first_sd;
+    a->first_df = pr->noise.first_df;
+    a->first_left_out = pr->noise.first_left_out;
     a->groups = calloc(nc ? nc : 1, sizeof *a->groups);
     if (!a->groups) goto fail;
     /* groups in first-seen order: a group id per cell, then exact arrays */

@@ -10,6 +10,7 @@
 #include "caliper/error.h"
 #include "caliper/judge.h"
 #include "caliper/protocol.h"
+#include "caliper/protocol_record.h"
 #include "caliper/recorder.h"
 #include "caliper/run.h"
 #include "lib/util/c_locale.h"
@@ -59,28 +60,27 @@ static char *target_json(const cal_recorder *r)
                                   "timestamps taken by caliper in each call");
 }
 
+/* The stored protocol: what the engine's loop ran, as a record
+ * (protocol_record.h) written by its one serializer. */
 static char *protocol_json(const cal_recorder *r)
 {
     const cal_recorder_config *c = &r->cfg;
-    json_t *p = json_object();
-    json_object_set_new(p, "recorder", json_true());
-    json_object_set_new(p, "noise_floor", json_real(c->noise_floor > 0 ? c->noise_floor : CAL_SHOT_NOISE_FLOOR));
-    json_object_set_new(p, "equivalence", json_real(c->equivalence > 0 && c->equivalence < 1
-                                                        ? c->equivalence : CAL_JUDGE_EQUIV));
-    json_t *cl = json_array(), *pl = json_array();
-    json_array_append_new(cl, json_integer(c->concurrency > 0 ? c->concurrency : 1));
-    json_array_append_new(pl, json_integer(c->prompt_tokens > 0 ? c->prompt_tokens : -1));
-    json_object_set_new(p, "concurrency", cl);
-    json_object_set_new(p, "prompt_tokens", pl);
-    json_object_set_new(p, "content", json_string(r->content ? r->content : ""));
-    json_object_set_new(p, "unique_prompts", json_boolean(c->unique_prompts));
-    json_object_set_new(p, "max_tokens", json_integer(c->max_tokens));
-    json_object_set_new(p, "output_policy", json_string(c->output_fixed ? "fixed" : "at most"));
-    json_object_set_new(p, "streaming", json_true());
-    json_object_set_new(p, "api", json_string("recorder"));
-    json_object_set_new(p, "order", json_string("shots as the engine ran them, one cell each"));
-    char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(p);
+    cal_protocol p;
+    cal_protocol_init(&p);
+    p.recorder = 1;
+    p.noise_floor = c->noise_floor > 0 ? c->noise_floor : CAL_SHOT_NOISE_FLOOR;
+    p.equivalence = c->equivalence > 0 && c->equivalence < 1 ? c->equivalence : CAL_JUDGE_EQUIV;
+    p.concurrency[p.n_conc++] = c->concurrency > 0 ? c->concurrency : 1;
+    p.prompt_tokens[p.n_prompt++] = c->prompt_tokens > 0 ? c->prompt_tokens : -1;
+    snprintf(p.content, sizeof p.content, "%s", r->content ? r->content : "");
+    p.unique_prompts = !!c->unique_prompts;
+    p.max_tokens = c->max_tokens;
+    snprintf(p.output_policy, sizeof p.output_policy, "%s", c->output_fixed ? "fixed" : "at most");
+    p.streaming = 1;
+    snprintf(p.api, sizeof p.api, "recorder");
+    snprintf(p.order, sizeof p.order, "shots as the engine ran them, one cell each");
+    char *s = NULL;
+    cal_protocol_to_json(&p, &s, NULL);
     return s;
 }
 

@@ -15,6 +15,7 @@
 #include "caliper/error.h"
 #include "caliper/judge.h"
 #include "caliper/keep.h"
+#include "caliper/protocol_record.h"
 #include "caliper/run.h"
 #include "caliper/saturation.h"
 #include "caliper/telemetry.h"
@@ -862,90 +863,17 @@ static char *target_json(ctx *c)
     return s;
 }
 
+/* The stored protocol: the plan as a record (protocol_record.h), written by
+ * its one serializer. */
 static char *protocol_json(ctx *c)
 {
-    const cal_run_plan *p = &c->p;
-    json_t *o = json_object();
-    json_t *pl = json_array(), *cl = json_array();
-    for (size_t i = 0; i < p->n_prompt; i++) json_array_append_new(pl, json_integer(p->prompt_tokens[i]));
-    for (size_t i = 0; i < p->n_conc; i++) json_array_append_new(cl, json_integer(p->concurrency[i]));
-    json_object_set_new(o, "shots", json_integer(p->shots));
-    json_object_set_new(o, "warmup", json_integer(p->warmup));
-    json_object_set_new(o, "rest_s", json_real(p->rest_s));
-    json_object_set_new(o, "cold", json_boolean(p->cold));
-    json_object_set_new(o, "noise_floor", json_real(p->noise_floor > 0 ? p->noise_floor : CAL_SHOT_NOISE_FLOOR));
-    json_object_set_new(o, "equivalence", json_real(p->equivalence > 0 ? p->equivalence : CAL_JUDGE_EQUIV));
-    json_object_set_new(o, "concurrency", cl);
-    json_object_set_new(o, "rate", p->rate > 0 ? json_real(p->rate) : json_null());
-    if (p->rate > 0) {
-        char pat[64];
-        json_object_set_new(o, "arrivals", json_string(cal_arrivals_format(&p->pattern, pat, sizeof pat)));
+    const char *sc = turns_mode(&c->p) && c->sides[0].tr ? c->sides[0].tr->protocol_json : NULL;
+    cal_protocol r;
+    char *s = NULL;
+    if (cal_protocol_from_plan(&c->p, c->n_sides, sc, &r) == CAL_OK) {
+        cal_protocol_to_json(&r, &s, NULL);
+        cal_protocol_clear(&r);
     }
-    char slo[160];
-    cal_slo_format(&p->slo, slo, sizeof slo);
-    json_object_set_new(o, "slo", slo[0] ? json_string(slo) : json_null());
-    if (slo[0])
-        json_object_set_new(o, "goodput_rule", json_string(
-            "goodput = requests that ended ok and met every bound (TTFT and E2E from the scheduled "
-            "send, TPOT, the request's own ITL p99) / the cell's duration"));
-    if (p->sweep) {
-        json_t *w = json_object();
-        json_object_set_new(w, "kind", json_string("saturation"));
-        json_object_set_new(w, "start_rate", json_real(p->rate));
-        json_object_set_new(w, "max_rate", json_real(p->sweep_max_rate));
-        json_object_set_new(w, "steps", json_integer(p->sweep_steps));
-        json_object_set_new(w, "gain", json_real(CAL_SAT_GAIN));
-        json_object_set_new(w, "rule", json_string(
-            "rates rise geometrically from start to max; stop when goodput rose by less than gain "
-            "over each of the last two steps; knee: the first step within gain of the best goodput"));
-        json_object_set_new(o, "sweep", w);
-    }
-    json_object_set_new(o, "requests", p->requests ? json_integer(p->requests) : json_null());
-    json_object_set_new(o, "duration_s", p->duration_s > 0 ? json_real(p->duration_s) : json_null());
-    json_object_set_new(o, "prompt_tokens", pl);
-    json_object_set_new(o, "content", json_string(cal_content_name(p->content)));
-    json_object_set_new(o, "unique_prompts", json_boolean(!p->allow_prefix));
-    json_object_set_new(o, "max_tokens", json_integer(p->max_tokens));
-    json_object_set_new(o, "output_policy", json_string(p->free_output ? "at most" : "fixed"));
-    json_object_set_new(o, "streaming", json_true());
-    json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
-    json_object_set_new(o, "ab", json_boolean(c->n_sides == 2));
-    json_object_set_new(o, "order", json_string("each shot runs every prompt length x concurrency cell in turn"));
-    char kb[32];
-    json_object_set_new(o, "keep_chunks", json_string(cal_keep_name(keep_limit(p), kb, sizeof kb)));
-    json_object_set_new(o, "percentile_source", json_string(
-        "TTFT, TPOT and E2E from every request's record; ITL from raw chunk timestamps where "
-        "each request kept them, else from the cell's log-linear histogram (relative error "
-        "<= 0.78 %): cell_hists.itl_source says which"));
-    if (p->duration_s > 0)
-        json_object_set_new(o, "duration_rule", json_string(
-            "a cell issues requests until its duration is up (in rounds sized from the rate so "
-            "far); requests in flight at the end are stored as cancelled"));
-    if (p->dataset) {
-        char id[200];
-        json_object_set_new(o, "dataset", json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}",
-            "name", p->dataset->name, "format", cal_ds_format_name(p->dataset->format),
-            "sha256", p->dataset->sha256, "id", cal_dataset_id(p->dataset, id, sizeof id),
-            "entries", (json_int_t)p->dataset->n, "skipped", (json_int_t)p->dataset->skipped));
-        json_object_set_new(o, "sampling", json_string("seeded draw with replacement per request index"));
-    }
-    char ds[64];
-    if (p->prompt_len.kind != CAL_LEN_FIXED)
-        json_object_set_new(o, "prompt_len", json_string(cal_lendist_text(&p->prompt_len, ds, sizeof ds)));
-    if (p->output_len.kind != CAL_LEN_FIXED)
-        json_object_set_new(o, "output_len", json_string(cal_lendist_text(&p->output_len, ds, sizeof ds)));
-    if (turns_mode(p) && c->sides[0].tr && c->sides[0].tr->protocol_json) {
-        json_t *sc = json_loads(c->sides[0].tr->protocol_json, 0, NULL);
-        if (sc) json_object_set_new(o, "scenario", sc);
-        json_object_set_new(o, "order", json_string(
-            "each shot runs the turns in order, one cell per turn index; a session's turn is "
-            "sent when its previous turn ended plus its think time"));
-    }
-    json_t *x = p->protocol_extra_json ? json_loads(p->protocol_extra_json, 0, NULL) : NULL;
-    if (json_is_object(x)) json_object_update(o, x);
-    json_decref(x);
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(o);
     return s;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/protocol.h"
+#include "caliper/protocol_record.h"
 #include "caliper/shard.h"
 #include "lib/util/c_locale.h"
 #include "lib/util/json_span.h"
@@ -527,6 +528,7 @@ int cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc
     ru->target_json = dump(run, "target");
     ru->protocol_json = dump(run, "protocol");
     ru->telemetry_json = dump(run, "telemetry");
+    if ((rc = cal_run_data_read_protocol(d->data))) goto out;
     const char *hn = json_string_value(json_object_get(json_object_get(run, "host"), "hostname"));
     snprintf(d->host, sizeof d->host, "%s", hn ? hn : "");
     d->data->cells = calloc(nc ? nc : 1, sizeof *d->data->cells);
@@ -622,8 +624,11 @@ static int cmp_doc(const void *a, const void *b)
 static char *fleet_protocol(cal_shard_doc *const *ds, size_t n, const int64_t *delta,
                             double itl_res_ns, json_t *verdicts)
 {
-    json_t *p = ds[0]->data->run.protocol_json ? json_loads(ds[0]->data->run.protocol_json, 0, NULL) : NULL;
-    if (!json_is_object(p)) { json_decref(p); p = json_object(); }
+    char *p0 = NULL;
+    if (cal_protocol_to_json(&ds[0]->data->proto, &p0, NULL)) return NULL;
+    json_t *p = json_loads(p0, 0, NULL);
+    free(p0);
+    if (!p) return NULL;
     json_t *cl = json_array();
     for (size_t k = 0; k < ds[0]->data->n_cells; k++) {
         long sum = 0;
@@ -683,63 +688,23 @@ static char *fleet_protocol(cal_shard_doc *const *ds, size_t n, const int64_t *d
     return s;
 }
 
-/* The first key of object a (prefix.key) whose value differs in b, or is
- * missing from either, skipping the keys in skip[]; NULL when they agree.
- * The values go into va/vb as compact JSON. */
-static const char *first_difference(json_t *a, json_t *b, const char *const *skip, char *va,
-                                    size_t na, char *vb, size_t nb)
-{
-    const char *key;
-    json_t *x;
-    for (int pass = 0; pass < 2; pass++) {
-        json_t *from = pass ? b : a, *other = pass ? a : b;
-        json_object_foreach(from, key, x) {
-            int skipped = 0;
-            for (size_t k = 0; skip[k]; k++) skipped |= !strcmp(key, skip[k]);
-            json_t *y = json_object_get(other, key);
-            if (skipped || (y && json_equal(x, y))) continue;
-            char *sa = json_dumps(pass ? y : x, JSON_COMPACT | JSON_ENCODE_ANY);
-            char *sb = json_dumps(pass ? x : y, JSON_COMPACT | JSON_ENCODE_ANY);
-            cal_snprintf(va, na, "%.80s", sa ? sa : "(absent)");
-            cal_snprintf(vb, nb, "%.80s", sb ? sb : "(absent)");
-            free(sa);
-            free(sb);
-            return key;
-        }
-    }
-    return NULL;
-}
-
 /* Shards measured against another server, model or API, or under another
  * protocol, are not one run: each shard's target and protocol must equal
  * shard 1's, but for what is each shard's own (its seed, derived from the
  * shared one, and the noise its own store held; a target's load time). */
 static int same_measurement(cal_shard_doc **ds, size_t n, char *why, size_t why_len)
 {
-    static const char *const skip_target[] = {"load_s", NULL};
-    static const char *const skip_proto[] = {"seed", "noise_prior", NULL};
-    int rc = CAL_OK;
-    json_t *t0 = json_loads(ds[0]->data->run.target_json ? ds[0]->data->run.target_json : "{}", 0, NULL);
-    json_t *p0 = json_loads(ds[0]->data->run.protocol_json ? ds[0]->data->run.protocol_json : "{}", 0, NULL);
-    for (size_t i = 1; i < n && rc == CAL_OK; i++) {
-        json_t *ti = json_loads(ds[i]->data->run.target_json ? ds[i]->data->run.target_json : "{}", 0, NULL);
-        json_t *pi = json_loads(ds[i]->data->run.protocol_json ? ds[i]->data->run.protocol_json : "{}", 0, NULL);
-        char va[96], vb[96];
-        const char *k;
-        if ((k = first_difference(t0, ti, skip_target, va, sizeof va, vb, sizeof vb)))
-            rc = cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu was measured against another "
-                         "target: target.%s is %s in shard 1, %s in shard %zu: not one run",
-                         i + 1, k, va, vb, i + 1);
-        else if ((k = first_difference(p0, pi, skip_proto, va, sizeof va, vb, sizeof vb)))
-            rc = cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu was measured under another "
-                         "protocol: protocol.%s is %s in shard 1, %s in shard %zu: not one run",
-                         i + 1, k, va, vb, i + 1);
-        json_decref(ti);
-        json_decref(pi);
+    cal_protocol_diff d;
+    for (size_t i = 1; i < n; i++) {
+        if (!cal_protocol_first_diff(&ds[0]->data->proto, &ds[i]->data->proto, CAL_PROTOCOL_SAME_RUN, &d))
+            continue;
+        int target = !strncmp(d.field, "target.", 7);
+        return cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu was measured %s: %s is %s in "
+                       "shard 1, %s in shard %zu: not one run", i + 1,
+                       target ? "against another target" : "under another protocol", d.field, d.a,
+                       d.b, i + 1);
     }
-    json_decref(t0);
-    json_decref(p0);
-    return rc;
+    return CAL_OK;
 }
 
 int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const char *label,
@@ -752,13 +717,18 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
     qsort(ds, n, sizeof *ds, cmp_doc);
     int rc = CAL_OK;
     for (size_t i = 0; i < n; i++) {
-        const cal_cell *a = ds[0]->data->cells, *b = ds[i]->data->cells;
         if (ds[i]->info.count != (int)n || ds[i]->info.index != (int)i) {
             rc = cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %d of %d given where shard %zu "
                          "of %zu was expected (give every shard once)", ds[i]->info.index + 1,
                          ds[i]->info.count, i + 1, n);
             goto done;
         }
+    }
+    /* another server or protocol is named as such before the cells it made
+     * are compared */
+    if ((rc = same_measurement(ds, n, why, why_len))) goto done;
+    for (size_t i = 0; i < n; i++) {
+        const cal_cell *a = ds[0]->data->cells, *b = ds[i]->data->cells;
         if (ds[i]->data->n_cells != ds[0]->data->n_cells) {
             rc = cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu has %zu cells, shard 1 has "
                          "%zu: not the same plan", i + 1, ds[i]->data->n_cells, ds[0]->data->n_cells);
@@ -774,7 +744,6 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
                 goto done;
             }
     }
-    if ((rc = same_measurement(ds, n, why, why_len))) goto done;
     /* each shard's clock onto shard 0's: measured offsets when all have one */
     int64_t *delta = calloc(n, sizeof *delta);
     if (!delta) { rc = CAL_ENOMEM; goto done; }

@@ -304,6 +304,7 @@ static int64_t s_ns(double s) { return cal_report_i64(s * 1e9, -8.64e15, 8.64e15
 static void free_data(cal_run_data *d)
 {
     cal_run_clear(&d->run);
+    cal_protocol_clear(&d->proto);
     for (size_t i = 0; i < d->n_reqs; i++) { free(d->reqs[i].chunk_ns); free(d->reqs[i].error); }
     free(d->reqs);
     free(d->cells);
@@ -374,6 +375,7 @@ int cal_result_from_export(const char *text, size_t len, const char *name,
     d.run.protocol_json = dump_or_null(json_object_get(run, "protocol"));
     d.run.telemetry_json = dump_or_null(json_object_get(run, "telemetry"));
     d.run.verdicts_json = dump_or_null(json_object_get(run, "verdicts"));
+    if ((e = cal_run_data_read_protocol(&d))) goto fail;
 
     size_t nc = json_array_size(cells), nr = 0, i;
     const json_t *c;

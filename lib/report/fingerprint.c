@@ -1,12 +1,15 @@
 /* caliper — protocol fingerprints: the field list, their text, and the
  * field-by-field comparison that decides whether two numbers may be divided
  * (SPEC 1.5 item 5: same shot, rest, tool, cell, content, length, column). */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/fingerprint.h"
+#include "caliper/store.h"
 #include "lib/util/c_locale.h"
+#include "report_internal.h"
 
 static const char *const FIELD_NAMES[CAL_FPF__N] = {
     "shot kind", "shot range", "rest", "warm-up", "concurrency",
@@ -27,7 +30,7 @@ void cal_fp_init(cal_fingerprint *fp)
 
 void cal_fp_set(char dst[CAL_FP_STR], const char *s)
 {
-    snprintf(dst, CAL_FP_STR, "%s", s ? s : "");
+    snprintf(dst, CAL_FP_STR, "%.*s", CAL_FP_STR - 1, s ? s : "");
 }
 
 const char *cal_fp_field_name(cal_fp_field f)
@@ -235,4 +238,71 @@ char *cal_fp_describe(const cal_fingerprint *fp, char *buf, size_t n)
              str_or_unknown(fp->api), str_or_unknown(fp->probe),
              str_or_unknown(fp->host));
     return buf;
+}
+
+/* ---- a stored run's fingerprints ---------------------------------------- */
+
+char *cal_fp_host_of(const char *host_json, char *dst, size_t n)
+{
+    if (!n) return dst;
+    dst[0] = 0;
+    json_t *h = host_json ? json_loads(host_json, 0, NULL) : NULL;
+    if (!h) return dst;
+    char cpu[96] = "", os[64] = "", gpu[96] = "";
+    cal_report_jstr(h, "cpu", cpu, sizeof cpu);
+    cal_report_jstr(h, "os", os, sizeof os);
+    cal_report_jstr(h, "gpu", gpu, sizeof gpu);
+    double cores = cal_report_jnum(h, "cores"), mem = cal_report_jnum(h, "memory_bytes");
+    size_t used = 0;
+    used += (size_t)snprintf(dst + used, n - used, "%s", cpu[0] ? cpu : "unknown CPU");
+    if (isfinite(cores) && used < n) used += (size_t)snprintf(dst + used, n - used, " (%.0f cores)", cores);
+    if (gpu[0] && used < n) used += (size_t)snprintf(dst + used, n - used, ", %s", gpu);
+    if (isfinite(mem) && used < n) used += (size_t)snprintf(dst + used, n - used, ", %.0f GiB", mem / 1073741824.0);
+    if (os[0] && used < n) snprintf(dst + used, n - used, ", %s", os);
+    json_decref(h);
+    return dst;
+}
+
+char *cal_fp_probe_of(const char *build, char *dst, size_t n)
+{
+    char tool[32] = "", ver[32] = "";
+    if (build && sscanf(build, "%31s %31s", tool, ver) == 2) snprintf(dst, n, "%s %s", tool, ver);
+    else snprintf(dst, n, "caliper");
+    return dst;
+}
+
+int cal_fingerprint_of(const cal_run_data *d, const size_t *group, size_t n, cal_shot_kind kind,
+                       cal_fingerprint *fp)
+{
+    if (!d || !group || !n || !fp) return CAL_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (group[i] >= d->n_cells) return CAL_EINVAL;
+    const cal_protocol *p = &d->proto;
+    const cal_cell *c0 = &d->cells[group[0]];
+    cal_fp_init(fp);
+    fp->shot_kind = kind;
+    fp->shot_first = c0->shot_index;
+    fp->shot_last = d->cells[group[n - 1]].shot_index;
+    fp->rest_s = (double)c0->rest_before_ns / 1e9;
+    for (size_t i = 1; i < n; i++)   /* a group with mixed rests has no single rest */
+        if (d->cells[group[i]].rest_before_ns != c0->rest_before_ns) fp->rest_s = NAN;
+    /* a stored protocol without a warm-up count had none */
+    fp->warmup = d->run.protocol_json ? (p->warmup >= 0 ? p->warmup : 0) : -1;
+    fp->concurrency = c0->concurrency;
+    fp->request_rate = c0->rate;
+    fp->prompt_tokens = c0->prompt_tokens;
+    snprintf(fp->content, sizeof fp->content, "%s%s", c0->content,
+             c0->content[0] && !c0->unique_prompts ? " (repeated prompt)" : "");
+    /* prompts from a dataset: the dataset (name and hash) is the content, so
+     * runs on different datasets are never divided (docs/workload.md) */
+    if (p->dataset.present)
+        snprintf(fp->content, sizeof fp->content, "dataset:%.*s", (int)sizeof fp->content - 9, p->dataset.id);
+    if (c0->output_fixed) snprintf(fp->output_policy, sizeof fp->output_policy, "fixed %d", c0->max_tokens);
+    else if (c0->max_tokens > 0) snprintf(fp->output_policy, sizeof fp->output_policy, "up to %d", c0->max_tokens);
+    fp->streaming = 1;
+    cal_fp_set(fp->api, p->target.api[0] ? p->target.api : "completions");
+    cal_fp_probe_of(d->run.build, fp->probe, sizeof fp->probe);
+    cal_fp_host_of(d->run.host_json, fp->host, sizeof fp->host);
+    cal_fp_set(fp->slo, p->slo);
+    return CAL_OK;
 }

@@ -16,70 +16,16 @@
 
 #define MAX_ITL_PER_CELL (1u << 18)
 
-static void host_line(const char *host_json, char *dst, size_t n)
-{
-    dst[0] = 0;
-    if (!host_json) return;
-    json_t *h = json_loads(host_json, 0, NULL);
-    if (!h) return;
-    char cpu[96] = "", os[64] = "", gpu[96] = "";
-    cal_report_jstr(h, "cpu", cpu, sizeof cpu);
-    cal_report_jstr(h, "os", os, sizeof os);
-    cal_report_jstr(h, "gpu", gpu, sizeof gpu);
-    double cores = cal_report_jnum(h, "cores"), mem = cal_report_jnum(h, "memory_bytes");
-    size_t used = 0;
-    used += (size_t)snprintf(dst + used, n - used, "%s", cpu[0] ? cpu : "unknown CPU");
-    if (isfinite(cores) && used < n) used += (size_t)snprintf(dst + used, n - used, " (%.0f cores)", cores);
-    if (gpu[0] && used < n) used += (size_t)snprintf(dst + used, n - used, ", %s", gpu);
-    if (isfinite(mem) && used < n) used += (size_t)snprintf(dst + used, n - used, ", %.0f GiB", mem / 1073741824.0);
-    if (os[0] && used < n) snprintf(dst + used, n - used, ", %s", os);
-    json_decref(h);
-}
-
-/* "caliper 0.1.0 (commit …)" -> "caliper 0.1.0": the probe, without the build. */
-static void probe_of_build(const char *build, char *dst, size_t n)
-{
-    char tool[32] = "", ver[32] = "";
-    if (build && sscanf(build, "%31s %31s", tool, ver) == 2) snprintf(dst, n, "%s %s", tool, ver);
-    else snprintf(dst, n, "caliper");
-}
-
 /* One report cell from the cells idx[0..n) of a group and their pooled
  * summary (the analysis's): the numbers are the summary's, the samples the
  * requests behind them (and, over several shots, each shot's aggregate). */
 static int add_cell(cal_result *res, const cal_run_data *d, const size_t *idx, size_t n,
-                    const cal_summary *sum, cal_shot_kind kind, int warmup, const char *api,
-                    cal_sweep sweep)
+                    const cal_summary *sum, cal_shot_kind kind, cal_sweep sweep)
 {
-    const cal_cell *c0 = &d->cells[idx[0]];
     cal_rcell *c = cal_result_add_cell(res, sweep);
     if (!c) return CAL_ENOMEM;
-    cal_fingerprint *fp = &c->fp;
-    fp->shot_kind = kind;
-    fp->shot_first = c0->shot_index;
-    fp->shot_last = d->cells[idx[n - 1]].shot_index;
-    fp->rest_s = (double)c0->rest_before_ns / 1e9;
-    for (size_t i = 1; i < n; i++)   /* a group with mixed rests has no single rest */
-        if (d->cells[idx[i]].rest_before_ns != c0->rest_before_ns) fp->rest_s = NAN;
-    fp->warmup = warmup;
-    fp->concurrency = c0->concurrency;
-    fp->request_rate = c0->rate;
-    fp->prompt_tokens = c0->prompt_tokens;
-    snprintf(fp->content, sizeof fp->content, "%s%s", c0->content,
-             c0->content[0] && !c0->unique_prompts ? " (repeated prompt)" : "");
-    /* prompts from a dataset: the dataset (name and hash) is the content, so
-     * runs on different datasets are never divided (docs/workload.md) */
-    json_t *pj = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    const char *dsid = json_string_value(json_object_get(json_object_get(pj, "dataset"), "id"));
-    if (dsid) snprintf(fp->content, sizeof fp->content, "dataset:%s", dsid);
-    json_decref(pj);
-    if (c0->output_fixed) snprintf(fp->output_policy, sizeof fp->output_policy, "fixed %d", c0->max_tokens);
-    else if (c0->max_tokens > 0) snprintf(fp->output_policy, sizeof fp->output_policy, "up to %d", c0->max_tokens);
-    fp->streaming = 1;
-    cal_fp_set(fp->api, api);
-    cal_fp_set(fp->probe, res->probe);
-    cal_fp_set(fp->host, res->host);
-
+    int e = cal_fingerprint_of(d, idx, n, kind, &c->fp);
+    if (e) return e;
     for (int m = 0; m < CAL_M__N; m++) c->v[m] = cal_summary_get(sum, cal_metric_get((cal_metric)m));
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -95,7 +41,6 @@ static int add_cell(cal_result *res, const cal_run_data *d, const size_t *idx, s
     if (total > MAX_ITL_PER_CELL) total = MAX_ITL_PER_CELL;
     double *x = malloc(total * sizeof *x);
     if (!x) return CAL_ENOMEM;
-    int e = CAL_OK;
     for (int s = 0; s < CAL_S__N && !e; s++) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
@@ -128,34 +73,18 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     cal_result *r = cal_result_new();
     if (!r) return CAL_ENOMEM;
     int e = CAL_OK;
-    char api[32] = "completions";
     snprintf(r->id, sizeof r->id, "%lld", (long long)d->run.id);
-    json_t *t = d->run.target_json ? json_loads(d->run.target_json, 0, NULL) : NULL;
-    if (t) {
-        cal_report_jstr(t, "name", r->target_name, sizeof r->target_name);
-        cal_report_jstr(t, "version", r->target_version, sizeof r->target_version);
-        cal_report_jstr(t, "url", r->target_url, sizeof r->target_url);
-        if (!r->target_url[0]) cal_report_jstr(t, "command", r->target_url, sizeof r->target_url);
-        char a[32];
-        cal_report_jstr(t, "api", a, sizeof a);
-        if (a[0]) snprintf(api, sizeof api, "%s", a);
-        json_decref(t);
-    }
+    const cal_protocol_target *t = &d->proto.target;
+    snprintf(r->target_name, sizeof r->target_name, "%s", t->name);
+    snprintf(r->target_version, sizeof r->target_version, "%s", t->version);
+    snprintf(r->target_url, sizeof r->target_url, "%.*s", (int)sizeof r->target_url - 1,
+             t->url[0] ? t->url : t->command);
     snprintf(r->label, sizeof r->label, "%s", d->run.label && d->run.label[0] ? d->run.label :
              r->target_name[0] ? r->target_name : r->id);
-    host_line(d->run.host_json, r->host, sizeof r->host);
+    cal_fp_host_of(d->run.host_json, r->host, sizeof r->host);
     snprintf(r->build, sizeof r->build, "%s", d->run.build ? d->run.build : "");
-    probe_of_build(d->run.build, r->probe, sizeof r->probe);
+    cal_fp_probe_of(d->run.build, r->probe, sizeof r->probe);
     r->created_unix = d->run.started_wall_ns > 0 ? d->run.started_wall_ns / 1000000000 : 0;
-    int warmup = -1;
-    char slo[CAL_FP_STR] = "";
-    json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    if (p) {
-        double w = cal_report_jnum(p, "warmup");
-        warmup = isfinite(w) ? (int)w : 0;
-        cal_report_jstr(p, "slo", slo, sizeof slo);
-        json_decref(p);
-    }
     json_t *tj = d->run.telemetry_json ? json_loads(d->run.telemetry_json, 0, NULL) : NULL;
     if (tj) {
         size_t i, used = 0;
@@ -216,17 +145,16 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
         if (g->first_excluded >= 0) {
             size_t one = (size_t)g->first_excluded;
             const cal_cell *fx = &d->cells[one];
-            e = add_cell(r, d, &one, 1, &fx->sum, fx->shot_kind, warmup, api, sw);
+            e = add_cell(r, d, &one, 1, &fx->sum, fx->shot_kind, sw);
         }
         if (!e && g->n_quoted)
-            e = add_cell(r, d, g->quoted, g->n_quoted, &g->pooled, g->quoted_kind, warmup, api, sw);
+            e = add_cell(r, d, g->quoted, g->n_quoted, &g->pooled, g->quoted_kind, sw);
         if (!e && cal_analysis_same_config(ci, &d->cells[ref]) && r->shots_fp.concurrency <= 0 && r->n_cells)
             r->shots_fp = r->cells[r->n_cells - 1].fp;   /* the shots' workload */
     }
     cal_analysis_free(&an);
     if (e) goto out;
-    for (size_t i = 0; i < r->n_cells; i++) cal_fp_set(r->cells[i].fp.slo, slo);
-    cal_fp_set(r->shots_fp.slo, slo);
+    cal_fp_set(r->shots_fp.slo, d->proto.slo);
     const char *clk = pick(d, CLOCK_PREF, 4, "MHz"), *pw = pick(d, POWER_PREF, 6, "W");
     for (size_t i = 0; i < d->n_tel && !e; i++) {
         const cal_store_tel_row *tr = &d->tel[i];

@@ -32,8 +32,9 @@ int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
 {
     memset(out, 0, sizeof *out);
     out->speedup = out->lo = out->hi = out->formula = out->ttft_slope_ms_per_ktok = NAN;
-    json_t *p = d && d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    json_t *sc = json_object_get(p, "scenario");
+    /* the scenario's own object (workload_traffic.h), opaque to the record */
+    json_t *p = d && d->proto.scenario_json ? json_loads(d->proto.scenario_json, 0, NULL) : NULL;
+    json_t *sc = p;
     json_t *plan = json_object_get(sc, "turn_plan");
     if (!json_is_array(plan) || json_array_size(plan) == 0) {
         json_decref(p);
@@ -329,15 +330,15 @@ static void dist_line(const cal_run_data *d, int output, char *buf, size_t n)
 
 int cal_report_lengths_text(FILE *f, const cal_run_data *d)
 {
-    json_t *p = d && d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    const char *pl = json_string_value(json_object_get(p, "prompt_len"));
-    const char *ol = json_string_value(json_object_get(p, "output_len"));
-    const char *ds = json_string_value(json_object_get(json_object_get(p, "dataset"), "id"));
+    if (!d) return 0;
+    const cal_protocol *p = &d->proto;
+    const char *pl = p->prompt_len[0] ? p->prompt_len : NULL;
+    const char *ol = p->output_len[0] ? p->output_len : NULL;
+    const char *ds = p->dataset.present ? p->dataset.id : NULL;
     int printed = 0;
     if (pl || ol || ds) {
         char line[256];
-        if (ds) outf(f, "dataset: %s (sha256 %s)\n", ds,
-                        json_string_value(json_object_get(json_object_get(p, "dataset"), "sha256")));
+        if (ds) outf(f, "dataset: %s (sha256 %s)\n", ds, p->dataset.sha256);
         dist_line(d, 0, line, sizeof line);
         outf(f, "prompt tokens, realised (server's count)%s%s: %s\n", pl ? ", asked " : "",
                 pl ? pl : "", line);
@@ -345,7 +346,6 @@ int cal_report_lengths_text(FILE *f, const cal_run_data *d)
         outf(f, "output tokens, realised%s%s: %s\n", ol ? ", asked " : "", ol ? ol : "", line);
         printed = 1;
     }
-    json_decref(p);
     return printed;
 }
 

@@ -106,6 +106,30 @@ check "a shard with another output policy: refused (exit $rc), naming it" \
   bash -c "[ $rc = 1 ] && grep -q 'protocol.output_policy is' '$T/x3.err'"
 check "the same plan against the same server merges" \
   "$CALIPER" merge "$T/x1.json" "$T/x4.json" --db "$T/x.db"
+# refused_naming NAME FIELD VALUE1 VALUE2: shard 1 (x1) merged with x$NAME
+# is refused, the message naming FIELD with shard 1's and shard 2's values
+refused_naming() {
+  local rc
+  "$CALIPER" merge "$T/x1.json" "$T/x$1.json" --db "$T/r$1.db" 2>"$T/r$1.err"; rc=$?
+  [ "$rc" = 1 ] || { echo "rc $rc"; return 1; }
+  grep -qF "$2 is $3 in shard 1, $4 in shard 2" "$T/r$1.err" || { cat "$T/r$1.err"; return 1; }
+  [ ! -s "$T/r$1.db" ] || [ "$(sqlite3 "$T/r$1.db" 'select count(*) from runs')" = 0 ]
+}
+# another server of the same model; the same server asked for another
+# model; another output length
+start_serve --preset tiny || { not_ok "third serve starts"; finish; }
+C_URL=$SERVE_URL
+"$CALIPER" run --url "$C_URL" "${SHARD[@]}" --shard 2/2 --db "$T/x5.db" --json "$T/x5.json" >/dev/null 2>&1
+"$CALIPER" run --url "$A_URL" "${SHARD[@]}" --model caliper-renamed --shard 2/2 --db "$T/x6.db" \
+  --json "$T/x6.json" >/dev/null 2>&1
+"$CALIPER" run --url "$A_URL" "${SHARD[@]}" --max-tokens 16 --shard 2/2 --db "$T/x7.db" \
+  --json "$T/x7.json" >/dev/null 2>&1
+check "a shard against another server URL: refused, naming target.url and both URLs" \
+  refused_naming 5 target.url "\"$A_URL\"" "\"$C_URL\""
+check "a shard asking for another model: refused, naming target.model and both models" \
+  refused_naming 6 target.model '"caliper-tiny"' '"caliper-renamed"'
+check "a shard with another max_tokens: refused, naming protocol.max_tokens, 12 and 16" \
+  refused_naming 7 protocol.max_tokens 12 16
 "$CALIPER" run "${COMMON[@]}" --shard 4/3 --json x.json >/dev/null 2>&1
 check "--shard 4/3 is a usage error" [ $? = 2 ]
 "$CALIPER" run "${COMMON[@]}" --shard 1/3 >/dev/null 2>&1

@@ -96,4 +96,49 @@ check "compare: the recorded run against itself gives ratios of 1.00x" \
 "$CALIPER" compare --db "$DB" inproc-callback inproc-recorder >"$T/cmp.both" 2>&1
 check "compare: the two ways are named as different protocols" \
   grep -q "not comparable: prompt length 48 tok vs" "$T/cmp.both"
+
+# ---- the default plan from a program is the CLI's default ------------------
+# examples/default_plan.c runs cal_run_plan_default() against a served
+# built-in engine; `caliper run --url` with no shot flags runs the same
+# target. Their stored protocols must agree on every key but the seed (the
+# CLI draws one) and the CLI's transport keys (API name, body, timeouts,
+# connect-ahead, the series' noise prior), and their targets on all but the
+# load time: if cal_run_plan_default() and the CLI's defaults diverged
+# (shots, warm-up, rest, cell, lengths, output policy, floors), this fails
+# naming the key.
+# shellcheck disable=SC2086
+if cc -std=c11 -O1 -Wall -Wextra -Werror "$root/examples/default_plan.c" -o "$T/default_plan" \
+     $(pkg-config --cflags --libs caliper) >"$T/cc2.log" 2>&1; then
+  ok "examples/default_plan.c builds from the installed prefix alone"
+else
+  not_ok "examples/default_plan.c builds from the installed prefix alone: $(head -5 "$T/cc2.log")"
+fi
+if start_serve --preset tiny; then
+  DB2=$T/default.db
+  "$CALIPER" run --url "$SERVE_URL" --no-telemetry --db "$DB2" >"$T/cli.out" 2>&1
+  check "caliper run with no shot flags stores run 1" [ $? -eq 0 ]
+  "$T/default_plan" "$SERVE_URL" "$DB2" >"$T/dp.out" 2>"$T/dp.err"
+  check "the default-plan program stores run 2" grep -q "^default plan: run 2, .* status ok" "$T/dp.out"
+  check "the stored protocol of cal_run_plan_default() equals caliper run's defaults" \
+    python3 - "$DB2" <<'EOF'
+import json, sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute("select protocol, target from runs order by id").fetchall()
+assert len(rows) == 2, "runs: %d" % len(rows)
+(pc, tc), (pl, tl) = [(json.loads(p), json.loads(t)) for p, t in rows]
+cli_only = {"seed", "api", "body", "connect_timeout_s", "idle_timeout_s", "request_timeout_s",
+            "connect_ahead", "loops", "noise_prior"}
+# what the defaults are made of must be there to be compared at all
+for k in ("shots", "warmup", "rest_s", "concurrency", "prompt_tokens", "max_tokens",
+          "output_policy", "content", "noise_floor", "equivalence", "keep_chunks"):
+    assert k in pc and k in pl, "key %s missing: cli %r, library %r" % (k, k in pc, k in pl)
+bad = ["protocol.%s: caliper run %s, cal_run_plan_default %s" % (k, json.dumps(pc.get(k)), json.dumps(pl.get(k)))
+       for k in sorted(set(pc) | set(pl)) if k not in cli_only and pc.get(k) != pl.get(k)]
+bad += ["target.%s: caliper run %s, library %s" % (k, json.dumps(tc.get(k)), json.dumps(tl.get(k)))
+        for k in sorted(set(tc) | set(tl)) if k != "load_s" and tc.get(k) != tl.get(k)]
+if bad:
+    print("\n".join(bad)); sys.exit(1)
+EOF
+else
+  not_ok "serve starts for the default-plan check"
+fi
 finish

@@ -1,5 +1,6 @@
 /* Unit tests: protocol fingerprints. Each field, changed alone, makes two
- * fingerprints differ in exactly that field, named, with both values. */
+ * fingerprints differ in exactly that field, named, with both values; a
+ * stored run's fingerprint comes from its cells and its protocol record. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,8 +8,11 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include "caliper/error.h"
 #include "caliper/fingerprint.h"
+#include "caliper/store.h"
 
 static void base(cal_fingerprint *fp)
 {
@@ -148,6 +152,96 @@ static void test_names_parse_describe(void **state)
     assert_string_equal(cal_fp_field_value(&a, CAL_FPF_STREAMING, v, sizeof v), "unknown");
 }
 
+/* A stored run of three shots at c4 (shot 1 cold, 2-3 warm), its protocol
+ * and target given as stored text and read by the loader's function. */
+static void stored_run(cal_run_data *d, cal_cell cells[3], const char *proto, const char *target)
+{
+    memset(d, 0, sizeof *d);
+    memset(cells, 0, 3 * sizeof *cells);
+    for (int i = 0; i < 3; i++) {
+        cells[i].shot_index = i + 1;
+        cells[i].shot_kind = i ? CAL_SHOT_WARM : CAL_SHOT_COLD;
+        cells[i].concurrency = 4;
+        cells[i].prompt_tokens = 256;
+        snprintf(cells[i].content, sizeof cells[i].content, "prose");
+        cells[i].unique_prompts = 1;
+        cells[i].max_tokens = 64;
+        cells[i].output_fixed = 1;
+    }
+    d->cells = cells;
+    d->n_cells = 3;
+    d->run.build = (char *)"caliper 0.1.0 (commit abc, -O2)";
+    d->run.host_json = (char *)"{\"cpu\":\"Test CPU\",\"cores\":2}";
+    d->run.protocol_json = (char *)proto;
+    d->run.target_json = (char *)target;
+    assert_int_equal(cal_run_data_read_protocol(d), CAL_OK);
+}
+
+static void test_of_stored_run(void **state)
+{
+    (void)state;
+    cal_run_data d;
+    cal_cell cells[3];
+    stored_run(&d, cells, "{\"warmup\":1,\"slo\":\"ttft=500ms\"}", "{\"kind\":\"url\",\"api\":\"chat\"}");
+    size_t warm[] = {1, 2};
+    cal_fingerprint fp;
+    assert_int_equal(cal_fingerprint_of(&d, warm, 2, CAL_SHOT_WARM, &fp), CAL_OK);
+    assert_int_equal(fp.shot_kind, CAL_SHOT_WARM);
+    assert_int_equal(fp.shot_first, 2);
+    assert_int_equal(fp.shot_last, 3);
+    assert_true(fp.rest_s == 0);
+    assert_int_equal(fp.warmup, 1);
+    assert_int_equal(fp.concurrency, 4);
+    assert_int_equal(fp.prompt_tokens, 256);
+    assert_string_equal(fp.content, "prose");
+    assert_string_equal(fp.output_policy, "fixed 64");
+    assert_string_equal(fp.api, "chat");
+    assert_string_equal(fp.probe, "caliper 0.1.0");
+    assert_string_equal(fp.host, "Test CPU (2 cores)");
+    assert_string_equal(fp.slo, "ttft=500ms");
+    /* mixed rests have no single rest; a group past the cells is refused */
+    cells[2].rest_before_ns = 1000000000;
+    assert_int_equal(cal_fingerprint_of(&d, warm, 2, CAL_SHOT_WARM, &fp), CAL_OK);
+    assert_true(isnan(fp.rest_s));
+    size_t past[] = {3};
+    assert_int_equal(cal_fingerprint_of(&d, past, 1, CAL_SHOT_WARM, &fp), CAL_EINVAL);
+    assert_int_equal(cal_fingerprint_of(&d, warm, 0, CAL_SHOT_WARM, &fp), CAL_EINVAL);
+    cal_protocol_clear(&d.proto);
+
+    /* a dataset is the content; no stored API reads as completions; a
+     * protocol without a warm-up count had none */
+    stored_run(&d, cells, "{\"dataset\":{\"name\":\"d\",\"id\":\"d@12ab\"}}", "{\"kind\":\"url\"}");
+    cal_fingerprint other;
+    assert_int_equal(cal_fingerprint_of(&d, warm, 2, CAL_SHOT_WARM, &other), CAL_OK);
+    assert_string_equal(other.content, "dataset:d@12ab");
+    assert_string_equal(other.api, "completions");
+    assert_int_equal(other.warmup, 0);
+    cal_fp_difference diff[CAL_FPF__N];
+    size_t nd = cal_fp_diff(&fp, &other, diff, CAL_FPF__N);
+    /* among the fields that differ, content and API are named with both
+     * values */
+    int seen_content = 0, seen_api = 0;
+    for (size_t i = 0; i < nd; i++) {
+        if (diff[i].field == CAL_FPF_CONTENT) {
+            seen_content = 1;
+            assert_string_equal(diff[i].a, "prose");
+            assert_string_equal(diff[i].b, "dataset:d@12ab");
+        }
+        if (diff[i].field == CAL_FPF_API) {
+            seen_api = 1;
+            assert_string_equal(diff[i].a, "chat");
+            assert_string_equal(diff[i].b, "completions");
+        }
+    }
+    assert_true(seen_content && seen_api);
+    cal_protocol_clear(&d.proto);
+    /* no stored protocol at all: the warm-up count is unknown */
+    stored_run(&d, cells, NULL, NULL);
+    assert_int_equal(cal_fingerprint_of(&d, warm, 2, CAL_SHOT_WARM, &other), CAL_OK);
+    assert_int_equal(other.warmup, -1);
+    cal_protocol_clear(&d.proto);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_each_field),
         cmocka_unit_test(test_several_and_text),
         cmocka_unit_test(test_names_parse_describe),
+        cmocka_unit_test(test_of_stored_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -568,6 +568,7 @@ static void test_noise_row_level(void **state)
     d.run.id = 7;
     d.run.status = CAL_RUN_OK;
     d.run.protocol_json = proto;
+    assert_int_equal(cal_run_data_read_protocol(&d), CAL_OK);
     cal_store_noise_row row;
     assert_int_equal(cal_noise_row_of_run(&d, &row), CAL_OK);
     assert_string_equal(row.series, "u|c1");

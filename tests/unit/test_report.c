@@ -394,6 +394,7 @@ static void test_from_run_data(void **state)
     d.run.target_json = (char *)"{\"kind\":\"builtin\",\"name\":\"tiny\",\"version\":\"stored\",\"api\":\"completions\"}";
     d.run.protocol_json = (char *)"{\"warmup\":1}";
     d.run.verdicts_json = (char *)"[\"c1: shots 3–4 run 10 % below shot 2\"]";
+    assert_int_equal(cal_run_data_read_protocol(&d), CAL_OK);
     cal_cell cells[8];
     cal_req_result reqs[16];
     memset(cells, 0, sizeof cells);

@@ -486,6 +486,7 @@ static void test_turns_ci_over_shots(void **state)
                    "{\"prompt_tokens\":[200],\"shared_tokens\":[100]},"
                    "{\"prompt_tokens\":[300],\"shared_tokens\":[200]}]}}";
     d.run.protocol_json = proto;
+    assert_int_equal(cal_run_data_read_protocol(&d), CAL_OK);
     d.cells = cells;
     d.n_cells = n;
     d.reqs = reqs;
@@ -498,6 +499,7 @@ static void test_turns_ci_over_shots(void **state)
     assert_true(fabs(t.speedup - sqrt(1.30 * 1.10)) < 0.01);
     assert_true(t.lo < 1 && 1 < t.hi);
     cal_turns_free(&t);
+    cal_protocol_clear(&d.proto);
 }
 
 int main(void)

@@ -1,0 +1,596 @@
+/* caliper — the one serializer of the protocol record (protocol_record.h):
+ * the stored "protocol" and "target" objects to fields and back. The only
+ * file that knows the stored key names; every older form reads here (keys
+ * were only ever added: noise_floor, the noise prior's first_* keys,
+ * dataset, scenario, keep_chunks, arrivals/slo/sweep, equivalence). */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "caliper/arrivals.h"
+#include "caliper/error.h"
+#include "caliper/goodput.h"
+#include "caliper/judge.h"
+#include "caliper/keep.h"
+#include "caliper/protocol_record.h"
+#include "caliper/run.h"
+#include "caliper/saturation.h"
+#include "caliper/workload.h"
+#include "caliper/workload_traffic.h"
+#include "lib/util/c_locale.h"
+
+void cal_protocol_init(cal_protocol *p)
+{
+    memset(p, 0, sizeof *p);
+    p->target.load_s = NAN;
+    p->shots = p->warmup = p->cold = -1;
+    p->rest_s = NAN;
+    p->rate = NAN;
+    p->requests = -1;
+    p->duration_s = NAN;
+    p->unique_prompts = p->max_tokens = p->streaming = p->ab = -1;
+    p->dataset.entries = p->dataset.skipped = -1;
+    p->sweep.start_rate = p->sweep.max_rate = p->sweep.gain = NAN;
+    p->noise.runs = -1;
+    p->noise.shot_sd = p->noise.first_sd = NAN;
+}
+
+void cal_protocol_clear(cal_protocol *p)
+{
+    if (!p) return;
+    free(p->scenario_json);
+    free(p->body_json);
+    free(p->extra_json);
+    free(p->target_extra_json);
+    cal_protocol_init(p);
+}
+
+static int dup_blob(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src) return CAL_OK;
+    *dst = strdup(src);
+    return *dst ? CAL_OK : CAL_ENOMEM;
+}
+
+int cal_protocol_copy(cal_protocol *dst, const cal_protocol *src)
+{
+    *dst = *src;
+    if (dup_blob(&dst->scenario_json, src->scenario_json) ||
+        dup_blob(&dst->body_json, src->body_json) ||
+        dup_blob(&dst->extra_json, src->extra_json) ||
+        dup_blob(&dst->target_extra_json, src->target_extra_json)) {
+        cal_protocol_clear(dst);
+        return CAL_ENOMEM;
+    }
+    return CAL_OK;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static void put_str(json_t *o, const char *k, const char *s)
+{
+    if (s[0]) json_object_set_new(o, k, json_string(s));
+}
+
+static void put_int(json_t *o, const char *k, long long v)
+{
+    if (v >= 0) json_object_set_new(o, k, json_integer((json_int_t)v));
+}
+
+static void put_bool(json_t *o, const char *k, int v)
+{
+    if (v >= 0) json_object_set_new(o, k, json_boolean(v));
+}
+
+static void put_num(json_t *o, const char *k, double v)
+{
+    if (!isnan(v)) json_object_set_new(o, k, json_real(v));
+}
+
+/* 0 stored as null (not set), NAN left out (unknown). */
+static void put_num_or_null(json_t *o, const char *k, double v)
+{
+    if (!isnan(v)) json_object_set_new(o, k, v > 0 ? json_real(v) : json_null());
+}
+
+/* The keys of the JSON object text `extra` written into o where o lacks
+ * them: they never replace a typed field. */
+static void put_extra(json_t *o, const char *extra)
+{
+    json_t *x = extra ? json_loads(extra, 0, NULL) : NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(x, k, v)
+        if (!json_object_get(o, k)) json_object_set(o, k, v);
+    json_decref(x);
+}
+
+static json_t *target_object(const cal_protocol_target *t, const char *extra)
+{
+    json_t *o = json_object();
+    /* the order two targets are compared in: what identifies the server
+     * first (a URL target's name is its URL: the URL is the one named) */
+    put_str(o, "kind", t->kind);
+    put_str(o, "url", t->url);
+    put_str(o, "model", t->model);
+    put_str(o, "api", t->api);
+    put_str(o, "version", t->version);
+    put_str(o, "name", t->name);
+    put_str(o, "command", t->command);
+    put_num(o, "load_s", t->load_s);
+    put_str(o, "side", t->side);
+    put_str(o, "detail", t->detail);
+    put_extra(o, extra);
+    return o;
+}
+
+static json_t *protocol_object(const cal_protocol *p)
+{
+    json_t *o = json_object();
+    int run = p->shots >= 0;   /* a run's record: its unset knobs stored as null */
+    if (p->recorder) json_object_set_new(o, "recorder", json_true());
+    put_int(o, "shots", p->shots);
+    put_int(o, "warmup", p->warmup);
+    put_num(o, "rest_s", p->rest_s);
+    put_bool(o, "cold", p->cold);
+    if (p->noise_floor > 0) json_object_set_new(o, "noise_floor", json_real(p->noise_floor));
+    if (p->equivalence > 0) json_object_set_new(o, "equivalence", json_real(p->equivalence));
+    if (p->n_conc) {
+        json_t *cl = json_array();
+        for (size_t i = 0; i < p->n_conc; i++) json_array_append_new(cl, json_integer(p->concurrency[i]));
+        json_object_set_new(o, "concurrency", cl);
+    }
+    put_num_or_null(o, "rate", p->rate);
+    put_str(o, "arrivals", p->arrivals);
+    if (p->slo[0]) json_object_set_new(o, "slo", json_string(p->slo));
+    else if (run) json_object_set_new(o, "slo", json_null());
+    put_str(o, "goodput_rule", p->goodput_rule);
+    if (p->sweep.present) {
+        json_t *w = json_object();
+        put_str(w, "kind", p->sweep.kind);
+        put_num(w, "start_rate", p->sweep.start_rate);
+        put_num(w, "max_rate", p->sweep.max_rate);
+        put_int(w, "steps", p->sweep.steps);
+        put_num(w, "gain", p->sweep.gain);
+        put_str(w, "rule", p->sweep.rule);
+        json_object_set_new(o, "sweep", w);
+    }
+    if (p->requests >= 0)
+        json_object_set_new(o, "requests", p->requests ? json_integer(p->requests) : json_null());
+    put_num_or_null(o, "duration_s", p->duration_s);
+    if (p->n_prompt) {
+        json_t *pl = json_array();
+        for (size_t i = 0; i < p->n_prompt; i++) json_array_append_new(pl, json_integer(p->prompt_tokens[i]));
+        json_object_set_new(o, "prompt_tokens", pl);
+    }
+    if (p->content[0] || p->recorder) json_object_set_new(o, "content", json_string(p->content));
+    put_bool(o, "unique_prompts", p->unique_prompts);
+    put_int(o, "max_tokens", p->max_tokens);
+    put_str(o, "output_policy", p->output_policy);
+    put_bool(o, "streaming", p->streaming);
+    if (p->has_seed) json_object_set_new(o, "seed", json_integer((json_int_t)p->seed));
+    put_bool(o, "ab", p->ab);
+    put_str(o, "api", p->api);
+    if (p->body_json) {
+        json_t *b = json_loads(p->body_json, JSON_DECODE_ANY, NULL);
+        json_object_set_new(o, "body", b ? b : json_null());
+    }
+    put_str(o, "order", p->order);
+    put_str(o, "keep_chunks", p->keep_chunks);
+    put_str(o, "percentile_source", p->percentile_source);
+    put_str(o, "duration_rule", p->duration_rule);
+    if (p->dataset.present) {
+        const cal_protocol_dataset *d = &p->dataset;
+        json_t *w = json_object();
+        json_object_set_new(w, "name", json_string(d->name));
+        json_object_set_new(w, "format", json_string(d->format));
+        json_object_set_new(w, "sha256", json_string(d->sha256));
+        json_object_set_new(w, "id", json_string(d->id));
+        put_int(w, "entries", d->entries);
+        put_int(w, "skipped", d->skipped);
+        json_object_set_new(o, "dataset", w);
+    }
+    put_str(o, "sampling", p->sampling);
+    put_str(o, "prompt_len", p->prompt_len);
+    put_str(o, "output_len", p->output_len);
+    json_t *sc = p->scenario_json ? json_loads(p->scenario_json, 0, NULL) : NULL;
+    if (sc) json_object_set_new(o, "scenario", sc);
+    if (p->noise.present) {
+        const cal_protocol_noise *n = &p->noise;
+        json_t *w = json_object();
+        json_object_set_new(w, "series", json_string(n->series));
+        put_int(w, "runs", n->runs);
+        json_object_set_new(w, "shot_sd", isfinite(n->shot_sd) ? json_real(n->shot_sd) : json_null());
+        json_object_set_new(w, "shot_df", json_real(n->shot_df));
+        json_object_set_new(w, "first_sd", isfinite(n->first_sd) ? json_real(n->first_sd) : json_null());
+        json_object_set_new(w, "first_df", json_real(n->first_df));
+        json_object_set_new(w, "first_left_out", json_integer(n->first_left_out));
+        json_object_set_new(o, "noise_prior", w);
+    }
+    put_extra(o, p->extra_json);
+    return o;
+}
+
+static int dump_to(json_t *o, char **out)
+{
+    *out = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return *out ? CAL_OK : CAL_ENOMEM;
+}
+
+int cal_protocol_to_json(const cal_protocol *p, char **protocol_json, char **target_json)
+{
+    if (protocol_json) *protocol_json = NULL;
+    if (target_json) *target_json = NULL;
+    if (!p) return CAL_EINVAL;
+    if (protocol_json && dump_to(protocol_object(p), protocol_json)) return CAL_ENOMEM;
+    if (target_json && dump_to(target_object(&p->target, p->target_extra_json), target_json)) {
+        if (protocol_json) { free(*protocol_json); *protocol_json = NULL; }
+        return CAL_ENOMEM;
+    }
+    return CAL_OK;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* Each get_* takes the key out of o (what is left is the extra), and leaves
+ * the field as it was when the value has another type. */
+static json_t *take(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    if (!v) return NULL;
+    json_incref(v);
+    json_object_del(o, k);
+    return v;
+}
+
+static void get_str(json_t *o, const char *k, char *dst, size_t n)
+{
+    json_t *v = take(o, k);
+    if (json_is_string(v)) snprintf(dst, n, "%s", json_string_value(v));
+    json_decref(v);
+}
+
+static void get_int(json_t *o, const char *k, int *dst)
+{
+    json_t *v = take(o, k);
+    if (json_is_integer(v) && json_integer_value(v) >= -1 && json_integer_value(v) <= 1000000000)
+        *dst = (int)json_integer_value(v);
+    json_decref(v);
+}
+
+static void get_i64(json_t *o, const char *k, int64_t *dst)
+{
+    json_t *v = take(o, k);
+    if (json_is_integer(v)) *dst = (int64_t)json_integer_value(v);
+    json_decref(v);
+}
+
+static void get_bool(json_t *o, const char *k, int *dst)
+{
+    json_t *v = take(o, k);
+    if (json_is_boolean(v)) *dst = json_is_true(v);
+    json_decref(v);
+}
+
+/* A number; null reads as `if_null` (a knob not set), another type leaves
+ * *dst. */
+static void get_num(json_t *o, const char *k, double *dst, double if_null)
+{
+    json_t *v = take(o, k);
+    if (json_is_number(v)) *dst = json_number_value(v);
+    else if (json_is_null(v)) *dst = if_null;
+    json_decref(v);
+}
+
+static void get_list(json_t *o, const char *k, int *dst, size_t *n)
+{
+    json_t *v = take(o, k);
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+        if (*n == CAL_PROTO_LIST) break;
+        if (json_is_integer(x)) dst[(*n)++] = (int)json_integer_value(x);
+    }
+    json_decref(v);
+}
+
+/* What is left of o as JSON text, or NULL when nothing is. */
+static int rest_of(json_t *o, char **out)
+{
+    *out = NULL;
+    if (!json_object_size(o)) return CAL_OK;
+    *out = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    return *out ? CAL_OK : CAL_ENOMEM;
+}
+
+static int read_target(json_t *t, cal_protocol *p)
+{
+    cal_protocol_target *g = &p->target;
+    get_str(t, "kind", g->kind, sizeof g->kind);
+    get_str(t, "name", g->name, sizeof g->name);
+    get_str(t, "url", g->url, sizeof g->url);
+    get_str(t, "command", g->command, sizeof g->command);
+    get_str(t, "model", g->model, sizeof g->model);
+    get_str(t, "version", g->version, sizeof g->version);
+    get_num(t, "load_s", &g->load_s, NAN);
+    get_str(t, "api", g->api, sizeof g->api);
+    get_str(t, "side", g->side, sizeof g->side);
+    get_str(t, "detail", g->detail, sizeof g->detail);
+    /* a key stored as null is as good as absent: it is written back absent */
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(t, tmp, k, v)
+        if (json_is_null(v) && (!strcmp(k, "url") || !strcmp(k, "command") || !strcmp(k, "model") ||
+                                !strcmp(k, "version") || !strcmp(k, "name")))
+            json_object_del(t, k);
+    return rest_of(t, &p->target_extra_json);
+}
+
+static void read_noise(json_t *n, cal_protocol_noise *w)
+{
+    if (!json_is_object(n)) return;
+    w->present = 1;
+    get_str(n, "series", w->series, sizeof w->series);
+    get_int(n, "runs", &w->runs);
+    get_num(n, "shot_sd", &w->shot_sd, NAN);
+    get_num(n, "shot_df", &w->shot_df, 0);
+    get_num(n, "first_sd", &w->first_sd, NAN);
+    get_num(n, "first_df", &w->first_df, 0);
+    get_int(n, "first_left_out", &w->first_left_out);
+    /* a pair is a prior only with sd >= 0 and df > 0 */
+    if (!(w->shot_sd >= 0 && w->shot_df > 0)) { w->shot_sd = NAN; w->shot_df = 0; }
+    if (!(w->first_sd >= 0 && w->first_df > 0)) { w->first_sd = NAN; w->first_df = 0; }
+    if (w->first_left_out < 0) w->first_left_out = 0;
+}
+
+static int read_protocol(json_t *o, cal_protocol *p)
+{
+    get_bool(o, "recorder", &p->recorder);
+    get_int(o, "shots", &p->shots);
+    get_int(o, "warmup", &p->warmup);
+    get_num(o, "rest_s", &p->rest_s, NAN);
+    get_bool(o, "cold", &p->cold);
+    get_num(o, "noise_floor", &p->noise_floor, 0);
+    get_num(o, "equivalence", &p->equivalence, 0);
+    get_list(o, "concurrency", p->concurrency, &p->n_conc);
+    get_num(o, "rate", &p->rate, 0);
+    get_str(o, "arrivals", p->arrivals, sizeof p->arrivals);
+    json_t *v = take(o, "slo");
+    if (json_is_string(v)) snprintf(p->slo, sizeof p->slo, "%s", json_string_value(v));
+    json_decref(v);
+    get_str(o, "goodput_rule", p->goodput_rule, sizeof p->goodput_rule);
+    v = take(o, "sweep");   /* json_is_object evaluates its argument twice */
+    if (json_is_object(v)) {
+        cal_protocol_sweep *w = &p->sweep;
+        w->present = 1;
+        get_str(v, "kind", w->kind, sizeof w->kind);
+        get_num(v, "start_rate", &w->start_rate, NAN);
+        get_num(v, "max_rate", &w->max_rate, NAN);
+        get_int(v, "steps", &w->steps);
+        get_num(v, "gain", &w->gain, NAN);
+        get_str(v, "rule", w->rule, sizeof w->rule);
+    }
+    json_decref(v);
+    v = take(o, "requests");
+    if (json_is_integer(v) && json_integer_value(v) >= 0) p->requests = (long)json_integer_value(v);
+    else if (json_is_null(v)) p->requests = 0;
+    json_decref(v);
+    get_num(o, "duration_s", &p->duration_s, 0);
+    get_list(o, "prompt_tokens", p->prompt_tokens, &p->n_prompt);
+    get_str(o, "content", p->content, sizeof p->content);
+    get_bool(o, "unique_prompts", &p->unique_prompts);
+    get_int(o, "max_tokens", &p->max_tokens);
+    get_str(o, "output_policy", p->output_policy, sizeof p->output_policy);
+    get_bool(o, "streaming", &p->streaming);
+    v = take(o, "seed");
+    if (json_is_integer(v)) { p->has_seed = 1; p->seed = (uint64_t)json_integer_value(v); }
+    json_decref(v);
+    get_bool(o, "ab", &p->ab);
+    get_str(o, "api", p->api, sizeof p->api);
+    if ((v = take(o, "body"))) {
+        p->body_json = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        json_decref(v);
+        if (!p->body_json) return CAL_ENOMEM;
+    }
+    get_str(o, "order", p->order, sizeof p->order);
+    get_str(o, "keep_chunks", p->keep_chunks, sizeof p->keep_chunks);
+    get_str(o, "percentile_source", p->percentile_source, sizeof p->percentile_source);
+    get_str(o, "duration_rule", p->duration_rule, sizeof p->duration_rule);
+    v = take(o, "dataset");
+    if (json_is_object(v)) {
+        cal_protocol_dataset *d = &p->dataset;
+        d->present = 1;
+        get_str(v, "name", d->name, sizeof d->name);
+        get_str(v, "format", d->format, sizeof d->format);
+        get_str(v, "sha256", d->sha256, sizeof d->sha256);
+        get_str(v, "id", d->id, sizeof d->id);
+        get_i64(v, "entries", &d->entries);
+        get_i64(v, "skipped", &d->skipped);
+    }
+    json_decref(v);
+    get_str(o, "sampling", p->sampling, sizeof p->sampling);
+    get_str(o, "prompt_len", p->prompt_len, sizeof p->prompt_len);
+    get_str(o, "output_len", p->output_len, sizeof p->output_len);
+    if ((v = take(o, "scenario"))) {
+        if (json_is_object(v) && !(p->scenario_json = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER))) {
+            json_decref(v);
+            return CAL_ENOMEM;
+        }
+        json_decref(v);
+    }
+    v = take(o, "noise_prior");
+    read_noise(v, &p->noise);
+    json_decref(v);
+    return rest_of(o, &p->extra_json);
+}
+
+static json_t *load_object(const char *text, int *bad)
+{
+    if (!text) return NULL;
+    json_t *o = json_loads(text, 0, NULL);
+    if (!json_is_object(o)) { json_decref(o); *bad = 1; return NULL; }
+    return o;
+}
+
+int cal_protocol_from_json(const char *protocol_json, const char *target_json, cal_protocol *p)
+{
+    if (!p) return CAL_EINVAL;
+    cal_protocol_init(p);
+    int bad = 0, rc = CAL_OK;
+    json_t *o = load_object(protocol_json, &bad), *t = load_object(target_json, &bad);
+    if (bad) rc = CAL_EINVAL;
+    if (!rc && o) rc = read_protocol(o, p);
+    if (!rc && t) rc = read_target(t, p);
+    json_decref(o);
+    json_decref(t);
+    if (rc) cal_protocol_clear(p);
+    return rc;
+}
+
+/* ---- comparing ---------------------------------------------------------- */
+
+/* The first key of object a (prefix.key) whose value differs in b, or is
+ * missing from either, skipping the keys in skip[]; 1 with d filled. */
+static int first_key_diff(json_t *a, json_t *b, const char *prefix, const char *const *skip,
+                          cal_protocol_diff *d)
+{
+    const char *key;
+    json_t *x;
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *from = pass ? b : a, *other = pass ? a : b;
+        json_object_foreach(from, key, x) {
+            int skipped = 0;
+            for (size_t k = 0; skip[k]; k++) skipped |= !strcmp(key, skip[k]);
+            json_t *y = json_object_get(other, key);
+            if (skipped || (y && json_equal(x, y))) continue;
+            char *sa = json_dumps(pass ? y : x, JSON_COMPACT | JSON_ENCODE_ANY);
+            char *sb = json_dumps(pass ? x : y, JSON_COMPACT | JSON_ENCODE_ANY);
+            snprintf(d->field, sizeof d->field, "%s.%s", prefix, key);
+            cal_snprintf(d->a, sizeof d->a, "%.80s", sa ? sa : "(absent)");
+            cal_snprintf(d->b, sizeof d->b, "%.80s", sb ? sb : "(absent)");
+            free(sa);
+            free(sb);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int cal_protocol_first_diff(const cal_protocol *a, const cal_protocol *b, int flags,
+                            cal_protocol_diff *d)
+{
+    static const char *const none[] = {NULL};
+    static const char *const skip_target[] = {"load_s", NULL};
+    static const char *const skip_proto[] = {"seed", "noise_prior", NULL};
+    int same_run = flags & CAL_PROTOCOL_SAME_RUN;
+    json_t *ta = target_object(&a->target, a->target_extra_json);
+    json_t *tb = target_object(&b->target, b->target_extra_json);
+    json_t *pa = protocol_object(a), *pb = protocol_object(b);
+    int r = first_key_diff(ta, tb, "target", same_run ? skip_target : none, d) ||
+            first_key_diff(pa, pb, "protocol", same_run ? skip_proto : none, d);
+    json_decref(ta);
+    json_decref(tb);
+    json_decref(pa);
+    json_decref(pb);
+    return r;
+}
+
+/* ---- from a plan -------------------------------------------------------- */
+
+int cal_protocol_from_plan(const cal_run_plan *p, int n_sides, const char *scenario_json,
+                           cal_protocol *out)
+{
+    if (!p || !out) return CAL_EINVAL;
+    cal_protocol r;
+    cal_protocol_init(&r);
+    r.shots = p->shots;
+    r.warmup = p->warmup;
+    r.rest_s = p->rest_s;
+    r.cold = !!p->cold;
+    r.noise_floor = p->noise_floor > 0 ? p->noise_floor : CAL_SHOT_NOISE_FLOOR;
+    r.equivalence = p->equivalence > 0 ? p->equivalence : CAL_JUDGE_EQUIV;
+    for (size_t i = 0; i < p->n_conc && i < CAL_PROTO_LIST; i++) r.concurrency[r.n_conc++] = p->concurrency[i];
+    r.rate = p->rate > 0 ? p->rate : 0;
+    if (p->rate > 0) cal_arrivals_format(&p->pattern, r.arrivals, sizeof r.arrivals);
+    cal_slo_format(&p->slo, r.slo, sizeof r.slo);
+    if (r.slo[0])
+        snprintf(r.goodput_rule, sizeof r.goodput_rule, "%s",
+                 "goodput = requests that ended ok and met every bound (TTFT and E2E from the scheduled "
+                 "send, TPOT, the request's own ITL p99) / the cell's duration");
+    if (p->sweep) {
+        cal_protocol_sweep *w = &r.sweep;
+        w->present = 1;
+        snprintf(w->kind, sizeof w->kind, "saturation");
+        w->start_rate = p->rate;
+        w->max_rate = p->sweep_max_rate;
+        w->steps = p->sweep_steps;
+        w->gain = CAL_SAT_GAIN;
+        snprintf(w->rule, sizeof w->rule, "%s",
+                 "rates rise geometrically from start to max; stop when goodput rose by less than gain "
+                 "over each of the last two steps; knee: the first step within gain of the best goodput");
+    }
+    r.requests = p->requests > 0 ? p->requests : 0;
+    r.duration_s = p->duration_s > 0 ? p->duration_s : 0;
+    for (size_t i = 0; i < p->n_prompt && i < CAL_PROTO_LIST; i++) r.prompt_tokens[r.n_prompt++] = p->prompt_tokens[i];
+    snprintf(r.content, sizeof r.content, "%s", cal_content_name(p->content));
+    r.unique_prompts = !p->allow_prefix;
+    r.max_tokens = p->max_tokens;
+    snprintf(r.output_policy, sizeof r.output_policy, "%s", p->free_output ? "at most" : "fixed");
+    r.streaming = 1;
+    r.has_seed = 1;
+    r.seed = p->seed;
+    r.ab = n_sides == 2;
+    snprintf(r.order, sizeof r.order, "%s", "each shot runs every prompt length x concurrency cell in turn");
+    long long keep = p->keep_chunks == 0 ? CAL_KEEP_DEFAULT
+                   : p->keep_chunks == CAL_RUN_KEEP_NONE ? 0
+                   : p->keep_chunks < 0 ? CAL_KEEP_ALL : p->keep_chunks;
+    cal_keep_name(keep, r.keep_chunks, sizeof r.keep_chunks);
+    snprintf(r.percentile_source, sizeof r.percentile_source, "%s",
+             "TTFT, TPOT and E2E from every request's record; ITL from raw chunk timestamps where "
+             "each request kept them, else from the cell's log-linear histogram (relative error "
+             "<= 0.78 %): cell_hists.itl_source says which");
+    if (p->duration_s > 0)
+        snprintf(r.duration_rule, sizeof r.duration_rule, "%s",
+                 "a cell issues requests until its duration is up (in rounds sized from the rate so "
+                 "far); requests in flight at the end are stored as cancelled");
+    if (p->dataset) {
+        cal_protocol_dataset *d = &r.dataset;
+        d->present = 1;
+        snprintf(d->name, sizeof d->name, "%s", p->dataset->name);
+        snprintf(d->format, sizeof d->format, "%s", cal_ds_format_name(p->dataset->format));
+        snprintf(d->sha256, sizeof d->sha256, "%s", p->dataset->sha256);
+        cal_dataset_id(p->dataset, d->id, sizeof d->id);
+        d->entries = (int64_t)p->dataset->n;
+        d->skipped = (int64_t)p->dataset->skipped;
+        snprintf(r.sampling, sizeof r.sampling, "%s", "seeded draw with replacement per request index");
+    }
+    if (p->prompt_len.kind != CAL_LEN_FIXED) cal_lendist_text(&p->prompt_len, r.prompt_len, sizeof r.prompt_len);
+    if (p->output_len.kind != CAL_LEN_FIXED) cal_lendist_text(&p->output_len, r.output_len, sizeof r.output_len);
+    if (scenario_json && (p->chat || p->replay_log)) {
+        if (!(r.scenario_json = strdup(scenario_json))) return CAL_ENOMEM;
+        snprintf(r.order, sizeof r.order, "%s",
+                 "each shot runs the turns in order, one cell per turn index; a session's turn is "
+                 "sent when its previous turn ended plus its think time");
+    }
+    /* the caller's keys (API, body, timeouts, the noise prior) go over the
+     * plan's, as stored: written, merged, read back */
+    json_t *x = p->protocol_extra_json ? json_loads(p->protocol_extra_json, 0, NULL) : NULL;
+    if (!json_is_object(x)) {
+        json_decref(x);
+        *out = r;
+        return CAL_OK;
+    }
+    json_t *o = protocol_object(&r);
+    cal_protocol_clear(&r);
+    json_object_update(o, x);
+    json_decref(x);
+    int rc = read_protocol(o, &r);
+    json_decref(o);
+    if (rc) { cal_protocol_clear(&r); return rc; }
+    *out = r;
+    return CAL_OK;
+}
