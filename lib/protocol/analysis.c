@@ -617,11 +617,7 @@ static void run_verdicts(const cal_run_data *d, vlist *l)
  * cold against cold): no shot-series verdict. */
 static void one_shot_verdict(const cal_run_data *d, vlist *l)
 {
-    json_t *p = d->run.protocol_json ? json_loads(d->run.protocol_json, 0, NULL) : NULL;
-    json_t *shots = json_object_get(p, "shots");
-    int one = json_is_integer(shots) && json_integer_value(shots) == 1 &&
-              !json_is_true(json_object_get(p, "cold"));
-    json_decref(p);
+    int one = d->proto.shots == 1 && d->proto.cold != 1;
     int measured = 0;
     for (size_t i = 0; i < d->n_cells; i++) measured |= d->cells[i].shot_kind != CAL_SHOT_WARMUP;
     cal_verdict *v;
