@@ -34,12 +34,6 @@ const char *cal_keep_name(long long limit, char *buf, size_t n)
     return buf;
 }
 
-void cal_cell_hists_init(cal_cell_hists *ch)
-{
-    memset(ch, 0, sizeof *ch);
-    for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_init(&ch->h[m]);
-}
-
 void cal_cell_hists_add(cal_cell_hists *ch, const cal_req_result *q)
 {
     ch->folded++;
@@ -56,13 +50,6 @@ void cal_cell_hists_add(cal_cell_hists *ch, const cal_req_result *q)
     if (q->chunk_ns)
         for (int k = 1; k < q->n_chunks; k++)
             cal_hist_add(&ch->h[CAL_HIST_ITL], q->chunk_ns[k] - q->chunk_ns[k - 1]);
-}
-
-void cal_cell_hists_merge(cal_cell_hists *dst, const cal_cell_hists *src)
-{
-    for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_merge(&dst->h[m], &src->h[m]);
-    dst->folded += src->folded;
-    dst->chunks_dropped += src->chunks_dropped;
 }
 
 void cal_keep_init(cal_keep *k, long long limit)
