@@ -16,6 +16,7 @@
 #include "caliper/error.h"
 #include "caliper/keep.h"
 #include "caliper/noise.h"
+#include "caliper/platform.h"
 #include "caliper/probe.h"
 #include "caliper/report.h"
 #include "caliper/protocol.h"
@@ -29,8 +30,6 @@
 #include "caliper/workload.h"
 #include "caliper/workload_traffic.h"
 #include "cli.h"
-#include "lib/platform/platform.h"
-#include "lib/util/c_locale.h"
 #include "mpi_ops.h"
 #include "run_dist.h"
 #include "run_view.h"
@@ -700,11 +699,12 @@ static void series_key(const opts *o, char *key, size_t n)
     char url[CAL_NOISE_SERIES_MAX / 2] = "";
     if (o->n_url && cal_url_redact(o->url[0], url, sizeof url) != CAL_OK) url[0] = 0;
     const char *tgt = o->n_launch ? o->launch[0] : o->n_url ? url : "built-in";
-    cal_snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%ld|rate %g|p%ld|m%ld|%s|n%ld|d%g|free %d|prefix %d|rest %g",
-                 tgt, o->n_url && o->n_launch ? url : "", o->n_launch || o->n_url ? "" : o->preset,
-                 o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
-                 o->conc[0], o->rate, o->prompt[0], o->max_tokens, cal_content_name(o->content),
-                 o->requests, o->duration_s, o->free_output, o->allow_prefix, o->rest_s);
+    /* main set LC_NUMERIC to "C": the key reads the same in every locale */
+    snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%ld|rate %g|p%ld|m%ld|%s|n%ld|d%g|free %d|prefix %d|rest %g",
+             tgt, o->n_url && o->n_launch ? url : "", o->n_launch || o->n_url ? "" : o->preset,
+             o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
+             o->conc[0], o->rate, o->prompt[0], o->max_tokens, cal_content_name(o->content),
+             o->requests, o->duration_s, o->free_output, o->allow_prefix, o->rest_s);
 }
 
 /* Goodput against offered load, the knee marked (the report's Markdown). */
