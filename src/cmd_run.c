@@ -721,8 +721,31 @@ static void print_goodput(const cal_run_data *d)
     cal_result_free(&r);
 }
 
+/* The line `caliper serve` prints when it is ready (cmd_serve.c): "caliper
+ * serve: listening on http://HOST:PORT (model NAME, N params, ...)". The
+ * URL into url, the words after it into detail; 0 for any other line or a
+ * URL that does not fit. */
+static int serve_ready_line(const char *line, char *url, size_t url_n, char *detail, size_t detail_n)
+{
+    const char *p = strstr(line, "listening on http://");
+    if (!p) return 0;
+    p += strlen("listening on ");
+    size_t len = strcspn(p, " \t\r\n");
+    if (len == 0 || len >= url_n) return 0;
+    memcpy(url, p, len);
+    url[len] = '\0';
+    const char *rest = p + len;
+    while (*rest == ' ' || *rest == '\t') rest++;
+    snprintf(detail, detail_n, "%.*s", (int)strcspn(rest, "\r\n"), rest);
+    return 1;
+}
+
+#define SERVE_ARGV_MAX 40
+
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
 {
+    const char *argv_serve[SERVE_ARGV_MAX];
+    char extra[512] = "";
     cal_served_config sc;
     memset(&sc, 0, sizeof sc);
     cal_target_config *t = &sc.target;
@@ -742,12 +765,30 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     } else {
         t->kind = CAL_TARGET_BUILTIN;
         char why[300];
-        if (!(t->self_exe = cal_plat_self_exe(why, sizeof why))) {
+        const char *self = cal_plat_self_exe(why, sizeof why);
+        if (!self) {
             cli_fail(CMD, "the built-in engine: cannot find this program to start it: %s", why);
             return CAL_ENOTFOUND;
         }
+        /* `<self> serve --preset P --port 0 [--serve-args words]`: the
+         * served config copies it before make_target returns */
+        int k = 0;
+        argv_serve[k++] = self;
+        argv_serve[k++] = "serve";
+        argv_serve[k++] = "--preset";
+        argv_serve[k++] = o->preset ? o->preset : "small";
+        argv_serve[k++] = "--port";
+        argv_serve[k++] = "0";
+        if (o->serve_args) {
+            snprintf(extra, sizeof extra, "%s", o->serve_args);
+            for (char *save = NULL, *w = strtok_r(extra, " \t", &save); w && k < SERVE_ARGV_MAX - 2;
+                 w = strtok_r(NULL, " \t", &save))
+                argv_serve[k++] = w;
+        }
+        argv_serve[k] = NULL;
+        t->argv = argv_serve;
+        t->ready_line = serve_ready_line;
         t->preset = o->preset;
-        t->serve_args = o->serve_args;
     }
     sc.probe.api = o->api;
     sc.probe.api_key = api_key;
