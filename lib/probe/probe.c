@@ -9,8 +9,7 @@
  *
  * This file is the API: open and close, a run split into loops (one on the
  * caller's thread, or a thread each) and merged. One request's slot is in
- * probe_slots.c, one loop in probe_loop.c; what they share in
- * probe_internal.h. */
+ * probe_slots.c, one loop in probe_loop.c; what they share in state.h. */
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -27,7 +26,7 @@
 #include "caliper/auth.h"
 #include "caliper/stats.h"
 #include "lib/util/c_locale.h"
-#include "probe_internal.h"
+#include "state.h"
 
 const char *cal_req_status_name(cal_req_status s)
 {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
-#include "probe_internal.h"
+#include "state.h"
 
 /* ---- the event loop ------------------------------------------------------ */
 

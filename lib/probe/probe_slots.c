@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
-#include "probe_internal.h"
+#include "state.h"
 
 /* ---- a request's limits ----------------------------------------------- */
 

@@ -1,10 +1,10 @@
-/* The probe's inside, shared by its three files: probe.c (the API: open,
- * close, a run split over loops and merged), probe_slots.c (one request's
- * slot: its curl handle, body, parsing and end) and probe_loop.c (one event
- * loop: curl's sockets and timers, sending on time, draining what ended).
- * Not installed; nothing outside lib/probe includes it. */
-#ifndef CALIPER_PROBE_INTERNAL_H
-#define CALIPER_PROBE_INTERNAL_H
+/* The probe's run state and limits, shared by its three files: probe.c (the
+ * API: open, close, a run split over loops and merged), probe_slots.c (one
+ * request's slot: its curl handle, body, parsing and end) and probe_loop.c
+ * (one event loop: curl's sockets and timers, sending on time, draining what
+ * ended). Not installed; nothing outside lib/probe includes it. */
+#ifndef CALIPER_PROBE_STATE_H
+#define CALIPER_PROBE_STATE_H
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
