@@ -33,6 +33,7 @@
 #include "mpi_ops.h"
 #include "run_dist.h"
 #include "run_view.h"
+#include "serve_target.h"
 
 #define CMD "run"
 #define MAX_LIST CAL_RUN_MAX_LIST
@@ -692,14 +693,13 @@ static char *protocol_extra(const opts *o)
 }
 
 /* The series key: the target as given and every protocol field that changes
- * what a shot measures (the shot flags aside). */
+ * what a shot measures (the shot flags aside), numbers as main's C locale. */
 static void series_key(const opts *o, char *key, size_t n)
 {
     /* a URL's credentials are never stored: the key holds it redacted */
     char url[CAL_NOISE_SERIES_MAX / 2] = "";
     if (o->n_url && cal_url_redact(o->url[0], url, sizeof url) != CAL_OK) url[0] = 0;
     const char *tgt = o->n_launch ? o->launch[0] : o->n_url ? url : "built-in";
-    /* main set LC_NUMERIC to "C": the key reads the same in every locale */
     snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%ld|rate %g|p%ld|m%ld|%s|n%ld|d%g|free %d|prefix %d|rest %g",
              tgt, o->n_url && o->n_launch ? url : "", o->n_launch || o->n_url ? "" : o->preset,
              o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
@@ -721,31 +721,9 @@ static void print_goodput(const cal_run_data *d)
     cal_result_free(&r);
 }
 
-/* The line `caliper serve` prints when it is ready (cmd_serve.c): "caliper
- * serve: listening on http://HOST:PORT (model NAME, N params, ...)". The
- * URL into url, the words after it into detail; 0 for any other line or a
- * URL that does not fit. */
-static int serve_ready_line(const char *line, char *url, size_t url_n, char *detail, size_t detail_n)
-{
-    const char *p = strstr(line, "listening on http://");
-    if (!p) return 0;
-    p += strlen("listening on ");
-    size_t len = strcspn(p, " \t\r\n");
-    if (len == 0 || len >= url_n) return 0;
-    memcpy(url, p, len);
-    url[len] = '\0';
-    const char *rest = p + len;
-    while (*rest == ' ' || *rest == '\t') rest++;
-    snprintf(detail, detail_n, "%.*s", (int)strcspn(rest, "\r\n"), rest);
-    return 1;
-}
-
-#define SERVE_ARGV_MAX 40
-
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
 {
-    const char *argv_serve[SERVE_ARGV_MAX];
-    char extra[512] = "";
+    cli_serve_argv serve;
     cal_served_config sc;
     memset(&sc, 0, sizeof sc);
     cal_target_config *t = &sc.target;
@@ -770,24 +748,9 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
             cli_fail(CMD, "the built-in engine: cannot find this program to start it: %s", why);
             return CAL_ENOTFOUND;
         }
-        /* `<self> serve --preset P --port 0 [--serve-args words]`: the
-         * served config copies it before make_target returns */
-        int k = 0;
-        argv_serve[k++] = self;
-        argv_serve[k++] = "serve";
-        argv_serve[k++] = "--preset";
-        argv_serve[k++] = o->preset ? o->preset : "small";
-        argv_serve[k++] = "--port";
-        argv_serve[k++] = "0";
-        if (o->serve_args) {
-            snprintf(extra, sizeof extra, "%s", o->serve_args);
-            for (char *save = NULL, *w = strtok_r(extra, " \t", &save); w && k < SERVE_ARGV_MAX - 2;
-                 w = strtok_r(NULL, " \t", &save))
-                argv_serve[k++] = w;
-        }
-        argv_serve[k] = NULL;
-        t->argv = argv_serve;
-        t->ready_line = serve_ready_line;
+        cli_serve_argv_make(&serve, self, o->preset, o->serve_args);   /* the config copies it */
+        t->argv = serve.argv;
+        t->ready_line = cli_serve_ready_line;
         t->preset = o->preset;
     }
     sc.probe.api = o->api;
