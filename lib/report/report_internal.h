@@ -48,7 +48,7 @@ unsigned cal_report_varying(const cal_result *r, cal_sweep sw);
 void cal_report_row_name(const cal_fingerprint *fp, unsigned vary, char *buf, size_t n);
 void cal_report_describe_except(const cal_fingerprint *fp, unsigned skip, char *buf, size_t n);
 
-/* Goodput against offered load (goodput.c): the open-loop cells of one
+/* Goodput against offered load (goodput_curve.c): the open-loop cells of one
  * prompt length (the one with most) that have a goodput, one per rate in
  * rate order, with the saturation rule and knee (saturation.h) applied. */
 #define CAL_GP_MAX 64
