@@ -16,6 +16,7 @@
 #include "caliper/error.h"
 #include "caliper/keep.h"
 #include "caliper/noise.h"
+#include "caliper/platform.h"
 #include "caliper/probe.h"
 #include "caliper/report.h"
 #include "caliper/protocol.h"
@@ -29,11 +30,10 @@
 #include "caliper/workload.h"
 #include "caliper/workload_traffic.h"
 #include "cli.h"
-#include "lib/platform/platform.h"
-#include "lib/util/c_locale.h"
 #include "mpi_ops.h"
 #include "run_dist.h"
 #include "run_view.h"
+#include "serve_target.h"
 
 #define CMD "run"
 #define MAX_LIST CAL_RUN_MAX_LIST
@@ -672,7 +672,7 @@ static char *protocol_extra(const opts *o)
 }
 
 /* The series key: the target as given and every protocol field that changes
- * what a shot measures (the shot flags aside). */
+ * what a shot measures (the shot flags aside), numbers as main's C locale. */
 static void series_key(const opts *o, char *key, size_t n)
 {
     cal_run_plan p = o->plan;
@@ -681,15 +681,16 @@ static void series_key(const opts *o, char *key, size_t n)
     char url[CAL_NOISE_SERIES_MAX / 2] = "";
     if (o->n_url && cal_url_redact(o->url[0], url, sizeof url) != CAL_OK) url[0] = 0;
     const char *tgt = o->n_launch ? o->launch[0] : o->n_url ? url : "built-in";
-    cal_snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%d|rate %g|p%d|m%d|%s|n%ld|d%g|free %d|prefix %d|rest %g",
-                 tgt, o->n_url && o->n_launch ? url : "", o->n_launch || o->n_url ? "" : o->preset,
-                 o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
-                 p.concurrency[0], p.rate, p.prompt_tokens[0], p.max_tokens, cal_content_name(p.content),
-                 p.requests, p.duration_s, p.free_output, p.allow_prefix, p.rest_s);
+    snprintf(key, n, "%s|%s|%s|%s|%s|%s|c%d|rate %g|p%d|m%d|%s|n%ld|d%g|free %d|prefix %d|rest %g",
+             tgt, o->n_url && o->n_launch ? url : "", o->n_launch || o->n_url ? "" : o->preset,
+             o->serve_args ? o->serve_args : "", o->model ? o->model : "", o->api_name,
+             p.concurrency[0], p.rate, p.prompt_tokens[0], p.max_tokens, cal_content_name(p.content),
+             p.requests, p.duration_s, p.free_output, p.allow_prefix, p.rest_s);
 }
 
 static int make_target(const opts *o, int i, const char *api_key, cal_run_target **out)
 {
+    cli_serve_argv serve;
     cal_served_config sc;
     memset(&sc, 0, sizeof sc);
     cal_target_config *t = &sc.target;
@@ -709,12 +710,15 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     } else {
         t->kind = CAL_TARGET_BUILTIN;
         char why[300];
-        if (!(t->self_exe = cal_plat_self_exe(why, sizeof why))) {
+        const char *self = cal_plat_self_exe(why, sizeof why);
+        if (!self) {
             cli_fail(CMD, "the built-in engine: cannot find this program to start it: %s", why);
             return CAL_ENOTFOUND;
         }
+        cli_serve_argv_make(&serve, self, o->preset, o->serve_args);   /* the config copies it */
+        t->argv = serve.argv;
+        t->ready_line = cli_serve_ready_line;
         t->preset = o->preset;
-        t->serve_args = o->serve_args;
     }
     sc.probe.api = o->api;
     sc.probe.api_key = api_key;

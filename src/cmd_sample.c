@@ -22,9 +22,9 @@
 #include "caliper/clock.h"
 #include "caliper/csv.h"
 #include "caliper/error.h"
+#include "caliper/platform.h"
 #include "caliper/telemetry.h"
 #include "cli.h"
-#include "lib/platform/platform.h"
 
 #define CMD "sample"
 

@@ -17,11 +17,11 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/global.h"
+#include "caliper/platform.h"
 #include "caliper/prom.h"
 #include "caliper/telemetry.h"
 #include "caliper/watch.h"
 #include "cli.h"
-#include "lib/platform/platform.h"
 
 #define CMD "watch"
 #define MAX_PIDS 16

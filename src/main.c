@@ -6,9 +6,9 @@
 #include <unistd.h>
 #include "caliper/error.h"
 #include "caliper/global.h"
+#include "caliper/platform.h"
 #include "cli.h"
 #include "engine/engine.h"
-#include "lib/platform/platform.h"
 
 static const cli_cmd COMMANDS[] = {
     {"run",     cmd_run,     "benchmark a target: shots, sweeps, telemetry, into the store"},

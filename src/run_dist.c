@@ -11,9 +11,9 @@
 #include <unistd.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
+#include "caliper/platform.h"
 #include "caliper/shard.h"
 #include "cli.h"
-#include "lib/platform/platform.h"
 #include "mpi_ops.h"
 #include "run_dist.h"
 #include "run_view.h"

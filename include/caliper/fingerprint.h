@@ -10,21 +10,7 @@
 #ifndef CALIPER_FINGERPRINT_H
 #define CALIPER_FINGERPRINT_H
 #include <stddef.h>
-
-typedef enum cal_shot_kind {
-    CAL_SHOT_UNKNOWN = 0, /* not recorded */
-    CAL_SHOT_COLD,        /* first shot of a fresh engine process */
-    CAL_SHOT_WARM,        /* a later shot in the same process, no rest */
-    CAL_SHOT_RESTED,      /* a later shot after a rest */
-    CAL_SHOT_WARMUP,      /* recorded but excluded from summaries */
-    CAL_SHOT_CONSECUTIVE  /* a foreign tool's mean of consecutive requests,
-                             no cold/warm split (vLLM bench serve, ...) */
-} cal_shot_kind;
-
-typedef enum cal_column {
-    CAL_COL_AGGREGATE = 0, /* all output tokens ÷ the cell's wall clock */
-    CAL_COL_PER_REQUEST    /* a per-request quantity, summarised (median, pXX) */
-} cal_column;
+#include "caliper/schema.h"   /* cal_shot_kind, cal_column */
 
 #define CAL_FP_STR 96
 
@@ -74,17 +60,6 @@ const char *cal_fp_field_name(cal_fp_field f);
  * buf[n]; returns buf. */
 char *cal_fp_field_value(const cal_fingerprint *fp, cal_fp_field f,
                          char *buf, size_t n);
-
-/* "cold", "warm", "rested", "warm-up", "mean of consecutive requests, no
- * cold/warm split", "unknown". Never NULL. */
-const char *cal_shot_kind_name(cal_shot_kind k);
-/* The key of a kind, spelled once for every output and the store:
- * "unknown", "cold", "warm", "rested", "warmup", "consecutive". Never NULL. */
-const char *cal_shot_kind_key(cal_shot_kind k);
-/* Inverse of the keys (and of cal_shot_kind_name's names); CAL_EINVAL for
- * anything else. */
-int cal_shot_kind_parse(const char *s, cal_shot_kind *out);
-const char *cal_column_name(cal_column c);   /* "aggregate", "per-request" */
 
 typedef struct cal_fp_difference {
     cal_fp_field field;

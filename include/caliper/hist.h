@@ -65,4 +65,17 @@ int cal_hist_encode(const cal_hist *h, uint8_t **out, size_t *out_bytes);
  * wrong in why[why_len] (may be NULL), h left empty. */
 int cal_hist_decode(const uint8_t *blob, size_t bytes, cal_hist *h, char *why, size_t why_len);
 
+/* One cell's distributions, one histogram per metric: what a run keeps of
+ * every latency (keep.h fills it) and what the store writes beside the
+ * cell. Plain data. */
+typedef struct cal_cell_hists {
+    cal_hist h[CAL_HIST_N_METRIC];     /* [metric] */
+    int64_t  folded;                   /* requests folded */
+    int64_t  chunks_dropped;           /* ok requests with chunks whose
+                                          timestamps were not kept */
+} cal_cell_hists;
+void cal_cell_hists_init(cal_cell_hists *ch);                 /* all empty */
+/* dst += src, metric by metric. */
+void cal_cell_hists_merge(cal_cell_hists *dst, const cal_cell_hists *src);
+
 #endif

@@ -31,18 +31,9 @@ int cal_keep_parse(const char *s, long long *limit, char *why, size_t why_len);
 /* "all", "none" or the count, into buf. */
 const char *cal_keep_name(long long limit, char *buf, size_t n);
 
-/* One cell's distributions. */
-typedef struct cal_cell_hists {
-    cal_hist h[CAL_HIST_N_METRIC];     /* [metric] */
-    int64_t  folded;                   /* requests folded */
-    int64_t  chunks_dropped;           /* ok requests with chunks whose
-                                          timestamps were not kept */
-} cal_cell_hists;
-void cal_cell_hists_init(cal_cell_hists *ch);
-/* Fold one result's latencies into ch (no budget, no lock). */
+/* One cell's distributions (cal_cell_hists) are in hist.h.
+ * Fold one result's latencies into ch (no budget, no lock). */
 void cal_cell_hists_add(cal_cell_hists *ch, const cal_req_result *r);
-/* dst += src, metric by metric. */
-void cal_cell_hists_merge(cal_cell_hists *dst, const cal_cell_hists *src);
 
 typedef struct cal_keep {
     long long limit;                   /* CAL_KEEP_ALL, 0 (none) or N */

@@ -70,7 +70,8 @@ int cal_shot_series_verdict(const double *values, const int *shot_index, size_t 
 /* ---- target lifecycle -------------------------------------------------- */
 
 typedef enum cal_target_kind {
-    CAL_TARGET_BUILTIN = 0,   /* `<self> serve --preset P --port 0` */
+    CAL_TARGET_BUILTIN = 0,   /* an engine started from argv that names its own
+                                 URL (caliper's: `caliper serve --port 0`) */
     CAL_TARGET_URL,           /* an engine someone else runs */
     CAL_TARGET_LAUNCH         /* `/bin/sh -c CMD`, in its own process group */
 } cal_target_kind;
@@ -81,9 +82,15 @@ typedef struct cal_target_config {
     const char *url;          /* url: the base URL; launch: the URL to wait on
                                  (NULL: http://127.0.0.1:PORT from port) */
     const char *command;      /* launch: the shell command */
-    const char *self_exe;     /* builtin: this binary ("/proc/self/exe") */
-    const char *preset;       /* builtin: preset name ("small") */
-    const char *serve_args;   /* builtin: extra arguments, space-separated, or NULL */
+    const char *const *argv;  /* builtin: the command that starts the engine,
+                                 NULL-terminated, argv[0] a path (no shell) */
+    /* builtin: reads the engine's output a line at a time until the engine
+     * says where it listens: 1 with its base URL in url[url_n] and what it
+     * said after the URL in detail[detail_n], 0 for any other line. The
+     * caller knows its engine's words; the library does not. */
+    int (*ready_line)(const char *line, char *url, size_t url_n,
+                      char *detail, size_t detail_n);
+    const char *preset;       /* builtin: the engine's name in the record ("small") */
     int         port;         /* launch: port when url is NULL */
     int64_t     launch_timeout_ns;  /* 0 = 120 s */
     int64_t     grace_ns;     /* SIGTERM → SIGKILL; 0 = 5 s */
@@ -118,7 +125,7 @@ int64_t cal_target_spawn_ns(const cal_target *t);    /* monotonic; -1 url */
 pid_t   cal_target_pid(const cal_target *t);         /* 0 for url */
 /* 1 while a launched process lives (always 1 for url targets). */
 int     cal_target_alive(cal_target *t);
-/* builtin: what the engine said after its URL on the listening line
+/* builtin: what the engine said after its URL on the line ready_line took
  * ("(model caliper-small, 38211072 params)"); NULL otherwise. */
 const char *cal_target_detail(const cal_target *t);
 /* The engine's log (stdout + stderr); NULL for url targets. */

@@ -11,6 +11,7 @@
  * cal_prefix_free() releases them. Library code: nothing prints. */
 #ifndef CALIPER_PROXY_H
 #define CALIPER_PROXY_H
+#include "caliper/utf8.h"   /* cal_utf8_chars */
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -47,8 +48,6 @@ typedef struct cal_prefix {
  * CAL_ENOMEM. On failure out holds no allocation. */
 int  cal_prefix_parse(const char *body, size_t len, cal_prefix *out, char *why, size_t why_len);
 void cal_prefix_free(cal_prefix *p);
-/* Code points in s[len] (invalid UTF-8 bytes count one each). */
-long cal_utf8_chars(const char *s, size_t len);
 
 /* One recorded turn. Times are seconds from the moment the proxy had the
  * whole request (and forwarded it); NAN where not applicable. */

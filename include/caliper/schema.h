@@ -7,11 +7,39 @@
  *
  * The table itself is cal_summary_fields (store.h), indexed by cal_metric:
  * cal_summary_fields[m] describes metric m. Also here: one name table per
- * enum of the schema (statistic, better direction, pooling rule, series). */
+ * enum of the schema (shot kind, column, statistic, better direction,
+ * pooling rule, series). */
 #ifndef CALIPER_SCHEMA_H
 #define CALIPER_SCHEMA_H
 #include <stddef.h>
-#include "caliper/fingerprint.h"   /* cal_column */
+
+/* Which shots a number comes from, and which column it is in: the words
+ * every fingerprint (fingerprint.h), stored row and output uses. */
+typedef enum cal_shot_kind {
+    CAL_SHOT_UNKNOWN = 0, /* not recorded */
+    CAL_SHOT_COLD,        /* first shot of a fresh engine process */
+    CAL_SHOT_WARM,        /* a later shot in the same process, no rest */
+    CAL_SHOT_RESTED,      /* a later shot after a rest */
+    CAL_SHOT_WARMUP,      /* recorded but excluded from summaries */
+    CAL_SHOT_CONSECUTIVE  /* a foreign tool's mean of consecutive requests,
+                             no cold/warm split (vLLM bench serve, ...) */
+} cal_shot_kind;
+
+typedef enum cal_column {
+    CAL_COL_AGGREGATE = 0, /* all output tokens ÷ the cell's wall clock */
+    CAL_COL_PER_REQUEST    /* a per-request quantity, summarised (median, pXX) */
+} cal_column;
+
+/* "cold", "warm", "rested", "warm-up", "mean of consecutive requests, no
+ * cold/warm split", "unknown". Never NULL. */
+const char *cal_shot_kind_name(cal_shot_kind k);
+/* The key of a kind, spelled once for every output and the store:
+ * "unknown", "cold", "warm", "rested", "warmup", "consecutive". Never NULL. */
+const char *cal_shot_kind_key(cal_shot_kind k);
+/* Inverse of the keys (and of cal_shot_kind_name's names); CAL_EINVAL for
+ * anything else. */
+int cal_shot_kind_parse(const char *s, cal_shot_kind *out);
+const char *cal_column_name(cal_column c);   /* "aggregate", "per-request" */
 
 /* Sample series a summary statistic is taken over: per request (or per shot
  * for the aggregate), in the units the names carry. */

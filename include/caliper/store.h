@@ -24,8 +24,7 @@
 #include <stdint.h>
 #include "caliper/protocol_record.h"
 #include "caliper/probe.h"        /* cal_req_result, cal_req_status */
-#include "caliper/fingerprint.h"  /* cal_shot_kind */
-#include "caliper/schema.h"       /* cal_field, cal_metric */
+#include "caliper/schema.h"       /* cal_field, cal_metric, cal_shot_kind */
 
 #define CAL_STORE_SCHEMA_VERSION 8
 

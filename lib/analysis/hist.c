@@ -65,6 +65,19 @@ void cal_hist_merge(cal_hist *dst, const cal_hist *src)
 
 /* The k-th smallest value (0-based) as its bucket's midpoint, within
  * [min, max]; the walk resumes from *b / *below for ascending k. */
+void cal_cell_hists_init(cal_cell_hists *ch)
+{
+    memset(ch, 0, sizeof *ch);
+    for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_init(&ch->h[m]);
+}
+
+void cal_cell_hists_merge(cal_cell_hists *dst, const cal_cell_hists *src)
+{
+    for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_merge(&dst->h[m], &src->h[m]);
+    dst->folded += src->folded;
+    dst->chunks_dropped += src->chunks_dropped;
+}
+
 static double order_stat(const cal_hist *h, uint64_t k, int *b, uint64_t *below)
 {
     if (k == 0) return (double)h->min_ns;

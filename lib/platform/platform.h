@@ -8,34 +8,23 @@
  * The Makefile builds exactly one of them (PLATFORM=linux|darwin|posix,
  * detected from uname; `make test PLATFORM=posix` proves the generic build
  * on Linux). No other file of the tree calls a Linux-only interface
- * (tests/e2e/test_portable.sh greps for them). Internal to libcaliper and
- * the caliper program; not installed. */
+ * (tests/e2e/test_portable.sh greps for them). Internal to libcaliper; not
+ * installed. The part a program needs is public: caliper/platform.h. */
 #ifndef CAL_PLATFORM_H
 #define CAL_PLATFORM_H
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "caliper/platform.h"
 
-/* "linux", "darwin" or "posix". */
-const char *cal_plat_name(void);
-
-/* Remembers argv[0] for cal_plat_self_exe where the OS cannot name the
- * running binary (posix). Call once from main, before any thread. */
-void cal_plat_set_argv0(const char *argv0);
-
-/* A path that execs this very binary; NULL when it cannot be found (then
- * why says why). The string is static and lives as long as the process. */
-const char *cal_plat_self_exe(char *why, size_t whyn);
+/* cal_plat_name, cal_plat_set_argv0, cal_plat_self_exe, cal_plat_pid_exists:
+ * caliper/platform.h (what a program linking libcaliper may call). */
 
 /* ---- host facts; each returns 0 or CAL_EABSENT with why filled ---- */
 int cal_plat_cpu_model(char *out, size_t n);
 int cal_plat_mem_total(int64_t *bytes);
 /* The first NVIDIA GPU's name as its driver lists it (no NVML needed). */
 int cal_plat_gpu_name(char *out, size_t n);
-
-/* 1 when process pid exists (root: a captured tree to look in instead of
- * the live system, where the platform reads one; NULL = live). */
-int cal_plat_pid_exists(const char *root, long pid);
 
 /* ---- a process's usage: RSS, CPU time, threads ---- */
 typedef struct cal_plat_proc cal_plat_proc;

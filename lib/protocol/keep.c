@@ -35,12 +35,6 @@ const char *cal_keep_name(long long limit, char *buf, size_t n)
     return buf;
 }
 
-void cal_cell_hists_init(cal_cell_hists *ch)
-{
-    memset(ch, 0, sizeof *ch);
-    for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_init(&ch->h[m]);
-}
-
 /* a series value in ms as the histogram's ns */
 static void add_ms(cal_hist *h, double ms)
 {
@@ -59,13 +53,6 @@ void cal_cell_hists_add(cal_cell_hists *ch, const cal_req_result *q)
     double g;
     cal_itl_begin(&it, q);
     while (cal_itl_next(&it, &g)) add_ms(&ch->h[CAL_HIST_ITL], g);
-}
-
-void cal_cell_hists_merge(cal_cell_hists *dst, const cal_cell_hists *src)
-{
-    for (int m = 0; m < CAL_HIST_N_METRIC; m++) cal_hist_merge(&dst->h[m], &src->h[m]);
-    dst->folded += src->folded;
-    dst->chunks_dropped += src->chunks_dropped;
 }
 
 void cal_keep_init(cal_keep *k, long long limit)

@@ -14,7 +14,8 @@
 typedef struct served {
     cal_target_config tcfg;
     cal_probe_config pcfg;
-    char *command, *tcfg_url, *self_exe, *preset, *serve_args;
+    char *command, *tcfg_url, *preset;
+    char **argv;                 /* builtin: owned copy, NULL-terminated */
     char *api_key, *extra_body, *version;
     int64_t models_timeout_ns, tokenize_timeout_ns;
     cal_target *target;
@@ -30,6 +31,26 @@ typedef struct served {
 } served;
 
 static char *dup0(const char *s) { return s ? strdup(s) : NULL; }
+
+static void argv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++) free(v[i]);
+    free(v);
+}
+
+/* A deep copy of a NULL-terminated argv; NULL for NULL or out of memory
+ * (*oom set then). */
+static char **argv_dup(const char *const *v, int *oom)
+{
+    if (!v) return NULL;
+    size_t n = 0;
+    while (v[n]) n++;
+    char **c = calloc(n + 1, sizeof *c);
+    for (size_t i = 0; c && i < n; i++)
+        if (!(c[i] = strdup(v[i]))) { argv_free(c); c = NULL; }
+    if (!c) *oom = 1;
+    return c;
+}
 
 static void s_stop(void *self)
 {
@@ -184,8 +205,8 @@ static void s_destroy(void *self)
     served *s = self;
     s_stop(s);
     cal_http_tokenizer_close(&s->tk);
-    free(s->command); free(s->tcfg_url); free(s->self_exe); free(s->preset);
-    free(s->serve_args); free(s->api_key); free(s->extra_body); free(s->version);
+    free(s->command); free(s->tcfg_url); argv_free(s->argv); free(s->preset);
+    free(s->api_key); free(s->extra_body); free(s->version);
     free(s);
 }
 
@@ -212,17 +233,17 @@ int cal_run_target_served(const cal_served_config *cfg, cal_run_target **out)
     s->pcfg = cfg->probe;
     s->command = dup0(cfg->target.command);
     s->tcfg_url = dup0(cfg->target.url);
-    s->self_exe = dup0(cfg->target.self_exe);
+    int oom = 0;
+    s->argv = argv_dup(cfg->target.argv, &oom);
     s->preset = dup0(cfg->target.preset);
-    s->serve_args = dup0(cfg->target.serve_args);
     s->api_key = dup0(cfg->probe.api_key);
     s->extra_body = dup0(cfg->probe.extra_body);
     s->version = dup0(cfg->version);
+    if (oom) { s_destroy(s); free(t); return CAL_ENOMEM; }
     s->tcfg.command = s->command;
     s->tcfg.url = s->tcfg_url;
-    s->tcfg.self_exe = s->self_exe;
+    s->tcfg.argv = (const char *const *)s->argv;
     s->tcfg.preset = s->preset;
-    s->tcfg.serve_args = s->serve_args;
     s->tcfg.stop = NULL;
     s->pcfg.api_key = s->api_key;
     s->pcfg.extra_body = s->extra_body;

@@ -161,15 +161,6 @@ int cal_target_alive(cal_target *t)
     return !reap(t, 0);
 }
 
-/* Split "a b c" into argv entries appended at argv[*k] (cap-limited); the
- * words point into the writable copy buf. */
-static void split_args(char *buf, char **argv, int *k, int cap)
-{
-    for (char *save = NULL, *w = strtok_r(buf, " \t", &save); w && *k < cap;
-         w = strtok_r(NULL, " \t", &save))
-        argv[(*k)++] = w;
-}
-
 /* The engine in its own process group (SIGTERM to the group reaches all
  * of it, and the terminal's Ctrl-C, sent to caliper's group, does not),
  * stdin from /dev/null, stdout and stderr to the log, an empty signal mask
@@ -210,30 +201,13 @@ static int spawn(cal_target *t, const cal_target_config *cfg, char *err, size_t 
         t->log[0] = '\0';
         return CAL_EIO;
     }
-    char *argv[40];
-    char extra[512] = "";
-    int k = 0;
-    if (cfg->kind == CAL_TARGET_BUILTIN) {
-        argv[k++] = (char *)cfg->self_exe;
-        argv[k++] = "serve";
-        argv[k++] = "--preset";
-        argv[k++] = (char *)(cfg->preset ? cfg->preset : "small");
-        argv[k++] = "--port";
-        argv[k++] = "0";
-        if (cfg->serve_args) {
-            snprintf(extra, sizeof extra, "%s", cfg->serve_args);
-            split_args(extra, argv, &k, 38);
-        }
-    } else {
-        argv[k++] = "/bin/sh";
-        argv[k++] = "-c";
-        argv[k++] = (char *)cfg->command;
-    }
-    argv[k] = NULL;
-    if (!argv[0] || (cfg->kind != CAL_TARGET_BUILTIN && !cfg->command)) {
+    char *sh[] = { "/bin/sh", "-c", (char *)cfg->command, NULL };
+    /* posix_spawn takes char *const[]; it writes none of them */
+    char *const *argv = cfg->kind == CAL_TARGET_BUILTIN ? (char *const *)cfg->argv : sh;
+    if (!argv || !argv[0] || (cfg->kind != CAL_TARGET_BUILTIN && !cfg->command)) {
         close(fd);
         snprintf(err, errn, "%s: no %s to start", cal_target_kind_name(cfg->kind),
-                 cfg->kind == CAL_TARGET_BUILTIN ? "self_exe" : "command");
+                 cfg->kind == CAL_TARGET_BUILTIN ? "argv" : "command");
         return CAL_EINVAL;
     }
     /* Orphans of the engine's group (its children, once /bin/sh or a wrapper
@@ -271,27 +245,23 @@ static int spawn(cal_target *t, const cal_target_config *cfg, char *err, size_t 
     return CAL_OK;
 }
 
-/* builtin: find "listening on http://127.0.0.1:PORT" in the log. */
-static int find_listen_url(cal_target *t)
+/* builtin: the caller's ready_line over the log's lines, until one names
+ * the engine's URL. */
+static int find_listen_url(cal_target *t, const cal_target_config *cfg)
 {
+    if (!cfg->ready_line) return 0;
     FILE *f = fopen(t->log, "r");
     if (!f) return 0;
     char line[512];
     int found = 0;
     while (!found && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, "listening on http://");
-        if (!p) continue;
-        p += strlen("listening on ");
-        size_t len = strcspn(p, " \t\r\n");
-        if (len > 0 && len < sizeof t->url) {
-            memcpy(t->url, p, len);
-            t->url[len] = '\0';
-            const char *rest = p + len;
-            while (*rest == ' ' || *rest == '\t') rest++;
-            snprintf(t->detail, sizeof t->detail, "%.*s", (int)strcspn(rest, "\r\n"), rest);
-            while (len > 0 && t->url[len - 1] == '/') t->url[--len] = '\0';
-            found = 1;
-        }
+        line[strcspn(line, "\r\n")] = '\0';
+        char url[sizeof t->url];
+        if (!cfg->ready_line(line, url, sizeof url, t->detail, sizeof t->detail) || !url[0]) continue;
+        size_t len = strlen(url);
+        while (len > 0 && url[len - 1] == '/') url[--len] = '\0';
+        memcpy(t->url, url, len + 1);
+        found = 1;
     }
     fclose(f);
     return found;
@@ -351,7 +321,7 @@ int cal_target_start(const cal_target_config *cfg, cal_target **out, char *err, 
     while (cal_now_ns() < deadline) {
         if (cfg->stop && *cfg->stop) { rc = CAL_ECANCEL; break; }
         if (reap(t, 0)) { rc = CAL_EIO; break; }
-        if (cfg->kind == CAL_TARGET_BUILTIN && !t->url[0]) find_listen_url(t);
+        if (cfg->kind == CAL_TARGET_BUILTIN && !t->url[0]) find_listen_url(t, cfg);
         if (t->url[0] && answers(t->url)) { rc = CAL_OK; break; }
         cal_sleep_ns(50000000LL, cfg->stop);
     }

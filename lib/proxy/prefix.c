@@ -8,18 +8,11 @@
 #include <string.h>
 #include "caliper/buf.h"
 #include "caliper/error.h"
+#include "caliper/utf8.h"
 
 #define PART_TEXT_MAX (64u << 20)
 
 const char *const cal_prefix_part_names[CAL_PART_N] = {"system", "tools", "history", "new"};
-
-long cal_utf8_chars(const char *s, size_t len)
-{
-    long n = 0;
-    for (size_t i = 0; i < len; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80) n++;   /* count every non-continuation byte */
-    return n;
-}
 
 void cal_prefix_free(cal_prefix *p)
 {

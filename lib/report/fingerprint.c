@@ -39,43 +39,6 @@ const char *cal_fp_field_name(cal_fp_field f)
 }
 
 
-/* The one table of shot-kind keys (JSON, CSV, the store, the terminal). */
-static const char *const SHOT_KEYS[] = {
-    [CAL_SHOT_UNKNOWN] = "unknown", [CAL_SHOT_COLD] = "cold", [CAL_SHOT_WARM] = "warm",
-    [CAL_SHOT_RESTED] = "rested", [CAL_SHOT_WARMUP] = "warmup",
-    [CAL_SHOT_CONSECUTIVE] = "consecutive",
-};
-#define N_SHOT_KEYS (sizeof SHOT_KEYS / sizeof SHOT_KEYS[0])
-
-const char *cal_shot_kind_key(cal_shot_kind k)
-{
-    return (unsigned)k < N_SHOT_KEYS ? SHOT_KEYS[k] : SHOT_KEYS[CAL_SHOT_UNKNOWN];
-}
-
-/* The human name is the key, except where words read better. */
-const char *cal_shot_kind_name(cal_shot_kind k)
-{
-    if (k == CAL_SHOT_WARMUP) return "warm-up";
-    if (k == CAL_SHOT_CONSECUTIVE) return "mean of consecutive requests, no cold/warm split";
-    return cal_shot_kind_key(k);
-}
-
-int cal_shot_kind_parse(const char *s, cal_shot_kind *out)
-{
-    if (!s) return CAL_EINVAL;
-    for (size_t i = 0; i < N_SHOT_KEYS; i++)
-        if (!strcmp(s, SHOT_KEYS[i])) { *out = (cal_shot_kind)i; return CAL_OK; }
-    /* the human names cal_shot_kind_name prints read back too */
-    for (size_t i = 0; i < N_SHOT_KEYS; i++)
-        if (!strcmp(s, cal_shot_kind_name((cal_shot_kind)i))) { *out = (cal_shot_kind)i; return CAL_OK; }
-    return CAL_EINVAL;
-}
-
-const char *cal_column_name(cal_column c)
-{
-    return c == CAL_COL_PER_REQUEST ? "per-request" : "aggregate";
-}
-
 static const char *str_or_unknown(const char *s)
 {
     return s[0] ? s : "unknown";

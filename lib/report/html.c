@@ -78,22 +78,6 @@ void cal_report_describe_except(const cal_fingerprint *fp, unsigned skip, char *
 
 #define SKIP(f) (1u << (f))
 
-static int fig_begin(cal_buf *b, const char *id, int wide, const char *title)
-{
-    TRYR(cal_buf_printf(b, "<figure id=\"%s\" class=\"chart%s\">\n<h3>", id, wide ? " wide" : ""));
-    TRYR(svg_esc(b, title));
-    return cal_buf_puts(b, "</h3>\n");
-}
-
-static int fig_end(cal_buf *b, const char *what, const char *protocol)
-{
-    TRYR(cal_buf_puts(b, "<figcaption><b>"));
-    TRYR(svg_esc(b, what));
-    TRYR(cal_buf_puts(b, "</b> Protocol: "));
-    TRYR(svg_esc(b, protocol));
-    return cal_buf_puts(b, "</figcaption>\n</figure>\n");
-}
-
 /* ---- charts ------------------------------------------------------------------ */
 
 static int kind_color(cal_shot_kind k)
@@ -128,7 +112,7 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
     if (!sx || !sy || !mx || !my || !cx || !cy || !px || !py) { rc = CAL_ENOMEM; goto out; }
     char id[48];
     snprintf(id, sizeof id, "chart-shots-%d", idx);
-    TRY(fig_begin(b, id, 1, "Per-shot throughput, clock and power on one time axis"));
+    TRY(svg_fig_begin(b, id, 1, "Per-shot throughput, clock and power on one time axis"));
     const double W = 1100, H1 = 230, H2 = 130, H3 = 160;
     TRY(svg_begin(b, W, H1 + H2 + H3, "per-shot throughput with clock and power"));
     svg_panel p1 = {0}, p2 = {0}, p3 = {0};
@@ -273,7 +257,7 @@ static int chart_shots(cal_buf *b, const cal_result *r, int idx)
     } else snprintf(proto, sizeof proto, "no shot series in this run");
     snprintf(cap, sizeof cap, "Each shot's %s over its duration (cold red, warm blue, rested green), "
              "the warm level with its 95 %% CI (dashed); clock and power below share the time axis.", what);
-    TRY(fig_end(b, cap, proto));
+    TRY(svg_fig_end(b, cap, proto));
 out:
     free(sx); free(sy); free(mx); free(my); free(cx); free(cy); free(px); free(py);
     free(tx); free(tc); free(tp);
@@ -293,7 +277,7 @@ static int chart_concurrency(cal_buf *b, const cal_result *r, int idx)
     }
     char id[48];
     snprintf(id, sizeof id, "chart-concurrency-%d", idx);
-    TRY(fig_begin(b, id, 0, "Concurrency curve: both columns"));
+    TRY(svg_fig_begin(b, id, 0, "Concurrency curve: both columns"));
     TRY(svg_begin(b, 540, 330, "throughput against concurrency, aggregate and per-request"));
     svg_panel p = {0};
     p.w = 540; p.h = 330;
@@ -317,7 +301,7 @@ static int chart_concurrency(cal_buf *b, const cal_result *r, int idx)
         snprintf(proto + l, sizeof proto - l, " · concurrency %s", list);
     } else snprintf(proto, sizeof proto, "no concurrency cells");
 
-    TRY(fig_end(b, "At low concurrency read the per-request column; at high concurrency the aggregate one.", proto));
+    TRY(svg_fig_end(b, "At low concurrency read the per-request column; at high concurrency the aggregate one.", proto));
 out:
     return rc;
 }
@@ -371,7 +355,7 @@ static int chart_dist(cal_buf *b, const cal_result *r, int idx, cal_series s,
     if (!xs || !ys) { rc = CAL_ENOMEM; goto out; }
     char id[48];
     snprintf(id, sizeof id, "%s-%d", id_base, idx);
-    TRY(fig_begin(b, id, 0, title));
+    TRY(svg_fig_begin(b, id, 0, title));
     TRY(svg_begin(b, 540, 330, title));
     static const double YT[] = {0, 0.25, 0.5, 0.75, 1};
     svg_panel p = {0};
@@ -404,7 +388,7 @@ static int chart_dist(cal_buf *b, const cal_result *r, int idx, cal_series s,
     else snprintf(proto, sizeof proto, "no cells with %s", qty);
     snprintf(cap, sizeof cap, "Cumulative distribution of %s per cell%s.", qty,
              approx ? " (lines through p50/p95/p99 where only percentiles were recorded)" : "");
-    TRY(fig_end(b, cap, proto));
+    TRY(svg_fig_end(b, cap, proto));
 out:
     free(xs); free(ys);
     return rc;
@@ -435,7 +419,7 @@ static int chart_prefill(cal_buf *b, const cal_result *r, int idx)
     }
     char id[48];
     snprintf(id, sizeof id, "chart-prefill-%d", idx);
-    TRY(fig_begin(b, id, 0, "Prefill time against prompt length"));
+    TRY(svg_fig_begin(b, id, 0, "Prefill time against prompt length"));
     TRY(svg_begin(b, 540, 330, "prefill time against prompt length with the fitted line"));
     svg_panel p = {0};
     p.w = 540; p.h = 330;
@@ -450,7 +434,7 @@ static int chart_prefill(cal_buf *b, const cal_result *r, int idx)
     char proto[600];
     if (first) cal_report_describe_except(&first->fp, SKIP(CAL_FPF_PROMPT), proto, sizeof proto);
     else snprintf(proto, sizeof proto, "no prompt-length sweep");
-    TRY(fig_end(b, "t(n) = a + b·n by least squares: a is the fixed cost, b the cost per prompt token. "
+    TRY(svg_fig_end(b, "t(n) = a + b·n by least squares: a is the fixed cost, b the cost per prompt token. "
                    "TTFT also holds queueing and the first decode step, so it bounds prefill from above.", proto));
 out:
     return rc;
@@ -641,14 +625,4 @@ int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char 
                           "</main>\n</body>\n</html>\n"));
 out:
     return rc;
-}
-
-int cal_report_fig_begin(cal_buf *b, const char *id, int wide, const char *title)
-{
-    return fig_begin(b, id, wide, title);
-}
-
-int cal_report_fig_end(cal_buf *b, const char *what, const char *protocol)
-{
-    return fig_end(b, what, protocol);
 }

@@ -1,31 +1,20 @@
-/* caliper — results to and from JSON (jansson): caliper's own result format
- * ("format": "caliper-result", written by `caliper report --format json` and
- * read back by compare), and the dispatch that recognises a store export or a
- * vLLM bench file. Absent numbers are null or left out, never zero. */
+/* caliper — caliper's own result format in JSON (jansson): "format":
+ * "caliper-result", written by `caliper report --format json` and read back
+ * by compare (load.c recognises it among the formats it reads). Absent
+ * numbers are null or left out, never zero. */
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "report_internal.h"
-#include "lib/util/c_locale.h"
 
 #define FORMAT_NAME "caliper-result"
 /* 2: one schema: every cell and shot number under its schema key (schema.h),
  *    verdicts as objects. 1: the report's own keys, read through LEGACY. */
 #define FORMAT_VERSION 2
-
-void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
-{
-    if (!err || !errn) return;
-    va_list ap;
-    va_start(ap, fmt);
-    cal_vsnprintf(err, errn, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- writing ---------------------------------------------------------------- */
 
@@ -219,35 +208,8 @@ int cal_report_write_json(const cal_result *const *res, size_t n, cal_buf *out)
 
 /* ---- reading ---------------------------------------------------------------- */
 
-double cal_report_jnum(const json_t *o, const char *k)
-{
-    const json_t *v = json_object_get(o, k);
-    if (json_is_number(v)) return json_number_value(v);
-    if (json_is_string(v) && !strcmp(json_string_value(v), "inf")) return INFINITY;
-    return NAN;
-}
-
-long cal_report_jint(const json_t *o, const char *k, long lo, long hi, long dflt)
-{
-    double v = cal_report_jnum(o, k);
-    if (!isfinite(v)) return dflt;
-    return v < (double)lo ? lo : v > (double)hi ? hi : (long)v;
-}
-
-int64_t cal_report_i64(double v, double lo, double hi, int64_t dflt)
-{
-    if (!isfinite(v)) return dflt;
-    return v < lo ? (int64_t)lo : v > hi ? (int64_t)hi : (int64_t)v;
-}
-
-void cal_report_jstr(const json_t *o, const char *k, char *dst, size_t n)
-{
-    const json_t *v = json_object_get(o, k);
-    snprintf(dst, n, "%s", json_is_string(v) ? json_string_value(v) : "");
-}
-
 /* Read an array of numbers (nulls skipped) into a cell series. */
-int cal_report_jseries(cal_rcell *c, cal_series s, const json_t *arr)
+static int jseries(cal_rcell *c, cal_series s, const json_t *arr)
 {
     if (!json_is_array(arr)) return CAL_OK;
     size_t n = json_array_size(arr), k = 0;
@@ -291,7 +253,7 @@ static int fp_from_json(const json_t *o, cal_fingerprint *fp, char *err, size_t 
     return CAL_OK;
 }
 
-static int own_from_json(const json_t *root, const char *name, cal_result **out,
+int cal_report_own_from_json(const json_t *root, const char *name, cal_result **out,
                          char *err, size_t errn)
 {
     cal_result *r = cal_result_new();
@@ -340,7 +302,7 @@ static int own_from_json(const json_t *root, const char *name, cal_result **out,
         metrics_from_json(json_object_get(v, "metrics"), v, version, c->v);
         const json_t *s = json_object_get(v, "samples");
         for (int k = 0; k < CAL_S__N; k++)
-            if ((e = cal_report_jseries(c, (cal_series)k, json_object_get(s, cal_series_key((cal_series)k))))) goto fail;
+            if ((e = jseries(c, (cal_series)k, json_object_get(s, cal_series_key((cal_series)k))))) goto fail;
     }
     json_array_foreach(json_object_get(root, "shots"), i, v) {
         cal_shot s;
@@ -370,38 +332,8 @@ fail:
     return e;
 }
 
-int cal_report_parse(const char *text, size_t len, json_t **root, char *err, size_t errn)
+int cal_report_own_is(const json_t *root)
 {
-    json_error_t je;
-    *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!*root) {
-        cal_report_errf(err, errn, "JSON: %s at line %d column %d", je.text, je.line, je.column);
-        return CAL_EPROTO;
-    }
-    if (!json_is_object(*root)) {
-        json_decref(*root);
-        *root = NULL;
-        cal_report_errf(err, errn, "JSON: the top level is not an object");
-        return CAL_EPROTO;
-    }
-    return CAL_OK;
-}
-
-int cal_result_from_json(const char *text, size_t len, const char *name,
-                         cal_result **out, char *err, size_t errn)
-{
-    json_t *root;
-    int e = cal_report_parse(text, len, &root, err, errn);
-    if (e) return e;
     const json_t *fmt = json_object_get(root, "format");
-    if (json_is_string(fmt) && !strcmp(json_string_value(fmt), FORMAT_NAME)) {
-        e = own_from_json(root, name, out, err, errn);
-        json_decref(root);
-        return e;
-    }
-    int vllm = json_object_get(root, "backend") && json_object_get(root, "duration") &&
-               (json_object_get(root, "median_ttft_ms") || json_object_get(root, "output_throughput"));
-    json_decref(root);
-    if (vllm) return cal_import_vllm(text, len, name, out, err, errn);
-    return cal_result_from_export(text, len, name, out, err, errn);
+    return json_is_string(fmt) && !strcmp(json_string_value(fmt), FORMAT_NAME);
 }

@@ -1,6 +1,8 @@
 /* caliper — finds a result by what the user typed: a JSON file on disk
- * (caliper's result JSON, a `caliper export` file, a vLLM bench file), or a
- * run in the store ("7", "latest", a label). */
+ * (caliper's result JSON, a `caliper export` file, a vLLM bench file, told
+ * apart here), or a run in the store ("7", "latest", a label); and the
+ * importers by tool name. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,24 @@ int cal_report_read_file(const char *path, char **text, size_t *len, char *err, 
     *text = b.data ? b.data : calloc(1, 1);
     *len = b.len;
     return *text ? CAL_OK : CAL_ENOMEM;
+}
+
+int cal_result_from_json(const char *text, size_t len, const char *name,
+                         cal_result **out, char *err, size_t errn)
+{
+    json_t *root;
+    int e = cal_report_parse(text, len, &root, err, errn);
+    if (e) return e;
+    if (cal_report_own_is(root)) {
+        e = cal_report_own_from_json(root, name, out, err, errn);
+        json_decref(root);
+        return e;
+    }
+    int vllm = json_object_get(root, "backend") && json_object_get(root, "duration") &&
+               (json_object_get(root, "median_ttft_ms") || json_object_get(root, "output_throughput"));
+    json_decref(root);
+    if (vllm) return cal_import_vllm(text, len, name, out, err, errn);
+    return cal_result_from_export(text, len, name, out, err, errn);
 }
 
 static const char *base_name(const char *p)

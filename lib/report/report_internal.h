@@ -7,22 +7,13 @@
 #include <stdint.h>
 #include "caliper/buf.h"
 #include "caliper/report.h"
+#include "lib/util/json.h"
 
-void cal_report_errf(char *err, size_t errn, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Parse text as a JSON object; message into err on failure. */
-int cal_report_parse(const char *text, size_t len, json_t **root, char *err, size_t errn);
-/* A number field (a string "inf" reads as INFINITY); NAN when absent. */
-double cal_report_jnum(const json_t *o, const char *k);
-/* A number field as an integer clamped to [lo, hi]; dflt when absent or not
- * finite. (A double outside an integer's range must never be cast.) */
-long cal_report_jint(const json_t *o, const char *k, long lo, long hi, long dflt);
-/* v clamped to [lo, hi] as int64; dflt when not finite. */
-int64_t cal_report_i64(double v, double lo, double hi, int64_t dflt);
-/* A string field into dst[n]; "" when absent. */
-void cal_report_jstr(const json_t *o, const char *k, char *dst, size_t n);
-/* An array of numbers into a cell series (nulls and non-numbers skipped). */
-int cal_report_jseries(cal_rcell *c, cal_series s, const json_t *arr);
+/* caliper's own result format (json.c): whether a parsed object says it is
+ * one, and reading one into a new result (*out; errors name the field). */
+int cal_report_own_is(const json_t *root);
+int cal_report_own_from_json(const json_t *root, const char *name, cal_result **out,
+                             char *err, size_t errn);
 
 int cal_report_write_json(const cal_result *const *res, size_t n, cal_buf *out);
 int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out);
@@ -57,12 +48,7 @@ unsigned cal_report_varying(const cal_result *r, cal_sweep sw);
 void cal_report_row_name(const cal_fingerprint *fp, unsigned vary, char *buf, size_t n);
 void cal_report_describe_except(const cal_fingerprint *fp, unsigned skip, char *buf, size_t n);
 
-/* A chart's figure: its heading, then (after the SVG) what to read and the
- * protocol as the caption. */
-int cal_report_fig_begin(cal_buf *b, const char *id, int wide, const char *title);
-int cal_report_fig_end(cal_buf *b, const char *what, const char *protocol);
-
-/* Goodput against offered load (goodput.c): the open-loop cells of one
+/* Goodput against offered load (goodput_curve.c): the open-loop cells of one
  * prompt length (the one with most) that have a goodput, one per rate in
  * rate order, with the saturation rule and knee (saturation.h) applied. */
 #define CAL_GP_MAX 64

@@ -39,6 +39,14 @@ static void cell_free(cal_rcell *c)
     for (int s = 0; s < CAL_S__N; s++) { free(c->s[s]); c->s[s] = NULL; c->ns[s] = 0; }
 }
 
+/* Here, not in turns.c: a result owns its turns and frees them with itself. */
+void cal_turns_free(cal_turns *t)
+{
+    if (!t) return;
+    free(t->rows);
+    memset(t, 0, sizeof *t);
+}
+
 void cal_result_free(cal_result **rp)
 {
     if (!rp || !*rp) return;

@@ -36,6 +36,22 @@ int svg_esc(cal_buf *b, const char *s)
     return CAL_OK;
 }
 
+int svg_fig_begin(cal_buf *b, const char *id, int wide, const char *title)
+{
+    TRY(cal_buf_printf(b, "<figure id=\"%s\" class=\"chart%s\">\n<h3>", id, wide ? " wide" : ""));
+    TRY(svg_esc(b, title));
+    return cal_buf_puts(b, "</h3>\n");
+}
+
+int svg_fig_end(cal_buf *b, const char *what, const char *protocol)
+{
+    TRY(cal_buf_puts(b, "<figcaption><b>"));
+    TRY(svg_esc(b, what));
+    TRY(cal_buf_puts(b, "</b> Protocol: "));
+    TRY(svg_esc(b, protocol));
+    return cal_buf_puts(b, "</figcaption>\n</figure>\n");
+}
+
 int svg_begin(cal_buf *b, double w, double h, const char *title)
 {
     TRY(cal_buf_printf(b, "<svg viewBox=\"0 0 %.0f %.0f\" "

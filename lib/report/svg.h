@@ -46,6 +46,10 @@ int svg_begin(cal_buf *b, double w, double h, const char *title);
 int svg_end(cal_buf *b);
 /* Draw one panel: frame, grid, ticks, axis labels, series, legend. */
 int svg_panel_write(cal_buf *b, const svg_panel *p);
+/* A chart's figure around its svg: the heading first; after the svg, what
+ * to read (bold) and the protocol as the caption. */
+int svg_fig_begin(cal_buf *b, const char *id, int wide, const char *title);
+int svg_fig_end(cal_buf *b, const char *what, const char *protocol);
 /* Append s escaped for XML text/attributes. */
 int svg_esc(cal_buf *b, const char *s);
 

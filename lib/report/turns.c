@@ -19,13 +19,6 @@
 #include "lib/report/report_internal.h"
 #include "lib/report/svg.h"
 
-void cal_turns_free(cal_turns *t)
-{
-    if (!t) return;
-    free(t->rows);
-    memset(t, 0, sizeof *t);
-}
-
 static double mean_of(const double *x, size_t n) { return n ? cal_stats_mean(x, n) : NAN; }
 
 int cal_turns_from_run(const cal_run_data *d, cal_turns *out)

@@ -29,3 +29,11 @@ size_t cal_utf8_check(const char *s, size_t n)
     }
     return n;
 }
+
+long cal_utf8_chars(const char *s, size_t len)
+{
+    long n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80) n++;   /* count every non-continuation byte */
+    return n;
+}

@@ -14,7 +14,6 @@
 #include "lib/util/c_locale.h"
 #include "caliper/buf.h"
 #include "caliper/error.h"
-#include "caliper/proxy.h"
 #include "caliper/utf8.h"
 #include "caliper/workload_traffic.h"
 #include "lib/util/json_span.h"

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <libgen.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 #include "caliper/clock.h"
@@ -171,7 +172,8 @@ static void test_death_signal_follows_the_option(void **st)
 static void test_exec_failure_from_the_child(void **st)
 {
     (void)st;
-    cal_target_config c = {.kind = CAL_TARGET_BUILTIN, .self_exe = "/nonexistent/caliper",
+    const char *argv[] = {"/nonexistent/caliper", "serve", NULL};
+    cal_target_config c = {.kind = CAL_TARGET_BUILTIN, .argv = argv,
                            .launch_timeout_ns = 60 * S};
     cal_target *t = NULL;
     char err[1200];
@@ -182,12 +184,78 @@ static void test_exec_failure_from_the_child(void **st)
     if (!spawn_said && !child_said) fail_msg("err: %s", err);
 }
 
-int main(void)
+/* The built-in target knows no engine's words: its caller's ready_line
+ * reads the log (here the fault server's "port N", not caliper serve's
+ * line), gives the URL the target then waits on, and what to keep as the
+ * detail. */
+static char g_bindir[4096];
+static int calls_ready;
+static int port_line(const char *line, char *url, size_t url_n, char *detail, size_t detail_n)
 {
+    calls_ready++;
+    int port;
+    if (sscanf(line, "port %d", &port) != 1) return 0;
+    snprintf(url, url_n, "http://127.0.0.1:%d/", port);   /* the slash is trimmed */
+    snprintf(detail, detail_n, "(fault server)");
+    return 1;
+}
+
+static void test_builtin_ready_line_from_the_caller(void **st)
+{
+    (void)st;
+    char exe[4200];
+    snprintf(exe, sizeof exe, "%s/helpers/faultserver", g_bindir);
+    const char *argv[] = {exe, NULL};
+    cal_target_config c = {.kind = CAL_TARGET_BUILTIN, .argv = argv, .ready_line = port_line,
+                           .launch_timeout_ns = 120 * S};
+    cal_target *t = NULL;
+    char err[1200];
+    calls_ready = 0;
+    int rc = cal_target_start(&c, &t, err, sizeof err);
+    if (rc != CAL_OK) fail_msg("start: %s", err);
+    assert_true(calls_ready >= 1);
+    int port = 0;
+    assert_int_equal(sscanf(cal_target_url(t), "http://127.0.0.1:%d", &port), 1);
+    assert_true(port > 0);
+    char want[64];
+    snprintf(want, sizeof want, "http://127.0.0.1:%d", port);
+    assert_string_equal(cal_target_url(t), want);
+    assert_string_equal(cal_target_detail(t), "(fault server)");
+    assert_true(cal_target_pid(t) > 0);
+    cal_target_stop(&t);
+    assert_null(t);
+}
+
+/* Without a ready_line a built-in target has no way to learn its URL: it
+ * says so when the wait ends (the engine here exits at once). */
+static void test_builtin_without_ready_line(void **st)
+{
+    (void)st;
+    const char *argv[] = {"/bin/sh", "-c", "echo listening on http://127.0.0.1:9/; exit 3", NULL};
+    cal_target_config c = {.kind = CAL_TARGET_BUILTIN, .argv = argv, .launch_timeout_ns = 120 * S};
+    cal_target *t = NULL;
+    char err[1200];
+    assert_int_equal(cal_target_start(&c, &t, err, sizeof err), CAL_EIO);
+    assert_null(t);
+    assert_non_null(strstr(err, "exited with status 3"));
+    const char *none[] = {NULL};
+    c.argv = none;
+    assert_int_equal(cal_target_start(&c, &t, err, sizeof err), CAL_EINVAL);
+    assert_non_null(strstr(err, "no argv to start"));
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", argv[0]);
+    snprintf(g_bindir, sizeof g_bindir, "%s", dirname(tmp));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subreaper_only_when_asked),
         cmocka_unit_test(test_death_signal_follows_the_option),
         cmocka_unit_test(test_exec_failure_from_the_child),
+        cmocka_unit_test(test_builtin_ready_line_from_the_caller),
+        cmocka_unit_test(test_builtin_without_ready_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -136,7 +136,7 @@ int cal_report_goodput_html(cal_buf *b, const cal_result *r, int idx)
     if (!cal_report_goodput_curve(r, c)) goto out;   /* no goodput: no figure */
     char id[48];
     snprintf(id, sizeof id, "chart-goodput-%d", idx);
-    TRY(cal_report_fig_begin(b, id, 0, "Goodput against offered load"));
+    TRY(svg_fig_begin(b, id, 0, "Goodput against offered load"));
     TRY(svg_begin(b, 540, 330, "goodput and throughput against offered load, knee marked"));
     svg_panel p;
     memset(&p, 0, sizeof p);
@@ -174,7 +174,7 @@ int cal_report_goodput_html(cal_buf *b, const cal_result *r, int idx)
     for (size_t i = 0; i < c->n && used < sizeof proto; i++)
         used += (size_t)cal_snprintf(proto + used, sizeof proto - used, "%s %.3g", i ? "," : "", c->offered[i]);
     if (used < sizeof proto) cal_snprintf(proto + used, sizeof proto - used, " req/s");
-    TRY(cal_report_fig_end(b, what, proto));
+    TRY(svg_fig_end(b, what, proto));
 out:
     free(c);
     return rc;

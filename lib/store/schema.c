@@ -1,11 +1,12 @@
 /* The one schema table (schema.h): every field of a cell's summary with its
  * key, unit, statistic, column, better direction, pooling rule, decimals and
- * doc. The store's columns, the exports, the report, compare and the
+ * doc, and the names of the schema's enums (shot kinds and columns too). The store's columns, the exports, the report, compare and the
  * terminal tables all read it. Keys follow vLLM's bench JSON where the
  * meaning is the same. */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+#include "caliper/error.h"
 #include "caliper/schema.h"
 #include "caliper/store.h"
 
@@ -156,4 +157,41 @@ void cal_summary_init(cal_summary *s)
             double nan = NAN;
             memcpy((char *)s + cal_summary_fields[i].offset, &nan, sizeof nan);
         }
+}
+
+/* The one table of shot-kind keys (JSON, CSV, the store, the terminal). */
+static const char *const SHOT_KEYS[] = {
+    [CAL_SHOT_UNKNOWN] = "unknown", [CAL_SHOT_COLD] = "cold", [CAL_SHOT_WARM] = "warm",
+    [CAL_SHOT_RESTED] = "rested", [CAL_SHOT_WARMUP] = "warmup",
+    [CAL_SHOT_CONSECUTIVE] = "consecutive",
+};
+#define N_SHOT_KEYS (sizeof SHOT_KEYS / sizeof SHOT_KEYS[0])
+
+const char *cal_shot_kind_key(cal_shot_kind k)
+{
+    return (unsigned)k < N_SHOT_KEYS ? SHOT_KEYS[k] : SHOT_KEYS[CAL_SHOT_UNKNOWN];
+}
+
+/* The human name is the key, except where words read better. */
+const char *cal_shot_kind_name(cal_shot_kind k)
+{
+    if (k == CAL_SHOT_WARMUP) return "warm-up";
+    if (k == CAL_SHOT_CONSECUTIVE) return "mean of consecutive requests, no cold/warm split";
+    return cal_shot_kind_key(k);
+}
+
+int cal_shot_kind_parse(const char *s, cal_shot_kind *out)
+{
+    if (!s) return CAL_EINVAL;
+    for (size_t i = 0; i < N_SHOT_KEYS; i++)
+        if (!strcmp(s, SHOT_KEYS[i])) { *out = (cal_shot_kind)i; return CAL_OK; }
+    /* the human names cal_shot_kind_name prints read back too */
+    for (size_t i = 0; i < N_SHOT_KEYS; i++)
+        if (!strcmp(s, cal_shot_kind_name((cal_shot_kind)i))) { *out = (cal_shot_kind)i; return CAL_OK; }
+    return CAL_EINVAL;
+}
+
+const char *cal_column_name(cal_column c)
+{
+    return c == CAL_COL_PER_REQUEST ? "per-request" : "aggregate";
 }
