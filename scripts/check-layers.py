@@ -26,8 +26,8 @@ The layers, lowest first, as the code stands (README's source tour):
 ARCHITECTURE.md draws the data's one-way flow (probe -> store -> analysis
 -> report); the calls differ in one place: analysis is pure functions over
 numbers, so the probe and the store call it, and it calls nothing above
-util. lib/analysis/noise.c, which reads runs from the store, is the open
-exception (scripts/check-layers.allow).
+util. The noise priors, which read runs from the store and pool their
+shots, are the protocol's (lib/protocol/noise.c).
 
 Files of one layer may depend on each other (never in a circle). Known,
 still-open breaks are listed in scripts/check-layers.allow, one a line, each

@@ -136,6 +136,12 @@ int  cal_protocol_to_json(const cal_protocol *p, char **protocol_json, char **ta
  * CAL_ENOMEM. */
 int  cal_protocol_from_json(const char *protocol_json, const char *target_json, cal_protocol *p);
 
+/* The keys of extra_json (a JSON object: an API, a body, timeouts, a noise
+ * prior) over p's protocol, as they would be stored: written, merged, read
+ * back into *p (its target kept). NULL: nothing. CAL_EINVAL for a text that
+ * is not an object (p unchanged), CAL_ENOMEM. */
+int  cal_protocol_merge_json(cal_protocol *p, const char *extra_json);
+
 /* The record a plan (run.h) makes, as cal_run_series stores it: the plan's
  * knobs resolved (defaults filled in), the stored rule sentences, the chat
  * or replay scenario object (JSON text, or NULL), and the plan's

@@ -1,6 +1,7 @@
 /* caliper — the result store's private parts, shared by its files: the
  * handle, the names of its enums in the tables, the bind and column helpers
- * (store.c opens and migrates, store_write.c writes, store_read.c reads). */
+ * (store.c opens and migrates, store_write.c writes, store_read.c reads,
+ * store_sql.c holds the helpers they share). */
 #ifndef CALIPER_STORE_INTERNAL_H
 #define CALIPER_STORE_INTERNAL_H
 #include <assert.h>

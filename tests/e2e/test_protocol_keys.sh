@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The stored protocol and target are read in one place: the serializer
-# lib/protocol/protocol_record.c. Every other file of lib/ and src/ reads the
+# lib/store/protocol_record.c. Every other file of lib/ and src/ reads the
 # record's fields (cal_run_data.proto). This fails when a file parses the
 # stored protocol or target text again, or reads a protocol key by name:
 #  - json_loads / parse_obj / json_loadb of a protocol_json or target_json,
@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 root=$(cd "$here/../.." && pwd)
 T=$E2E_TMP
-SERIALIZER=lib/protocol/protocol_record.c
+SERIALIZER=lib/store/protocol_record.c
 
 # where the stored text is parsed only to be passed on whole, or to take the
 # credentials out of it before it is stored
@@ -57,7 +57,7 @@ key_reads() {
     not_allowed ALLOWED_KEY
 }
 noise_reads() {
-  grep -rnE --include='*.c' "$NOISE_RE" "$@" | grep -v "^lib/analysis/noise.c:"
+  grep -rnE --include='*.c' "$NOISE_RE" "$@" | grep -v "^lib/protocol/noise.c:"
 }
 
 # ---- the patterns catch what they are for --------------------------------
