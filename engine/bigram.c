@@ -79,3 +79,16 @@ void cal_heap_free(cal_heap *h)
     h->a = NULL;
     h->n = h->cap = 0;
 }
+
+int cal_sym_join(cal_sym *sy, const cal_pair *b)
+{
+    cal_sym *l = &sy[b->left], *r = &sy[b->right];
+    if (l->n == 0 || r->n == 0 || l->n + r->n != b->size)
+        return 0;
+    l->n += r->n;
+    r->n = 0;
+    l->next = r->next;
+    if (r->next >= 0)
+        sy[r->next].prev = b->left;
+    return 1;
+}

@@ -33,4 +33,9 @@ int  cal_heap_pop(cal_heap *h, cal_pair *out);   /* 1 popped, 0 empty */
 void cal_heap_clear(cal_heap *h);
 void cal_heap_free(cal_heap *h);
 
+/* Join pair b of the symbol list sy (the right symbol into the left) unless
+ * either side has changed since the pair was queued (a stale pair: 0);
+ * 1 when joined. The caller then queues the left symbol's new neighbours. */
+int cal_sym_join(cal_sym *sy, const cal_pair *b);
+
 #endif

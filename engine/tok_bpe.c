@@ -201,16 +201,10 @@ static int do_word(work *w, const char *w8, size_t n8)
         add_pair(w, i - 1, i);
     cal_pair b;
     while (w->h.err == CAL_OK && cal_heap_pop(&w->h, &b)) {
-        cal_sym *l = &w->sy[b.left], *r = &w->sy[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+        if (!cal_sym_join(w->sy, &b))
             continue;
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            w->sy[r->next].prev = b.left;
-        add_pair(w, l->prev, b.left);
-        add_pair(w, b.left, l->next);
+        add_pair(w, w->sy[b.left].prev, b.left);
+        add_pair(w, b.left, w->sy[b.left].next);
     }
     if (w->h.err != CAL_OK)
         return w->h.err;

@@ -54,16 +54,10 @@ int cal_spm_encode(const cal_vocab *v, const char *text, size_t n, int32_t *ids,
         try_pair(v, sy, &h, i - 1, i);
     cal_pair b;
     while (h.err == CAL_OK && cal_heap_pop(&h, &b)) {
-        cal_sym *l = &sy[b.left], *r = &sy[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+        if (!cal_sym_join(sy, &b))
             continue;
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            sy[r->next].prev = b.left;
-        try_pair(v, sy, &h, l->prev, b.left);
-        try_pair(v, sy, &h, b.left, l->next);
+        try_pair(v, sy, &h, sy[b.left].prev, b.left);
+        try_pair(v, sy, &h, b.left, sy[b.left].next);
     }
     rc = h.err;
     for (int i = 0; i != -1 && rc == CAL_OK; i = sy[i].next) {

@@ -56,6 +56,16 @@ static void export_to(const cal_model_config *c, const char *path, int dtype)
     cal_engine_close(&e);
 }
 
+/* export_to, then the file's header read back into *m */
+static void export_read(const cal_model_config *c, const char *path, int dtype,
+                        cal_gguf_model *m)
+{
+    char why[256];
+    export_to(c, path, dtype);
+    if (cal_gguf_read_model_file(path, m, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+}
+
 static void logits_of(const cal_model_config *c, const int32_t *ids, int n, float *out)
 {
     cal_engine *e = NULL;
@@ -129,10 +139,8 @@ static void roundtrip_format(int dtype, uint32_t ggml_type)
     c.dtype = dtype;
     char path[128], why[256];
     snprintf(path, sizeof path, "%s/m-%s.gguf", dir, cal_dtype_name(dtype));
-    export_to(&c, path, dtype);
-    cal_gguf_model m;
-    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
-        fail_msg("read: %s", why);
+        cal_gguf_model m;
+    export_read(&c, path, dtype, &m);
     const cal_gguf_tensor *q = cal_gguf_find(&m, "blk.1.ffn_down.weight");
     const cal_gguf_tensor *n = cal_gguf_find(&m, "blk.1.ffn_norm.weight");
     assert_non_null(q);
@@ -244,10 +252,8 @@ static void roundtrip_kq(int dtype, uint32_t ggml_type)
     cal_model_config c = kq_cfg(dtype), g;
     char path[128], why[256];
     snprintf(path, sizeof path, "%s/kq-%s.gguf", dir, cal_dtype_name(dtype));
-    export_to(&c, path, dtype);
-    cal_gguf_model m;
-    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
-        fail_msg("read: %s", why);
+        cal_gguf_model m;
+    export_read(&c, path, dtype, &m);
     const cal_gguf_tensor *q = cal_gguf_find(&m, "blk.1.ffn_down.weight");
     assert_non_null(q);
     assert_int_equal(q->type, ggml_type);
@@ -296,10 +302,8 @@ static void roundtrip_arch(int arch, int dtype)
         c.n_experts = 4, c.top_k = 2;
     char path[128], why[256];
     snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, cal_arch_name(arch), cal_dtype_name(dtype));
-    export_to(&c, path, dtype);
-    cal_gguf_model m;
-    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
-        fail_msg("read: %s", why);
+        cal_gguf_model m;
+    export_read(&c, path, dtype, &m);
     assert_string_equal(m.shape.arch, cal_arch_name(arch));
     assert_int_equal(m.ffn, c.ffn_dim);
     const char *extra = arch == CAL_ARCH_QWEN2 ? "blk.1.attn_v.bias" : "blk.1.attn_k_norm.weight";
@@ -355,10 +359,8 @@ static void test_roundtrip_q4_k_m(void **state)
     cal_model_config c = kq_cfg(CAL_DTYPE_Q4_K), g;
     char path[128], why[256];
     snprintf(path, sizeof path, "%s/kq-q4_k_m.gguf", dir);
-    export_to(&c, path, CAL_GGUF_MIX_Q4_K_M);
-    cal_gguf_model m;
-    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
-        fail_msg("read: %s", why);
+        cal_gguf_model m;
+    export_read(&c, path, CAL_GGUF_MIX_Q4_K_M, &m);
     static const struct { const char *name; uint32_t type; } want[] = {
         {"token_embd.weight", CAL_GGUF_Q4_K},    {"output.weight", CAL_GGUF_Q6_K},
         {"blk.0.attn_q.weight", CAL_GGUF_Q4_K},  {"blk.0.attn_v.weight", CAL_GGUF_Q4_K},
@@ -508,10 +510,8 @@ static void test_scaled_tie_checked(void **state)
     cal_model_config c = small_cfg(0), g;
     char path[128], why[256];
     snprintf(path, sizeof path, "%s/tie.gguf", dir);
-    export_to(&c, path, CAL_DTYPE_F32);
-    cal_gguf_model m;
-    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
-        fail_msg("read: %s", why);
+        cal_gguf_model m;
+    export_read(&c, path, CAL_DTYPE_F32, &m);
     assert_true(fabs(m.embed_scale - CAL_ENGINE_EMBED_SCALE) < 1e-7);
     uint64_t at = cal_gguf_find(&m, "token_embd.weight")->offset + 4 * (5 * 64 + 7);
     cal_gguf_model_free(&m);
@@ -569,10 +569,8 @@ static void test_roundtrip_rope_freqs(void **state)
                                                         prompt position feels it */
     char path[128], why[256];
     snprintf(path, sizeof path, "%s/rope.gguf", dir);
-    export_to(&c, path, CAL_DTYPE_F32);
-    cal_gguf_model m;
-    if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
-        fail_msg("read: %s", why);
+        cal_gguf_model m;
+    export_read(&c, path, CAL_DTYPE_F32, &m);
     const cal_gguf_tensor *t = cal_gguf_find(&m, "rope_freqs.weight");
     assert_non_null(t);
     assert_int_equal(t->type, CAL_GGUF_F32);
