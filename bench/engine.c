@@ -5,7 +5,10 @@
  * 1, the batching gain at 8 as `caliper calc batching-gain` predicts it, and
  * llama.cpp's llama-bench on the same weights where make compat built it.
  * Usage: bench/engine [preset] [prefill_tokens] [rounds] [formats]
- * (formats: comma-separated, default f32,f16,bf16,q8_0,q4_0,q4_k,q6_k).
+ * (formats: comma-separated, default f32,f16,bf16,q8_0,q4_0,q4_k,q6_k;
+ * also q4_k_m: llama.cpp runs llama.cpp's Q4_K_M mixture, caliper the
+ * same file held as Q4_K throughout, its Q6_K tensors rounded to Q4_K,
+ * since the engine holds one format).
  *
  * Every ratio is paired: its two sides alternate step by step, in every
  * round, and the figure printed is the median of the rounds' ratios. On a
@@ -138,6 +141,8 @@ static spread spread_of(const double *v, int n)
 
 typedef struct fmt_run {
     int dt;
+    int mix;               /* q4_k_m: the GGUF is the Q4_K_M mixture */
+    const char *name;      /* the format as given */
     cal_engine *e;
     double bpt;            /* weight bytes per decode token */
     char *rbuf;            /* bpt bytes, read for the roofline */
@@ -313,13 +318,14 @@ int main(int argc, char **argv)
     static fmt_run runs[CAL_DTYPE_COUNT];
     int nf = 0;
     for (char *save = NULL, *t = strtok_r(fmts, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int dt = cal_dtype_parse(t);
+        int mix = !strcmp(t, "q4_k_m");
+        int dt = mix ? CAL_DTYPE_Q4_K : cal_dtype_parse(t);
         if (dt < 0 || nf == CAL_DTYPE_COUNT) {
             fprintf(stderr, "bench/engine: formats: \"%s\" is not f32, f16, bf16, q8_0, q4_0, "
-                    "q4_k or q6_k\n", t);
+                    "q4_k, q6_k or q4_k_m\n", t);
             return 2;
         }
-        runs[nf++] = (fmt_run){.dt = dt};
+        runs[nf++] = (fmt_run){.dt = dt, .mix = mix, .name = mix ? "q4_k_m" : cal_dtype_name(dt)};
     }
     /* OpenBLAS chose its kernels at load time; if it took this CPU for a
      * generic one, run again with the right kernels (measure the engine, not
@@ -402,9 +408,10 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < nf && have && gguf; i++) {
         snprintf(runs[i].gguf, sizeof runs[i].gguf, "%s/%s-%s.gguf", gguf, c.name,
-                 cal_dtype_name(runs[i].dt));
+                 runs[i].name);
         char why[256];
-        if (tmpdir[0] && cal_gguf_export(runs[i].e, runs[i].gguf, runs[i].dt, why,
+        if (tmpdir[0] && cal_gguf_export(runs[i].e, runs[i].gguf,
+                                         runs[i].mix ? CAL_GGUF_MIX_Q4_K_M : runs[i].dt, why,
                                          sizeof why) != CAL_OK) {
             snprintf(lwhy, sizeof lwhy, "cannot write the GGUF files: %s", why);
             runs[i].gguf[0] = 0;
@@ -485,7 +492,7 @@ int main(int argc, char **argv)
         snprintf(pr, sizeof pr, "%.0f (%.0f–%.0f)", 100 * pcts[i].med, 100 * pcts[i].lo,
                  100 * pcts[i].hi);
         printf("%-5s %8.1f | %8.1f %8.1f %11s | %9.1f %5.0f | %8.1f %8.1f %8.1f %8.1f %8.1f |"
-               " %5.2f %5.2f %5.2f %5.2f\n", cal_dtype_name(f->dt), f->bpt / 1e6,
+               " %5.2f %5.2f %5.2f %5.2f\n", f->name, f->bpt / 1e6,
                roofs[i].med / f->bpt, spread_of(f->cold, rounds).med, pr,
                spread_of(f->pf, rounds).med,
                100 * spread_of(f->pf_pct, rounds).med, aggm[i][0], aggm[i][1], aggm[i][2],
@@ -500,7 +507,7 @@ int main(int argc, char **argv)
     printf("spread over the rounds (least–greatest):\n");
     for (int i = 0; i < nf; i++) {
         char a[4][48];
-        printf("  %-5s x2 %s, x4 %s, x8 %s, x16 %s\n", cal_dtype_name(runs[i].dt),
+        printf("  %-5s x2 %s, x4 %s, x8 %s, x16 %s\n", runs[i].name,
                fmt_spread(a[0], sizeof a[0], xs[i][1]),
                fmt_spread(a[1], sizeof a[1], xs[i][2]),
                fmt_spread(a[2], sizeof a[2], xs[i][3]),
@@ -525,11 +532,11 @@ int main(int argc, char **argv)
         const char *bad = NULL;
         if (cal_f_batching_gain(roofs[i].med, bw1, b1, b8, &pred, &fp, &bp, &bad) != CAL_OK ||
             cal_f_batching_gain(bw8, bw1, b1, b8, &meas, &fm, &bm, &bad) != CAL_OK) {
-            printf("  %-5s: not computable (%s)\n", cal_dtype_name(f->dt), bad ? bad : "?");
+            printf("  %-5s: not computable (%s)\n", f->name, bad ? bad : "?");
             continue;
         }
         printf("  %-5s: bytes/token %.1f MB at 1, %.1f MB at 8; bandwidth used %.1f GB/s at 1,"
-               " %.1f GB/s at 8\n", cal_dtype_name(f->dt), b1 / 1e6, b8 / 1e6, bw1 / 1e9,
+               " %.1f GB/s at 8\n", f->name, b1 / 1e6, b8 / 1e6, bw1 / 1e9,
                bw8 / 1e9);
         printf("         predicted if 8 fed the read roofline: %.2f = %.2f x %.2f;"
                " measured %.2f = %.2f (bandwidth) x %.2f (bytes)\n", pred, fp, bp, meas, fm, bm);
@@ -558,17 +565,22 @@ int main(int argc, char **argv)
                     rt[n++] = f->agg[r][0] / f->ltg[r];
                 }
             if (n == 0) {
-                printf("%-5s | llama-bench failed on %s\n", cal_dtype_name(f->dt), f->gguf);
+                printf("%-5s | llama-bench failed on %s\n", f->name, f->gguf);
                 continue;
             }
             char a[48], b[48];
-            printf("%-5s | %9.1f %9.1f %17s | %9.1f %9.1f %17s\n", cal_dtype_name(f->dt),
+            printf("%-5s | %9.1f %9.1f %17s | %9.1f %9.1f %17s\n", f->name,
                    spread_of(f->pf, rounds).med, spread_of(lp, n).med,
                    fmt_spread(a, sizeof a, spread_of(rp, n)), aggm[i][0],
                    spread_of(lt, n).med, fmt_spread(b, sizeof b, spread_of(rt, n)));
         }
         printf("(ratio: caliper ÷ llama.cpp, the median of the rounds' ratios, each of figures "
                "taken one right after the other)\n");
+        for (int i = 0; i < nf; i++)
+            if (runs[i].mix)
+                printf("(q4_k_m: llama.cpp runs the Q4_K_M file; caliper holds the same weights as "
+                       "Q4_K throughout, its Q6_K tensors rounded to Q4_K: %.1f MB per token against "
+                       "the file's mixture)\n", runs[i].bpt / 1e6);
     }
     if (tmpdir[0]) {
         for (int i = 0; i < nf; i++)

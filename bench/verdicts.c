@@ -42,6 +42,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "src/serve_target.h"
 #include "caliper/error.h"
 #include "caliper/judge.h"
 #include "caliper/noise.h"
@@ -420,9 +421,11 @@ int main(int argc, char **argv)
     unlink(g_db);
     cal_target *t = NULL;
     char err[512];
+    cli_serve_argv av;   /* outlives the target */
     if (!g_url[0]) {
-        cal_target_config cfg = {.kind = CAL_TARGET_BUILTIN, .self_exe = g_caliper,
-                                 .preset = preset, .serve_args = "--threads 1"};
+        cli_serve_argv_make(&av, g_caliper, preset, "--threads 1");
+        cal_target_config cfg = {.kind = CAL_TARGET_BUILTIN, .argv = av.argv,
+                                 .ready_line = cli_serve_ready_line, .preset = preset};
         if (cal_target_start(&cfg, &t, err, sizeof err) != CAL_OK) {
             fprintf(stderr, "verdicts: cannot start the built-in engine: %s\n", err);
             return 1;
