@@ -12,9 +12,11 @@
 #include "report_internal.h"
 
 #define FORMAT_NAME "caliper-result"
-/* 2: one schema: every cell and shot number under its schema key (schema.h),
+/* The version is the document family's (CAL_DOC_VERSION, report.h).
+ * 3: the same document, now also the "view" of a caliper-run export.
+ * 2: one schema: every cell and shot number under its schema key (schema.h),
  *    verdicts as objects. 1: the report's own keys, read through LEGACY. */
-#define FORMAT_VERSION 2
+#define FORMAT_VERSION CAL_DOC_VERSION
 
 /* ---- writing ---------------------------------------------------------------- */
 
