@@ -39,6 +39,7 @@ int cal_sweep_parse(const char *s, cal_sweep *out);   /* the inverse; CAL_EINVAL
 typedef struct cal_rcell {
     cal_sweep sweep;
     cal_fingerprint fp;      /* column is set per metric when compared */
+    char   target[16];       /* the arm under --ab ("A" / "B"); "" otherwise */
     double v[CAL_M__N];      /* the schema's fields (requests, duration, …);
                                 NAN = absent */
     double *s[CAL_S__N];     /* sample arrays (owned), NULL when absent */

@@ -182,8 +182,11 @@ static void test_json_round_trip(void **state)
 {
     (void)state;
     cal_result *r = demo_result("demo", 1.0, 1);
+    assert_true(r->n_cells >= 2);
+    snprintf(r->cells[1].target, sizeof r->cells[1].target, "B");   /* an --ab arm */
     cal_buf b = CAL_BUF_INIT(0);
     assert_int_equal(cal_result_to_json(r, &b), CAL_OK);
+    assert_int_equal(count(b.data, "\"target\": \"B\""), 1);
     cal_result *q = NULL;
     char err[256] = "";
     assert_int_equal(cal_result_from_json(b.data, b.len, "x.json", &q, err, sizeof err), CAL_OK);
@@ -195,6 +198,7 @@ static void test_json_round_trip(void **state)
     for (size_t i = 0; i < r->n_cells; i++) {
         assert_int_equal(cal_fp_diff(&r->cells[i].fp, &q->cells[i].fp, NULL, 0), 0);
         assert_int_equal(q->cells[i].sweep, r->cells[i].sweep);
+        assert_string_equal(q->cells[i].target, r->cells[i].target);
         for (int m = 0; m < CAL_M__N; m++) {
             double x = r->cells[i].v[m], y = q->cells[i].v[m];
             assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x));
