@@ -162,8 +162,10 @@ int cal_import_guidellm(const char *text, size_t len, const char *name,
  * guidellm". */
 extern const char CAL_IMPORT_TOOLS[];
 
-/* Convert a `caliper export RUN --json` document (the store's shape) into a
- * result; the same errors. Exposed for the store adapter and its tests. */
+/* Convert a `caliper export RUN --json` document into a result: from
+ * format_version 3 its "view" (the result document itself); an older one
+ * (the store's shape, its "summary" ignored) rebuilt from its requests; the
+ * same errors. Exposed for the store adapter and its tests. */
 int cal_result_from_export(const char *text, size_t len, const char *name,
                            cal_result **out, char *err, size_t errn);
 
