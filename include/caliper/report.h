@@ -39,6 +39,7 @@ int cal_sweep_parse(const char *s, cal_sweep *out);   /* the inverse; CAL_EINVAL
 typedef struct cal_rcell {
     cal_sweep sweep;
     cal_fingerprint fp;      /* column is set per metric when compared */
+    char   target[16];       /* the arm under --ab ("A" / "B"); "" otherwise */
     double v[CAL_M__N];      /* the schema's fields (requests, duration, …);
                                 NAN = absent */
     double *s[CAL_S__N];     /* sample arrays (owned), NULL when absent */
@@ -61,6 +62,13 @@ typedef struct cal_tel_point {
     double clock_mhz;        /* NAN absent */
     double power_w;          /* NAN absent */
 } cal_tel_point;
+
+/* The version of the document family: `caliper report --format json`
+ * ("format": "caliper-result", the pooled view of a run) and `caliper export
+ * RUN --json` ("format": "caliper-run", the raw run with that view under
+ * "view") both write it as "format_version". 3: the export embeds the view
+ * and drops its own "summary" (export 1 and result 1, 2 are still read). */
+#define CAL_DOC_VERSION 3
 
 #define CAL_RES_STR 160
 #define CAL_RES_MAX_VERDICTS 64
@@ -154,14 +162,17 @@ int cal_import_guidellm(const char *text, size_t len, const char *name,
  * guidellm". */
 extern const char CAL_IMPORT_TOOLS[];
 
-/* Convert a `caliper export RUN --json` document (the store's shape) into a
- * result; the same errors. Exposed for the store adapter and its tests. */
+/* Convert a `caliper export RUN --json` document into a result: from
+ * format_version 3 its "view" (the result document itself); an older one
+ * (the store's shape, its "summary" ignored) rebuilt from its requests; the
+ * same errors. Exposed for the store adapter and its tests. */
 int cal_result_from_export(const char *text, size_t len, const char *name,
                            cal_result **out, char *err, size_t errn);
 
 /* Write a loaded run as `caliper export RUN --json` ("format":
- * "caliper-run": run, cells with their requests, the analysis's pooled
- * "summary" per group and verdicts, and the "schema" table) or `--csv` (one
+ * "caliper-run": run, cells with their requests, the pooled "view" — the
+ * very caliper-result document cal_result_to_json writes for the run's
+ * cal_result_from_run_data — and the "schema" tables) or `--csv` (one
  * RFC 4180 row per cell: protocol columns, then every schema field) into
  * out. CAL_ENOMEM, CAL_ETOOBIG (out's cap). */
 struct cal_run_data;

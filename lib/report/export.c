@@ -1,9 +1,11 @@
 /* caliper — the export of a stored run: writes `caliper export RUN --json`
- * ("format": "caliper-run": the run, its cells with their requests, the
- * analysis's pooled summaries and verdicts, the schema) and `--csv` (one
- * RFC 4180 row per cell), and reads the JSON back into the store's own
- * types (cal_run_data) and from there into a result, so an exported file
- * and the stored run it came from read the same. */
+ * ("format": "caliper-run", format_version CAL_DOC_VERSION: the run, its
+ * cells with their requests, the pooled "view" — the caliper-result document
+ * `caliper report --format json` writes for the run — and the schema) and
+ * `--csv` (one RFC 4180 row per cell), and reads the JSON back: a file with a
+ * view as that result; an older one (format_version 1, its own "summary")
+ * through the store's own types (cal_run_data) into a result, so an
+ * exported file and the stored run it came from read the same. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -127,6 +129,25 @@ static json_t *request_json(const cal_cell *c, const cal_req_result *q)
     return ro;
 }
 
+/* The result of run d as the result writer prints it, parsed back: the
+ * numbers pass through the same text, so the view and a standalone report
+ * of the run hold the same values. */
+static int export_view(const cal_run_data *d, json_t **view)
+{
+    cal_result *res = NULL;
+    char err[256];
+    cal_buf b = CAL_BUF_INIT(0);
+    int e = cal_result_from_run_data(d, &res, err, sizeof err);
+    if (!e) e = cal_result_to_json(res, &b);
+    cal_result_free(&res);
+    if (!e) {
+        *view = b.data ? json_loadb(b.data, b.len, 0, NULL) : NULL;
+        if (!*view) e = CAL_ENOMEM;
+    }
+    cal_buf_free(&b);
+    return e;
+}
+
 int cal_run_export_json(const cal_run_data *d, cal_buf *out)
 {
     const cal_run *r = &d->run;
@@ -134,7 +155,7 @@ int cal_run_export_json(const cal_run_data *d, cal_buf *out)
     if (cal_analysis_run(d, &an)) return CAL_ENOMEM;
     json_t *root = json_object(), *run = json_object();
     json_object_set_new(root, "format", json_string("caliper-run"));
-    json_object_set_new(root, "format_version", json_integer(1));
+    json_object_set_new(root, "format_version", json_integer(CAL_DOC_VERSION));
     json_object_set_new(run, "id", json_integer(r->id));
     json_object_set_new(run, "label", r->label ? json_string(r->label) : json_null());
     json_object_set_new(run, "status", json_string(cal_run_status_name(r->status)));
@@ -175,25 +196,16 @@ int cal_run_export_json(const cal_run_data *d, cal_buf *out)
     }
     json_object_set_new(root, "cells", cells);
 
-    /* per configuration, the quoted shots pooled: what the cells table shows */
-    json_t *sum = json_array();
-    for (size_t k = 0; k < an->n_groups; k++) {
-        const cal_group *g = &an->groups[k];
-        const cal_cell *c = &d->cells[g->cells[0]];
-        json_t *o = json_object();
-        json_object_set_new(o, "target", json_string(c->target));
-        json_object_set_new(o, "concurrency", json_integer(c->concurrency));
-        json_object_set_new(o, "request_rate", json_real(c->rate));
-        json_object_set_new(o, "prompt_tokens", json_integer(c->prompt_tokens));
-        json_object_set_new(o, "content", json_string(c->content));
-        json_object_set_new(o, "max_tokens", json_integer(c->max_tokens));
-        json_object_set_new(o, "shots_first", json_integer(g->quoted_first));
-        json_object_set_new(o, "shots_last", json_integer(g->quoted_last));
-        json_object_set_new(o, "shots_pooled", json_integer((json_int_t)g->n_quoted));
-        summary_json(o, &g->pooled);
-        json_array_append_new(sum, o);
+    /* the pooled view: the very document `caliper report --format json`
+     * writes for this run, by the same code (from_store.c, json.c) */
+    json_t *view = NULL;
+    int rc = export_view(d, &view);
+    if (rc) {
+        cal_analysis_free(&an);
+        json_decref(root);
+        return rc;
     }
-    json_object_set_new(root, "summary", sum);
+    json_object_set_new(root, "view", view);
     /* the one schema the summaries above follow (schema.h) */
     json_t *schema = json_array();
     for (size_t i = 0; i < cal_summary_n_fields; i++) {
@@ -225,7 +237,7 @@ int cal_run_export_json(const cal_run_data *d, cal_buf *out)
     }
     json_object_set_new(root, "request_schema", rschema);
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-    int rc = text ? cal_buf_puts(out, text) : CAL_ENOMEM;
+    rc = text ? cal_buf_puts(out, text) : CAL_ENOMEM;
     if (!rc) rc = cal_buf_puts(out, "\n");
     free(text);
     cal_analysis_free(&an);
@@ -362,6 +374,14 @@ int cal_result_from_export(const char *text, size_t len, const char *name,
                         "a caliper export (\"format\": \"caliper-run\"), or a vLLM bench file",
                         name ? name : "JSON");
         return CAL_EPROTO;
+    }
+    /* version 3 on: the pooled view the writer embedded is the result; an
+     * older file (its own "summary", ignored) is rebuilt from its requests */
+    const json_t *view = json_object_get(root, "view");
+    if (cal_report_jint(root, "format_version", 1, 1000, 1) >= 3 && json_is_object(view)) {
+        e = cal_report_own_from_json(view, name, out, err, errn);
+        json_decref(root);
+        return e;
     }
     cal_run_data d;
     memset(&d, 0, sizeof d);

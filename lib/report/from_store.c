@@ -26,6 +26,7 @@ static int add_cell(cal_result *res, const cal_run_data *d, const size_t *idx, s
     if (!c) return CAL_ENOMEM;
     int e = cal_fingerprint_of(d, idx, n, kind, &c->fp);
     if (e) return e;
+    snprintf(c->target, sizeof c->target, "%s", d->cells[idx[0]].target);
     for (int m = 0; m < CAL_M__N; m++) c->v[m] = cal_summary_get(sum, cal_metric_get((cal_metric)m));
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {

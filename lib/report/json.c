@@ -12,9 +12,11 @@
 #include "report_internal.h"
 
 #define FORMAT_NAME "caliper-result"
-/* 2: one schema: every cell and shot number under its schema key (schema.h),
+/* The version is the document family's (CAL_DOC_VERSION, report.h).
+ * 3: the same document, now also the "view" of a caliper-run export.
+ * 2: one schema: every cell and shot number under its schema key (schema.h),
  *    verdicts as objects. 1: the report's own keys, read through LEGACY. */
-#define FORMAT_VERSION 2
+#define FORMAT_VERSION CAL_DOC_VERSION
 
 /* ---- writing ---------------------------------------------------------------- */
 
@@ -141,6 +143,7 @@ static json_t *result_to_json(const cal_result *r)
         const cal_rcell *c = &r->cells[i];
         json_t *co = json_object();
         json_object_set_new(co, "sweep", json_string(cal_sweep_name(c->sweep)));
+        if (c->target[0]) json_object_set_new(co, "target", json_string(c->target));
         json_object_set_new(co, "fingerprint", fp_to_json(&c->fp));
         json_object_set_new(co, "metrics", metrics_to_json(c->v));
         json_t *s = json_object();
@@ -299,6 +302,7 @@ int cal_report_own_from_json(const json_t *root, const char *name, cal_result **
         cal_rcell *c = cal_result_add_cell(r, sw);
         if (!c) { e = CAL_ENOMEM; goto fail; }
         if ((e = fp_from_json(json_object_get(v, "fingerprint"), &c->fp, err, errn))) goto fail;
+        cal_report_jstr(v, "target", c->target, sizeof c->target);
         metrics_from_json(json_object_get(v, "metrics"), v, version, c->v);
         const json_t *s = json_object_get(v, "samples");
         for (int k = 0; k < CAL_S__N; k++)

@@ -3,7 +3,10 @@
 # every field in `show`, `report --format json`, `export --json` and
 # `compare`, and `caliper run`'s own final print is `show`'s. Two runs: a
 # multi-shot run over two concurrencies, and a --cold run (every shot a fresh
-# process). export --json is the reference; each other output is parsed with
+# process). One document family: export's "view" is the report's document,
+# key for key, under the same format_version, and the exported file read back
+# gives it again; older versions of both still load. export --json is the
+# reference; each other output is parsed with
 # python3 and checked field by field against it (show at the field's
 # decimals, the others exactly). One key per quantity: the report's metrics
 # are schema keys only, its samples series keys only, and a single shot's
@@ -37,6 +40,12 @@ check_run() {   # label
   "$CALIPER" compare "$L" "$L" --all --no-ci --format json --db "$DB" >"$T/$L.compare.json" 2>/dev/null
   [ -s "$T/$L.compare.json" ] || { not_ok "$L: compare --format json"; return; }
   check "$L: run's final print is show's" cmp -s "$T/$L.run" "$T/$L.show"
+  # the exported file read back gives the same view
+  "$CALIPER" report "$T/$L.export.json" --format json -o "$T/$L.back.json" >/dev/null 2>&1
+  check "$L: the exported file read back is the report's document" python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+sys.exit(0 if a == b and a["cells"] else 1)' "$T/$L.back.json" "$T/$L.report.json"
   python3 - "$T/$L" <<'PY'
 import json, re, sys
 base = sys.argv[1]
@@ -50,7 +59,34 @@ fails, checked = [], {"report": 0, "compare": 0, "show": 0}
 def same(a, b):
     return a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= 1e-9 * max(1.0, abs(a)))
 
-for g in exp["summary"]:
+# the document family: export's view is the report's document, field for
+# field, under one format_version. Fields about when a document was written
+# would be left out here; there are none: created_unix is the run's start.
+WRITE_TIME = []
+view = exp.get("view")
+strip = lambda d: {k: v for k, v in d.items() if k not in WRITE_TIME}
+if not isinstance(view, dict): fails.append("export has no view")
+elif strip(view) != strip(rep): fails.append("export's view differs from the report: keys %r"
+                                             % sorted(k for k in set(view) | set(rep) if view.get(k) != rep.get(k)))
+if not (exp.get("format_version") == rep.get("format_version") == (view or {}).get("format_version")):
+    fails.append("format_version: export %r, view %r, report %r" % (exp.get("format_version"),
+                 (view or {}).get("format_version"), rep.get("format_version")))
+if "summary" in exp: fails.append("export still carries its own summary")
+if rep.get("created_unix") != int(exp["run"]["started_unix_s"]):
+    fails.append("created_unix %r is not the run's start %r" % (rep.get("created_unix"), exp["run"]["started_unix_s"]))
+for c in (view or {}).get("cells", []):
+    extra = set(c["metrics"]) - set(schema)
+    if extra: fails.append("view metrics outside the schema: %r" % sorted(extra))
+
+# the pooled cell of each configuration: the view's cell with the last shots
+pooled = {}
+for c in (view or {}).get("cells", []):
+    fp = c["fingerprint"]
+    key = (fp["concurrency"], fp["prompt_tokens"])
+    if key not in pooled or (fp["shot_last"], fp["shot_first"]) > (pooled[key]["shots_last"], pooled[key]["shots_first"]):
+        pooled[key] = dict(c["metrics"], concurrency=fp["concurrency"], prompt_tokens=fp["prompt_tokens"],
+                           shots_first=fp["shot_first"], shots_last=fp["shot_last"])
+for g in pooled.values():
     where = "c%d/%d shots %d-%d" % (g["concurrency"], g["prompt_tokens"], g["shots_first"], g["shots_last"])
     # report JSON: the cell of the same configuration and shot range
     cells = [c for c in rep["cells"]
@@ -173,7 +209,6 @@ if run_one multi --shots 4 --concurrency 1,2; then
   python3 - "$T/multi.export.json" "$T/multi.report.json" <<'PY'
 import json, sys
 e, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-assert all((g["shots_first"], g["shots_last"], g["shots_pooled"]) == (2, 4, 3) for g in e["summary"]), e["summary"]
 kinds = sorted((c["fingerprint"]["concurrency"], c["fingerprint"]["shot_first"], c["fingerprint"]["shot_last"]) for c in r["cells"])
 assert kinds == [(1, 1, 1), (1, 2, 4), (2, 1, 1), (2, 2, 4)], kinds
 shots = [v for v in e["run"]["verdicts"] if v["kind"] == "shots"]
@@ -186,13 +221,40 @@ if run_one cold --shots 3 --cold; then
   python3 - "$T/cold.export.json" "$T/cold.report.json" <<'PY'
 import json, sys
 e, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-g = e["summary"][0]
-assert (g["shots_first"], g["shots_last"]) == (2, 3), g
 assert {c["fingerprint"]["shot_kind"] for c in r["cells"]} == {"cold"}, r["cells"]
 assert sorted((c["fingerprint"]["shot_first"], c["fingerprint"]["shot_last"]) for c in r["cells"]) == [(1, 1), (2, 3)]
 PY
   check "cold: show and report quote the same cold shots 2-3" [ $? -eq 0 ]
 fi
+# ---- older documents of the family still load ---------------------------------
+# an export of format_version 1 (its own "summary", no view), rebuilt from its
+# requests; and the report's document rewritten as version 2 wrote it
+OLD=$here/../fuzz/corpus/fuzz_vllm_import/caliper_export.json
+"$CALIPER" report "$OLD" --format json -o "$T/old1.json" >/dev/null 2>&1
+python3 - "$OLD" "$T/old1.json" "$T/multi.report.json" "$T/v2.json" <<'PY'
+import json, sys
+old, got, rep = (json.load(open(p)) for p in sys.argv[1:4])
+fails = []
+if old["format_version"] != 1 or "view" in old: fails.append("the old export is not a version 1 file")
+want = sorted((g["concurrency"], g["completed"], g["output_throughput"]) for g in old["summary"])
+have = sorted((c["fingerprint"]["concurrency"], c["metrics"]["completed"], c["metrics"]["output_throughput"])
+              for c in got.get("cells", []))
+if [w[:2] for w in want] != [h[:2] for h in have] or \
+   any(abs(w[2] - h[2]) > 1e-6 * w[2] for w, h in zip(want, have)):
+    fails.append("version 1 export read as %r, its summary %r" % (have, want))
+rep["format_version"] = 2
+json.dump(rep, open(sys.argv[4], "w"))
+for f in fails: print("# " + f)
+sys.exit(1 if fails else 0)
+PY
+check "an export of format_version 1 still loads, to its summary's numbers" [ $? -eq 0 ]
+"$CALIPER" report "$T/v2.json" --format json -o "$T/v2back.json" >/dev/null 2>&1
+check "a caliper-result of format_version 2 still loads, to the same document" python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+b["format_version"] = a["format_version"]
+sys.exit(0 if a == b and a["cells"] else 1)' "$T/v2back.json" "$T/multi.report.json"
+
 # ---- the docs list the tables -------------------------------------------------
 DOC=$here/../../docs/schema.md
 python3 - "$T/multi.export.json" "$DOC" <<'PY'
@@ -277,9 +339,11 @@ rows = con.execute("select c.shot_index, h.itl_source, h.itl from cells c join c
                    "where c.run_id = ? order by c.seq", (run,)).fetchall()
 assert con.execute("select count(*) from requests r join cells c on r.cell_id = c.id where c.run_id = ? "
                    "and r.chunks is not null", (run,)).fetchone()[0] == 0, "chunk times were stored"
-g = exp["summary"][0]
+fp = max((c["fingerprint"] for c in exp["view"]["cells"]), key=lambda f: (f["shot_last"], f["shot_first"]))
+g = dict(next(c["metrics"] for c in exp["view"]["cells"] if c["fingerprint"] == fp),
+         shots_first=fp["shot_first"], shots_last=fp["shot_last"])
 quoted = [decode(b) for (i, src, b) in rows if g["shots_first"] <= i <= g["shots_last"]]
-assert len(quoted) == g["shots_pooled"] >= 2 and all(src == "histogram" for (_, src, _) in rows), rows
+assert len(quoted) == g["shots_last"] - g["shots_first"] + 1 >= 2 and all(src == "histogram" for (_, src, _) in rows), rows
 n = sum(h[0] for h in quoted); c = {}
 for h in quoted:
     for b, k in h[3].items(): c[b] = c.get(b, 0) + k

@@ -54,9 +54,9 @@ for path in sys.argv[1:]:
         assert c["output_throughput"] > 0 and c["per_request_output_throughput_median"] > 0
         assert c["shot_kind"] in ("cold", "warm"), c["shot_kind"]
     assert [c["shot_kind"] for c in d["cells"]][:2] == ["cold", "cold"]
-    s = d["summary"]
-    assert len(s) == 2 and s[0]["shots_first"] == 2 and s[0]["shots_last"] == 3
-    assert s[0]["completed"] == 8 and s[0]["total_output_tokens"] == 128
+    s = [c for c in d["view"]["cells"] if c["fingerprint"]["shot_first"] == 2]
+    assert len(s) == 2 and s[0]["fingerprint"]["shot_last"] == 3, d["view"]["cells"]
+    assert s[0]["metrics"]["completed"] == 8 and s[0]["metrics"]["total_output_tokens"] == 128
     assert d["run"]["protocol"]["shots"] == 3 and d["run"]["target"]["kind"] == "builtin"
 PY
 fi

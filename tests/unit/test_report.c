@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include "caliper/error.h"
 #include "caliper/report.h"
 #include "caliper/store.h"
@@ -181,8 +182,11 @@ static void test_json_round_trip(void **state)
 {
     (void)state;
     cal_result *r = demo_result("demo", 1.0, 1);
+    assert_true(r->n_cells >= 2);
+    snprintf(r->cells[1].target, sizeof r->cells[1].target, "B");   /* an --ab arm */
     cal_buf b = CAL_BUF_INIT(0);
     assert_int_equal(cal_result_to_json(r, &b), CAL_OK);
+    assert_int_equal(count(b.data, "\"target\": \"B\""), 1);
     cal_result *q = NULL;
     char err[256] = "";
     assert_int_equal(cal_result_from_json(b.data, b.len, "x.json", &q, err, sizeof err), CAL_OK);
@@ -194,6 +198,7 @@ static void test_json_round_trip(void **state)
     for (size_t i = 0; i < r->n_cells; i++) {
         assert_int_equal(cal_fp_diff(&r->cells[i].fp, &q->cells[i].fp, NULL, 0), 0);
         assert_int_equal(q->cells[i].sweep, r->cells[i].sweep);
+        assert_string_equal(q->cells[i].target, r->cells[i].target);
         for (int m = 0; m < CAL_M__N; m++) {
             double x = r->cells[i].v[m], y = q->cells[i].v[m];
             assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x));
@@ -512,6 +517,52 @@ static void test_from_run_data(void **state)
             assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x) + 1e-9);
         }
     cal_result_free(&back);
+    /* one document family: the export's view is the report's document for
+     * the run, and both carry the family's version */
+    json_t *exp = json_loadb(b.data, b.len, 0, NULL);
+    assert_non_null(exp);
+    cal_buf rb = CAL_BUF_INIT(0);
+    assert_int_equal(cal_result_to_json(r, &rb), CAL_OK);
+    json_t *rep = json_loadb(rb.data, rb.len, 0, NULL);
+    assert_non_null(rep);
+    cal_buf_free(&rb);
+    assert_true(json_equal(json_object_get(exp, "view"), rep));
+    assert_null(json_object_get(exp, "summary"));
+    assert_int_equal(json_integer_value(json_object_get(exp, "format_version")), CAL_DOC_VERSION);
+    assert_int_equal(json_integer_value(json_object_get(rep, "format_version")), CAL_DOC_VERSION);
+    assert_string_equal(json_string_value(json_object_get(exp, "format")), "caliper-run");
+    assert_string_equal(json_string_value(json_object_get(rep, "format")), "caliper-result");
+    /* an export as format 1 wrote it (no view, its own summary) still reads,
+     * rebuilt from its requests, to the same numbers */
+    json_object_set_new(exp, "format_version", json_integer(1));
+    json_object_del(exp, "view");
+    json_object_set_new(exp, "summary", json_array());
+    char *old = json_dumps(exp, JSON_COMPACT);
+    assert_non_null(old);
+    assert_int_equal(cal_result_from_json(old, strlen(old), "old.json", &back, err, sizeof err), CAL_OK);
+    assert_int_equal(back->n_cells, r->n_cells);
+    for (size_t i = 0; i < r->n_cells; i++)
+        for (int m = 0; m < CAL_M__N; m++) {
+            double x = r->cells[i].v[m], y = back->cells[i].v[m];
+            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x) + 1e-9);
+        }
+    cal_result_free(&back);
+    free(old);
+    /* a result at version 2 (the report's before the family) reads the same */
+    json_object_set_new(rep, "format_version", json_integer(2));
+    old = json_dumps(rep, JSON_COMPACT);
+    assert_non_null(old);
+    assert_int_equal(cal_result_from_json(old, strlen(old), "r2.json", &back, err, sizeof err), CAL_OK);
+    assert_int_equal(back->n_cells, r->n_cells);
+    for (size_t i = 0; i < r->n_cells; i++)
+        for (int m = 0; m < CAL_M__N; m++) {
+            double x = r->cells[i].v[m], y = back->cells[i].v[m];
+            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-9 * fabs(x) + 1e-12);
+        }
+    cal_result_free(&back);
+    free(old);
+    json_decref(rep);
+    json_decref(exp);
     cal_buf_free(&b);
     b = (cal_buf)CAL_BUF_INIT(0);
     assert_int_equal(cal_run_export_csv(&d, &b), CAL_OK);
