@@ -116,6 +116,8 @@ typedef struct cal_q8_k_block {
     int16_t bsums[CAL_QK_K / 16];
 } cal_q8_k_block;
 void  cal_k_q8_k_quantize_row(const float *x, cal_q8_k_block *y, int n);
+/* x as the K-quant decode products see it: out = d · q, in F32 (out may be x) */
+void  cal_k_q8_k_round(const float *x, float *out, int n);
 /* Σ w_k·x_k of a Q4_K or Q6_K row against Q8_K-rounded activations, in
  * integers per super-block and one float step per super-block:
  * Q4_K: s += xd·(d·Σ_j sc_j·Σ q·q8 − dmin·Σ_j m_j·Σ q8),

@@ -273,6 +273,16 @@ void cal_k_q8_k_quantize_row(const float *x, cal_q8_k_block *y, int n)
     }
 }
 
+void cal_k_q8_k_round(const float *x, float *out, int n)
+{
+    cal_q8_k_block q;
+    for (int b = 0; b < n / CAL_QK_K; b++) {
+        cal_k_q8_k_quantize_row(x + (size_t)b * CAL_QK_K, &q, CAL_QK_K);
+        for (int k = 0; k < CAL_QK_K; k++)
+            out[(size_t)b * CAL_QK_K + k] = q.d * (float)q.qs[k];
+    }
+}
+
 static float dot_q4_k_q8(const cal_q4_k_block *w, const cal_q8_k_block *x, int nb)
 {
     float s = 0;
