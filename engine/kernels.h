@@ -107,9 +107,29 @@ int   cal_k_block_elems(int dtype);
 void  cal_k_kq_quantize_row(int dtype, const float *src, void *dst, int n);
 void  cal_k_kq_dequantize_row(int dtype, const void *src, float *dst, int n);
 float cal_k_kq_dot_ref(int dtype, const void *row, const float *x, int n);
-/* cal_k_matmul for these formats: X in F32 times the dequantized weights,
- * with AVX2 and FMA where the CPU has them (cal_k_have_kq_avx2, asked once),
- * else the reference dot per output; _portable is the latter alone. */
+/* Activations rounded for the K-quant decode products, as llama.cpp's
+ * block_q8_K: per 256, d = max|x| / 127 (F32), q = round(x / d) to nearest
+ * even, bsums[j] = Σ q over elements 16j .. 16j+15. */
+typedef struct cal_q8_k_block {
+    float   d;
+    int8_t  qs[CAL_QK_K];
+    int16_t bsums[CAL_QK_K / 16];
+} cal_q8_k_block;
+void  cal_k_q8_k_quantize_row(const float *x, cal_q8_k_block *y, int n);
+/* x as the K-quant decode products see it: out = d · q, in F32 (out may be x) */
+void  cal_k_q8_k_round(const float *x, float *out, int n);
+/* Σ w_k·x_k of a Q4_K or Q6_K row against Q8_K-rounded activations, in
+ * integers per super-block and one float step per super-block:
+ * Q4_K: s += xd·(d·Σ_j sc_j·Σ q·q8 − dmin·Σ_j m_j·Σ q8),
+ * Q6_K: s += xd·d·Σ_j sc_j·Σ (q − 32)·q8, super-blocks in order. The vector
+ * products compute exactly this, bit for bit. */
+float cal_k_kq_dot_q8k(int dtype, const void *row, const cal_q8_k_block *x, int n);
+/* cal_k_matmul for these formats. Q4_0: X in F32 times the dequantized
+ * weights. Q4_K, Q6_K: each row of X rounded to Q8_K once per call, then
+ * cal_k_kq_dot_q8k per output, as llama.cpp's CPU backend does in decode.
+ * With AVX2 and FMA where the CPU has them (cal_k_have_kq_avx2, asked once);
+ * _portable is the scalar computation of the same numbers (Q4_0: the
+ * reference dot product). */
 int   cal_k_have_kq_avx2(void);
 void  cal_k_kq_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
                       int n_out, int n_in, int m, float beta);

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -242,12 +243,159 @@ float cal_k_kq_dot_ref(int dtype, const void *row, const float *x, int n)
     return s;
 }
 
+/* ---- decode products on Q8_K-rounded activations ---------------------------
+ * As llama.cpp's CPU backend (ggml_vec_dot_q4_K_q8_K, _q6_K_q8_K): each
+ * activation row is rounded once per product to 8 bits per 256 (Q8_K) and
+ * the dot product runs in integers, one float step per super-block. This
+ * rounding is part of the numbers the engine reports on these formats, as
+ * it is of llama.cpp's; the prefill path (dequantize, then GEMM) keeps F32
+ * activations. Against the F32 product Σ w·x the error is Σ w·(x − x̂) with
+ * |x − x̂| ≤ d/2 = max|x|/254 per element (max over the element's 256), so
+ * at most Σ_b (max|x|_b / 254)·Σ_{k∈b} |w_k|, plus float rounding. */
+
+void cal_k_q8_k_quantize_row(const float *x, cal_q8_k_block *y, int n)
+{
+    for (int b = 0; b < n / CAL_QK_K; b++, x += CAL_QK_K, y++) {
+        float amax = 0;
+        for (int k = 0; k < CAL_QK_K; k++)
+            amax = fmaxf(amax, fabsf(x[k]));
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        y->d = d;
+        for (int j = 0; j < CAL_QK_K / 16; j++) {
+            int sum = 0;
+            for (int k = 16 * j; k < 16 * j + 16; k++) {
+                int q = clampi((int)lrintf(x[k] * id), -127, 127);
+                y->qs[k] = (int8_t)q;
+                sum += q;
+            }
+            y->bsums[j] = (int16_t)sum;
+        }
+    }
+}
+
+void cal_k_q8_k_round(const float *x, float *out, int n)
+{
+    cal_q8_k_block q;
+    for (int b = 0; b < n / CAL_QK_K; b++) {
+        cal_k_q8_k_quantize_row(x + (size_t)b * CAL_QK_K, &q, CAL_QK_K);
+        for (int k = 0; k < CAL_QK_K; k++)
+            out[(size_t)b * CAL_QK_K + k] = q.d * (float)q.qs[k];
+    }
+}
+
+static float dot_q4_k_q8(const cal_q4_k_block *w, const cal_q8_k_block *x, int nb)
+{
+    float s = 0;
+    for (int b = 0; b < nb; b++) {
+        int isum = 0, imin = 0;
+        for (int j = 0; j < 8; j++) {
+            int sc, m, t = 0;
+            q4k_scale_min(w[b].scales, j, &sc, &m);
+            const uint8_t *q = w[b].qs + 32 * (j / 2);
+            const int8_t *q8 = x[b].qs + 32 * j;
+            for (int i = 0; i < 32; i++)
+                t += (j % 2 ? q[i] >> 4 : q[i] & 0xF) * q8[i];
+            isum += sc * t;
+            imin += m * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        }
+        float d = cal_k_f16_to_f32(w[b].d), dmin = cal_k_f16_to_f32(w[b].dmin);
+        s += x[b].d * (d * (float)isum - dmin * (float)imin);
+    }
+    return s;
+}
+
+static float dot_q6_k_q8(const cal_q6_k_block *w, const cal_q8_k_block *x, int nb)
+{
+    float s = 0;
+    for (int b = 0; b < nb; b++) {
+        int isum = 0;
+        for (int j = 0; j < 16; j++) {
+            int t = 0;
+            for (int k = 16 * j; k < 16 * j + 16; k++)
+                t += (q6k_get(&w[b], k) - 32) * x[b].qs[k];
+            isum += w[b].scales[j] * t;
+        }
+        s += x[b].d * (cal_k_f16_to_f32(w[b].d) * (float)isum);
+    }
+    return s;
+}
+
+float cal_k_kq_dot_q8k(int dtype, const void *row, const cal_q8_k_block *x, int n)
+{
+    if (dtype == CAL_DTYPE_Q4_K)
+        return dot_q4_k_q8(row, x, n / CAL_QK_K);
+    if (dtype == CAL_DTYPE_Q6_K)
+        return dot_q6_k_q8(row, x, n / CAL_QK_K);
+    return 0.0f;
+}
+
+/* Q8_K blocks of activations a thread keeps (8 rows of 16384), ~150 KB */
+enum { XK_CAP = 512 };
+static _Thread_local cal_q8_k_block xkb[XK_CAP];
+
+/* Outputs [0, n_out) for mg activation rows already rounded (row i at
+ * xq + i·nb), with the vector kernels or in plain C. */
+typedef void (*q8_products)(int dtype, float *y, int ldy, const cal_q8_k_block *xq, int nb,
+                            const void *w, int n_out, int mg, float beta);
+
+static void products_plain(int dtype, float *y, int ldy, const cal_q8_k_block *xq, int nb,
+                           const void *w, int n_out, int mg, float beta)
+{
+    size_t rb = cal_k_row_bytes(dtype, nb * CAL_QK_K);
+    for (int r = 0; r < n_out; r++)
+        for (int i = 0; i < mg; i++) {
+            float s = cal_k_kq_dot_q8k(dtype, (const char *)w + (size_t)r * rb,
+                                       xq + (size_t)i * nb, nb * CAL_QK_K);
+            float *o = y + (size_t)i * ldy + r;
+            *o = beta == 0.0f ? s : beta * *o + s;
+        }
+}
+
+/* Rounds X in groups of rows that fit the thread's buffer (multiples of 8,
+ * the vector kernels' batch, where more than 8 fit); a row too long for it
+ * takes a buffer of its own, and without memory for that the F32 reference
+ * product answers instead. */
+static void kq_q8_matmul(q8_products fn, int dtype, float *y, int ldy, const float *x, int ldx,
+                         const void *w, int n_out, int n_in, int m, float beta)
+{
+    int nb = n_in / CAL_QK_K;
+    if (nb == 0)
+        return;
+    int g = XK_CAP / nb;
+    cal_q8_k_block *buf = xkb, *heap = NULL;
+    if (g == 0) {
+        heap = malloc(sizeof *heap * (size_t)nb);
+        if (!heap) {
+            size_t rb = cal_k_row_bytes(dtype, n_in);
+            for (int r = 0; r < n_out; r++)
+                for (int i = 0; i < m; i++) {
+                    float s = cal_k_kq_dot_ref(dtype, (const char *)w + (size_t)r * rb,
+                                               x + (size_t)i * ldx, n_in);
+                    float *o = y + (size_t)i * ldy + r;
+                    *o = beta == 0.0f ? s : beta * *o + s;
+                }
+            return;
+        }
+        buf = heap;
+        g = 1;
+    } else if (g > 8) {
+        g -= g % 8;
+    }
+    for (int i0 = 0; i0 < m; i0 += g) {
+        int mg = m - i0 < g ? m - i0 : g;
+        for (int i = 0; i < mg; i++)
+            cal_k_q8_k_quantize_row(x + (size_t)(i0 + i) * ldx, buf + (size_t)i * nb, n_in);
+        fn(dtype, y + (size_t)i0 * ldy, ldy, buf, nb, w, n_out, mg, beta);
+    }
+    free(heap);
+}
+
 /* ---- AVX2 + FMA decode products ---------------------------------------------
- * Each weight row is read once for up to 8 activation rows: 32 weights at a
- * time are decoded to floats (the integer q minus its offset, exact), each
- * activation row multiplies them into a sum for the sub-block, and that sum
- * takes the sub-block's scale in one more multiply-add. The per-weight work
- * is shared by the batch, so batch 8 reads the row once for 8 products. */
+ * Each weight row is read once for up to 8 activation rows. Q4_0: 32
+ * weights at a time are decoded to floats (the integer q minus its offset,
+ * exact) and each activation row multiplies them into a sum for the block,
+ * which then takes the block's scale. Q4_K, Q6_K: integer products on Q8_K
+ * activations (above), the same numbers as dot_q4_k_q8 / dot_q6_k_q8. */
 #if HAVE_X86
 /* the kernels go into cal_simd (engine/simd.h: chosen at run time, checked
  * by check-isa); their inlined helpers need only the target */
@@ -256,16 +404,6 @@ float cal_k_kq_dot_ref(int dtype, const void *row, const float *x, int n)
 
 /* 8 signed bytes to 8 floats */
 INL2 __m256 i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
-
-/* 32 signed bytes to four vectors of 8 floats */
-INL2 void i8x32_ps(__m256i q, __m256 *f)
-{
-    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-    f[0] = i8x8_ps(lo);
-    f[1] = i8x8_ps(_mm_srli_si128(lo, 8));
-    f[2] = i8x8_ps(hi);
-    f[3] = i8x8_ps(_mm_srli_si128(hi, 8));
-}
 
 INL2 float hsum8(__m256 v)
 {
@@ -302,52 +440,73 @@ INL2 void row_q4_0(int MB, const cal_q4_0_block *w, const float *x, int ldx, int
         s[i] = hsum8(acc[i]);
 }
 
-INL2 void row_q4_k(int MB, const cal_q4_k_block *w, const float *x, int ldx, int n_in, float *s)
+INL2 int hsum_i32(__m256i v)
 {
-    __m256 acc[8];
-    for (int i = 0; i < MB; i++)
-        acc[i] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    for (int b = 0; b < n_in / CAL_QK_K; b++) {
-        float d = cal_k_f16_to_f32(w[b].d), dmin = cal_k_f16_to_f32(w[b].dmin);
-        for (int p = 0; p < 4; p++) {   /* a pair of sub-blocks shares 32 bytes */
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * p));
-            for (int h = 0; h < 2; h++) {
-                int j = 2 * p + h, sc, m;
-                q4k_scale_min(w[b].scales, j, &sc, &m);
-                __m256i q = h ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)
-                              : _mm256_and_si256(raw, m4);
-                __m256 f[4];
-                i8x32_ps(q, f);   /* 0..15: as signed bytes too */
-                __m256 ds = _mm256_set1_ps(d * (float)sc), mn = _mm256_set1_ps(dmin * (float)m);
-                for (int i = 0; i < MB; i++) {
-                    const float *xb = x + (size_t)i * ldx + (size_t)b * CAL_QK_K + 32 * j;
-                    __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
-                    __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);
-                    __m256 t = _mm256_mul_ps(f[0], x0);
-                    t = _mm256_fmadd_ps(f[1], x1, t);
-                    t = _mm256_fmadd_ps(f[2], x2, t);
-                    t = _mm256_fmadd_ps(f[3], x3, t);
-                    __m256 xs = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
-                    acc[i] = _mm256_fmadd_ps(t, ds, acc[i]);
-                    acc[i] = _mm256_fnmadd_ps(xs, mn, acc[i]);
-                }
-            }
-        }
-    }
-    for (int i = 0; i < MB; i++)
-        s[i] = hsum8(acc[i]);
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    return _mm_cvtsi128_si32(t);
 }
 
-INL2 void row_q6_k(int MB, const cal_q6_k_block *w, const float *x, int ldx, int n_in, float *s)
+/* One Q4_K row × MB rows of Q8_K (row i at x + i·nb): the nibbles are
+ * unpacked once per super-block for the whole batch; maddubs multiplies
+ * them (unsigned) by the int8 activations into pairs of 16-bit sums (at
+ * most 2·15·127, no saturation), madd takes the sub-block's 6-bit scale
+ * into 32 bits, and the mins meet the activations' sums per 16 (bsums). */
+INL2 void rowq_q4_k(int MB, const cal_q4_k_block *w, const cal_q8_k_block *x, int nb, float *s)
 {
-    __m256 acc[8];
     for (int i = 0; i < MB; i++)
-        acc[i] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3),
-                  off = _mm256_set1_epi8(32);
-    for (int b = 0; b < n_in / CAL_QK_K; b++) {
-        float d = cal_k_f16_to_f32(w[b].d);
+        s[i] = 0;
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    for (int b = 0; b < nb; b++) {
+        int sc[8], m[8];
+        for (int j = 0; j < 8; j++)
+            q4k_scale_min(w[b].scales, j, &sc[j], &m[j]);
+        __m256i sumi[8];
+        for (int i = 0; i < MB; i++)
+            sumi[i] = _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {   /* a pair of sub-blocks shares 32 bytes */
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * p));
+            __m256i lo = _mm256_and_si256(raw, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            __m256i slo = _mm256_set1_epi16((short)sc[2 * p]);
+            __m256i shi = _mm256_set1_epi16((short)sc[2 * p + 1]);
+            for (int i = 0; i < MB; i++) {
+                const int8_t *q8 = x[(size_t)i * nb + b].qs + 64 * p;
+                __m256i t0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
+                __m256i t1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+                t0 = _mm256_madd_epi16(t0, slo);
+                t1 = _mm256_madd_epi16(t1, shi);
+                sumi[i] = _mm256_add_epi32(sumi[i], _mm256_add_epi32(t0, t1));
+            }
+        }
+        /* lane 2j and 2j+1 of the bsums belong to sub-block j */
+        __m256i mins = _mm256_setr_epi16((short)m[0], (short)m[0], (short)m[1], (short)m[1],
+                                         (short)m[2], (short)m[2], (short)m[3], (short)m[3],
+                                         (short)m[4], (short)m[4], (short)m[5], (short)m[5],
+                                         (short)m[6], (short)m[6], (short)m[7], (short)m[7]);
+        float d = cal_k_f16_to_f32(w[b].d), dmin = cal_k_f16_to_f32(w[b].dmin);
+        for (int i = 0; i < MB; i++) {
+            const cal_q8_k_block *xb = &x[(size_t)i * nb + b];
+            __m256i mv = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
+            int isum = hsum_i32(sumi[i]), imin = hsum_i32(mv);
+            s[i] += xb->d * (d * (float)isum - dmin * (float)imin);
+        }
+    }
+}
+
+/* One Q6_K row × MB rows of Q8_K: q = 0..63 unpacked once per super-block,
+ * maddubs (at most 2·63·127) and madd with the int8 scales, and the offset
+ * 32 taken off once as 32·Σ_j scale_j·bsum_j. */
+INL2 void rowq_q6_k(int MB, const cal_q6_k_block *w, const cal_q8_k_block *x, int nb, float *s)
+{
+    for (int i = 0; i < MB; i++)
+        s[i] = 0;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
+    for (int b = 0; b < nb; b++) {
+        __m256i sumi[8];
+        for (int i = 0; i < MB; i++)
+            sumi[i] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
             for (int g = 0; g < 4; g++) {
@@ -355,26 +514,27 @@ INL2 void row_q6_k(int MB, const cal_q6_k_block *w, const float *x, int ldx, int
                 __m256i lo = g < 2 ? _mm256_and_si256(ql, m4)
                                    : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2);
-                __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), off);
-                __m256 f[4];
-                i8x32_ps(q, f);
-                int j = 8 * h + 2 * g;   /* the two sub-blocks of 16 */
-                __m256 s0 = _mm256_set1_ps(d * (float)w[b].scales[j]);
-                __m256 s1 = _mm256_set1_ps(d * (float)w[b].scales[j + 1]);
+                __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+                int j = 8 * h + 2 * g;   /* the two sub-blocks of 16, one a lane */
+                __m256i scv = _mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm_set1_epi16(w[b].scales[j])),
+                    _mm_set1_epi16(w[b].scales[j + 1]), 1);
                 for (int i = 0; i < MB; i++) {
-                    const float *xb = x + (size_t)i * ldx + (size_t)b * CAL_QK_K + 128 * h + 32 * g;
-                    __m256 t0 = _mm256_mul_ps(f[0], _mm256_loadu_ps(xb));
-                    t0 = _mm256_fmadd_ps(f[1], _mm256_loadu_ps(xb + 8), t0);
-                    __m256 t1 = _mm256_mul_ps(f[2], _mm256_loadu_ps(xb + 16));
-                    t1 = _mm256_fmadd_ps(f[3], _mm256_loadu_ps(xb + 24), t1);
-                    acc[i] = _mm256_fmadd_ps(t0, s0, acc[i]);
-                    acc[i] = _mm256_fmadd_ps(t1, s1, acc[i]);
+                    const int8_t *q8 = x[(size_t)i * nb + b].qs + 128 * h + 32 * g;
+                    __m256i t = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
+                    sumi[i] = _mm256_add_epi32(sumi[i], _mm256_madd_epi16(t, scv));
                 }
             }
         }
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        float d = cal_k_f16_to_f32(w[b].d);
+        for (int i = 0; i < MB; i++) {
+            const cal_q8_k_block *xb = &x[(size_t)i * nb + b];
+            __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)xb->bsums));
+            int isum = hsum_i32(_mm256_sub_epi32(sumi[i], _mm256_slli_epi32(off, 5)));
+            s[i] += xb->d * (d * (float)isum);
+        }
     }
-    for (int i = 0; i < MB; i++)
-        s[i] = hsum8(acc[i]);
 }
 
 typedef void (*row_fn)(const void *w, const float *x, int ldx, int n_in, float *s);
@@ -384,24 +544,58 @@ typedef void (*row_fn)(const void *w, const float *x, int ldx, int n_in, float *
     { row_##FMT(MB, w, x, ldx, n_in, s); }
 #define ROWS8(FMT) ROWF(FMT, 1) ROWF(FMT, 2) ROWF(FMT, 3) ROWF(FMT, 4) ROWF(FMT, 5)     \
                    ROWF(FMT, 6) ROWF(FMT, 7) ROWF(FMT, 8)
-ROWS8(q4_0) ROWS8(q4_k) ROWS8(q6_k)
+ROWS8(q4_0)
 #define TAB(FMT) {r_##FMT##_1, r_##FMT##_2, r_##FMT##_3, r_##FMT##_4, r_##FMT##_5, \
                   r_##FMT##_6, r_##FMT##_7, r_##FMT##_8}
-/* [Q4_0, Q4_K, Q6_K][MB − 1] */
-static const row_fn rows_avx2[3][8] = {TAB(q4_0), TAB(q4_k), TAB(q6_k)};
+/* [MB − 1] */
+static const row_fn rows_avx2[8] = TAB(q4_0);
 
-static void matmul_avx2(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
-                        int n_out, int n_in, int m, float beta)
+typedef void (*rowq_fn)(const void *w, const cal_q8_k_block *x, int nb, float *s);
+#define ROWQ(FMT, MB)                                                                   \
+    static TGT2 void rq_##FMT##_##MB(const void *w, const cal_q8_k_block *x, int nb,   \
+                                     float *s)                                         \
+    { rowq_##FMT(MB, w, x, nb, s); }
+#define ROWQ8(FMT) ROWQ(FMT, 1) ROWQ(FMT, 2) ROWQ(FMT, 3) ROWQ(FMT, 4) ROWQ(FMT, 5)    \
+                   ROWQ(FMT, 6) ROWQ(FMT, 7) ROWQ(FMT, 8)
+ROWQ8(q4_k) ROWQ8(q6_k)
+#define TABQ(FMT) {rq_##FMT##_1, rq_##FMT##_2, rq_##FMT##_3, rq_##FMT##_4, rq_##FMT##_5, \
+                   rq_##FMT##_6, rq_##FMT##_7, rq_##FMT##_8}
+/* [Q4_K, Q6_K][MB − 1] */
+static const rowq_fn rowsq_avx2[2][8] = {TABQ(q4_k), TABQ(q6_k)};
+
+/* m rows in chunks of at most 8, as even as they go */
+static void matmul_avx2(float *y, int ldy, const float *x, int ldx, const void *w, int n_out,
+                        int n_in, int m, float beta)
 {
-    int f = dtype == CAL_DTYPE_Q4_0 ? 0 : dtype == CAL_DTYPE_Q4_K ? 1 : 2;
-    size_t rb = cal_k_row_bytes(dtype, n_in);
+    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_0, n_in);
     int nch = (m + 7) / 8;
     for (int r = 0; r < n_out; r++) {
         const char *wr = (const char *)w + (size_t)r * rb;
         for (int c = 0, i0 = 0; c < nch; c++) {
             int mb = (m - i0) / (nch - c);
             float s[8];
-            rows_avx2[f][mb - 1](wr, x + (size_t)i0 * ldx, ldx, n_in, s);
+            rows_avx2[mb - 1](wr, x + (size_t)i0 * ldx, ldx, n_in, s);
+            for (int i = 0; i < mb; i++) {
+                float *o = y + (size_t)(i0 + i) * ldy + r;
+                *o = beta == 0.0f ? s[i] : beta * *o + s[i];
+            }
+            i0 += mb;
+        }
+    }
+}
+
+static void products_avx2(int dtype, float *y, int ldy, const cal_q8_k_block *xq, int nb,
+                          const void *w, int n_out, int mg, float beta)
+{
+    int f = dtype == CAL_DTYPE_Q4_K ? 0 : 1;
+    size_t rb = cal_k_row_bytes(dtype, nb * CAL_QK_K);
+    int nch = (mg + 7) / 8;
+    for (int r = 0; r < n_out; r++) {
+        const char *wr = (const char *)w + (size_t)r * rb;
+        for (int c = 0, i0 = 0; c < nch; c++) {
+            int mb = (mg - i0) / (nch - c);
+            float s[8];
+            rowsq_avx2[f][mb - 1](wr, xq + (size_t)i0 * nb, nb, s);
             for (int i = 0; i < mb; i++) {
                 float *o = y + (size_t)(i0 + i) * ldy + r;
                 *o = beta == 0.0f ? s[i] : beta * *o + s[i];
@@ -437,6 +631,10 @@ int cal_k_have_kq_avx2(void)
 void cal_k_kq_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
                               const void *w, int n_out, int n_in, int m, float beta)
 {
+    if (dtype == CAL_DTYPE_Q4_K || dtype == CAL_DTYPE_Q6_K) {
+        kq_q8_matmul(products_plain, dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        return;
+    }
     size_t rb = cal_k_row_bytes(dtype, n_in);
     for (int r = 0; r < n_out; r++)
         for (int i = 0; i < m; i++) {
@@ -452,7 +650,10 @@ void cal_k_kq_matmul(int dtype, float *y, int ldy, const float *x, int ldx, cons
 {
 #if HAVE_X86
     if (cal_k_have_kq_avx2()) {
-        matmul_avx2(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        if (dtype == CAL_DTYPE_Q4_0)
+            matmul_avx2(y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        else
+            kq_q8_matmul(products_avx2, dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
         return;
     }
 #endif

@@ -118,6 +118,10 @@ enum { PCHUNK = 256, PROWS = 16 };
 void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
                            const void *w, int n_out, int n_in, int m, float beta)
 {
+    if (dtype == CAL_DTYPE_Q4_K || dtype == CAL_DTYPE_Q6_K) {   /* on Q8_K activations */
+        cal_k_kq_matmul_portable(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        return;
+    }
     size_t rb = cal_k_row_bytes(dtype, n_in);
     float buf[PCHUNK], xr[PCHUNK];
     for (int r = 0; r < n_out; r++) {

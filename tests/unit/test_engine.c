@@ -103,6 +103,11 @@ static int ref_q8_0;
  * CPU with AVX512_BF16: the layers' products take the activations rounded
  * to BF16 (cal_k_gemm_bf16); the logits of the last token (m = 1) do not */
 static int ref_bf16;
+/* set while the reference models a Q4_K or Q6_K engine's decode-sized
+ * products (m <= 16): their activations rounded to Q8_K (kquants.c);
+ * ref_kq_decode says whether the layers' products are that size too (the
+ * logits of the last token always are) */
+static int ref_q8_k, ref_kq_decode;
 
 static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n_in)
 {
@@ -114,6 +119,15 @@ static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n
         for (int i = 0; i < n_in; i++)
             f[i] = (float)x0[i];
         cal_k_q8_0_round(f, f, n_in);
+        for (int i = 0; i < n_in; i++)
+            xr[i] = f[i];
+        x = xr;
+    } else if (ref_q8_k) {
+        float f[4096];
+        assert_true(n_in <= 4096);
+        for (int i = 0; i < n_in; i++)
+            f[i] = (float)x0[i];
+        cal_k_q8_k_round(f, f, n_in);
         for (int i = 0; i < n_in; i++)
             xr[i] = f[i];
         x = xr;
@@ -200,6 +214,8 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
     assert_non_null(K); assert_non_null(V); assert_non_null(sc);
     int dt = mw.dtype, ne_all = c->n_experts > 0 ? c->n_experts : 1;
     ref_q8_0 = dt == CAL_DTYPE_Q8_0;
+    int kq = dt == CAL_DTYPE_Q4_K || dt == CAL_DTYPE_Q6_K;
+    ref_q8_k = kq && ref_kq_decode;
     float *emb = deq(e, mw.embedding, c->vocab, d);
     float *outw = deq(e, mw.output, c->vocab, d);
     for (int p = 0; p < n; p++) {
@@ -284,8 +300,10 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
     }
     ref_rmsnorm(xn, x, mw.final_norm, d, c->norm_eps);
     ref_bf16 = 0;
+    ref_q8_k = kq;
     ref_mv(logits, outw, xn, c->vocab, d);
     ref_q8_0 = 0;
+    ref_q8_k = 0;
     free(emb); free(outw);
     free(K); free(V); free(x); free(xn); free(qkv); free(att); free(o); free(sc);
     free(h13); free(a); free(r);
@@ -513,6 +531,7 @@ static void check_vs_reference(cal_engine *e, int n, int chunk)
     int bf16_prefill = cal_engine_config(e)->dtype == CAL_DTYPE_BF16 && chunk > 16 &&
                        (n % chunk == 0 || n % chunk > 16) && cal_k_have_bf16_gemm();
     ref_bf16 = bf16_prefill;
+    ref_kq_decode = chunk <= 16;
     ref_forward(e, t, n, ref);
     double err = max_err(lg, ref, V);
     /* BF16 activations: the reference rounds its own (double) activations,
@@ -532,7 +551,10 @@ static void check_vs_reference(cal_engine *e, int n, int chunk)
      * the tiny preset; allow 2^-5 of the range (0.2). A wrong block, scale
      * or lane moves them by the range itself, and test_kernels holds each
      * Q8_0 product to the double product of the same rounded activations. */
-    int q8 = cal_engine_config(e)->dtype == CAL_DTYPE_Q8_0;
+    int dtc = cal_engine_config(e)->dtype;
+    /* Q4_K and Q6_K round their decode products' activations to Q8_K: the
+     * same flips now and then */
+    int q8 = dtc == CAL_DTYPE_Q8_0 || dtc == CAL_DTYPE_Q4_K || dtc == CAL_DTYPE_Q6_K;
     double bound = bf16_prefill ? 0x1p-8 * span : q8 ? 0x1p-5 * span : 2e-4;
     if (!(err < bound))
         fail_msg("max logit error %.3g over bound %.3g (n %d, chunk %d, dtype %s)", err, bound,

@@ -286,7 +286,14 @@ static void roundtrip_kq(int dtype, uint32_t ggml_type)
     assert_memory_equal(a, b, sizeof(float) * (size_t)c.vocab);
     g.dtype = CAL_DTYPE_F32;
     logits_of(&g, ids, 7, b);
-    assert_true(max_rel_diff(a, b, c.vocab) < 1e-4);
+    /* the same weights; Q4_K and Q6_K round the activations of their
+     * decode-sized products (7 rows here) to Q8_K, F32 does not: that
+     * rounding (1/254 of each 256's largest) moves the logits: by 0.031 (Q4_K)
+     * and 0.042 (Q6_K) of the largest on this model; allowed 0.1 */
+    double kd = max_rel_diff(a, b, c.vocab);
+    print_message("%s and f32 from the same file: max logit difference %.3g of the largest\n",
+                  cal_dtype_name(dtype), kd);
+    assert_true(kd < (dtype == CAL_DTYPE_Q4_0 ? 1e-4 : 0.1));
     free(a);
     free(b);
 }

@@ -106,7 +106,7 @@ static void test_q8_0_layout(void **state)
 /* One product checked two ways, for every format and m = 1..16:
  *  (a) against a double-precision product over the same dequantized weights
  *      (and, for Q8_0, the activations rounded to Q8_0 as the product takes
- *      them).
+ *      them; for Q4_K and Q6_K, to Q8_K).
  *      The kernel sums n_in F32 products; each partial sum's rounding is at
  *      most 2^-24 of the running |sum|, so the error is at most
  *      n_in · 2^-24 · Σ|w·x| (a crude bound, never reached; we allow it).
@@ -136,6 +136,8 @@ static void check_product(int dt, int path, int n_out, int n_in)
         memcpy(xi, x + (size_t)i * n_in, sizeof(float) * (size_t)n_in);
         if (dt == CAL_DTYPE_Q8_0)
             cal_k_q8_0_round(xi, xi, n_in);
+        else if (dt == CAL_DTYPE_Q4_K || dt == CAL_DTYPE_Q6_K)
+            cal_k_q8_k_round(xi, xi, n_in);   /* their decode products' activations */
     }
     for (int r = 0; r < n_out; r++) {
         cal_k_quantize_row(dt, w + (size_t)r * n_in, ws + (size_t)r * rb, n_in);

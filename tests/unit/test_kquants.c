@@ -144,45 +144,114 @@ static void test_quantizers(void **state)
     }
 }
 
-/* The dispatched product (AVX2 where the CPU has it) against the reference
- * dot product, per output, for batches 1..16 and beta 0 and 0.5. The two sum
- * in different orders: the bound is n_in ulps of Σ|w·x|. */
+/* Q8_K rounding of activations: every element within half a step (d / 2,
+ * d = max|x| / 127 per 256) of d·q, the largest at ±127, bsums the sums of
+ * the q per 16; an all-zero block has d = 0 and q = 0. */
+static void test_q8_k_rounding(void **state)
+{
+    (void)state;
+    enum { N = 3 * 256 };
+    float x[N];
+    cal_q8_k_block q[3];
+    for (int k = 0; k < N; k++)
+        x[k] = k < 256 ? 0.0f : frand() * (k < 512 ? 0.01f : 30.0f);
+    cal_k_q8_k_quantize_row(x, q, N);
+    assert_true(q[0].d == 0.0f);
+    for (int b = 0; b < 3; b++) {
+        float amax = 0;
+        int top = 0;
+        for (int k = 0; k < 256; k++)
+            amax = fmaxf(amax, fabsf(x[256 * b + k]));
+        assert_true(q[b].d == amax / 127.0f);
+        for (int j = 0; j < 16; j++) {
+            int sum = 0;
+            for (int k = 16 * j; k < 16 * j + 16; k++) {
+                double err = fabs((double)x[256 * b + k] - (double)q[b].d * q[b].qs[k]);
+                assert_true(err <= 0.5 * q[b].d * (1 + 1e-5));
+                assert_true(q[b].qs[k] >= -127 && q[b].qs[k] <= 127);
+                top |= q[b].qs[k] == 127 || q[b].qs[k] == -127;
+                sum += q[b].qs[k];
+            }
+            assert_int_equal(q[b].bsums[j], sum);
+        }
+        assert_true(b == 0 || top);
+    }
+}
+
+/* Q4_0: the dispatched product (AVX2 where the CPU has it) against the
+ * reference dot product, per output, for batches 1..16 and beta 0 and 0.5.
+ * The two sum in different orders: the bound is n_in ulps of Σ|w·x|.
+ * Q4_K, Q6_K: the dispatched product equals, bit for bit, the plain C
+ * integer product on the same Q8_K-rounded activations (cal_k_kq_dot_q8k),
+ * and stays within the rounding's bound of the F32 reference: each x_k is
+ * off by at most d_b / 2 = max|x|_b / 254 in its super-block b, so
+ * |Δ| ≤ Σ_b max|x|_b / 254 · Σ_{k∈b} |w_k| (+1% and n_in ulps of Σ|w·x| for
+ * float rounding on either side). */
 static void check_vs_ref(int dt, int n_out, int n_in)
 {
     size_t rb = cal_k_row_bytes(dt, n_in);
+    int kq = dt != CAL_DTYPE_Q4_0, nb = n_in / 256;
     float *w = malloc(sizeof(float) * (size_t)n_out * n_in);
     char *ws = malloc(rb * (size_t)n_out);
     float *wq = malloc(sizeof(float) * (size_t)n_in);
     float *x = malloc(sizeof(float) * 16 * (size_t)n_in);
     float *y = malloc(sizeof(float) * 16 * (size_t)n_out);
+    float *yp = malloc(sizeof(float) * 16 * (size_t)n_out);
+    cal_q8_k_block *xq = malloc(sizeof *xq * 16 * (size_t)(nb ? nb : 1));
     for (int i = 0; i < n_out * n_in; i++)
         w[i] = frand() * (i % 5 == 0 ? 1.5f : 0.2f);
     for (int i = 0; i < 16 * n_in; i++)
-        x[i] = frand();
+        x[i] = frand() * (i % 7 == 0 ? 3.0f : 1.0f);
     for (int r = 0; r < n_out; r++)
         cal_k_quantize_row(dt, w + (size_t)r * n_in, ws + r * rb, n_in);
+    if (kq)
+        for (int i = 0; i < 16; i++)
+            cal_k_q8_k_quantize_row(x + (size_t)i * n_in, xq + (size_t)i * nb, n_in);
+    double worst = 0;   /* largest F32-vs-Q8_K difference seen, as a share of its bound */
     for (int m = 1; m <= 16; m++)
         for (int pass = 0; pass < 2; pass++) {
             float beta = pass ? 0.5f : 0.0f;
             for (int i = 0; i < 16 * n_out; i++)
-                y[i] = pass ? 2.0f : NAN;
+                y[i] = yp[i] = pass ? 2.0f : NAN;
             cal_k_matmul(dt, y, n_out, x, n_in, ws, n_out, n_in, m, beta);
+            cal_k_kq_matmul_portable(dt, yp, n_out, x, n_in, ws, n_out, n_in, m, beta);
             for (int i = 0; i < m; i++)
                 for (int r = 0; r < n_out; r++) {
                     const float *xi = x + (size_t)i * n_in;
                     float ref = cal_k_kq_dot_ref(dt, ws + r * rb, xi, n_in);
                     cal_k_dequantize_row(dt, ws + r * rb, wq, n_in);
-                    double sa = 0;
+                    double sa = 0, qb = 0;
                     for (int k = 0; k < n_in; k++)
                         sa += fabs((double)wq[k] * xi[k]);
-                    double got = y[(size_t)i * n_out + r] - (pass ? 1.0 : 0.0);
-                    assert_true(fabs(got - ref) <= n_in * 0x1p-23 * sa + 1e-6);
+                    float yo = y[(size_t)i * n_out + r];
+                    double got = yo - (pass ? 1.0 : 0.0);
+                    if (!kq) {
+                        assert_true(fabs(got - ref) <= n_in * 0x1p-23 * sa + 1e-6);
+                        continue;
+                    }
+                    float exact = cal_k_kq_dot_q8k(dt, ws + r * rb, xq + (size_t)i * nb, n_in);
+                    assert_true(yo == (pass ? 1.0f + exact : exact));
+                    assert_true(yo == yp[(size_t)i * n_out + r]);
+                    for (int b = 0; b < nb; b++) {
+                        double amax = 0, sw = 0;
+                        for (int k = 256 * b; k < 256 * b + 256; k++) {
+                            amax = fmax(amax, fabs(xi[k]));
+                            sw += fabs(wq[k]);
+                        }
+                        qb += amax / 254.0 * sw;
+                    }
+                    double bound = 1.01 * qb + n_in * 0x1p-23 * sa + 1e-6;
+                    assert_true(fabs(got - ref) <= bound);
+                    worst = fmax(worst, fabs(got - ref) / bound);
                 }
             for (int r = 0; r < n_out; r++)   /* rows beyond m untouched */
                 assert_true(m == 16 || (pass ? y[(size_t)m * n_out + r] == 2.0f
                                              : isnan(y[(size_t)m * n_out + r])));
         }
-    free(w); free(ws); free(wq); free(x); free(y);
+    /* the rounding is there: the Q8_K products are not the F32 ones */
+    if (kq)
+        assert_true(worst > 0);
+    free(w); free(ws); free(wq); free(x); free(y); free(yp); free(xq);
 }
 
 static void test_products_vs_reference(void **state)
@@ -195,27 +264,28 @@ static void test_products_vs_reference(void **state)
     check_vs_ref(CAL_DTYPE_Q4_0, 7, 800);
     check_vs_ref(CAL_DTYPE_Q4_K, 1, 256);
     check_vs_ref(CAL_DTYPE_Q4_K, 11, 768);
+    check_vs_ref(CAL_DTYPE_Q4_K, 3, 4096);
     check_vs_ref(CAL_DTYPE_Q6_K, 1, 256);
     check_vs_ref(CAL_DTYPE_Q6_K, 9, 1280);
-    /* and the portable path alone, bit for bit the reference */
+    check_vs_ref(CAL_DTYPE_Q6_K, 3, 4096);
+    /* Q4_0's portable path is the reference, bit for bit */
     enum { NO = 5, NI = 512 };
-    for (int dt = CAL_DTYPE_Q4_0; dt <= CAL_DTYPE_Q6_K; dt++) {
-        size_t rb = cal_k_row_bytes(dt, NI);
-        char *ws = malloc(rb * NO);
-        float w[NI], x[3 * NI], y[3 * NO];
-        for (int k = 0; k < 3 * NI; k++)
-            x[k] = frand();
-        for (int r = 0; r < NO; r++) {
-            for (int k = 0; k < NI; k++)
-                w[k] = frand();
-            cal_k_quantize_row(dt, w, ws + r * rb, NI);
-        }
-        cal_k_kq_matmul_portable(dt, y, NO, x, NI, ws, NO, NI, 3, 0.0f);
-        for (int i = 0; i < 3; i++)
-            for (int r = 0; r < NO; r++)
-                assert_true(y[i * NO + r] == cal_k_kq_dot_ref(dt, ws + r * rb, x + i * NI, NI));
-        free(ws);
+    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_0, NI);
+    char *ws = malloc(rb * NO);
+    float w[NI], x[3 * NI], y[3 * NO];
+    for (int k = 0; k < 3 * NI; k++)
+        x[k] = frand();
+    for (int r = 0; r < NO; r++) {
+        for (int k = 0; k < NI; k++)
+            w[k] = frand();
+        cal_k_quantize_row(CAL_DTYPE_Q4_0, w, ws + r * rb, NI);
     }
+    cal_k_kq_matmul_portable(CAL_DTYPE_Q4_0, y, NO, x, NI, ws, NO, NI, 3, 0.0f);
+    for (int i = 0; i < 3; i++)
+        for (int r = 0; r < NO; r++)
+            assert_true(y[i * NO + r] == cal_k_kq_dot_ref(CAL_DTYPE_Q4_0, ws + r * rb,
+                                                          x + i * NI, NI));
+    free(ws);
 }
 
 int main(void)
@@ -225,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_q4_k_by_hand),
         cmocka_unit_test(test_q6_k_by_hand),
         cmocka_unit_test(test_quantizers),
+        cmocka_unit_test(test_q8_k_rounding),
         cmocka_unit_test(test_products_vs_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
