@@ -351,6 +351,23 @@ static void products_plain(int dtype, float *y, int ldy, const cal_q8_k_block *x
         }
 }
 
+/* Y = beta·Y + X · Wᵀ through the float reference, one dot product at a
+ * time: the portable path of formats without an integer one, and the
+ * answer when the rounded activations find no memory. */
+static void matmul_ref(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
+                       int n_out, int n_in, int m, float beta)
+{
+    size_t rb = cal_k_row_bytes(dtype, n_in);
+    for (int r = 0; r < n_out; r++)
+        for (int i = 0; i < m; i++) {
+            float s = cal_k_kq_dot_ref(dtype, (const char *)w + (size_t)r * rb,
+                                       x + (size_t)i * ldx, n_in);
+            float *o = y + (size_t)i * ldy + r;
+            *o = beta == 0.0f ? s : beta * *o + s;
+        }
+}
+
+
 /* Rounds X in groups of rows that fit the thread's buffer (multiples of 8,
  * the vector kernels' batch, where more than 8 fit); a row too long for it
  * takes a buffer of its own, and without memory for that the F32 reference
@@ -366,14 +383,7 @@ static void kq_q8_matmul(q8_products fn, int dtype, float *y, int ldy, const flo
     if (g == 0) {
         heap = malloc(sizeof *heap * (size_t)nb);
         if (!heap) {
-            size_t rb = cal_k_row_bytes(dtype, n_in);
-            for (int r = 0; r < n_out; r++)
-                for (int i = 0; i < m; i++) {
-                    float s = cal_k_kq_dot_ref(dtype, (const char *)w + (size_t)r * rb,
-                                               x + (size_t)i * ldx, n_in);
-                    float *o = y + (size_t)i * ldy + r;
-                    *o = beta == 0.0f ? s : beta * *o + s;
-                }
+            matmul_ref(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
             return;
         }
         buf = heap;
@@ -635,14 +645,7 @@ void cal_k_kq_matmul_portable(int dtype, float *y, int ldy, const float *x, int 
         kq_q8_matmul(products_plain, dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
         return;
     }
-    size_t rb = cal_k_row_bytes(dtype, n_in);
-    for (int r = 0; r < n_out; r++)
-        for (int i = 0; i < m; i++) {
-            float s = cal_k_kq_dot_ref(dtype, (const char *)w + (size_t)r * rb,
-                                       x + (size_t)i * ldx, n_in);
-            float *o = y + (size_t)i * ldy + r;
-            *o = beta == 0.0f ? s : beta * *o + s;
-        }
+    matmul_ref(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
 }
 
 void cal_k_kq_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
