@@ -5,7 +5,7 @@
  * through the target, is summarised, given its telemetry windows and
  * stored with every request. The run ends with its
  * status (ok, interrupted, failed) and verdicts, and is loaded back. */
-#include "run_internal.h"
+#include "run_ctx.h"
 
 void cal_run_target_free(cal_run_target **t)
 {

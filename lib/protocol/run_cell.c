@@ -1,7 +1,7 @@
 /* caliper — one cell of a run: its prompts drawn or built, sent through the
  * target by the probe, summarised, given its telemetry windows and stored
- * with every request (run_internal.h). */
-#include "run_internal.h"
+ * with every request (run_ctx.h). */
+#include "run_ctx.h"
 
 /* ---- one cell ----------------------------------------------------------- */
 

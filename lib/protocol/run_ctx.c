@@ -1,8 +1,8 @@
 /* caliper — the run's context helpers, below its series, cells and turns
- * (run_internal.h): events and notes to the observer, the failure message,
+ * (run_ctx.h): events and notes to the observer, the failure message,
  * the stop flag, the telemetry drained and windowed, the workload modes and
  * counting tokens through a target. */
-#include "run_internal.h"
+#include "run_ctx.h"
 
 /* The plan's keep_chunks as a cal_keep limit. */
 long long run_keep_limit(const cal_run_plan *p)

@@ -1,7 +1,7 @@
 /* caliper — a shot of turns (the chat scenario, a replayed log): each turn
  * index a cell, a session's turn sent when its previous turn ended plus its
- * think time, the server's prefix-cache reports summed (run_internal.h). */
-#include "run_internal.h"
+ * think time, the server's prefix-cache reports summed (run_ctx.h). */
+#include "run_ctx.h"
 
 /* ---- a shot of turns: the chat scenario, a replay ------------------------ */
 /* Build the turns of one shot for a side: the same seed for both sides of

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include "caliper/clock.h"
-#include "store_internal.h"
+#include "store_sql.h"
 
 /* ---- migrations: append only; never edit one that has shipped --------- */
 static const char *const MIGRATIONS[] = {

@@ -3,7 +3,7 @@
  * what its readers index with it; each cell's histograms. */
 #include "caliper/keep.h"
 #include "lib/util/c_locale.h"
-#include "store_internal.h"
+#include "store_sql.h"
 
 /* ---- reads ------------------------------------------------------------ */
 #define RUN_COLS "r.id, r.label, r.started_wall_ns, r.ended_wall_ns, r.t0_mono_ns, r.status," \

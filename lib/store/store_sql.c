@@ -3,7 +3,7 @@
  * of its enums, and the cells table's column list. */
 #include <stdarg.h>
 #include "lib/util/c_locale.h"
-#include "store_internal.h"
+#include "store_sql.h"
 
 /* Record why a call failed (cal_store_errmsg returns it) and return code. */
 int cal_st_fail(cal_store *st, int code, const char *fmt, ...)

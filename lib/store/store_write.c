@@ -7,7 +7,7 @@
 #include "caliper/url.h"
 #include "caliper/utf8.h"
 #include "lib/util/c_locale.h"
-#include "store_internal.h"
+#include "store_sql.h"
 
 /* ---- runs ------------------------------------------------------------- */
 void cal_run_clear(cal_run *r)

@@ -2,8 +2,8 @@
  * handle, the names of its enums in the tables, the bind and column helpers
  * (store.c opens and migrates, store_write.c writes, store_read.c reads,
  * store_sql.c holds the helpers they share). */
-#ifndef CALIPER_STORE_INTERNAL_H
-#define CALIPER_STORE_INTERNAL_H
+#ifndef CALIPER_STORE_SQL_H
+#define CALIPER_STORE_SQL_H
 #include <assert.h>
 #include <math.h>
 #include <sqlite3.h>

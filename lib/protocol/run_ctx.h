@@ -2,8 +2,8 @@
  * series, its targets and records), run_cell.c (one cell: prompts, the
  * probe, the summary, the store), run_turns.c (a shot of turns: chat,
  * replay) and run_ctx.c (the context helpers below them all). */
-#ifndef CALIPER_RUN_INTERNAL_H
-#define CALIPER_RUN_INTERNAL_H
+#ifndef CALIPER_RUN_CTX_H
+#define CALIPER_RUN_CTX_H
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
