@@ -40,15 +40,18 @@ struct cal_engine {
     int   q8x;                     /* Q8_0 on AVX-512 VNNI: every matrix is
                                       held interleaved for the decode kernel
                                       (q8x.c), in place of the block layout */
-    char  *q8rows;                 /* with q8x: [threads][dq_rows] rows in the
-                                      block layout, unpacked for prefill tiles
-                                      and the embedding lookup */
+    int   q4kx;                    /* Q4_K on AVX-512 VNNI: the same, rows
+                                      in sixteens (q4kx.c) */
+    char  *rowbuf;                 /* with q8x or q4kx: [threads][dq_rows]
+                                      rows in the block layout, unpacked for
+                                      prefill tiles and the embedding lookup */
     float *final_norm;             /* [dim] */
     float *dq;                     /* [threads][dq_rows][max_in]: a dequantized
                                       weight tile for prefill products (not F32) */
     int   dq_rows;
     int   max_in;                  /* the widest product input: max(dim, ffn) */
-    char  *x8;                     /* with q8x: [threads][x8_bytes] a decode
+    char  *x8;                     /* with q8x, and for Q4_K and Q6_K (as
+                                      Q8_K): [threads][x8_bytes] a decode
                                       batch's activations, rounded for it by
                                       each thread once a product */
     size_t x8_bytes;

@@ -6,6 +6,7 @@
 #define CALIPER_ENGINE_KERNELS_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* splitmix64: advances *state and returns the next 64 random bits. */
 uint64_t cal_k_splitmix64(uint64_t *state);
@@ -116,6 +117,24 @@ typedef struct cal_q8_k_block {
     int16_t bsums[CAL_QK_K / 16];
 } cal_q8_k_block;
 void  cal_k_q8_k_quantize_row(const float *x, cal_q8_k_block *y, int n);
+void  cal_k_q8_k_quantize_row_portable(const float *x, cal_q8_k_block *y, int n);
+/* A Q4_K super-block's 12 packed scale bytes to 16: u's bytes 0-7 the 8
+ * 6-bit scales, bytes 8-15 the 8 mins (ggml's get_scale_min_k4 for all j
+ * at once: j < 4 in the low 6 bits of bytes j and j+4; j >= 4 a nibble of
+ * byte j+4 under the top 2 bits of bytes j-4 and j). */
+static inline void cal_k_q4k_scales(const uint8_t *s, uint32_t u[4])
+{
+    uint32_t w[3];
+    memcpy(w, s, sizeof w);
+    const uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+    u[0] = w[0] & k6;
+    u[1] = (w[2] & k4) | ((w[0] >> 6) & k2) << 4;
+    u[2] = w[1] & k6;
+    u[3] = ((w[2] >> 4) & k4) | ((w[1] >> 6) & k2) << 4;
+}
+/* cal_k_q8_k_quantize_row on AVX-512, bit for bit; −1, and nothing done,
+ * where the CPU lacks AVX-512 VNNI (cal_k_have_q8x) */
+int   cal_k_q8_k_quantize_avx512(const float *x, cal_q8_k_block *y, int n);
 /* x as the K-quant decode products see it: out = d · q, in F32 (out may be x) */
 void  cal_k_q8_k_round(const float *x, float *out, int n);
 /* Σ w_k·x_k of a Q4_K or Q6_K row against Q8_K-rounded activations, in
@@ -135,6 +154,17 @@ void  cal_k_kq_matmul(int dtype, float *y, int ldy, const float *x, int ldx, con
                       int n_out, int n_in, int m, float beta);
 void  cal_k_kq_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
                                const void *w, int n_out, int n_in, int m, float beta);
+
+/* The K-quant product in two halves, so that the threads sharing a
+ * product's rows round its activations once (as cal_k_q8x_round / apply
+ * for Q8_0): round writes m rows of x (row stride ldx) to xq as Q8_K
+ * (cal_k_kq_xbytes(n_in, m) bytes; 0 where n_in is not whole super-blocks),
+ * apply multiplies them by n_out rows of w in dtype (Q4_K or Q6_K):
+ * cal_k_kq_matmul's numbers, bit for bit. */
+size_t cal_k_kq_xbytes(int n_in, int m);
+void  cal_k_kq_round(const float *x, int ldx, int n_in, int m, cal_q8_k_block *xq);
+void  cal_k_kq_apply(int dtype, float *y, int ldy, const cal_q8_k_block *xq, const void *w,
+                     int n_out, int n_in, int m, float beta);
 
 float    cal_k_f16_to_f32(uint16_t h);
 uint16_t cal_k_f32_to_f16(float f);      /* round to nearest even */
@@ -210,6 +240,22 @@ size_t cal_k_q8x_xbytes(int n_in, int m);
 int  cal_k_q8x_round(const float *x, int ldx, int n_in, int m, void *xq);
 int  cal_k_q8x_apply(float *y, int ldy, const void *xq, const void *w, int n_out, int n_in,
                      int m, float beta);
+/* Q4_K rows interleaved in sixteens for the VNNI decode kernel (q4kx.c):
+ * the same bytes per row as the block layout, in another order; a
+ * matrix's last n_rows % 16 rows keep the block layout. pack and unpack
+ * convert a matrix of n_rows × n weights (n % 256 == 0) bit for bit;
+ * pack_inplace takes scratch of 16 rows. rows writes rows r0 ..
+ * r0+count−1 of a packed matrix in the block layout to out.
+ * cal_k_q4kx_apply is cal_k_kq_apply for Q4_K on packed rows, bit for bit
+ * the same numbers; w must start on a row of the packed matrix that is a
+ * multiple of 16. It returns −1 and does nothing where the CPU lacks
+ * AVX-512 VNNI (cal_k_have_q8x) or n_in is not whole super-blocks. */
+void cal_k_q4kx_pack(const void *src, void *dst, int n_rows, int n);
+void cal_k_q4kx_unpack(const void *src, void *dst, int n_rows, int n);
+void cal_k_q4kx_pack_inplace(void *m, int n_rows, int n, void *scratch);
+void cal_k_q4kx_rows(const void *m, int n_rows, int r0, int count, int n, void *out);
+int  cal_k_q4kx_apply(float *y, int ldy, const cal_q8_k_block *xq, const void *w, int n_out,
+                      int n_in, int m, float beta);
 /* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
  * this CPU (VNNI: the Q8_0 integer kernel). */
 const char *cal_k_isa(void);

@@ -255,6 +255,12 @@ float cal_k_kq_dot_ref(int dtype, const void *row, const float *x, int n)
 
 void cal_k_q8_k_quantize_row(const float *x, cal_q8_k_block *y, int n)
 {
+    if (cal_k_q8_k_quantize_avx512(x, y, n) != 0)
+        cal_k_q8_k_quantize_row_portable(x, y, n);
+}
+
+void cal_k_q8_k_quantize_row_portable(const float *x, cal_q8_k_block *y, int n)
+{
     for (int b = 0; b < n / CAL_QK_K; b++, x += CAL_QK_K, y++) {
         float amax = 0;
         for (int k = 0; k < CAL_QK_K; k++)
@@ -368,6 +374,29 @@ static void matmul_ref(int dtype, float *y, int ldy, const float *x, int ldx, co
 }
 
 
+size_t cal_k_kq_xbytes(int n_in, int m)
+{
+    if (n_in < CAL_QK_K || n_in % CAL_QK_K != 0 || m < 1)
+        return 0;
+    return sizeof(cal_q8_k_block) * (size_t)(n_in / CAL_QK_K) * (size_t)m;
+}
+
+void cal_k_kq_round(const float *x, int ldx, int n_in, int m, cal_q8_k_block *xq)
+{
+    int nb = n_in / CAL_QK_K;
+    for (int i = 0; i < m; i++)
+        cal_k_q8_k_quantize_row(x + (size_t)i * ldx, xq + (size_t)i * nb, n_in);
+}
+
+static q8_products best_products(void);
+
+void cal_k_kq_apply(int dtype, float *y, int ldy, const cal_q8_k_block *xq, const void *w,
+                    int n_out, int n_in, int m, float beta)
+{
+    if (n_in >= CAL_QK_K)
+        best_products()(dtype, y, ldy, xq, n_in / CAL_QK_K, w, n_out, m, beta);
+}
+
 /* Rounds X in groups of rows that fit the thread's buffer (multiples of 8,
  * the vector kernels' batch, where more than 8 fit); a row too long for it
  * takes a buffer of its own, and without memory for that the F32 reference
@@ -393,8 +422,7 @@ static void kq_q8_matmul(q8_products fn, int dtype, float *y, int ldy, const flo
     }
     for (int i0 = 0; i0 < m; i0 += g) {
         int mg = m - i0 < g ? m - i0 : g;
-        for (int i = 0; i < mg; i++)
-            cal_k_q8_k_quantize_row(x + (size_t)(i0 + i) * ldx, buf + (size_t)i * nb, n_in);
+        cal_k_kq_round(x + (size_t)i0 * ldx, ldx, n_in, mg, buf);
         fn(dtype, y + (size_t)i0 * ldy, ldy, buf, nb, w, n_out, mg, beta);
     }
     free(heap);
@@ -458,20 +486,48 @@ INL2 int hsum_i32(__m256i v)
     return _mm_cvtsi128_si32(t);
 }
 
+/* A half to a float with F16C: exact, as cal_k_f16_to_f32 is */
+INL2 float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* Σ of the int32 lanes of a and of b, in *sa and *sb */
+INL2 void hsum2_i32(__m256i a, __m128i b, int *sa, int *sb)
+{
+    __m128i t = _mm_hadd_epi32(_mm_add_epi32(_mm256_castsi256_si128(a),
+                                             _mm256_extracti128_si256(a, 1)), b);
+    t = _mm_hadd_epi32(t, t);   /* a's sum in lane 0, b's in lane 1 */
+    *sa = _mm_cvtsi128_si32(t);
+    *sb = _mm_extract_epi32(t, 1);
+}
+
+INL2 __m128i q4k_unpack(const uint8_t *s)
+{
+    uint32_t u[4];
+    cal_k_q4k_scales(s, u);
+    return _mm_loadu_si128((const __m128i *)u);
+}
+
+/* 16-bit lane j of v (j < 8, within each 128-bit half) in every lane */
+INL2 __m256i bcast16(__m256i v, int j)
+{
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
+}
+
 /* One Q4_K row × MB rows of Q8_K (row i at x + i·nb): the nibbles are
  * unpacked once per super-block for the whole batch; maddubs multiplies
  * them (unsigned) by the int8 activations into pairs of 16-bit sums (at
  * most 2·15·127, no saturation), madd takes the sub-block's 6-bit scale
- * into 32 bits, and the mins meet the activations' sums per 16 (bsums). */
+ * into 32 bits, and the mins meet the activations' sums per 32 (bsums
+ * added in pairs). The integers are dot_q4_k_q8's, and so is the float
+ * step per super-block. */
 INL2 void rowq_q4_k(int MB, const cal_q4_k_block *w, const cal_q8_k_block *x, int nb, float *s)
 {
     for (int i = 0; i < MB; i++)
         s[i] = 0;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int b = 0; b < nb; b++) {
-        int sc[8], m[8];
-        for (int j = 0; j < 8; j++)
-            q4k_scale_min(w[b].scales, j, &sc[j], &m[j]);
+        __m256i sm = _mm256_cvtepu8_epi16(q4k_unpack(w[b].scales));
+        __m256i sc = _mm256_permute2x128_si256(sm, sm, 0x00);   /* scales in both halves */
+        __m128i mins = _mm256_extracti128_si256(sm, 1);
         __m256i sumi[8];
         for (int i = 0; i < MB; i++)
             sumi[i] = _mm256_setzero_si256();
@@ -479,8 +535,7 @@ INL2 void rowq_q4_k(int MB, const cal_q4_k_block *w, const cal_q8_k_block *x, in
             __m256i raw = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * p));
             __m256i lo = _mm256_and_si256(raw, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            __m256i slo = _mm256_set1_epi16((short)sc[2 * p]);
-            __m256i shi = _mm256_set1_epi16((short)sc[2 * p + 1]);
+            __m256i slo = bcast16(sc, 2 * p), shi = bcast16(sc, 2 * p + 1);
             for (int i = 0; i < MB; i++) {
                 const int8_t *q8 = x[(size_t)i * nb + b].qs + 64 * p;
                 __m256i t0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
@@ -490,16 +545,13 @@ INL2 void rowq_q4_k(int MB, const cal_q4_k_block *w, const cal_q8_k_block *x, in
                 sumi[i] = _mm256_add_epi32(sumi[i], _mm256_add_epi32(t0, t1));
             }
         }
-        /* lane 2j and 2j+1 of the bsums belong to sub-block j */
-        __m256i mins = _mm256_setr_epi16((short)m[0], (short)m[0], (short)m[1], (short)m[1],
-                                         (short)m[2], (short)m[2], (short)m[3], (short)m[3],
-                                         (short)m[4], (short)m[4], (short)m[5], (short)m[5],
-                                         (short)m[6], (short)m[6], (short)m[7], (short)m[7]);
-        float d = cal_k_f16_to_f32(w[b].d), dmin = cal_k_f16_to_f32(w[b].dmin);
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
         for (int i = 0; i < MB; i++) {
             const cal_q8_k_block *xb = &x[(size_t)i * nb + b];
-            __m256i mv = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)xb->bsums));
-            int isum = hsum_i32(sumi[i]), imin = hsum_i32(mv);
+            __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);
+            __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            int isum, imin;
+            hsum2_i32(sumi[i], _mm_madd_epi16(mins, pair), &isum, &imin);
             s[i] += xb->d * (d * (float)isum - dmin * (float)imin);
         }
     }
@@ -514,21 +566,24 @@ INL2 void rowq_q6_k(int MB, const cal_q6_k_block *w, const cal_q8_k_block *x, in
         s[i] = 0;
     const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3);
     for (int b = 0; b < nb; b++) {
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        /* scales 0-7 in both halves, and 8-15 in both halves */
+        __m256i sca = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+        __m256i scb = _mm256_permute2x128_si256(sc16, sc16, 0x11);
         __m256i sumi[8];
         for (int i = 0; i < MB; i++)
             sumi[i] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+            __m256i sch = h ? scb : sca;
             for (int g = 0; g < 4; g++) {
                 __m256i ql = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32 * (g % 2)));
                 __m256i lo = g < 2 ? _mm256_and_si256(ql, m4)
                                    : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2);
                 __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
-                int j = 8 * h + 2 * g;   /* the two sub-blocks of 16, one a lane */
-                __m256i scv = _mm256_inserti128_si256(
-                    _mm256_castsi128_si256(_mm_set1_epi16(w[b].scales[j])),
-                    _mm_set1_epi16(w[b].scales[j + 1]), 1);
+                /* sub-blocks 2g (low half) and 2g + 1 (high half) of this h */
+                __m256i scv = _mm256_blend_epi32(bcast16(sch, 2 * g), bcast16(sch, 2 * g + 1), 0xF0);
                 for (int i = 0; i < MB; i++) {
                     const int8_t *q8 = x[(size_t)i * nb + b].qs + 128 * h + 32 * g;
                     __m256i t = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
@@ -536,8 +591,7 @@ INL2 void rowq_q6_k(int MB, const cal_q6_k_block *w, const cal_q8_k_block *x, in
                 }
             }
         }
-        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
-        float d = cal_k_f16_to_f32(w[b].d);
+        float d = h2f(w[b].d);
         for (int i = 0; i < MB; i++) {
             const cal_q8_k_block *xb = &x[(size_t)i * nb + b];
             __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)xb->bsums));
@@ -622,6 +676,47 @@ static int ask_avx2(void)
 }
 #endif
 
+/* ---- Q8_K rounding on AVX-512 ------------------------------------------ */
+#if HAVE_X86
+#define TGT5 CAL_SIMD("avx512f,avx512bw,avx512vl,avx512dq")
+/* One super-block rounded as cal_k_q8_k_quantize_row_portable rounds it:
+ * the same division for d and 1/d, x·(1/d) in F32, and cvtps_epi32 rounds
+ * to nearest even as lrintf does in the default mode. */
+static TGT5 void round_k(const float *x, cal_q8_k_block *y)
+{
+    __m512 v[16], amax = _mm512_setzero_ps();
+    for (int j = 0; j < 16; j++) {
+        v[j] = _mm512_loadu_ps(x + 16 * j);
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(v[j]));
+    }
+    float d = _mm512_reduce_max_ps(amax) / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+    y->d = d;
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    for (int j = 0; j < 16; j++) {
+        __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v[j], _mm512_set1_ps(id)));
+        q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+        _mm_storeu_si128((__m128i *)(y->qs + 16 * j), _mm512_cvtepi32_epi8(q));
+        y->bsums[j] = (int16_t)_mm512_reduce_add_epi32(q);
+    }
+}
+
+#endif
+
+int cal_k_q8_k_quantize_avx512(const float *x, cal_q8_k_block *y, int n)
+{
+#if HAVE_X86
+    if (!cal_k_have_q8x())
+        return -1;
+    for (int b = 0; b < n / CAL_QK_K; b++)
+        round_k(x + (size_t)b * CAL_QK_K, y + b);
+    return 0;
+#else
+    (void)x; (void)y; (void)n;
+    return -1;
+#endif
+}
+
+
 int cal_k_have_kq_avx2(void)
 {
 #if HAVE_X86
@@ -636,6 +731,15 @@ int cal_k_have_kq_avx2(void)
 #else
     return 0;
 #endif
+}
+
+static q8_products best_products(void)
+{
+#if HAVE_X86
+    if (cal_k_have_kq_avx2())
+        return products_avx2;
+#endif
+    return products_plain;
 }
 
 void cal_k_kq_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
@@ -656,7 +760,7 @@ void cal_k_kq_matmul(int dtype, float *y, int ldy, const float *x, int ldx, cons
         if (dtype == CAL_DTYPE_Q4_0)
             matmul_avx2(y, ldy, x, ldx, w, n_out, n_in, m, beta);
         else
-            kq_q8_matmul(products_avx2, dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+            kq_q8_matmul(best_products(), dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
         return;
     }
 #endif

@@ -68,7 +68,7 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
 {
     /* thread tid's tile of dequantized rows (and of unpacked Q8_0 rows) */
     float *dq = e->dq ? e->dq + (size_t)tid * e->dq_rows * e->max_in : NULL;
-    char *q8rows = e->q8rows ? e->q8rows + (size_t)tid * e->dq_rows *
+    char *rowbuf = e->rowbuf ? e->rowbuf + (size_t)tid * e->dq_rows *
                                                cal_k_row_bytes(e->dt, e->max_in)
                              : NULL;
     if (xq) {
@@ -77,7 +77,8 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                         (uint32_t *)dq);
     } else if (m <= SMALL_M) {
         /* interleaved rows have no other kernel (a Q8_0 row is whole
-         * blocks, which is all cal_k_q8x_product asks of it) */
+         * blocks, which is all cal_k_q8x_product asks of it); interleaved
+         * Q4_K never comes here: its e->x8 holds any decode batch */
         if (e->q8x)
             cal_k_q8x_product(y, ldy, x, ldx, w, n_out, n_in, m, beta);
         else
@@ -90,7 +91,7 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         for (int r0 = 0; r0 < n_out; r0 += e->dq_rows) {
             int nr = n_out - r0 < e->dq_rows ? n_out - r0 : e->dq_rows;
             /* w is a piece of whole quads (and the matrix's last rows) */
-            const char *t = cal_engine_rows(e, w, n_out, r0, nr, n_in, q8rows);
+            const char *t = cal_engine_rows(e, w, n_out, r0, nr, n_in, rowbuf);
             for (int r = 0; r < nr; r++)
                 cal_k_dequantize_row(e->dt, t + (size_t)r * rb, dq + (size_t)r * n_in, n_in);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, n_in, 1.0f,
@@ -107,7 +108,10 @@ typedef struct mm_job {
     int ldy, ldx, n_out, n_in, m;
     float beta;
     const uint32_t *xq;            /* BF16 pairs of x, or NULL */
-    int x8;                        /* X goes to the Q8_0 VNNI kernel (e->x8) */
+    int x8;                        /* X rounded once a thread into e->x8: for
+                                      the Q8_0 VNNI kernel, or to Q8_K */
+    const cal_q8_k_block *xk;      /* interleaved Q4_K prefill: X rounded to
+                                      Q8_K once for all threads, or NULL */
 } mm_job;
 
 /* rows r0 .. r1−1 of W (r0 a multiple of 16) on thread tid */
@@ -116,16 +120,27 @@ static void mm_rows(void *a, int tid, int r0, int r1)
     const mm_job *j = a;
     cal_engine *e = j->e;
     const char *w = j->w + (size_t)r0 * cal_k_row_bytes(e->dt, j->n_in);
-    if (j->x8) {
+    if (j->xk) {
+        cal_k_q4kx_apply(j->y + r0, j->ldy, j->xk, w, r1 - r0, j->n_in, j->m, j->beta);
+    } else if (j->x8) {
         /* each thread rounds X for itself, once a product, before its first
          * piece: as fast as one thread rounding it for all, without the wait */
         char *x8 = e->x8 + (size_t)tid * e->x8_bytes;
         if (e->x8_at[tid] != e->x8_product) {
-            cal_k_q8x_round(j->x, j->ldx, j->n_in, j->m, x8);
+            if (e->q8x)
+                cal_k_q8x_round(j->x, j->ldx, j->n_in, j->m, x8);
+            else
+                cal_k_kq_round(j->x, j->ldx, j->n_in, j->m, (cal_q8_k_block *)x8);
             e->x8_at[tid] = e->x8_product;
         }
-        cal_k_q8x_apply(j->y + r0, j->ldy, x8, w, r1 - r0, j->n_in,
-                        j->m, j->beta);
+        if (e->q8x)
+            cal_k_q8x_apply(j->y + r0, j->ldy, x8, w, r1 - r0, j->n_in, j->m, j->beta);
+        else if (e->q4kx)
+            cal_k_q4kx_apply(j->y + r0, j->ldy, (const cal_q8_k_block *)x8, w, r1 - r0,
+                             j->n_in, j->m, j->beta);
+        else
+            cal_k_kq_apply(e->dt, j->y + r0, j->ldy, (const cal_q8_k_block *)x8, w, r1 - r0,
+                           j->n_in, j->m, j->beta);
     } else
         matmul1(j->e, j->y + r0, j->ldy, j->x, j->ldx, w, r1 - r0, j->n_in, j->m, j->beta,
                 tid, j->xq);
@@ -148,11 +163,21 @@ static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         cal_k_bf16_pairs(x, ldx, (uint32_t *)e->xr, m, n_in);
         xq = (const uint32_t *)e->xr;
     }
+    /* interleaved Q4_K: prefill takes the decode kernel too, on X rounded to
+     * Q8_K here, as llama.cpp multiplies K-quants at every batch size; its
+     * integer products ran ~2x OpenBLAS SGEMM's multiply-adds a second on
+     * the dequantized rows */
+    const cal_q8_k_block *xk = NULL;
+    if (e->q4kx && m > SMALL_M) {
+        cal_k_kq_round(x, ldx, n_in, m, (cal_q8_k_block *)e->xr);
+        xk = (const cal_q8_k_block *)e->xr;
+    }
     /* the VNNI decode kernel, if X fits the buffers it is rounded into */
-    size_t xb = e->q8x && m <= SMALL_M ? cal_k_q8x_xbytes(n_in, m) : 0;
+    size_t xb = m > SMALL_M || !e->x8 ? 0
+                : e->q8x ? cal_k_q8x_xbytes(n_in, m) : cal_k_kq_xbytes(n_in, m);
     int x8 = xb > 0 && xb <= e->x8_bytes;
     e->x8_product += x8;
-    mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta, xq, x8};
+    mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta, xq, x8, xk};
     if (e->nt == 1 || (double)n_out * n_in * m < 65536.0 || n_out < 32)
         mm_rows(&j, 0, 0, n_out);
     else
@@ -467,7 +492,7 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
             /* through the main thread's tile, free between products */
             cal_k_dequantize_row(e->dt,
                                  cal_engine_rows(e, e->emb, c->vocab, en[i].tokens[j], 1, d,
-                                                 e->q8rows),
+                                                 e->rowbuf),
                                  xr, d);
             for (int k = 0; k < d; k++)
                 xr[k] *= e->embed_scale;

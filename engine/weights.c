@@ -207,15 +207,21 @@ static void generate(cal_engine *e)
  * A matrix's rows go in quads from its own first row (an MoE matrix one
  * expert at a time), and every product the engine asks for starts on a
  * multiple of 4 rows of one. */
-static int q8x_pack_all(cal_engine *e)
+/* Q4_K alike (q4kx.c), rows in sixteens, every product starting on a
+ * multiple of 16 rows of a matrix; a matrix's last rows % 16 keep the
+ * block layout. */
+static int pack_all(cal_engine *e)
 {
     const cal_model_config *c = &e->c;
     int64_t d = c->dim, f = c->ffn_dim;
     int ne = c->n_experts > 0 ? c->n_experts : 1;
-    void *scratch = malloc(4 * cal_k_row_bytes(CAL_DTYPE_Q8_0, e->max_in));
+    int q4 = e->dt == CAL_DTYPE_Q4_K;
+    void *scratch = malloc((q4 ? 16 : 4) * cal_k_row_bytes(e->dt, e->max_in));
     if (!scratch)
         return CAL_ENOMEM;
-#define PACK(p, rows, n_in) cal_k_q8x_pack_inplace(p, (int)(rows), (int)(n_in), scratch)
+#define PACK(p, rows, n_in)                                                         \
+    (q4 ? cal_k_q4kx_pack_inplace : cal_k_q8x_pack_inplace)(p, (int)(rows), (int)(n_in), \
+                                                           scratch)
     PACK(e->emb, c->vocab, d);
     if (!c->tied_embeddings)
         PACK(e->out, c->vocab, d);
@@ -232,16 +238,22 @@ static int q8x_pack_all(cal_engine *e)
     }
 #undef PACK
     free(scratch);
-    e->q8x = 1;
+    if (q4)
+        e->q4kx = 1;
+    else
+        e->q8x = 1;
     return CAL_OK;
 }
 
 const void *cal_engine_rows(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
                             int64_t count, int n_in, void *buf)
 {
-    if (!e->q8x)
+    if (e->q8x)
+        cal_k_q8x_rows(m, (int)n_rows, (int)r0, (int)count, n_in, buf);
+    else if (e->q4kx)
+        cal_k_q4kx_rows(m, (int)n_rows, (int)r0, (int)count, n_in, buf);
+    else
         return (const char *)m + (size_t)r0 * cal_k_row_bytes(e->dt, n_in);
-    cal_k_q8x_rows(m, (int)n_rows, (int)r0, (int)count, n_in, buf);
     return buf;
 }
 
@@ -250,7 +262,7 @@ void cal_engine_close(cal_engine **pe)
     if (!pe || !*pe)
         return;
     cal_engine *e = *pe;
-    free(e->weights); free(e->q8rows); free(e->x8); free(e->x8_at); free(e->layers); free(e->kcache); free(e->vcache);
+    free(e->weights); free(e->rowbuf); free(e->x8); free(e->x8_at); free(e->layers); free(e->kcache); free(e->vcache);
     free(e->slot_len); free(e->rope_cos); free(e->rope_sin); free(e->rope_ff);
     free(e->x); free(e->xn); free(e->qkv); free(e->att); free(e->h13);
     free(e->act); free(e->scores); free(e->gin); free(e->gout);
@@ -355,12 +367,14 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         if (e->dq_rows > 512)
             e->dq_rows = 512;
         e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
-        if (e->dt == CAL_DTYPE_Q8_0 || e->dt == CAL_DTYPE_BF16)
+        /* (Q4_K: as Q8_K, 292 bytes per 256 activations) */
+        if (e->dt == CAL_DTYPE_Q8_0 || e->dt == CAL_DTYPE_BF16 || e->dt == CAL_DTYPE_Q4_K)
             e->xr = xalloc((size_t)S * max_in * sizeof(float));
         e->bf16_gemm = e->dt == CAL_DTYPE_BF16 && cal_k_have_bf16_gemm() &&
                        (size_t)e->dq_rows * max_in >= (size_t)16 * (max_in + 1);
     }
-    int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && (e->dt != CAL_DTYPE_BF16 || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
+    int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && (e->dt != CAL_DTYPE_BF16 || e->xr) &&
+             (e->dt != CAL_DTYPE_Q4_K || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
              e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
              e->seen && e->sscratch && e->rowpos && e->erow;
@@ -428,12 +442,18 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
             e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
             e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
         }
-    if (e->dt == CAL_DTYPE_Q8_0 && cal_k_have_q8x()) {
-        e->x8_bytes = cal_k_q8x_xbytes(e->max_in, SMALL_M);
+    /* Q8_0 and Q4_K on VNNI: interleaved rows; the K-quants: the decode
+     * batch's activations rounded to Q8_K once a thread a product */
+    int kq = e->dt == CAL_DTYPE_Q4_K || e->dt == CAL_DTYPE_Q6_K;
+    int packed = (e->dt == CAL_DTYPE_Q8_0 || e->dt == CAL_DTYPE_Q4_K) && cal_k_have_q8x();
+    if (packed || kq) {
+        e->x8_bytes = kq ? cal_k_kq_xbytes(e->max_in, SMALL_M)
+                         : cal_k_q8x_xbytes(e->max_in, SMALL_M);
         e->x8 = xalloc((size_t)e->nt * e->x8_bytes);
         e->x8_at = calloc((size_t)e->nt, sizeof(unsigned));
-        e->q8rows = xalloc((size_t)e->nt * e->dq_rows * cal_k_row_bytes(e->dt, e->max_in));
-        if (!e->x8 || !e->x8_at || !e->q8rows || q8x_pack_all(e) != CAL_OK) {
+        if (packed)
+            e->rowbuf = xalloc((size_t)e->nt * e->dq_rows * cal_k_row_bytes(e->dt, e->max_in));
+        if (!e->x8 || !e->x8_at || (packed && (!e->rowbuf || pack_all(e) != CAL_OK))) {
             cal_engine_close(&e);
             return CAL_ENOMEM;
         }

@@ -104,9 +104,11 @@ static int ref_q8_0;
  * to BF16 (cal_k_gemm_bf16); the logits of the last token (m = 1) do not */
 static int ref_bf16;
 /* set while the reference models a Q4_K or Q6_K engine's decode-sized
- * products (m <= 16): their activations rounded to Q8_K (kquants.c);
- * ref_kq_decode says whether the layers' products are that size too (the
- * logits of the last token always are) */
+ * products (m <= 16), and all of a Q4_K engine's products where it holds
+ * the rows interleaved (AVX-512 VNNI: prefill takes the same kernel): their
+ * activations rounded to Q8_K (kquants.c); ref_kq_decode says whether the
+ * layers' products are rounded too (the logits of the last token always
+ * are) */
 static int ref_q8_k, ref_kq_decode;
 
 static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n_in)
@@ -531,7 +533,8 @@ static void check_vs_reference(cal_engine *e, int n, int chunk)
     int bf16_prefill = cal_engine_config(e)->dtype == CAL_DTYPE_BF16 && chunk > 16 &&
                        (n % chunk == 0 || n % chunk > 16) && cal_k_have_bf16_gemm();
     ref_bf16 = bf16_prefill;
-    ref_kq_decode = chunk <= 16;
+    ref_kq_decode = chunk <= 16 ||
+                    (cal_engine_config(e)->dtype == CAL_DTYPE_Q4_K && cal_k_have_q8x());
     ref_forward(e, t, n, ref);
     double err = max_err(lg, ref, V);
     /* BF16 activations: the reference rounds its own (double) activations,

@@ -288,6 +288,152 @@ static void test_products_vs_reference(void **state)
     free(ws);
 }
 
+
+/* Runs where the CPU has AVX-512 VNNI; elsewhere says so, and fails under CI
+ * (a check that cannot run is not a pass). */
+static int have_vnni(const char *what)
+{
+    if (cal_k_have_q8x())
+        return 1;
+    print_message("%s: this CPU has no AVX-512 VNNI, not checked\n", what);
+    if (getenv("CI"))
+        fail_msg("%s: not run under CI", what);
+    return 0;
+}
+
+/* The AVX-512 Q8_K rounding is the plain C one bit for bit: scales, bytes
+ * and sums, on blocks of zeros, of ties (x·(1/d) exactly k + 0.5), of
+ * values with one outlier, and random ones across magnitudes. */
+static void test_q8_k_rounding_avx512(void **state)
+{
+    (void)state;
+    if (!have_vnni("Q8_K rounding on AVX-512")) {
+        cal_q8_k_block q;
+        float x[256] = {0};
+        assert_int_equal(cal_k_q8_k_quantize_avx512(x, &q, 256), -1);
+        return;
+    }
+    enum { NB = 40 };
+    float *x = malloc(sizeof(float) * NB * 256);
+    cal_q8_k_block a[NB], b[NB];
+    for (int k = 0; k < NB * 256; k++) {
+        int blk = k / 256;
+        x[k] = blk == 0   ? 0.0f
+             : blk == 1   ? (float)(k % 256 - 128) + 0.5f   /* d = 127.5/127: ties */
+             : blk == 2   ? (k % 256 == 7 ? 1000.0f : frand() * 1e-3f)
+             : frand() * ldexpf(1.0f, blk % 20 - 10);
+    }
+    memset(a, 0x55, sizeof a);
+    memset(b, 0xaa, sizeof b);
+    assert_int_equal(cal_k_q8_k_quantize_avx512(x, a, NB * 256), 0);
+    cal_k_q8_k_quantize_row_portable(x, b, NB * 256);
+    for (int i = 0; i < NB; i++) {
+        assert_true(a[i].d == b[i].d);
+        assert_memory_equal(a[i].qs, b[i].qs, sizeof a[i].qs);
+        assert_memory_equal(a[i].bsums, b[i].bsums, sizeof a[i].bsums);
+    }
+    free(x);
+}
+
+static char *q4_k_matrix(int rows, int n)
+{
+    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_K, n);
+    char *m = malloc(rb * (size_t)rows);
+    float *w = malloc(sizeof(float) * (size_t)n);
+    for (int r = 0; r < rows; r++) {
+        for (int k = 0; k < n; k++)
+            w[k] = frand() * (k % 9 == 0 ? 2.0f : 0.3f) + (r % 3 == 0 ? 0.1f : 0.0f);
+        cal_k_quantize_row(CAL_DTYPE_Q4_K, w, m + (size_t)r * rb, n);
+    }
+    free(w);
+    return m;
+}
+
+/* Interleaved Q4_K (q4kx.c) unpacks to the block layout bit for bit, in
+ * place or not, whole or row by row, for row counts with and without a
+ * tail of block rows. */
+static void test_q4kx_pack_roundtrip(void **state)
+{
+    (void)state;
+    const int shapes[][2] = {{1, 256}, {15, 512}, {16, 256}, {17, 768}, {48, 256}, {37, 1024}};
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        int rows = shapes[t][0], n = shapes[t][1];
+        size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_K, n), bytes = rb * (size_t)rows;
+        char *a = q4_k_matrix(rows, n), *p = malloc(bytes), *b = malloc(bytes);
+        char *scratch = malloc(16 * rb), *out = malloc(bytes);
+        cal_k_q4kx_pack(a, p, rows, n);
+        /* the grouped part is reordered: a lane is not the row's bytes */
+        if (rows >= 16)
+            assert_true(memcmp(a, p, 16 * rb) != 0);
+        cal_k_q4kx_unpack(p, b, rows, n);
+        assert_memory_equal(a, b, bytes);
+        memcpy(b, a, bytes);
+        cal_k_q4kx_pack_inplace(b, rows, n, scratch);
+        assert_memory_equal(p, b, bytes);
+        for (int r0 = 0; r0 < rows; r0 += 5) {
+            int cnt = rows - r0 < 7 ? rows - r0 : 7;
+            cal_k_q4kx_rows(p, rows, r0, cnt, n, out);
+            assert_memory_equal(out, a + (size_t)r0 * rb, (size_t)cnt * rb);
+        }
+        free(a); free(p); free(b); free(scratch); free(out);
+    }
+}
+
+/* The interleaved product is the block product bit for bit (and so
+ * cal_k_kq_dot_q8k's): every batch 1..20 (chunks of 4 and prefill sizes),
+ * beta 0 and 0.5, a matrix with a tail of block rows, and pieces starting
+ * at multiples of 16 as the engine's threads take them. Inputs that are
+ * not whole super-blocks are refused. */
+static void test_q4kx_product(void **state)
+{
+    (void)state;
+    if (!have_vnni("interleaved Q4_K product")) {
+        assert_int_equal(cal_k_q4kx_apply(NULL, 1, NULL, NULL, 16, 256, 1, 0.0f), -1);
+        return;
+    }
+    enum { ROWS = 53, N = 768, M = 20 };
+    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_K, N);
+    char *ws = q4_k_matrix(ROWS, N), *wx = malloc(rb * ROWS);
+    cal_k_q4kx_pack(ws, wx, ROWS, N);
+    float *x = malloc(sizeof(float) * M * N);
+    for (int i = 0; i < M * N; i++)
+        x[i] = frand() * (i % 11 == 0 ? 4.0f : 1.0f);
+    cal_q8_k_block *xq = malloc(cal_k_kq_xbytes(N, M));
+    cal_k_kq_round(x, N, N, M, xq);
+    float *y = malloc(sizeof(float) * M * ROWS), *yb = malloc(sizeof(float) * M * ROWS);
+    for (int m = 1; m <= M; m++)
+        for (int pass = 0; pass < 2; pass++) {
+            float beta = pass ? 0.5f : 0.0f;
+            for (int i = 0; i < M * ROWS; i++)
+                y[i] = yb[i] = pass ? 2.0f : NAN;
+            assert_int_equal(cal_k_q4kx_apply(y, ROWS, xq, wx, ROWS, N, m, beta), 0);
+            cal_k_kq_apply(CAL_DTYPE_Q4_K, yb, ROWS, xq, ws, ROWS, N, m, beta);
+            for (int i = 0; i < m; i++)
+                for (int r = 0; r < ROWS; r++) {
+                    float exact = cal_k_kq_dot_q8k(CAL_DTYPE_Q4_K, ws + r * rb,
+                                                   xq + (size_t)i * (N / 256), N);
+                    float got = y[(size_t)i * ROWS + r];
+                    assert_true(got == (pass ? 1.0f + exact : exact));
+                    assert_true(got == yb[(size_t)i * ROWS + r]);
+                }
+            for (int r = 0; r < ROWS && m < M; r++)   /* rows beyond m untouched */
+                assert_true(pass ? y[(size_t)m * ROWS + r] == 2.0f
+                                 : isnan(y[(size_t)m * ROWS + r]));
+        }
+    /* in pieces of 16 rows (the last one 5): the same bits */
+    float *part = malloc(sizeof(float) * 3 * ROWS);
+    assert_int_equal(cal_k_q4kx_apply(y, ROWS, xq, wx, ROWS, N, 3, 0.0f), 0);
+    for (int r0 = 0; r0 < ROWS; r0 += 16) {
+        int cnt = ROWS - r0 < 16 ? ROWS - r0 : 16;
+        assert_int_equal(cal_k_q4kx_apply(part + r0, ROWS, xq, wx + (size_t)r0 * rb, cnt, N, 3,
+                                          0.0f), 0);
+    }
+    assert_memory_equal(part, y, sizeof(float) * 3 * ROWS);
+    assert_int_equal(cal_k_q4kx_apply(y, ROWS, xq, wx, ROWS, N + 16, 1, 0.0f), -1);
+    assert_int_equal(cal_k_kq_xbytes(N + 16, 1), 0);
+    free(ws); free(wx); free(x); free(xq); free(y); free(yb); free(part);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +443,9 @@ int main(void)
         cmocka_unit_test(test_quantizers),
         cmocka_unit_test(test_q8_k_rounding),
         cmocka_unit_test(test_products_vs_reference),
+        cmocka_unit_test(test_q8_k_rounding_avx512),
+        cmocka_unit_test(test_q4kx_pack_roundtrip),
+        cmocka_unit_test(test_q4kx_product),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
