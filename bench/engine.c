@@ -501,7 +501,7 @@ int main(int argc, char **argv)
     printf("(roof: tok/s of a read of the format's bytes per token; B1 cold: batch-1 "
            "steps alternating with its passes, so each reads from memory what the other "
            "evicted; %%: B1 cold of the roof, the median of the rounds' ratios; pf %%: of the SGEMM roofline, %.1f tok/s at "
-           "the median; Bn: aggregate decode tok/s at batch n, one step at each batch in turn; "
+           "the median (F32 multiply-adds: Q4_K's prefill, 8-bit integer products, can pass it); Bn: aggregate decode tok/s at batch n, one step at each batch in turn; "
            "xn: Bn ÷ B1 of the same turns; medians over the rounds)\n",
            spread_of(gemm, rounds).med / (pf_flops / n_prefill));
     printf("spread over the rounds (least–greatest):\n");
