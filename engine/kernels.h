@@ -97,6 +97,14 @@ typedef struct cal_q6_k_block {
     uint16_t d;
 } cal_q6_k_block;                  /* 210 bytes */
 
+/* What this CPU has, asked once (cpu.c): AVX-512 F, BW, VL, DQ with FMA and
+ * F16C; AVX-512 VNNI; both (the Q8_0 and Q4_K integer kernels, and Q8_K
+ * rounding); AVX2 with FMA and F16C (the K-quant block kernels). */
+int   cal_k_have_avx512(void);
+int   cal_k_have_vnni(void);
+int   cal_k_have_q8x(void);
+int   cal_k_have_kq_avx2(void);
+
 /* Q4_0, Q4_K or Q6_K? */
 int   cal_k_is_kq(int dtype);
 /* Weights a block of dtype holds: 1 (F32, F16, BF16), 32 (Q8_0, Q4_0), 256
@@ -149,7 +157,6 @@ float cal_k_kq_dot_q8k(int dtype, const void *row, const cal_q8_k_block *x, int 
  * With AVX2 and FMA where the CPU has them (cal_k_have_kq_avx2, asked once);
  * _portable is the scalar computation of the same numbers (Q4_0: the
  * reference dot product). */
-int   cal_k_have_kq_avx2(void);
 void  cal_k_kq_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
                       int n_out, int n_in, int m, float beta);
 void  cal_k_kq_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
@@ -220,7 +227,6 @@ void cal_k_gemm_bf16(float *y, int ldy, const uint32_t *xq, int m, const uint16_
  * where the CPU lacks AVX-512 VNNI (cal_k_have_q8x) or n_in is not whole
  * blocks. w must start on a row of the packed matrix that is a multiple of
  * 4. */
-int  cal_k_have_q8x(void);
 void cal_k_q8x_pack(const void *src, void *dst, int n_rows, int n);
 void cal_k_q8x_unpack(const void *src, void *dst, int n_rows, int n);
 /* pack with src = dst = m; scratch: 4 rows (4 · cal_k_row_bytes) */

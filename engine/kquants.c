@@ -8,7 +8,6 @@
 #include "engine/simd.h"
 #include "engine/engine.h"
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -669,11 +668,6 @@ static void products_avx2(int dtype, float *y, int ldy, const cal_q8_k_block *xq
     }
 }
 
-static int ask_avx2(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
 #endif
 
 /* ---- Q8_K rounding on AVX-512 ------------------------------------------ */
@@ -717,21 +711,6 @@ int cal_k_q8_k_quantize_avx512(const float *x, cal_q8_k_block *y, int n)
 }
 
 
-int cal_k_have_kq_avx2(void)
-{
-#if HAVE_X86
-    /* a pure function of the CPU: racing threads store the same answer */
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        v = ask_avx2();
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-#else
-    return 0;
-#endif
-}
 
 static q8_products best_products(void)
 {

@@ -7,10 +7,8 @@
 #include "engine/engine.h"
 #include "engine/simd.h"
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
@@ -557,67 +555,11 @@ static TGTV void matmul_q8_vnni(float *y, int ldy, const float *x, int ldx, cons
         r += full ? R : 1;
     }
 }
-
-/* cpuid answers, asked once: a pure function of the CPU, so threads that
- * race to ask store the same value (atomically, for the race detector) */
-static int cpu_once(_Atomic int *cached, int (*ask)(void))
-{
-    int v = atomic_load_explicit(cached, memory_order_relaxed);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = ask();
-        atomic_store_explicit(cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-static int ask_vnni(void)
-{
-    return __builtin_cpu_supports("avx512vnni");
-}
-
-/* F16C from cpuid leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
- * does not know the name. */
-static int ask_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
-}
-
-static int ask_avx512(void)
-{
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("fma") && ask_f16c();
-}
-
-static int have_vnni(void)
-{
-    static _Atomic int cached = -1;
-    return cpu_once(&cached, ask_vnni);
-}
-
-static int have_avx512(void)
-{
-    static _Atomic int cached = -1;
-    return cpu_once(&cached, ask_avx512);
-}
-#else
-static int have_avx512(void) { return 0; }
 #endif
-
-int cal_k_have_q8x(void)
-{
-#if HAVE_X86
-    return have_avx512() && have_vnni();
-#else
-    return 0;
-#endif
-}
 
 const char *cal_k_isa(void)
 {
-    return have_avx512() ? (have_vnni() ? "avx512+vnni" : "avx512") : "portable";
+    return cal_k_have_avx512() ? (cal_k_have_vnni() ? "avx512+vnni" : "avx512") : "portable";
 }
 
 void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const void *w,
@@ -630,13 +572,13 @@ void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const v
         return;
     }
 #if HAVE_X86
-    if (have_avx512() && n_in % 32 == 0 && dtype >= 0 && dtype < CAL_DTYPE_Q8_0) {
+    if (cal_k_have_avx512() && n_in % 32 == 0 && dtype >= 0 && dtype < CAL_DTYPE_Q8_0) {
         matmul_avx512(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
         return;
     }
     /* Q8_0: activations quantized per call into this thread's buffer, in
      * row groups that fit it (one group for any decode shape of the presets) */
-    if (dtype == CAL_DTYPE_Q8_0 && have_avx512() && have_vnni() &&
+    if (dtype == CAL_DTYPE_Q8_0 && cal_k_have_avx512() && cal_k_have_vnni() &&
         (size_t)((n_in + 63) & ~63) <= XQ_CAP) {
         int kp = (n_in + 63) & ~63, g = XQ_CAP / kp;
         for (int i0 = 0; i0 < m; i0 += g)
@@ -651,7 +593,7 @@ void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const v
 uint64_t cal_k_read_bytes(const void *p, size_t n)
 {
 #if HAVE_X86
-    if (have_avx512())
+    if (cal_k_have_avx512())
         return read_avx512(p, n);
 #endif
     const uint64_t *q = p;
@@ -668,7 +610,7 @@ uint64_t cal_k_read_bytes(const void *p, size_t n)
 void cal_k_dequantize_row(int dtype, const void *src, float *dst, int n)
 {
 #if HAVE_X86
-    if (have_avx512()) {
+    if (cal_k_have_avx512()) {
         dequant_avx512(dtype, src, dst, n);
         return;
     }
