@@ -122,7 +122,7 @@ void cal_vocab_free(cal_vocab **pv)
     free(v->pool); free(v->off); free(v->len); free(v->score); free(v->type);
     free(v->tab); free(v->mpool); free(v->moff); free(v->mlen); free(v->mtab);
     free(v->special); free(v->dpool); free(v->doff); free(v->dlen); free(v->kv);
-    cal_bpe_release(v);
+    cal_pretok_free(v->re);
     free(v);
     *pv = NULL;
 }
@@ -634,7 +634,7 @@ int cal_vocab_read_mem(const void *buf, size_t len, cal_vocab **out, char *why,
                                                                                      : "eos");
     }
     if (rc == CAL_OK && v->kind == CAL_VOCAB_BPE)
-        rc = cal_bpe_prepare(v, why, why_len);
+        rc = cal_pretok_compile(v->pre, v->pre_name, &v->re, why, why_len);
     if (rc != CAL_OK) {
         if (rc == CAL_EPROTO && why && why_len && !why[0])
             cal_why(why, why_len, rc, "malformed GGUF metadata");

@@ -11,10 +11,9 @@
 #define CALIPER_ENGINE_VOCAB_H
 #include <stddef.h>
 #include <stdint.h>
+#include "engine/pretok.h"
 
 enum { CAL_VOCAB_SPM = 1, CAL_VOCAB_BPE = 2 };
-/* BPE pre-tokenizers (tokenizer.ggml.pre), as llama.cpp groups the names */
-enum { CAL_PRE_NONE = 0, CAL_PRE_GPT2, CAL_PRE_LLAMA3, CAL_PRE_QWEN2 };
 /* tokenizer.ggml.token_type values (llama.cpp's llama_token_type) */
 enum { CAL_TT_UNDEFINED = 0, CAL_TT_NORMAL = 1, CAL_TT_UNKNOWN = 2, CAL_TT_CONTROL = 3,
        CAL_TT_USER_DEFINED = 4, CAL_TT_UNUSED = 5, CAL_TT_BYTE = 6 };
@@ -53,7 +52,8 @@ typedef struct cal_vocab {
     uint8_t  *kv;
     size_t    kv_len;
     uint64_t  n_kv;
-    void     *re;           /* BPE: the compiled pre-tokenizer (pcre2_code) */
+    void     *re;           /* BPE: the compiled pre-tokenizer (pcre2_code,
+                               engine/pretok.c) */
 } cal_vocab;
 
 /* Read the vocabulary from a GGUF file in buf[len] (the header is enough).
@@ -65,10 +65,6 @@ int  cal_vocab_read_mem(const void *buf, size_t len, cal_vocab **out, char *why,
                         size_t why_len);
 /* The same from a file (mapped read-only). CAL_EIO when it cannot be read. */
 int  cal_vocab_read_file(const char *path, cal_vocab **out, char *why, size_t why_len);
-/* Compile v's BPE pre-tokenizer into v->re (engine/tok_bpe.c; the reader
- * calls it). CAL_EINTERNAL with why when PCRE2 refuses the pattern. */
-int  cal_bpe_prepare(cal_vocab *v, char *why, size_t why_len);
-void cal_bpe_release(cal_vocab *v);
 void cal_vocab_free(cal_vocab **v);
 
 /* The id whose text is s[n], or -1. */
