@@ -46,37 +46,20 @@ static int ask_avx2(void)
 }
 #endif
 
-int cal_k_have_avx512(void)
-{
+/* each answer cached in its own word */
 #if HAVE_X86
-    static _Atomic int cached = -1;
-    return once(&cached, ask_avx512);
+#define ASKED(ask)                            \
+    static _Atomic int cached = -1;           \
+    return once(&cached, ask)
 #else
-    return 0;
+#define ASKED(ask) return 0
 #endif
-}
 
-int cal_k_have_vnni(void)
-{
-#if HAVE_X86
-    static _Atomic int cached = -1;
-    return once(&cached, ask_vnni);
-#else
-    return 0;
-#endif
-}
+int cal_k_have_avx512(void) { ASKED(ask_avx512); }
+int cal_k_have_vnni(void) { ASKED(ask_vnni); }
+int cal_k_have_kq_avx2(void) { ASKED(ask_avx2); }
 
 int cal_k_have_q8x(void)
 {
     return cal_k_have_avx512() && cal_k_have_vnni();
-}
-
-int cal_k_have_kq_avx2(void)
-{
-#if HAVE_X86
-    static _Atomic int cached = -1;
-    return once(&cached, ask_avx2);
-#else
-    return 0;
-#endif
 }
