@@ -175,6 +175,58 @@ static void on_signal(int sig)
 
 static int write_profile(const char *path, const char *json);
 
+/* One line on how --model's weights are held: the file's matrices by
+ * type (shares of their weights) and whether the engine's format holds
+ * them as stored, widened exactly (F32), or rounded; where they are not
+ * held as stored, the format that would hold the largest share so. */
+static void held_line(const cal_gguf_model *gm, int dtype)
+{
+    enum { NT = 64 };
+    double by[NT] = {0}, all = 0;
+    for (uint64_t i = 0; i < gm->n_tensors; i++) {
+        const cal_gguf_tensor *t = &gm->tensors[i];
+        if (t->n_dims < 2 || t->type >= NT)
+            continue;
+        double n = (double)t->ne[0] * (double)t->ne[1] * (double)t->ne[2] * (double)t->ne[3];
+        by[t->type] += n;
+        all += n;
+    }
+    if (all <= 0)
+        return;
+    const char *held = cal_dtype_name(dtype);
+    char list[256] = "", top_name[16] = "";
+    int kinds = 0, others = 0, top = -1;
+    size_t len = 0;
+    for (int k = 0; k < NT; k++) {
+        if (by[k] <= 0)
+            continue;
+        const char *name = cal_gguf_type_name((uint32_t)k);
+        kinds++;
+        others += strcasecmp(name, held) != 0;
+        if (top < 0 || by[k] > by[top])
+            top = k;
+        int w = snprintf(list + len, sizeof list - len, "%s%s %.0f %%", kinds > 1 ? ", " : "",
+                         name, 100.0 * by[k] / all);
+        len = w > 0 && (size_t)w < sizeof list - len ? len + (size_t)w : sizeof list - 1;
+    }
+    const char *tn = cal_gguf_type_name((uint32_t)top);
+    for (size_t i = 0; tn[i] && i + 1 < sizeof top_name; i++)
+        top_name[i] = (char)(tn[i] >= 'A' && tn[i] <= 'Z' ? tn[i] - 'A' + 'a' : tn[i]);
+    int top_dt = cal_dtype_parse(top_name);
+    if (!others)
+        fprintf(stderr, "caliper serve: --model: weights held as %s, as stored\n", held);
+    else if (dtype == CAL_DTYPE_F32)
+        fprintf(stderr, "caliper serve: --model: weights held as f32, widened exactly from the "
+                "file's %s%s%s%s\n", list, top_dt > 0 ? "; --dtype " : "",
+                top_dt > 0 ? top_name : "",
+                top_dt <= 0 ? "" : kinds > 1 ? " holds the largest share as stored, the rest "
+                                               "rounded to it"
+                                             : " holds them as stored");
+    else
+        fprintf(stderr, "caliper serve: --model: weights held as %s, the file's %s: what is "
+                "not %s is rounded to it\n", held, list, held);
+}
+
 /* --op-bench: open the engine alone (no server), time each op by itself,
  * write the file, print one line. */
 static int run_op_bench(const cal_model_config *m, const char *path, long tokens, long pos,
@@ -340,9 +392,10 @@ int cmd_serve(int argc, char **argv)
         /* the file's chat template, unless --chat-template chose one: a
          * family caliper renders, or a refusal naming the flag */
         cal_gguf_model gm;
-        if (!tpl_given && cal_gguf_read_model_file(gguf_in, &gm, gwhy, sizeof gwhy) == CAL_OK) {
+        if (cal_gguf_read_model_file(gguf_in, &gm, gwhy, sizeof gwhy) == CAL_OK) {
+            held_line(&gm, dtype);
             int trc = CAL_OK;
-            if (gm.chat_template) {
+            if (!tpl_given && gm.chat_template) {
                 trc = !gm.chat_template[0]
                       ? cal_why(gwhy, sizeof gwhy, CAL_EINVAL, "it is over %u bytes",
                                 CAL_GGUF_TEMPLATE_MAX)

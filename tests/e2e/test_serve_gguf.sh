@@ -51,8 +51,32 @@ if start_serve --model tiny.gguf; then
   got=$(models_field "$SERVE_URL" params)
   check "the export served back counts the preset's parameters ($got = $want)" [ "$got" = "$want" ]
   check "the listening line says so too" grep -q "model tiny.gguf, $want params" "$(serve_log)"
+  check "an F32 file is held as stored, and serve says so" \
+    grep -q "weights held as f32, as stored" "$(serve_log)"
   kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 else not_ok "serve --model tiny.gguf starts"; fi
+
+# how a quantized file's weights are held is said at startup: widened
+# exactly to the default F32, naming the file's types and the flag that
+# holds them as stored; or rounded, naming what is
+"$CALIPER" serve --preset tiny --dim 256 --ffn 512 --heads 4 --kv-heads 2 --layers 2 \
+  --export-gguf mix.gguf --dtype q4_k_m 2>"$T/err"
+for d in f32 q4_k; do
+  if start_serve --model mix.gguf $([ $d = q4_k ] && echo --dtype q4_k); then
+    line=$(grep "weights held as" "$(serve_log)")
+    echo "# $d: $line"
+    if [ $d = f32 ]; then
+      check "Q4_K_M served in F32: widened exactly, the file's types and shares named" \
+        grep -qE "held as f32, widened exactly from the file's Q4_K [0-9]+ %, Q6_K [0-9]+ %" <<<"$line"
+      check "... and --dtype q4_k offered for the largest share" \
+        grep -q -- "--dtype q4_k holds the largest share as stored" <<<"$line"
+    else
+      check "Q4_K_M served in Q4_K: the Q6_K share is said to be rounded" \
+        grep -q "held as q4_k, the file's Q4_K .*: what is not q4_k is rounded to it" <<<"$line"
+    fi
+    kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
+  else not_ok "serve --model mix.gguf ($d) starts"; fi
+done
 
 # qwen3moe: experts with qwen3's head norms, served back from its file and
 # answering; experts under a dense architecture are refused by name
