@@ -3,7 +3,9 @@
  * super-blocks), in ggml's byte layouts (ggml-common.h). For each: a plain C
  * quantizer and dequantizer, a reference dot product, and the decode-batch
  * product, vectorised with AVX2 and FMA where the CPU has them (asked at
- * run time, so the file builds for any -march). */
+ * run time, so the file builds for any -march), and the Q8_K rounding of
+ * activations on AVX-512. Q4_K on AVX-512 VNNI takes interleaved rows
+ * instead (q4kx.c), which reuse the rounding here. */
 #include "engine/kernels.h"
 #include "engine/simd.h"
 #include "engine/engine.h"
@@ -248,7 +250,8 @@ float cal_k_kq_dot_ref(int dtype, const void *row, const float *x, int n)
  * the dot product runs in integers, one float step per super-block. This
  * rounding is part of the numbers the engine reports on these formats, as
  * it is of llama.cpp's; the prefill path (dequantize, then GEMM) keeps F32
- * activations. Against the F32 product Σ w·x the error is Σ w·(x − x̂) with
+ * activations, except on interleaved Q4_K (q4kx.c), whose prefill rounds
+ * them too, as llama.cpp's does. Against the F32 product Σ w·x the error is Σ w·(x − x̂) with
  * |x − x̂| ≤ d/2 = max|x|/254 per element (max over the element's 256), so
  * at most Σ_b (max|x|_b / 254)·Σ_{k∈b} |w_k|, plus float rounding. */
 
