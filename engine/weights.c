@@ -358,6 +358,8 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->erow = calloc((size_t)max_seqs, sizeof(int));
     e->seen = calloc((size_t)max_seqs, 1);
     e->sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
+    /* Q4_K on AVX-512 VNNI: rows interleaved (pack_all), prefill included */
+    int q4x = e->dt == CAL_DTYPE_Q4_K && cal_k_have_q8x();
     if (e->dt != CAL_DTYPE_F32) {
         /* prefill tiles: about 4 MiB of floats per thread, whole 16-row groups */
         int max_in = e->max_in;
@@ -366,15 +368,17 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
             e->dq_rows = 16;
         if (e->dq_rows > 512)
             e->dq_rows = 512;
-        e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
-        /* (Q4_K: as Q8_K, 292 bytes per 256 activations) */
-        if (e->dt == CAL_DTYPE_Q8_0 || e->dt == CAL_DTYPE_BF16 || e->dt == CAL_DTYPE_Q4_K)
+        /* interleaved Q4_K (below) prefills on its integer kernel: no
+         * dequantized tile, X rounded to Q8_K (292 bytes per 256) in xr */
+        if (!q4x)
+            e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
+        if (e->dt == CAL_DTYPE_Q8_0 || e->dt == CAL_DTYPE_BF16 || q4x)
             e->xr = xalloc((size_t)S * max_in * sizeof(float));
         e->bf16_gemm = e->dt == CAL_DTYPE_BF16 && cal_k_have_bf16_gemm() &&
                        (size_t)e->dq_rows * max_in >= (size_t)16 * (max_in + 1);
     }
-    int ok = (e->dt == CAL_DTYPE_F32 || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && (e->dt != CAL_DTYPE_BF16 || e->xr) &&
-             (e->dt != CAL_DTYPE_Q4_K || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
+    int ok = (e->dt == CAL_DTYPE_F32 || q4x || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && (e->dt != CAL_DTYPE_BF16 || e->xr) &&
+             (!q4x || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
              e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
              e->seen && e->sscratch && e->rowpos && e->erow;
@@ -445,7 +449,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     /* Q8_0 and Q4_K on VNNI: interleaved rows; the K-quants: the decode
      * batch's activations rounded to Q8_K once a thread a product */
     int kq = e->dt == CAL_DTYPE_Q4_K || e->dt == CAL_DTYPE_Q6_K;
-    int packed = (e->dt == CAL_DTYPE_Q8_0 || e->dt == CAL_DTYPE_Q4_K) && cal_k_have_q8x();
+    int packed = e->dt == CAL_DTYPE_Q8_0 ? cal_k_have_q8x() : q4x;
     if (packed || kq) {
         e->x8_bytes = kq ? cal_k_kq_xbytes(e->max_in, SMALL_M)
                          : cal_k_q8x_xbytes(e->max_in, SMALL_M);
