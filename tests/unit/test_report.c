@@ -382,6 +382,23 @@ static void test_vllm_import(void **state)
 }
 
 
+/* text[len], read back as a result, holds r's cells metric for metric:
+ * both NaN, or within rel·|x| + abs */
+static void assert_reads_back(const cal_result *r, const char *text, size_t len,
+                              const char *name, double rel, double abs_tol)
+{
+    char err[256];
+    cal_result *back = NULL;
+    assert_int_equal(cal_result_from_json(text, len, name, &back, err, sizeof err), CAL_OK);
+    assert_int_equal(back->n_cells, r->n_cells);
+    for (size_t i = 0; i < r->n_cells; i++)
+        for (int m = 0; m < CAL_M__N; m++) {
+            double x = r->cells[i].v[m], y = back->cells[i].v[m];
+            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= rel * fabs(x) + abs_tol);
+        }
+    cal_result_free(&back);
+}
+
 /* A stored run as the store hands it over: shots 1–4 of two concurrency
  * cells, shot 1 a warm-up, shot 2 cold, 3–4 warm. Groups: cold 2 and warm
  * 3–4 per concurrency; the warm-up left out; the shot chart on c1. */
@@ -508,15 +525,7 @@ static void test_from_run_data(void **state)
     cal_buf b = CAL_BUF_INIT(0);
     assert_int_equal(cal_run_export_json(&d, &b), CAL_OK);
     assert_non_null(strstr(b.data, "\"schema\""));
-    cal_result *back = NULL;
-    assert_int_equal(cal_result_from_json(b.data, b.len, "x.json", &back, err, sizeof err), CAL_OK);
-    assert_int_equal(back->n_cells, r->n_cells);
-    for (size_t i = 0; i < r->n_cells; i++)
-        for (int m = 0; m < CAL_M__N; m++) {
-            double x = r->cells[i].v[m], y = back->cells[i].v[m];
-            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x) + 1e-9);
-        }
-    cal_result_free(&back);
+    assert_reads_back(r, b.data, b.len, "x.json", 1e-6, 1e-9);
     /* one document family: the export's view is the report's document for
      * the run, and both carry the family's version */
     json_t *exp = json_loadb(b.data, b.len, 0, NULL);
@@ -539,27 +548,13 @@ static void test_from_run_data(void **state)
     json_object_set_new(exp, "summary", json_array());
     char *old = json_dumps(exp, JSON_COMPACT);
     assert_non_null(old);
-    assert_int_equal(cal_result_from_json(old, strlen(old), "old.json", &back, err, sizeof err), CAL_OK);
-    assert_int_equal(back->n_cells, r->n_cells);
-    for (size_t i = 0; i < r->n_cells; i++)
-        for (int m = 0; m < CAL_M__N; m++) {
-            double x = r->cells[i].v[m], y = back->cells[i].v[m];
-            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-6 * fabs(x) + 1e-9);
-        }
-    cal_result_free(&back);
+    assert_reads_back(r, old, strlen(old), "old.json", 1e-6, 1e-9);
     free(old);
     /* a result at version 2 (the report's before the family) reads the same */
     json_object_set_new(rep, "format_version", json_integer(2));
     old = json_dumps(rep, JSON_COMPACT);
     assert_non_null(old);
-    assert_int_equal(cal_result_from_json(old, strlen(old), "r2.json", &back, err, sizeof err), CAL_OK);
-    assert_int_equal(back->n_cells, r->n_cells);
-    for (size_t i = 0; i < r->n_cells; i++)
-        for (int m = 0; m < CAL_M__N; m++) {
-            double x = r->cells[i].v[m], y = back->cells[i].v[m];
-            assert_true((isnan(x) && isnan(y)) || fabs(x - y) <= 1e-9 * fabs(x) + 1e-12);
-        }
-    cal_result_free(&back);
+    assert_reads_back(r, old, strlen(old), "r2.json", 1e-9, 1e-12);
     free(old);
     json_decref(rep);
     json_decref(exp);
