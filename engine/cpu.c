@@ -9,7 +9,7 @@
 #include <cpuid.h>
 #define HAVE_X86 1
 
-static int once(_Atomic int *cached, int (*ask)(void))
+int cal_k_cpu_once(_Atomic int *cached, int (*ask)(void))
 {
     int v = atomic_load_explicit(cached, memory_order_relaxed);
     if (v < 0) {
@@ -50,7 +50,7 @@ static int ask_avx2(void)
 #if HAVE_X86
 #define ASKED(ask)                            \
     static _Atomic int cached = -1;           \
-    return once(&cached, ask)
+    return cal_k_cpu_once(&cached, ask)
 #else
 #define ASKED(ask) return 0
 #endif

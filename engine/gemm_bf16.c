@@ -4,7 +4,6 @@
  * F32), as llama.cpp does on these CPUs. Contracts in kernels.h. */
 #include "engine/kernels.h"
 #include "engine/simd.h"
-#include <stdatomic.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -111,7 +110,6 @@ static const tile_fn tiles[MR] = {tile1, tile2, tile3, tile4,  tile5,  tile6,
 static int ask_bf16(void)
 {
     unsigned a, b, c, d;
-    __builtin_cpu_init();
     if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
           __builtin_cpu_supports("avx512vl")))
         return 0;
@@ -121,12 +119,7 @@ static int ask_bf16(void)
 int cal_k_have_bf16_gemm(void)
 {
     static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        v = ask_bf16();
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
+    return cal_k_cpu_once(&cached, ask_bf16);
 }
 
 void cal_k_gemm_bf16(float *y, int ldy, const uint32_t *xq, int m, const uint16_t *w,

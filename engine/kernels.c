@@ -5,7 +5,6 @@
 #include "engine/kernels.h"
 #include "engine/simd.h"
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -18,7 +17,6 @@ enum { LV_C, LV_AVX2, LV_AVX512 };
 #if HAVE_X86
 static int ask_level(void)
 {
-    __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
         return LV_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
@@ -26,16 +24,10 @@ static int ask_level(void)
     return LV_C;
 }
 
-/* a pure function of the CPU: threads that race store the same value */
 static int level(void)
 {
     static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        v = ask_level();
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
+    return cal_k_cpu_once(&cached, ask_level);
 }
 #define T512 CAL_SIMD("avx512f,fma")
 #define T2   CAL_SIMD("avx2,fma")

@@ -101,6 +101,10 @@ typedef struct cal_q6_k_block {
  * F16C; AVX-512 VNNI; both (the Q8_0 and Q4_K integer kernels, and Q8_K
  * rounding); AVX2 with FMA and F16C (the K-quant block kernels). */
 int   cal_k_have_avx512(void);
+/* ask's answer, asked once (x86-64; the kernels' own questions go through
+ * it): *cached starts at −1 and keeps the answer, threads racing to ask
+ * store the same value */
+int   cal_k_cpu_once(_Atomic int *cached, int (*ask)(void));
 int   cal_k_have_vnni(void);
 int   cal_k_have_q8x(void);
 int   cal_k_have_kq_avx2(void);
