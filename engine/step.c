@@ -66,7 +66,7 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                     const char *w, int n_out, int n_in, int m, float beta, int tid,
                     const uint32_t *xq)
 {
-    /* thread tid's tile of dequantized rows (and of unpacked Q8_0 rows) */
+    /* thread tid's tile of dequantized rows (and of unpacked interleaved rows) */
     float *dq = e->dq ? e->dq + (size_t)tid * e->dq_rows * e->max_in : NULL;
     char *rowbuf = e->rowbuf ? e->rowbuf + (size_t)tid * e->dq_rows *
                                                cal_k_row_bytes(e->dt, e->max_in)

@@ -455,8 +455,11 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
                          : cal_k_q8x_xbytes(e->max_in, SMALL_M);
         e->x8 = xalloc((size_t)e->nt * e->x8_bytes);
         e->x8_at = calloc((size_t)e->nt, sizeof(unsigned));
+        /* interleaved Q4_K unpacks for the embedding lookup alone (its
+         * prefill takes no tiles): one row */
         if (packed)
-            e->rowbuf = xalloc((size_t)e->nt * e->dq_rows * cal_k_row_bytes(e->dt, e->max_in));
+            e->rowbuf = xalloc((q4x ? 1 : (size_t)e->nt * e->dq_rows) *
+                               cal_k_row_bytes(e->dt, e->max_in));
         if (!e->x8 || !e->x8_at || (packed && (!e->rowbuf || pack_all(e) != CAL_OK))) {
             cal_engine_close(&e);
             return CAL_ENOMEM;
