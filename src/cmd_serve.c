@@ -194,7 +194,7 @@ static void held_line(const cal_gguf_model *gm, int dtype)
     if (all <= 0)
         return;
     const char *held = cal_dtype_name(dtype);
-    char list[256] = "", top_name[16] = "";
+    char list[256] = "";
     int kinds = 0, others = 0, top = -1;
     size_t len = 0;
     for (int k = 0; k < NT; k++) {
@@ -209,16 +209,13 @@ static void held_line(const cal_gguf_model *gm, int dtype)
                          name, 100.0 * by[k] / all);
         len = w > 0 && (size_t)w < sizeof list - len ? len + (size_t)w : sizeof list - 1;
     }
-    const char *tn = cal_gguf_type_name((uint32_t)top);
-    for (size_t i = 0; tn[i] && i + 1 < sizeof top_name; i++)
-        top_name[i] = (char)(tn[i] >= 'A' && tn[i] <= 'Z' ? tn[i] - 'A' + 'a' : tn[i]);
-    int top_dt = cal_dtype_parse(top_name);
+    int top_dt = cal_dtype_parse(cal_gguf_type_name((uint32_t)top));
     if (!others)
         fprintf(stderr, "caliper serve: --model: weights held as %s, as stored\n", held);
     else if (dtype == CAL_DTYPE_F32)
         fprintf(stderr, "caliper serve: --model: weights held as f32, widened exactly from the "
                 "file's %s%s%s%s\n", list, top_dt > 0 ? "; --dtype " : "",
-                top_dt > 0 ? top_name : "",
+                top_dt > 0 ? cal_dtype_name(top_dt) : "",
                 top_dt <= 0 ? "" : kinds > 1 ? " holds the largest share as stored, the rest "
                                                "rounded to it"
                                              : " holds them as stored");
