@@ -40,23 +40,29 @@ enum { R = 16, OW = 0, OD = 192, ODM = 224, OQ = 256, SB = R * 144 };
 
 _Static_assert(sizeof(cal_q4_k_block) * R == SB, "a group holds 16 super-blocks' bytes");
 
+/* Lane l of a group's interleaved bytes g (nb super-blocks) to or from one
+ * row's blocks k. */
+static void lane_order(cal_q4_k_block *k, unsigned char *g, int l, int nb, int to_packed)
+{
+#define MOVE(packed, block, n) (to_packed ? memcpy(packed, block, n) : memcpy(block, packed, n))
+    for (int s = 0; s < nb; s++, g += SB) {
+        for (int w = 0; w < 3; w++)
+            MOVE(g + OW + 64 * w + 4 * l, k[s].scales + 4 * w, 4);
+        MOVE(g + OD + 2 * l, &k[s].d, 2);
+        MOVE(g + ODM + 2 * l, &k[s].dmin, 2);
+        for (int sl = 0; sl < 32; sl++)   /* slice sl = pair sl/8, slice sl%8 */
+            MOVE(g + OQ + 64 * sl + 4 * l, k[s].qs + 4 * sl, 4);
+    }
+#undef MOVE
+}
+
 /* One group of 16 rows (b: the rows' blocks, bstride blocks apart) to or
  * from its interleaved bytes o, nb super-blocks. */
 static void group_order(cal_q4_k_block *b, size_t bstride, unsigned char *o, int nb,
                         int to_packed)
 {
-#define MOVE(packed, block, n) (to_packed ? memcpy(packed, block, n) : memcpy(block, packed, n))
-    for (int s = 0; s < nb; s++, o += SB)
-        for (int l = 0; l < R; l++) {
-            cal_q4_k_block *k = &b[(size_t)l * bstride + s];
-            for (int w = 0; w < 3; w++)
-                MOVE(o + OW + 64 * w + 4 * l, k->scales + 4 * w, 4);
-            MOVE(o + OD + 2 * l, &k->d, 2);
-            MOVE(o + ODM + 2 * l, &k->dmin, 2);
-            for (int sl = 0; sl < 32; sl++)   /* slice sl = pair sl/8, slice sl%8 */
-                MOVE(o + OQ + 64 * sl + 4 * l, k->qs + 4 * sl, 4);
-        }
-#undef MOVE
+    for (int l = 0; l < R; l++)
+        lane_order(b + (size_t)l * bstride, o, l, nb, to_packed);
 }
 
 static void all_groups(void *src, void *dst, int n_rows, int n, int to_packed, void *scratch)
@@ -107,15 +113,7 @@ void cal_k_q4kx_rows(const void *m, int n_rows, int r0, int count, int n, void *
             memcpy(o, (const char *)m + (size_t)r * rb, rb);
             continue;
         }
-        int l = r % R;
-        for (int s = 0; s < nb; s++, g += SB) {
-            for (int w = 0; w < 3; w++)
-                memcpy(o[s].scales + 4 * w, g + OW + 64 * w + 4 * l, 4);
-            memcpy(&o[s].d, g + OD + 2 * l, 2);
-            memcpy(&o[s].dmin, g + ODM + 2 * l, 2);
-            for (int sl = 0; sl < 32; sl++)
-                memcpy(o[s].qs + 4 * sl, g + OQ + 64 * sl + 4 * l, 4);
-        }
+        lane_order(o, (unsigned char *)g, r % R, nb, 0);   /* reads g only */
     }
 }
 
