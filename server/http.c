@@ -720,7 +720,7 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
         {MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)cal_guard_notify, s->guard},
-        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conns, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cal_guard_daemon_limit(s->guard), NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S, NULL},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096, NULL},
         {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},

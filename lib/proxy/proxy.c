@@ -581,7 +581,7 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
                                  MHD_OPTION_URI_LOG_CALLBACK, on_uri, px,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, px,
                                  MHD_OPTION_NOTIFY_CONNECTION, cal_guard_notify, px->guard,
-                                 MHD_OPTION_CONNECTION_LIMIT, px->cfg.max_connections,
+                                 MHD_OPTION_CONNECTION_LIMIT, cal_guard_daemon_limit(px->guard),
                                  MHD_OPTION_CONNECTION_TIMEOUT, px->cfg.idle_timeout_s,
                                  MHD_OPTION_END);
     if (!px->d) {

@@ -125,7 +125,7 @@ int cal_guard_open(const cal_guard_config *c, cal_guard **out)
     int64_t m = c->head_ns < c->body_ns ? c->head_ns : c->body_ns;
     if (c->keepalive_ns < m) m = c->keepalive_ns;
     g->tick_ns = m / 8 < 10000000 ? 10000000 : m / 8 > 200000000 ? 200000000 : m / 8;
-    /* libmicrohttpd never holds more than max_conn; lazily touched */
+    /* libmicrohttpd never holds more than max_conn + reserve; lazily touched */
     g->pool_n = (size_t)c->max_conn + 64;
     g->pool = calloc(g->pool_n, sizeof *g->pool);
     if (!g->pool) { free(g); return CAL_ENOMEM; }
@@ -154,6 +154,18 @@ void cal_guard_close(cal_guard **pg)
 
 unsigned cal_guard_reserve(const cal_guard *g) { return g ? g->reserve : 0; }
 
+/* libmicrohttpd counts a connection until its own thread has cleaned it
+ * up, some time after the guard shut it down. With the daemon's limit at
+ * max_conn, the connection whose arrival made the guard close the longest
+ * wait was itself closed unanswered whenever that cleanup lagged (a GET
+ * /v1/models behind 256 trickling sockets, on a loaded machine). Headroom
+ * for those in closing, as many as the reserve: live ones stay at most
+ * max_conn - reserve + 1, as eviction keeps them. */
+unsigned cal_guard_daemon_limit(const cal_guard *g)
+{
+    return g ? g->cfg.max_conn + g->reserve : 0;
+}
+
 void cal_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                       enum MHD_ConnectionNotificationCode code)
 {
@@ -170,7 +182,7 @@ void cal_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context
             g->open++;
             join_list(g, r, W_HEAD, cal_now_ns());
             *socket_context = r;
-            evict_locked(g);
+            evict_locked(g);   /* the newcomer itself, when no other waits */
         } else if (r) {                  /* no descriptor: not ours to close */
             r->next = g->free_list;
             g->free_list = r;

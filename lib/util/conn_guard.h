@@ -21,7 +21,9 @@ typedef struct cal_guard_config {
     int64_t  body_ns;       /* the whole body, from the end of the headers; > 0 */
     int64_t  keepalive_ns;  /* a kept-alive connection's next request head, from the
                                end of the previous reply; > 0 */
-    unsigned max_conn;      /* the daemon's MHD_OPTION_CONNECTION_LIMIT; >= 1 */
+    unsigned max_conn;      /* connections at once, those being closed aside;
+                               >= 1. Give the daemon cal_guard_daemon_limit()
+                               as its MHD_OPTION_CONNECTION_LIMIT */
 } cal_guard_config;
 
 /* Why the guard closed connections, counts since open. */
@@ -41,6 +43,10 @@ void cal_guard_close(cal_guard **g);
 /* The slots kept free: when more connections than max_conn minus this are
  * open, the one that has waited longest for its request is closed. */
 unsigned cal_guard_reserve(const cal_guard *g);
+/* The MHD_OPTION_CONNECTION_LIMIT to give the daemon: max_conn plus room
+ * for connections the guard has shut down and libmicrohttpd has not yet
+ * cleaned up. */
+unsigned cal_guard_daemon_limit(const cal_guard *g);
 /* Pass as MHD_OPTION_NOTIFY_CONNECTION with the guard as its closure. */
 void cal_guard_notify(void *guard, struct MHD_Connection *c, void **socket_context,
                       enum MHD_ConnectionNotificationCode code);
