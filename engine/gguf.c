@@ -42,7 +42,7 @@ typedef struct tdesc {
 
 #define MAX_TENSORS(c) (4 + (c)->n_layers * 15)
 
-/* ggml's tensor type of an engine format, and back (-1: not one of the four) */
+/* ggml's tensor type of an engine format (cal_gguf_dtype_of: back) */
 static uint32_t ggml_type_of(int dtype)
 {
     switch (dtype) {
@@ -53,20 +53,6 @@ static uint32_t ggml_type_of(int dtype)
     case CAL_DTYPE_Q4_K: return CAL_GGUF_Q4_K;
     case CAL_DTYPE_Q6_K: return CAL_GGUF_Q6_K;
     default:             return CAL_GGUF_F32;
-    }
-}
-
-static int dtype_of_ggml(uint32_t type)
-{
-    switch (type) {
-    case CAL_GGUF_F32:  return CAL_DTYPE_F32;
-    case CAL_GGUF_F16:  return CAL_DTYPE_F16;
-    case CAL_GGUF_BF16: return CAL_DTYPE_BF16;
-    case CAL_GGUF_Q8_0: return CAL_DTYPE_Q8_0;
-    case CAL_GGUF_Q4_0: return CAL_DTYPE_Q4_0;
-    case CAL_GGUF_Q4_K: return CAL_DTYPE_Q4_K;
-    case CAL_GGUF_Q6_K: return CAL_DTYPE_Q6_K;
-    default:            return -1;
     }
 }
 
@@ -549,15 +535,15 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s is missing", t[i].name);
             break;
         }
-        if (dtype_of_ggml(g->type) < 0)
+        if (!cal_gguf_type_block(g->type))
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: type %s is not supported "
-                      "(F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K are)", g->name,
-                      cal_gguf_type_name(g->type));
-        else if (g->ne[0] % (uint64_t)cal_k_block_elems(dtype_of_ggml(g->type)))
+                      "(F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K "
+                      "are)", g->name, cal_gguf_type_name(g->type));
+        else if (g->ne[0] % (uint64_t)cal_gguf_type_block(g->type))
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: %s rows of %" PRIu64
                          " values (a multiple of %d is needed)", g->name,
                          cal_gguf_type_name(g->type), g->ne[0],
-                         cal_k_block_elems(dtype_of_ggml(g->type)));
+                         cal_gguf_type_block(g->type));
         else if (g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
                  g->ne[3] != 1)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: shape [%" PRIu64 ", %" PRIu64
@@ -579,23 +565,12 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
     return rc;
 }
 
-/* A row of the file in format fdt as F32 (F16 read byte by byte: the file's
- * little-endian halves). */
-static void file_row_f32(int fdt, const uint8_t *s, float *fr, int n)
-{
-    if (fdt == CAL_DTYPE_F16)
-        for (int k = 0; k < n; k++)
-            fr[k] = cal_k_f16_to_f32((uint16_t)(s[2 * k] | s[2 * k + 1] << 8));
-    else
-        cal_k_dequantize_row(fdt, s, fr, n);
-}
-
 /* Does caliper.embedding_scale still describe the file: is every
  * token_embd row output.weight's times the scale, within the rounding of the
  * file's formats (a hundredth of the row's largest value, Q8_0's step being
  * 1/127 of its block's; a sixth for the 4-bit formats, whose step is up to
- * 1/8 of the block's largest value with Q4_0's rounding to half of it, and
- * a 25th for Q6_K's 1/32)? 1 yes; 0 no, or the file cannot be mapped. The
+ * 1/8 of the block's largest value with Q4_0's rounding to half of it, a
+ * 12th for the 5-bit ones' 1/16, and a 25th for Q6_K's 1/32)? 1 yes; 0 no, or the file cannot be mapped. The
  * tensors' types and shapes are checked already. */
 static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int vocab, float s)
 {
@@ -620,14 +595,16 @@ static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int voc
         free(a);
         return 0;
     }
-    int dte = dtype_of_ggml(te->type), dto = dtype_of_ggml(to->type), same = 1;
-    size_t rbe = cal_k_row_bytes(dte, n), rbo = cal_k_row_bytes(dto, n);
+    int same = 1;
+    size_t rbe = cal_gguf_row_bytes(te->type, n), rbo = cal_gguf_row_bytes(to->type, n);
     float *b = a + n;
-    int coarse = dte == CAL_DTYPE_Q4_0 || dte == CAL_DTYPE_Q4_K ? 6
-                 : dte == CAL_DTYPE_Q6_K ? 25 : 100;
+    uint32_t ty = te->type;
+    int coarse = ty == CAL_GGUF_Q4_0 || ty == CAL_GGUF_Q4_1 || ty == CAL_GGUF_Q4_K ? 6
+                 : ty == CAL_GGUF_Q5_0 || ty == CAL_GGUF_Q5_1 || ty == CAL_GGUF_Q5_K ? 12
+                 : ty == CAL_GGUF_Q6_K ? 25 : 100;
     for (int r = 0; r < vocab && same; r++) {
-        file_row_f32(dte, map + te->offset + (size_t)r * rbe, a, n);
-        file_row_f32(dto, map + to->offset + (size_t)r * rbo, b, n);
+        cal_gguf_row_f32(te->type, map + te->offset + (size_t)r * rbe, a, n);
+        cal_gguf_row_f32(to->type, map + to->offset + (size_t)r * rbo, b, n);
         float amax = 0;
         for (int k = 0; k < n; k++)
             amax = fmaxf(amax, fabsf(b[k] * s));
@@ -787,7 +764,7 @@ int cal_gguf_read_weights(const cal_gguf_source *e, char *why, size_t why_len)
         if (skip && !strcmp(nm, skip))
             continue;
         const cal_gguf_tensor *g = cal_gguf_find(&m, nm);
-        if (!g || dtype_of_ggml(g->type) < 0 ||
+        if (!g || !cal_gguf_type_block(g->type) ||
             g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
             g->offset + g->bytes > size) {
             rc = cal_why(why, why_len, CAL_EINVAL, "%s: tensor %s changed since the header "
@@ -795,8 +772,8 @@ int cal_gguf_read_weights(const cal_gguf_source *e, char *why, size_t why_len)
             break;
         }
         const uint8_t *src = map + g->offset;
-        int n = (int)t[i].ne[0], fdt = dtype_of_ggml(g->type);
-        size_t frb = cal_k_row_bytes(fdt, n);
+        int n = (int)t[i].ne[0], fdt = cal_gguf_dtype_of(g->type);
+        size_t frb = cal_gguf_row_bytes(g->type, n);
         float *fr = malloc((size_t)n * sizeof *fr);
         if (!fr) { rc = cal_why(why, why_len, CAL_ENOMEM, "out of memory"); break; }
         /* the file's row as it is when it is in the engine's format (--dtype),
@@ -808,7 +785,7 @@ int cal_gguf_read_weights(const cal_gguf_source *e, char *why, size_t why_len)
                     memcpy(t_row(&t[i], x, r), s, frb);
                     continue;
                 }
-                file_row_f32(fdt, s, fr, n);
+                cal_gguf_row_f32(g->type, s, fr, n);
                 cal_k_quantize_row(t[i].dtype, fr, t_row(&t[i], x, r), n);
             }
         free(fr);

@@ -34,6 +34,18 @@
  * layers, Q4_K for the other matrices). Not an engine format. */
 #define CAL_GGUF_MIX_Q4_K_M 1015
 
+/* The tensor formats the loader reads (engine/gguf_formats.c), by ggml
+ * type: the engine's own and Q4_1, Q5_0, Q5_1 and Q5_K, which it widens to
+ * F32 (llama.cpp's dequantization) and holds in the engine's format. */
+/* The CAL_DTYPE_* of a ggml type, or -1 where the engine cannot hold it. */
+int    cal_gguf_dtype_of(uint32_t type);
+/* Values per block of a type the loader reads; 0 for any other type. */
+int    cal_gguf_type_block(uint32_t type);
+/* Bytes of a row of n values (whole blocks); 0 for a type not read. */
+size_t cal_gguf_row_bytes(uint32_t type, int n);
+/* A file row of n values (whole blocks of a type read) to F32. */
+void   cal_gguf_row_f32(uint32_t type, const uint8_t *src, float *dst, int n);
+
 /* Write e's weights to path, the 2-D weights in dtype (a CAL_DTYPE_*: F32,
  * F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K in ggml's block layouts, or
  * CAL_GGUF_MIX_Q4_K_M; norms stay F32, as llama.cpp's converters keep
@@ -80,10 +92,11 @@ int cal_gguf_read_weights(const cal_gguf_source *s, char *why, size_t why_len);
  * llama's rope_freqs.weight read when present), head sizes equal,
  * a byte-level vocabulary or one cal_tok_open_gguf reads (SentencePiece,
  * BPE), every tensor present with the expected shape and
- * of type F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K, no tensor caliper would ignore (a llama's biases).
- * CAL_EPROTO / CAL_ENOTSUP style errors return CAL_EINVAL with why naming
- * what is missing or unsupported ("tensor blk.0.attn_q.weight: type Q4_K is
- * not supported (F32, F16, BF16 and Q8_0 are)"); CAL_ENOTFOUND / CAL_EIO for the file. */
+ * of a type the loader reads (cal_gguf_type_block), no tensor caliper would
+ * ignore (a llama's biases). CAL_EPROTO / CAL_ENOTSUP style errors return
+ * CAL_EINVAL with why naming what is missing or unsupported ("tensor
+ * blk.0.attn_q.weight: type IQ4_NL is not supported (F32, F16, ... are)");
+ * CAL_ENOTFOUND / CAL_EIO for the file. */
 int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
                           size_t why_len);
 

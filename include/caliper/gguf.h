@@ -61,8 +61,9 @@ int cal_hfconfig_read_file(const char *path, cal_model_shape *out, char *why,
  * Tensor data is still never read: offsets are checked against the file
  * size, and the caller maps the bytes itself. */
 
-enum { CAL_GGUF_F32 = 0, CAL_GGUF_F16 = 1, CAL_GGUF_Q4_0 = 2, CAL_GGUF_Q8_0 = 8,
-       CAL_GGUF_Q4_K = 12, CAL_GGUF_Q6_K = 14, CAL_GGUF_BF16 = 30 }; /* ggml types */
+enum { CAL_GGUF_F32 = 0, CAL_GGUF_F16 = 1, CAL_GGUF_Q4_0 = 2, CAL_GGUF_Q4_1 = 3,
+       CAL_GGUF_Q5_0 = 6, CAL_GGUF_Q5_1 = 7, CAL_GGUF_Q8_0 = 8, CAL_GGUF_Q4_K = 12,
+       CAL_GGUF_Q5_K = 13, CAL_GGUF_Q6_K = 14, CAL_GGUF_BF16 = 30 }; /* ggml types */
 
 typedef struct cal_gguf_tensor {
     char     name[64];     /* "blk.0.attn_q.weight" */

@@ -476,7 +476,7 @@ static void p_bytes(uint8_t *b, size_t n) { memcpy(after(b, n, "<0x41>") - 6, "<
 static void p_type(uint8_t *b, size_t n)
 {
     uint8_t *t = after(b, n, "blk.1.ffn_up.weight") + 4 + 16;
-    t[0] = 6;   /* Q5_0: fewer bytes than F32, so the file still holds them */
+    t[0] = 20;  /* IQ4_NL: fewer bytes than F32, so the file still holds them */
 }
 static void p_missing(uint8_t *b, size_t n) { memcpy(after(b, n, "blk.1.ffn_up") - 2, "xx", 2); }
 
@@ -484,7 +484,7 @@ static void test_refusals(void **state)
 {
     expect_refusal("arch", p_arch, "architecture \"gemma\" is not supported");
     expect_refusal("vocab", p_vocab, "vocabulary \"gpt2x\" is not supported");
-    expect_refusal("type", p_type, "tensor blk.1.ffn_up.weight: type Q5_0 is not supported");
+    expect_refusal("type", p_type, "tensor blk.1.ffn_up.weight: type IQ4_NL is not supported");
     expect_refusal("missing", p_missing, "tensor blk.1.ffn_up.weight is missing");
     char why[256];
     cal_model_config g;
@@ -599,6 +599,101 @@ static void test_roundtrip_rope_freqs(void **state)
     free(b);
 }
 
+/* ---- formats read but not held: Q4_1, Q5_0, Q5_1, Q5_K ------------------
+ * One tensor of an F32 file retyped (the type field patched, its bytes
+ * overwritten with blocks built here) and the file served in F32: the
+ * engine must hold each value as this element-by-element reading of ggml's
+ * layouts gives it, bit for bit. */
+static float h2f(const uint8_t *p) { return cal_k_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+/* element i (0..31) of a 32-value block: low nibbles first, then high ones;
+ * its fifth bit is bit i of the 4 qh bytes */
+static int nib32(const uint8_t *qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
+static int bit5(const uint8_t *qh, int i) { return (qh[i / 8] >> (i % 8)) & 1; }
+
+/* Q4_K's 6-bit scale and min of sub-block j, as ggml's get_scale_min_k4 */
+static void scale_min(const uint8_t *s, int j, int *sc, int *m)
+{
+    if (j < 4) { *sc = s[j] & 63; *m = s[j + 4] & 63; }
+    else { *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4; *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4; }
+}
+
+static float ref_value(uint32_t type, const uint8_t *blk, int i)
+{
+    switch (type) {
+    case CAL_GGUF_Q4_1: return (float)nib32(blk + 4, i) * h2f(blk) + h2f(blk + 2);
+    case CAL_GGUF_Q5_0:
+        return (float)((nib32(blk + 6, i) | bit5(blk + 2, i) << 4) - 16) * h2f(blk);
+    case CAL_GGUF_Q5_1:
+        return (float)(nib32(blk + 8, i) | bit5(blk + 4, i) << 4) * h2f(blk) + h2f(blk + 2);
+    default: {   /* Q5_K: d, dmin, scales[12], qh[32], qs[128] */
+        int j = i / 32, l = i % 32, sc, m;
+        scale_min(blk + 4, j, &sc, &m);
+        const uint8_t *qs = blk + 48 + 32 * (j / 2);
+        int q = (j % 2 ? qs[l] >> 4 : qs[l] & 15) | ((blk[16 + l] >> j) & 1) << 4;
+        return h2f(blk) * (float)sc * (float)q - h2f(blk + 2) * (float)m;
+    }
+    }
+}
+
+static void read_format(uint32_t type, int block, int bytes)
+{
+    cal_model_config c = kq_cfg(CAL_DTYPE_F32), g;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/fmt-%u.gguf", dir, type);
+    cal_gguf_model m;
+    export_read(&c, path, CAL_DTYPE_F32, &m);
+    const cal_gguf_tensor *t = cal_gguf_find(&m, "blk.1.ffn_down.weight");
+    assert_non_null(t);
+    int n_in = (int)t->ne[0], rows = (int)t->ne[1];
+    assert_int_equal(n_in, c.ffn_dim);
+    uint64_t off = t->offset;
+    cal_gguf_model_free(&m);
+    size_t n;
+    uint8_t *b = slurp(path, &n);
+    after(b, n, "blk.1.ffn_down.weight")[4 + 16] = (uint8_t)type;
+    /* blocks: random quants; scales and offsets sane halves of either sign */
+    uint64_t st = 0x9e3779b97f4a7c15ull ^ type;
+    size_t nb = (size_t)rows * (size_t)(n_in / block);
+    uint8_t *d = b + off;
+    for (size_t k = 0; k < nb * (size_t)bytes; k++)
+        d[k] = (uint8_t)cal_k_splitmix64(&st);
+    for (size_t k = 0; k < nb; k++) {
+        uint8_t *blk = d + k * (size_t)bytes;
+        int halves = type == CAL_GGUF_Q5_0 ? 1 : 2;
+        for (int h = 0; h < halves; h++) {
+            float v = (float)((int)(cal_k_splitmix64(&st) % 2001) - 1000) * 1e-5f;
+            uint16_t hv = cal_k_f32_to_f16(h == 0 && type == CAL_GGUF_Q5_K ? fabsf(v) : v);
+            blk[2 * h] = (uint8_t)hv;
+            blk[2 * h + 1] = (uint8_t)(hv >> 8);
+        }
+    }
+    spit(path, b, n);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    g.dtype = CAL_DTYPE_F32;
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    cal_layer_weights w;
+    cal_engine_layer_weights(e, 1, &w);
+    const float *got = w.w2;
+    size_t row_bytes = (size_t)(n_in / block) * (size_t)bytes, bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < n_in; i++) {
+            float want = ref_value(type, d + (size_t)r * row_bytes + (size_t)(i / block) * bytes,
+                                   i % block);
+            bad += memcmp(&want, &got[(size_t)r * n_in + i], sizeof want) != 0;
+        }
+    assert_int_equal(bad, 0);
+    cal_engine_close(&e);
+    free(b);
+}
+
+static void test_read_q4_1(void **state) { read_format(CAL_GGUF_Q4_1, 32, 20); }
+static void test_read_q5_0(void **state) { read_format(CAL_GGUF_Q5_0, 32, 22); }
+static void test_read_q5_1(void **state) { read_format(CAL_GGUF_Q5_1, 32, 24); }
+static void test_read_q5_k(void **state) { read_format(CAL_GGUF_Q5_K, 256, 176); }
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -616,6 +711,10 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_scaled_tie_checked),
         cmocka_unit_test(test_byte_tokenizer),
+        cmocka_unit_test(test_read_q4_1),
+        cmocka_unit_test(test_read_q5_0),
+        cmocka_unit_test(test_read_q5_1),
+        cmocka_unit_test(test_read_q5_k),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
