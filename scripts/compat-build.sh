@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Build llama.cpp's llama-server and llama-bench from the source that the
-# npm package node-llama-cpp ships (llama/gitRelease.bundle); llama.cpp is
-# not packaged in Debian 12. The build is cached outside the clone, keyed by
-# the package version, so a second run only checks the binaries are there.
+# Build llama.cpp's llama-server, llama-bench and llama-quantize from the
+# source that the npm package node-llama-cpp ships (llama/gitRelease.bundle);
+# llama.cpp is not packaged in Debian 12. The build is cached outside the
+# clone, keyed by the package version, so a second run only checks the
+# binaries are there (and builds one a newer caliper asks for).
 #
 #   scripts/compat-build.sh            build (or reuse) and print the bin dir
 #
@@ -19,7 +20,8 @@ BIN="$ROOT/build/bin"
 
 log() { printf 'compat-build: %s\n' "$*" >&2; }
 
-if [[ -x "$BIN/llama-server" && -x "$BIN/llama-bench" && -f "$ROOT/.complete" ]]; then
+if [[ -x "$BIN/llama-server" && -x "$BIN/llama-bench" && -x "$BIN/llama-quantize" &&
+      -f "$ROOT/.complete" ]]; then
     log "using cached build $BIN"
     echo "$BIN"
     exit 0
@@ -60,8 +62,9 @@ cmake -S src -B build -DCMAKE_BUILD_TYPE=Release \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
       -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >build.log 2>&1 \
     || { tail -30 build.log >&2; log "cmake configure failed (log: $ROOT/build.log)"; exit 1; }
-log "building llama-server llama-bench with -j$JOBS (log: $ROOT/build.log)"
-cmake --build build --config Release -j"$JOBS" --target llama-server llama-bench >>build.log 2>&1 \
+log "building llama-server llama-bench llama-quantize with -j$JOBS (log: $ROOT/build.log)"
+cmake --build build --config Release -j"$JOBS" --target llama-server llama-bench llama-quantize \
+    >>build.log 2>&1 \
     || { tail -30 build.log >&2; log "build failed (log: $ROOT/build.log)"; exit 1; }
 touch .complete
 log "built $BIN"

@@ -5,8 +5,10 @@
 # prompts (tests/compat/prompts.txt): the same tokens for the prompt, the
 # same top-5 ids, each probability within the tolerance. Dense (tiny) and MoE
 # (moe) presets in F32, and tiny in F16; then every architecture (llama,
-# qwen2, qwen3, qwen3moe) in F32, Q8_0 and Q4_K_M. Then `caliper serve --model` and
-# llama-server continue 6 prompts greedily to the same text.
+# qwen2, qwen3, qwen3moe) in F32, Q8_0 and Q4_K_M; then files that
+# llama.cpp's own quantizer wrote (Q4_K_M, Q5_K_M and Q4_1 on a width that
+# is not whole super-blocks). Then `caliper serve --model` and llama-server
+# continue 6 prompts greedily to the same text.
 #
 # Tolerances. F32: both engines compute in single precision and differ only
 # in the order of additions (OpenBLAS vs ggml's kernels) and in exp/silu
@@ -31,6 +33,7 @@ agree() { # NAME PRESET DTYPE TOL [serve flags: --arch, shape]
   "$CALIPER" serve --preset "$preset" "$@" --export-gguf "$f" --dtype "$dtype" 2>"$E2E_TMP/$name.export" \
     && ok "$name: exported ($(cat "$E2E_TMP/$name.export"))" \
     || { not_ok "$name: export"; cat "$E2E_TMP/$name.export"; return; }
+  if [ -n "${QUANT:-}" ]; then quantized "$name" "$f" || return; f="$E2E_TMP/$name.$QUANT.gguf"; fi
   "$NEXT_TOKEN" "$f" "$PROMPTS" 5 ${CAL_DTYPE:-} >"$E2E_TMP/$name.cal" 2>"$E2E_TMP/$name.cal.err" \
     || { not_ok "$name: caliper's engine on the file"; cat "$E2E_TMP/$name.cal.err"; return; }
   if [[ $tol == x* ]]; then
@@ -58,6 +61,35 @@ agree() { # NAME PRESET DTYPE TOL [serve flags: --arch, shape]
     || not_ok "$name: next-token distributions differ"
   if [ "$name" = tiny-f32 ]; then greedy "$f"; fi
   stop_llama
+}
+
+quantized() { # NAME F32FILE: $QUANT by llama.cpp's own quantizer, read exactly
+  local name=$1 f=$2 q="$E2E_TMP/$1.$QUANT.gguf"
+  # caliper.embedding_scale set to 1: the file no longer says its token_embd
+  # is output.weight scaled (llama-quantize rounds the two apart, to Q4_1
+  # and Q8_0 say), so caliper serves both as stored, as it does a file of
+  # any other origin and as llama.cpp does
+  "$LLAMA_BIN/llama-quantize" --override-kv caliper.embedding_scale=float:1 "$f" "$q" "$QUANT" \
+    >"$E2E_TMP/$name.quant" 2>&1 \
+    || { not_ok "$name: llama-quantize $QUANT"; tail -5 "$E2E_TMP/$name.quant"; return 1; }
+  # the formats llama.cpp chose, as caliper serve names them
+  local held; held=$("$CALIPER" serve --model "$q" --port 0 --export-gguf "$E2E_TMP/$name.back.gguf" \
+                     --dtype f32 2>&1 | grep -o "widened exactly from the file's [^;]*")
+  local want
+  for want in $WANT_TYPES; do
+    check "$name: llama-quantize $QUANT wrote $want tensors (${held#*file\'s })" grep -qw "$want" <<<"$held"
+  done
+  # llama.cpp's own dequantization of every tensor, against caliper's
+  # loader: bit for bit
+  "$LLAMA_BIN/llama-quantize" --allow-requantize "$q" "$E2E_TMP/$name.deq.gguf" F32 \
+    >>"$E2E_TMP/$name.quant" 2>&1 || { not_ok "$name: llama-quantize back to F32"; return 1; }
+  python3 "$COMPAT_DIR/same_tensors.py" "$E2E_TMP/$name.deq.gguf" "$E2E_TMP/$name.back.gguf" \
+    >"$E2E_TMP/$name.same"
+  local rc=$?
+  grep -v '^#' "$E2E_TMP/$name.same" | head -5
+  check "$name: caliper reads every tensor as llama.cpp dequantizes it ($(tail -1 "$E2E_TMP/$name.same" | sed 's/^# //'))" \
+    [ $rc -eq 0 ]
+  rm -f "$E2E_TMP/$name.deq.gguf" "$E2E_TMP/$name.back.gguf"
 }
 
 greedy() { # caliper serve --model and llama-server continue prompts alike
@@ -119,4 +151,15 @@ for arch in llama qwen2 qwen3 qwen3moe; do
   agree "$arch-q4_k_m" $pre q4_k_m x8 --arch "$arch" "${KQ[@]}" "${extra[@]}"
   CAL_DTYPE=q4_k agree "$arch-q4_k" $pre q4_k x8 --arch "$arch" "${KQ[@]}" "${extra[@]}"
 done
+# Files llama.cpp's own quantizer wrote, on a width that is not whole
+# super-blocks (224; Qwen2.5 0.5B's is 896): there it falls back from Q4_K
+# to Q5_0, from Q5_K to Q5_1 and from Q6_K to Q8_0, so a real Q4_K_M file
+# of such a model is mostly Q5_0. The ffn_down rows (512) stay K-quants.
+# caliper holds them in F32, widened exactly (checked bit for bit against
+# llama.cpp's dequantization); llama.cpp rounds the activations to Q8_0 or
+# Q8_K in each product, so the bound is Q4_K_M's.
+QS=(--dim 224 --heads 7 --kv-heads 1 --ffn 512 --layers 2 --arch qwen2)
+WANT_TYPES="Q5_0 Q8_0 Q4_K Q6_K" QUANT=Q4_K_M agree qwen2-224-q4_k_m tiny f32 x8 "${QS[@]}"
+WANT_TYPES="Q5_1 Q8_0 Q5_K Q6_K" QUANT=Q5_K_M agree qwen2-224-q5_k_m tiny f32 x8 "${QS[@]}"
+WANT_TYPES="Q4_1" QUANT=Q4_1 agree qwen2-224-q4_1 tiny f32 x8 "${QS[@]}"
 finish
