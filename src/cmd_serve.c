@@ -176,10 +176,23 @@ static void on_signal(int sig)
 
 static int write_profile(const char *path, const char *json);
 
+/* Can the engine hold every matrix of the file in dtype: each row whole
+ * blocks of it? */
+static int rows_fit(const cal_gguf_model *gm, int dtype)
+{
+    int unit = cal_dtype_row_unit(dtype);
+    for (uint64_t i = 0; i < gm->n_tensors; i++)
+        if (gm->tensors[i].n_dims >= 2 && unit > 0 && gm->tensors[i].ne[0] % (uint64_t)unit)
+            return 0;
+    return 1;
+}
+
 /* One line on how --model's weights are held: the file's matrices by
  * type (shares of their weights) and whether the engine's format holds
  * them as stored, widened exactly (F32), or rounded; where they are not
- * held as stored, the format that would hold the largest share so. */
+ * held as stored, the engine format that would hold the largest share so
+ * (one the file's rows fit: a Q4_K_M file 896 wide is mostly Q5_0, which
+ * the engine reads but does not hold, and Q8_0). */
 static void held_line(const cal_gguf_model *gm, int dtype)
 {
     enum { NT = 64 };
@@ -196,7 +209,7 @@ static void held_line(const cal_gguf_model *gm, int dtype)
         return;
     const char *held = cal_dtype_name(dtype);
     char list[256] = "";
-    int kinds = 0, others = 0, top = -1;
+    int kinds = 0, others = 0, top = -1, best = -1;
     size_t len = 0;
     for (int k = 0; k < NT; k++) {
         if (by[k] <= 0)
@@ -206,20 +219,27 @@ static void held_line(const cal_gguf_model *gm, int dtype)
         others += strcasecmp(name, held) != 0;
         if (top < 0 || by[k] > by[top])
             top = k;
+        int dt = cal_dtype_parse(name);
+        if (dt > 0 && rows_fit(gm, dt) && (best < 0 || by[k] > by[best]))
+            best = k;
         int w = snprintf(list + len, sizeof list - len, "%s%s %.0f %%", kinds > 1 ? ", " : "",
                          name, 100.0 * by[k] / all);
         len = w > 0 && (size_t)w < sizeof list - len ? len + (size_t)w : sizeof list - 1;
     }
-    int top_dt = cal_dtype_parse(cal_gguf_type_name((uint32_t)top));
+    const char *best_name = best < 0 ? "" : cal_gguf_type_name((uint32_t)best);
+    char offer[96] = "";
+    if (best >= 0 && kinds == 1)
+        snprintf(offer, sizeof offer, "; --dtype %s holds them as stored",
+                 cal_dtype_name(cal_dtype_parse(best_name)));
+    else if (best >= 0)
+        snprintf(offer, sizeof offer, "; --dtype %s holds the %s share as stored, the rest "
+                 "rounded to it", cal_dtype_name(cal_dtype_parse(best_name)),
+                 best == top ? "largest" : best_name);
     if (!others)
         fprintf(stderr, "caliper serve: --model: weights held as %s, as stored\n", held);
     else if (dtype == CAL_DTYPE_F32)
         fprintf(stderr, "caliper serve: --model: weights held as f32, widened exactly from the "
-                "file's %s%s%s%s\n", list, top_dt > 0 ? "; --dtype " : "",
-                top_dt > 0 ? cal_dtype_name(top_dt) : "",
-                top_dt <= 0 ? "" : kinds > 1 ? " holds the largest share as stored, the rest "
-                                               "rounded to it"
-                                             : " holds them as stored");
+                "file's %s%s\n", list, offer);
     else
         fprintf(stderr, "caliper serve: --model: weights held as %s, the file's %s: what is "
                 "not %s is rounded to it\n", held, list, held);

@@ -74,11 +74,16 @@ quantized() { # NAME F32FILE: $QUANT by llama.cpp's own quantizer, read exactly
     || { not_ok "$name: llama-quantize $QUANT"; tail -5 "$E2E_TMP/$name.quant"; return 1; }
   # the formats llama.cpp chose, as caliper serve names them
   local held; held=$("$CALIPER" serve --model "$q" --port 0 --export-gguf "$E2E_TMP/$name.back.gguf" \
-                     --dtype f32 2>&1 | grep -o "widened exactly from the file's [^;]*")
-  local want
+                     --dtype f32 2>&1 | grep -o "widened exactly from the file's .*")
+  local want types=${held%%;*}
+  types=${types#*file\'s }
   for want in $WANT_TYPES; do
-    check "$name: llama-quantize $QUANT wrote $want tensors (${held#*file\'s })" grep -qw "$want" <<<"$held"
+    check "$name: llama-quantize $QUANT wrote $want tensors ($types)" grep -qw "$want" <<<"$types"
   done
+  # the engine format offered is one the rows fit (224 is not whole Q4_K
+  # blocks) holding the largest share it can: Q8_0's
+  check "$name: serve offers --dtype q8_0 for the file's Q8_0 share" \
+    grep -q -- "--dtype q8_0 holds the Q8_0 share as stored" <<<"$held"
   # llama.cpp's own dequantization of every tensor, against caliper's
   # loader: bit for bit
   "$LLAMA_BIN/llama-quantize" --allow-requantize "$q" "$E2E_TMP/$name.deq.gguf" F32 \
