@@ -535,15 +535,15 @@ static int check_tensors(const cal_gguf_model *m, const cal_model_config *c, cha
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s is missing", t[i].name);
             break;
         }
-        if (!cal_gguf_type_block(g->type))
+        if (!cal_gguf_reads(g->type))
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: type %s is not supported "
                       "(F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K "
                       "are)", g->name, cal_gguf_type_name(g->type));
-        else if (g->ne[0] % (uint64_t)cal_gguf_type_block(g->type))
+        else if (g->ne[0] % (uint64_t)cal_gguf_type_block(g->type, NULL))
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: %s rows of %" PRIu64
                          " values (a multiple of %d is needed)", g->name,
                          cal_gguf_type_name(g->type), g->ne[0],
-                         cal_gguf_type_block(g->type));
+                         cal_gguf_type_block(g->type, NULL));
         else if (g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
                  g->ne[3] != 1)
             rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: shape [%" PRIu64 ", %" PRIu64
@@ -764,7 +764,7 @@ int cal_gguf_read_weights(const cal_gguf_source *e, char *why, size_t why_len)
         if (skip && !strcmp(nm, skip))
             continue;
         const cal_gguf_tensor *g = cal_gguf_find(&m, nm);
-        if (!g || !cal_gguf_type_block(g->type) ||
+        if (!g || !cal_gguf_reads(g->type) ||
             g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
             g->offset + g->bytes > size) {
             rc = cal_why(why, why_len, CAL_EINVAL, "%s: tensor %s changed since the header "

@@ -39,9 +39,10 @@
  * F32 (llama.cpp's dequantization) and holds in the engine's format. */
 /* The CAL_DTYPE_* of a ggml type, or -1 where the engine cannot hold it. */
 int    cal_gguf_dtype_of(uint32_t type);
-/* Values per block of a type the loader reads; 0 for any other type. */
-int    cal_gguf_type_block(uint32_t type);
-/* Bytes of a row of n values (whole blocks); 0 for a type not read. */
+/* 1 where the loader reads tensors of the type. */
+int    cal_gguf_reads(uint32_t type);
+/* Bytes of a row of n values (whole blocks, sizes from cal_gguf_type_block);
+ * 0 for a type not read. */
 size_t cal_gguf_row_bytes(uint32_t type, int n);
 /* A file row of n values (whole blocks of a type read) to F32. */
 void   cal_gguf_row_f32(uint32_t type, const uint8_t *src, float *dst, int n);
@@ -92,7 +93,7 @@ int cal_gguf_read_weights(const cal_gguf_source *s, char *why, size_t why_len);
  * llama's rope_freqs.weight read when present), head sizes equal,
  * a byte-level vocabulary or one cal_tok_open_gguf reads (SentencePiece,
  * BPE), every tensor present with the expected shape and
- * of a type the loader reads (cal_gguf_type_block), no tensor caliper would
+ * of a type the loader reads (cal_gguf_reads), no tensor caliper would
  * ignore (a llama's biases). CAL_EPROTO / CAL_ENOTSUP style errors return
  * CAL_EINVAL with why naming what is missing or unsupported ("tensor
  * blk.0.attn_q.weight: type IQ4_NL is not supported (F32, F16, ... are)");

@@ -10,15 +10,11 @@
 #include "engine/gguf.h"
 #include "engine/kernels.h"
 #include "caliper/gguf.h"
-#include <string.h>
 
-/* the layouts (ggml-common.h): d and m are F16 scale and offset */
-typedef struct { uint16_t d, m; uint8_t qs[16]; } q4_1_block;                   /* 20 bytes */
-typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } q5_0_block;       /* 22 */
-typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } q5_1_block;    /* 24 */
-typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[CAL_QK_K / 8];
-                 uint8_t qs[CAL_QK_K / 2]; } q5_k_block;                         /* 176 */
-
+/* the layouts (ggml-common.h), block by block; d, m and dmin are F16:
+ *   Q4_1 d, m, qs[16]            Q5_0 d, qh[4], qs[16]
+ *   Q5_1 d, m, qh[4], qs[16]     Q5_K d, dmin, scales[12], qh[32], qs[128]
+ * (their sizes: cal_gguf_type_block) */
 static float half(const uint8_t *p) { return cal_k_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
 /* 32 values: x[j] = d·(nibble j, plus its fifth bit) + m, j < 16 from the
@@ -46,21 +42,22 @@ static void deq_32(const uint8_t *qs, const uint8_t *qh, float d, float m, int c
 /* 256 values in 8 sub-blocks of 32: d·sc_j·(nibble + 16·bit) − dmin·m_j,
  * the scales packed as Q4_K's; sub-blocks 2p and 2p+1 share qs[32p ..]
  * (low, high nibbles) and take bits 2p and 2p+1 of qh[]. */
-static void deq_q5_k(const q5_k_block *b, float *y)
+static void deq_q5_k(const uint8_t *s, float *y)
 {
-    float d = cal_k_f16_to_f32(b->d), dmin = cal_k_f16_to_f32(b->dmin);
+    float d = half(s), dmin = half(s + 2);
+    const uint8_t *qh = s + 16, *qs = s + 48;
     uint32_t u[4];
-    cal_k_q4k_scales(b->scales, u);
+    cal_k_q4k_scales(s + 4, u);
     const uint8_t *sc = (const uint8_t *)u, *mn = sc + 8;
     for (int p = 0; p < 4; p++) {
-        const uint8_t *ql = b->qs + 32 * p;
+        const uint8_t *ql = qs + 32 * p;
         float d1 = d * sc[2 * p], m1 = dmin * mn[2 * p];
         float d2 = d * sc[2 * p + 1], m2 = dmin * mn[2 * p + 1];
         uint8_t u1 = (uint8_t)(1u << (2 * p)), u2 = (uint8_t)(2u << (2 * p));
         for (int l = 0; l < 32; l++)
-            *y++ = d1 * (float)((ql[l] & 0xF) + (b->qh[l] & u1 ? 16 : 0)) - m1;
+            *y++ = d1 * (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
         for (int l = 0; l < 32; l++)
-            *y++ = d2 * (float)((ql[l] >> 4) + (b->qh[l] & u2 ? 16 : 0)) - m2;
+            *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
     }
 }
 
@@ -78,56 +75,36 @@ int cal_gguf_dtype_of(uint32_t type)
     }
 }
 
-int cal_gguf_type_block(uint32_t type)
+int cal_gguf_reads(uint32_t type)
 {
-    switch (type) {
-    case CAL_GGUF_Q4_1: case CAL_GGUF_Q5_0: case CAL_GGUF_Q5_1: return 32;
-    case CAL_GGUF_Q5_K: return CAL_QK_K;
-    default: {
-        int dt = cal_gguf_dtype_of(type);
-        return dt < 0 ? 0 : cal_k_block_elems(dt);
-    }
-    }
+    return cal_gguf_dtype_of(type) >= 0 || type == CAL_GGUF_Q4_1 || type == CAL_GGUF_Q5_0 ||
+           type == CAL_GGUF_Q5_1 || type == CAL_GGUF_Q5_K;
 }
 
 size_t cal_gguf_row_bytes(uint32_t type, int n)
 {
-    switch (type) {
-    case CAL_GGUF_Q4_1: return (size_t)(n / 32) * sizeof(q4_1_block);
-    case CAL_GGUF_Q5_0: return (size_t)(n / 32) * sizeof(q5_0_block);
-    case CAL_GGUF_Q5_1: return (size_t)(n / 32) * sizeof(q5_1_block);
-    case CAL_GGUF_Q5_K: return (size_t)(n / CAL_QK_K) * sizeof(q5_k_block);
-    default: {
-        int dt = cal_gguf_dtype_of(type);
-        return dt < 0 ? 0 : cal_k_row_bytes(dt, n);
-    }
-    }
+    unsigned bytes, block = cal_gguf_type_block(type, &bytes);
+    return cal_gguf_reads(type) && block ? (size_t)(n / (int)block) * bytes : 0;
 }
 
 void cal_gguf_row_f32(uint32_t type, const uint8_t *s, float *y, int n)
 {
+    unsigned bytes, block = cal_gguf_type_block(type, &bytes);
     switch (type) {
     case CAL_GGUF_F16:   /* byte by byte: the file's little-endian halves */
         for (int k = 0; k < n; k++)
             y[k] = half(s + 2 * k);
         return;
-    case CAL_GGUF_Q4_1:
-        for (int b = 0; b < n / 32; b++, s += sizeof(q4_1_block))
-            deq_32(s + 4, NULL, half(s), half(s + 2), 0, y + 32 * b);
-        return;
-    case CAL_GGUF_Q5_0:
-        for (int b = 0; b < n / 32; b++, s += sizeof(q5_0_block))
-            deq_32(s + 6, s + 2, half(s), 0.0f, 1, y + 32 * b);
-        return;
-    case CAL_GGUF_Q5_1:
-        for (int b = 0; b < n / 32; b++, s += sizeof(q5_1_block))
-            deq_32(s + 8, s + 4, half(s), half(s + 2), 0, y + 32 * b);
-        return;
-    case CAL_GGUF_Q5_K:
-        for (int b = 0; b < n / CAL_QK_K; b++, s += sizeof(q5_k_block)) {
-            q5_k_block blk;
-            memcpy(&blk, s, sizeof blk);   /* the file's bytes need no alignment */
-            deq_q5_k(&blk, y + CAL_QK_K * b);
+    case CAL_GGUF_Q4_1: case CAL_GGUF_Q5_0: case CAL_GGUF_Q5_1: case CAL_GGUF_Q5_K:
+        for (int b = 0; b < n / (int)block; b++, s += bytes, y += block) {
+            if (type == CAL_GGUF_Q4_1)
+                deq_32(s + 4, NULL, half(s), half(s + 2), 0, y);
+            else if (type == CAL_GGUF_Q5_0)
+                deq_32(s + 6, s + 2, half(s), 0.0f, 1, y);
+            else if (type == CAL_GGUF_Q5_1)
+                deq_32(s + 8, s + 4, half(s), half(s + 2), 0, y);
+            else
+                deq_q5_k(s, y);
         }
         return;
     default:

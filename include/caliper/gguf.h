@@ -117,5 +117,8 @@ void cal_gguf_model_free(cal_gguf_model *m);
 const cal_gguf_tensor *cal_gguf_find(const cal_gguf_model *m, const char *name);
 /* "F32", "F16", "Q8_0", ... for a ggml type id; "unknown" beyond the table. */
 const char *cal_gguf_type_name(uint32_t type);
+/* A ggml type's values per block, and its bytes per block in *bytes (NULL:
+ * not wanted); 0 (and *bytes 0) for a type whose layout is not known here. */
+unsigned cal_gguf_type_block(uint32_t type, unsigned *bytes);
 
 #endif

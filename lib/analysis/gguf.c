@@ -659,6 +659,14 @@ const char *cal_gguf_type_name(uint32_t type)
     return type < N_GGML_TYPE && GGML_TYPE[type].name ? GGML_TYPE[type].name : "unknown";
 }
 
+unsigned cal_gguf_type_block(uint32_t type, unsigned *bytes)
+{
+    int known = type < N_GGML_TYPE && GGML_TYPE[type].block;
+    if (bytes)
+        *bytes = known ? GGML_TYPE[type].bytes : 0;
+    return known ? GGML_TYPE[type].block : 0;
+}
+
 static int rd_tensor(rd *r, uint64_t i, uint64_t count, cal_gguf_tensor *t)
 {
     uint64_t at = r->pos;
@@ -693,13 +701,13 @@ static int rd_tensor(rd *r, uint64_t i, uint64_t count, cal_gguf_tensor *t)
     if (!rc) rc = rd_u64(r, &t->offset, "tensor offset");
     if (rc) return rc;
     t->bytes = 0;
-    if (t->type < N_GGML_TYPE && GGML_TYPE[t->type].block) {
-        unsigned blk = GGML_TYPE[t->type].block;
+    unsigned bb, blk = cal_gguf_type_block(t->type, &bb);
+    if (blk) {
         if (t->ne[0] % blk)
             return fail(r, CAL_EPROTO, "offset %" PRIu64 ": tensor %s row of %" PRIu64
                         " is not a multiple of %s's block of %u", at, lab, t->ne[0],
-                        GGML_TYPE[t->type].name, blk);
-        t->bytes = n / blk * GGML_TYPE[t->type].bytes;
+                        cal_gguf_type_name(t->type), blk);
+        t->bytes = n / blk * bb;
     }
     return CAL_OK;
 }
