@@ -209,7 +209,7 @@ static void held_line(const cal_gguf_model *gm, int dtype)
         return;
     const char *held = cal_dtype_name(dtype);
     char list[256] = "";
-    int kinds = 0, others = 0, top = -1, best = -1;
+    int kinds = 0, others = 0, top = -1, best = -1, best_dt = -1;
     size_t len = 0;
     for (int k = 0; k < NT; k++) {
         if (by[k] <= 0)
@@ -220,21 +220,21 @@ static void held_line(const cal_gguf_model *gm, int dtype)
         if (top < 0 || by[k] > by[top])
             top = k;
         int dt = cal_dtype_parse(name);
-        if (dt > 0 && rows_fit(gm, dt) && (best < 0 || by[k] > by[best]))
+        if (dt > 0 && rows_fit(gm, dt) && (best < 0 || by[k] > by[best])) {
             best = k;
+            best_dt = dt;
+        }
         int w = snprintf(list + len, sizeof list - len, "%s%s %.0f %%", kinds > 1 ? ", " : "",
                          name, 100.0 * by[k] / all);
         len = w > 0 && (size_t)w < sizeof list - len ? len + (size_t)w : sizeof list - 1;
     }
-    const char *best_name = best < 0 ? "" : cal_gguf_type_name((uint32_t)best);
     char offer[96] = "";
     if (best >= 0 && kinds == 1)
-        snprintf(offer, sizeof offer, "; --dtype %s holds them as stored",
-                 cal_dtype_name(cal_dtype_parse(best_name)));
+        snprintf(offer, sizeof offer, "; --dtype %s holds them as stored", cal_dtype_name(best_dt));
     else if (best >= 0)
         snprintf(offer, sizeof offer, "; --dtype %s holds the %s share as stored, the rest "
-                 "rounded to it", cal_dtype_name(cal_dtype_parse(best_name)),
-                 best == top ? "largest" : best_name);
+                 "rounded to it", cal_dtype_name(best_dt),
+                 best == top ? "largest" : cal_gguf_type_name((uint32_t)best));
     if (!others)
         fprintf(stderr, "caliper serve: --model: weights held as %s, as stored\n", held);
     else if (dtype == CAL_DTYPE_F32)
