@@ -161,11 +161,21 @@ static cal_cmp_row *new_row(builder *b, cal_metric m, int order)
     return row;
 }
 
-/* Why result `other` has no partner for a baseline cell: name the first field
- * by which its nearest cell differs. */
+/* Why result `other` has no partner for a baseline cell: its matching cell
+ * measured no value of this metric (e.g. decode tok/s where every stream
+ * arrived in one chunk), or else the first field by which its nearest cell
+ * differs. */
 static void absent_note(cal_cmp_entry *e, const cal_result *other, const cal_fingerprint *want,
                         cal_metric m)
 {
+    for (size_t k = 0; k < other->n_cells; k++) {
+        cal_fingerprint f = metric_fp(&other->cells[k], m);
+        if (!isfinite(other->cells[k].v[m]) && distance(want, &f) == 0) {
+            snprintf(e->note, sizeof e->note, "not measured: %.80s's matching cell has no %s",
+                     other->label, cal_metric_get(m)->label);
+            return;
+        }
+    }
     int best = -1, bd = 0;
     for (size_t k = 0; k < other->n_cells; k++) {
         if (!isfinite(other->cells[k].v[m])) continue;

@@ -245,6 +245,32 @@ static void test_missing_cold_shots(void **state)
     cal_result_free(&b);
 }
 
+/* B's matching cell measured no decode speed (every stream in one chunk):
+ * the row says so, and does not call the cell missing or refuse it for
+ * another field. */
+static void test_unmeasured_metric_in_matching_cell(void **state)
+{
+    (void)state;
+    cal_result *a = demo_result("A", 1.0, 0), *b = demo_result("B", 1.05, 0);
+    assert_int_equal(b->cells[0].fp.shot_kind, CAL_SHOT_COLD);
+    b->cells[0].v[CAL_M_DECODE_TOKS] = NAN;
+    const cal_result *rs[2] = {a, b};
+    cal_comparison *c = NULL;
+    assert_int_equal(cal_compare(rs, 2, NULL, &c), CAL_OK);
+    const cal_cmp_row *r = find_row(c, CAL_M_DECODE_TOKS, CAL_SHOT_COLD, 1);
+    assert_non_null(r);
+    assert_false(r->e[1].present);
+    assert_string_equal(r->e[1].note, "not measured: B's matching cell has no decode tok/s");
+    assert_int_equal(c->n_refused, 0);
+    /* the same metric in the warm cell still pairs */
+    r = find_row(c, CAL_M_DECODE_TOKS, CAL_SHOT_WARM, 1);
+    assert_non_null(r);
+    assert_true(r->e[1].comparable);
+    cal_comparison_free(&c);
+    cal_result_free(&a);
+    cal_result_free(&b);
+}
+
 static void test_stale_and_version(void **state)
 {
     (void)state;
@@ -299,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_column_differs),
         cmocka_unit_test(test_slo_refuses_goodput_only),
         cmocka_unit_test(test_missing_cold_shots),
+        cmocka_unit_test(test_unmeasured_metric_in_matching_cell),
         cmocka_unit_test(test_stale_and_version),
         cmocka_unit_test(test_ratio_ci),
     };
