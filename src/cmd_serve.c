@@ -176,24 +176,14 @@ static void on_signal(int sig)
 
 static int write_profile(const char *path, const char *json);
 
-/* Can the engine hold every matrix of the file in dtype: each row whole
- * blocks of it? */
-static int rows_fit(const cal_gguf_model *gm, int dtype)
-{
-    int unit = cal_dtype_row_unit(dtype);
-    for (uint64_t i = 0; i < gm->n_tensors; i++)
-        if (gm->tensors[i].n_dims >= 2 && unit > 0 && gm->tensors[i].ne[0] % (uint64_t)unit)
-            return 0;
-    return 1;
-}
-
 /* One line on how --model's weights are held: the file's matrices by
  * type (shares of their weights) and whether the engine's format holds
  * them as stored, widened exactly (F32), or rounded; where they are not
  * held as stored, the engine format that would hold the largest share so
- * (one the file's rows fit: a Q4_K_M file 896 wide is mostly Q5_0, which
- * the engine reads but does not hold, and Q8_0). */
-static void held_line(const cal_gguf_model *gm, int dtype)
+ * (one the engine accepts for the file's model mc, its rows whole blocks:
+ * a Q4_K_M file 896 wide is mostly Q5_0, which the engine reads but does
+ * not hold, and Q8_0). */
+static void held_line(const cal_gguf_model *gm, const cal_model_config *mc, int dtype)
 {
     enum { NT = 64 };
     double by[NT] = {0}, all = 0;
@@ -219,10 +209,12 @@ static void held_line(const cal_gguf_model *gm, int dtype)
         others += strcasecmp(name, held) != 0;
         if (top < 0 || by[k] > by[top])
             top = k;
-        int dt = cal_dtype_parse(name);
-        if (dt > 0 && rows_fit(gm, dt) && (best < 0 || by[k] > by[best])) {
+        cal_model_config as = *mc;
+        as.dtype = cal_dtype_parse(name);
+        if (as.dtype > 0 && cal_model_validate(&as, NULL) == CAL_OK &&
+            (best < 0 || by[k] > by[best])) {
             best = k;
-            best_dt = dt;
+            best_dt = as.dtype;
         }
         int w = snprintf(list + len, sizeof list - len, "%s%s %.0f %%", kinds > 1 ? ", " : "",
                          name, 100.0 * by[k] / all);
@@ -411,7 +403,7 @@ int cmd_serve(int argc, char **argv)
          * family caliper renders, or a refusal naming the flag */
         cal_gguf_model gm;
         if (cal_gguf_read_model_file(gguf_in, &gm, gwhy, sizeof gwhy) == CAL_OK) {
-            held_line(&gm, dtype);
+            held_line(&gm, &sc.model, dtype);
             int trc = CAL_OK;
             if (!tpl_given && gm.chat_template) {
                 trc = !gm.chat_template[0]
@@ -467,8 +459,7 @@ int cmd_serve(int argc, char **argv)
     if (custom) snprintf(sc.model.name, sizeof sc.model.name, "custom");
     const char *why = NULL;
     if (cal_model_validate(&sc.model, &why) != CAL_OK) {
-        int unit = cal_dtype_bytes_per_weight(dtype) < 1.0 && dtype != CAL_DTYPE_Q8_0 &&
-                   dtype != CAL_DTYPE_Q4_0 ? 256 : 32;
+        int unit = cal_dtype_row_unit(dtype);
         if (why && (!strcmp(why, "dim") || !strcmp(why, "ffn_dim")))
             return cli_usage_error(C, "the model shape is impossible: %s %d is not a multiple "
                                    "of %d (whole %s blocks)", why, !strcmp(why, "dim")
