@@ -8,8 +8,14 @@
 "$CALIPER" serve --dtype q4_1 >/dev/null 2>"$E2E_TMP/err"; rc=$?
 check "--dtype q4_1 exits 2" [ "$rc" -eq 2 ]
 check "--dtype q4_1 names the flag and the value" grep -q -- '--dtype: "q4_1"' "$E2E_TMP/err"
-"$CALIPER" serve --dtype q8_0 --dim 100 --heads 4 --kv-heads 2 >/dev/null 2>"$E2E_TMP/err"; rc=$?
-check "q8_0 with dim 100 (not whole 32-weight blocks) exits 2" [ "$rc" -eq 2 ]
+"$CALIPER" serve --dtype q8_0 --dim 80 --heads 4 --kv-heads 2 >/dev/null 2>"$E2E_TMP/err"; rc=$?
+check "q8_0 with dim 80 (not whole 32-weight blocks) exits 2" [ "$rc" -eq 2 ]
+check "q8_0 with dim 80: the block rule named" \
+  grep -q 'dim 80 is not a multiple of 32 (whole q8_0 blocks)' "$E2E_TMP/err"
+"$CALIPER" serve --dtype q4_k --dim 96 --heads 4 --kv-heads 2 >/dev/null 2>"$E2E_TMP/err"; rc=$?
+check "q4_k with dim 96 (not whole 256-weight super-blocks) exits 2" [ "$rc" -eq 2 ]
+check "q4_k with dim 96: the block rule named" \
+  grep -q 'dim 96 is not a multiple of 256 (whole q4_k blocks)' "$E2E_TMP/err"
 
 BODY='{"model":"m","prompt":"The quick brown fox","max_tokens":12,"temperature":0}'
 for dt in f32 f16 bf16 q8_0; do
