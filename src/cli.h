@@ -31,6 +31,7 @@ int cmd_calc(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_gate(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_proxy(int argc, char **argv);
 int cmd_merge(int argc, char **argv);

@@ -21,6 +21,7 @@ static const cli_cmd COMMANDS[] = {
     {"fit",     cmd_fit,     "fits over stored runs or CSV (prefill, memory, leak...)"},
     {"compare", cmd_compare, "results side by side; ratios only where protocols match"},
     {"report",  cmd_report,  "HTML, Markdown, CSV or JSON report of stored runs"},
+    {"gate",    cmd_gate,    "regression gate for CI: regression, improvement, no change or cannot judge"},
     {"watch",   cmd_watch,   "operating point from a server's /metrics; memory slope of processes"},
     {"proxy",   cmd_proxy,   "between a chat client and an engine: per-turn prefix, TTFT, decode"},
     {"ops",     cmd_ops,     "per-op reconciliation of one or two engine profiles"},

@@ -169,6 +169,15 @@ extern const char CAL_IMPORT_TOOLS[];
 int cal_result_from_export(const char *text, size_t len, const char *name,
                            cal_result **out, char *err, size_t errn);
 
+/* A `caliper export RUN --json` document (any format_version) as the run
+ * it was exported from: every cell with its shot, target and summary, and
+ * its requests, for a reader that needs the shots themselves (caliper
+ * gate). *out is the caller's (cal_run_data_free). CAL_EPROTO naming what
+ * the file is not, CAL_ETOOBIG, CAL_ENOMEM; message in err. */
+struct cal_run_data;
+int cal_run_data_from_export(const char *text, size_t len, const char *name,
+                             struct cal_run_data **out, char *err, size_t errn);
+
 /* Write a loaded run as `caliper export RUN --json` ("format":
  * "caliper-run": run, cells with their requests, the pooled "view" — the
  * very caliper-result document cal_result_to_json writes for the run's

@@ -359,53 +359,34 @@ static int read_request(const json_t *q, const cal_cell *c, cal_req_result *r)
     return CAL_OK;
 }
 
-int cal_result_from_export(const char *text, size_t len, const char *name,
-                           cal_result **out, char *err, size_t errn)
+/* The cells (and requests) of an export document into *d, from its parsed
+ * root; the caller frees d's members (free_data) on failure too. */
+static int data_from_root(const json_t *root, const char *name, cal_run_data *d,
+                          char *err, size_t errn)
 {
-    json_t *root;
-    int e = cal_report_parse(text, len, &root, err, errn);
-    if (e) return e;
-    const json_t *fmt = json_object_get(root, "format");
     const json_t *run = json_object_get(root, "run"), *cells = json_object_get(root, "cells");
-    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), EXPORT_FORMAT) ||
-        !json_is_object(run) || !json_is_array(cells)) {
-        json_decref(root);
-        cal_report_errf(err, errn, "%s: not a caliper result (\"format\": \"caliper-result\"), "
-                        "a caliper export (\"format\": \"caliper-run\"), or a vLLM bench file",
-                        name ? name : "JSON");
-        return CAL_EPROTO;
-    }
-    /* version 3 on: the pooled view the writer embedded is the result; an
-     * older file (its own "summary", ignored) is rebuilt from its requests */
-    const json_t *view = json_object_get(root, "view");
-    if (cal_report_jint(root, "format_version", 1, 1000, 1) >= 3 && json_is_object(view)) {
-        e = cal_report_own_from_json(view, name, out, err, errn);
-        json_decref(root);
-        return e;
-    }
-    cal_run_data d;
-    memset(&d, 0, sizeof d);
-    d.run.id = cal_report_jint(run, "id", 0, 1L << 50, 0);
-    d.run.label = dup_str(run, "label");
-    d.run.build = dup_str(run, "build");
-    d.run.started_wall_ns = cal_report_i64(num0(run, "started_unix_s", 0) * 1e9, 0, 9e18, 0);
-    d.run.t0_mono_ns = T0_NS;
-    d.run.host_json = dump_or_null(json_object_get(run, "host"));
-    d.run.target_json = dump_or_null(json_object_get(run, "target"));
-    d.run.protocol_json = dump_or_null(json_object_get(run, "protocol"));
-    d.run.telemetry_json = dump_or_null(json_object_get(run, "telemetry"));
-    d.run.verdicts_json = dump_or_null(json_object_get(run, "verdicts"));
-    if ((e = cal_run_data_read_protocol(&d))) goto fail;
+    int e = CAL_OK;
+    d->run.id = cal_report_jint(run, "id", 0, 1L << 50, 0);
+    d->run.label = dup_str(run, "label");
+    d->run.build = dup_str(run, "build");
+    d->run.started_wall_ns = cal_report_i64(num0(run, "started_unix_s", 0) * 1e9, 0, 9e18, 0);
+    d->run.t0_mono_ns = T0_NS;
+    d->run.host_json = dump_or_null(json_object_get(run, "host"));
+    d->run.target_json = dump_or_null(json_object_get(run, "target"));
+    d->run.protocol_json = dump_or_null(json_object_get(run, "protocol"));
+    d->run.telemetry_json = dump_or_null(json_object_get(run, "telemetry"));
+    d->run.verdicts_json = dump_or_null(json_object_get(run, "verdicts"));
+    if ((e = cal_run_data_read_protocol(d))) goto fail;
 
     size_t nc = json_array_size(cells), nr = 0, i;
     const json_t *c;
     json_array_foreach(cells, i, c) nr += json_array_size(json_object_get(c, "requests"));
     if (nc > 65536 || nr > (1u << 24)) { e = CAL_ETOOBIG; goto fail; }
-    d.cells = calloc(nc ? nc : 1, sizeof *d.cells);
-    d.reqs = calloc(nr ? nr : 1, sizeof *d.reqs);
-    if (!d.cells || !d.reqs) { e = CAL_ENOMEM; goto fail; }
+    d->cells = calloc(nc ? nc : 1, sizeof *d->cells);
+    d->reqs = calloc(nr ? nr : 1, sizeof *d->reqs);
+    if (!d->cells || !d->reqs) { e = CAL_ENOMEM; goto fail; }
     json_array_foreach(cells, i, c) {
-        cal_cell *x = &d.cells[d.n_cells];
+        cal_cell *x = &d->cells[d->n_cells];
         x->seq = (int)i;
         const json_t *k = json_object_get(c, "kind");
         for (int kk = 0; kk <= CAL_CELL_RATE && json_is_string(k); kk++)
@@ -432,23 +413,76 @@ int cal_result_from_export(const char *text, size_t len, const char *name,
         }
         x->start_ns = T0_NS + s_ns(num0(c, "start_offset_s", 0));
         x->end_ns = x->start_ns + s_ns(num0(c, "duration", 0));
-        x->req_first = d.n_reqs;
+        x->req_first = d->n_reqs;
         size_t j;
         const json_t *q;
         json_array_foreach(json_object_get(c, "requests"), j, q)
-            if ((e = read_request(q, x, &d.reqs[d.n_reqs++]))) goto fail;
-        x->n_requests = (int64_t)(d.n_reqs - x->req_first);
-        d.n_cells++;
+            if ((e = read_request(q, x, &d->reqs[d->n_reqs++]))) goto fail;
+        x->n_requests = (int64_t)(d->n_reqs - x->req_first);
+        d->n_cells++;
     }
-    json_decref(root);
-    root = NULL;
-    e = cal_result_from_run_data(&d, out, err, errn);
-    if (!e && name && !d.run.label) snprintf((*out)->label, sizeof (*out)->label, "%s", name);
-    free_data(&d);
-    return e;
+    return CAL_OK;
 fail:
     cal_report_errf(err, errn, "%s: %s", name ? name : "export", cal_strerror(e));
+    return e;
+}
+
+/* The root of an export document, or CAL_EPROTO naming what it is not. */
+static int export_root(const char *text, size_t len, const char *name, json_t **root,
+                       char *err, size_t errn)
+{
+    int e = cal_report_parse(text, len, root, err, errn);
+    if (e) return e;
+    const json_t *fmt = json_object_get(*root, "format");
+    const json_t *run = json_object_get(*root, "run"), *cells = json_object_get(*root, "cells");
+    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), EXPORT_FORMAT) ||
+        !json_is_object(run) || !json_is_array(cells)) {
+        json_decref(*root);
+        *root = NULL;
+        cal_report_errf(err, errn, "%s: not a caliper result (\"format\": \"caliper-result\"), "
+                        "a caliper export (\"format\": \"caliper-run\"), or a vLLM bench file",
+                        name ? name : "JSON");
+        return CAL_EPROTO;
+    }
+    return CAL_OK;
+}
+
+int cal_run_data_from_export(const char *text, size_t len, const char *name,
+                             cal_run_data **out, char *err, size_t errn)
+{
+    json_t *root;
+    int e = export_root(text, len, name, &root, err, errn);
+    if (e) return e;
+    cal_run_data *d = calloc(1, sizeof *d);
+    if (!d) { json_decref(root); return CAL_ENOMEM; }
+    e = data_from_root(root, name, d, err, errn);
     json_decref(root);
+    if (e) { cal_run_data_free(&d); return e; }
+    *out = d;
+    return CAL_OK;
+}
+
+int cal_result_from_export(const char *text, size_t len, const char *name,
+                           cal_result **out, char *err, size_t errn)
+{
+    json_t *root;
+    int e = export_root(text, len, name, &root, err, errn);
+    if (e) return e;
+    /* version 3 on: the pooled view the writer embedded is the result; an
+     * older file (its own "summary", ignored) is rebuilt from its requests */
+    const json_t *view = json_object_get(root, "view");
+    if (cal_report_jint(root, "format_version", 1, 1000, 1) >= 3 && json_is_object(view)) {
+        e = cal_report_own_from_json(view, name, out, err, errn);
+        json_decref(root);
+        return e;
+    }
+    cal_run_data d;
+    memset(&d, 0, sizeof d);
+    e = data_from_root(root, name, &d, err, errn);
+    json_decref(root);
+    if (e) { free_data(&d); return e; }
+    e = cal_result_from_run_data(&d, out, err, errn);
+    if (!e && name && !d.run.label) snprintf((*out)->label, sizeof (*out)->label, "%s", name);
     free_data(&d);
     return e;
 }
