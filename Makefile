@@ -358,7 +358,9 @@ check-deps:
 # real browser); clang and its runtime (make fuzz); Open MPI (caliper-mpi
 # and its tests); qemu-user (make test-portable runs the binary as older
 # CPUs); debhelper, lintian, devscripts (the Debian package, scripts/
-# check-deb.sh); ruby (ruby -c on the Homebrew formula); man-db. Under
+# check-deb.sh); ruby (ruby -c on the Homebrew formula); man-db; xmllint
+# (libxml2-utils) and cmark-gfm (caliper gate's JUnit checked against its
+# XSD, its Markdown rendered as GitHub renders it). Under
 # CI=true a missing test tool fails its check (tests/e2e/lib.sh: need).
 # deps-compat: cmake, g++, git; make compat builds llama.cpp from
 # node-llama-cpp's bundle, fetched with the npm that comes with Node.js
@@ -368,7 +370,7 @@ DEPS_BUILD  := build-essential pkg-config libcurl4-openssl-dev libjansson-dev li
                libsqlite3-dev libopenblas-dev libmicrohttpd-dev libssl-dev libpcre2-dev
 DEPS_TEST   := libcmocka-dev clang libclang-rt-dev sqlite3 curl python3 jq chromium locales \
                openmpi-bin libopenmpi-dev qemu-user debhelper lintian devscripts fakeroot \
-               ruby man-db
+               ruby man-db libxml2-utils cmark-gfm
 DEPS_COMPAT := cmake g++ git
 # apt-get only for what is missing (dpkg -s), so a second call is quick
 define apt_install
