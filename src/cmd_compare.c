@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include "caliper/error.h"
+#include "caliper/fpgroup.h"
 #include "caliper/noise.h"
 #include "caliper/report.h"
 #include "caliper/protocol.h"
@@ -50,6 +51,10 @@ static void usage(FILE *f)
         "                    per-request, prefill, decode, TTFT p50/p99, ITL p50, E2E p99,\n"
         "                    goodput under the same --slo)\n"
         "  -h, --help        this text\n"
+        "\n"
+        "With three or more results, a ranking follows: the results grouped by the\n"
+        "protocol of their quoted cells, ranked within a group only (per-request,\n"
+        "aggregate and decode tok/s, TTFT p50, E2E p99).\n"
         "\n"
         "Exit: 0 at least one ratio between matching protocols, 1 nothing comparable\n"
         "or a result could not be read, 2 usage error.\n");
@@ -151,11 +156,79 @@ static void print_text(const cal_comparison *c, const cal_result *const *res, si
     }
 }
 
+/* The ranking within protocol groups (fpgroup.h): three or more results
+ * are the many-engines case, where a rank must not cross a protocol. */
+static const cal_metric RANK_METRICS[] = {CAL_M_REQ_TOKS, CAL_M_AGG_TOKS, CAL_M_DECODE_TOKS,
+                                          CAL_M_TTFT_P50, CAL_M_E2E_P99};
+#define N_RANK (sizeof RANK_METRICS / sizeof RANK_METRICS[0])
+
+static void print_groups(const cal_fpgroups *g, const cal_result *const *res, size_t n)
+{
+    printf("\nranking within protocol groups (%zu result%s, %zu group%s; a rank never crosses a group):\n",
+           n, n == 1 ? "" : "s", g->n_groups, g->n_groups == 1 ? "" : "s");
+    size_t order[CAL_CMP_MAX * 64];
+    for (size_t gi = 0; gi < g->n_groups; gi++) {
+        const cal_fpgroup *gr = &g->g[gi];
+        printf("group %zu · %s · %zu engine%s%s%s\n", gi + 1, gr->name, gr->n, gr->n == 1 ? "" : "s",
+               gr->differs[0] ? " — differs from group 1: " : "", gr->differs);
+        for (size_t k = 0; k < N_RANK; k++) {
+            const cal_field *f = cal_metric_get(RANK_METRICS[k]);
+            if (gr->n > sizeof order / sizeof order[0]) break;
+            size_t have = cal_fpgroup_rank(res, gr, RANK_METRICS[k], order);
+            if (!have) continue;
+            printf("  %s%s%s:", f->label, strstr(f->label, f->unit) ? "" : " ",
+                   strstr(f->label, f->unit) ? "" : f->unit);
+            for (size_t i = 0; i < have; i++) {
+                const cal_fpmember *mm = &gr->m[order[i]];
+                printf("%s %zu. %s%s %.*f", i ? " ·" : "", i + 1, mm->name,
+                       g->flags[mm->result][0] ? " (!)" : "", f->decimals,
+                       res[mm->result]->cells[mm->cell].v[RANK_METRICS[k]]);
+            }
+            putchar('\n');
+        }
+    }
+}
+
 static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *groups_json(const cal_fpgroups *g, const cal_result *const *res)
+{
+    json_t *a = json_array();
+    size_t order[CAL_CMP_MAX * 64];
+    for (size_t gi = 0; gi < g->n_groups; gi++) {
+        const cal_fpgroup *gr = &g->g[gi];
+        char proto[700];
+        cal_fp_describe(&gr->fp, proto, sizeof proto);
+        json_t *o = json_object(), *ranks = json_object();
+        json_object_set_new(o, "group", json_integer((json_int_t)gi + 1));
+        json_object_set_new(o, "cell", json_string(gr->name));
+        json_object_set_new(o, "protocol", json_string(proto));
+        json_object_set_new(o, "differs", json_string(gr->differs));
+        for (size_t k = 0; k < N_RANK && gr->n <= sizeof order / sizeof order[0]; k++) {
+            size_t have = cal_fpgroup_rank(res, gr, RANK_METRICS[k], order);
+            json_t *r = json_array();
+            for (size_t i = 0; i < gr->n; i++) {
+                const cal_fpmember *mm = &gr->m[order[i]];
+                json_t *e = json_object();
+                json_object_set_new(e, "rank", i < have ? json_integer((json_int_t)i + 1) : json_null());
+                json_object_set_new(e, "label", json_string(mm->name));
+                json_object_set_new(e, "id", json_string(res[mm->result]->id));
+                json_object_set_new(e, "value", num_or_null(res[mm->result]->cells[mm->cell].v[RANK_METRICS[k]]));
+                json_object_set_new(e, "flags", json_string(g->flags[mm->result]));
+                json_array_append_new(r, e);
+            }
+            json_object_set_new(ranks, cal_metric_get(RANK_METRICS[k])->name, r);
+        }
+        json_object_set_new(o, "rankings", ranks);
+        json_array_append_new(a, o);
+    }
+    return a;
+}
 
 /* The comparison as JSON: one object per row with the schema key of its
  * metric and, per result, value, ratio, CI and the note. */
-static int print_json(const cal_comparison *c, const cal_result *const *res, size_t n)
+static int print_json(const cal_comparison *c, const cal_result *const *res, size_t n,
+                      const cal_fpgroups *g)
 {
     json_t *root = json_object(), *rs = json_array(), *rows = json_array();
     json_object_set_new(root, "format", json_string("caliper-compare"));
@@ -200,6 +273,7 @@ static int print_json(const cal_comparison *c, const cal_result *const *res, siz
     json_object_set_new(root, "rows", rows);
     json_object_set_new(root, "n_ratios", json_integer((json_int_t)c->n_ratios));
     json_object_set_new(root, "n_refused", json_integer((json_int_t)c->n_refused));
+    if (g) json_object_set_new(root, "groups", groups_json(g, res));
     int rc = json_dumpf(root, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(root);
@@ -208,24 +282,21 @@ static int print_json(const cal_comparison *c, const cal_result *const *res, siz
 
 /* --now URL: the engine answering there now names its model; a result
  * whose recorded engine version (the model id, unless the run was only
- * labelled) differs was measured on something else and is flagged. */
+ * labelled) differs was measured on something else and is flagged (the
+ * one rule, shared with report: cal_fpmarks_now). */
 static int flag_versions_now(cal_comparison *c, cal_result *const *res, size_t n,
                              const char *url)
 {
-    char now[CAL_RES_STR];
-    int e = cal_target_models(url, NULL, 0, now, sizeof now, NULL);
-    if (e) return cli_fail(CMD, "--now: \"%s\" did not say which model it serves (%s)", url,
-                           cal_strerror(e));
+    cal_fpmarks m;
+    memset(&m, 0, sizeof m);
+    char err[512];
+    if (cal_fpmarks_now(&m, (const cal_result *const *)res, n, url, err, sizeof err))
+        return cli_fail(CMD, "--now: %s", err);
     for (size_t j = 0; j < n; j++) {
-        const cal_result *r = res[j];
-        if (!r->target_version[0] || !strcmp(r->target_version, r->label) ||
-            !strcmp(r->target_version, now))
-            continue;
+        if (!m.extra[j][0]) continue;
         char *f = c->flags[j];
         size_t used = strlen(f);
-        snprintf(f + used, sizeof c->flags[j] - used,
-                 "%sengine version %.60s, but %.60s now answers as %.60s: re-measure this baseline",
-                 used ? "; " : "", r->target_version, url, now);
+        snprintf(f + used, sizeof c->flags[j] - used, "%s%s", used ? "; " : "", m.extra[j]);
     }
     return CLI_OK;
 }
@@ -316,10 +387,20 @@ int cmd_compare(int argc, char **argv)
         goto out;
     }
 
+    /* three or more results: grouped by protocol, ranked within a group */
+    cal_fpgroups groups = {0}, *gp = NULL;
+    if (n >= 3 && cal_fpgroups_make((const cal_result *const *)res, n, NULL, &groups) == CAL_OK) {
+        for (size_t j = 0; j < n; j++) {
+            snprintf(groups.flags[j], sizeof groups.flags[j], "%s", c->flags[j]);
+            groups.stale[j] = c->stale[j];
+        }
+        gp = &groups;
+    }
     if (js) {
-        if (print_json(c, (const cal_result *const *)res, n) != 0) rc = cli_fail(CMD, "writing JSON failed");
+        if (print_json(c, (const cal_result *const *)res, n, gp) != 0) rc = cli_fail(CMD, "writing JSON failed");
         else if (!c->n_ratios) rc = CLI_FAIL;
         cal_comparison_free(&c);
+        cal_fpgroups_free(&groups);
         goto out;
     }
     printf("baseline: %s", res[0]->label);
@@ -351,6 +432,16 @@ int cmd_compare(int argc, char **argv)
         printf("run-to-run noise: %zu of %zu results have no stored repeats and borrow the "
                "baseline's or the other side's (the same protocol on this machine)\n",
                n - with_runs, n);
+    if (gp && md) {
+        cal_buf b = CAL_BUF_INIT(16u << 20);
+        putchar('\n');
+        if (cal_fpgroups_md((const cal_result *const *)res, n, gp, &b) == CAL_OK && b.len)
+            fwrite(b.data, 1, b.len, stdout);
+        cal_buf_free(&b);
+    } else if (gp) {
+        print_groups(gp, (const cal_result *const *)res, n);
+    }
+    cal_fpgroups_free(&groups);
     if (!c->n_ratios) {
         fprintf(stderr, "caliper compare: nothing comparable: every pair differs in protocol (fields named above)\n");
         rc = CLI_FAIL;

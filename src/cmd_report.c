@@ -8,6 +8,7 @@
 #include <string.h>
 #include "caliper/csv.h"
 #include "caliper/error.h"
+#include "caliper/fpgroup.h"
 #include "caliper/ops.h"
 #include "caliper/report.h"
 #include "cli.h"
@@ -21,7 +22,9 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: caliper report [OPTIONS] RUN|FILE ...\n"
         "\n"
-        "One page per set of runs: verdicts first, then per run the shots with clock\n"
+        "One page per set of runs: verdicts first; with several results, every engine\n"
+        "side by side, grouped by protocol and ranked within a group only; then per run\n"
+        "the shots with clock\n"
         "and power on one time axis, the concurrency curve with both columns, TTFT\n"
         "and ITL distributions, prefill time against prompt length with its fitted\n"
         "line; every chart captioned with the protocol it was measured under.\n"
@@ -34,6 +37,10 @@ static void usage(FILE *f)
         "                    (-o json or jsonl), aiperf (profile_export_aiperf.json),\n"
         "                    genai-perf (profile_export_genai_perf.json), guidellm\n"
         "                    (benchmarks JSON)\n"
+        "  --stale AGE       with several results: mark those measured longer ago than\n"
+        "                    AGE (default 30d; 0 = never), as compare does\n"
+        "  --now URL         mark results recorded under another engine version than\n"
+        "                    the one answering at URL now (GET /v1/models), as compare does\n"
         "  --ops FILE        add the per-op section from `caliper ops --json` output\n"
         "                    (HTML only; runs may then be left out)\n"
         "  -o, --output FILE write here (default: stdout)\n"
@@ -61,10 +68,13 @@ int cmd_report(int argc, char **argv)
     static const struct option OPTS[] = {
         {"db", required_argument, 0, 'd'},
         {"output", required_argument, 0, 'o'}, {"format", required_argument, 0, 'F'},
-        {"ops", required_argument, 0, 'P'},
+        {"ops", required_argument, 0, 'P'}, {"stale", required_argument, 0, 's'},
+        {"now", required_argument, 0, 'N'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
     };
-    const char *db = "caliper.db", *outp = NULL, *ops = NULL;
+    const char *db = "caliper.db", *outp = NULL, *ops = NULL, *now_url = NULL;
+    cal_fpmarks marks;
+    cal_fpmarks_default(&marks);
     const char *imports[MAX_RESULTS], *import_tools[MAX_RESULTS];
     size_t n_imports = 0;
     int have_fmt = 0, ch;
@@ -80,6 +90,14 @@ int cmd_report(int argc, char **argv)
             break;
         case 'o': outp = optarg; break;
         case 'P': ops = optarg; break;
+        case 's': {
+            double v;
+            if (cli_parse_unit(CMD, "--stale", optarg, CAL_U_TIME, "d", &v)) return CLI_USAGE;
+            if (v < 0) return cli_usage_error(CMD, "--stale: \"%s\" is negative", optarg);
+            marks.stale_s = v;
+            break;
+        }
+        case 'N': now_url = optarg; break;
         case 'F':
             if (fmt_of(optarg, &fmt))
                 return cli_usage_error(CMD, "--format: \"%s\" is not html, md, csv or json", optarg);
@@ -118,8 +136,12 @@ int cmd_report(int argc, char **argv)
         free(text);
         if (e) { cal_buf_free(&sec); rc = cli_fail(CMD, "--ops: %s: %s", ops, err); goto done; }
     }
-    int e = ops ? cal_report_write_html_ex((const cal_result *const *)res, n, sec.data ? sec.data : "", &out)
-                : cal_report_write((const cal_result *const *)res, n, fmt, &out);
+    if (now_url) {
+        int ne = cal_fpmarks_now(&marks, (const cal_result *const *)res, n, now_url, err, sizeof err);
+        if (ne) { cal_buf_free(&sec); rc = cli_fail(CMD, "--now: %s", err); goto done; }
+    }
+    int e = cal_report_write_marked((const cal_result *const *)res, n, ops ? CAL_REPORT_HTML : fmt,
+                                    ops ? (sec.data ? sec.data : "") : NULL, &marks, &out);
     cal_buf_free(&sec);
     if (e) { rc = cli_fail(CMD, "writing the report: %s", cal_strerror(e)); goto done; }
     if (outp && strcmp(outp, "-")) {

@@ -4,6 +4,7 @@
 #define CALIPER_GATE_INTERNAL_H
 #include <stddef.h>
 #include "caliper/fingerprint.h"
+#include "caliper/buf.h"
 #include "caliper/report.h"
 
 /* The cells of r a reader quotes: per configuration (every fingerprint
@@ -17,5 +18,17 @@ void cal_gate_cell_name(const cal_fingerprint *fp, char *buf, size_t n);
 
 /* 1 when two fingerprints differ only in the shot kind or range. */
 int cal_gate_same_config(const cal_fingerprint *a, const cal_fingerprint *b);
+
+/* The metrics the side-by-side views of many results rank by (fpgroup.c). */
+extern const cal_metric CAL_FPGROUP_METRICS[];
+extern const size_t CAL_FPGROUP_N_METRICS;
+
+/* The report's HTML page and Markdown with compare's marks on the results
+ * (html.c, text.c); marks NULL: compare's defaults. */
+struct cal_fpmarks;
+int cal_report_html_marked(const cal_result *const *res, size_t n, const char *extra,
+                           const struct cal_fpmarks *marks, cal_buf *out);
+int cal_report_md_marked(const cal_result *const *res, size_t n, const struct cal_fpmarks *marks,
+                         cal_buf *out);
 
 #endif

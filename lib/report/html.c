@@ -9,9 +9,11 @@
 #include <string.h>
 #include <time.h>
 #include "caliper/error.h"
+#include "caliper/fpgroup.h"
 #include "caliper/judge.h"
 #include "caliper/report.h"
 #include "caliper/stats.h"
+#include "gate_internal.h"
 #include "report_internal.h"
 #include "svg.h"
 #include "lib/util/c_locale.h"
@@ -48,7 +50,9 @@ static const char CSS[] =
     "th{background:#f3f4f6;font-weight:600;white-space:normal;vertical-align:bottom}"
     "td.p,th.p{text-align:left}"
     "caption{text-align:left;padding:8px 8px 6px;font-size:12.5px;color:#444}caption b{font-size:13.5px;color:#1f2328}"
-    "footer{margin-top:32px;color:#57606a;font-size:12.5px}";
+    "footer{margin-top:32px;color:#57606a;font-size:12.5px}"
+    ".stale{color:#b91c1c;font-weight:600}td.wrap{white-space:normal;min-width:120px}"
+    "ul.marks{font-size:13px;margin:10px 0 0;padding-left:20px}";
 
 int cal_report_html_esc(cal_buf *b, const char *s)
 {
@@ -557,6 +561,12 @@ int cal_report_write_html(const cal_result *const *res, size_t n, cal_buf *out)
 int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char *extra,
                              cal_buf *out)
 {
+    return cal_report_html_marked(res, n, extra, NULL, out);
+}
+
+int cal_report_html_marked(const cal_result *const *res, size_t n, const char *extra,
+                           const cal_fpmarks *marks, cal_buf *out)
+{
     int rc = CAL_OK;
     TRY(cal_buf_puts(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>caliper report · "));
@@ -582,6 +592,15 @@ int cal_report_write_html_ex(const cal_result *const *res, size_t n, const char 
         TRY(cal_buf_puts(out, "</ul>\n"));
     }
     if (n) TRY(cal_buf_puts(out, "</section>\n"));
+
+    /* many results: grouped by protocol, ranked within a group only */
+    if (n >= 2) {
+        cal_fpgroups g;
+        TRY(cal_fpgroups_make(res, n, marks, &g));
+        rc = cal_fpgroups_html(res, n, &g, out);
+        cal_fpgroups_free(&g);
+        if (rc) goto out;
+    }
 
     for (size_t i = 0; i < n; i++) {
         const cal_result *r = res[i];
