@@ -10,6 +10,7 @@
 #include <time.h>
 #include "caliper/analysis.h"
 #include "caliper/error.h"
+#include "caliper/gate.h"
 #include "caliper/judge.h"
 #include "caliper/noise.h"
 #include "caliper/protocol.h"
@@ -17,6 +18,7 @@
 #include "caliper/stats.h"
 #include "caliper/store.h"
 #include "caliper/telemetry.h"
+#include "caliper/trend.h"
 #include "cli.h"
 #include "run_view.h"
 
@@ -374,12 +376,129 @@ static int load_ref(const char *cmd, cal_store *st, const char *ref, int flags, 
     return 0;
 }
 
+/* What runs --series adds: the trend of the series across its runs. */
+typedef struct trend_opts {
+    cal_gate_bound b[CAL_GATE_MAX_BOUNDS];
+    size_t nb;
+    double alpha;
+    const char *html;        /* -o FILE: the HTML page; NULL none */
+} trend_opts;
+
+static const char *step_mark(cal_gate_kind k)
+{
+    switch (k) {
+    case CAL_GATE_REGRESSION: return "▼";
+    case CAL_GATE_IMPROVEMENT: return "▲";
+    case CAL_GATE_NO_CHANGE: return "=";
+    default: return "?";
+    }
+}
+
+/* The trend: a sparkline per bounded metric, then one row per run with its
+ * level and the gate's decision from the run before (caliper/trend.h). */
+static int series_trend(cal_store *st, const char *key, const trend_opts *to)
+{
+    cal_trend t;
+    char err[400];
+    int e = cal_trend_load(st, key, 0, &t, err, sizeof err);
+    if (e) return cli_fail("runs", "the series' trend: %s", err);
+    cal_trend_step *steps[CAL_GATE_MAX_BOUNDS] = {0};
+    int rc = CLI_OK;
+    for (size_t k = 0; k < to->nb; k++) {
+        steps[k] = calloc(t.n ? t.n : 1, sizeof *steps[k]);
+        if (!steps[k] || cal_trend_steps(&t, to->b[k].metric, to->b[k].bound, to->alpha, steps[k])) {
+            rc = cli_fail("runs", "the series' trend: %s", cal_strerror(CAL_ENOMEM));
+            goto out;
+        }
+    }
+    printf("\ntrend · %s · %zu run%s, oldest first · each step judged as caliper gate judges two "
+           "separate runs, %g %% family-wise over a metric's steps (Holm)\n", t.cell, t.n,
+           t.n == 1 ? "" : "s", 100 * to->alpha);
+    int w = 0;
+    char head[CAL_GATE_MAX_BOUNDS][96];
+    for (size_t k = 0; k < to->nb; k++) {
+        const cal_field *f = cal_metric_get(to->b[k].metric);
+        snprintf(head[k], sizeof head[k], "%s%s%s %s%g %%", f->label, strstr(f->label, f->unit) ? "" : " ",
+                 strstr(f->label, f->unit) ? "" : f->unit, f->better == CAL_BETTER_LOWER ? "+" : "−",
+                 100 * to->b[k].bound);
+        if ((int)dwidth(head[k]) > w) w = (int)dwidth(head[k]);
+    }
+    for (size_t k = 0; k < to->nb; k++) {
+        char spark[4 * CAL_TREND_MAX_RUNS + 8];
+        double sd, df;
+        cal_trend_sparkline(&t, to->b[k].metric, spark, sizeof spark);
+        put(stdout, head[k], (size_t)w, 0);
+        printf("  %s  ", spark);
+        if (cal_trend_noise(&t, to->b[k].metric, &sd, &df))
+            printf("run-to-run sd %.1f %% (%.0f df)\n", 100 * expm1(sd), df);
+        else
+            printf("run-to-run noise unknown (3 or more runs with it are needed)\n");
+    }
+    printf("%4s  %-20s", "run", "label / commit");
+    for (size_t k = 0; k < to->nb; k++) {
+        printf("  ");
+        put(stdout, cal_metric_get(to->b[k].metric)->label, 26, 0);
+    }
+    putchar('\n');
+    for (size_t i = 0; i < t.n; i++) {
+        const cal_trend_point *p = &t.pts[i];
+        char name[64];
+        if (p->label[0]) snprintf(name, sizeof name, "%.60s", p->label);
+        else if (p->commit[0]) snprintf(name, sizeof name, "%.60s", p->commit);
+        else snprintf(name, sizeof name, "-");
+        printf("%4lld  ", (long long)p->run_id);
+        put(stdout, name, 20, 0);
+        for (size_t k = 0; k < to->nb; k++) {
+            const cal_field *f = cal_metric_get(to->b[k].metric);
+            char cell[64], v[32];
+            num(p->v[to->b[k].metric], f->decimals, v, sizeof v);
+            if (i && isfinite(steps[k][i].effect))
+                snprintf(cell, sizeof cell, "%s %s %+.1f %%", v, step_mark(steps[k][i].kind),
+                         100 * steps[k][i].effect);
+            else snprintf(cell, sizeof cell, "%s", v);
+            printf("  ");
+            put(stdout, cell, 26, 0);
+        }
+        putchar('\n');
+    }
+    printf("(from the run before: ▼ regression, ▲ improvement, = no change larger than the bound, "
+           "? cannot judge)\n");
+    for (size_t k = 0; k < to->nb; k++)
+        for (size_t i = 1; i < t.n; i++)
+            if (steps[k][i].kind == CAL_GATE_REGRESSION)
+                printf("regression: %s, run %lld (%s) from run %lld: %+.1f %%, %d %% CI %+.1f to %+.1f %%\n",
+                       cal_metric_get(to->b[k].metric)->label, (long long)t.pts[i].run_id,
+                       t.pts[i].label[0] ? t.pts[i].label : t.pts[i].commit, (long long)t.pts[i - 1].run_id,
+                       100 * steps[k][i].effect, (int)lround(100 * (1 - 2 * to->alpha)),
+                       100 * expm1(steps[k][i].stat.lo), 100 * expm1(steps[k][i].stat.hi));
+    if (to->html) {
+        cal_metric ms[CAL_GATE_MAX_BOUNDS];
+        double bs[CAL_GATE_MAX_BOUNDS];
+        for (size_t k = 0; k < to->nb; k++) { ms[k] = to->b[k].metric; bs[k] = to->b[k].bound; }
+        cal_buf b = CAL_BUF_INIT(64u << 20);
+        e = cal_trend_write_html(&t, ms, bs, to->nb, to->alpha, (const cal_trend_step *const *)steps, &b);
+        FILE *f = e ? NULL : fopen(to->html, "wb");
+        if (e) rc = cli_fail("runs", "writing the trend page: %s", cal_strerror(e));
+        else if (!f) rc = cli_fail("runs", "-o: cannot write \"%s\"", to->html);
+        else {
+            size_t wr = b.len ? fwrite(b.data, 1, b.len, f) : 0;
+            if (fclose(f) != 0 || wr != b.len) rc = cli_fail("runs", "-o: writing \"%s\" failed", to->html);
+            else fprintf(stderr, "wrote %s (%zu bytes)\n", to->html, b.len);
+        }
+        cal_buf_free(&b);
+    }
+out:
+    for (size_t k = 0; k < to->nb; k++) free(steps[k]);
+    cal_trend_free(&t);
+    return rc;
+}
+
 /* runs --series RUN: the history a shot verdict of RUN's series reads, so a
  * user can see why a band was wide: each stored run's first-shot deviation,
  * its warm shots' spread, and whether its own verdict called a wall (such a
  * run is left out of the first shots' spread), then the spread the next run
  * of the series would use. */
-static int series_history(cal_store *st, const char *ref)
+static int series_history(cal_store *st, const char *ref, const trend_opts *to)
 {
     cal_run_data *d = NULL;
     int rc = load_ref("runs", st, ref, CAL_LOAD_NO_REQS, &d);
@@ -418,46 +537,84 @@ static int series_history(cal_store *st, const char *ref)
                CAL_JUDGE_FIRST_MIN_DF + 1);
     printf("(first shot vs: how far the first measured shot ran from its run's warm shots, "
            "+ = the first was faster)\n");
-    return CLI_OK;
+    return series_trend(st, key, to);
 }
 
 int cmd_runs(int argc, char **argv)
 {
-    const char *db = "caliper.db", *series = NULL;
+    const char *db = "caliper.db", *series = NULL, *fail = NULL;
     long limit = 0;
+    trend_opts to = {.alpha = CAL_GATE_ALPHA};
+    cal_gate_box box = CAL_GATE_BOX_CPU;
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'}, {"limit", required_argument, 0, 'n'},
-        {"series", required_argument, 0, 's'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"series", required_argument, 0, 's'}, {"fail", required_argument, 0, 'f'},
+        {"box", required_argument, 0, 'b'}, {"alpha", required_argument, 0, 'a'},
+        {"output", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 'n': if (cli_parse_long("runs", "--limit", optarg, 1, 1000000, &limit)) return CLI_USAGE; break;
+        case 'f': fail = optarg; break;
+        case 'b':
+            if (cal_gate_box_parse(optarg, &box))
+                return cli_usage_error("runs", "--box: \"%s\" is not cpu or gpu", optarg);
+            break;
+        case 'a': {
+            char *end;
+            double a = strtod(optarg, &end);
+            if (end == optarg || *end || !(a > 0 && a < 0.5))
+                return cli_usage_error("runs", "--alpha: \"%s\" is not a number between 0 and 0.5", optarg);
+            to.alpha = a;
+            break;
+        }
+        case 'o':
+            if (!*optarg) return cli_usage_error("runs", "-o: \"\" is empty: give a file");
+            to.html = optarg;
+            break;
         case 's':
             if (check_ref("runs", optarg)) return CLI_USAGE;
             series = optarg;
             break;
         case 'h':
-            printf("usage: caliper runs [--db FILE] [--limit N] [--series RUN]\n\n"
+            printf("usage: caliper runs [--db FILE] [--limit N] [--series RUN [--fail SPEC]\n"
+                   "                    [--box cpu|gpu] [--alpha A] [-o FILE.html]]\n\n"
                    "List stored runs, newest first: id, when, label, target, cells, status.\n"
                    "  --db FILE     the store (default caliper.db)\n"
                    "  --limit N     at most N runs\n"
                    "  --series RUN  the history of RUN's shot series instead: each stored run's\n"
                    "                first shot against its warm shots, and which runs the next\n"
-                   "                verdict leaves out as walls (docs/run.md)\n");
+                   "                verdict leaves out as walls (docs/run.md); then its trend:\n"
+                   "                a sparkline of each bounded metric across the runs (labels or\n"
+                   "                commits), and caliper gate's decision between neighbours\n"
+                   "  --fail SPEC   the metrics and bounds of the trend, as caliper gate takes them\n"
+                   "                ('decode_tps<-5%%,ttft_p50>+10%%'); default: --box's\n"
+                   "  --box cpu|gpu the default bounds (caliper gate --help; default cpu)\n"
+                   "  --alpha A     family-wise false-alarm rate over a metric's steps (0.05)\n"
+                   "  -o FILE.html  also write the trend as an HTML page with a chart per metric\n");
             return CLI_OK;
         default:
             return cli_usage_error("runs", "%s: unknown option", argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_usage_error("runs", "\"%s\": unexpected argument", argv[optind]);
+    if ((fail || to.html) && !series)
+        return cli_usage_error("runs", "%s: only with --series RUN", fail ? "--fail" : "-o");
+    if (fail) {
+        char err[600];
+        if (cal_gate_parse_bounds(fail, to.b, CAL_GATE_MAX_BOUNDS, &to.nb, err, sizeof err))
+            return cli_usage_error("runs", "--fail: %s", err);
+    } else {
+        to.nb = cal_gate_default_bounds(box, to.b, CAL_GATE_MAX_BOUNDS);
+    }
     cal_store *st;
     int orc = open_db("runs", db, &st);
     if (orc) return orc;
     if (series) {
-        int src = series_history(st, series);
+        int src = series_history(st, series, &to);
         cal_store_close(&st);
         return src;
     }

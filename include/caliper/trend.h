@@ -76,10 +76,11 @@ int  cal_trend_steps(const cal_trend *t, cal_metric m, double bound, double alph
  * run, oldest first; "·" where a run has no value) into buf[n]. */
 char *cal_trend_sparkline(const cal_trend *t, cal_metric m, char *buf, size_t n);
 
-/* The trend as one self-contained HTML page: the metric across the runs
- * (a chart, each step's decision marked), the table of runs and steps.
- * CAL_ETOOBIG, CAL_ENOMEM. */
-int  cal_trend_write_html(const cal_trend *t, cal_metric m, double bound, double alpha,
-                          const cal_trend_step *steps, cal_buf *out);
+/* The trend as one self-contained HTML page: per metric m[i] (bound[i]
+ * relative, its steps steps[i][0..t->n)), the metric across the runs in a
+ * chart with each step's decision marked, and the table of runs and
+ * steps. CAL_ETOOBIG, CAL_ENOMEM. */
+int  cal_trend_write_html(const cal_trend *t, const cal_metric *m, const double *bound, size_t nm,
+                          double alpha, const cal_trend_step *const *steps, cal_buf *out);
 
 #endif

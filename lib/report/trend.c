@@ -226,7 +226,7 @@ static const char PAGE_CSS[] =
     "table{border-collapse:collapse;font-size:12.5px;width:100%;font-variant-numeric:tabular-nums}"
     "th,td{padding:5px 8px;border-bottom:1px solid #eaecef;text-align:left}"
     "td.regression{color:#b91c1c;font-weight:600}td.improvement{color:#047857;font-weight:600}"
-    "td.cannot_judge{color:#6b7280}";
+    "td.cannot_judge{color:#6b7280}h3{font-size:15px;margin:0 0 4px}figure{margin-top:18px}";
 
 static void point_name(const cal_trend_point *p, char *buf, size_t n)
 {
@@ -235,21 +235,12 @@ static void point_name(const cal_trend_point *p, char *buf, size_t n)
     else snprintf(buf, n, "run %lld", (long long)p->run_id);
 }
 
-int cal_trend_write_html(const cal_trend *t, cal_metric m, double bound, double alpha,
-                         const cal_trend_step *steps, cal_buf *out)
+static int metric_section(const cal_trend *t, cal_metric m, double bound, double alpha,
+                          const cal_trend_step *steps, size_t idx, cal_buf *out)
 {
     const cal_field *f = cal_metric_get(m);
-    char proto[700];
+    char proto[700], id[48], title[200];
     cal_fp_describe(&t->fp, proto, sizeof proto);
-    TRYR(cal_buf_puts(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>caliper trend · "));
-    TRYR(svg_esc(out, f->label));
-    TRYR(cal_buf_printf(out, "</title>\n<style>%s</style>\n</head>\n<body>\n<main>\n<h1>Trend: ", PAGE_CSS));
-    TRYR(svg_esc(out, f->label));
-    TRYR(cal_buf_puts(out, "</h1>\n<p class=\"sub\">"));
-    TRYR(cal_buf_printf(out, "%zu runs of one shot series · cell ", t->n));
-    TRYR(svg_esc(out, t->cell));
-    TRYR(cal_buf_printf(out, " · each step judged as `caliper gate` judges two separate runs, bound %g %%, "
-                             "%g %% family-wise over the steps (Holm)</p>\n", 100 * bound, 100 * alpha));
     size_t n = t->n;
     double *x = calloc(n ? n : 1, sizeof *x), *y = calloc(n ? n : 1, sizeof *y);
     double *rx = calloc(n ? n : 1, sizeof *rx), *ry = calloc(n ? n : 1, sizeof *ry);
@@ -266,7 +257,7 @@ int cal_trend_write_html(const cal_trend *t, cal_metric m, double bound, double 
     }
     svg_panel p = {0};
     p.w = 1100;
-    p.h = 320;
+    p.h = 300;
     p.x = (svg_axis){.label = "run of the series, oldest first", .unit = "", .min = NAN, .max = NAN,
                      .ticks = n <= 40 ? tk : NULL, .n_ticks = n <= 40 ? n : 0};
     p.y = (svg_axis){.label = f->label, .unit = strstr(f->label, f->unit) ? "" : f->unit,
@@ -278,14 +269,17 @@ int cal_trend_write_html(const cal_trend *t, cal_metric m, double bound, double 
                                .color = 2};
     p.x_tick_labels = 1;
     p.empty = "no run of the series has this metric";
-    if ((rc = svg_fig_begin(out, "chart-trend", 1, "The metric across the series' runs"))) goto out;
-    if ((rc = svg_begin(out, p.w, p.h, "trend"))) goto out;
+    snprintf(id, sizeof id, "chart-trend-%zu", idx);
+    cal_snprintf(title, sizeof title, "%s across the series' runs (bound %s%g %%)", f->label,
+                 f->better == CAL_BETTER_LOWER ? "+" : "−", 100 * bound);
+    if ((rc = svg_fig_begin(out, id, 1, title))) goto out;
+    if ((rc = svg_begin(out, p.w, p.h, title))) goto out;
     if ((rc = svg_panel_write(out, &p))) goto out;
     if ((rc = svg_end(out))) goto out;
     if ((rc = svg_fig_end(out, "Each point is one run's level (its warm shots pooled); a red point is a "
                                "regression from the run before it.", proto))) goto out;
-    if ((rc = cal_buf_puts(out, "<div class=\"tablewrap\"><table>\n<tr><th>#</th><th>run</th><th>label "
-                                "or commit</th><th>measured</th><th>"))) goto out;
+    if ((rc = cal_buf_printf(out, "<div class=\"tablewrap\"><table id=\"steps-%zu\">\n<tr><th>#</th><th>run</th>"
+                                  "<th>label or commit</th><th>measured</th><th>", idx))) goto out;
     if ((rc = svg_esc(out, f->label))) goto out;
     if ((rc = cal_buf_puts(out, "</th><th>from the run before</th><th>decision</th></tr>\n"))) goto out;
     for (size_t i = 0; i < n && !rc; i++) {
@@ -300,6 +294,10 @@ int cal_trend_write_html(const cal_trend *t, cal_metric m, double bound, double 
         }
         if (isfinite(pt->v[m])) cal_snprintf(val, sizeof val, "%.*f", f->decimals, pt->v[m]);
         const char *kind = i ? cal_gate_kind_name(steps[i].kind) : "";
+        const char *words = !i ? "" : steps[i].kind == CAL_GATE_REGRESSION ? "regression"
+                          : steps[i].kind == CAL_GATE_IMPROVEMENT ? "improvement"
+                          : steps[i].kind == CAL_GATE_NO_CHANGE ? "no change larger than the bound"
+                          : "cannot judge";
         if (i && isfinite(steps[i].effect)) {
             if (isfinite(steps[i].stat.lo))
                 cal_snprintf(eff, sizeof eff, "%+.1f %% (%d %% CI %+.1f to %+.1f %%)", 100 * steps[i].effect,
@@ -310,12 +308,28 @@ int cal_trend_write_html(const cal_trend *t, cal_metric m, double bound, double 
         rc = cal_buf_printf(out, "<tr><td>%zu</td><td>%lld</td><td>", i + 1, (long long)pt->run_id);
         if (!rc) rc = svg_esc(out, name);
         if (!rc) rc = cal_buf_printf(out, "</td><td>%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s</td></tr>\n",
-                                     when, val, eff, kind, i ? kind : "");
+                                     when, val, eff, kind, words);
     }
-    if (!rc) rc = cal_buf_puts(out, "</table></div>\n<p class=\"sub\">Run-to-run noise: read from consecutive "
-                                    "runs' levels (1.4826 × median |Δ| ÷ √2), so a real step counts once. "
-                                    "Written by caliper; no scripts, nothing external.</p>\n</main>\n</body>\n</html>\n");
+    if (!rc) rc = cal_buf_puts(out, "</table></div>\n");
 out:
     free(x); free(y); free(rx); free(ry); free(ix); free(iy); free(tk);
     return rc;
+}
+
+int cal_trend_write_html(const cal_trend *t, const cal_metric *m, const double *bound, size_t nm,
+                         double alpha, const cal_trend_step *const *steps, cal_buf *out)
+{
+    TRYR(cal_buf_puts(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                           "<title>caliper trend · "));
+    TRYR(svg_esc(out, t->cell));
+    TRYR(cal_buf_printf(out, "</title>\n<style>%s</style>\n</head>\n<body>\n<main>\n<h1>Trend of one shot "
+                             "series</h1>\n<p class=\"sub\">", PAGE_CSS));
+    TRYR(cal_buf_printf(out, "%zu runs, oldest first · cell ", t->n));
+    TRYR(svg_esc(out, t->cell));
+    TRYR(cal_buf_printf(out, " · each step judged as <code>caliper gate</code> judges two separate runs, "
+                             "%g %% family-wise over a metric's steps (Holm)</p>\n", 100 * alpha));
+    for (size_t k = 0; k < nm; k++) TRYR(metric_section(t, m[k], bound[k], alpha, steps[k], k, out));
+    return cal_buf_puts(out, "<p class=\"sub\">Run-to-run noise: read from consecutive runs' levels "
+                             "(1.4826 × median |Δ| ÷ √2), so a real step counts once. Written by caliper; "
+                             "no scripts, nothing external.</p>\n</main>\n</body>\n</html>\n");
 }
