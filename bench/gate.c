@@ -17,8 +17,10 @@
  *   gate [--caliper PATH] [--aa N] [--ab N] [--shots N] [--requests N]
  *        [--max-tokens N] [--prompt-tokens N] [--preset NAME] [--box cpu|gpu]
  *        [--fail SPEC] [--drop FRACTION] [--db PATH] [--quota-period-ms 10]
- *   gate --simulate [--runs 2000] [--pairs 20] [--tau 0.05] [--burst-p 0.15]
- *        [--burst-mean 0.3] [--sigma 0.03] [--box cpu|gpu] [--fail SPEC]
+ *        [--pin CPU] (both engines on that CPU: neither gets a better seat)
+ *   gate --simulate [--runs 2000] [--pairs 30] [--tau 0.05] [--burst-p 0.05]
+ *        [--burst-mean 0.3] [--sigma 0.04] [--proc-sd 0.01] [--drop D]
+ *        [--box cpu|gpu] [--fail SPEC]
  * The protocol defaults are docs/ci.md's default protocol. */
 #include <errno.h>
 #include <jansson.h>
@@ -43,6 +45,7 @@ static const char *g_caliper = "build/caliper", *g_db = "/tmp/caliper-gate-bench
 static const char *g_preset = "tiny";
 static long g_shots = 31, g_requests = 8, g_max_tokens = 64, g_prompt = 256;
 static int g_port = 19450;
+static int g_pin = -1;       /* --pin CPU: both engines on that CPU; -1 none */
 
 /* ---- the CPU quota on B's engine ---------------------------------------- */
 /* Each engine in a cgroup of its own, so A and B meet the rest of the
@@ -171,18 +174,22 @@ static int run_ab(const char *label, double keep, double *share_out)
     int pa = g_port, pb = g_port + 1;
     snprintf(pidfile, sizeof pidfile, "/tmp/caliper-gate-bench-%d.pid", (int)getpid());
     unlink(pidfile);
+    /* --pin: both engines on one CPU, so neither gets a better seat */
+    char pin[32] = "";
+    if (g_pin >= 0) snprintf(pin, sizeof pin, "taskset -c %d ", g_pin);
     if (g_cg_a[0])
-        snprintf(cmd_a, sizeof cmd_a, "echo $$ > %s/cgroup.procs && exec %s serve --preset %s --threads 1 "
-                 "--port %d", g_cg_a, g_caliper, g_preset, pa);
+        snprintf(cmd_a, sizeof cmd_a, "echo $$ > %s/cgroup.procs && exec %s%s serve --preset %s --threads 1 "
+                 "--port %d", g_cg_a, pin, g_caliper, g_preset, pa);
     else
-        snprintf(cmd_a, sizeof cmd_a, "exec %s serve --preset %s --threads 1 --port %d", g_caliper, g_preset, pa);
+        snprintf(cmd_a, sizeof cmd_a, "exec %s%s serve --preset %s --threads 1 --port %d", pin, g_caliper,
+                 g_preset, pa);
     /* B joins the quota's cgroup (where there is one) and says its pid */
     if (g_cg[0])
-        snprintf(cmd_b, sizeof cmd_b, "echo $$ > %s/cgroup.procs && echo $$ > %s && exec %s serve "
-                 "--preset %s --threads 1 --port %d", g_cg, pidfile, g_caliper, g_preset, pb);
+        snprintf(cmd_b, sizeof cmd_b, "echo $$ > %s/cgroup.procs && echo $$ > %s && exec %s%s serve "
+                 "--preset %s --threads 1 --port %d", g_cg, pidfile, pin, g_caliper, g_preset, pb);
     else
-        snprintf(cmd_b, sizeof cmd_b, "echo $$ > %s && exec %s serve --preset %s --threads 1 --port %d",
-                 pidfile, g_caliper, g_preset, pb);
+        snprintf(cmd_b, sizeof cmd_b, "echo $$ > %s && exec %s%s serve --preset %s --threads 1 --port %d",
+                 pidfile, pin, g_caliper, g_preset, pb);
     snprintf(url_a, sizeof url_a, "http://127.0.0.1:%d", pa);
     snprintf(url_b, sizeof url_b, "http://127.0.0.1:%d", pb);
     snprintf(s_shots, sizeof s_shots, "%ld", g_shots);
@@ -333,7 +340,8 @@ static double median_copy(const double *x, size_t n)
 
 static int simulate(int argc, char **argv, const cal_gate_bound *b, size_t nb, const char *bounds_words)
 {
-    gsim_model m = {.tau = 0.05, .burst_p = 0.15, .burst_mean = 0.3, .sigma = 0.03, .pairs = 30};
+    gsim_model m = {.tau = 0.05, .burst_p = 0.05, .burst_mean = 0.3, .sigma = 0.04, .proc_sd = 0.01,
+                    .pairs = 30};
     long runs = 2000;
     double alpha = CAL_GATE_ALPHA, drop = NAN;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -344,13 +352,14 @@ static int simulate(int argc, char **argv, const cal_gate_bound *b, size_t nb, c
         else if (!strcmp(k, "--burst-p")) m.burst_p = atof(v);
         else if (!strcmp(k, "--burst-mean")) m.burst_mean = atof(v);
         else if (!strcmp(k, "--sigma")) m.sigma = atof(v);
+        else if (!strcmp(k, "--proc-sd")) m.proc_sd = atof(v);
         else if (!strcmp(k, "--alpha")) alpha = atof(v);
         else if (!strcmp(k, "--drop")) drop = atof(v);
         else if (!strcmp(k, "--box") || !strcmp(k, "--fail")) continue;   /* read by main */
         else { fprintf(stderr, "gate --simulate: unknown flag %s\n", k); return 2; }
     }
     if (runs < 10 || m.pairs < 1 || m.pairs > CAL_GATE_MAX_SHOTS || !(m.tau >= 0) || !(m.sigma >= 0) ||
-        !(m.burst_p >= 0 && m.burst_p <= 1) || !(m.burst_mean >= 0) || !(alpha > 0 && alpha < 0.5)) {
+        !(m.burst_p >= 0 && m.burst_p <= 1) || !(m.burst_mean >= 0) || !(m.proc_sd >= 0) || !(alpha > 0 && alpha < 0.5)) {
         fprintf(stderr, "gate --simulate: --runs >= 10, --pairs 1..%d, sds >= 0, --burst-p 0..1, "
                         "--alpha in (0, 0.5)\n", CAL_GATE_MAX_SHOTS);
         return 2;
@@ -359,8 +368,9 @@ static int simulate(int argc, char **argv, const cal_gate_bound *b, size_t nb, c
     for (size_t k = 0; k < nb; k++) if (b[k].bound < least) least = b[k].bound;
     if (!isfinite(drop)) drop = 2 * least;
     printf("bench/gate --simulate · %ld runs each · %d shot pairs · log sd of a shot %.3f, bursts %.0f %% "
-           "of shots (mean %.3f), each metric %.3f · bounds %s · alpha %g family-wise\n", runs, m.pairs,
-           m.tau, 100 * m.burst_p, m.burst_mean, m.sigma, bounds_words, alpha);
+           "of shots (mean %.3f), each metric %.3f, a process's own level %.3f · bounds %s · alpha %g "
+           "family-wise\n", runs, m.pairs, m.tau, 100 * m.burst_p, m.burst_mean, m.sigma, m.proc_sd,
+           bounds_words, alpha);
     const double drops[] = {0, least, drop};
     const char *names[] = {"A/A (no change)", "at the bound", "at 2x the bound"};
     for (int d = 0; d < 3; d++) {
@@ -431,6 +441,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--drop")) drop = atof(v);
         else if (!strcmp(k, "--db")) g_db = v;
         else if (!strcmp(k, "--port")) g_port = atoi(v);
+        else if (!strcmp(k, "--pin")) g_pin = atoi(v);
         else if (!strcmp(k, "--quota-period-ms")) g_period_us = (long)(atof(v) * 1000);
         else if (!strcmp(k, "--fail") || !strcmp(k, "--box")) continue;
         else { fprintf(stderr, "gate: unknown flag %s\n", k); return 2; }
@@ -454,8 +465,9 @@ int main(int argc, char **argv)
     double load0 = loadavg();
     printf("bench/gate · caliper run --ab --launch 'caliper serve --preset %s --threads 1' (twice) "
            "--warmup 1 --shots %ld --requests %ld --concurrency 1 --prompt-tokens %ld --max-tokens %ld "
-           "· caliper gate, bounds %s, alpha %g family-wise · load average %.1f on %ld CPUs\n",
-           g_preset, g_shots, g_requests, g_prompt, g_max_tokens, words, CAL_GATE_ALPHA, load0,
+           "%s· caliper gate, bounds %s, alpha %g family-wise · load average %.1f on %ld CPUs\n",
+           g_preset, g_shots, g_requests, g_prompt, g_max_tokens, g_pin >= 0 ? "· both engines pinned to one CPU (taskset) " : "",
+           words, CAL_GATE_ALPHA, load0,
            sysconf(_SC_NPROCESSORS_ONLN));
     size_t cap = (size_t)(n_aa + n_ab + 1) * (size_t)(g_shots + 1);
     double *dr[CAL_GATE_MAX_BOUNDS];

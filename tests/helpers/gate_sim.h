@@ -8,7 +8,10 @@
  * tail a shared machine shows: the paired ratios' sd ran about twice their
  * MAD); every metric of one shot moves together with that state (a slower
  * shot has lower speeds and longer latencies), plus sigma of its own (the
- * spread of a median over a shot's requests). B slower by `drop` multiplies
+ * spread of a median over a shot's requests); each side's engine process
+ * has a level of its own for the whole run, drawn with sd proc_sd (two
+ * processes of one build differ: bench/gate's A/A runs show it). B slower
+ * by `drop` multiplies
  * its speeds by 1 − drop and divides its latencies by it. Each simulated
  * run is judged by cal_gate_eval, the code behind `caliper gate`. */
 #ifndef CALIPER_GATE_SIM_H
@@ -25,6 +28,7 @@ typedef struct gsim_model {
     double burst_p;      /* chance a shot is hit by a burst */
     double burst_mean;   /* mean slowdown of a burst (log, exponential) */
     double sigma;        /* each metric's own sd per shot (log) */
+    double proc_sd;      /* sd of a process's own level over a run (log) */
     int    pairs;        /* quoted shot pairs per run */
 } gsim_model;
 
@@ -71,9 +75,10 @@ static int gsim_run(gsim *x, double drop, const cal_gate_bound *bounds, size_t n
     snprintf(cell.name, sizeof cell.name, "simulated");
     cal_fp_init(&cell.fp);
     cell.n_pairs = (size_t)n;
+    double pa = x->m.proc_sd * gsim_gauss(x), pb = x->m.proc_sd * gsim_gauss(x);
     for (int i = 0; i < n; i++) {
         cell.shot[i] = i + 2;
-        double sa = gsim_state(x), sb = gsim_state(x);
+        double sa = gsim_state(x) + pa, sb = gsim_state(x) + pb;
         for (int m = 0; m < CAL_M__N; m++) {
             const cal_field *f = cal_metric_get((cal_metric)m);
             double dir = f->better == CAL_BETTER_LOWER ? -1 : 1;

@@ -462,7 +462,7 @@ static void test_simulation_machinery(void **state)
     (void)state;
     cal_gate_bound b[8];
     size_t nb = cal_gate_default_bounds(CAL_GATE_BOX_CPU, b, 8);
-    gsim x = {.seed = 7, .m = {.tau = 0.02, .burst_p = 0.1, .burst_mean = 0.2, .sigma = 0.01, .pairs = 15}};
+    gsim x = {.seed = 7, .m = {.tau = 0.02, .burst_p = 0.1, .burst_mean = 0.2, .sigma = 0.01, .proc_sd = 0.005, .pairs = 15}};
     int fails0 = 0, fails4 = 0;
     for (int r = 0; r < 20; r++) {
         cal_gate_verdict v;
