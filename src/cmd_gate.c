@@ -78,6 +78,14 @@ static void pad(const char *s, int w, int right)
     if (!right) for (int i = 0; i < k; i++) putchar(' ');
 }
 
+/* a value at its field's decimals; one beyond 1e12 (a damaged file) short */
+static void value(double v, int decimals, char *buf, size_t n)
+{
+    if (!isfinite(v)) snprintf(buf, n, "—");
+    else if (fabs(v) >= 1e12) snprintf(buf, n, "%.4g", v);
+    else snprintf(buf, n, "%.*f", decimals, v);
+}
+
 static void print_text(const cal_gate_input *in, const cal_gate_outcome *o)
 {
     size_t pairs = 0;
@@ -110,8 +118,8 @@ static void print_text(const cal_gate_input *in, const cal_gate_outcome *o)
         const cal_field *f = cal_metric_get(c->bound.metric);
         char bw[24], va[32] = "—", vb[32] = "—", ch[96] = "—";
         snprintf(bw, sizeof bw, "%s%g %%", c->lower_better ? "+" : "−", 100 * c->bound.bound);
-        if (isfinite(c->base)) snprintf(va, sizeof va, "%.*f", f->decimals, c->base);
-        if (isfinite(c->cand)) snprintf(vb, sizeof vb, "%.*f", f->decimals, c->cand);
+        value(c->base, f->decimals, va, sizeof va);
+        value(c->cand, f->decimals, vb, sizeof vb);
         if (isfinite(c->effect) && isfinite(c->lo) && isfinite(c->hi))
             snprintf(ch, sizeof ch, "%+.1f %% (%+.1f to %+.1f %%)", 100 * c->effect, 100 * c->lo, 100 * c->hi);
         else if (isfinite(c->effect))

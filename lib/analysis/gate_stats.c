@@ -133,7 +133,7 @@ int cal_gate_signed_rank(const double *d, size_t n, double alpha, double *scratc
      * W+ counts those above the tested shift, so the CI is two of them */
     size_t w = 0;
     for (size_t i = 0; i < m; i++)
-        for (size_t j = i; j < m; j++) walsh[w++] = 0.5 * (x[i] + x[j]);
+        for (size_t j = i; j < m; j++) walsh[w++] = 0.5 * x[i] + 0.5 * x[j];   /* no overflow */
     qsort(walsh, M, sizeof *walsh, cmp_double);
     o->est = M % 2 ? walsh[M / 2] : 0.5 * (walsh[M / 2 - 1] + walsh[M / 2]);
 

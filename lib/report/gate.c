@@ -259,7 +259,7 @@ static void ci_words(const cal_gate_case *c, double alpha, char *b, size_t n)
         cal_snprintf(b, n, "%d %% CI %+.1f to %+.1f %%", pct, 100 * c->lo, 100 * c->hi);
 }
 
-static void case_text(const cal_gate_input *in, cal_gate_case *c, double alpha)
+static void case_text(const cal_gate_input *in, cal_gate_case *c, double alpha, size_t family)
 {
     const cal_field *f = cal_metric_get(c->bound.metric);
     char ch[48], ci[64], ev[96];
@@ -267,9 +267,13 @@ static void case_text(const cal_gate_input *in, cal_gate_case *c, double alpha)
     ci_words(c, alpha, ci, sizeof ci);
     if (in->design == CAL_GATE_PAIRED)
         cal_snprintf(ev, sizeof ev, "%zu paired shot%s", c->stat.n, c->stat.n == 1 ? "" : "s");
-    else
+    else if (c->stat.df > 0)
         cal_snprintf(ev, sizeof ev, "separate runs, run-to-run sd %.1f %% over %.0f df",
                      100 * expm1(c->stat.se / M_SQRT2), c->stat.df);
+    else
+        cal_snprintf(ev, sizeof ev, "separate runs, run-to-run noise unknown");
+    /* the fewest pairs whose smallest p (2^-n) can pass Holm's first step */
+    size_t min_n = (size_t)ceil(log2((double)(family ? family : 1) / alpha));
     const char *worse = c->lower_better ? "+" : "−";
     double pct = 100 * c->bound.bound;
     switch (c->kind) {
@@ -297,10 +301,11 @@ static void case_text(const cal_gate_input *in, cal_gate_case *c, double alpha)
         else if (in->design == CAL_GATE_RUNS && !(c->stat.df > 0))
             cal_snprintf(more, sizeof more, "%s", in->noise[0] ? in->noise
                          : "the run-to-run noise of separate runs is unknown: use run --ab");
-        else if (c->stat.n < c->stat.min_n && in->design == CAL_GATE_PAIRED)
-            cal_snprintf(more, sizeof more, "%zu paired shot%s cannot reach the %g %% level: measure "
-                         "at least %zu (run --ab --shots %zu)", c->stat.n, c->stat.n == 1 ? "" : "s",
-                         100 * alpha, c->stat.min_n, c->stat.min_n + 1);
+        else if (c->stat.n < min_n && in->design == CAL_GATE_PAIRED)
+            cal_snprintf(more, sizeof more, "%zu paired shot%s cannot reach the %g %% level over %zu "
+                         "test%s: measure at least %zu (run --ab --shots %zu)", c->stat.n,
+                         c->stat.n == 1 ? "" : "s", 100 * alpha, family, family == 1 ? "" : "s", min_n,
+                         min_n + 1);
         else if (c->need && in->design == CAL_GATE_PAIRED)
             cal_snprintf(more, sizeof more, "measure about %zu paired shots (run --ab --shots %zu), "
                          "or widen the bound", c->need, c->need + 1);
@@ -360,7 +365,7 @@ int cal_gate_eval(const cal_gate_input *in, const cal_gate_bound *bounds, size_t
                     if (!(isfinite(a) && isfinite(b) && a > 0 && b > 0)) continue;
                     va[n] = a;
                     vb[n] = b;
-                    d[n++] = log(b / a);
+                    d[n++] = log(b) - log(a);   /* neither over- nor underflows */
                 }
                 e = cal_gate_signed_rank(d, n, alpha, scratch, cal_gate_scratch_len(CAL_GATE_MAX_SHOTS),
                                          &c->stat);
@@ -373,14 +378,14 @@ int cal_gate_eval(const cal_gate_input *in, const cal_gate_bound *bounds, size_t
                 c->cand = lb;
                 int have = isfinite(la) && isfinite(lb) && la > 0 && lb > 0;
                 if (have && cell->noise_df[m] > 0 && cell->noise_sd[m] > 0) {
-                    e = cal_gate_t(log(lb / la), M_SQRT2 * cell->noise_sd[m], cell->noise_df[m], alpha,
+                    e = cal_gate_t(log(lb) - log(la), M_SQRT2 * cell->noise_sd[m], cell->noise_df[m], alpha,
                                    &c->stat);
                     if (e) goto done;
                 } else {
                     memset(&c->stat, 0, sizeof c->stat);
                     c->stat.method = CAL_GATE_T;
                     c->stat.alpha = alpha;
-                    c->stat.est = have ? log(lb / la) : NAN;
+                    c->stat.est = have ? log(lb) - log(la) : NAN;
                     c->stat.lo = -INFINITY;
                     c->stat.hi = INFINITY;
                     c->stat.p_up = c->stat.p_down = 1;
@@ -409,7 +414,7 @@ int cal_gate_eval(const cal_gate_input *in, const cal_gate_bound *bounds, size_t
                                   c->p_better_adj, alpha);
         if (c->kind == CAL_GATE_CANNOT && in->design == CAL_GATE_PAIRED)
             c->need = cal_gate_pairs_needed(&c->stat, c->bound.bound);
-        case_text(in, c, alpha);
+        case_text(in, c, alpha, o->n_cases);
         switch (c->kind) {
         case CAL_GATE_REGRESSION: o->n_regression++; break;
         case CAL_GATE_IMPROVEMENT: o->n_improvement++; break;

@@ -381,7 +381,11 @@ int cal_gate_load(const char *const *refs, size_t n, const char *db, cal_gate_in
     if (n == 1) {
         cal_run_data *d = NULL;
         e = load_data(refs[0], db, &d, err, errn);
-        if (!e && !(has_side(d, "A") && has_side(d, "B"))) {
+        if (!e && !d->n_cells) {
+            cal_report_errf(err, errn, "%s has no measured cell: an empty run (it stopped before its "
+                            "first shot?)", refs[0]);
+            e = CAL_EINVAL;
+        } else if (!e && !(has_side(d, "A") && has_side(d, "B"))) {
             cal_report_errf(err, errn, "%s is not a run --ab run (no targets A and B): give it with "
                             "a second run to compare, or gate a run --ab run", refs[0]);
             e = CAL_EINVAL;

@@ -39,6 +39,7 @@ static const char *answer_words(cal_gate_kind k)
 static void num(double v, cal_metric m, char *buf, size_t n)
 {
     if (!isfinite(v)) snprintf(buf, n, "—");
+    else if (fabs(v) >= 1e12) cal_snprintf(buf, n, "%.4g", v);
     else cal_snprintf(buf, n, "%.*f", cal_metric_get(m)->decimals, v);
 }
 

@@ -147,6 +147,36 @@ expect2 "bad --cannot-judge" "--cannot-judge" slower --db "$DB" --cannot-judge m
 expect2 "empty run name" "empty" "" --db "$DB"
 printf '{"not": "a result"}' >junk.json
 expect2 "a file that is no run" "not a" junk.json
+# damaged exports of the slower run: an empty run, a metric absent on one
+# side, shots that do not pair, values at the edge of a double
+python3 - slower.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def save(name, f):
+    x = json.loads(json.dumps(d)); f(x); json.dump(x, open(name, "w"))
+save("empty.json", lambda x: x.update(cells=[]))
+def nodecode(x):
+    for c in x["cells"]:
+        if c["target"] == "B": c["decode_tps_median"] = None
+save("nodecode.json", nodecode)
+def shifted(x):
+    for c in x["cells"]:
+        if c["target"] == "B": c["shot_index"] += 1000
+save("shifted.json", shifted)
+def huge(x):
+    for c in x["cells"]:
+        c["decode_tps_median"] = 1e308 if c["target"] == "A" else 1e-300
+save("huge.json", huge)
+PY
+expect2 "an empty run" "no measured cell" empty.json
+"$CALIPER" gate nodecode.json --fail "$BOUNDS" --format json >nd.json 2>/dev/null; rc=$?
+[ $rc -eq 1 ] && [ "$(jq -r '.cases[0].answer' nd.json)" = cannot_judge ] \
+  && jq -r '.cases[0].text' nd.json | grep -q 'no paired shot has this metric on both sides' \
+  && ok "decode absent on B: that metric cannot be judged, the others still fail" || not_ok "absent metric ($rc)"
+expect2 "A and B of another shot range" "protocols differ between A and B: shot range" shifted.json
+"$CALIPER" gate huge.json --fail "$BOUNDS" --format json >hg.json 2>/dev/null; rc=$?
+[ $rc -eq 1 ] && [ "$(jq -r '.cases[0].answer' hg.json)" = regression ] && jq -e . hg.json >/dev/null \
+  && ok "values at the edge of a double: a regression, valid JSON" || not_ok "huge values ($rc)"
 "$CALIPER" gate --help | grep -q 'Exit: 0 pass, 1 regression, 3 cannot judge' && ok "--help states the exit codes" \
   || not_ok "--help"
 finish
