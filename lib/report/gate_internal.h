@@ -23,12 +23,10 @@ int cal_gate_same_config(const cal_fingerprint *a, const cal_fingerprint *b);
 extern const cal_metric CAL_FPGROUP_METRICS[];
 extern const size_t CAL_FPGROUP_N_METRICS;
 
-/* The report's HTML page and Markdown with compare's marks on the results
- * (html.c, text.c); marks NULL: compare's defaults. */
+/* The report's HTML page with compare's marks on the results (html.c);
+ * marks NULL: compare's defaults. */
 struct cal_fpmarks;
 int cal_report_html_marked(const cal_result *const *res, size_t n, const char *extra,
                            const struct cal_fpmarks *marks, cal_buf *out);
-int cal_report_md_marked(const cal_result *const *res, size_t n, const struct cal_fpmarks *marks,
-                         cal_buf *out);
 
 #endif

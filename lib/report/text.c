@@ -7,9 +7,7 @@
 #include <string.h>
 #include "caliper/csv.h"
 #include "caliper/error.h"
-#include "caliper/fpgroup.h"
 #include "caliper/report.h"
-#include "gate_internal.h"
 #include "report_internal.h"
 #include "lib/util/c_locale.h"
 
@@ -118,20 +116,6 @@ static const cal_metric MD_COLS[] = {
 
 int cal_report_write_md(const cal_result *const *res, size_t n, cal_buf *out)
 {
-    return cal_report_md_marked(res, n, NULL, out);
-}
-
-int cal_report_md_marked(const cal_result *const *res, size_t n, const cal_fpmarks *marks,
-                         cal_buf *out)
-{
-    /* many results: grouped by protocol, ranked within a group only */
-    if (n >= 2) {
-        cal_fpgroups g;
-        int e = cal_fpgroups_make(res, n, marks, &g);
-        if (!e) e = cal_fpgroups_md(res, n, &g, out);
-        cal_fpgroups_free(&g);
-        if (e) return e;
-    }
     for (size_t i = 0; i < n; i++) {
         const cal_result *r = res[i];
         TRY(cal_buf_puts(out, i ? "\n# " : "# "));
