@@ -18,6 +18,8 @@
  *        [--max-tokens N] [--prompt-tokens N] [--preset NAME] [--box cpu|gpu]
  *        [--fail SPEC] [--drop FRACTION] [--db PATH] [--quota-period-ms 10]
  *        [--pin CPU] (both engines on that CPU: neither gets a better seat)
+ *   gate --from-db PATH [--fail SPEC | --box cpu|gpu]: the runs an earlier
+ *        bench/gate stored there, judged again (no new run)
  *   gate --simulate [--runs 2000] [--pairs 30] [--tau 0.05] [--burst-p 0.05]
  *        [--burst-mean 0.3] [--sigma 0.04] [--proc-sd 0.01] [--drop D]
  *        [--box cpu|gpu] [--fail SPEC]
@@ -257,10 +259,11 @@ static int run_ab(const char *label, double keep, double *share_out)
 /* caliper gate LABEL --format json: its exit code, and per case the
  * effect into eff[] (NAN absent) */
 static int gate_of(const char *label, const char *fail, const char *box, double *eff, size_t cap,
-                   size_t *n)
+                   size_t *n, int *improved)
 {
     int fd[2];
     *n = 0;
+    *improved = 0;
     if (pipe(fd)) return -1;
     pid_t p = fork();
     if (p < 0) return -1;
@@ -293,6 +296,8 @@ static int gate_of(const char *label, const char *fail, const char *box, double 
         if (*n >= cap) break;
         json_t *v = json_object_get(c, "effect");
         eff[(*n)++] = json_is_number(v) ? json_number_value(v) : NAN;
+        const char *a = json_string_value(json_object_get(c, "answer"));
+        if (a && !strcmp(a, "improvement")) *improved = 1;
     }
     json_decref(root);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -426,8 +431,9 @@ int main(int argc, char **argv)
             for (int k = i; k + 1 < argc; k++) argv[k] = argv[k + 1];
             return simulate(argc - 1, argv, b, nb, words);
         }
-    long n_aa = 100, n_ab = 40;
+    long n_aa = 80, n_ab = 40;
     double drop = NAN;
+    const char *from = NULL;   /* --from-db: judge the runs a store already holds */
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--caliper")) g_caliper = v;
@@ -442,6 +448,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--db")) g_db = v;
         else if (!strcmp(k, "--port")) g_port = atoi(v);
         else if (!strcmp(k, "--pin")) g_pin = atoi(v);
+        else if (!strcmp(k, "--from-db")) from = g_db = v;
         else if (!strcmp(k, "--quota-period-ms")) g_period_us = (long)(atof(v) * 1000);
         else if (!strcmp(k, "--fail") || !strcmp(k, "--box")) continue;
         else { fprintf(stderr, "gate: unknown flag %s\n", k); return 2; }
@@ -455,14 +462,49 @@ int main(int argc, char **argv)
     double least = 1;
     for (size_t k = 0; k < nb; k++) if (b[k].bound < least) least = b[k].bound;
     if (!isfinite(drop)) drop = 2 * least;
-    unlink(g_db);
-    int can_slow = geteuid() == 0 && quota_setup() == 0 && quota_set(1) == 0;
+    /* --from-db: the A/A and A/B runs an earlier bench/gate stored, judged
+     * again (another --fail or --box on the same runs); none is measured */
+    char (*labels)[48] = NULL;
+    int *slows = NULL;
+    size_t n_from = 0;
+    if (from) {
+        cal_store *st = NULL;
+        cal_run *rs = NULL;
+        size_t nr = 0;
+        if (cal_store_open_ex(from, CAL_STORE_READONLY, &st, err, sizeof err) ||
+            cal_store_list_runs(st, 0, &rs, &nr)) {
+            fprintf(stderr, "gate: --from-db %s: %s\n", from, err);
+            cal_store_close(&st);
+            return 1;
+        }
+        labels = calloc(nr ? nr : 1, sizeof *labels);
+        slows = calloc(nr ? nr : 1, sizeof *slows);
+        if (!labels || !slows) return 1;
+        for (size_t i = nr; i-- > 0;) {   /* oldest first */
+            const char *l = rs[i].label;
+            if (!l || (strncmp(l, "aa-", 3) && strncmp(l, "ab-", 3))) continue;
+            snprintf(labels[n_from], sizeof labels[n_from], "%s", l);
+            slows[n_from++] = l[1] == 'b';
+        }
+        cal_store_runs_free(rs, nr);
+        cal_store_close(&st);
+        n_aa = n_ab = 0;
+        for (size_t i = 0; i < n_from; i++) { if (slows[i]) n_ab++; else n_aa++; }
+    } else {
+        unlink(g_db);
+    }
+    int can_slow = from || (geteuid() == 0 && quota_setup() == 0 && quota_set(1) == 0);
     if (n_ab && !can_slow) {
         fprintf(stderr, "gate: the A/B runs need a writable cgroup cpu controller (root); --ab 0 "
                         "measures the A/A runs alone\n");
         return 1;
     }
     double load0 = loadavg();
+    if (from)
+        printf("bench/gate --from-db %s · %ld A/A and %ld A/B runs stored by an earlier bench/gate, "
+               "judged again · caliper gate, bounds %s, alpha %g family-wise\n", from, n_aa, n_ab, words,
+               CAL_GATE_ALPHA);
+    else
     printf("bench/gate · caliper run --ab --launch 'caliper serve --preset %s --threads 1' (twice) "
            "--warmup 1 --shots %ld --requests %ld --concurrency 1 --prompt-tokens %ld --max-tokens %ld "
            "%s· caliper gate, bounds %s, alpha %g family-wise · load average %.1f on %ld CPUs\n",
@@ -477,24 +519,32 @@ int main(int argc, char **argv)
     size_t n_eff = 0;
     for (size_t k = 0; k < nb; k++) if (!(eff_ab[k] = malloc((size_t)(n_ab + 1) * sizeof **eff_ab))) return 1;
     /* one run to warm the machine's caches; not counted */
-    double share;
-    run_ab("warm-up", 1, &share);
+    double share = NAN;
+    if (!from) run_ab("warm-up", 1, &share);
     size_t aa[4] = {0}, ab[4] = {0}, naa = 0, nab = 0;   /* by exit 0, 1, 3, other */
+    size_t aa_improved = 0;
     double share_sum = 0;
     size_t share_n = 0;
     /* A/A and A/B runs interleaved, so both see the same spells of load */
-    for (long i = 0; i < n_aa || i < n_ab; i++)
+    size_t n_iter = from ? n_from : (size_t)(n_aa > n_ab ? n_aa : n_ab);
+    for (size_t i = 0; i < n_iter; i++)
         for (int slow = 0; slow < 2; slow++) {
-            if (i >= (slow ? n_ab : n_aa)) continue;
             char label[48];
-            snprintf(label, sizeof label, "%s-%ld", slow ? "ab" : "aa", i);
-            if (run_ab(label, slow ? 1 - drop : 1, &share)) continue;
+            if (from) {
+                if (slow != slows[i]) continue;
+                snprintf(label, sizeof label, "%s", labels[i]);
+            } else {
+                if ((long)i >= (slow ? n_ab : n_aa)) continue;
+                snprintf(label, sizeof label, "%s-%zu", slow ? "ab" : "aa", i);
+                if (run_ab(label, slow ? 1 - drop : 1, &share)) continue;
+            }
             if (slow && isfinite(share)) { share_sum += share; share_n++; }
             double eff[CAL_GATE_MAX_BOUNDS];
             size_t ne = 0;
-            int rc = gate_of(label, fail, box, eff, CAL_GATE_MAX_BOUNDS, &ne);
+            int improved = 0;
+            int rc = gate_of(label, fail, box, eff, CAL_GATE_MAX_BOUNDS, &ne, &improved);
             int bin = rc == 0 ? 0 : rc == 1 ? 1 : rc == 3 ? 2 : 3;
-            if (slow) { ab[bin]++; nab++; } else { aa[bin]++; naa++; }
+            if (slow) { ab[bin]++; nab++; } else { aa[bin]++; naa++; aa_improved += improved != 0; }
             if (slow && ne == nb) { for (size_t k = 0; k < nb; k++) eff_ab[k][n_eff] = eff[k]; n_eff++; }
             if (!slow) ratios_of(label, b, nb, dr, ndr, cap);
             fprintf(stderr, "gate bench: %s exit %d (load %.1f)\n", label, rc, loadavg());
@@ -505,6 +555,7 @@ int main(int argc, char **argv)
     print_rate("  cannot judge (exit 3)", aa[2], naa, NULL);
     print_rate("  pass (exit 0)", aa[0], naa, NULL);
     if (aa[3]) print_rate("  other exit (a failed gate)", aa[3], naa, NULL);
+    print_rate("  an improvement claimed (any metric)", aa_improved, naa, "   goal ≤ 5 %");
     if (n_ab) {
         char extra[300] = "";
         size_t used2 = 0;
@@ -513,6 +564,8 @@ int main(int argc, char **argv)
         for (size_t k = 0; k < nb && used2 < sizeof extra; k++)
             used2 += (size_t)snprintf(extra + used2, sizeof extra - used2, " %s %+.1f %%",
                                       cal_metric_get(b[k].metric)->name, 100 * median_copy(eff_ab[k], n_eff));
+        if (from) printf("\nA/B: as stored (B's CPU cut by the quota of the run that made them)\n");
+        else
         printf("\nA/B: B's CPU cut to %.0f %% of its share in shots 1-2 (mean share %.2f of a core), "
                "2x the smallest bound\n", 100 * (1 - drop), share_n ? share_sum / (double)share_n : NAN);
         print_rate("  detection (exit 1)", ab[1], nab, extra);
@@ -538,5 +591,7 @@ int main(int argc, char **argv)
     }
     printf("load average: %.1f at the start, %.1f at the end\n", load0, loadavg());
     for (size_t k = 0; k < nb; k++) { free(dr[k]); free(eff_ab[k]); }
+    free(labels);
+    free(slows);
     return 0;
 }
