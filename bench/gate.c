@@ -21,7 +21,7 @@
  *   gate --from-db PATH [--fail SPEC | --box cpu|gpu]: the runs an earlier
  *        bench/gate stored there, judged again (no new run)
  *   gate --simulate [--runs 2000] [--pairs 30] [--tau 0.05] [--burst-p 0.05]
- *        [--burst-mean 0.3] [--sigma 0.04] [--proc-sd 0.01] [--drop D]
+ *        [--burst-mean 0.3] [--sigma 0.04] [--sigma-lat 0] [--proc-sd 0.01] [--drop D]
  *        [--box cpu|gpu] [--fail SPEC]
  * The protocol defaults are docs/ci.md's default protocol. */
 #include <errno.h>
@@ -358,13 +358,14 @@ static int simulate(int argc, char **argv, const cal_gate_bound *b, size_t nb, c
         else if (!strcmp(k, "--burst-mean")) m.burst_mean = atof(v);
         else if (!strcmp(k, "--sigma")) m.sigma = atof(v);
         else if (!strcmp(k, "--proc-sd")) m.proc_sd = atof(v);
+        else if (!strcmp(k, "--sigma-lat")) m.sigma_lat = atof(v);
         else if (!strcmp(k, "--alpha")) alpha = atof(v);
         else if (!strcmp(k, "--drop")) drop = atof(v);
         else if (!strcmp(k, "--box") || !strcmp(k, "--fail")) continue;   /* read by main */
         else { fprintf(stderr, "gate --simulate: unknown flag %s\n", k); return 2; }
     }
     if (runs < 10 || m.pairs < 1 || m.pairs > CAL_GATE_MAX_SHOTS || !(m.tau >= 0) || !(m.sigma >= 0) ||
-        !(m.burst_p >= 0 && m.burst_p <= 1) || !(m.burst_mean >= 0) || !(m.proc_sd >= 0) || !(alpha > 0 && alpha < 0.5)) {
+        !(m.burst_p >= 0 && m.burst_p <= 1) || !(m.burst_mean >= 0) || !(m.proc_sd >= 0) || !(m.sigma_lat >= 0) || !(alpha > 0 && alpha < 0.5)) {
         fprintf(stderr, "gate --simulate: --runs >= 10, --pairs 1..%d, sds >= 0, --burst-p 0..1, "
                         "--alpha in (0, 0.5)\n", CAL_GATE_MAX_SHOTS);
         return 2;
@@ -373,9 +374,9 @@ static int simulate(int argc, char **argv, const cal_gate_bound *b, size_t nb, c
     for (size_t k = 0; k < nb; k++) if (b[k].bound < least) least = b[k].bound;
     if (!isfinite(drop)) drop = 2 * least;
     printf("bench/gate --simulate · %ld runs each · %d shot pairs · log sd of a shot %.3f, bursts %.0f %% "
-           "of shots (mean %.3f), each metric %.3f, a process's own level %.3f · bounds %s · alpha %g "
-           "family-wise\n", runs, m.pairs, m.tau, 100 * m.burst_p, m.burst_mean, m.sigma, m.proc_sd,
-           bounds_words, alpha);
+           "of shots (mean %.3f), each speed %.3f, each latency %.3f, a process's own level %.3f · bounds "
+           "%s · alpha %g family-wise\n", runs, m.pairs, m.tau, 100 * m.burst_p, m.burst_mean, m.sigma,
+           m.sigma_lat > 0 ? m.sigma_lat : m.sigma, m.proc_sd, bounds_words, alpha);
     const double drops[] = {0, least, drop};
     const char *names[] = {"A/A (no change)", "at the bound", "at 2x the bound"};
     for (int d = 0; d < 3; d++) {

@@ -8,7 +8,8 @@
  * tail a shared machine shows: the paired ratios' sd ran about twice their
  * MAD); every metric of one shot moves together with that state (a slower
  * shot has lower speeds and longer latencies), plus sigma of its own (the
- * spread of a median over a shot's requests); each side's engine process
+ * spread of a median over a shot's requests; sigma_lat for a latency, whose
+ * median over a few requests spreads more); each side's engine process
  * has a level of its own for the whole run, drawn with sd proc_sd (two
  * processes of one build differ: bench/gate's A/A runs show it). B slower
  * by `drop` multiplies
@@ -27,7 +28,8 @@ typedef struct gsim_model {
     double tau;          /* shot-to-shot sd of the machine state (log) */
     double burst_p;      /* chance a shot is hit by a burst */
     double burst_mean;   /* mean slowdown of a burst (log, exponential) */
-    double sigma;        /* each metric's own sd per shot (log) */
+    double sigma;        /* each speed's own sd per shot (log) */
+    double sigma_lat;    /* each latency's own sd per shot (log); 0: sigma */
     double proc_sd;      /* sd of a process's own level over a run (log) */
     int    pairs;        /* quoted shot pairs per run */
 } gsim_model;
@@ -82,8 +84,9 @@ static int gsim_run(gsim *x, double drop, const cal_gate_bound *bounds, size_t n
         for (int m = 0; m < CAL_M__N; m++) {
             const cal_field *f = cal_metric_get((cal_metric)m);
             double dir = f->better == CAL_BETTER_LOWER ? -1 : 1;
-            double ea = dir * sa + x->m.sigma * gsim_gauss(x);
-            double eb = dir * sb + x->m.sigma * gsim_gauss(x) + dir * log1p(-drop);
+            double sg = dir < 0 && x->m.sigma_lat > 0 ? x->m.sigma_lat : x->m.sigma;
+            double ea = dir * sa + sg * gsim_gauss(x);
+            double eb = dir * sb + sg * gsim_gauss(x) + dir * log1p(-drop);
             cell.a[i][m] = 100 * exp(ea);
             cell.b[i][m] = 100 * exp(eb);
         }
