@@ -274,15 +274,21 @@ static void test_parse_bounds(void **state)
                      CAL_EINVAL);
     /* the defaults: each box's, every one with a better direction */
     size_t nc = cal_gate_default_bounds(CAL_GATE_BOX_CPU, b, 16);
-    assert_true(nc >= 3);
+    assert_true(nc >= 2);
     for (size_t i = 0; i < nc; i++) {
         assert_int_not_equal(cal_metric_get(b[i].metric)->better, CAL_BETTER_NONE);
         assert_true(b[i].bound > 0 && b[i].bound < 1);
     }
     cal_gate_bound g[16];
     size_t ng = cal_gate_default_bounds(CAL_GATE_BOX_GPU, g, 16);
-    assert_int_equal(ng, nc);
-    for (size_t i = 0; i < ng; i++) assert_true(g[i].bound < b[i].bound);
+    assert_true(ng >= nc);
+    /* a dedicated GPU box holds every metric the CPU box bounds, tighter */
+    for (size_t i = 0; i < nc; i++) {
+        size_t k = 0;
+        while (k < ng && g[k].metric != b[i].metric) k++;
+        assert_true(k < ng);
+        assert_true(g[k].bound < b[i].bound);
+    }
 }
 
 /* A constructed paired input: n pairs; metric m of B is A's times
