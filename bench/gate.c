@@ -18,8 +18,10 @@
  *        [--max-tokens N] [--prompt-tokens N] [--preset NAME] [--box cpu|gpu]
  *        [--fail SPEC] [--drop FRACTION] [--db PATH] [--quota-period-ms 10]
  *        [--pin CPU] (both engines on that CPU: neither gets a better seat)
- *   gate --from-db PATH [--fail SPEC | --box cpu|gpu]: the runs an earlier
- *        bench/gate stored there, judged again (no new run)
+ *   gate --from-db PATH [--fail SPEC | --box cpu|gpu] [--shift D]: the runs an
+ *        earlier bench/gate stored there, judged again (no new run); --shift
+ *        also judges each A/A run with B made D slower after the fact (the
+ *        run's own noise, an exactly known effect)
  *   gate --simulate [--runs 2000] [--pairs 30] [--tau 0.03] [--burst-p 0.05]
  *        [--burst-mean 0.2] [--sigma 0.06] [--sigma-lat 0.2] [--proc-sd 0] [--drop D]
  *        [--box cpu|gpu] [--fail SPEC]
@@ -321,6 +323,31 @@ static void ratios_of(const char *label, const cal_gate_bound *b, size_t nb, dou
     cal_gate_input_free(&in);
 }
 
+/* A stored A/A run with B made slower by exactly d after the fact (its
+ * speeds times 1 − d, its latencies divided by it): the run's own noise,
+ * a known effect. The gate's verdict on it through the library, as
+ * caliper gate judges (cal_gate_load, cal_gate_eval). -1 when unreadable. */
+static int shifted_verdict(const char *label, double d, const cal_gate_bound *b, size_t nb)
+{
+    const char *refs[1] = {label};
+    cal_gate_input *in = NULL;
+    char err[512];
+    if (cal_gate_load(refs, 1, g_db, &in, err, sizeof err)) return -1;
+    for (size_t c = 0; c < in->n_cells; c++)
+        for (size_t i = 0; i < in->cells[c].n_pairs; i++)
+            for (int m = 0; m < CAL_M__N; m++) {
+                cal_better bt = cal_metric_get((cal_metric)m)->better;
+                if (bt == CAL_BETTER_HIGHER) in->cells[c].b[i][m] *= 1 - d;
+                else if (bt == CAL_BETTER_LOWER) in->cells[c].b[i][m] /= 1 - d;
+            }
+    cal_gate_outcome *o = NULL;
+    int v = -1;
+    if (cal_gate_eval(in, b, nb, CAL_GATE_ALPHA, &o) == CAL_OK) v = (int)o->verdict;
+    cal_gate_outcome_free(&o);
+    cal_gate_input_free(&in);
+    return v;
+}
+
 static void print_rate(const char *what, size_t k, size_t n, const char *extra)
 {
     double lo = NAN, hi = NAN;
@@ -438,6 +465,7 @@ int main(int argc, char **argv)
     long n_aa = 80, n_ab = 40;
     double drop = NAN;
     const char *from = NULL;   /* --from-db: judge the runs a store already holds */
+    double shift = NAN;        /* --shift D: the A/A runs again, B made D slower */
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--caliper")) g_caliper = v;
@@ -453,6 +481,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--port")) g_port = atoi(v);
         else if (!strcmp(k, "--pin")) g_pin = atoi(v);
         else if (!strcmp(k, "--from-db")) from = g_db = v;
+        else if (!strcmp(k, "--shift")) shift = atof(v);
         else if (!strcmp(k, "--quota-period-ms")) g_period_us = (long)(atof(v) * 1000);
         else if (!strcmp(k, "--fail") || !strcmp(k, "--box")) continue;
         else { fprintf(stderr, "gate: unknown flag %s\n", k); return 2; }
@@ -526,7 +555,7 @@ int main(int argc, char **argv)
     double share = NAN;
     if (!from) run_ab("warm-up", 1, &share);
     size_t aa[4] = {0}, ab[4] = {0}, naa = 0, nab = 0;   /* by exit 0, 1, 3, other */
-    size_t aa_improved = 0;
+    size_t aa_improved = 0, sh[4] = {0}, nsh = 0;   /* --shift: by verdict pass, fail, cannot */
     double share_sum = 0;
     size_t share_n = 0;
     /* A/A and A/B runs interleaved, so both see the same spells of load */
@@ -549,6 +578,11 @@ int main(int argc, char **argv)
             int rc = gate_of(label, fail, box, eff, CAL_GATE_MAX_BOUNDS, &ne, &improved);
             int bin = rc == 0 ? 0 : rc == 1 ? 1 : rc == 3 ? 2 : 3;
             if (slow) { ab[bin]++; nab++; } else { aa[bin]++; naa++; aa_improved += improved != 0; }
+            if (!slow && shift > 0 && shift < 1) {
+                int v = shifted_verdict(label, shift, b, nb);
+                sh[v < 0 ? 3 : v]++;
+                nsh++;
+            }
             if (slow && ne == nb) { for (size_t k = 0; k < nb; k++) eff_ab[k][n_eff] = eff[k]; n_eff++; }
             if (!slow) ratios_of(label, b, nb, dr, ndr, cap);
             fprintf(stderr, "gate bench: %s exit %d (load %.1f)\n", label, rc, loadavg());
@@ -577,6 +611,13 @@ int main(int argc, char **argv)
         print_rate("  cannot judge (exit 3)", ab[2], nab, NULL);
         print_rate("  wrong pass (exit 0)", ab[0], nab, NULL);
         if (ab[3]) print_rate("  other exit (a failed gate)", ab[3], nab, NULL);
+    }
+    if (nsh) {
+        printf("\nA/A runs with B made %.0f %% slower after the fact (their own noise, a known "
+               "effect: speeds x %.2f, latencies / %.2f)\n", 100 * shift, 1 - shift, 1 - shift);
+        print_rate("  detection (exit 1)", sh[CAL_GATE_FAIL], nsh, "   goal ≥ 90 %");
+        print_rate("  cannot judge (exit 3)", sh[CAL_GATE_UNDECIDED], nsh, NULL);
+        print_rate("  wrong pass (exit 0)", sh[CAL_GATE_PASS], nsh, NULL);
     }
     /* the noise these runs showed: the simulation's parameters */
     printf("\nnoise of the A/A runs' paired log ratios (per quoted shot pair):\n");

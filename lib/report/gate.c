@@ -307,17 +307,17 @@ static void case_text(const cal_gate_input *in, cal_gate_case *c, double alpha, 
                                                        : "a side has no value of it");
         else if (in->design == CAL_GATE_RUNS && !(c->stat.df > 0))
             cal_snprintf(more, sizeof more, "%s", in->noise[0] ? in->noise
-                         : "the run-to-run noise of separate runs is unknown: use run --ab");
+                         : "the run-to-run noise of separate runs is unknown: measure A and B paired, in one A/B run");
         else if (c->stat.n < min_n && in->design == CAL_GATE_PAIRED)
             cal_snprintf(more, sizeof more, "%zu paired shot%s cannot reach the %g %% level over %zu "
-                         "test%s: measure at least %zu (run --ab --shots %zu)", c->stat.n,
+                         "test%s: measure at least %zu shot pairs (%zu shots after the warm-up)", c->stat.n,
                          c->stat.n == 1 ? "" : "s", 100 * alpha, family, family == 1 ? "" : "s", min_n,
                          min_n + 1);
         else if (c->need && in->design == CAL_GATE_PAIRED)
-            cal_snprintf(more, sizeof more, "measure about %zu paired shots (run --ab --shots %zu), "
+            cal_snprintf(more, sizeof more, "measure about %zu shot pairs (%zu shots after the warm-up), "
                          "or widen the bound", c->need, c->need + 1);
         else if (in->design == CAL_GATE_RUNS)
-            cal_snprintf(more, sizeof more, "run-to-run noise too large for the bound: use run --ab "
+            cal_snprintf(more, sizeof more, "run-to-run noise too large for the bound: measure A and B paired, in one A/B run, "
                          "(paired), or widen the bound");
         else
             cal_snprintf(more, sizeof more, "the estimate sits on the bound: no number of shots "

@@ -10,7 +10,6 @@
 #include "caliper/analysis.h"
 #include "caliper/error.h"
 #include "caliper/gate.h"
-#include "caliper/noise.h"
 #include "caliper/store.h"
 #include "caliper/trend.h"
 #include "gate_internal.h"
@@ -63,8 +62,8 @@ static int load_data(const char *ref, const char *db, cal_run_data **d, char *er
         e = cal_run_data_from_export(text, len, ref, d, err, errn);
         free(text);
         if (e == CAL_EPROTO)
-            cal_report_errf(err, errn, "%s: not a `caliper export RUN --json` file: a paired gate "
-                            "reads the shots of a run --ab run, which only the store and its export "
+            cal_report_errf(err, errn, "%s: not the export of a run (\"format\": \"caliper-run\"): a paired "
+                            "gate reads the shots of an A/B run, which only the store and its export "
                             "hold", ref);
         return e;
     }
@@ -167,7 +166,7 @@ static int paired_from_data(const cal_run_data *d, const char *ref, cal_gate_inp
     }
     cal_analysis_free(&an);
     if (!e && !in->n_cells) {
-        cal_report_errf(err, errn, "%s: no measured shot on both sides (a run --ab run that stopped "
+        cal_report_errf(err, errn, "%s: no measured shot on both sides (an A/B run that stopped "
                         "before its first measured shot?)", ref);
         e = CAL_EINVAL;
     }
@@ -178,32 +177,18 @@ static void meta_from_data(const cal_run_data *d, cal_gate_input *in)
 {
     cal_fp_host_of(d->run.host_json, in->host, sizeof in->host);
     cal_fp_probe_of(d->run.build, in->probe, sizeof in->probe);
+    char run[48];
+    if (d->run.label && d->run.label[0]) snprintf(run, sizeof run, "%.40s", d->run.label);
+    else snprintf(run, sizeof run, "run %lld", (long long)d->run.id);
+    /* the record names the first side's engine (protocol_record.h) */
     const cal_protocol_target *t = &d->proto.target;
-    const char *lab = d->run.label && d->run.label[0] ? d->run.label : NULL;
-    snprintf(in->base_label, sizeof in->base_label, "%s%s%s", lab ? lab : "", lab ? " " : "", "A");
-    snprintf(in->cand_label, sizeof in->cand_label, "%s%s%s", lab ? lab : "", lab ? " " : "", "B");
-    (void)t;
+    const char *a = t->command[0] ? t->command : t->url[0] ? t->url : t->name;
+    if (a[0]) snprintf(in->base_label, sizeof in->base_label, "%s · A: %.100s", run, a);
+    else snprintf(in->base_label, sizeof in->base_label, "%s · A", run);
+    snprintf(in->cand_label, sizeof in->cand_label, "%s · B", run);
     snprintf(in->base_id, sizeof in->base_id, "%lld:A", (long long)d->run.id);
     snprintf(in->cand_id, sizeof in->cand_id, "%lld:B", (long long)d->run.id);
     in->base_unix = in->cand_unix = d->run.started_wall_ns > 0 ? d->run.started_wall_ns / 1000000000 : 0;
-}
-
-/* The engines of the two sides, as the run recorded them: "A: CMD" names. */
-static void side_names(const cal_run_data *d, cal_gate_input *in)
-{
-    json_t *t = d->run.target_json ? json_loads(d->run.target_json, 0, NULL) : NULL;
-    const json_t *ab = json_object_get(t, "ab");
-    for (size_t i = 0; i < json_array_size(ab) && i < 2; i++) {
-        const json_t *s = json_array_get(ab, i);
-        const char *what = json_string_value(json_object_get(s, "command"));
-        if (!what) what = json_string_value(json_object_get(s, "url"));
-        if (!what) continue;
-        char *dst = i ? in->cand_label : in->base_label;
-        char tmp[CAL_RES_STR];
-        snprintf(tmp, sizeof tmp, "%s: %.120s", i ? "B" : "A", what);
-        snprintf(dst, CAL_RES_STR, "%s", tmp);
-    }
-    json_decref(t);
 }
 
 /* ---- two runs: levels and the noise of their series ------------------------ */
@@ -216,7 +201,8 @@ static int series_of(cal_store *st, const char *id, char *key, size_t n)
     if (cal_store_find_run(st, id, &rid)) return 0;
     cal_run_data *d = NULL;
     if (cal_store_load_run(st, rid, CAL_LOAD_NO_REQS, &d)) return 0;
-    int ok = cal_noise_series_of(d->run.protocol_json, key, n);
+    snprintf(key, n, "%s", d->proto.noise.series);   /* the record's (protocol_record.h) */
+    int ok = key[0] != '\0';
     cal_run_data_free(&d);
     return ok;
 }
@@ -268,7 +254,7 @@ static int runs_from_results(const char *const *refs, const char *db, cal_gate_i
         if (e) break;
         for (size_t i = 0; i < r[s]->n_cells; i++)
             if (r[s]->cells[i].target[0]) {
-                cal_report_errf(err, errn, "%s is a run --ab run: gate it alone (its A and B are "
+                cal_report_errf(err, errn, "%s is an A/B run: gate it alone (its A and B are "
                                 "the baseline and the candidate, paired)", refs[s]);
                 e = CAL_EINVAL;
                 break;
@@ -337,7 +323,7 @@ static int runs_from_results(const char *const *refs, const char *db, cal_gate_i
     /* the run-to-run noise: only the store holds repeats */
     if (file[0] || file[1]) {
         snprintf(in->noise, sizeof in->noise, "separate runs read from %s: a file holds one run and "
-                 "no repeats of it, so the run-to-run noise is unknown; gate a run --ab run, or two "
+                 "no repeats of it, so the run-to-run noise is unknown; gate an A/B run, or two "
                  "stored runs whose series have 3 or more runs", file[0] && file[1] ? "files" : "a file");
         goto out;
     }
@@ -352,8 +338,8 @@ static int runs_from_results(const char *const *refs, const char *db, cal_gate_i
     int kb = series_of(st, r[1]->id, keys[1], sizeof keys[1]);
     if (!ka && !kb) {
         snprintf(in->noise, sizeof in->noise, "neither run belongs to a stored shot series (one "
-                 "concurrency and prompt length, no --cold): the run-to-run noise is unknown; gate a "
-                 "run --ab run");
+                 "concurrency and prompt length, not cold every shot): the run-to-run noise is unknown; gate a "
+                 "paired A/B run");
     } else {
         if (!ka) memcpy(keys[0], keys[1], sizeof keys[0]);
         if (!kb) memcpy(keys[1], keys[0], sizeof keys[1]);
@@ -372,7 +358,7 @@ int cal_gate_load(const char *const *refs, size_t n, const char *db, cal_gate_in
 {
     if (!refs || !out) return CAL_EINVAL;
     if (n < 1 || n > 2) {
-        cal_report_errf(err, errn, "give one run --ab run, or a baseline and a candidate (got %zu)", n);
+        cal_report_errf(err, errn, "give one A/B run, or a baseline and a candidate (got %zu)", n);
         return CAL_EINVAL;
     }
     cal_gate_input *in = input_new();
@@ -386,14 +372,13 @@ int cal_gate_load(const char *const *refs, size_t n, const char *db, cal_gate_in
                             "first shot?)", refs[0]);
             e = CAL_EINVAL;
         } else if (!e && !(has_side(d, "A") && has_side(d, "B"))) {
-            cal_report_errf(err, errn, "%s is not a run --ab run (no targets A and B): give it with "
-                            "a second run to compare, or gate a run --ab run", refs[0]);
+            cal_report_errf(err, errn, "%s is not an A/B run (no targets A and B): give it with "
+                            "a second run to compare, or gate an A/B run", refs[0]);
             e = CAL_EINVAL;
         }
         if (!e) {
             in->design = CAL_GATE_PAIRED;
             meta_from_data(d, in);
-            side_names(d, in);
             e = paired_from_data(d, refs[0], in, err, errn);
         }
         cal_run_data_free(&d);

@@ -64,7 +64,7 @@ static void evidence(const cal_gate_input *in, const cal_gate_outcome *o, char *
     size_t pairs = 0;
     for (size_t i = 0; i < in->n_cells; i++) if (in->cells[i].n_pairs > pairs) pairs = in->cells[i].n_pairs;
     if (in->design == CAL_GATE_PAIRED)
-        cal_snprintf(buf, n, "paired (`run --ab`, %zu shot pairs): Wilcoxon signed-rank on the paired "
+        cal_snprintf(buf, n, "paired (one A/B run, %zu shot pairs): Wilcoxon signed-rank on the paired "
                      "log ratios, Hodges–Lehmann estimate; regressions called with Holm's step-down "
                      "at %g %% family-wise over %zu tests, no change by two one-sided tests at %g %%",
                      pairs, 100 * o->alpha, o->n_cases, 100 * o->alpha);

@@ -39,8 +39,8 @@ python3 -c "import sys; e=float('$d'); sys.exit(0 if -0.53 < e < -0.47 else 1)" 
 [ "$(jq -r '.verdict' g.json)" = fail ] && [ "$(jq -r '.design' g.json)" = paired ] \
   && [ "$(jq '[.cases[] | select(.answer=="regression")] | length' g.json)" = 3 ] \
   && ok "JSON: verdict fail, paired, three regressions" || not_ok "JSON content"
-jq -e 'all(.cases[]; .p_worse_holm <= 0.05 and .ci_lo != null and .n == 12)' g.json >/dev/null \
-  && ok "JSON: Holm-adjusted p, CI and 12 pairs per case" || not_ok "JSON p/CI/n"
+jq -e 'all(.cases[]; .p_worse_holm <= 0.05 and .ci_lo != null and .n >= 10 and .n <= 12)' g.json >/dev/null \
+  && ok "JSON: Holm-adjusted p, CI and up to 12 pairs per case" || not_ok "JSON p/CI/n"
 
 # JUnit: the XSD (xmllint), then the counts with python's XML parser
 if need xmllint "JUnit against its XSD"; then
@@ -128,7 +128,7 @@ expect2() { # name, pattern, args...
 "$CALIPER" run --preset tiny --shots 3 --requests 3 --max-tokens 8 --prompt-tokens 128 --no-telemetry \
   --db "$DB" --label longer >/dev/null 2>&1
 expect2 "protocols differ" "prompt length 64 tok vs 128 tok" one longer --db "$DB"
-expect2 "one run that is not --ab" "not a run --ab run" one --db "$DB"
+expect2 "one run that is not --ab" "not an A/B run" one --db "$DB"
 expect2 "an --ab run as one of two" "gate it alone" slower one --db "$DB"
 expect2 "three runs" "got 3" one two longer --db "$DB"
 expect2 "no run" "give one run" --db "$DB"
@@ -146,7 +146,7 @@ expect2 "bad --format" "--format" slower --db "$DB" --format xml
 expect2 "bad --cannot-judge" "--cannot-judge" slower --db "$DB" --cannot-judge maybe
 expect2 "empty run name" "empty" "" --db "$DB"
 printf '{"not": "a result"}' >junk.json
-expect2 "a file that is no run" "not a" junk.json
+expect2 "a file that is no run" "not the export of a run" junk.json
 # damaged exports of the slower run: an empty run, a metric absent on one
 # side, shots that do not pair, values at the edge of a double
 python3 - slower.json <<'PY'
