@@ -14,11 +14,13 @@
 #include <string.h>
 
 #define EOS_ID 256
-#define MAX_PIECE 8
+#define MAX_PIECE 8   /* the synthetic vocabulary's longest piece */
 
 struct cal_tokenizer {
     int      vocab;
-    char    *pool;    /* piece bytes, MAX_PIECE per id */
+    char    *pool;    /* piece bytes, stride per id */
+    size_t   stride;  /* bytes of pool per id: MAX_PIECE, or the byte
+                         vocabulary's longest "[N]" */
     uint8_t *len;     /* [vocab] */
     int32_t *table;   /* open addressing: id or −1; pieces of length ≥ 2 */
     uint32_t mask;
@@ -41,14 +43,14 @@ static int lookup(const cal_tokenizer *t, const char *s, int n)
         int32_t id = t->table[i];
         if (id < 0)
             return -1;
-        if (t->len[id] == n && memcmp(t->pool + (size_t)id * MAX_PIECE, s, (size_t)n) == 0)
+        if (t->len[id] == n && memcmp(t->pool + (size_t)id * t->stride, s, (size_t)n) == 0)
             return id;
     }
 }
 
 static void insert(cal_tokenizer *t, int32_t id)
 {
-    uint32_t i = hash(t->pool + (size_t)id * MAX_PIECE, t->len[id]) & t->mask;
+    uint32_t i = hash(t->pool + (size_t)id * t->stride, t->len[id]) & t->mask;
     while (t->table[i] >= 0)
         i = (i + 1) & t->mask;
     t->table[i] = id;
@@ -98,6 +100,7 @@ int cal_tok_open(int vocab, cal_tokenizer **out)
         size <<= 1;
     t->vocab = vocab;
     t->mask = size - 1;
+    t->stride = MAX_PIECE;
     t->pool = calloc((size_t)vocab, MAX_PIECE);
     t->len = calloc((size_t)vocab, 1);
     t->table = malloc(sizeof(int32_t) * size);
@@ -107,7 +110,7 @@ int cal_tok_open(int vocab, cal_tokenizer **out)
     }
     memset(t->table, 0xff, sizeof(int32_t) * size);
     for (int i = 0; i < 256; i++) {
-        t->pool[(size_t)i * MAX_PIECE] = (char)i;
+        t->pool[(size_t)i * t->stride] = (char)i;
         t->len[i] = 1;
     }
     t->len[EOS_ID] = 0;
@@ -116,7 +119,7 @@ int cal_tok_open(int vocab, cal_tokenizer **out)
      * same in every vocabulary that has an id i. */
     uint64_t rng = 0xca11be7ull;
     for (int id = EOS_ID + 1; id < vocab; id++) {
-        char *p = t->pool + (size_t)id * MAX_PIECE;
+        char *p = t->pool + (size_t)id * t->stride;
         int n;
         do {
             memset(p, 0, MAX_PIECE);
@@ -154,22 +157,30 @@ int cal_tok_open_bytes(int vocab, int eos, cal_tokenizer **out)
     t->vocab = vocab;
     t->eos = eos;
     t->bytes_only = 1;
-    t->pool = calloc((size_t)vocab, MAX_PIECE);
+    /* each id's slot holds its whole "[N]": 9 bytes from id 1000000, 10
+     * from 10000000 (a fixed 8 overflowed there) */
+    char tmp[16];
+    int widest = snprintf(tmp, sizeof tmp, "[%d]", vocab - 1);
+    t->stride = widest > MAX_PIECE ? (size_t)widest : MAX_PIECE;
+    t->pool = calloc((size_t)vocab, t->stride);
     t->len = calloc((size_t)vocab, 1);
     if (!t->pool || !t->len) {
         cal_tok_close(&t);
         return CAL_ENOMEM;
     }
     for (int i = 0; i < 256; i++) {
-        t->pool[(size_t)i * MAX_PIECE] = (char)i;
+        t->pool[(size_t)i * t->stride] = (char)i;
         t->len[i] = 1;
     }
     /* 256..258 are </s>, <s>, <unk> (no text); the rest print as "[N]",
      * the text engine/gguf.c gives them in the file */
     for (int id = 259; id < vocab; id++) {
-        char tmp[16];
         int n = snprintf(tmp, sizeof tmp, "[%d]", id);
-        memcpy(t->pool + (size_t)id * MAX_PIECE, tmp, (size_t)n);
+        if (n < 0 || (size_t)n > t->stride) {   /* cannot happen: id < vocab */
+            cal_tok_close(&t);
+            return CAL_EINTERNAL;
+        }
+        memcpy(t->pool + (size_t)id * t->stride, tmp, (size_t)n);
         t->len[id] = (uint8_t)n;
     }
     *out = t;
@@ -227,7 +238,7 @@ static const char *piece_of(const cal_tokenizer *t, int32_t id, int *len)
         return t->v->dpool + t->v->doff[id];
     }
     *len = t->len[id];
-    return t->pool + (size_t)id * MAX_PIECE;
+    return t->pool + (size_t)id * t->stride;
 }
 
 const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len)
