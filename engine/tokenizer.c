@@ -257,69 +257,6 @@ const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len)
 
 /* ---- a GGUF vocabulary: special tokens, then SPM or BPE ---------------- */
 
-typedef struct frag {
-    int32_t id;        /* a special token; -1 for text */
-    size_t  off, len;  /* text: bytes of the input */
-} frag;
-
-static const char *find_bytes(const char *h, size_t hn, const char *nd, size_t nn)
-{
-    if (nn == 0 || nn > hn)
-        return NULL;
-    return memmem(h, hn, nd, nn);
-}
-
-/* Split the text at every special token, longest tokens first, as
- * llama.cpp's tokenizer_st_partition does: each token cuts the text
- * fragments left by the ones before it. *out is malloc'd. */
-static int partition(const cal_vocab *v, const char *text, size_t n, int parse_special,
-                     frag **out, int *nout)
-{
-    size_t cap = 16;
-    int nf = 1;
-    frag *f = malloc(cap * sizeof *f);
-    if (!f)
-        return CAL_ENOMEM;
-    f[0] = (frag){-1, 0, n};
-    for (int s = 0; s < v->n_special; s++) {
-        int32_t sid = v->special[s];
-        int tt = v->type[sid];
-        if (!parse_special && (tt == CAL_TT_CONTROL || tt == CAL_TT_UNKNOWN))
-            continue;
-        const char *tx = v->pool + v->off[sid];
-        size_t tl = v->len[sid];
-        for (int i = 0; i < nf; i++) {
-            if (f[i].id >= 0)
-                continue;
-            const char *m = find_bytes(text + f[i].off, f[i].len, tx, tl);
-            if (!m)
-                continue;
-            size_t at = (size_t)(m - text);
-            /* left text (kept when non-empty), the token, the right text
-             * (searched again on the next turn of i) */
-            size_t lo = f[i].off, ll = at - f[i].off;
-            size_t ro = at + tl, rl = f[i].off + f[i].len - ro;
-            int add = (ll > 0) + 1 + (rl > 0) - 1;
-            if ((size_t)(nf + add) > cap) {
-                while ((size_t)(nf + add) > cap) cap *= 2;
-                frag *q = realloc(f, cap * sizeof *q);
-                if (!q) { free(f); return CAL_ENOMEM; }
-                f = q;
-            }
-            memmove(f + i + 1 + add, f + i + 1, (size_t)(nf - i - 1) * sizeof *f);
-            nf += add;
-            int k = i;
-            if (ll > 0) f[k++] = (frag){-1, lo, ll};
-            f[k++] = (frag){sid, 0, 0};
-            if (rl > 0) f[k] = (frag){-1, ro, rl};
-            i = k - 1;   /* the loop's i++ lands on the right text */
-        }
-    }
-    *out = f;
-    *nout = nf;
-    return CAL_OK;
-}
-
 static int push(int32_t *ids, int cap, int *count, int32_t id)
 {
     if (*count >= cap)
@@ -331,49 +268,18 @@ static int push(int32_t *ids, int cap, int *count, int32_t id)
 static int encode_vocab(const cal_vocab *v, const char *text, size_t n, int flags,
                         int32_t *ids, int cap)
 {
-    frag *f = NULL;
-    int nf = 0, count = 0;
-    int rc = n ? partition(v, text, n, flags & CAL_TOK_PARSE_SPECIAL, &f, &nf) : CAL_OK;
+    cal_frag *f = NULL;
+    size_t nf = 0;
+    int count = 0;
+    int rc = cal_special_split(v, text, n, flags & CAL_TOK_PARSE_SPECIAL, &f, &nf);
     int add = flags & CAL_TOK_ADD_SPECIAL;
     if (rc == CAL_OK && add && v->add_bos)
         rc = push(ids, cap, &count, v->bos);
-    char *esc = NULL;
-    if (rc == CAL_OK && v->kind == CAL_VOCAB_SPM && n) {
-        esc = malloc(3 * n + 3);   /* the prefix and every byte a "▁" */
-        if (!esc) rc = CAL_ENOMEM;
-    }
-    int prev_special = 1;  /* SentencePiece: a space before text at the start
-                              or after a special token */
-    for (int i = 0; i < nf && rc == CAL_OK; i++) {
-        if (f[i].id >= 0) {
-            rc = push(ids, cap, &count, f[i].id);
-            prev_special = 1;
-            continue;
-        }
-        const char *s = text + f[i].off;
-        if (v->kind == CAL_VOCAB_BPE) {
-            rc = cal_bpe_encode(v, s, f[i].len, ids, cap, &count);
-            continue;
-        }
-        size_t k = 0;
-        if (v->add_space_prefix && prev_special) {
-            memcpy(esc, "\xe2\x96\x81", 3);
-            k = 3;
-        }
-        for (size_t j = 0; j < f[i].len; j++) {
-            if (s[j] == ' ') {
-                memcpy(esc + k, "\xe2\x96\x81", 3);
-                k += 3;
-            } else {
-                esc[k++] = s[j];
-            }
-        }
-        rc = cal_spm_encode(v, esc, k, ids, cap, &count);
-        prev_special = 0;
-    }
+    if (rc == CAL_OK && nf)
+        rc = v->kind == CAL_VOCAB_BPE ? cal_bpe_encode(v, text, f, nf, ids, cap, &count)
+                                      : cal_spm_encode(v, text, f, nf, ids, cap, &count);
     if (rc == CAL_OK && add && v->add_eos)
         rc = push(ids, cap, &count, v->eos);
-    free(esc);
     free(f);
     return rc == CAL_OK ? count : rc;
 }

@@ -123,6 +123,7 @@ void cal_vocab_free(cal_vocab **pv)
     free(v->tab); free(v->mpool); free(v->moff); free(v->mlen); free(v->mtab);
     free(v->special); free(v->dpool); free(v->doff); free(v->dlen); free(v->kv);
     cal_pretok_free(v->re);
+    cal_special_free(v);
     free(v);
     *pv = NULL;
 }
@@ -268,6 +269,12 @@ static size_t decode_piece(const cal_vocab *v, int32_t id, char *o)
     return k;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int build(cal_vocab *v, const uint8_t *p, const val *tok, const val *sc,
                  const val *tt, const val *mg, char *why, size_t why_len)
 {
@@ -411,16 +418,21 @@ static int build(cal_vocab *v, const uint8_t *p, const val *tok, const val *sc,
         if (v->type[i] == CAL_TT_CONTROL || v->type[i] == CAL_TT_USER_DEFINED ||
             v->type[i] == CAL_TT_UNKNOWN)
             v->special[v->n_special++] = i;
-    /* insertion sort by length: special tokens are few */
-    for (int i = 1; i < v->n_special; i++) {
-        int32_t x = v->special[i];
-        int j = i - 1;
-        while (j >= 0 && v->len[v->special[j]] < v->len[x]) {
-            v->special[j + 1] = v->special[j];
-            j--;
-        }
-        v->special[j + 1] = x;
-    }
+    /* longest first, ties by id: a file may make every one of its 2^24
+     * tokens special, so not an insertion sort (the key: the length
+     * inverted, then the id) */
+    uint64_t *key = malloc(((size_t)v->n_special + 1) * sizeof *key);
+    if (!key)
+        return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
+    for (int i = 0; i < v->n_special; i++)
+        key[i] = (uint64_t)(UINT32_MAX - v->len[v->special[i]]) << 32 |
+                 (uint32_t)v->special[i];
+    qsort(key, (size_t)v->n_special, sizeof *key, cmp_u64);
+    for (int i = 0; i < v->n_special; i++)
+        v->special[i] = (int32_t)(uint32_t)key[i];
+    free(key);
+    if (cal_special_index(v) != CAL_OK)
+        return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
     /* byte fallback ids */
     for (int b = 0; b < 256; b++) {
         char t[8];
