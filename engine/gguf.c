@@ -632,6 +632,66 @@ static int own_vocab(const char *path, char *w, size_t wn)
     return 1;
 }
 
+/* One header value the engine narrows to int, against the engine's range
+ * (cal_model_validate's): 1; or 0 with why naming the key, the value and
+ * the range. The library reader has checked it is an integer up to 2^40. */
+static int in_range(const char *path, const char *arch, const char *key, long v, long lo,
+                    long hi, char *why, size_t why_len)
+{
+    if (v >= lo && v <= hi)
+        return 1;
+    cal_why(why, why_len, CAL_EINVAL, "%s: %s.%s is %ld, outside %ld..%ld (what the engine "
+            "runs)", path, arch, key, v, lo, hi);
+    return 0;
+}
+
+/* Every shape value the engine uses, before any of them is narrowed or
+ * multiplied: a block_count of 2^32+4 was served as 4 layers, and
+ * key_length × head_count overflowed. 1 in range; 0 with why. */
+static int shape_in_range(const char *path, const cal_gguf_model *m, char *why, size_t why_len)
+{
+    const cal_model_shape *s = &m->shape;
+    const char *a = s->arch;
+    if (s->heads <= 0 || s->embedding <= 0) {
+        cal_why(why, why_len, CAL_EINVAL, "%s: %s.%s is missing", path, a,
+                s->heads <= 0 ? "attention.head_count" : "embedding_length");
+        return 0;
+    }
+    if (!in_range(path, a, "block_count", s->layers, 1, 1024, why, why_len) ||
+        !in_range(path, a, "embedding_length", s->embedding, 2, 65536, why, why_len) ||
+        !in_range(path, a, "attention.head_count", s->heads, 1, s->embedding, why, why_len) ||
+        !in_range(path, a, "attention.head_count_kv", s->kv_heads, 1, s->heads, why,
+                  why_len) ||
+        !in_range(path, a, "attention.key_length", s->k_dim, 1, s->embedding, why, why_len) ||
+        !in_range(path, a, "attention.value_length", s->v_dim, 1, s->embedding, why,
+                  why_len) ||
+        !in_range(path, a, "expert_count", m->n_expert, 0, 1024, why, why_len))
+        return 0;
+    if (m->ffn <= 0 && m->ffn_exp <= 0) {
+        cal_why(why, why_len, CAL_EINVAL, "%s: %s.feed_forward_length is missing", path, a);
+        return 0;
+    }
+    if (m->ffn > 0 && !in_range(path, a, "feed_forward_length", m->ffn, 1, 1 << 20, why, why_len))
+        return 0;
+    if (m->ffn_exp > 0 &&
+        !in_range(path, a, "expert_feed_forward_length", m->ffn_exp, 1, 1 << 20, why, why_len))
+        return 0;
+    if (m->n_expert > 0 &&
+        !in_range(path, a, "expert_used_count", m->n_expert_used, 1, m->n_expert, why, why_len))
+        return 0;
+    if (m->rope_theta != 0 && !(m->rope_theta > 1)) {
+        cal_why(why, why_len, CAL_EINVAL, "%s: %s.rope.freq_base is %g, outside (1, 1e12] "
+                "(what the engine runs)", path, a, m->rope_theta);
+        return 0;
+    }
+    if (m->norm_eps != 0 && !((float)m->norm_eps > 0)) {
+        cal_why(why, why_len, CAL_EINVAL, "%s: %s.attention.layer_norm_rms_epsilon is %g, "
+                "below the smallest float (about 1e-38)", path, a, m->norm_eps);
+        return 0;
+    }
+    return 1;
+}
+
 int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
                           size_t why_len)
 {
@@ -658,8 +718,9 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     else if (m.byte_tokens && !strcmp(m.tok_model, "llama") && m.eos != CAL_GGUF_EOS)
         cal_why(why, why_len, rc, "%s: tokenizer.ggml.eos_token_id is %ld: caliper's byte "
              "vocabulary has </s> at %d", path, m.eos, CAL_GGUF_EOS);
-    else if (s->heads <= 0 || s->embedding <= 0 || s->k_dim * s->heads != s->embedding ||
-             s->v_dim != s->k_dim)
+    else if (!shape_in_range(path, &m, why, why_len))
+        ;   /* why says which key */
+    else if (s->k_dim * s->heads != s->embedding || s->v_dim != s->k_dim)
         cal_why(why, why_len, rc, "%s: head sizes (key %ld, value %ld, %ld heads) do not "
              "divide embedding_length %ld evenly: not supported", path, s->k_dim, s->v_dim,
              s->heads, s->embedding);
@@ -667,7 +728,7 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
         cal_why(why, why_len, rc, "%s: llama.rope.dimension_count %ld: partial RoPE is not "
              "supported (head size %ld)", path, m.rope_dims, s->k_dim);
     else if (m.ffn <= 0)
-        cal_why(why, why_len, rc, "%s: llama.feed_forward_length is missing", path);
+        cal_why(why, why_len, rc, "%s: %s.feed_forward_length is missing", path, s->arch);
     else
         rc = CAL_OK;
     if (rc == CAL_OK) {
