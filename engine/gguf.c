@@ -616,20 +616,22 @@ static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int voc
     return same;
 }
 
-/* Can the engine encode path's own vocabulary (SentencePiece or BPE)? 1
- * yes; 0 no, with w saying why. */
+/* Can the engine encode path's own vocabulary (SentencePiece or BPE)?
+ * CAL_OK yes; else the reader's error (CAL_EPROTO: the vocabulary is
+ * malformed; CAL_EINVAL: a kind the engine does not encode), w saying why. */
 static int own_vocab(const char *path, char *w, size_t wn)
 {
     cal_vocab *v;
     char vw[200] = "";
-    if (cal_vocab_read_file(path, &v, vw, sizeof vw) != CAL_OK) {
+    int rc = cal_vocab_read_file(path, &v, vw, sizeof vw);
+    if (rc != CAL_OK) {
         /* the reader's message names the path first; keep the reason */
         const char *r = strncmp(vw, path, strlen(path)) ? vw : vw + strlen(path);
         snprintf(w, wn, "%s", r[0] == ':' ? r + 2 : r);
-        return 0;
+        return rc;
     }
     cal_vocab_free(&v);
-    return 1;
+    return CAL_OK;
 }
 
 /* One header value the engine narrows to int, against the engine's range
@@ -707,14 +709,17 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     memset(&c, 0, sizeof c);
     snprintf(c.name, sizeof c.name, "gguf");
     const cal_model_shape *s = &m.shape;
+    int vrc = CAL_OK;
     rc = CAL_EINVAL;
     if (cal_arch_parse(s->arch) < 0 || strcmp(s->arch, cal_arch_name(cal_arch_parse(s->arch))))
         cal_why(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
              "\"llama\", with or without experts, dense \"qwen2\" and \"qwen3\", and \"qwen3moe\")", path,
              s->arch);
-    else if ((strcmp(m.tok_model, "llama") || !m.byte_tokens) && !own_vocab(path, w, sizeof w))
-        cal_why(why, why_len, rc, "%s: vocabulary \"%s\" is not supported: %s", path,
-             m.tok_model[0] ? m.tok_model : "(none)", w);
+    else if ((strcmp(m.tok_model, "llama") || !m.byte_tokens) &&
+             (vrc = own_vocab(path, w, sizeof w)) != CAL_OK)
+        cal_why(why, why_len, rc, vrc == CAL_EPROTO ? "%s: the vocabulary (\"%s\") is "
+                "malformed: %s" : "%s: vocabulary \"%s\" is not supported: %s", path,
+                m.tok_model[0] ? m.tok_model : "(none)", w);
     else if (m.byte_tokens && !strcmp(m.tok_model, "llama") && m.eos != CAL_GGUF_EOS)
         cal_why(why, why_len, rc, "%s: tokenizer.ggml.eos_token_id is %ld: caliper's byte "
              "vocabulary has </s> at %d", path, m.eos, CAL_GGUF_EOS);

@@ -229,6 +229,7 @@ const char *cal_tok_kind(const cal_tokenizer *t)
 {
     return !t ? "" : t->v ? t->v->model : "bytes";
 }
+const char *cal_tok_note(const cal_tokenizer *t) { return t && t->v ? t->v->note : ""; }
 
 /* The bytes id decodes to. */
 static const char *piece_of(const cal_tokenizer *t, int32_t id, int *len)

@@ -58,6 +58,9 @@ typedef struct cal_vocab {
     uint64_t  n_kv;
     void     *re;           /* BPE: the compiled pre-tokenizer (pcre2_code,
                                engine/pretok.c) */
+    char      note[512];    /* what the file had wrong that was replaced (a
+                               special id out of range, a flag of the wrong
+                               type) and what is used instead; "" none */
 } cal_vocab;
 
 /* Read the vocabulary from a GGUF file in buf[len] (the header is enough).

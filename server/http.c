@@ -749,6 +749,7 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
 
 int cal_server_port(const cal_server *s) { return s->port; }
 int64_t cal_server_n_params(const cal_server *s) { return s->n_params; }
+const char *cal_server_vocab_note(const cal_server *s) { return cal_tok_note(s->tok); }
 
 char *cal_server_profile_json(cal_server *s)
 {

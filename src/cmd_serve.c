@@ -579,6 +579,9 @@ int cmd_serve(int argc, char **argv)
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "caliper serve: chat template %s (%s)\n", cal_tpl_name(sc.chat_template.kind),
             tpl_given ? "--chat-template" : tpl_from);
+    const char *vnote = cal_server_vocab_note(srv);
+    if (vnote[0])
+        fprintf(stderr, "caliper serve: warning: vocabulary: %s\n", vnote);
     /* the kernel set, and OPENBLAS_CORETYPE when it chose it (main sets it
      * for serve): a run records this line's tail as the target's detail */
     const char *coretype = getenv("OPENBLAS_CORETYPE");

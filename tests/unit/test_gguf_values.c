@@ -6,7 +6,7 @@
  * 2^32+4 was served as 4 layers, head_count_kv 2^32+2 as 2, a
  * feed_forward_length of 384.5 as 384, an epsilon of 0 became 1e-5,
  * key_length × head_count overflowed, and a key or a tensor name listed
- * twice was taken. */
+ * twice was taken; a malformed vocabulary was "not supported". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -279,6 +279,24 @@ static void test_listed_twice(void **state)
     refused(save(&f, "duptensor"), "(\"blk.0.ffn_up.weight\") has the name of tensor");
 }
 
+/* A vocabulary the engine reads itself (not the byte vocabulary: one byte
+ * token renamed) whose scores array is short: malformed, not "not
+ * supported". */
+static void test_malformed_vocabulary(void **state)
+{
+    (void)state;
+    file f = copy();
+    uint8_t *k = memmem(f.b, f.n, "<0x41>", 6);
+    assert_non_null(k);
+    k[4] = 'X';
+    uint8_t arr[12 + 8] = {T_F32};   /* element type, count 2, two zeros */
+    wr64(arr + 4, 2);
+    set_value(&f, "tokenizer.ggml.scores", T_ARR, arr, sizeof arr);
+    refused(save(&f, "scores"), "the vocabulary (\"llama\") is malformed: tokenizer.ggml."
+                                "scores is an array of 2 float32: each of the 600 tokens needs "
+                                "a float32");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_integers_not_narrowed),
         cmocka_unit_test(test_floats_checked),
         cmocka_unit_test(test_listed_twice),
+        cmocka_unit_test(test_malformed_vocabulary),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -326,6 +326,91 @@ static void test_special_split_as_llama_cpp(void **s)
     cal_vocab_free(&v);
 }
 
+/* a copy of a test vocabulary with the 4-byte value of key set to v */
+static unsigned char *with_u32(const char *name, const char *key, uint32_t v, size_t *n)
+{
+    char path[256];
+    snprintf(path, sizeof path, DATA_DIR "/%s.gguf", name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char *b = malloc(1 << 16);
+    *n = fread(b, 1, 1 << 16, f);
+    fclose(f);
+    unsigned char *k = memmem(b, *n, key, strlen(key));
+    assert_non_null(k);
+    k += strlen(key) + 4;   /* past the type */
+    for (int i = 0; i < 4; i++) k[i] = (unsigned char)(v >> (8 * i));
+    return b;
+}
+
+/* What was wrong is said, and what was used instead: a malformed array is
+ * malformed (CAL_EPROTO), not a kind "not supported"; an id outside the
+ * vocabulary keeps the family's default as llama.cpp does (gpt2: 11, an
+ * ordinary token) and the note says so; a flag of the wrong type likewise;
+ * a key listed twice is refused. */
+static void test_vocab_says_what_it_replaced(void **s)
+{
+    (void)s;
+    char why[300] = "";
+    cal_tokenizer *t = NULL;
+    static const char *const tok[] = {"<unk>", "<s>", "</s>", "a", "b"};
+    static const float two[] = {0, 0};
+    vg_buf b = {0};
+    vg_begin(&b, 3);
+    vg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, 5);
+    vg_kv_f32s(&b, "tokenizer.ggml.scores", two, 2);
+    assert_int_equal(cal_tok_open_gguf_mem(b.p, b.n, &t, why, sizeof why), CAL_EPROTO);
+    assert_null(t);
+    assert_non_null(strstr(why, "tokenizer.ggml.scores is an array of 2 float32: each of "
+                                "the 5 tokens needs a float32"));
+    free(b.p);
+
+    b = (vg_buf){0};
+    vg_begin(&b, 5);
+    vg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, 5);
+    vg_kv_u32(&b, "tokenizer.ggml.eos_token_id", 70000);
+    vg_kv_str(&b, "tokenizer.ggml.add_bos_token", "yes");
+    vg_kv_u32(&b, "tokenizer.ggml.unknown_token_id", 5);
+    if (cal_tok_open_gguf_mem(b.p, b.n, &t, why, sizeof why) != CAL_OK)
+        fail_msg("%s", why);
+    free(b.p);
+    const char *note = cal_tok_note(t);
+    if (!strstr(note, "tokenizer.ggml.eos_token_id is 70000, outside 0..4: the llama default "
+                      "2 is used") ||
+        !strstr(note, "tokenizer.ggml.unknown_token_id is 5, outside 0..4: the llama default 0 "
+                      "is used") ||
+        !strstr(note, "tokenizer.ggml.add_bos_token is a string, not a bool: the llama default "
+                      "(true) is used"))
+        fail_msg("note: \"%s\"", note);
+    assert_int_equal(cal_tok_eos(t), 2);
+    cal_tok_close(&t);
+
+    size_t n;
+    unsigned char *g = with_u32("gpt-2", "tokenizer.ggml.eos_token_id", 99999, &n);
+    if (cal_tok_open_gguf_mem(g, n, &t, why, sizeof why) != CAL_OK)
+        fail_msg("%s", why);
+    assert_int_equal(cal_tok_eos(t), 11);
+    assert_string_equal(cal_tok_note(t), "tokenizer.ggml.eos_token_id is 99999, outside "
+                                         "0..358: the gpt2 default 11 is used");
+    cal_tok_close(&t);
+    free(g);
+    /* nothing replaced, nothing said */
+    t = open_vocab("gpt-2");
+    assert_string_equal(cal_tok_note(t), "");
+    cal_tok_close(&t);
+
+    b = (vg_buf){0};
+    vg_begin(&b, 3);
+    vg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, 5);
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, 4);
+    assert_int_equal(cal_tok_open_gguf_mem(b.p, b.n, &t, why, sizeof why), CAL_EPROTO);
+    assert_non_null(strstr(why, "tokenizer.ggml.tokens appears a second time"));
+    free(b.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +423,7 @@ int main(void)
         cmocka_unit_test(test_bpe_invalid_utf8),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_special_split_as_llama_cpp),
+        cmocka_unit_test(test_vocab_says_what_it_replaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
