@@ -15,6 +15,7 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/gguf.h"
+#include "caliper/utf8.h"
 #include "engine/gguf.h"
 #include "lib/util/conn_guard.h"
 #include "server/encode.h"
@@ -358,6 +359,29 @@ static enum MHD_Result handle_metrics(cal_server *s, struct MHD_Connection *c)
     return ret;
 }
 
+/* Text as a JSON string; a byte that is not UTF-8 (a vocabulary's BOS
+ * text can be anything) becomes U+FFFD, as llama-server's JSON writer
+ * replaces it, rather than the key going missing. */
+static json_t *text_json(const char *t, size_t n)
+{
+    json_t *j = json_stringn(t, n);
+    if (j)
+        return j;
+    cal_buf b = CAL_BUF_INIT(3 * n + 1);
+    for (size_t i = 0; i < n;) {
+        size_t ok = cal_utf8_check(t + i, n - i);
+        cal_buf_append(&b, t + i, ok);
+        i += ok;
+        if (i < n) {
+            cal_buf_append(&b, "\xef\xbf\xbd", 3);
+            i++;
+        }
+    }
+    j = json_stringn(b.data ? b.data : "", b.len);
+    cal_buf_free(&b);
+    return j;
+}
+
 /* POST /apply-template: a chat body's messages as the served model's chat
  * template renders them, {"prompt": text} (llama-server's endpoint), so a
  * client can see exactly what a chat request costs in prompt tokens. */
@@ -371,7 +395,7 @@ static enum MHD_Result handle_apply_template(cal_server *s, struct MHD_Connectio
         CAL_OK)
         return send_error(s, c, &e);
     json_t *o = json_object();
-    json_object_set_new(o, "prompt", json_stringn(req.prompt ? req.prompt : "", req.prompt_len));
+    json_object_set_new(o, "prompt", text_json(req.prompt ? req.prompt : "", req.prompt_len));
     json_object_set_new(o, "template", json_string(cal_tpl_name(s->tpl.kind)));
     cal_srv_request_free(&req);
     return send_json(c, MHD_HTTP_OK, o);

@@ -408,6 +408,7 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
             return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s length %" PRIu64
                         " runs past the end (%" PRIu64 " left)", at, key, n, r->size - r->pos);
         int fit = n <= CAL_GGUF_TEMPLATE_MAX;
+        m->chat_template_len = n;
         if (!(m->chat_template = malloc(fit ? (size_t)n + 1 : 1)))
             return fail(r, CAL_ENOMEM, "out of memory");
         m->chat_template[fit ? n : 0] = '\0';
