@@ -32,6 +32,8 @@ struct cal_slen {
     uint64_t pow;    /* ROLL_BASE^(len-1), to roll a byte out */
     unsigned bits;   /* table of 2^bits slots */
     sslot   *tab;
+    uint8_t  lead[2][256];    /* [parse_special] 1: a token that may match
+                                 starts with this byte */
 };
 
 static uint64_t hash_of(const char *s, size_t n)
@@ -94,6 +96,8 @@ int cal_special_index(cal_vocab *v)
             uint64_t h = hash_of(s, g->len);
             int user = v->type[v->special[j]] == CAL_TT_USER_DEFINED;
             g->has_user |= user;
+            g->lead[1][(unsigned char)s[0]] = 1;
+            g->lead[0][(unsigned char)s[0]] |= (uint8_t)user;
             size_t b = bucket(g, h), mask = ((size_t)1 << g->bits) - 1;
             for (;; b = (b + 1) & mask) {
                 sslot *e = &g->tab[b];
@@ -161,8 +165,10 @@ static int take_group(const cal_vocab *v, const struct cal_slen *g, const char *
         if (i - a < L)
             continue;
         uint64_t h = hash_of(text + a, L);
+        const uint8_t *lead = g->lead[parse_special != 0];
         for (size_t p = a;; p++) {
-            int32_t k = lookup(v, g, h, text + p, parse_special);
+            int32_t k = lead[(unsigned char)text[p]] ? lookup(v, g, h, text + p, parse_special)
+                                                      : -1;
             if (k >= 0) {
                 if (nc == *ccap) {
                     size_t c = *ccap ? 2 * *ccap : 256;

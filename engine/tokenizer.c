@@ -274,6 +274,14 @@ static int encode_vocab(const cal_vocab *v, const char *text, size_t n, int flag
     int count = 0;
     int rc = cal_special_split(v, text, n, flags & CAL_TOK_PARSE_SPECIAL, &f, &nf);
     int add = flags & CAL_TOK_ADD_SPECIAL;
+    /* no token stands for more than max_len bytes: text that needs more ids
+     * than cap fails now, before the encoder sizes its buffers to it (a 4
+     * MB prompt against a 4096-position context) */
+    size_t least = 0;
+    for (size_t i = 0; rc == CAL_OK && i < nf; i++)
+        least += f[i].id >= 0 ? 1 : (f[i].len + v->max_len - 1) / v->max_len;
+    if (rc == CAL_OK && least > (size_t)cap)
+        rc = CAL_ETOOBIG;
     if (rc == CAL_OK && add && v->add_bos)
         rc = push(ids, cap, &count, v->bos);
     if (rc == CAL_OK && nf)

@@ -317,6 +317,8 @@ static int build(cal_vocab *v, const uint8_t *p, const val *tok, const val *sc,
         }
         at += v->len[i];
         pos += 8 + l;
+        if (v->len[i] > v->max_len)
+            v->max_len = v->len[i];
         v->type[i] = CAL_TT_NORMAL;
         if (sc) {
             const uint8_t *q = p + sc->at + 4 * (size_t)i;

@@ -29,6 +29,8 @@ typedef struct cal_vocab {
     int32_t  n;             /* tokens */
     char    *pool;          /* token texts, back to back */
     uint32_t *off, *len;    /* [n]: text of id i is pool + off[i], len[i] bytes */
+    uint32_t  max_len;      /* the longest text: no token stands for more
+                               bytes of the input */
     float    *score;        /* [n] */
     uint8_t  *type;         /* [n] CAL_TT_* */
     uint32_t *tab;          /* text -> id + 1, open addressing; 0 empty */
