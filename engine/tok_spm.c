@@ -36,7 +36,7 @@ static int push(int32_t *ids, int cap, int *count, int32_t id)
     return CAL_OK;
 }
 
-/* One fragment, escaped already, in esc[n]; sy and h hold n symbols. */
+/* One fragment, escaped already, in esc[n]; sy has room for its symbols. */
 static int encode_one(const cal_vocab *v, const char *esc, size_t n, cal_sym *sy, cal_heap *h,
                       int32_t *ids, int cap, int *count)
 {
@@ -83,15 +83,15 @@ int cal_spm_encode(const cal_vocab *v, const char *text, const cal_frag *f, size
     for (size_t i = 0; i < nf; i++)
         if (f[i].id < 0 && f[i].len > longest)
             longest = f[i].len;
-    /* escaped, the prefix and every byte a "▁" at most; a symbol per
-     * escaped character, so one per byte and the prefix */
+    /* escaped, the prefix and every byte a "▁" at most; the symbols are
+     * counted per fragment (an invalid lead byte can split a "▁" in three) */
     char *esc = malloc(3 * longest + 3);
-    cal_sym *sy = malloc((longest + 1) * sizeof *sy);
+    cal_sym *sy = NULL;
+    size_t sy_cap = 0;
     cal_heap h;
-    int rc = !esc || !sy || cal_heap_init(&h, longest + 1, 1) != CAL_OK ? CAL_ENOMEM : CAL_OK;
+    int rc = !esc || cal_heap_init(&h, longest + 1, 1) != CAL_OK ? CAL_ENOMEM : CAL_OK;
     if (rc != CAL_OK) {
         free(esc);
-        free(sy);
         return rc;
     }
     int prev_special = 1;  /* a space before text at the start or after a
@@ -115,6 +115,18 @@ int cal_spm_encode(const cal_vocab *v, const char *text, const cal_frag *f, size
             } else {
                 esc[k++] = s[j];
             }
+        }
+        size_t ns = 0;
+        for (size_t off = 0; off < k; ns++)
+            off += char_len((unsigned char)esc[off]);
+        if (ns > sy_cap) {
+            cal_sym *q = realloc(sy, ns * sizeof *q);
+            if (!q) {
+                rc = CAL_ENOMEM;
+                break;
+            }
+            sy = q;
+            sy_cap = ns;
         }
         if (k)
             rc = encode_one(v, esc, k, sy, &h, ids, cap, count);
