@@ -434,7 +434,9 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
             return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s appears a second time (first at "
                         "offset %" PRIu64 ")", at, key, *seen);
         *seen = at;
-        if (!is_int_type(type)) return rd_value(r, type, 0, NULL, NULL);
+        if (!is_int_type(type))
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s has type %s, expected an "
+                        "integer", at, key, TYPE_NAME[type]);
         num n;
         int rc = rd_num(r, type, &n);
         if (rc) return rc;

@@ -7,6 +7,7 @@
  * feed_forward_length of 384.5 as 384, an epsilon of 0 became 1e-5,
  * key_length × head_count overflowed, and a key or a tensor name listed
  * twice was taken; a malformed vocabulary was "not supported". */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -261,6 +262,14 @@ static void test_floats_checked(void **state)
     uint64_t big = 1ull << 63;
     set_value(&f, "llama.context_length", T_U64, &big, 8);
     refused(save(&f, "ctx"), "llama.context_length is 9223372036854775808, outside 0..2^40");
+    f = copy();
+    d = 32.0;
+    set_value(&f, "general.alignment", T_F64, &d, 8);
+    refused(save(&f, "align"), "general.alignment has type float64, expected an integer");
+    f = copy();
+    double nan = NAN;
+    set_value(&f, "llama.attention.layer_norm_rms_epsilon", T_F64, &nan, 8);
+    refused(save(&f, "epsnan"), "llama.attention.layer_norm_rms_epsilon is nan, outside (0, 1)");
 }
 
 static void test_listed_twice(void **state)
