@@ -26,12 +26,14 @@ def post():
         code = e.code
     codes.append(code)
     done.append(time.monotonic())
+# the bound of each call below is for a hung server only (the event loop
+# held by an encode answers nothing)
 def tokenizing():
-    for line in urllib.request.urlopen(url + "/metrics", timeout=600).read().decode().splitlines():
+    for line in urllib.request.urlopen(url + "/metrics", timeout=120).read().decode().splitlines():
         if line.startswith("caliper:requests_tokenizing{"):
             return int(line.split()[-1])
     return None
-threads = [threading.Thread(target=post) for _ in range(6)]
+threads = [threading.Thread(target=post, daemon=True) for _ in range(6)]
 for t in threads:
     t.start()
 # readiness: a body is in the workers' hands (polls end as soon as it is;
@@ -42,7 +44,7 @@ while time.monotonic() < deadline and not tokenizing():
 n = tokenizing()
 print("tokenizing", n)
 t0 = time.monotonic()
-h = urllib.request.urlopen(url + "/health", timeout=600)
+h = urllib.request.urlopen(url + "/health", timeout=120)
 status = json.load(h)["status"]
 t1 = time.monotonic()
 pending = 6 - len([d for d in done if d <= t1])
@@ -58,5 +60,8 @@ check "/health answers while 4.1 MB special-token /tokenize bodies are being enc
   grep -qx ok enc.out
 grep -qx ok enc.out || cat enc.out
 check "serve is still running" kill -0 "$SERVE_PID"
-kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null
+kill "$SERVE_PID" 2>/dev/null
+for i in $(seq 1 600); do kill -0 "$SERVE_PID" 2>/dev/null || break; sleep 0.05; done
+check "serve stops on SIGTERM" sh -c "! kill -0 $SERVE_PID 2>/dev/null"
+kill -9 "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null
 finish
