@@ -21,7 +21,7 @@ static void open_once(void)
         {"<unk>", "2"}, {"<s>", "3"}, {"</s>", "3"}, {"<|im_start|>", "3"}, {"<|im_end|>", "3"},
         {"<|im", "4"}, {"|>", "4"}, {"aa", "4"}, {"aaa", "4"}, {"\n\n", "4"}, {"<s", "4"},
         {"<s>", "4"}};
-    static const char *const normal[] = {"\xe2\x96\x81", "\xe2\x96\x81" "a", "ab", "he",
+    static const char *const normal[] = {"\xe2\x96\x81", "\342\226\201a", "ab", "he",
                                          "\xe2\x96\x81t", "\xe2\x96\x81th", "\xe2\x96\x81the",
                                          "a", "b", "h", "t", "e", "ba", "bab"};
     size_t ns = sizeof special / sizeof special[0], nn = sizeof normal / sizeof normal[0];
