@@ -290,6 +290,12 @@ tsan:
 	@CALIPER_E2E_TIMEOUT=1800 $(MAKE) --no-print-directory BUILD=build/tsan SAN=thread test
 
 FUZZ_SECONDS ?= 20
+# Every input gets a time and a memory bound, so a quadratic path or a huge
+# allocation fails the run instead of passing slowly: FUZZ_TIMEOUT seconds
+# (each target takes milliseconds on a few KB, under ASan and UBSan) and
+# FUZZ_RSS_MB of resident memory (libFuzzer's -malloc_limit_mb follows it).
+FUZZ_TIMEOUT ?= 10
+FUZZ_RSS_MB ?= 1024
 # Each target for 10 minutes (CI runs each for a few seconds).
 fuzz-long:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=600
@@ -304,6 +310,7 @@ fuzz:
 	  mkdir -p build/fuzz/corpus/$$n; \
 	  echo "== fuzz $$n for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=$(FUZZ_RSS_MB) \
 	    -artifact_prefix=build/fuzz/$$n- \
 	    build/fuzz/corpus/$$n tests/fuzz/corpus/$$n; done
 

@@ -221,6 +221,11 @@ int  cal_tok_bos(const cal_tokenizer *t);
 /* "bytes" for caliper's own vocabularies, else the GGUF tokenizer.ggml.model
  * ("llama", "gpt2"). */
 const char *cal_tok_kind(const cal_tokenizer *t);
+/* What a GGUF vocabulary's file had wrong that the reader replaced, and
+ * what it used instead, as llama.cpp would (a special id outside the
+ * vocabulary keeps the family's default, a flag of the wrong type its
+ * default): one line, "" when nothing was. Owned by t. */
+const char *cal_tok_note(const cal_tokenizer *t);
 /* Streaming decode: append the bytes of `id` to out[cap] and return the
  * count written. Sampled ids can split a UTF-8 sequence; the decoder keeps
  * up to 3 pending bytes in *state (zero-initialise) and emits only complete,

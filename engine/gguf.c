@@ -616,19 +616,81 @@ static int scaled_tied(const char *path, const cal_gguf_model *m, int n, int voc
     return same;
 }
 
-/* Can the engine encode path's own vocabulary (SentencePiece or BPE)? 1
- * yes; 0 no, with w saying why. */
+/* Can the engine encode path's own vocabulary (SentencePiece or BPE)?
+ * CAL_OK yes; else the reader's error (CAL_EPROTO: the vocabulary is
+ * malformed; CAL_EINVAL: a kind the engine does not encode), w saying why. */
 static int own_vocab(const char *path, char *w, size_t wn)
 {
     cal_vocab *v;
     char vw[200] = "";
-    if (cal_vocab_read_file(path, &v, vw, sizeof vw) != CAL_OK) {
+    int rc = cal_vocab_read_file(path, &v, vw, sizeof vw);
+    if (rc != CAL_OK) {
         /* the reader's message names the path first; keep the reason */
         const char *r = strncmp(vw, path, strlen(path)) ? vw : vw + strlen(path);
         snprintf(w, wn, "%s", r[0] == ':' ? r + 2 : r);
-        return 0;
+        return rc;
     }
     cal_vocab_free(&v);
+    return CAL_OK;
+}
+
+/* One header value the engine narrows to int, against the engine's range
+ * (cal_model_validate's): 1; or 0 with why naming the key, the value and
+ * the range. The library reader has checked it is an integer up to 2^40. */
+static int in_range(const char *path, const char *arch, const char *key, long v, long lo,
+                    long hi, char *why, size_t why_len)
+{
+    if (v >= lo && v <= hi)
+        return 1;
+    cal_why(why, why_len, CAL_EINVAL, "%s: %s.%s is %ld, outside %ld..%ld (what the engine "
+            "runs)", path, arch, key, v, lo, hi);
+    return 0;
+}
+
+/* Every shape value the engine uses, before any of them is narrowed or
+ * multiplied: a block_count of 2^32+4 was served as 4 layers, and
+ * key_length × head_count overflowed. 1 in range; 0 with why. */
+static int shape_in_range(const char *path, const cal_gguf_model *m, char *why, size_t why_len)
+{
+    const cal_model_shape *s = &m->shape;
+    const char *a = s->arch;
+    if (s->heads <= 0 || s->embedding <= 0) {
+        cal_why(why, why_len, CAL_EINVAL, "%s: %s.%s is missing", path, a,
+                s->heads <= 0 ? "attention.head_count" : "embedding_length");
+        return 0;
+    }
+    if (!in_range(path, a, "block_count", s->layers, 1, 1024, why, why_len) ||
+        !in_range(path, a, "embedding_length", s->embedding, 2, 65536, why, why_len) ||
+        !in_range(path, a, "attention.head_count", s->heads, 1, s->embedding, why, why_len) ||
+        !in_range(path, a, "attention.head_count_kv", s->kv_heads, 1, s->heads, why,
+                  why_len) ||
+        !in_range(path, a, "attention.key_length", s->k_dim, 1, s->embedding, why, why_len) ||
+        !in_range(path, a, "attention.value_length", s->v_dim, 1, s->embedding, why,
+                  why_len) ||
+        !in_range(path, a, "expert_count", m->n_expert, 0, 1024, why, why_len))
+        return 0;
+    if (m->ffn <= 0 && m->ffn_exp <= 0) {
+        cal_why(why, why_len, CAL_EINVAL, "%s: %s.feed_forward_length is missing", path, a);
+        return 0;
+    }
+    if (m->ffn > 0 && !in_range(path, a, "feed_forward_length", m->ffn, 1, 1 << 20, why, why_len))
+        return 0;
+    if (m->ffn_exp > 0 &&
+        !in_range(path, a, "expert_feed_forward_length", m->ffn_exp, 1, 1 << 20, why, why_len))
+        return 0;
+    if (m->n_expert > 0 &&
+        !in_range(path, a, "expert_used_count", m->n_expert_used, 1, m->n_expert, why, why_len))
+        return 0;
+    if (m->rope_theta != 0 && !(m->rope_theta > 1)) {
+        cal_why(why, why_len, CAL_EINVAL, "%s: %s.rope.freq_base is %g, outside (1, 1e12] "
+                "(what the engine runs)", path, a, m->rope_theta);
+        return 0;
+    }
+    if (m->norm_eps != 0 && !((float)m->norm_eps > 0)) {
+        cal_why(why, why_len, CAL_EINVAL, "%s: %s.attention.layer_norm_rms_epsilon is %g, "
+                "below the smallest float (about 1e-38)", path, a, m->norm_eps);
+        return 0;
+    }
     return 1;
 }
 
@@ -647,19 +709,23 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     memset(&c, 0, sizeof c);
     snprintf(c.name, sizeof c.name, "gguf");
     const cal_model_shape *s = &m.shape;
+    int vrc = CAL_OK;
     rc = CAL_EINVAL;
     if (cal_arch_parse(s->arch) < 0 || strcmp(s->arch, cal_arch_name(cal_arch_parse(s->arch))))
         cal_why(why, why_len, rc, "%s: architecture \"%s\" is not supported (caliper serves "
              "\"llama\", with or without experts, dense \"qwen2\" and \"qwen3\", and \"qwen3moe\")", path,
              s->arch);
-    else if ((strcmp(m.tok_model, "llama") || !m.byte_tokens) && !own_vocab(path, w, sizeof w))
-        cal_why(why, why_len, rc, "%s: vocabulary \"%s\" is not supported: %s", path,
-             m.tok_model[0] ? m.tok_model : "(none)", w);
+    else if ((strcmp(m.tok_model, "llama") || !m.byte_tokens) &&
+             (vrc = own_vocab(path, w, sizeof w)) != CAL_OK)
+        cal_why(why, why_len, rc, vrc == CAL_EPROTO ? "%s: the vocabulary (\"%s\") is "
+                "malformed: %s" : "%s: vocabulary \"%s\" is not supported: %s", path,
+                m.tok_model[0] ? m.tok_model : "(none)", w);
     else if (m.byte_tokens && !strcmp(m.tok_model, "llama") && m.eos != CAL_GGUF_EOS)
         cal_why(why, why_len, rc, "%s: tokenizer.ggml.eos_token_id is %ld: caliper's byte "
              "vocabulary has </s> at %d", path, m.eos, CAL_GGUF_EOS);
-    else if (s->heads <= 0 || s->embedding <= 0 || s->k_dim * s->heads != s->embedding ||
-             s->v_dim != s->k_dim)
+    else if (!shape_in_range(path, &m, why, why_len))
+        ;   /* why says which key */
+    else if (s->k_dim * s->heads != s->embedding || s->v_dim != s->k_dim)
         cal_why(why, why_len, rc, "%s: head sizes (key %ld, value %ld, %ld heads) do not "
              "divide embedding_length %ld evenly: not supported", path, s->k_dim, s->v_dim,
              s->heads, s->embedding);
@@ -667,7 +733,7 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
         cal_why(why, why_len, rc, "%s: llama.rope.dimension_count %ld: partial RoPE is not "
              "supported (head size %ld)", path, m.rope_dims, s->k_dim);
     else if (m.ffn <= 0)
-        cal_why(why, why_len, rc, "%s: llama.feed_forward_length is missing", path);
+        cal_why(why, why_len, rc, "%s: %s.feed_forward_length is missing", path, s->arch);
     else
         rc = CAL_OK;
     if (rc == CAL_OK) {

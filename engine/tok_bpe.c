@@ -176,60 +176,58 @@ static int do_word(work *w, const char *w8, size_t n8)
     return CAL_OK;
 }
 
-int cal_bpe_encode(const cal_vocab *v, const char *text, size_t n, int32_t *ids, int cap,
-                   int *count)
+/* Buffers for one fragment's subject, allocated once for the longest. */
+typedef struct subject {
+    char   *sub, *orig;
+    size_t *cpt_at;   /* code point i -> byte in sub */
+    size_t *org_at;   /* code point i -> byte in orig */
+    pcre2_match_data *md;
+} subject;
+
+/* One fragment of text, t[n]. */
+static int encode_text(work *w, subject *j, const char *text, size_t n)
 {
-    if (n == 0)
-        return CAL_OK;
-    if (!v->re)
-        return CAL_EINVAL;
+    const cal_vocab *v = w->v;
     /* the subject: code points as llama.cpp reads them, re-encoded; a
      * surrogate (which PCRE2 refuses) stands in as U+FFFD, which has the
      * same class here (neither letter, number nor space) */
-    size_t cap8 = 3 * n + 4;
-    char *sub = malloc(cap8), *orig = malloc(cap8);
-    size_t *cpt_at = malloc((n + 1) * sizeof *cpt_at);   /* code point i -> byte in sub */
-    size_t *org_at = malloc((n + 1) * sizeof *org_at);   /* code point i -> byte in orig */
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(v->re, NULL);
-    work w = {.v = v, .ids = ids, .cap = cap, .count = count};
-    int rc = CAL_OK;
-    if (!sub || !orig || !cpt_at || !org_at || !md || cal_heap_init(&w.h, 64, 0) != CAL_OK)
-        rc = CAL_ENOMEM;
     size_t nc = 0, ls = 0, lo = 0;
-    for (size_t i = 0; rc == CAL_OK && i < n; nc++) {
+    for (size_t i = 0; i < n; nc++) {
         uint32_t c = next_cpt((const unsigned char *)text, n, &i);
-        if (c > 0x10ffff) { rc = CAL_EINVAL; break; }   /* llama.cpp cannot either */
-        cpt_at[nc] = ls;
-        org_at[nc] = lo;
-        ls += (size_t)put_utf8(c >= 0xd800 && c <= 0xdfff ? 0xfffd : c, sub + ls);
-        lo += (size_t)put_utf8(c, orig + lo);
+        if (c > 0x10ffff)
+            return CAL_EINVAL;   /* llama.cpp cannot either */
+        j->cpt_at[nc] = ls;
+        j->org_at[nc] = lo;
+        ls += (size_t)put_utf8(c >= 0xd800 && c <= 0xdfff ? 0xfffd : c, j->sub + ls);
+        lo += (size_t)put_utf8(c, j->orig + lo);
     }
-    if (rc == CAL_OK) {
-        cpt_at[nc] = ls;
-        org_at[nc] = lo;
-    }
+    j->cpt_at[nc] = ls;
+    j->org_at[nc] = lo;
+    const char *orig = j->orig;
+    const size_t *cpt_at = j->cpt_at, *org_at = j->org_at;
     /* byte offset in sub -> code point index, by walking both together */
     size_t ci = 0, pos = 0;
+    int rc = CAL_OK;
     while (rc == CAL_OK && pos < ls) {
-        int r = pcre2_match(v->re, (PCRE2_SPTR)sub, ls, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+        int r = pcre2_match(v->re, (PCRE2_SPTR)j->sub, ls, pos, PCRE2_NO_UTF_CHECK, j->md,
+                            NULL);
         size_t ms = ls, me = ls;
         if (r >= 0) {
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(j->md);
             ms = ov[0];
             me = ov[1];
         } else if (r != PCRE2_ERROR_NOMATCH) {
-            rc = CAL_EINTERNAL;
-            break;
+            return CAL_EINTERNAL;
         }
         /* the characters before the match: a word each */
         while (rc == CAL_OK && cpt_at[ci] < ms) {
-            rc = do_word(&w, orig + org_at[ci], org_at[ci + 1] - org_at[ci]);
+            rc = do_word(w, orig + org_at[ci], org_at[ci + 1] - org_at[ci]);
             ci++;
         }
         if (rc != CAL_OK || ms == ls)
             break;
         if (me == ms) {   /* an empty match: take one character */
-            rc = do_word(&w, orig + org_at[ci], org_at[ci + 1] - org_at[ci]);
+            rc = do_word(w, orig + org_at[ci], org_at[ci + 1] - org_at[ci]);
             ci++;
             pos = cpt_at[ci];
             continue;
@@ -237,17 +235,42 @@ int cal_bpe_encode(const cal_vocab *v, const char *text, size_t n, int32_t *ids,
         size_t cj = ci;
         while (cpt_at[cj] < me)
             cj++;
-        rc = do_word(&w, orig + org_at[ci], org_at[cj] - org_at[ci]);
+        rc = do_word(w, orig + org_at[ci], org_at[cj] - org_at[ci]);
         ci = cj;
         pos = me;
     }
-    if (md) pcre2_match_data_free(md);
+    return rc;
+}
+
+int cal_bpe_encode(const cal_vocab *v, const char *text, const cal_frag *f, size_t nf,
+                   int32_t *ids, int cap, int *count)
+{
+    if (!v->re)
+        return CAL_EINVAL;
+    size_t longest = 0;
+    for (size_t i = 0; i < nf; i++)
+        if (f[i].id < 0 && f[i].len > longest)
+            longest = f[i].len;
+    size_t cap8 = 3 * longest + 4;
+    subject j = {malloc(cap8), malloc(cap8), malloc((longest + 1) * sizeof(size_t)),
+                 malloc((longest + 1) * sizeof(size_t)),
+                 pcre2_match_data_create_from_pattern(v->re, NULL)};
+    work w = {.v = v, .ids = ids, .cap = cap, .count = count};
+    int rc = CAL_OK;
+    if (!j.sub || !j.orig || !j.cpt_at || !j.org_at || !j.md ||
+        cal_heap_init(&w.h, 64, 0) != CAL_OK)
+        rc = CAL_ENOMEM;
+    for (size_t i = 0; i < nf && rc == CAL_OK; i++)
+        rc = f[i].id >= 0 ? emit(&w, f[i].id)
+             : f[i].len ? encode_text(&w, &j, text + f[i].off, f[i].len) : CAL_OK;
+    if (j.md)
+        pcre2_match_data_free(j.md);
     cal_heap_free(&w.h);
     free(w.sy);
     free(w.enc);
-    free(sub);
-    free(orig);
-    free(cpt_at);
-    free(org_at);
+    free(j.sub);
+    free(j.orig);
+    free(j.cpt_at);
+    free(j.org_at);
     return rc;
 }

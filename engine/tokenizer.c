@@ -14,11 +14,13 @@
 #include <string.h>
 
 #define EOS_ID 256
-#define MAX_PIECE 8
+#define MAX_PIECE 8   /* the synthetic vocabulary's longest piece */
 
 struct cal_tokenizer {
     int      vocab;
-    char    *pool;    /* piece bytes, MAX_PIECE per id */
+    char    *pool;    /* piece bytes, stride per id */
+    size_t   stride;  /* bytes of pool per id: MAX_PIECE, or the byte
+                         vocabulary's longest "[N]" */
     uint8_t *len;     /* [vocab] */
     int32_t *table;   /* open addressing: id or −1; pieces of length ≥ 2 */
     uint32_t mask;
@@ -41,14 +43,14 @@ static int lookup(const cal_tokenizer *t, const char *s, int n)
         int32_t id = t->table[i];
         if (id < 0)
             return -1;
-        if (t->len[id] == n && memcmp(t->pool + (size_t)id * MAX_PIECE, s, (size_t)n) == 0)
+        if (t->len[id] == n && memcmp(t->pool + (size_t)id * t->stride, s, (size_t)n) == 0)
             return id;
     }
 }
 
 static void insert(cal_tokenizer *t, int32_t id)
 {
-    uint32_t i = hash(t->pool + (size_t)id * MAX_PIECE, t->len[id]) & t->mask;
+    uint32_t i = hash(t->pool + (size_t)id * t->stride, t->len[id]) & t->mask;
     while (t->table[i] >= 0)
         i = (i + 1) & t->mask;
     t->table[i] = id;
@@ -98,6 +100,7 @@ int cal_tok_open(int vocab, cal_tokenizer **out)
         size <<= 1;
     t->vocab = vocab;
     t->mask = size - 1;
+    t->stride = MAX_PIECE;
     t->pool = calloc((size_t)vocab, MAX_PIECE);
     t->len = calloc((size_t)vocab, 1);
     t->table = malloc(sizeof(int32_t) * size);
@@ -107,7 +110,7 @@ int cal_tok_open(int vocab, cal_tokenizer **out)
     }
     memset(t->table, 0xff, sizeof(int32_t) * size);
     for (int i = 0; i < 256; i++) {
-        t->pool[(size_t)i * MAX_PIECE] = (char)i;
+        t->pool[(size_t)i * t->stride] = (char)i;
         t->len[i] = 1;
     }
     t->len[EOS_ID] = 0;
@@ -116,7 +119,7 @@ int cal_tok_open(int vocab, cal_tokenizer **out)
      * same in every vocabulary that has an id i. */
     uint64_t rng = 0xca11be7ull;
     for (int id = EOS_ID + 1; id < vocab; id++) {
-        char *p = t->pool + (size_t)id * MAX_PIECE;
+        char *p = t->pool + (size_t)id * t->stride;
         int n;
         do {
             memset(p, 0, MAX_PIECE);
@@ -154,22 +157,30 @@ int cal_tok_open_bytes(int vocab, int eos, cal_tokenizer **out)
     t->vocab = vocab;
     t->eos = eos;
     t->bytes_only = 1;
-    t->pool = calloc((size_t)vocab, MAX_PIECE);
+    /* each id's slot holds its whole "[N]": 9 bytes from id 1000000, 10
+     * from 10000000 (a fixed 8 overflowed there) */
+    char tmp[16];
+    int widest = snprintf(tmp, sizeof tmp, "[%d]", vocab - 1);
+    t->stride = widest > MAX_PIECE ? (size_t)widest : MAX_PIECE;
+    t->pool = calloc((size_t)vocab, t->stride);
     t->len = calloc((size_t)vocab, 1);
     if (!t->pool || !t->len) {
         cal_tok_close(&t);
         return CAL_ENOMEM;
     }
     for (int i = 0; i < 256; i++) {
-        t->pool[(size_t)i * MAX_PIECE] = (char)i;
+        t->pool[(size_t)i * t->stride] = (char)i;
         t->len[i] = 1;
     }
     /* 256..258 are </s>, <s>, <unk> (no text); the rest print as "[N]",
      * the text engine/gguf.c gives them in the file */
     for (int id = 259; id < vocab; id++) {
-        char tmp[16];
         int n = snprintf(tmp, sizeof tmp, "[%d]", id);
-        memcpy(t->pool + (size_t)id * MAX_PIECE, tmp, (size_t)n);
+        if (n < 0 || (size_t)n > t->stride) {   /* cannot happen: id < vocab */
+            cal_tok_close(&t);
+            return CAL_EINTERNAL;
+        }
+        memcpy(t->pool + (size_t)id * t->stride, tmp, (size_t)n);
         t->len[id] = (uint8_t)n;
     }
     *out = t;
@@ -218,6 +229,7 @@ const char *cal_tok_kind(const cal_tokenizer *t)
 {
     return !t ? "" : t->v ? t->v->model : "bytes";
 }
+const char *cal_tok_note(const cal_tokenizer *t) { return t && t->v ? t->v->note : ""; }
 
 /* The bytes id decodes to. */
 static const char *piece_of(const cal_tokenizer *t, int32_t id, int *len)
@@ -227,7 +239,7 @@ static const char *piece_of(const cal_tokenizer *t, int32_t id, int *len)
         return t->v->dpool + t->v->doff[id];
     }
     *len = t->len[id];
-    return t->pool + (size_t)id * MAX_PIECE;
+    return t->pool + (size_t)id * t->stride;
 }
 
 const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len)
@@ -246,69 +258,6 @@ const char *cal_tok_piece(const cal_tokenizer *t, int32_t id, int *len)
 
 /* ---- a GGUF vocabulary: special tokens, then SPM or BPE ---------------- */
 
-typedef struct frag {
-    int32_t id;        /* a special token; -1 for text */
-    size_t  off, len;  /* text: bytes of the input */
-} frag;
-
-static const char *find_bytes(const char *h, size_t hn, const char *nd, size_t nn)
-{
-    if (nn == 0 || nn > hn)
-        return NULL;
-    return memmem(h, hn, nd, nn);
-}
-
-/* Split the text at every special token, longest tokens first, as
- * llama.cpp's tokenizer_st_partition does: each token cuts the text
- * fragments left by the ones before it. *out is malloc'd. */
-static int partition(const cal_vocab *v, const char *text, size_t n, int parse_special,
-                     frag **out, int *nout)
-{
-    size_t cap = 16;
-    int nf = 1;
-    frag *f = malloc(cap * sizeof *f);
-    if (!f)
-        return CAL_ENOMEM;
-    f[0] = (frag){-1, 0, n};
-    for (int s = 0; s < v->n_special; s++) {
-        int32_t sid = v->special[s];
-        int tt = v->type[sid];
-        if (!parse_special && (tt == CAL_TT_CONTROL || tt == CAL_TT_UNKNOWN))
-            continue;
-        const char *tx = v->pool + v->off[sid];
-        size_t tl = v->len[sid];
-        for (int i = 0; i < nf; i++) {
-            if (f[i].id >= 0)
-                continue;
-            const char *m = find_bytes(text + f[i].off, f[i].len, tx, tl);
-            if (!m)
-                continue;
-            size_t at = (size_t)(m - text);
-            /* left text (kept when non-empty), the token, the right text
-             * (searched again on the next turn of i) */
-            size_t lo = f[i].off, ll = at - f[i].off;
-            size_t ro = at + tl, rl = f[i].off + f[i].len - ro;
-            int add = (ll > 0) + 1 + (rl > 0) - 1;
-            if ((size_t)(nf + add) > cap) {
-                while ((size_t)(nf + add) > cap) cap *= 2;
-                frag *q = realloc(f, cap * sizeof *q);
-                if (!q) { free(f); return CAL_ENOMEM; }
-                f = q;
-            }
-            memmove(f + i + 1 + add, f + i + 1, (size_t)(nf - i - 1) * sizeof *f);
-            nf += add;
-            int k = i;
-            if (ll > 0) f[k++] = (frag){-1, lo, ll};
-            f[k++] = (frag){sid, 0, 0};
-            if (rl > 0) f[k] = (frag){-1, ro, rl};
-            i = k - 1;   /* the loop's i++ lands on the right text */
-        }
-    }
-    *out = f;
-    *nout = nf;
-    return CAL_OK;
-}
-
 static int push(int32_t *ids, int cap, int *count, int32_t id)
 {
     if (*count >= cap)
@@ -320,49 +269,26 @@ static int push(int32_t *ids, int cap, int *count, int32_t id)
 static int encode_vocab(const cal_vocab *v, const char *text, size_t n, int flags,
                         int32_t *ids, int cap)
 {
-    frag *f = NULL;
-    int nf = 0, count = 0;
-    int rc = n ? partition(v, text, n, flags & CAL_TOK_PARSE_SPECIAL, &f, &nf) : CAL_OK;
+    cal_frag *f = NULL;
+    size_t nf = 0;
+    int count = 0;
+    int rc = cal_special_split(v, text, n, flags & CAL_TOK_PARSE_SPECIAL, &f, &nf);
     int add = flags & CAL_TOK_ADD_SPECIAL;
+    /* no token stands for more than max_len bytes: text that needs more ids
+     * than cap fails now, before the encoder sizes its buffers to it (a 4
+     * MB prompt against a 4096-position context) */
+    size_t least = 0;
+    for (size_t i = 0; rc == CAL_OK && i < nf; i++)
+        least += f[i].id >= 0 ? 1 : (f[i].len + v->max_len - 1) / v->max_len;
+    if (rc == CAL_OK && least > (size_t)cap)
+        rc = CAL_ETOOBIG;
     if (rc == CAL_OK && add && v->add_bos)
         rc = push(ids, cap, &count, v->bos);
-    char *esc = NULL;
-    if (rc == CAL_OK && v->kind == CAL_VOCAB_SPM && n) {
-        esc = malloc(3 * n + 3);   /* the prefix and every byte a "▁" */
-        if (!esc) rc = CAL_ENOMEM;
-    }
-    int prev_special = 1;  /* SentencePiece: a space before text at the start
-                              or after a special token */
-    for (int i = 0; i < nf && rc == CAL_OK; i++) {
-        if (f[i].id >= 0) {
-            rc = push(ids, cap, &count, f[i].id);
-            prev_special = 1;
-            continue;
-        }
-        const char *s = text + f[i].off;
-        if (v->kind == CAL_VOCAB_BPE) {
-            rc = cal_bpe_encode(v, s, f[i].len, ids, cap, &count);
-            continue;
-        }
-        size_t k = 0;
-        if (v->add_space_prefix && prev_special) {
-            memcpy(esc, "\xe2\x96\x81", 3);
-            k = 3;
-        }
-        for (size_t j = 0; j < f[i].len; j++) {
-            if (s[j] == ' ') {
-                memcpy(esc + k, "\xe2\x96\x81", 3);
-                k += 3;
-            } else {
-                esc[k++] = s[j];
-            }
-        }
-        rc = cal_spm_encode(v, esc, k, ids, cap, &count);
-        prev_special = 0;
-    }
+    if (rc == CAL_OK && nf)
+        rc = v->kind == CAL_VOCAB_BPE ? cal_bpe_encode(v, text, f, nf, ids, cap, &count)
+                                      : cal_spm_encode(v, text, f, nf, ids, cap, &count);
     if (rc == CAL_OK && add && v->add_eos)
         rc = push(ids, cap, &count, v->eos);
-    free(esc);
     free(f);
     return rc == CAL_OK ? count : rc;
 }

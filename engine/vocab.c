@@ -8,6 +8,7 @@
 #include "caliper/error.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,9 @@
 enum { G_U8, G_I8, G_U16, G_I16, G_U32, G_I32, G_F32, G_BOOL, G_STR, G_ARR, G_U64,
        G_I64, G_F64, G_NTYPES };
 static const int g_size[G_NTYPES] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+static const char *const g_name[G_NTYPES] = {"uint8", "int8", "uint16", "int16", "uint32",
+                                             "int32", "float32", "bool", "string", "array",
+                                             "uint64", "int64", "float64"};
 
 #define MAX_TOKENS (1 << 24)
 #define MAX_KV     (1 << 20)
@@ -123,6 +127,7 @@ void cal_vocab_free(cal_vocab **pv)
     free(v->tab); free(v->mpool); free(v->moff); free(v->mlen); free(v->mtab);
     free(v->special); free(v->dpool); free(v->doff); free(v->dlen); free(v->kv);
     cal_pretok_free(v->re);
+    cal_special_free(v);
     free(v);
     *pv = NULL;
 }
@@ -268,6 +273,12 @@ static size_t decode_piece(const cal_vocab *v, int32_t id, char *o)
     return k;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int build(cal_vocab *v, const uint8_t *p, const val *tok, const val *sc,
                  const val *tt, const val *mg, char *why, size_t why_len)
 {
@@ -306,6 +317,8 @@ static int build(cal_vocab *v, const uint8_t *p, const val *tok, const val *sc,
         }
         at += v->len[i];
         pos += 8 + l;
+        if (v->len[i] > v->max_len)
+            v->max_len = v->len[i];
         v->type[i] = CAL_TT_NORMAL;
         if (sc) {
             const uint8_t *q = p + sc->at + 4 * (size_t)i;
@@ -411,16 +424,21 @@ static int build(cal_vocab *v, const uint8_t *p, const val *tok, const val *sc,
         if (v->type[i] == CAL_TT_CONTROL || v->type[i] == CAL_TT_USER_DEFINED ||
             v->type[i] == CAL_TT_UNKNOWN)
             v->special[v->n_special++] = i;
-    /* insertion sort by length: special tokens are few */
-    for (int i = 1; i < v->n_special; i++) {
-        int32_t x = v->special[i];
-        int j = i - 1;
-        while (j >= 0 && v->len[v->special[j]] < v->len[x]) {
-            v->special[j + 1] = v->special[j];
-            j--;
-        }
-        v->special[j + 1] = x;
-    }
+    /* longest first, ties by id: a file may make every one of its 2^24
+     * tokens special, so not an insertion sort (the key: the length
+     * inverted, then the id) */
+    uint64_t *key = malloc(((size_t)v->n_special + 1) * sizeof *key);
+    if (!key)
+        return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
+    for (int i = 0; i < v->n_special; i++)
+        key[i] = (uint64_t)(UINT32_MAX - v->len[v->special[i]]) << 32 |
+                 (uint32_t)v->special[i];
+    qsort(key, (size_t)v->n_special, sizeof *key, cmp_u64);
+    for (int i = 0; i < v->n_special; i++)
+        v->special[i] = (int32_t)(uint32_t)key[i];
+    free(key);
+    if (cal_special_index(v) != CAL_OK)
+        return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
     /* byte fallback ids */
     for (int b = 0; b < 256; b++) {
         char t[8];
@@ -471,6 +489,31 @@ static void str_copy(const uint8_t *p, const val *v, char *o, size_t cap)
             o[i] = '?';
 }
 
+/* "an array of 5 float32", "a string": what a value is, for a message */
+static const char *describe(const val *v, char *o, size_t n)
+{
+    if (v->type == G_ARR)
+        snprintf(o, n, "an array of %llu %s", (unsigned long long)v->count, g_name[v->etype]);
+    else
+        snprintf(o, n, "a %s", g_name[v->type]);
+    return o;
+}
+
+/* Append one line to the vocabulary's note ("; " between lines). */
+static void note(cal_vocab *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(cal_vocab *v, const char *fmt, ...)
+{
+    size_t at = strlen(v->note);
+    if (at && at + 2 < sizeof v->note) {
+        memcpy(v->note + at, "; ", 3);
+        at += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->note + at, sizeof v->note - at, fmt, ap);
+    va_end(ap);
+}
+
 int cal_vocab_read_mem(const void *buf, size_t len, cal_vocab **out, char *why,
                        size_t why_len)
 {
@@ -491,6 +534,7 @@ int cal_vocab_read_mem(const void *buf, size_t len, cal_vocab **out, char *why,
                        (unsigned long long)n_kv);
     r.pos = 24;
     val model = {0}, pre = {0}, tok = {0}, sc = {0}, tt = {0}, mg = {0};
+    char what[64];
     val bos = {0}, eos = {0}, unk = {0}, pad = {0}, abos = {0}, aeos = {0}, asp = {0};
     int have_model = 0, have_pre = 0, have_tok = 0, have_sc = 0, have_tt = 0, have_mg = 0;
     int have_bos = 0, have_eos = 0, have_unk = 0, have_pad = 0, have_abos = 0, have_aeos = 0,
@@ -536,23 +580,37 @@ int cal_vocab_read_mem(const void *buf, size_t len, cal_vocab **out, char *why,
             v->kv_len += n;
             v->n_kv++;
         }
-        if (KEY("tokenizer.ggml.model") && t == G_STR) { model = vv; have_model = 1; }
-        else if (KEY("tokenizer.ggml.pre") && t == G_STR) { pre = vv; have_pre = 1; }
-        else if (KEY("tokenizer.ggml.tokens")) { tok = vv; have_tok = 1; }
-        else if (KEY("tokenizer.ggml.scores")) { sc = vv; have_sc = 1; }
-        else if (KEY("tokenizer.ggml.token_type")) { tt = vv; have_tt = 1; }
-        else if (KEY("tokenizer.ggml.merges")) { mg = vv; have_mg = 1; }
-        else if (KEY("tokenizer.ggml.bos_token_id")) { bos = vv; have_bos = 1; }
-        else if (KEY("tokenizer.ggml.eos_token_id")) { eos = vv; have_eos = 1; }
-        else if (KEY("tokenizer.ggml.unknown_token_id")) { unk = vv; have_unk = 1; }
-        else if (KEY("tokenizer.ggml.padding_token_id")) { pad = vv; have_pad = 1; }
-        else if (KEY("tokenizer.ggml.add_bos_token")) { abos = vv; have_abos = 1; }
-        else if (KEY("tokenizer.ggml.add_eos_token")) { aeos = vv; have_aeos = 1; }
-        else if (KEY("tokenizer.ggml.add_space_prefix")) { asp = vv; have_asp = 1; }
+        struct { const char *name; val *v; int *have; } keys[] = {
+            {"tokenizer.ggml.model", &model, &have_model}, {"tokenizer.ggml.pre", &pre, &have_pre},
+            {"tokenizer.ggml.tokens", &tok, &have_tok}, {"tokenizer.ggml.scores", &sc, &have_sc},
+            {"tokenizer.ggml.token_type", &tt, &have_tt},
+            {"tokenizer.ggml.merges", &mg, &have_mg},
+            {"tokenizer.ggml.bos_token_id", &bos, &have_bos},
+            {"tokenizer.ggml.eos_token_id", &eos, &have_eos},
+            {"tokenizer.ggml.unknown_token_id", &unk, &have_unk},
+            {"tokenizer.ggml.padding_token_id", &pad, &have_pad},
+            {"tokenizer.ggml.add_bos_token", &abos, &have_abos},
+            {"tokenizer.ggml.add_eos_token", &aeos, &have_aeos},
+            {"tokenizer.ggml.add_space_prefix", &asp, &have_asp}};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            if (kl != strlen(keys[i].name) || memcmp(key, keys[i].name, kl))
+                continue;
+            /* which of the two would it be? llama.cpp refuses the file too */
+            if (*keys[i].have)
+                rc = cal_why(why, why_len, CAL_EPROTO, "offset %zu: %s appears a second time",
+                             start, keys[i].name);
+            *keys[i].v = vv;
+            *keys[i].have = 1;
+            break;
+        }
 #undef KEY
     }
     if (rc == CAL_OK && !have_model)
         rc = cal_why(why, why_len, CAL_EINVAL, "tokenizer.ggml.model is missing");
+    if (rc == CAL_OK && (model.type != G_STR || (have_pre && pre.type != G_STR)))
+        rc = cal_why(why, why_len, CAL_EPROTO, "tokenizer.ggml.%s has type %s, not string",
+                     model.type != G_STR ? "model" : "pre",
+                     g_name[model.type != G_STR ? model.type : pre.type]);
     if (rc == CAL_OK) {
         str_copy(p, &model, v->model, sizeof v->model);
         if (have_pre)
@@ -589,22 +647,26 @@ int cal_vocab_read_mem(const void *buf, size_t len, cal_vocab **out, char *why,
                          "are)", v->model);
         }
     }
-    if (rc == CAL_OK && (!have_tok || tok.type != G_ARR || tok.etype != G_STR ||
-                         tok.count == 0 || tok.count > MAX_TOKENS))
-        rc = cal_why(why, why_len, CAL_EINVAL, "tokenizer.ggml.tokens: %s",
-                     !have_tok ? "missing" : "not a non-empty array of strings (at most 2^24)");
+    if (rc == CAL_OK && !have_tok)
+        rc = cal_why(why, why_len, CAL_EINVAL, "tokenizer.ggml.tokens is missing");
+    if (rc == CAL_OK && (tok.type != G_ARR || tok.etype != G_STR || tok.count == 0 ||
+                         tok.count > MAX_TOKENS))
+        rc = cal_why(why, why_len, CAL_EPROTO, "tokenizer.ggml.tokens is %s, not a non-empty "
+                     "array of strings (at most 2^24)", describe(&tok, what, sizeof what));
     if (rc == CAL_OK && have_sc && (sc.type != G_ARR || (sc.etype != G_F32 &&
                                     sc.etype != G_I32) || sc.count < tok.count))
-        rc = cal_why(why, why_len, CAL_EINVAL, "tokenizer.ggml.scores: not an array of "
-                     "%llu numbers", (unsigned long long)tok.count);
+        rc = cal_why(why, why_len, CAL_EPROTO, "tokenizer.ggml.scores is %s: each of the %llu "
+                     "tokens needs a float32", describe(&sc, what, sizeof what),
+                     (unsigned long long)tok.count);
     if (rc == CAL_OK && have_tt && (tt.type != G_ARR || tt.etype != G_I32 ||
                                     tt.count < tok.count))
-        rc = cal_why(why, why_len, CAL_EINVAL, "tokenizer.ggml.token_type: not an array of "
-                     "%llu int32", (unsigned long long)tok.count);
+        rc = cal_why(why, why_len, CAL_EPROTO, "tokenizer.ggml.token_type is %s: each of the "
+                     "%llu tokens needs an int32", describe(&tt, what, sizeof what),
+                     (unsigned long long)tok.count);
     if (rc == CAL_OK && have_mg && (mg.type != G_ARR || mg.etype != G_STR ||
                                     mg.count > MAX_TOKENS * 2u))
-        rc = cal_why(why, why_len, CAL_EINVAL, "tokenizer.ggml.merges: not an array of "
-                     "strings");
+        rc = cal_why(why, why_len, CAL_EPROTO, "tokenizer.ggml.merges is %s, not an array of "
+                     "strings (at most 2^25)", describe(&mg, what, sizeof what));
     if (rc == CAL_OK)
         rc = build(v, p, &tok, have_sc ? &sc : NULL, have_tt ? &tt : NULL,
                    have_mg ? &mg : NULL, why, why_len);
@@ -614,20 +676,46 @@ int cal_vocab_read_mem(const void *buf, size_t len, cal_vocab **out, char *why,
             {&unk, have_unk, &v->unk, "unknown_token_id"},
             {&pad, have_pad, &v->pad, "padding_token_id"}};
         for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-            /* a default out of range is no id; a bad value keeps the default */
+            /* a default out of range is no id; a bad value keeps the default,
+             * as llama.cpp does ("bad special token ... using default id"),
+             * and the note says so */
             if (*ids[i].id >= v->n)
                 *ids[i].id = -1;
+            if (!ids[i].have)
+                continue;
             int ok = 0;
-            int64_t x = ids[i].have ? int_of(p, ids[i].vv, &ok) : 0;
-            if (ok && x >= 0 && x < v->n)
+            int64_t x = int_of(p, ids[i].vv, &ok);
+            if (ok && x >= 0 && x < v->n) {
                 *ids[i].id = (int32_t)x;
+                continue;
+            }
+            char got[128], use[64];
+            if (ok)
+                snprintf(got, sizeof got, "is %lld, outside 0..%d", (long long)x, v->n - 1);
+            else
+                snprintf(got, sizeof got, "is %s, not an integer",
+                         describe(ids[i].vv, what, sizeof what));
+            if (*ids[i].id >= 0)
+                snprintf(use, sizeof use, "the %s default %d is used", v->model, *ids[i].id);
+            else
+                snprintf(use, sizeof use, "none is used");
+            note(v, "tokenizer.ggml.%s %s: %s", ids[i].name, got, use);
         }
-        int ok;
-        int64_t x;
-        if (have_abos && (x = int_of(p, &abos, &ok), ok)) v->add_bos = x != 0;
-        if (have_aeos && (x = int_of(p, &aeos, &ok), ok)) v->add_eos = x != 0;
-        if (have_asp && v->kind == CAL_VOCAB_SPM && (x = int_of(p, &asp, &ok), ok))
-            v->add_space_prefix = x != 0;
+        struct { val *vv; int have; int *flag; const char *name; } flags[] = {
+            {&abos, have_abos, &v->add_bos, "add_bos_token"},
+            {&aeos, have_aeos, &v->add_eos, "add_eos_token"},
+            {&asp, have_asp && v->kind == CAL_VOCAB_SPM, &v->add_space_prefix,
+             "add_space_prefix"}};
+        for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+            int ok = 0;
+            int64_t x = flags[i].have ? int_of(p, flags[i].vv, &ok) : 0;
+            if (ok)
+                *flags[i].flag = x != 0;
+            else if (flags[i].have)
+                note(v, "tokenizer.ggml.%s is %s, not a bool: the %s default (%s) is used",
+                     flags[i].name, describe(flags[i].vv, what, sizeof what), v->model,
+                     *flags[i].flag ? "true" : "false");
+        }
         if ((v->add_bos && v->bos < 0) || (v->add_eos && v->eos < 0))
             rc = cal_why(why, why_len, CAL_EINVAL, "tokenizer.ggml.add_%s_token is set but "
                          "the vocabulary has no such token", v->add_bos && v->bos < 0 ? "bos"

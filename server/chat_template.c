@@ -1,6 +1,7 @@
 /* caliper serve — chat templates (see chat_template.h). */
 #include "server/chat_template.h"
 #include "caliper/error.h"
+#include "caliper/utf8.h"
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -24,36 +25,77 @@ int cal_tpl_parse(const char *s, cal_chat_template *out)
     return -1;
 }
 
+/* What literal_between found. */
+enum { LIT_NONE = 0, LIT_OK, LIT_LONG, LIT_ESCAPE };
+
 /* The text of the Jinja string literal that starts right after `open` in
- * jinja and runs to `close`, decoded ("\n" escapes become newlines), into
- * out[n]. 0 when no such literal exists (the text between them leaves the
- * literal: a quote, or an expression joined with +). */
+ * jinja and runs to `close`, decoded (Python's escapes \n \t \r \\ \'
+ * \"), into out[n]. LIT_NONE when no such literal exists (the text between
+ * them leaves the literal: an unescaped quote, or an expression joined
+ * with +); LIT_LONG when it is longer than n - 1 bytes (*need its length);
+ * LIT_ESCAPE for an escape it does not decode (*need its offset). */
 static int literal_between(const char *jinja, const char *open, const char *close, char *out,
-                           size_t n)
+                           size_t n, size_t *need)
 {
-    for (const char *p = strstr(jinja, open); p; p = strstr(p + 1, open)) {
-        const char *a = p + strlen(open), *e = strstr(a, close);
+    /* linear in the template however it repeats open: close is searched
+     * again only once passed, and a scan that leaves the literal at f
+     * resumes the search for open at f (an open before f would scan the
+     * same bytes to the same end) */
+    const char *e = NULL;
+    for (const char *p = strstr(jinja, open); p;) {
+        const char *a = p + strlen(open);
+        if (!e || e < a)
+            e = strstr(a, close);
         if (!e)
-            return 0;
+            return LIT_NONE;
         size_t k = 0;
-        int ok = 1;
-        for (const char *q = a; q < e && ok; q++) {
+        const char *q = a;
+        for (; q < e; q++) {
             char c = *q;
             if (c == '\'' || c == '"' || c == '{' || c == '}')
-                ok = 0;
-            else if (c == '\\' && q + 1 < e && q[1] == 'n')
-                c = '\n', q++;
-            if (ok && k + 1 < n)
-                out[k++] = c;
-            else if (ok)
-                ok = 0;
+                break;
+            if (c == '\\' && q + 1 < e) {
+                const char *from = "ntr\\'\"", *to = "\n\t\r\\'\"";
+                const char *x = q[1] ? strchr(from, q[1]) : NULL;
+                if (!x) {
+                    *need = (size_t)(q - jinja);
+                    return LIT_ESCAPE;
+                }
+                c = to[x - from];
+                q++;
+            }
+            if (k + 1 < n)
+                out[k] = c;
+            k++;
         }
-        if (ok) {
-            out[k] = '\0';
-            return 1;
+        if (q < e) {   /* it left the literal at q */
+            p = strstr(q, open);
+            continue;
         }
+        if (k + 1 > n) {
+            out[0] = '\0';
+            *need = k;
+            return LIT_LONG;
+        }
+        out[k] = '\0';
+        return LIT_OK;
     }
-    return 0;
+    return LIT_NONE;
+}
+
+int cal_tpl_check_text(const char *s, size_t n, char *why, size_t why_len)
+{
+    if (n == 0)
+        return cal_why(why, why_len, CAL_EINVAL, "it is empty (0 bytes)");
+    const char *z = memchr(s, '\0', n);
+    if (z)
+        return cal_why(why, why_len, CAL_EINVAL, "byte %zu of its %zu is NUL: a template is "
+                       "text", (size_t)(z - s), n);
+    size_t bad = cal_utf8_check(s, n);
+    if (bad < n)
+        return cal_why(why, why_len, CAL_EINVAL, "byte %zu of its %zu is not UTF-8: a template "
+                       "is text", bad, n);
+    return CAL_OK;
 }
 
 int cal_tpl_recognize(const char *jinja, cal_chat_template *out, char *why, size_t why_len)
@@ -66,10 +108,26 @@ int cal_tpl_recognize(const char *jinja, cal_chat_template *out, char *why, size
         /* "<|im_start|>system\n" as a literal up to its "<|im_end|>": the
          * default system message (the one joined with messages[0] is not a
          * literal and is skipped) */
-        if (!literal_between(jinja, "<|im_start|>system\\n", "<|im_end|>", out->default_system,
-                             sizeof out->default_system))
-            literal_between(jinja, "<|im_start|>system\n", "<|im_end|>", out->default_system,
-                            sizeof out->default_system);
+        size_t need = 0;
+        char *d = out->default_system;
+        int lr = literal_between(jinja, "<|im_start|>system\\n", "<|im_end|>", d,
+                                 sizeof out->default_system, &need);
+        if (lr == LIT_NONE)
+            lr = literal_between(jinja, "<|im_start|>system\n", "<|im_end|>", d,
+                                 sizeof out->default_system, &need);
+        if (lr == LIT_LONG)
+            return cal_why(why, why_len, CAL_EINVAL, "its default system message is %zu bytes, "
+                           "over the %d caliper holds", need, CAL_TPL_SYSTEM_MAX - 1);
+        if (lr == LIT_ESCAPE)
+            return cal_why(why, why_len, CAL_EINVAL, "its default system message has an escape "
+                           "caliper does not decode (\"%.4s\" at byte %zu)", jinja + need,
+                           need);
+        size_t dl = strlen(d), bad = cal_utf8_check(d, dl);
+        if (bad < dl) {
+            d[0] = '\0';
+            return cal_why(why, why_len, CAL_EINVAL, "its default system message is not UTF-8 "
+                           "(byte %zu of its %zu)", bad, dl);
+        }
         return CAL_OK;
     }
     if (strstr(jinja, "<|start_header_id|>")) {

@@ -37,7 +37,7 @@ typedef enum cal_tpl_kind {
     CAL_TPL_CALIPER = 0, CAL_TPL_CHATML, CAL_TPL_LLAMA3, CAL_TPL_MISTRAL, CAL_TPL_COUNT
 } cal_tpl_kind;
 
-#define CAL_TPL_SYSTEM_MAX 512
+#define CAL_TPL_SYSTEM_MAX 4096   /* a default system message's bytes, NUL included */
 
 typedef struct cal_chat_template {
     cal_tpl_kind kind;
@@ -65,8 +65,14 @@ const char *cal_tpl_name(cal_tpl_kind k);
  * (no default system, llama3 undated, mistral v0.1's "[INST] … [/INST]"). */
 int cal_tpl_parse(const char *s, cal_chat_template *out);
 
+/* Is s[n] a template's text at all: CAL_OK; CAL_EINVAL with why for 0
+ * bytes, a NUL byte or invalid UTF-8 (naming the byte). A file's
+ * tokenizer.chat_template goes through this before cal_tpl_recognize. */
+int cal_tpl_check_text(const char *s, size_t n, char *why, size_t why_len);
 /* Which family the Jinja text jinja is. CAL_OK with *out filled, or
- * CAL_EINVAL with why naming what was not recognised. */
+ * CAL_EINVAL with why naming what was not recognised, or a ChatML default
+ * system message it cannot hold as written (over CAL_TPL_SYSTEM_MAX - 1
+ * bytes, not UTF-8, an escape it does not decode): never cut or dropped. */
 int cal_tpl_recognize(const char *jinja, cal_chat_template *out, char *why, size_t why_len);
 
 typedef struct cal_tpl_msg {

@@ -15,8 +15,10 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/gguf.h"
+#include "caliper/utf8.h"
 #include "engine/gguf.h"
 #include "lib/util/conn_guard.h"
+#include "server/encode.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request.h"
@@ -29,6 +31,7 @@
 #define IDLE_TIMEOUT_S     600          /* silence that closes a connection */
 #define DEFAULT_HEAD_NS    (10LL * 1000000000)   /* request line + headers */
 #define DEFAULT_BODY_NS    (60LL * 1000000000)   /* the body: 4 MiB at 70 KB/s */
+#define ENCODE_WORKERS     2    /* threads that parse and tokenize bodies */
 
 enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS,
              R_TOKENIZE, R_DETOKENIZE, R_PROFILE, R_APPLY_TEMPLATE };
@@ -56,6 +59,7 @@ struct cal_server {
     cal_tokenizer    *tok;
     cal_sched        *sched;      /* engine mode */
     cal_pacer        *pacer;      /* pacing mode */
+    cal_enc_pool     *enc;        /* parsing and tokenizing, off the event loop */
     cal_srv_metrics   m;
     struct MHD_Daemon *d;
     cal_guard        *guard;      /* request deadlines, free slots */
@@ -72,6 +76,8 @@ typedef struct conn_ctx {
     cal_buf    body;
     int        too_big;
     cal_job   *job;        /* a non-streamed job we are waiting on */
+    cal_enc_task *enc;     /* the body being parsed and tokenized, or NULL */
+    int64_t    arrival_ns; /* when the body was complete */
 } conn_ctx;
 
 /* ---- responses ---------------------------------------------------------- */
@@ -169,44 +175,51 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* The encode pool's hooks: the connection waits, suspended, while a worker
+ * parses and tokenizes its body. */
+static void park_enc(cal_enc_task *t) { MHD_suspend_connection((struct MHD_Connection *)t->conn); }
+static void wake_enc(cal_enc_task *t) { MHD_resume_connection((struct MHD_Connection *)t->conn); }
+
+/* Hand the body to the encode pool; the handler is called again once it
+ * is done (finish_encode). */
+static enum MHD_Result start_encode(cal_server *s, struct MHD_Connection *c, conn_ctx *cx,
+                                    cal_enc_kind kind)
+{
+    cal_srv_error e;
+    cx->arrival_ns = cal_now_ns();
+    cal_enc_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        cal_srv_error_set(&e, 500, "server_error", "", NULL, "out of memory");
+        return send_error(s, c, &e);
+    }
+    *t = (cal_enc_task){.kind = kind, .body = cx->body.data ? cx->body.data : "",
+                        .body_len = cx->body.len, .tok = s->tok,
+                        .lim = {s->model.vocab, s->model.max_ctx, &s->tpl},
+                        .max_ids = (int)TOKENIZE_MAX, .park = park_enc, .wake = wake_enc,
+                        .conn = c};
+    if (cal_enc_submit(s->enc, t) != CAL_OK) {
+        free(t);
+        cal_srv_error_set(&e, 503, "server_overloaded", "", "shutting_down",
+                          "the server is shutting down");
+        return send_error(s, c, &e);
+    }
+    cx->enc = t;
+    return MHD_YES;
+}
+
 static enum MHD_Result handle_completion(cal_server *s, struct MHD_Connection *c,
                                          conn_ctx *cx)
 {
+    cal_enc_task *t = cx->enc;
     cal_srv_error e;
-    cal_srv_request req;
-    cal_srv_limits lim = {s->model.vocab, s->model.max_ctx, &s->tpl};
     cal_srv_api api = cx->r == R_CHAT ? CAL_SRV_CHAT : CAL_SRV_COMPLETIONS;
-    int rc = cal_srv_parse_request(api, cx->body.data, cx->body.len, &lim, &req, &e);
-    if (rc != CAL_OK) return send_error(s, c, &e);
-    int64_t arrival = cal_now_ns();
-
-    int32_t *ids = NULL;
-    int n_ids = 0;
-    if (req.prompt_ids) {
-        ids = req.prompt_ids;
-        n_ids = req.n_prompt_ids;
-        req.prompt_ids = NULL;
-    } else {
-        int cap = s->model.max_ctx;
-        ids = malloc((size_t)cap * sizeof *ids);
-        if (!ids) {
-            cal_srv_request_free(&req);
-            cal_srv_error_set(&e, 500, "server_error", "", NULL, "out of memory");
-            return send_error(s, c, &e);
-        }
-        /* as llama-server: BOS (EOS) where the vocabulary adds them, and
-         * control tokens written in the prompt matched */
-        n_ids = cal_tok_encode_ex(s->tok, req.prompt, req.prompt_len,
-                                  CAL_TOK_ADD_SPECIAL | CAL_TOK_PARSE_SPECIAL, ids, cap);
-        if (n_ids == CAL_ETOOBIG) n_ids = cap;   /* no room left: rejected below */
-        if (n_ids < 0) {
-            free(ids);
-            cal_srv_request_free(&req);
-            cal_srv_error_set(&e, 400, "invalid_request_error", api == CAL_SRV_CHAT
-                              ? "messages" : "prompt", NULL, "the prompt cannot be tokenized");
-            return send_error(s, c, &e);
-        }
-    }
+    cal_srv_request req = t->req;
+    memset(&t->req, 0, sizeof t->req);
+    int32_t *ids = t->ids;
+    int n_ids = t->n_ids;
+    t->ids = NULL;
+    int64_t arrival = cx->arrival_ns;
+    int rc;
     if (cal_srv_check_context(&req, n_ids, s->model.max_ctx, &e) != CAL_OK) {
         free(ids);
         cal_srv_request_free(&req);
@@ -346,6 +359,29 @@ static enum MHD_Result handle_metrics(cal_server *s, struct MHD_Connection *c)
     return ret;
 }
 
+/* Text as a JSON string; a byte that is not UTF-8 (a vocabulary's BOS
+ * text can be anything) becomes U+FFFD, as llama-server's JSON writer
+ * replaces it, rather than the key going missing. */
+static json_t *text_json(const char *t, size_t n)
+{
+    json_t *j = json_stringn(t, n);
+    if (j)
+        return j;
+    cal_buf b = CAL_BUF_INIT(3 * n + 1);
+    for (size_t i = 0; i < n;) {
+        size_t ok = cal_utf8_check(t + i, n - i);
+        cal_buf_append(&b, t + i, ok);
+        i += ok;
+        if (i < n) {
+            cal_buf_append(&b, "\xef\xbf\xbd", 3);
+            i++;
+        }
+    }
+    j = json_stringn(b.data ? b.data : "", b.len);
+    cal_buf_free(&b);
+    return j;
+}
+
 /* POST /apply-template: a chat body's messages as the served model's chat
  * template renders them, {"prompt": text} (llama-server's endpoint), so a
  * client can see exactly what a chat request costs in prompt tokens. */
@@ -359,51 +395,36 @@ static enum MHD_Result handle_apply_template(cal_server *s, struct MHD_Connectio
         CAL_OK)
         return send_error(s, c, &e);
     json_t *o = json_object();
-    json_object_set_new(o, "prompt", json_stringn(req.prompt ? req.prompt : "", req.prompt_len));
+    json_object_set_new(o, "prompt", text_json(req.prompt ? req.prompt : "", req.prompt_len));
     json_object_set_new(o, "template", json_string(cal_tpl_name(s->tpl.kind)));
     cal_srv_request_free(&req);
     return send_json(c, MHD_HTTP_OK, o);
 }
 
+/* POST /tokenize: the answer the encode pool made. */
 static enum MHD_Result handle_tokenize(cal_server *s, struct MHD_Connection *c, conn_ctx *cx)
 {
-    cal_srv_error e;
-    char *text;
-    size_t len;
-    int flags;
-    if (cal_srv_parse_tokenize(cx->body.data, cx->body.len, &text, &len, &e) != CAL_OK ||
-        cal_srv_parse_tokenize_flags(cx->body.data, cx->body.len, &flags, &e) != CAL_OK) {
-        free(text);
-        return send_error(s, c, &e);
-    }
-    /* at most one id per byte, three per invalid byte (a BPE vocabulary
-     * reads it as U+FFFD, which may take three byte tokens), plus BOS, EOS
-     * and SentencePiece's prefix space; the JSON answer is bounded by
-     * TOKENIZE_MAX ids */
-    int cap = (int)(len < TOKENIZE_MAX / 3 ? 3 * len : TOKENIZE_MAX) + 4;
-    int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    int n = ids ? cal_tok_encode_ex(s->tok, text, len, flags, ids, cap) : CAL_ENOMEM;
-    free(text);
-    if (n < 0) {
-        free(ids);
-        if (n == CAL_ETOOBIG)
-            cal_srv_error_set(&e, 413, "invalid_request_error", "prompt", NULL,
-                              "prompt: more than %u tokens", TOKENIZE_MAX);
-        else
-            cal_srv_error_set(&e, n == CAL_ENOMEM ? 500 : 400, "invalid_request_error",
-                              "prompt", NULL, "the text cannot be tokenized (%s)",
-                              cal_strerror(n));
-        return send_error(s, c, &e);
-    }
+    const cal_enc_task *t = cx->enc;
     atomic_fetch_add_explicit(&s->m.tokenize_requests, 1, memory_order_relaxed);
-    json_t *arr = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
-    free(ids);
-    json_t *o = json_object();
-    json_object_set_new(o, "tokens", arr);
-    json_object_set_new(o, "count", json_integer(n));
-    json_object_set_new(o, "max_model_len", json_integer(s->model.max_ctx));
-    return send_json(c, MHD_HTTP_OK, o);
+    return send_body(c, (unsigned)t->status, "application/json", t->answer, t->answer_len);
+}
+
+/* Called again once the encode pool resumed the connection: answer from
+ * its result. */
+static enum MHD_Result finish_encode(cal_server *s, struct MHD_Connection *c, conn_ctx *cx)
+{
+    cal_enc_task *t = cx->enc;
+    if (!cal_enc_done(s->enc, t)) {   /* not ours yet: wait on */
+        MHD_suspend_connection(c);
+        return MHD_YES;
+    }
+    enum MHD_Result ret = t->rc != CAL_OK ? send_error(s, c, &t->err)
+                          : cx->r == R_TOKENIZE ? handle_tokenize(s, c, cx)
+                                                : handle_completion(s, c, cx);
+    cal_enc_task_clear(t);
+    free(t);
+    cx->enc = NULL;
+    return ret;
 }
 
 /* POST /detokenize {"tokens": [...]}: {"content": text}, each id's piece
@@ -504,6 +525,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (cx->job) return finish_nonstream(s, c, cx);
+    if (cx->enc) return finish_encode(s, c, cx);
     if (*upload_data_size) {
         if (!cx->too_big && cal_buf_append(&cx->body, upload_data, *upload_data_size) != CAL_OK)
             cx->too_big = 1;
@@ -519,8 +541,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_error(s, c, &e);
     }
     switch (cx->r) {
-    case R_COMPLETIONS:
-    case R_CHAT:     return handle_completion(s, c, cx);
+    case R_COMPLETIONS: return start_encode(s, c, cx, CAL_ENC_COMPLETIONS);
+    case R_CHAT:     return start_encode(s, c, cx, CAL_ENC_CHAT);
     case R_MODELS:   return handle_models(s, c);
     case R_HEALTH: {
         json_t *o = json_object();
@@ -528,7 +550,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_json(c, MHD_HTTP_OK, o);
     }
     case R_METRICS:  return handle_metrics(s, c);
-    case R_TOKENIZE: return handle_tokenize(s, c, cx);
+    case R_TOKENIZE: return start_encode(s, c, cx, CAL_ENC_TOKENIZE);
     case R_APPLY_TEMPLATE: return handle_apply_template(s, c, cx);
     case R_DETOKENIZE: return handle_detokenize(s, c, cx);
     case R_PROFILE:  return handle_profile(s, c);
@@ -551,6 +573,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         if (!j->done) j->cancelled = 1;   /* the scheduler drops it before its next step */
         pthread_mutex_unlock(&j->mu);
         cal_job_unref(j);
+    }
+    if (cx->enc) {
+        cal_enc_task_clear(cx->enc);
+        free(cx->enc);
     }
     cal_buf_free(&cx->body);
     free(cx);
@@ -657,6 +683,11 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
         return fail(why, why_cap, rc, "tokenizer: %s", twhy[0] ? twhy : cal_strerror(rc));
     }
     set_template_specials(&s->tpl, s->tok);
+    rc = cal_enc_open(ENCODE_WORKERS, &s->m, &s->enc);
+    if (rc != CAL_OK) {
+        cal_server_close(&s);
+        return fail(why, why_cap, rc, "encode workers: %s", cal_strerror(rc));
+    }
     if (pace) {
         rc = cal_pacer_open(c->pace_ns, &s->m, &s->pacer);
     } else {
@@ -742,6 +773,7 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
 
 int cal_server_port(const cal_server *s) { return s->port; }
 int64_t cal_server_n_params(const cal_server *s) { return s->n_params; }
+const char *cal_server_vocab_note(const cal_server *s) { return cal_tok_note(s->tok); }
 
 char *cal_server_profile_json(cal_server *s)
 {
@@ -757,6 +789,7 @@ void cal_server_close(cal_server **ps)
      * daemon stops */
     if (s->sched) cal_sched_stop(s->sched);
     if (s->pacer) cal_pacer_stop(s->pacer);
+    cal_enc_stop(s->enc);   /* a parked connection is resumed before MHD stops */
     if (s->d) {
         MHD_quiesce_daemon(s->d);
         for (int i = 0; i < 100 && atomic_load(&s->n_active) > 0; i++)
@@ -767,6 +800,7 @@ void cal_server_close(cal_server **ps)
     cal_guard_close(&s->guard);   /* after the daemon: it reports each close */
     cal_sched_close(&s->sched);
     cal_pacer_close(&s->pacer);
+    cal_enc_close(&s->enc);
     cal_tok_close(&s->tok);
     cal_srv_metrics_free(&s->m);
     free(s);

@@ -123,6 +123,9 @@ int cal_srv_metrics_render(const cal_srv_metrics *m, const char *model, cal_buf 
         "# HELP caliper:tokenize_requests_total POST /tokenize requests answered.\n"
         "# TYPE caliper:tokenize_requests_total counter\n"
         "caliper:tokenize_requests_total{model_name=\"%s\"} %lld\n"
+        "# HELP caliper:requests_tokenizing Requests whose body is being parsed and tokenized.\n"
+        "# TYPE caliper:requests_tokenizing gauge\n"
+        "caliper:requests_tokenizing{model_name=\"%s\"} %d\n"
         "# HELP caliper:engine_steps_total Engine forward steps.\n"
         "# TYPE caliper:engine_steps_total counter\n"
         "caliper:engine_steps_total{model_name=\"%s\"} %lld\n"
@@ -135,7 +138,8 @@ int cal_srv_metrics_render(const cal_srv_metrics *m, const char *model, cal_buf 
         "# HELP caliper:decode_step_seconds Time of one engine step that decodes.\n"
         "# TYPE caliper:decode_step_seconds histogram\n",
         model, kv, model, kv, model, LD(m->requests_ok), model, LD(m->requests_aborted),
-        model, LD(m->requests_rejected), model, LD(m->tokenize_requests), model, LD(m->steps), model, LD(m->batch_max),
+        model, LD(m->requests_rejected), model, LD(m->tokenize_requests), model,
+        atomic_load_explicit(&m->encoding, memory_order_relaxed), model, LD(m->steps), model, LD(m->batch_max),
         model, LD(m->batch_sum));
     long long cum = 0;
     for (int i = 0; i <= CAL_SRV_STEP_BUCKETS; i++) {

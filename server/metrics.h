@@ -24,6 +24,8 @@ typedef struct cal_srv_metrics {
     atomic_llong requests_aborted;   /* client went away or shut down */
     atomic_llong requests_rejected;  /* 4xx/5xx before admission */
     atomic_llong tokenize_requests;  /* POST /tokenize answered (a client's cost to prepare) */
+    atomic_int   encoding;           /* bodies being parsed and tokenized off the
+                                        event loop (queued or running) */
     atomic_llong steps;              /* engine steps */
     atomic_llong step_bucket[CAL_SRV_STEP_BUCKETS + 1]; /* decode steps per le, +Inf last */
     atomic_llong step_sum_ns;        /* decode steps total time */

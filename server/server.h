@@ -51,6 +51,9 @@ int  cal_server_open(const cal_server_config *c, cal_server **out, char *why,
 int  cal_server_port(const cal_server *s);
 /* Parameters of the served model. */
 int64_t cal_server_n_params(const cal_server *s);
+/* What the vocabulary's file had wrong and what is used instead
+ * (cal_tok_note); "" when nothing was. */
+const char *cal_server_vocab_note(const cal_server *s);
 /* The engine's per-op profile JSON, malloc'd (caller frees); NULL in pacing
  * mode or on ENOMEM. Safe while serving (taken between engine steps). */
 char *cal_server_profile_json(cal_server *s);

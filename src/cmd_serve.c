@@ -406,10 +406,14 @@ int cmd_serve(int argc, char **argv)
             held_line(&gm, &sc.model, dtype);
             int trc = CAL_OK;
             if (!tpl_given && gm.chat_template) {
-                trc = !gm.chat_template[0]
-                      ? cal_why(gwhy, sizeof gwhy, CAL_EINVAL, "it is over %u bytes",
+                trc = gm.chat_template_len > CAL_GGUF_TEMPLATE_MAX
+                      ? cal_why(gwhy, sizeof gwhy, CAL_EINVAL, "it is %llu bytes, over the %u "
+                                "caliper reads", (unsigned long long)gm.chat_template_len,
                                 CAL_GGUF_TEMPLATE_MAX)
-                      : cal_tpl_recognize(gm.chat_template, &tpl, gwhy, sizeof gwhy);
+                      : cal_tpl_check_text(gm.chat_template, (size_t)gm.chat_template_len, gwhy,
+                                           sizeof gwhy);
+                if (trc == CAL_OK)
+                    trc = cal_tpl_recognize(gm.chat_template, &tpl, gwhy, sizeof gwhy);
                 tpl_from = "the file's tokenizer.chat_template";
             }
             cal_gguf_model_free(&gm);
@@ -579,6 +583,9 @@ int cmd_serve(int argc, char **argv)
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "caliper serve: chat template %s (%s)\n", cal_tpl_name(sc.chat_template.kind),
             tpl_given ? "--chat-template" : tpl_from);
+    const char *vnote = cal_server_vocab_note(srv);
+    if (vnote[0])
+        fprintf(stderr, "caliper serve: warning: vocabulary: %s\n", vnote);
     /* the kernel set, and OPENBLAS_CORETYPE when it chose it (main sets it
      * for serve): a run records this line's tail as the target's detail */
     const char *coretype = getenv("OPENBLAS_CORETYPE");

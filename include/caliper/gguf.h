@@ -89,8 +89,10 @@ typedef struct cal_gguf_model {
     long   rope_dims;      /* <arch>.rope.dimension_count; 0 absent */
     char   tok_model[32];  /* tokenizer.ggml.model; "" absent */
     char  *chat_template;  /* tokenizer.chat_template (malloc'd, freed by
-                              cal_gguf_model_free); NULL absent, "" when over
-                              CAL_GGUF_TEMPLATE_MAX bytes */
+                              cal_gguf_model_free), NUL-terminated after its
+                              chat_template_len bytes, which may hold NULs;
+                              NULL absent, "" when over CAL_GGUF_TEMPLATE_MAX */
+    uint64_t chat_template_len; /* its length in the file, bytes */
     long   n_vocab;        /* length of tokenizer.ggml.tokens; 0 absent */
     int    byte_tokens;    /* 1: ids 0..255 are the bytes "<0x00>".."<0xFF>"
                               (id 32 may be SentencePiece's space "\u2581") */

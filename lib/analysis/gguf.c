@@ -4,6 +4,7 @@
  * without allocating. Memory and file sources share one cursor. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,9 @@ static const char *const SUFFIX[K_N] = {
 typedef struct slot {
     char   prefix[64];
     int    which;
-    long   value;      /* max over the array when it was one */
+    long   value;      /* max over the array when it was one; -1 not seen */
     int    was_array;
+    uint64_t at;       /* where the pair starts */
 } slot;
 
 /* What the model reader keeps besides the shape: integer keys that may be 0,
@@ -50,10 +52,19 @@ static const char *const XSUFFIX[X_N] = {
     "expert_feed_forward_length"};
 #define MAX_XSLOTS 32
 
+/* A numeric scalar exactly as the file wrote it. */
+typedef struct num {
+    enum { NUM_NONE, NUM_INT, NUM_BIG, NUM_FLOAT } kind;  /* BIG: a uint64 past int64 */
+    int f32;            /* FLOAT: written as float32 */
+    long long i;
+    unsigned long long u;
+    double d;
+} num;
+
 typedef struct xslot {
     char   prefix[64];
     int    which;
-    double value;
+    num    v;
     int    bad_type;   /* the value's type when it was not a number, else -1 */
     uint64_t at;       /* where the pair starts */
 } xslot;
@@ -67,6 +78,8 @@ typedef struct rd {
     slot    slots[MAX_SLOTS];
     int     n_slots;
     char    arch[64], name[128];
+    uint64_t arch_at;       /* where general.architecture was; 0 not yet */
+    uint64_t eos_at, bos_at, align_at;   /* the same for the model reader's keys */
     cal_gguf_model *m;      /* the model reader's extra fields, or NULL */
     xslot   xslots[MAX_XSLOTS];
     int     n_xslots;
@@ -291,6 +304,55 @@ static int rd_number(rd *r, uint32_t type, double *v, int *ok)
     return rd_value(r, type, 0, NULL, NULL);
 }
 
+/* A numeric scalar of any type, exactly; kind NUM_NONE (the value
+ * skipped) for anything else. */
+static int rd_num(rd *r, uint32_t type, num *out)
+{
+    memset(out, 0, sizeof *out);
+    if (is_int_type(type)) {
+        uint8_t b[8];
+        unsigned sz = TYPE_SIZE[type];
+        int rc = rd_bytes(r, b, sz, TYPE_NAME[type]);
+        if (rc) return rc;
+        uint64_t u = le(b, sz);
+        out->kind = NUM_INT;
+        switch (type) {
+        case T_U8: case T_U16: case T_U32: out->i = (long long)u; break;
+        case T_U64:
+            if (u > (uint64_t)INT64_MAX) { out->kind = NUM_BIG; out->u = u; }
+            else out->i = (long long)u;
+            break;
+        case T_I8:  out->i = (int8_t)u; break;
+        case T_I16: out->i = (int16_t)u; break;
+        case T_I32: out->i = (int32_t)u; break;
+        default:    out->i = (int64_t)u; break;
+        }
+        return CAL_OK;
+    }
+    if (type == T_F32 || type == T_F64) {
+        int ok = 0;
+        int rc = rd_number(r, type, &out->d, &ok);
+        if (!rc) out->kind = NUM_FLOAT;
+        out->f32 = type == T_F32;
+        return rc;
+    }
+    return rd_value(r, type, 0, NULL, NULL);
+}
+
+/* The value as the file wrote it, for a message. */
+static const char *num_str(const num *v, char *buf, size_t n)
+{
+    if (v->kind == NUM_INT) snprintf(buf, n, "%lld", v->i);
+    else if (v->kind == NUM_BIG) snprintf(buf, n, "%llu", v->u);
+    else   /* the shortest digits that read back as the file's value */
+        for (int prec = v->f32 ? 6 : 15; prec <= 17; prec++) {
+            cal_snprintf(buf, n, "%.*g", prec, v->d);
+            double back = cal_strtod(buf, NULL);
+            if (v->f32 ? (float)back == (float)v->d : back == v->d) break;
+        }
+    return buf;
+}
+
 /* tokenizer.ggml.tokens: count them, and see whether ids 0..255 are the 256
  * byte tokens (id 32 may instead be SentencePiece's space, U+2581). */
 static int rd_tokens(rd *r, uint64_t at)
@@ -346,6 +408,7 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
             return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s length %" PRIu64
                         " runs past the end (%" PRIu64 " left)", at, key, n, r->size - r->pos);
         int fit = n <= CAL_GGUF_TEMPLATE_MAX;
+        m->chat_template_len = n;
         if (!(m->chat_template = malloc(fit ? (size_t)n + 1 : 1)))
             return fail(r, CAL_ENOMEM, "out of memory");
         m->chat_template[fit ? n : 0] = '\0';
@@ -366,14 +429,22 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
     int is_bos = !strcmp(key, "tokenizer.ggml.bos_token_id");
     int is_align = !strcmp(key, "general.alignment");
     if (is_eos || is_bos || is_align) {
-        long long v = 0;
-        int ok = 0;
-        if (!is_int_type(type)) return rd_value(r, type, 0, NULL, NULL);
-        int rc = rd_int(r, type, &v, &ok);
+        uint64_t *seen = is_eos ? &r->eos_at : is_bos ? &r->bos_at : &r->align_at;
+        if (*seen)
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s appears a second time (first at "
+                        "offset %" PRIu64 ")", at, key, *seen);
+        *seen = at;
+        if (!is_int_type(type))
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s has type %s, expected an "
+                        "integer", at, key, TYPE_NAME[type]);
+        num n;
+        int rc = rd_num(r, type, &n);
         if (rc) return rc;
-        if (!ok || v < 0 || v > (1LL << 32))
-            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %lld, out of range", at,
-                        key, v);
+        char vs[48];
+        if (n.kind != NUM_INT || n.i < 0 || n.i > (1LL << 32))
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %s, outside 0..2^32", at,
+                        key, num_str(&n, vs, sizeof vs));
+        long long v = n.i;
         if (is_align) {
             if (v == 0 || (v & (v - 1)) || v > 65536)
                 return fail(r, CAL_EPROTO, "offset %" PRIu64 ": general.alignment %lld is "
@@ -392,21 +463,23 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
         size_t plen = kl - sl - 1;
         if (plen >= sizeof r->xslots[0].prefix || r->n_xslots == MAX_XSLOTS)
             break;
-        double v = 0;
-        int ok = 0;
-        int rc = rd_number(r, type, &v, &ok);
+        for (int i = 0; i < r->n_xslots; i++)
+            if (r->xslots[i].which == x && strlen(r->xslots[i].prefix) == plen &&
+                !memcmp(r->xslots[i].prefix, key, plen))
+                return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s appears a second time "
+                            "(first at offset %" PRIu64 ")", at, key, r->xslots[i].at);
+        num v;
+        int rc = rd_num(r, type, &v);
         if (rc) return rc;
-        if (ok && (!(v >= 0) || v > 1e12))
-            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %g, not a non-negative "
-                        "number", at, key, v);
-        /* another architecture's key may hold anything: a wrong type is an
-         * error only once this prefix turns out to be the model's */
+        /* another architecture's key may hold anything: a wrong type or
+         * range is an error only once this prefix turns out to be the
+         * model's (xcheck) */
         xslot *s = &r->xslots[r->n_xslots++];
         memcpy(s->prefix, key, plen);
         s->prefix[plen] = '\0';
         s->which = x;
-        s->value = ok ? v : 0;
-        s->bad_type = ok ? -1 : (int)type;
+        s->v = v;
+        s->bad_type = v.kind != NUM_NONE ? -1 : (int)type;
         s->at = at;
         return CAL_OK;
     }
@@ -414,24 +487,49 @@ static int rd_model_pair(rd *r, const char *key, uint32_t type, uint64_t at, int
     return CAL_OK;
 }
 
+/* The model's value of a loader key (checked by xcheck); 0 absent. */
 static double xpick(const rd *r, int which)
 {
-    double v = 0;
     for (int i = 0; i < r->n_xslots; i++)
         if (r->xslots[i].which == which && !strcmp(r->xslots[i].prefix, r->arch))
-            v = r->xslots[i].value;
-    return v;
+            return r->xslots[i].v.kind == NUM_INT ? (double)r->xslots[i].v.i : r->xslots[i].v.d;
+    return 0;
 }
 
-/* The first of the model's own loader keys that held something other than a
- * number, as an error; CAL_OK when there is none. */
+/* The model's own loader keys, each against what it can mean: a count or
+ * length is an integer in 0..2^40 (a float with a fraction, such as 384.5,
+ * is no count), RoPE's base is in (0, 1e12] and RMSNorm's epsilon in
+ * (0, 1) (0 would read as "absent", so it is refused, not replaced). The
+ * first that is not, as an error naming the key, the value and the range;
+ * CAL_OK when all are. */
 static int xcheck(rd *r)
 {
     for (int i = 0; i < r->n_xslots; i++) {
-        const xslot *s = &r->xslots[i];
-        if (s->bad_type >= 0 && !strcmp(s->prefix, r->arch))
+        xslot *s = &r->xslots[i];
+        if (strcmp(s->prefix, r->arch))
+            continue;
+        if (s->bad_type >= 0)
             return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s.%s has type %s, expected a "
                         "number", s->at, s->prefix, XSUFFIX[s->which], TYPE_NAME[s->bad_type]);
+        const num *v = &s->v;
+        char vs[48];
+        const char *range = NULL;
+        double d = v->kind == NUM_INT ? (double)v->i : v->d;
+        if (s->which == X_EPS) {
+            if (v->kind == NUM_BIG || !(d > 0) || !(d < 1))
+                range = "outside (0, 1)";
+        } else if (s->which == X_ROPE_BASE) {
+            if (v->kind == NUM_BIG || !(d > 0) || !(d <= 1e12))
+                range = "outside (0, 1e12]";
+        } else if (v->kind == NUM_FLOAT && d == floor(d) && d >= 0 && d <= 0x1p40) {
+            s->v = (num){.kind = NUM_INT, .i = (long long)d};   /* a count written 384.0 */
+        } else if (v->kind != NUM_INT || v->i < 0 || v->i > (1LL << 40)) {
+            range = v->kind == NUM_FLOAT && isfinite(d) && d != floor(d)
+                    ? "not an integer in 0..2^40" : "outside 0..2^40";
+        }
+        if (range)
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s.%s is %s, %s", s->at,
+                        s->prefix, XSUFFIX[s->which], num_str(v, vs, sizeof vs), range);
     }
     return CAL_OK;
 }
@@ -453,6 +551,12 @@ static int rd_pair(rd *r, uint64_t idx)
     if (type != T_STRING && !strcmp(key, "general.architecture"))
         return fail(r, CAL_EPROTO, "offset %" PRIu64 ": general.architecture has type %s, "
                     "expected string", at, TYPE_NAME[type]);
+    if (!strcmp(key, "general.architecture")) {
+        if (r->arch_at)
+            return fail(r, CAL_EPROTO, "offset %" PRIu64 ": general.architecture appears a "
+                        "second time (first at offset %" PRIu64 ")", at, r->arch_at);
+        r->arch_at = at;
+    }
     if (type == T_STRING && (!strcmp(key, "general.architecture") ||
                              !strcmp(key, "general.name"))) {
         char *dst = key[8] == 'a' ? r->arch : r->name;
@@ -490,13 +594,16 @@ static int rd_pair(rd *r, uint64_t idx)
         return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is an array without an integer in "
                     "it, expected an integer", at, key);
     if (!got)   /* a uint64 past int64 */
-        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is over 2^63, not a positive "
-                    "integer", at, key);
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is over 2^63, outside 1..2^40",
+                    at, key);
     if (v <= 0 || v > (1LL << 40))
-        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %lld, not a positive "
-                    "integer", at, key, v);
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s is %lld%s, outside 1..2^40", at,
+                    key, v, type == T_ARRAY ? " (its array's largest)" : "");
     slot *s = slot_for(r, key, plen, which);
-    if (s) { s->value = (long)v; s->was_array = type == T_ARRAY; }
+    if (s && s->value >= 0)
+        return fail(r, CAL_EPROTO, "offset %" PRIu64 ": %s appears a second time (first at "
+                    "offset %" PRIu64 ")", at, key, s->at);
+    if (s) { s->value = (long)v; s->was_array = type == T_ARRAY; s->at = at; }
     return CAL_OK;
 }
 
@@ -712,6 +819,40 @@ static int rd_tensor(rd *r, uint64_t i, uint64_t count, cal_gguf_tensor *t)
     return CAL_OK;
 }
 
+/* A tensor name listed twice: which loader's tensor would it be? llama.cpp
+ * refuses the file ("duplicate tensor name"); so does this reader. Hashing
+ * the names keeps it linear in the directory (up to 2^20 entries). */
+static int unique_names(rd *r, const cal_gguf_model *m)
+{
+    size_t size = 16;
+    while (size < 2 * m->n_tensors)
+        size <<= 1;
+    uint32_t *tab = calloc(size, sizeof *tab);   /* index + 1; 0 empty */
+    if (!tab)
+        return fail(r, CAL_ENOMEM, "%" PRIu64 " tensor names: out of memory", m->n_tensors);
+    int rc = CAL_OK;
+    for (uint64_t i = 0; i < m->n_tensors && rc == CAL_OK; i++) {
+        const char *nm = m->tensors[i].name;
+        uint32_t h = 2166136261u;
+        for (const char *p = nm; *p; p++)
+            h = (h ^ (unsigned char)*p) * 16777619u;
+        for (size_t b = h & (size - 1);; b = (b + 1) & (size - 1)) {
+            if (!tab[b]) {
+                tab[b] = (uint32_t)i + 1;
+                break;
+            }
+            if (!strcmp(m->tensors[tab[b] - 1].name, nm)) {
+                rc = fail(r, CAL_EPROTO, "tensor %" PRIu64 " of %" PRIu64 " (\"%s\") has the "
+                          "name of tensor %" PRIu32 ": a name may be listed once", i + 1,
+                          m->n_tensors, nm, tab[b]);
+                break;
+            }
+        }
+    }
+    free(tab);
+    return rc;
+}
+
 static int parse_model(rd *r, cal_gguf_model *m)
 {
     cal_model_shape s;
@@ -740,6 +881,8 @@ static int parse_model(rd *r, cal_gguf_model *m)
         rc = rd_tensor(r, i, s.n_tensors, &m->tensors[i]);
         if (rc) return rc;
     }
+    rc = unique_names(r, m);
+    if (rc) return rc;
     uint64_t a = m->alignment;
     m->data_offset = (r->pos + a - 1) / a * a;
     for (uint64_t i = 0; i < s.n_tensors; i++) {

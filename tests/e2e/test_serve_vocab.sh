@@ -82,6 +82,21 @@ check "/detokenize: an id outside the vocabulary is 400 naming the element" \
   sh -c "[ $code = 400 ] && grep -q 'tokens\[1\]' det.out"
 kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null
 
+# an end-of-sequence id outside the vocabulary keeps the family's default,
+# as llama.cpp does; serve says so at startup
+python3 - "$V/gpt-2.gguf" badeos.gguf <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+k = b.index(b"tokenizer.ggml.eos_token_id") + len("tokenizer.ggml.eos_token_id") + 4
+b[k:k + 4] = (99999).to_bytes(4, "little")
+open(sys.argv[2], "wb").write(b)
+PY
+start_serve --preset tiny --vocab "$E2E_TMP/badeos.gguf" --max-batch 1 \
+  || { not_ok "serve --vocab with eos out of range"; finish; }
+check "an eos id out of range: a startup line says what is used instead" \
+  grep -qF "caliper serve: warning: vocabulary: tokenizer.ggml.eos_token_id is 99999, outside 0..358: the gpt2 default 11 is used" $E2E_TMP/serve.*
+kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null
+
 "$CALIPER" serve --model llama-spm.out.gguf --vocab "$V/gpt-2.gguf" >/dev/null 2>use.err; rc=$?
 check "--model with --vocab FILE: exit 2 naming --vocab" sh -c "[ $rc = 2 ] && grep -q -- '--vocab' use.err"
 printf 'not a gguf' >junk.gguf

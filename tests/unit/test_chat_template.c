@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 #include "caliper/buf.h"
@@ -182,6 +183,45 @@ static void test_request(void **state)
     cal_srv_request_free(&r);
 }
 
+/* A ChatML template's default system message: held whole or refused with
+ * the true reason, never cut (over 511 bytes it was cut silently) and never
+ * invalid UTF-8 (the /apply-template answer lost its "prompt"); a file's
+ * template text that is empty, holds a NUL or is not UTF-8 says so. */
+static void test_default_system_whole(void **state)
+{
+    (void)state;
+    cal_chat_template t;
+    char why[200], *j = malloc(8192);
+    snprintf(j, 8192, "{{ '<|im_start|>system\\n%0600d<|im_end|>\\n' }}", 7);
+    assert_int_equal(cal_tpl_recognize(j, &t, why, sizeof why), CAL_OK);
+    assert_int_equal(strlen(t.default_system), 600);
+    assert_int_equal(t.default_system[599], '7');
+    snprintf(j, 8192, "{{ '<|im_start|>system\\n%04095d<|im_end|>\\n' }}", 7);
+    assert_int_equal(cal_tpl_recognize(j, &t, why, sizeof why), CAL_OK);
+    assert_int_equal(strlen(t.default_system), 4095);
+    snprintf(j, 8192, "{{ '<|im_start|>system\\n%04096d<|im_end|>\\n' }}", 7);
+    assert_int_equal(cal_tpl_recognize(j, &t, why, sizeof why), CAL_EINVAL);
+    assert_non_null(strstr(why, "its default system message is 4096 bytes, over the 4095"));
+    assert_int_equal(cal_tpl_recognize("{{ '<|im_start|>system\\nCaf\xe9<|im_end|>' }}", &t,
+                                       why, sizeof why), CAL_EINVAL);
+    assert_non_null(strstr(why, "its default system message is not UTF-8 (byte 3 of its 4)"));
+    /* Python's escapes are decoded; one it does not decode is named */
+    assert_int_equal(cal_tpl_recognize("{{ '<|im_start|>system\\nIt\\'s\\ta\\\\b"
+                                       "<|im_end|>' }}", &t, why, sizeof why), CAL_OK);
+    assert_string_equal(t.default_system, "It's\ta\\b");
+    assert_int_equal(cal_tpl_recognize("{{ '<|im_start|>system\\nA\\x41<|im_end|>' }}", &t,
+                                       why, sizeof why), CAL_EINVAL);
+    assert_non_null(strstr(why, "an escape caliper does not decode (\"\\x41"));
+    free(j);
+    assert_int_equal(cal_tpl_check_text("", 0, why, sizeof why), CAL_EINVAL);
+    assert_string_equal(why, "it is empty (0 bytes)");
+    assert_int_equal(cal_tpl_check_text("\0{{ x }}", 8, why, sizeof why), CAL_EINVAL);
+    assert_string_equal(why, "byte 0 of its 8 is NUL: a template is text");
+    assert_int_equal(cal_tpl_check_text("ab\xff", 3, why, sizeof why), CAL_EINVAL);
+    assert_string_equal(why, "byte 2 of its 3 is not UTF-8: a template is text");
+    assert_int_equal(cal_tpl_check_text("<|im_start|>", 12, why, sizeof why), CAL_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -190,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_request),
+        cmocka_unit_test(test_default_system_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -219,6 +220,44 @@ static void test_errors(void **state)
     cal_tok_close(&t);
 }
 
+/* The byte vocabulary of a GGUF file caliper wrote prints ids from 259 on
+ * as "[N]": 9 bytes from id 1000000 and 10 from 10000000, which a fixed
+ * 8-byte slot per id overflowed (a heap write past the slot, and the next
+ * id's text read back). Every width reads back whole, the last id
+ * included. */
+static void test_bytes_vocab_wide_ids(void **state)
+{
+    (void)state;
+    static const struct { int vocab; int32_t ids[3]; } cases[] = {
+        {1000001, {999999, 1000000, 1000000}},
+        {1000002, {999999, 1000000, 1000001}},
+        {10000001, {9999999, 10000000, 1000000}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cal_tokenizer *t = NULL;
+        assert_int_equal(cal_tok_open_bytes(cases[c].vocab, 256, &t), CAL_OK);
+        for (int k = 0; k < 3; k++) {
+            int32_t id = cases[c].ids[k];
+            char want[16];
+            int wn = snprintf(want, sizeof want, "[%d]", (int)id);
+            int len = -1;
+            const char *p = cal_tok_piece(t, id, &len);
+            assert_non_null(p);
+            assert_int_equal(len, wn);
+            assert_memory_equal(p, want, (size_t)wn);
+            cal_tok_state st = {{0}, 0, 0};
+            char out[CAL_TOK_DECODE_MAX];
+            assert_int_equal(cal_tok_decode(t, &st, id, out, sizeof out), wn);
+            assert_memory_equal(out, want, (size_t)wn);
+        }
+        /* text still goes one id per byte */
+        int32_t ids[4];
+        assert_int_equal(cal_tok_encode(t, "[10]", 4, ids, 4), 4);
+        assert_int_equal(ids[0], '[');
+        cal_tok_close(&t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_stream_decode_never_invalid),
         cmocka_unit_test(test_pieces_deterministic),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_bytes_vocab_wide_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,8 @@
 #include <jansson.h>
 #include "caliper/error.h"
 #include "engine/engine.h"
+#include "engine/vocab.h"
+#include "tests/unit/vocab_gguf.h"
 
 #define DATA_DIR "tests/data/vocab"
 
@@ -239,6 +241,176 @@ static void test_bad_files(void **s)
                      CAL_ENOTFOUND);
 }
 
+/* llama.cpp's tokenizer_st_partition as it is written: every special
+ * token in turn, longest first, cuts each text fragment left at its
+ * leftmost occurrences. Quadratic, and the reference. f holds 2n+1. */
+static size_t ref_split(const cal_vocab *v, const char *t, size_t n, int ps, cal_frag *f,
+                        cal_frag *g)
+{
+    size_t nf = n ? 1 : 0;
+    f[0] = (cal_frag){-1, 0, n};
+    for (int k = 0; k < v->n_special; k++) {
+        int32_t id = v->special[k];
+        if (!ps && (v->type[id] == CAL_TT_CONTROL || v->type[id] == CAL_TT_UNKNOWN))
+            continue;
+        const char *tx = v->pool + v->off[id];
+        size_t tl = v->len[id], ng = 0;
+        for (size_t i = 0; i < nf; i++) {
+            if (f[i].id >= 0) { g[ng++] = f[i]; continue; }
+            size_t off = f[i].off, len = f[i].len;
+            for (;;) {
+                const char *m = tl <= len ? memmem(t + off, len, tx, tl) : NULL;
+                if (!m) { g[ng++] = (cal_frag){-1, off, len}; break; }
+                size_t at = (size_t)(m - t);
+                if (at > off) g[ng++] = (cal_frag){-1, off, at - off};
+                g[ng++] = (cal_frag){id, at, tl};
+                len = off + len - (at + tl);
+                off = at + tl;
+                if (!len) break;
+            }
+        }
+        memcpy(f, g, ng * sizeof *f);
+        nf = ng;
+    }
+    return nf;
+}
+
+/* Special tokens that nest, overlap and repeat a text, control and
+ * user-defined mixed: cal_special_split cuts every random text exactly as
+ * llama.cpp's partition does, with and without parse_special. */
+static void test_special_split_as_llama_cpp(void **s)
+{
+    (void)s;
+    static const char *const tok[] = {"<unk>", "<s>", "</s>", "a", "ab", "ba", "aba", "s>",
+                                      "bab", "abab", "ab", "x", "<", "b", "aaaa", "aa",
+                                      "/s>", "b<s", "s"};
+    static const int32_t type[] = {2, 3, 3, 4, 3, 4, 3, 4, 4, 3, 4, 1, 1, 1, 4, 3, 3, 4, 1};
+    size_t nt = sizeof tok / sizeof tok[0];
+    vg_buf b = {0};
+    vg_begin(&b, 3);
+    vg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, nt);
+    vg_kv_i32s(&b, "tokenizer.ggml.token_type", type, nt);
+    cal_vocab *v = NULL;
+    char why[256] = "";
+    if (cal_vocab_read_mem(b.p, b.n, &v, why, sizeof why) != CAL_OK)
+        fail_msg("%s", why);
+    free(b.p);
+    static const char alpha[] = "ab<s/>x";
+    uint64_t r = 12345;
+    char text[96];
+    cal_frag want[2 * sizeof text + 1], tmp[2 * sizeof text + 1];
+    for (int it = 0; it < 4000; it++) {
+        size_t n = 0;
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        size_t len = (size_t)(r >> 33) % sizeof text;
+        for (; n < len; n++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            text[n] = alpha[(r >> 33) % (sizeof alpha - 1)];
+        }
+        for (int ps = 0; ps < 2; ps++) {
+            size_t nw = ref_split(v, text, n, ps, want, tmp);
+            cal_frag *got = NULL;
+            size_t ng = 0;
+            assert_int_equal(cal_special_split(v, text, n, ps, &got, &ng), CAL_OK);
+            int same = ng == nw;
+            for (size_t i = 0; same && i < nw; i++)
+                same = got[i].id == want[i].id && got[i].off == want[i].off &&
+                       got[i].len == want[i].len;
+            if (!same)
+                fail_msg("\"%.*s\" (parse_special %d): %zu fragments, llama.cpp's %zu",
+                         (int)n, text, ps, ng, nw);
+            free(got);
+        }
+    }
+    cal_vocab_free(&v);
+}
+
+/* a copy of a test vocabulary with the 4-byte value of key set to v */
+static unsigned char *with_u32(const char *name, const char *key, uint32_t v, size_t *n)
+{
+    char path[256];
+    snprintf(path, sizeof path, DATA_DIR "/%s.gguf", name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char *b = malloc(1 << 16);
+    *n = fread(b, 1, 1 << 16, f);
+    fclose(f);
+    unsigned char *k = memmem(b, *n, key, strlen(key));
+    assert_non_null(k);
+    k += strlen(key) + 4;   /* past the type */
+    for (int i = 0; i < 4; i++) k[i] = (unsigned char)(v >> (8 * i));
+    return b;
+}
+
+/* What was wrong is said, and what was used instead: a malformed array is
+ * malformed (CAL_EPROTO), not a kind "not supported"; an id outside the
+ * vocabulary keeps the family's default as llama.cpp does (gpt2: 11, an
+ * ordinary token) and the note says so; a flag of the wrong type likewise;
+ * a key listed twice is refused. */
+static void test_vocab_says_what_it_replaced(void **s)
+{
+    (void)s;
+    char why[300] = "";
+    cal_tokenizer *t = NULL;
+    static const char *const tok[] = {"<unk>", "<s>", "</s>", "a", "b"};
+    static const float two[] = {0, 0};
+    vg_buf b = {0};
+    vg_begin(&b, 3);
+    vg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, 5);
+    vg_kv_f32s(&b, "tokenizer.ggml.scores", two, 2);
+    assert_int_equal(cal_tok_open_gguf_mem(b.p, b.n, &t, why, sizeof why), CAL_EPROTO);
+    assert_null(t);
+    assert_non_null(strstr(why, "tokenizer.ggml.scores is an array of 2 float32: each of "
+                                "the 5 tokens needs a float32"));
+    free(b.p);
+
+    b = (vg_buf){0};
+    vg_begin(&b, 5);
+    vg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, 5);
+    vg_kv_u32(&b, "tokenizer.ggml.eos_token_id", 70000);
+    vg_kv_str(&b, "tokenizer.ggml.add_bos_token", "yes");
+    vg_kv_u32(&b, "tokenizer.ggml.unknown_token_id", 5);
+    if (cal_tok_open_gguf_mem(b.p, b.n, &t, why, sizeof why) != CAL_OK)
+        fail_msg("%s", why);
+    free(b.p);
+    const char *note = cal_tok_note(t);
+    if (!strstr(note, "tokenizer.ggml.eos_token_id is 70000, outside 0..4: the llama default "
+                      "2 is used") ||
+        !strstr(note, "tokenizer.ggml.unknown_token_id is 5, outside 0..4: the llama default 0 "
+                      "is used") ||
+        !strstr(note, "tokenizer.ggml.add_bos_token is a string, not a bool: the llama default "
+                      "(true) is used"))
+        fail_msg("note: \"%s\"", note);
+    assert_int_equal(cal_tok_eos(t), 2);
+    cal_tok_close(&t);
+
+    size_t n;
+    unsigned char *g = with_u32("gpt-2", "tokenizer.ggml.eos_token_id", 99999, &n);
+    if (cal_tok_open_gguf_mem(g, n, &t, why, sizeof why) != CAL_OK)
+        fail_msg("%s", why);
+    assert_int_equal(cal_tok_eos(t), 11);
+    assert_string_equal(cal_tok_note(t), "tokenizer.ggml.eos_token_id is 99999, outside "
+                                         "0..358: the gpt2 default 11 is used");
+    cal_tok_close(&t);
+    free(g);
+    /* nothing replaced, nothing said */
+    t = open_vocab("gpt-2");
+    assert_string_equal(cal_tok_note(t), "");
+    cal_tok_close(&t);
+
+    b = (vg_buf){0};
+    vg_begin(&b, 3);
+    vg_kv_str(&b, "tokenizer.ggml.model", "llama");
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, 5);
+    vg_kv_strs(&b, "tokenizer.ggml.tokens", tok, NULL, 4);
+    assert_int_equal(cal_tok_open_gguf_mem(b.p, b.n, &t, why, sizeof why), CAL_EPROTO);
+    assert_non_null(strstr(why, "tokenizer.ggml.tokens appears a second time"));
+    free(b.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +422,8 @@ int main(void)
         cmocka_unit_test(test_bpe_special),
         cmocka_unit_test(test_bpe_invalid_utf8),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_special_split_as_llama_cpp),
+        cmocka_unit_test(test_vocab_says_what_it_replaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
