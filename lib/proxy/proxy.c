@@ -25,8 +25,14 @@
 #include "caliper/series.h"
 #include "lib/util/conn_guard.h"
 
-#define QUEUE_MAX      (8u << 20)    /* bytes buffered toward a slow client */
-#define QUEUE_HIGH     (1u << 20)    /* above this the upstream read waits */
+/* What one connection buffers toward its client. 260 clients that asked
+ * for a long stream and never read it took the proxy to 676 MB with a
+ * 1 MiB mark (the queue grew by doubling to 2 MiB each); the kernel's send
+ * buffer is bounded too (the guard). 64 KiB is hundreds of tokens of SSE
+ * ahead of a client that reads at all. */
+#define QUEUE_HIGH     (64u << 10)   /* above this the upstream read waits */
+#define QUEUE_MAX      (1u << 20)    /* hard cap: QUEUE_HIGH plus one delivery from libcurl */
+#define SEND_BUFFER_BYTES (64 * 1024) /* SO_SNDBUF of a client connection (doubled by the kernel) */
 #define SSE_EVENT_MAX  (4u << 20)
 #define NONSTREAM_MAX  (16u << 20)   /* non-streaming body kept for its usage */
 #define TOKENIZE_BODY_MAX (64u << 20)
@@ -73,6 +79,7 @@ typedef struct xfer {
     int                headers_done, done, abandoned;
     long               status;
     char               ctype[256];
+    struct MHD_Connection *conn;         /* the client's, for the send deadline */
     CURLcode           cc;
     char               errbuf[CURL_ERROR_SIZE];
     pthread_t          th;
@@ -335,7 +342,11 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     xfer *x = cls;
     pthread_mutex_lock(&x->mu);
-    while (!x->q.len && !x->done) pthread_cond_wait(&x->cv, &x->mu);
+    if (!x->q.len && !x->done) {
+        /* waiting for the upstream is no client's fault */
+        cal_guard_reply_waiting(x->px->guard, x->conn);
+        while (!x->q.len && !x->done) pthread_cond_wait(&x->cv, &x->mu);
+    }
     if (!x->q.len) {
         int bad = x->cc != CURLE_OK;
         pthread_mutex_unlock(&x->mu);
@@ -344,6 +355,9 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     size_t n = x->q.len < max ? x->q.len : max;
     memcpy(buf, x->q.data, n);
     cal_buf_consume(&x->q, n);
+    /* the daemon asks for more once the client took what it had: the send
+     * deadline starts again */
+    cal_guard_reply_sending(x->px->guard, x->conn);
     pthread_cond_broadcast(&x->cv);
     pthread_mutex_unlock(&x->mu);
     return (ssize_t)n;
@@ -371,7 +385,8 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
     return MHD_YES;
 }
 
-static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, const char *msg)
+static enum MHD_Result reply_json(cal_proxy *px, struct MHD_Connection *c, unsigned status,
+                                  const char *msg)
 {
     json_t *o = json_pack("{s:{s:s,s:s,s:i}}", "error", "message", msg, "type", "proxy_error",
                           "code", (int)status);
@@ -381,6 +396,7 @@ static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, con
                                                              s ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!r) { free(s); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", "application/json");
+    cal_guard_reply_sending(px->guard, c);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -433,14 +449,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!x->target) {
             x->refused = 1;
             cal_guard_request_in(px->guard, c);   /* answered: the reply is not cut */
-            return reply_json(c, 500, "caliper proxy: out of memory");
+            return reply_json(px, c, 500, "caliper proxy: out of memory");
         }
         if (cal_proxy_target_check(x->target, &x->path_len, why, sizeof why) != CAL_OK) {
             char msg[200];
             snprintf(msg, sizeof msg, "caliper proxy: %s", why);
             x->refused = 1;
             cal_guard_request_in(px->guard, c);
-            return reply_json(c, 400, msg);
+            return reply_json(px, c, 400, msg);
         }
         snprintf(x->path, sizeof x->path, "%.*s", (int)x->path_len, x->target);
         return MHD_YES;
@@ -455,7 +471,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
      * have no deadline here */
     cal_guard_request_in(px->guard, c);
     if (x->th_started || x->refused) return MHD_NO;   /* already answered */
-    if (x->too_big) return reply_json(c, 413, "caliper proxy: the request body is over its cap");
+    if (x->too_big) return reply_json(px, c, 413, "caliper proxy: the request body is over its cap");
     x->wall_ns = cal_wall_ns();
     x->h = curl_easy_init();
     char why[160];
@@ -464,10 +480,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (rc != CAL_OK) {
         if (x->h) curl_easy_cleanup(x->h);
         x->h = NULL;
-        if (rc == CAL_ENOMEM) return reply_json(c, 500, "caliper proxy: out of memory");
+        if (rc == CAL_ENOMEM) return reply_json(px, c, 500, "caliper proxy: out of memory");
         char msg[200];
         snprintf(msg, sizeof msg, "caliper proxy: %s", why);
-        return reply_json(c, 400, msg);
+        return reply_json(px, c, 400, msg);
     }
     MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, x);
     struct curl_slist *l = curl_slist_append(x->hdrs, "Expect:");
@@ -483,7 +499,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (pthread_create(&x->th, NULL, worker, x) != 0) {
         curl_easy_cleanup(x->h);
         x->h = NULL;
-        return reply_json(c, 500, "caliper proxy: cannot start a thread");
+        return reply_json(px, c, 500, "caliper proxy: cannot start a thread");
     }
     x->th_started = 1;
     pthread_mutex_lock(&x->mu);
@@ -498,9 +514,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         char msg[CURL_ERROR_SIZE + 1100];
         snprintf(msg, sizeof msg, "caliper proxy: upstream %s: %s", px->upstream,
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
-        return reply_json(c, 502, msg);
+        return reply_json(px, c, 502, msg);
     }
     atomic_fetch_add(&x->refs, 1);
+    x->conn = c;
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, x,
                                                                reader_free);
     if (!r) { reader_free(x); return MHD_NO; }
@@ -551,6 +568,7 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     if (!px->cfg.idle_timeout_s) px->cfg.idle_timeout_s = CAL_PROXY_IDLE_S;
     if (px->cfg.header_timeout_ns <= 0) px->cfg.header_timeout_ns = CAL_PROXY_HEADER_NS;
     if (px->cfg.body_timeout_ns <= 0) px->cfg.body_timeout_ns = CAL_PROXY_BODY_NS;
+    if (px->cfg.send_timeout_ns <= 0) px->cfg.send_timeout_ns = CAL_PROXY_SEND_NS;
     size_t ul = strlen(up);
     while (ul > 0 && up[ul - 1] == '/') ul--;
     snprintf(px->upstream, sizeof px->upstream, "%.*s", (int)ul, up);
@@ -571,6 +589,8 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
      * keeps a few slots free by closing the longest wait for a request. */
     cal_guard_config gc = {.head_ns = px->cfg.header_timeout_ns, .body_ns = px->cfg.body_timeout_ns,
                            .keepalive_ns = (int64_t)px->cfg.idle_timeout_s * 1000000000,
+                           .send_ns = px->cfg.send_timeout_ns,
+                           .send_buffer_bytes = SEND_BUFFER_BYTES,
                            .max_conn = px->cfg.max_connections};
     int grc = cal_guard_open(&gc, &px->guard);
     if (grc == CAL_OK)
