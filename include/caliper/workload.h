@@ -90,11 +90,21 @@ int  cal_workload_sampled(const cal_workload *w);
  * llama.cpp shapes at once) and reads "count" or the length of "tokens".
  * A 404/405/501 answer is CAL_EABSENT. */
 typedef struct cal_http_tokenizer cal_http_tokenizer;
-/* timeout_ns bounds each call, connecting included (0 = 30 s): a server
- * that accepts and never answers must not stall the run. api_key: NULL for
- * none; CAL_ETOOBIG over CAL_API_KEY_MAX bytes (auth.h). */
+/* timeout_ns bounds each call as a whole, connecting included (0 = 30 s):
+ * a server that accepts and never answers, or trickles its answer, must not
+ * stall the run. A call that times out (CAL_ETIMEDOUT), cannot connect
+ * (CAL_ECONNECT) or is stopped (CAL_ECANCEL) makes every later call fail
+ * the same way at once, until cal_http_tokenizer_retarget (a stop stays).
+ * api_key: NULL for none; CAL_ETOOBIG over CAL_API_KEY_MAX bytes (auth.h). */
 int  cal_http_tokenizer_open(const char *base_url, const char *model, const char *api_key,
                              int64_t timeout_ns, cal_http_tokenizer **out);
+/* The caller's Ctrl-C flag (NULL: none): read at least every 100 ms while a
+ * call waits; non-zero ends it with CAL_ECANCEL. */
+void cal_http_tokenizer_set_stop(cal_http_tokenizer *t, volatile int *stop);
+/* What the failure that ends every call was, one line ("POST /tokenize
+ * timed out after 30 s with no answer", "... the answer came too slowly
+ * ..."); NULL when calls have not failed so. */
+const char *cal_http_tokenizer_why(const cal_http_tokenizer *t);
 int  cal_http_tokenizer_count(void *tokenizer, const char *text, int *n_tokens);
 /* Many texts, CAL_TOKENIZE_POOL calls in flight at once (one curl multi,
  * the caller's thread): a cal_count_many_fn. */

@@ -24,6 +24,7 @@
 #include "caliper/probe.h"
 #include "caliper/series.h"
 #include "lib/util/conn_guard.h"
+#include "lib/util/curl_wait.h"
 
 /* What one connection buffers toward its client. 260 clients that asked
  * for a long stream and never read it took the proxy to 676 MB with a
@@ -188,9 +189,12 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
     return atomic_load(&x->px->stopping) ? 1 : 0;
 }
 
-/* POST upstream/tokenize for one text: its token count, or -1. vLLM and
- * caliper serve take {"prompt"}, llama.cpp {"content"}; the first that
- * answers is kept, and a server without the endpoint is not asked again. */
+/* POST upstream/tokenize for one text: its token count, -1 when there is
+ * none, -2 when the call timed out, could not connect or was stopped (the
+ * turn asks no more). vLLM and caliper serve take {"prompt"}, llama.cpp
+ * {"content"}; the first that answers is kept, and a server without the
+ * endpoint is not asked again. Each call has a 30 s deadline on the whole
+ * call (a trickling answer included) and ends within 100 ms of close. */
 static long tokenize_one(cal_proxy *px, CURL *h, const char *text)
 {
     int mode = atomic_load(&px->tokenize_mode);
@@ -212,7 +216,7 @@ static long tokenize_one(cal_proxy *px, CURL *h, const char *text)
         curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-        CURLcode cc = curl_easy_perform(h);
+        CURLcode cc = cal_curl_perform(NULL, h, NULL, &px->stopping);
         long st = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
         curl_slist_free_all(hd);
@@ -228,6 +232,9 @@ static long tokenize_one(cal_proxy *px, CURL *h, const char *text)
         }
         cal_buf_free(&r);
         if (count >= 0) { atomic_store(&px->tokenize_mode, m); return count; }
+        if (cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_ABORTED_BY_CALLBACK ||
+            cc == CURLE_COULDNT_CONNECT)
+            return -2;   /* mode unchanged: a later turn asks again */
         if (cc != CURLE_OK || st == 404 || st == 405 || st >= 500) break;
     }
     if (!mode) atomic_store(&px->tokenize_mode, -1);   /* absent: estimate from now on */
@@ -258,6 +265,7 @@ static void finish_turn(xfer *x)
         for (int k = 0; h && k < CAL_PART_N; k++) {
             if (!x->prefix.part[k].chars) continue;
             long n = tokenize_one(px, h, x->prefix.text[k]);
+            if (n == -2) break;   /* the rest stay estimated */
             if (n >= 0) { x->prefix.part[k].tokens = n; x->prefix.part[k].estimated = 0; }
         }
         if (h) curl_easy_cleanup(h);
