@@ -71,6 +71,7 @@ mounts_under() { # mount points at or under $1, deepest first
 cleanup() {
   local rc=$? d pids i sig m
   trap - EXIT INT TERM
+  exec 1>&3 2>&4   # a signal can land inside a redirected command
   [ "$interrupted" = 1 ] && rc=130
   for d in ${work:+"$work"} ${bwork:+"$bwork"}; do
     for i in 1 2 3 4 5 6 7 8 9 10; do
@@ -95,6 +96,7 @@ cleanup() {
   exit "$rc"
 }
 bwork=
+exec 3>&1 4>&2
 trap cleanup EXIT
 trap 'interrupted=1; exit 130' INT TERM
 
