@@ -4,7 +4,8 @@
 #   make run        install deps (once), build, run the main job on the built-in engine
 #   make test       unit tests (cmocka), fuzz corpus replay, end-to-end tests
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
-#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each (default 20)
+#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each (default 20),
+#                   each input within FUZZ_TIMEOUT s and FUZZ_RSS_MB MiB
 #   make fuzz-long  the same, 10 minutes each
 #   make bench      build the benchmarks in bench/ (run them one by one)
 #   make compat     build llama.cpp's llama-server (cached in ~/.cache/caliper;
@@ -291,6 +292,12 @@ tsan:
 	@CALIPER_E2E_TIMEOUT=1800 $(MAKE) --no-print-directory BUILD=build/tsan SAN=thread test
 
 FUZZ_SECONDS ?= 20
+# Every target runs under the same bounds: one input taking over
+# FUZZ_TIMEOUT seconds, or the process over FUZZ_RSS_MB of memory (a single
+# allocation over it too), is a failure with its input kept, so a quadratic
+# path or a huge reservation fails the run instead of passing slowly.
+FUZZ_TIMEOUT ?= 10
+FUZZ_RSS_MB  ?= 2048
 # Each target for 10 minutes (CI runs each for a few seconds).
 fuzz-long:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=600
@@ -305,6 +312,7 @@ fuzz:
 	  mkdir -p build/fuzz/corpus/$$n; \
 	  echo "== fuzz $$n for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=$(FUZZ_RSS_MB) -malloc_limit_mb=$(FUZZ_RSS_MB) \
 	    -artifact_prefix=build/fuzz/$$n- \
 	    build/fuzz/corpus/$$n tests/fuzz/corpus/$$n; done
 

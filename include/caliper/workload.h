@@ -114,6 +114,15 @@ int  cal_http_tokenizer_count_many(void *tokenizer, const char *const *texts, si
 /* The answer's "tokens" (integers, or llama.cpp's {"id":…} objects): a
  * cal_token_ids_fn; CAL_EABSENT when the server sends only "count". */
 int  cal_http_tokenizer_ids(void *tokenizer, const char *text, int32_t **ids, int *n);
+/* Read one POST /tokenize answer, body[len] (the server's bytes, any of
+ * them): the count ("count", else the length of "tokens") into *count, and
+ * with ids non-NULL the "tokens" (integers, or llama.cpp's {"id": ...}
+ * objects) into *ids (malloc'd, the caller frees; NULL when the call
+ * fails) and *n. CAL_EPROTO for a body that is not such an answer: not a
+ * JSON object, neither key, a count outside [0, 2^31) or unequal to the
+ * tokens given, an id outside [0, 2^31); CAL_EABSENT when ids are asked
+ * and only a count is there; CAL_ENOMEM. *count is -1 on failure. */
+int  cal_tokenize_answer(const char *body, size_t len, int *count, int32_t **ids, int *n);
 /* Point it at a new base URL (a restarted engine on another port); the
  * workloads that hold it keep working. CAL_ETOOBIG for an over-long URL. */
 int  cal_http_tokenizer_retarget(cal_http_tokenizer *t, const char *base_url);

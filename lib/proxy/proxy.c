@@ -23,6 +23,7 @@
 #include "caliper/global.h"
 #include "caliper/probe.h"
 #include "caliper/series.h"
+#include "caliper/workload.h"
 #include "lib/util/conn_guard.h"
 #include "lib/util/curl_wait.h"
 
@@ -222,14 +223,9 @@ static long tokenize_one(cal_proxy *px, CURL *h, const char *text)
         curl_slist_free_all(hd);
         free(body);
         long count = -1;
-        if (cc == CURLE_OK && st == 200) {
-            json_t *j = json_loadb(r.data ? r.data : "", r.len, 0, NULL);
-            json_t *c = json_object_get(j, "count");
-            json_t *toks = json_object_get(j, "tokens");
-            if (json_is_integer(c)) count = (long)json_integer_value(c);
-            else if (json_is_array(toks)) count = (long)json_array_size(toks);
-            json_decref(j);
-        }
+        int got;   /* the one reader of a /tokenize answer (workload.h) */
+        if (cc == CURLE_OK && st == 200 && cal_tokenize_answer(r.data, r.len, &got, NULL, NULL) == CAL_OK)
+            count = got;
         cal_buf_free(&r);
         if (count >= 0) { atomic_store(&px->tokenize_mode, m); return count; }
         if (cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_ABORTED_BY_CALLBACK ||

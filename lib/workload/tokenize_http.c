@@ -165,12 +165,12 @@ static int transfer_failed(cal_http_tokenizer *t, CURL *c, CURLcode cc, const ca
     return rc;
 }
 
-/* The answer of one finished call as JSON (*out, the caller decrefs). */
+/* A finished call: CAL_OK when the server answered 2xx (its body in
+ * *body), else what went wrong. */
 static int answer(cal_http_tokenizer *t, CURL *c, CURLcode cc, const cal_buf *body,
-                  const char *err, json_t **out)
+                  const char *err)
 {
     long st = 0;
-    *out = NULL;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
     if (cc != CURLE_OK) return transfer_failed(t, c, cc, body, err);
     if (st == 404 || st == 405 || st == 501) {
@@ -178,24 +178,44 @@ static int answer(cal_http_tokenizer *t, CURL *c, CURLcode cc, const cal_buf *bo
         return CAL_EABSENT;
     }
     if (st < 200 || st > 299) return CAL_EHTTP;
-    *out = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
-    return *out ? CAL_OK : CAL_EPROTO;
-}
-
-static int count_of(const json_t *j, int *n_tokens)
-{
-    json_t *cnt = json_object_get(j, "count");
-    json_t *toks = json_object_get(j, "tokens");
-    if (json_is_integer(cnt)) *n_tokens = (int)json_integer_value(cnt);
-    else if (json_is_array(toks)) *n_tokens = (int)json_array_size(toks);
-    else return CAL_EPROTO;
     return CAL_OK;
 }
 
-/* One call on the single handle. */
-static int call(cal_http_tokenizer *t, const char *text, json_t **out)
+int cal_tokenize_answer(const char *body, size_t len, int *count, int32_t **ids, int *n)
 {
-    *out = NULL;
+    *count = -1;
+    if (ids) { *ids = NULL; *n = 0; }
+    json_t *j = json_loadb(body ? body : "", len, 0, NULL);
+    if (!json_is_object(j)) { json_decref(j); return CAL_EPROTO; }
+    json_t *cnt = json_object_get(j, "count"), *toks = json_object_get(j, "tokens");
+    size_t k = json_array_size(toks);
+    int rc = CAL_OK;
+    if ((!cnt && !toks) || (toks && !json_is_array(toks)) || k > INT32_MAX ||
+        (cnt && !(json_is_integer(cnt) && json_integer_value(cnt) >= 0 &&
+                  json_integer_value(cnt) <= INT32_MAX)) ||
+        (cnt && toks && (size_t)json_integer_value(cnt) != k))
+        rc = CAL_EPROTO;   /* a count that is no count, or that its tokens deny */
+    else
+        *count = cnt ? (int)json_integer_value(cnt) : (int)k;
+    if (rc == CAL_OK && ids && !toks) rc = CAL_EABSENT;   /* a count alone */
+    int32_t *v = NULL;
+    if (rc == CAL_OK && ids && !(v = malloc((k ? k : 1) * sizeof *v))) rc = CAL_ENOMEM;
+    for (size_t i = 0; rc == CAL_OK && toks && i < k; i++) {
+        json_t *e = json_array_get(toks, i);
+        if (json_is_object(e)) e = json_object_get(e, "id");   /* llama.cpp's with_pieces */
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
+            rc = CAL_EPROTO;   /* an id no vocabulary has: the answer is not one */
+        else if (v) v[i] = (int32_t)json_integer_value(e);
+    }
+    json_decref(j);
+    if (rc) { free(v); *count = -1; return rc; }
+    if (ids) { *ids = v; *n = (int)k; }
+    return CAL_OK;
+}
+
+/* One call on the single handle: its body in t->body. */
+static int call(cal_http_tokenizer *t, const char *text)
+{
     if (t->absent) return CAL_EABSENT;
     if (t->failed) return t->failed;
     char *body = request_body(t, text);
@@ -205,44 +225,23 @@ static int call(cal_http_tokenizer *t, const char *text, json_t **out)
     curl_easy_setopt(t->c, CURLOPT_POSTFIELDS, body);
     CURLcode cc = cal_curl_perform(t->single, t->c, t->stop, NULL);
     free(body);
-    return answer(t, t->c, cc, &t->body, t->err, out);
+    return answer(t, t->c, cc, &t->body, t->err);
 }
 
 int cal_http_tokenizer_count(void *ud, const char *text, int *n_tokens)
 {
-    json_t *j;
-    int rc = call(ud, text, &j);
-    if (rc == CAL_OK) rc = count_of(j, n_tokens);
-    json_decref(j);
-    return rc;
+    cal_http_tokenizer *t = ud;
+    int rc = call(t, text);
+    return rc ? rc : cal_tokenize_answer(t->body.data, t->body.len, n_tokens, NULL, NULL);
 }
 
 int cal_http_tokenizer_ids(void *ud, const char *text, int32_t **ids, int *n)
 {
+    cal_http_tokenizer *t = ud;
     *ids = NULL;
     *n = 0;
-    json_t *j;
-    int rc = call(ud, text, &j);
-    if (rc) return rc;
-    json_t *toks = json_object_get(j, "tokens");
-    size_t k = json_is_array(toks) ? json_array_size(toks) : 0;
-    if (!json_is_array(toks) || k > (size_t)INT32_MAX) {
-        json_decref(j);
-        return json_is_integer(json_object_get(j, "count")) ? CAL_EABSENT : CAL_EPROTO;
-    }
-    int32_t *v = malloc((k ? k : 1) * sizeof *v);
-    if (!v) { json_decref(j); return CAL_ENOMEM; }
-    for (size_t i = 0; i < k && rc == CAL_OK; i++) {
-        json_t *e = json_array_get(toks, i);
-        if (json_is_object(e)) e = json_object_get(e, "id");   /* llama.cpp's with_pieces */
-        if (!json_is_integer(e)) rc = CAL_EPROTO;
-        else v[i] = (int32_t)json_integer_value(e);
-    }
-    json_decref(j);
-    if (rc) { free(v); return rc; }
-    *ids = v;
-    *n = (int)k;
-    return CAL_OK;
+    int count, rc = call(t, text);
+    return rc ? rc : cal_tokenize_answer(t->body.data, t->body.len, &count, ids, n);
 }
 
 static int pool_open(cal_http_tokenizer *t)
@@ -314,10 +313,9 @@ int cal_http_tokenizer_count_many(void *ud, const char *const *texts, size_t n, 
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
             CURLcode cc = m->data.result;
             curl_multi_remove_handle(t->multi, s->c);
-            json_t *j = NULL;
-            int r = answer(t, s->c, cc, &s->body, s->err, &j);
-            if (r == CAL_OK) r = count_of(j, &counts[s->index]);
-            json_decref(j);
+            int r = answer(t, s->c, cc, &s->body, s->err);
+            if (r == CAL_OK)
+                r = cal_tokenize_answer(s->body.data, s->body.len, &counts[s->index], NULL, NULL);
             if (r && !rc) rc = r;
             free(s->req);
             s->req = NULL;
