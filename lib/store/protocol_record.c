@@ -248,6 +248,8 @@ static void damaged(rd *r, const char *key, const json_t *v, const char *want)
     const char *s = json_string_value(v);
     if (s && !strncmp(s, OVERSIZED, strlen(OVERSIZED)))
         snprintf(val, sizeof val, "%.80s (too large to read)", s + strlen(OVERSIZED));
+    else if (!v)   /* a text JSON cannot hold as a string */
+        snprintf(val, sizeof val, "text that is not UTF-8");
     else {
         char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         cal_snprintf(val, sizeof val, "%.80s%s", t ? t : "?", t && strlen(t) > 80 ? "..." : "");

@@ -356,6 +356,10 @@ static void test_damage_named(void **state)
     assert_true(q.seed == UINT64_MAX);
     free(pj);
     cal_protocol_clear(&q);
+    /* bytes that are not UTF-8 are named as such, not shown */
+    assert_int_equal(cal_protocol_from_json("{\"shots\":\xff}", NULL, &q), CAL_EINVAL);
+    assert_string_equal(q.damaged, "protocol: text that is not UTF-8 is not a JSON object");
+    cal_protocol_clear(&q);
     /* a target that is not JSON: the protocol still reads */
     assert_int_equal(cal_protocol_from_json("{\"shots\":2}", "nope", &q), CAL_EINVAL);
     assert_int_equal(q.shots, 2);
