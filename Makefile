@@ -4,14 +4,16 @@
 #   make run        install deps (once), build, run the main job on the built-in engine
 #   make test       unit tests (cmocka), fuzz corpus replay, end-to-end tests
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
-#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each (default 20)
+#   make fuzz       libFuzzer targets (clang), FUZZ_SECONDS each (default 20),
+#                   each input within FUZZ_TIMEOUT s and FUZZ_RSS_MB MiB
 #   make fuzz-long  the same, 10 minutes each
 #   make bench      build the benchmarks in bench/ (run them one by one)
 #   make compat     build llama.cpp's llama-server (cached in ~/.cache/caliper;
 #                   needs the npm registry the first time) and run caliper
 #                   against it (tests/compat/); never part of `make test`
 #   make deps       install Debian packages (root): deps-build (what `make` and
-#                   `make run` need), deps-test (`make test` and CI's checks),
+#                   `make run` need), deps-test (what `make test` adds; it
+#                   installs both itself), deps-ci (CI's other checks),
 #                   deps-compat (`make compat`); prints the lists elsewhere
 #   make install    binary, both libraries, public headers, caliper.pc,
 #                   caliper-engine.pc, man pages (scripts/install.sh) under
@@ -290,12 +292,12 @@ tsan:
 	@CALIPER_E2E_TIMEOUT=1800 $(MAKE) --no-print-directory BUILD=build/tsan SAN=thread test
 
 FUZZ_SECONDS ?= 20
-# Every input gets a time and a memory bound, so a quadratic path or a huge
-# allocation fails the run instead of passing slowly: FUZZ_TIMEOUT seconds
-# (each target takes milliseconds on a few KB, under ASan and UBSan) and
-# FUZZ_RSS_MB of resident memory (libFuzzer's -malloc_limit_mb follows it).
+# Every target runs under the same bounds: one input taking over
+# FUZZ_TIMEOUT seconds, or the process over FUZZ_RSS_MB of memory (a single
+# allocation over it too), is a failure with its input kept, so a quadratic
+# path or a huge reservation fails the run instead of passing slowly.
 FUZZ_TIMEOUT ?= 10
-FUZZ_RSS_MB ?= 1024
+FUZZ_RSS_MB  ?= 2048
 # Each target for 10 minutes (CI runs each for a few seconds).
 fuzz-long:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=600
@@ -310,7 +312,7 @@ fuzz:
 	  mkdir -p build/fuzz/corpus/$$n; \
 	  echo "== fuzz $$n for $(FUZZ_SECONDS)s"; \
 	  build/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	    -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=$(FUZZ_RSS_MB) \
+	    -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=$(FUZZ_RSS_MB) -malloc_limit_mb=$(FUZZ_RSS_MB) \
 	    -artifact_prefix=build/fuzz/$$n- \
 	    build/fuzz/corpus/$$n tests/fuzz/corpus/$$n; done
 
@@ -354,54 +356,77 @@ $(BUILD)/compat/%: $(OBJ)/tests/compat/%.o $(ALL_LIBS)
 compat: all $(COMPAT_BIN)
 	@bash tests/compat/run.sh "$(abspath $(BUILD))"
 
+# `make test` installs what it misses, as `make run` does: on Debian the
+# packages of deps-build and deps-test that are not installed (nothing to do
+# and no root needed when all are); elsewhere the libraries are checked.
 check-deps:
+	$(call apt_install,$(DEPS_BUILD) $(DEPS_TEST),make test,deps-build deps-test,quiet)
 	@pkg-config --exists $(PKGS) cmocka || { \
 	  echo "missing libraries: run 'make deps' (as root) first" >&2; exit 2; }
 
 # deps-build: what `make` and `make run` need. deps-test: what `make test`
-# and CI's other checks add: cmocka; locales (the tests build a de_DE locale
-# with localedef, decimal comma); jq, python3, sqlite3, curl (the end-to-end
-# scripts read what caliper wrote); chromium (the HTML report is opened in a
-# real browser); clang and its runtime (make fuzz); Open MPI (caliper-mpi
-# and its tests); qemu-user (make test-portable runs the binary as older
-# CPUs); debhelper, lintian, devscripts (the Debian package, scripts/
-# check-deb.sh); ruby (ruby -c on the Homebrew formula); man-db; xmllint
-# (libxml2-utils) and cmark-gfm (caliper gate's JUnit checked against its
-# XSD, its Markdown rendered as GitHub renders it). Under
-# CI=true a missing test tool fails its check (tests/e2e/lib.sh: need).
-# deps-compat: cmake, g++, git; make compat builds llama.cpp from
-# node-llama-cpp's bundle, fetched with the npm that comes with Node.js
-# (Debian's npm package conflicts with NodeSource's nodejs, which carries its
-# own, so npm is checked for, not installed).
+# adds (it installs both lists itself): cmocka; locales (the tests build a
+# de_DE locale with localedef, decimal comma); jq, python3, sqlite3, curl
+# (the end-to-end scripts read what caliper wrote); chromium (the HTML
+# report is opened in a real browser); Open MPI (caliper-mpi and its
+# tests); man-db; xmllint (libxml2-utils) and cmark-gfm (caliper
+# gate's JUnit checked against its XSD, its Markdown rendered as GitHub
+# renders it). Under CI=true a missing test tool fails its check
+# (tests/e2e/lib.sh: need). deps-ci: what CI's other checks add: clang and
+# its runtime (make fuzz); qemu-user (make test-portable runs the binary as
+# older CPUs); debhelper, lintian, devscripts (the Debian package,
+# scripts/check-deb.sh); ruby (ruby -c on the Homebrew formula);
+# debootstrap (scripts/check-fresh.sh). deps-compat: cmake, g++, git; make
+# compat builds llama.cpp from node-llama-cpp's bundle, fetched with the npm
+# that comes with Node.js (Debian's npm package conflicts with NodeSource's
+# nodejs, which carries its own, so npm is checked for, not installed).
 DEPS_BUILD  := build-essential pkg-config libcurl4-openssl-dev libjansson-dev libyajl-dev \
                libsqlite3-dev libopenblas-dev libmicrohttpd-dev libssl-dev libpcre2-dev
-DEPS_TEST   := libcmocka-dev clang libclang-rt-dev sqlite3 curl python3 jq chromium locales \
-               openmpi-bin libopenmpi-dev qemu-user debhelper lintian devscripts fakeroot \
-               ruby man-db libxml2-utils cmark-gfm
+DEPS_TEST   := libcmocka-dev sqlite3 curl python3 jq chromium locales \
+               openmpi-bin libopenmpi-dev man-db libxml2-utils cmark-gfm
+DEPS_CI     := clang libclang-rt-dev qemu-user debhelper lintian devscripts fakeroot ruby \
+               debootstrap
 DEPS_COMPAT := cmake g++ git
-# apt-get only for what is missing (dpkg -s), so a second call is quick
+# apt_install LIST,NAME,TARGETS[,quiet]: apt-get only for what is missing
+# (dpkg-query), so a second call is quick and needs no root. Not root: sudo
+# where there is one; without it, or when it fails, the missing packages
+# and the command to run as root, exit 2. quiet: nothing printed outside
+# Debian (the caller checks what it needs).
 define apt_install
-	@if command -v apt-get >/dev/null 2>&1; then \
-	  if dpkg -s $(1) >/dev/null 2>&1; then echo "$(2): all present"; else \
-	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	    $$SUDO apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(1); \
+	@if command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then \
+	  missing=; for p in $(1); do \
+	    [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; \
+	  done; \
+	  if [ -z "$$missing" ]; then echo "$(2): packages all present"; else \
+	    hint="$(2): missing$$missing; as root run 'make $(3)' (or apt-get install$$missing), then this again"; \
+	    if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	    elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; echo "$(2): installing$$missing with sudo"; \
+	    else echo "$$hint" >&2; exit 2; fi; \
+	    { $$SUDO apt-get update -qq && \
+	      $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; } || \
+	      { echo "$$hint" >&2; exit 2; }; \
 	  fi; \
-	else \
+	elif [ "$(4)" != quiet ]; then \
 	  echo "Not a Debian system. Install the equivalents of:"; \
 	  echo "  Debian:   apt-get install $(1)"; \
 	  echo "  macOS:    brew install curl jansson yajl sqlite openblas libmicrohttpd openssl@3 pcre2 pkg-config (tests: cmocka llvm open-mpi)"; \
 	  echo "  Fedora:   dnf install gcc make pkgconf libcurl-devel jansson-devel yajl-devel sqlite-devel openblas-devel libmicrohttpd-devel openssl-devel pcre2-devel (tests: libcmocka-devel clang compiler-rt glibc-locale-source openmpi-devel qemu-user)"; \
 	fi
 endef
-.PHONY: deps-build deps-test deps-compat check-isa test-portable dist
-deps: deps-build deps-test deps-compat
+.PHONY: deps-build deps-test deps-ci deps-compat check-isa test-portable dist
+# One apt step for all of them: two at once under make -j would fight over
+# dpkg's lock.
+deps:
+	$(call apt_install,$(DEPS_BUILD) $(DEPS_TEST) $(DEPS_CI) $(DEPS_COMPAT),deps,deps)
+	@command -v npm >/dev/null 2>&1 || echo "deps: npm not found: make compat needs Node.js's npm (NodeSource or nodejs.org) the first time"
 deps-build:
-	$(call apt_install,$(DEPS_BUILD),deps-build)
+	$(call apt_install,$(DEPS_BUILD),deps-build,deps-build)
 deps-test:
-	$(call apt_install,$(DEPS_TEST),deps-test)
+	$(call apt_install,$(DEPS_BUILD) $(DEPS_TEST),deps-test,deps-test)
+deps-ci:
+	$(call apt_install,$(DEPS_CI),deps-ci,deps-ci)
 deps-compat:
-	$(call apt_install,$(DEPS_COMPAT),deps-compat)
+	$(call apt_install,$(DEPS_COMPAT),deps-compat,deps-compat)
 	@command -v npm >/dev/null 2>&1 || echo "deps-compat: npm not found: make compat needs Node.js's npm (NodeSource or nodejs.org) the first time"
 
 run: deps-build

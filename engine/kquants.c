@@ -9,6 +9,7 @@
 #include "engine/kernels.h"
 #include "engine/simd.h"
 #include "engine/engine.h"
+#include "engine/tbuf.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,7 +340,6 @@ float cal_k_kq_dot_q8k(int dtype, const void *row, const cal_q8_k_block *x, int 
 
 /* Q8_K blocks of activations a thread keeps (8 rows of 16384), ~150 KB */
 enum { XK_CAP = 512 };
-static _Thread_local cal_q8_k_block xkb[XK_CAP];
 
 /* Outputs [0, n_out) for mg activation rows already rounded (row i at
  * xq + i·nb), with the vector kernels or in plain C. */
@@ -410,8 +410,8 @@ static void kq_q8_matmul(q8_products fn, int dtype, float *y, int ldy, const flo
     if (nb == 0)
         return;
     int g = XK_CAP / nb;
-    cal_q8_k_block *buf = xkb, *heap = NULL;
-    if (g == 0) {
+    cal_q8_k_block *buf = cal_tbuf(CAL_TBUF_KQ, sizeof *buf * XK_CAP), *heap = NULL;
+    if (g == 0 || !buf) {
         heap = malloc(sizeof *heap * (size_t)nb);
         if (!heap) {
             matmul_ref(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);

@@ -6,6 +6,7 @@
 #include "engine/kernels.h"
 #include "engine/engine.h"
 #include "engine/simd.h"
+#include "engine/tbuf.h"
 #include <math.h>
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -440,16 +441,15 @@ typedef struct xq_buf {
     int8_t q[XQ_CAP];
     float  dx[XQ_CAP / 4], cv[XQ_CAP / 4];
 } xq_buf;
-static _Thread_local xq_buf xqb __attribute__((aligned(64)));
 
 /* Scalar, the rounding of one decode step's activations cost as much as a
  * fifth of a Q8_0 product at batch 1 (each thread rounds all of them): it
  * goes through cal_q8_round_block (simd.h), the same values bit for bit. */
-static TGTV void quantize_x(const float *x, int ldx, int n_in, int m, int kp)
+static TGTV void quantize_x(xq_buf *xqb, const float *x, int ldx, int n_in, int m, int kp)
 {
     for (int i = 0; i < m; i++) {
-        int8_t *q = xqb.q + (size_t)i * kp;
-        float *dx = xqb.dx + (size_t)i * kp / 4, *cv = xqb.cv + (size_t)i * kp / 4;
+        int8_t *q = xqb->q + (size_t)i * kp;
+        float *dx = xqb->dx + (size_t)i * kp / 4, *cv = xqb->cv + (size_t)i * kp / 4;
         for (int b = 0; b < kp / CAL_Q8_0_BLOCK; b++) {
             const float *xb = x + (size_t)i * ldx + (size_t)b * CAL_Q8_0_BLOCK;
             float d = 0;
@@ -473,8 +473,8 @@ static TGTV void quantize_x(const float *x, int ldx, int n_in, int m, int kp)
  * cvt(s)·dx − 16·dx·Σq summed over the block's 8 lanes is dx·dot(w, q), and
  * the FMA with the weight scale finishes dw·dx·dot(w, q). Four operations
  * per activation row per 64 weights, against four FMAs in F32. */
-INLV void tile_q8v(int R, int MB, float *y, int ldy, int kp, const char *w, size_t rb,
-                   int nblk, float beta, int i0)
+INLV void tile_q8v(int R, int MB, float *y, int ldy, const xq_buf *xqb, int kp, const char *w,
+                   size_t rb, int nblk, float beta, int i0)
 {
     __m512 acc[4][8];
     for (int r = 0; r < R; r++)
@@ -503,9 +503,9 @@ INLV void tile_q8v(int R, int MB, float *y, int ldy, int kp, const char *w, size
         }
         for (int i = 0; i < MB; i++) {
             size_t row = (size_t)(i0 + i);
-            __m512i xv = _mm512_load_si512(xqb.q + row * kp + (size_t)p * 32);
-            __m512 dx = _mm512_load_ps(xqb.dx + row * kp / 4 + (size_t)p * 8);
-            __m512 cv = _mm512_load_ps(xqb.cv + row * kp / 4 + (size_t)p * 8);
+            __m512i xv = _mm512_load_si512(xqb->q + row * kp + (size_t)p * 32);
+            __m512 dx = _mm512_load_ps(xqb->dx + row * kp / 4 + (size_t)p * 8);
+            __m512 cv = _mm512_load_ps(xqb->cv + row * kp / 4 + (size_t)p * 8);
             for (int r = 0; r < R; r++) {
                 __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu[r], xv);
                 __m512 t = _mm512_fmsub_ps(_mm512_cvtepi32_ps(s), dx, cv);
@@ -522,12 +522,12 @@ INLV void tile_q8v(int R, int MB, float *y, int ldy, int kp, const char *w, size
     put_tile(R, MB, s, y, ldy, beta);
 }
 
-typedef void (*tileq_fn)(float *y, int ldy, int kp, const char *w, size_t rb, int nblk,
-                         float beta, int i0);
+typedef void (*tileq_fn)(float *y, int ldy, const xq_buf *xqb, int kp, const char *w,
+                         size_t rb, int nblk, float beta, int i0);
 #define TILEQ(R, MB)                                                                  \
-    static TGTV void tq_##R##_##MB(float *y, int ldy, int kp, const char *w, size_t rb, \
-                                   int nblk, float beta, int i0)                      \
-    { tile_q8v(R, MB, y, ldy, kp, w, rb, nblk, beta, i0); }
+    static TGTV void tq_##R##_##MB(float *y, int ldy, const xq_buf *xqb, int kp,       \
+                                   const char *w, size_t rb, int nblk, float beta, int i0) \
+    { tile_q8v(R, MB, y, ldy, xqb, kp, w, rb, nblk, beta, i0); }
 #define TILEQ_R(R) TILEQ(R, 1) TILEQ(R, 2) TILEQ(R, 3) TILEQ(R, 4) TILEQ(R, 5)          \
                    TILEQ(R, 6) TILEQ(R, 7) TILEQ(R, 8)
 TILEQ_R(1) TILEQ_R(2) TILEQ_R(4)
@@ -535,12 +535,12 @@ TILEQ_R(1) TILEQ_R(2) TILEQ_R(4)
                  tq_##R##_7, tq_##R##_8}
 static const tileq_fn tilesq[3][8] = {ROWQ(1), ROWQ(2), ROWQ(4)};
 
-static TGTV void matmul_q8_vnni(float *y, int ldy, const float *x, int ldx, const void *w,
-                                int n_out, int n_in, int m, float beta)
+static TGTV void matmul_q8_vnni(xq_buf *xqb, float *y, int ldy, const float *x, int ldx,
+                                const void *w, int n_out, int n_in, int m, float beta)
 {
     int kp = (n_in + 63) & ~63, nblk = n_in / CAL_Q8_0_BLOCK;
     size_t rb = cal_k_row_bytes(CAL_DTYPE_Q8_0, n_in);
-    quantize_x(x, ldx, n_in, m, kp);
+    quantize_x(xqb, x, ldx, n_in, m, kp);
     int nch = (m + 7) / 8;
     int ri = m <= CAL_Q8_R1_MAX ? 0 : nch == 1 && m <= CAL_R4_MAX ? 2 : 1, R = 1 << ri;
     for (int r = 0; r < n_out;) {
@@ -548,8 +548,8 @@ static TGTV void matmul_q8_vnni(float *y, int ldy, const float *x, int ldx, cons
         const char *wr = (const char *)w + (size_t)r * rb;
         for (int c = 0, i0 = 0; c < nch; c++) {
             int mb = (m - i0) / (nch - c);
-            tilesq[full ? ri : 0][mb - 1](y + (size_t)i0 * ldy + r, ldy, kp, wr, rb, nblk,
-                                          beta, i0);
+            tilesq[full ? ri : 0][mb - 1](y + (size_t)i0 * ldy + r, ldy, xqb, kp, wr, rb,
+                                          nblk, beta, i0);
             i0 += mb;
         }
         r += full ? R : 1;
@@ -578,11 +578,12 @@ void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const v
     }
     /* Q8_0: activations quantized per call into this thread's buffer, in
      * row groups that fit it (one group for any decode shape of the presets) */
+    xq_buf *xqb;
     if (dtype == CAL_DTYPE_Q8_0 && cal_k_have_avx512() && cal_k_have_vnni() &&
-        (size_t)((n_in + 63) & ~63) <= XQ_CAP) {
+        (size_t)((n_in + 63) & ~63) <= XQ_CAP && (xqb = cal_tbuf(CAL_TBUF_XQ, sizeof *xqb))) {
         int kp = (n_in + 63) & ~63, g = XQ_CAP / kp;
         for (int i0 = 0; i0 < m; i0 += g)
-            matmul_q8_vnni(y + (size_t)i0 * ldy, ldy, x + (size_t)i0 * ldx, ldx, w, n_out,
+            matmul_q8_vnni(xqb, y + (size_t)i0 * ldy, ldy, x + (size_t)i0 * ldx, ldx, w, n_out,
                            n_in, m - i0 < g ? m - i0 : g, beta);
         return;
     }

@@ -26,6 +26,7 @@
 #include "engine/kernels.h"
 #include "engine/engine.h"
 #include "engine/simd.h"
+#include "engine/tbuf.h"
 #include <string.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -404,7 +405,6 @@ int cal_k_q8x_apply(float *y, int ldy, const void *xq, const void *w, int n_out,
 
 /* the activation rows one call rounds at a time into the thread's buffer */
 enum { XCAP = 16 * 8192 };
-static _Thread_local xgroup xg_own[XCAP / (G * CAL_Q8_0_BLOCK)] __attribute__((aligned(64)));
 
 int cal_k_q8x_product(float *y, int ldy, const float *x, int ldx, const void *w, int n_out,
                       int n_in, int m, float beta)
@@ -412,7 +412,8 @@ int cal_k_q8x_product(float *y, int ldy, const float *x, int ldx, const void *w,
     if (!cal_k_have_q8x() || !cal_k_q8x_xbytes(n_in, m) || n_out < 1)
         return -1;
     int per = XCAP / (x_groups(n_in) * G * CAL_Q8_0_BLOCK);
-    if (per < 1)
+    xgroup *xg_own = cal_tbuf(CAL_TBUF_Q8X, sizeof *xg_own * (XCAP / (G * CAL_Q8_0_BLOCK)));
+    if (per < 1 || !xg_own)
         return -1;
     for (int i0 = 0; i0 < m; i0 += per) {
         int mm = m - i0 < per ? m - i0 : per;

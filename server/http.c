@@ -32,6 +32,14 @@
 #define DEFAULT_HEAD_NS    (10LL * 1000000000)   /* request line + headers */
 #define DEFAULT_BODY_NS    (60LL * 1000000000)   /* the body: 4 MiB at 70 KB/s */
 #define ENCODE_WORKERS     2    /* threads that parse and tokenize bodies */
+#define DEFAULT_SEND_NS    (30LL * 1000000000)   /* a reply's client takes nothing */
+/* The kernel's send buffer of a connection (it doubles this). Autotuned, a
+ * loopback socket whose client stopped reading took a whole 1.7 MB stream,
+ * so such a client cost memory and was never seen to stall; 128 KiB is
+ * hundreds of tokens of SSE and keeps a 4 MiB body at 100 ms RTT above
+ * 1 MB/s. */
+#define SEND_BUFFER_BYTES  (64 * 1024)
+#define BODY_BLOCK_BYTES   (64 * 1024)   /* what a reply held in memory hands over at once */
 
 enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS,
              R_TOKENIZE, R_DETOKENIZE, R_PROFILE, R_APPLY_TEMPLATE };
@@ -82,24 +90,51 @@ typedef struct conn_ctx {
 
 /* ---- responses ---------------------------------------------------------- */
 
-static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
+/* A reply held in memory, handed to libmicrohttpd a block at a time: each
+ * block it asks for is the client's progress (the send deadline), so a
+ * large answer (/tokenize, a long non-streamed completion) read slowly but
+ * steadily is not cut. */
+typedef struct body_src {
+    cal_guard             *guard;
+    struct MHD_Connection *c;
+    size_t                 n;
+    char                   data[];
+} body_src;
+
+static ssize_t body_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    body_src *b = cls;
+    if (pos >= b->n) return MHD_CONTENT_READER_END_OF_STREAM;
+    cal_guard_reply_sending(b->guard, b->c);
+    size_t k = b->n - pos < max ? b->n - (size_t)pos : max;
+    memcpy(buf, b->data + pos, k);
+    return (ssize_t)k;
+}
+
+static enum MHD_Result send_body(cal_server *s, struct MHD_Connection *c, unsigned status,
                                  const char *ctype, const char *body, size_t n)
 {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
+    body_src *b = malloc(sizeof *b + n);
+    if (!b) return MHD_NO;
+    *b = (body_src){.guard = s->guard, .c = c, .n = n};
+    memcpy(b->data, body, n);
+    struct MHD_Response *r = MHD_create_response_from_callback(
+        n, n < BODY_BLOCK_BYTES ? (n ? n : 1) : BODY_BLOCK_BYTES, body_reader, b, free);
+    if (!r) { free(b); return MHD_NO; }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    cal_guard_reply_sending(s->guard, c);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *o)
+static enum MHD_Result send_json(cal_server *srv, struct MHD_Connection *c, unsigned status,
+                                 json_t *o)
 {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!s) return MHD_NO;
-    enum MHD_Result ret = send_body(c, status, "application/json", s, strlen(s));
+    enum MHD_Result ret = send_body(srv, c, status, "application/json", s, strlen(s));
     free(s);
     return ret;
 }
@@ -120,6 +155,7 @@ static enum MHD_Result send_error(cal_server *s, struct MHD_Connection *c,
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 strstr(e->message, "(use GET)") ? "GET, HEAD" : "POST");
     }
+    cal_guard_reply_sending(s->guard, c);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)e->status, r);
     MHD_destroy_response(r);
     return ret;
@@ -148,6 +184,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         size_t n = j->out.len < max ? j->out.len : max;
         memcpy(buf, j->out.data, n);
         cal_buf_consume(&j->out, n);
+        /* the daemon asks for more once the client took what it had: the
+         * send deadline starts again */
+        cal_guard_reply_sending(s->guard, j->conn);
         pthread_mutex_unlock(&j->mu);
         return (ssize_t)n;
     }
@@ -156,7 +195,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         return j->done ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
     }
     /* nothing yet: park until the producer appends (MHD's documented
-     * pattern: suspend, then return 0) */
+     * pattern: suspend, then return 0); waiting for the engine is no
+     * client's fault */
+    cal_guard_reply_waiting(s->guard, j->conn);
     j->parked = 1;
     MHD_suspend_connection((struct MHD_Connection *)j->conn);
     pthread_mutex_unlock(&j->mu);
@@ -301,7 +342,7 @@ static enum MHD_Result finish_nonstream(cal_server *s, struct MHD_Connection *c,
     }
     enum MHD_Result ret;
     if (j->out.len > 0 && j->finish != 3) {
-        ret = send_body(c, MHD_HTTP_OK, "application/json", j->out.data, j->out.len);
+        ret = send_body(s, c, MHD_HTTP_OK, "application/json", j->out.data, j->out.len);
     } else {
         pthread_mutex_unlock(&j->mu);
         cal_srv_error e;
@@ -343,7 +384,7 @@ static enum MHD_Result handle_models(cal_server *s, struct MHD_Connection *c)
     json_t *o = json_object();
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", arr);
-    return send_json(c, MHD_HTTP_OK, o);
+    return send_json(s, c, MHD_HTTP_OK, o);
 }
 
 static enum MHD_Result handle_metrics(cal_server *s, struct MHD_Connection *c)
@@ -353,7 +394,7 @@ static enum MHD_Result handle_metrics(cal_server *s, struct MHD_Connection *c)
         cal_buf_free(&b);
         return MHD_NO;
     }
-    enum MHD_Result ret = send_body(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+    enum MHD_Result ret = send_body(s, c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
                                     b.data, b.len);
     cal_buf_free(&b);
     return ret;
@@ -398,7 +439,7 @@ static enum MHD_Result handle_apply_template(cal_server *s, struct MHD_Connectio
     json_object_set_new(o, "prompt", text_json(req.prompt ? req.prompt : "", req.prompt_len));
     json_object_set_new(o, "template", json_string(cal_tpl_name(s->tpl.kind)));
     cal_srv_request_free(&req);
-    return send_json(c, MHD_HTTP_OK, o);
+    return send_json(s, c, MHD_HTTP_OK, o);
 }
 
 /* POST /tokenize: the answer the encode pool made. */
@@ -406,7 +447,7 @@ static enum MHD_Result handle_tokenize(cal_server *s, struct MHD_Connection *c, 
 {
     const cal_enc_task *t = cx->enc;
     atomic_fetch_add_explicit(&s->m.tokenize_requests, 1, memory_order_relaxed);
-    return send_body(c, (unsigned)t->status, "application/json", t->answer, t->answer_len);
+    return send_body(s, c, (unsigned)t->status, "application/json", t->answer, t->answer_len);
 }
 
 /* Called again once the encode pool resumed the connection: answer from
@@ -458,7 +499,7 @@ static enum MHD_Result handle_detokenize(cal_server *s, struct MHD_Connection *c
     json_t *o = json_object();
     json_object_set_new(o, "content", json_stringn(b.data ? b.data : "", b.len));
     cal_buf_free(&b);
-    return send_json(c, MHD_HTTP_OK, o);
+    return send_json(s, c, MHD_HTTP_OK, o);
 }
 
 static enum MHD_Result handle_profile(cal_server *s, struct MHD_Connection *c)
@@ -471,7 +512,7 @@ static enum MHD_Result handle_profile(cal_server *s, struct MHD_Connection *c)
                                    : "the profile is not available");
         return send_error(s, c, &e);
     }
-    enum MHD_Result ret = send_body(c, MHD_HTTP_OK, "application/json", p, strlen(p));
+    enum MHD_Result ret = send_body(s, c, MHD_HTTP_OK, "application/json", p, strlen(p));
     free(p);
     return ret;
 }
@@ -547,7 +588,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_HEALTH: {
         json_t *o = json_object();
         json_object_set_new(o, "status", json_string(atomic_load(&s->stopping) ? "stopping" : "ok"));
-        return send_json(c, MHD_HTTP_OK, o);
+        return send_json(s, c, MHD_HTTP_OK, o);
     }
     case R_METRICS:  return handle_metrics(s, c);
     case R_TOKENIZE: return start_encode(s, c, cx, CAL_ENC_TOKENIZE);
@@ -740,6 +781,8 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
         .head_ns = c->header_timeout_ns > 0 ? c->header_timeout_ns : DEFAULT_HEAD_NS,
         .body_ns = c->body_timeout_ns > 0 ? c->body_timeout_ns : DEFAULT_BODY_NS,
         .keepalive_ns = (int64_t)IDLE_TIMEOUT_S * 1000000000,
+        .send_ns = c->send_timeout_ns > 0 ? c->send_timeout_ns : DEFAULT_SEND_NS,
+        .send_buffer_bytes = SEND_BUFFER_BYTES,
         .max_conn = conns};
     rc = cal_guard_open(&gc, &s->guard);
     if (rc != CAL_OK) {

@@ -31,6 +31,8 @@ typedef struct cal_server_config {
     int64_t     header_timeout_ns; /* request line + headers must arrive within this
                                       of accept, however busy the client; 0 = 10 s */
     int64_t     body_timeout_ns;   /* the body within this of the headers; 0 = 60 s */
+    int64_t     send_timeout_ns;   /* a reply whose client takes none of its bytes
+                                      this long is reset; 0 = 30 s */
     cal_chat_template chat_template; /* how chat messages become the prompt;
                                         zeroed: caliper's own */
     const char *vocab_gguf;        /* a GGUF file whose vocabulary the server

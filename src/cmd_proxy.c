@@ -30,6 +30,7 @@ static void usage(FILE *f)
         "usage: caliper proxy --upstream URL [--listen 127.0.0.1:PORT] [--log FILE.jsonl]\n"
         "                     [--tokenize] [--max-body BYTES] [--max-connections N]\n"
         "                     [--idle-timeout T] [--header-timeout T] [--body-timeout T]\n"
+        "                     [--send-timeout T]\n"
         "\n"
         "Point the chat client at http://LISTEN/v1 instead of the engine. Every request\n"
         "goes to URL unchanged and the reply comes back chunk by chunk. For each\n"
@@ -53,8 +54,11 @@ static void usage(FILE *f)
         "  --header-timeout T  the request line and headers must arrive within T of\n"
         "                    connecting, however slowly they trickle (default 10s);\n"
         "                    when fewer than 1/64 of the connections (1 to 64) are free,\n"
-        "                    the one that has waited longest for its request is closed\n"
+        "                    the one that has gone longest without progress is closed:\n"
+        "                    the longest wait for a request, or for a client to read\n"
         "  --body-timeout T  the request body within T of the headers (default 60s)\n"
+        "  --send-timeout T  a reply whose client takes none of its bytes for T is reset\n"
+        "                    (default 30s); waiting for the upstream never counts\n"
         "  -h, --help        this text\n"
         "\n"
         "Prints \"caliper proxy: listening on http://HOST:PORT -> URL\" on stderr when ready.\n"
@@ -163,11 +167,13 @@ int cmd_proxy(int argc, char **argv)
         {"max-body", required_argument, 0, 'b'}, {"help", no_argument, 0, 'h'},
         {"max-connections", required_argument, 0, 'c'}, {"idle-timeout", required_argument, 0, 'i'},
         {"header-timeout", required_argument, 0, 'H'}, {"body-timeout", required_argument, 0, 'B'},
+        {"send-timeout", required_argument, 0, 'S'},
         {0, 0, 0, 0}};
     const char *listen = "127.0.0.1:8001", *upstream = NULL, *logf = NULL;
     int tokenize = 0, c, rc;
     double max_body = 32.0 * 1024 * 1024, idle_s = CAL_PROXY_IDLE_S;
     double head_s = CAL_PROXY_HEADER_NS / 1e9, body_s = CAL_PROXY_BODY_NS / 1e9;
+    double send_s = CAL_PROXY_SEND_NS / 1e9;
     long max_conn = CAL_PROXY_MAX_CONN;
     optind = 1;
     opterr = 0;
@@ -195,6 +201,9 @@ int cmd_proxy(int argc, char **argv)
             break;
         case 'B':
             if ((rc = cli_parse_time_in(CMD, "--body-timeout", optarg, "s", 0.001, 86400, &body_s))) return rc;
+            break;
+        case 'S':
+            if ((rc = cli_parse_time_in(CMD, "--send-timeout", optarg, "s", 0.001, 86400, &send_s))) return rc;
             break;
         case 'h': usage(stdout); return CLI_OK;
         default:
@@ -235,7 +244,8 @@ int cmd_proxy(int argc, char **argv)
                             .max_body = (size_t)max_body, .max_connections = (unsigned)max_conn,
                             .idle_timeout_s = (unsigned)idle_s,
                             .header_timeout_ns = (int64_t)(head_s * 1e9),
-                            .body_timeout_ns = (int64_t)(body_s * 1e9), .on_turn = on_turn, .ud = &r};
+                            .body_timeout_ns = (int64_t)(body_s * 1e9),
+                            .send_timeout_ns = (int64_t)(send_s * 1e9), .on_turn = on_turn, .ud = &r};
     cal_proxy *px = NULL;
     char why[256];
     if ((rc = cal_proxy_open(&cfg, &px, why, sizeof why)) != CAL_OK) {

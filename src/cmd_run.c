@@ -735,7 +735,9 @@ static int make_target(const opts *o, int i, const char *api_key, cal_run_target
     /* bounded like a request: the model lookup by 5 s at most, each
      * tokenizer call by the connect timeout plus one idle period */
     sc.models_timeout_ns = (int64_t)(fmin(5.0, o->connect_s + o->idle_s) * 1e9);
-    sc.tokenize_timeout_ns = (int64_t)((o->connect_s + o->idle_s) * 1e9);
+    /* each call, a trickling answer included: one deadline, not one a prompt
+     * (the first that times out ends the counting) */
+    sc.tokenize_timeout_ns = (int64_t)(fmin(30.0, o->connect_s + o->idle_s) * 1e9);
     return cal_run_target_served(&sc, out);
 }
 

@@ -78,11 +78,14 @@ static void usage(FILE *f)
         "  --http-threads N     HTTP event-loop threads (default 1; 2 with --pace-ms)\n"
         "  --max-connections N  concurrent connections (default 1024; 8192 with --pace-ms);\n"
         "                       1/64 of them (1 to 64) are kept free by closing the\n"
-        "                       connection that has waited longest for its request\n"
+        "                       connection that has gone longest without progress: the\n"
+        "                       longest wait for a request, or for a client to read\n"
         "  --header-timeout T   the request line and headers must arrive within T of\n"
         "                       connecting, however slowly they trickle (default 10s)\n"
         "  --body-timeout T     the request body within T of the headers (default 60s);\n"
         "                       a reply, a stream included, is never cut by either\n"
+        "  --send-timeout T     a reply whose client takes none of its bytes for T is\n"
+        "                       reset (default 30s); waiting for the engine never counts\n"
         "  --profile FILE       write the engine's per-op profile JSON at shutdown\n"
         "  --op-bench FILE      no server: run each op of the model alone (same kernels,\n"
         "                       threads and shapes, warm caches), write the timings to\n"
@@ -102,7 +105,7 @@ enum {
     O_PRESET = 256, O_LAYERS, O_DIM, O_HEADS, O_KVHEADS, O_FFN, O_EXPERTS, O_TOPK,
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
     O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_MODEL, O_EXPORT,
-    O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE, O_HEADTIMEOUT, O_BODYTIMEOUT,
+    O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE, O_HEADTIMEOUT, O_BODYTIMEOUT, O_SENDTIMEOUT,
     O_ARCH, O_ROPESCALING, O_CHATTEMPLATE
 };
 
@@ -132,6 +135,7 @@ static const struct option OPTS[] = {
     {"max-connections", required_argument, 0, O_MAXCONN},
     {"header-timeout", required_argument, 0, O_HEADTIMEOUT},
     {"body-timeout", required_argument, 0, O_BODYTIMEOUT},
+    {"send-timeout", required_argument, 0, O_SENDTIMEOUT},
     {"model", required_argument, 0, O_MODEL},
     {"export-gguf", required_argument, 0, O_EXPORT},
     {"dtype", required_argument, 0, O_DTYPE},
@@ -281,7 +285,7 @@ int cmd_serve(int argc, char **argv)
     long ob_tokens = 1, ob_pos = 128, ob_reps = 50;
     long port = 8080, max_batch = 16, max_queue = 256, threads = 0, pace_ms = 0,
          chunk = 256, http_threads = 0, max_conn = 0;
-    double max_body = 4.0 * 1024 * 1024, head_s = 0, body_s = 0;
+    double max_body = 4.0 * 1024 * 1024, head_s = 0, body_s = 0, send_s = 0;
     shape_flags sf = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     const char *C = "serve";
     const char *gguf_in = NULL, *gguf_out = NULL, *vocab_file = NULL;
@@ -368,6 +372,9 @@ int cmd_serve(int argc, char **argv)
             break;
         case O_BODYTIMEOUT:
             rc = cli_parse_time_in(C, "--body-timeout", optarg, "s", 0.001, 86400, &body_s);
+            break;
+        case O_SENDTIMEOUT:
+            rc = cli_parse_time_in(C, "--send-timeout", optarg, "s", 0.001, 86400, &send_s);
             break;
         case O_OPBENCH:  op_bench = optarg; break;
         case O_OBTOKENS: rc = cli_parse_long(C, "--op-bench-tokens", optarg, 1, 4096, &ob_tokens); break;
@@ -540,6 +547,7 @@ int cmd_serve(int argc, char **argv)
     sc.max_connections = (int)max_conn;
     sc.header_timeout_ns = (int64_t)(head_s * 1e9);
     sc.body_timeout_ns = (int64_t)(body_s * 1e9);
+    sc.send_timeout_ns = (int64_t)(send_s * 1e9);
     if (threads > 0) openblas_set_num_threads((int)threads);
     if (op_bench) return run_op_bench(&sc.model, op_bench, ob_tokens, ob_pos, ob_reps);
 

@@ -107,6 +107,11 @@ static void header(FILE *f, const cal_run_data *d)
     if (r->build && strstr(r->build, "sanitizer"))
         fprintf(f, " · warning: a sanitizer build: timings are not representative");
     fputc('\n', f);
+    if (d->proto.n_damaged)   /* its numbers stand; what they mean is not all known */
+        fprintf(f, "damaged: run %lld's stored protocol cannot be read whole: %s (read as "
+                   "unknown%s); compare refuses its ratios\n",
+                (long long)r->id, d->proto.damaged,
+                d->proto.n_damaged > 1 ? ", with more damaged fields" : "");
     json_decref(h);
     json_decref(tel);
 }
@@ -728,6 +733,11 @@ int cmd_export(int argc, char **argv)
             if ((fmt == 1 ? run_view_json(f, d) : run_view_csv(f, d)) != 0)
                 rc = cli_fail("export", "write failed");
             if (f != stdout) fclose(f);
+            if (!rc && d->proto.n_damaged)
+                fprintf(stderr, "caliper export: run %lld's stored protocol is damaged: %s%s; "
+                                "exported as stored%s\n", (long long)d->run.id, d->proto.damaged,
+                        d->proto.n_damaged > 1 ? " (and more damaged fields)" : "",
+                        fmt == 1 ? ", and \"protocol_damage\" says so" : "");
         }
         cal_run_data_free(&d);
     }

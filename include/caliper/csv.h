@@ -18,7 +18,9 @@
  * record is skipped. A quote inside an unquoted field, text after a closing
  * quote, an unclosed quote and a NUL byte are errors (CAL_EPROTO), each
  * naming the line. Bounded: a field over max_field bytes, a record over
- * CAL_CSV_RECORD_MAX bytes or CAL_CSV_FIELDS_MAX fields is CAL_ETOOBIG. */
+ * CAL_CSV_RECORD_MAX bytes or CAL_CSV_FIELDS_MAX fields is CAL_ETOOBIG.
+ * A quoted field that starts with ' before =, +, -, @, tab or CR reads
+ * without the ': the writer's neutralised text cell reads back as it was. */
 #define CAL_CSV_RECORD_MAX 16384  /* decoded bytes of one record, NULs included */
 #define CAL_CSV_FIELD_MAX  4096   /* default and largest max_field */
 #define CAL_CSV_FIELDS_MAX 256    /* fields of one record */
@@ -74,8 +76,15 @@ int cal_csv_read_file(const char *path, size_t max_bytes, char **text, size_t *l
  * Into a cal_buf or a FILE. A field is quoted when it holds the delimiter,
  * a quote, CR or LF, or starts or ends with a space or tab, or starts with
  * a BOM (which a reader would skip at the start of a file); quotes inside
- * are doubled. Records end with "\n" (crlf: "\r\n"). The first error sticks:
- * every later call returns it, and nothing more is written. */
+ * are doubled. A text cell (cal_csv_put) that starts with =, +, -, @, tab
+ * or CR and is not a plain decimal number is one a spreadsheet would run as
+ * a formula (CSV injection): it is written as OWASP recommends, quoted with
+ * a ' before it ("'=HYPERLINK(...)"). Numbers are never touched: the
+ * numeric cells (cal_csv_put_num, cal_csv_put_int) and a text cell that is
+ * a plain number ("-2.5", "1e-05") are written as they are, so a negative
+ * value stays a number in the sheet. Records end with "\n" (crlf: "\r\n").
+ * The first error sticks: every later call returns it, and nothing more is
+ * written. */
 typedef struct cal_csv_writer {
     cal_buf *b;          /* exactly one of b and f */
     FILE    *f;
@@ -87,7 +96,7 @@ typedef struct cal_csv_writer {
 
 void cal_csv_writer_buf(cal_csv_writer *w, cal_buf *b);
 void cal_csv_writer_file(cal_csv_writer *w, FILE *f);
-/* One text field; NULL writes an empty field. */
+/* One text field (neutralised as above); NULL writes an empty field. */
 int cal_csv_put(cal_csv_writer *w, const char *s);
 /* One number with %.*g (sig significant digits; 6 when 0); a NaN or an
  * infinity writes an empty field: absent is never printed as a number. */

@@ -33,6 +33,10 @@ typedef struct cal_fingerprint {
     char   slo[CAL_FP_STR];        /* goodput's --slo ("ttft=500ms,tpot=50ms"); ""
                                       none. Compare clears it for every metric
                                       but goodput, the one number it changes */
+    char   damaged[CAL_FP_STR];    /* the stored protocol's first damaged field
+                                      ("protocol.shots"); "" intact. A damaged
+                                      protocol equals no other, itself included:
+                                      what it held is not known */
 } cal_fingerprint;
 
 /* Every field unknown (shot kind unknown, NAN rest and rate, -1 warm-up and
@@ -47,13 +51,14 @@ typedef enum cal_fp_field {
     CAL_FPF_SHOT_KIND = 0, CAL_FPF_SHOT_RANGE, CAL_FPF_REST, CAL_FPF_WARMUP,
     CAL_FPF_CONCURRENCY, CAL_FPF_RATE, CAL_FPF_COLUMN, CAL_FPF_PROMPT,
     CAL_FPF_CONTENT, CAL_FPF_OUTPUT, CAL_FPF_STREAMING, CAL_FPF_API,
-    CAL_FPF_PROBE, CAL_FPF_HOST, CAL_FPF_SLO,
+    CAL_FPF_PROBE, CAL_FPF_HOST, CAL_FPF_SLO, CAL_FPF_PROTOCOL,
     CAL_FPF__N
 } cal_fp_field;
 
 /* Human name of a field: "shot kind", "shot range", "rest", "warm-up",
  * "concurrency", "request rate", "column", "prompt length", "content",
- * "output policy", "streaming", "API", "probe", "host", "SLO". Never NULL. */
+ * "output policy", "streaming", "API", "probe", "host", "SLO", "stored
+ * protocol". Never NULL. */
 const char *cal_fp_field_name(cal_fp_field f);
 
 /* One field's value as text ("cold", "15 s", "c8", "unknown"...) into
@@ -98,8 +103,9 @@ struct cal_run_data;
  * rate, prompt length), content ("dataset:ID" where the prompts came from a
  * dataset; "(repeated prompt)" where prompts were not unique), output policy
  * ("fixed N", "up to N"), streaming, API (the target's; "completions" when
- * not stored), probe (cal_fp_probe_of the build), host (cal_fp_host_of) and
- * SLO. Column aggregate. CAL_EINVAL for no cells or an index past n_cells. */
+ * not stored), probe (cal_fp_probe_of the build), host (cal_fp_host_of),
+ * SLO and the stored protocol's damage (d->proto.damaged_field). Column
+ * aggregate. CAL_EINVAL for no cells or an index past n_cells. */
 int cal_fingerprint_of(const struct cal_run_data *d, const size_t *group, size_t n,
                        cal_shot_kind kind, cal_fingerprint *fp);
 

@@ -141,6 +141,10 @@ int     cal_target_stop(cal_target **t);
  * bytes (auth.h). timeout_ns 0 = 5 s. */
 int cal_target_models(const char *base_url, const char *api_key, int64_t timeout_ns,
                       char *id, size_t n, char **raw);
+/* The same, ended within 100 ms (CAL_ECANCEL) once *stop is non-zero
+ * (NULL: never), as a run's Ctrl-C must. */
+int cal_target_models_stop(const char *base_url, const char *api_key, int64_t timeout_ns,
+                           volatile int *stop, char *id, size_t n, char **raw);
 
 /* ---- host -------------------------------------------------------------- */
 

@@ -112,6 +112,15 @@ typedef struct cal_protocol {
      * serializer reads it; it is written back unchanged. */
     char  *extra_json;
     char  *target_extra_json;       /* the same for the target object */
+    /* ---- what the reader could not read (cal_protocol_from_json) ---- */
+    int    n_damaged;               /* stored fields of the wrong type or out of
+                                       range, or a text that is not a JSON
+                                       object: each left unknown; 0 intact */
+    char   damaged_field[64];       /* the first by its stored name:
+                                       "protocol.shots", "protocol" (not JSON) */
+    char   damaged[CAL_PROTO_TEXT]; /* it with its value and what was expected:
+                                       "protocol.shots: \"five\" is not an
+                                       integer in [0, 1000000000]" */
 } cal_protocol;
 
 /* Every field unknown (see the struct), no blobs. */
@@ -129,11 +138,17 @@ int  cal_protocol_copy(cal_protocol *dst, const cal_protocol *src);
 int  cal_protocol_to_json(const cal_protocol *p, char **protocol_json, char **target_json);
 
 /* Read a stored protocol and target (either may be NULL: its fields stay
- * unknown) into *p (initialised first). Tolerant of every earlier stored
- * form: a key absent is unknown, a key of the wrong type is unknown. A
- * target holding an A/B array ("ab") reads its first side. CAL_EINVAL
- * when a text is given but is not a JSON object (p is then cleared);
- * CAL_ENOMEM. */
+ * unknown) into *p (initialised first). Every earlier stored form reads: a
+ * key absent (or null where the writer never wrote null) is unknown. What
+ * no writer wrote is damage, never read as a value and never silently
+ * dropped: a value of the wrong type or outside its field's range (shots
+ * "five", max_tokens -4, concurrency [2147483648]), an integer beyond 64
+ * bits or a number beyond a double (the rest of the text still reads), a
+ * text that is not a JSON object. Each damaged field stays unknown and is
+ * counted in p->n_damaged, the first named in p->damaged. A target holding
+ * an A/B array ("ab") reads its first side. CAL_EINVAL when a text is given
+ * but is not a JSON object (p then holds what the other text gave, and
+ * says the damage); CAL_ENOMEM. */
 int  cal_protocol_from_json(const char *protocol_json, const char *target_json, cal_protocol *p);
 
 /* The keys of extra_json (a JSON object: an API, a body, timeouts, a noise
@@ -165,8 +180,9 @@ typedef struct cal_protocol_diff {
 #define CAL_PROTOCOL_SAME_RUN 1
 
 /* The first field (target fields first, then the protocol's, then the extra
- * keys) where a and b differ; 1 with *d filled, 0 when they agree. flags:
- * CAL_PROTOCOL_SAME_RUN or 0. */
+ * keys) where a and b differ; 1 with *d filled, 0 when they agree. A
+ * damaged record agrees with none, itself included: its field is named.
+ * flags: CAL_PROTOCOL_SAME_RUN or 0. */
 int  cal_protocol_first_diff(const cal_protocol *a, const cal_protocol *b, int flags,
                              cal_protocol_diff *d);
 

@@ -111,6 +111,7 @@ typedef void (*cal_proxy_turn_fn)(void *ud, const cal_proxy_turn *t);
 #define CAL_PROXY_IDLE_S   60     /* default idle timeout, seconds */
 #define CAL_PROXY_HEADER_NS (10LL * 1000000000)   /* default request head deadline */
 #define CAL_PROXY_BODY_NS   (60LL * 1000000000)   /* default request body deadline */
+#define CAL_PROXY_SEND_NS   (30LL * 1000000000)   /* default reply send deadline */
 
 typedef struct cal_proxy_config {
     const char       *host;      /* listen address, IPv4 (NULL: 127.0.0.1) */
@@ -128,10 +129,16 @@ typedef struct cal_proxy_config {
                                           the client keeps the socket (<= 0:
                                           CAL_PROXY_HEADER_NS); when fewer than
                                           1/64 of max_connections (1 to 64) are
-                                          free, the connection that has waited
-                                          longest for its request is closed */
+                                          free, the connection that has gone
+                                          longest without progress (waiting for
+                                          its request, or for its client to read)
+                                          is closed */
     int64_t           body_timeout_ns;   /* the body, this long after the headers
                                           (<= 0: CAL_PROXY_BODY_NS) */
+    int64_t           send_timeout_ns;   /* a reply whose client takes none of its
+                                          bytes this long is reset (<= 0:
+                                          CAL_PROXY_SEND_NS); the wait for the
+                                          upstream does not count */
     cal_proxy_turn_fn on_turn;   /* called once per turn, one call at a time,
                                     from a proxy thread; may be NULL */
     void             *ud;

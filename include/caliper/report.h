@@ -93,6 +93,10 @@ typedef struct cal_result {
     cal_tel_point *tel;     size_t n_tel;
     struct cal_turns *turns;  /* per turn of a chat scenario or a replay (from
                                  the store only; NULL otherwise), owned */
+    char    protocol_damage[600];  /* the stored protocol could not be read
+                                 whole: its first damaged field, its value and
+                                 what was expected (protocol_record.h); ""
+                                 intact. Compare refuses its ratios */
 } cal_result;
 
 /* A zeroed result (no cells). NULL on allocation failure. */

@@ -65,6 +65,9 @@ typedef struct cal_run_target_ops {
     int  (*pid)(void *self);              /* engine process for telemetry; 0 none */
     /* Why it stopped answering, one line (a launched engine's log tail). */
     void (*why_failed)(void *self, char *out, size_t n);
+    /* What made the tokenizer's calls fail, one line ("POST /tokenize timed
+     * out after 30 s with no answer"); NULL when it has not failed so. */
+    const char *(*tokenizer_why)(void *self);
     /* The target as a JSON object (malloc'd): kind, name, model, version,
      * url, command, load_s, api, detail. NULL on ENOMEM. */
     char *(*describe)(void *self);
@@ -89,7 +92,8 @@ void cal_run_target_free(cal_run_target **t);
  * flag is used). cfg->probe: base_url is set at each start; model NULL
  * means the first id of /v1/models (asked once, bounded by
  * models_timeout_ns, 0 = 5 s). The server's POST /tokenize counts prompt
- * tokens, each call bounded by tokenize_timeout_ns (0 = 30 s). name and
+ * tokens, each call bounded by tokenize_timeout_ns (0 = 30 s). Both read
+ * the run's stop flag while they wait. name and
  * version go to the description (NULL: the preset, command or URL; the
  * model). Everything is copied. CAL_EINVAL, CAL_ENOMEM. */
 typedef struct cal_served_config {

@@ -309,8 +309,9 @@ typedef struct cal_run_data {
 /* Fill d->proto from d->run.protocol_json and d->run.target_json (clearing
  * what it held). Every loader does this (cal_store_load_run, the export and
  * shard readers); a caller that builds a cal_run_data itself calls it after
- * setting those texts. A text that is not a JSON object leaves the record
- * unknown (an old or damaged row still loads); CAL_ENOMEM. */
+ * setting those texts. A damaged row still loads: what could not be read is
+ * unknown and d->proto.n_damaged and .damaged say which field and why
+ * (protocol_record.h); CAL_ENOMEM. */
 int  cal_run_data_read_protocol(cal_run_data *d);
 
 #define CAL_LOAD_CHUNKS    1  /* decode every request's chunk timestamps */

@@ -90,11 +90,21 @@ int  cal_workload_sampled(const cal_workload *w);
  * llama.cpp shapes at once) and reads "count" or the length of "tokens".
  * A 404/405/501 answer is CAL_EABSENT. */
 typedef struct cal_http_tokenizer cal_http_tokenizer;
-/* timeout_ns bounds each call, connecting included (0 = 30 s): a server
- * that accepts and never answers must not stall the run. api_key: NULL for
- * none; CAL_ETOOBIG over CAL_API_KEY_MAX bytes (auth.h). */
+/* timeout_ns bounds each call as a whole, connecting included (0 = 30 s):
+ * a server that accepts and never answers, or trickles its answer, must not
+ * stall the run. A call that times out (CAL_ETIMEDOUT), cannot connect
+ * (CAL_ECONNECT) or is stopped (CAL_ECANCEL) makes every later call fail
+ * the same way at once, until cal_http_tokenizer_retarget (a stop stays).
+ * api_key: NULL for none; CAL_ETOOBIG over CAL_API_KEY_MAX bytes (auth.h). */
 int  cal_http_tokenizer_open(const char *base_url, const char *model, const char *api_key,
                              int64_t timeout_ns, cal_http_tokenizer **out);
+/* The caller's Ctrl-C flag (NULL: none): read at least every 100 ms while a
+ * call waits; non-zero ends it with CAL_ECANCEL. */
+void cal_http_tokenizer_set_stop(cal_http_tokenizer *t, volatile int *stop);
+/* What the failure that ends every call was, one line ("POST /tokenize
+ * timed out after 30 s with no answer", "... the answer came too slowly
+ * ..."); NULL when calls have not failed so. */
+const char *cal_http_tokenizer_why(const cal_http_tokenizer *t);
 int  cal_http_tokenizer_count(void *tokenizer, const char *text, int *n_tokens);
 /* Many texts, CAL_TOKENIZE_POOL calls in flight at once (one curl multi,
  * the caller's thread): a cal_count_many_fn. */
@@ -104,6 +114,15 @@ int  cal_http_tokenizer_count_many(void *tokenizer, const char *const *texts, si
 /* The answer's "tokens" (integers, or llama.cpp's {"id":…} objects): a
  * cal_token_ids_fn; CAL_EABSENT when the server sends only "count". */
 int  cal_http_tokenizer_ids(void *tokenizer, const char *text, int32_t **ids, int *n);
+/* Read one POST /tokenize answer, body[len] (the server's bytes, any of
+ * them): the count ("count", else the length of "tokens") into *count, and
+ * with ids non-NULL the "tokens" (integers, or llama.cpp's {"id": ...}
+ * objects) into *ids (malloc'd, the caller frees; NULL when the call
+ * fails) and *n. CAL_EPROTO for a body that is not such an answer: not a
+ * JSON object, neither key, a count outside [0, 2^31) or unequal to the
+ * tokens given, an id outside [0, 2^31); CAL_EABSENT when ids are asked
+ * and only a count is there; CAL_ENOMEM. *count is -1 on failure. */
+int  cal_tokenize_answer(const char *body, size_t len, int *count, int32_t **ids, int *n);
 /* Point it at a new base URL (a restarted engine on another port); the
  * workloads that hold it keep working. CAL_ETOOBIG for an over-long URL. */
 int  cal_http_tokenizer_retarget(cal_http_tokenizer *t, const char *base_url);

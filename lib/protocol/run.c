@@ -53,6 +53,20 @@ static int start_side(ctx *c, side *s)
     return CAL_OK;
 }
 
+/* The prompts fall back to approximate lengths: say why, in the
+ * tokenizer's own words where it has them ("timed out after 30 s with no
+ * answer", not "connection failed"), once per side. A stopped run says
+ * nothing here: it says it was interrupted. */
+static void tokenizer_failed(ctx *c, side *s, int rc)
+{
+    if (rc == CAL_ECANCEL && run_stopped(c)) return;
+    if (s->tk_noted) return;
+    s->tk_noted = 1;
+    const char *why = s->t->ops->tokenizer_why ? s->t->ops->tokenizer_why(s->t->self) : NULL;
+    note(c, s->name, "the tokenizer of %s failed (%s): prompt lengths will be approximate",
+         run_what(s), why ? why : cal_strerror(rc));
+}
+
 static int open_workloads(ctx *c, side *s)
 {
     const cal_run_plan *p = &c->p;
@@ -60,8 +74,7 @@ static int open_workloads(ctx *c, side *s)
         int rc = cal_textgen_open(p->content, s->t->ops->count_tokens ? run_count_with_target : NULL,
                                   s->t, &s->tg);
         if (rc && rc != CAL_ENOMEM) {
-            note(c, s->name, "the tokenizer of %s failed (%s): prompt lengths will be approximate",
-                 run_what(s), cal_strerror(rc));
+            tokenizer_failed(c, s, rc);
             rc = cal_textgen_open(p->content, NULL, NULL, &s->tg);
         }
         if (rc) run_fail(c, "content: %s", cal_strerror(rc));
@@ -76,9 +89,10 @@ static int open_workloads(ctx *c, side *s)
                                   .count_ud = s->t};
         int rc = cal_workload_open(&wc, &s->wl[i]);
         if (rc && rc != CAL_ENOMEM && rc != CAL_EINVAL) {
-            note(c, s->name, "the tokenizer of %s failed (%s): prompt lengths will be approximate",
-                 run_what(s), cal_strerror(rc));
+            tokenizer_failed(c, s, rc);
             wc.count = NULL;
+            wc.count_many = NULL;
+            wc.token_ids = NULL;
             rc = cal_workload_open(&wc, &s->wl[i]);
         }
         if (rc) {

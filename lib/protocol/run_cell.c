@@ -244,8 +244,11 @@ int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
         /* the round's prompts at once: a few tokenizer calls, not one each */
         if (!run_per_request(p) && !deadline &&
             (rc = cal_workload_prepare(s->wl[pi], c->nonce, n))) {
+            if (rc == CAL_ECANCEL && run_stopped(c)) goto out;   /* Ctrl-C: interrupted */
+            const char *why = s->t->ops->tokenizer_why ? s->t->ops->tokenizer_why(s->t->self)
+                                                       : NULL;
             run_fail(c, "%s%scounting the tokens of the prompts through the target %s failed: %s%s",
-                 s->name, s->name[0] ? " " : "", run_what(s), cal_strerror(rc),
+                 s->name, s->name[0] ? " " : "", run_what(s), why ? why : cal_strerror(rc),
                  rc == CAL_ECONNECT ? " (the target stopped answering)" : "");
             goto out;
         }

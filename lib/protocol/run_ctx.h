@@ -30,6 +30,7 @@ typedef struct side {
     cal_run_target *t;
     cal_workload *wl[MAX_LIST];      /* per prompt length */
     int wl_noted[MAX_LIST];          /* its note (prompts counted one by one) was said */
+    int tk_noted;                    /* the tokenizer's failure was said */
     cal_textgen *tg;                 /* prompts of drawn lengths, datasets, turns */
     cal_traffic *tr;                 /* this shot's turns (chat, replay) */
     /* the server's prefix-cache reports per turn index (first CACHE_TURNS) */

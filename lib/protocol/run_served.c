@@ -72,8 +72,8 @@ static int s_start(void *self, volatile int *stop, char *err, size_t errn)
     s->load_ns = cal_target_load_ns(s->target);
     if (!s->model_given && !s->model_asked) {
         s->model_asked = 1;
-        if (cal_target_models(s->url, s->pcfg.api_key, s->models_timeout_ns, s->model,
-                              sizeof s->model, NULL) != CAL_OK)
+        if (cal_target_models_stop(s->url, s->pcfg.api_key, s->models_timeout_ns, stop, s->model,
+                                   sizeof s->model, NULL) != CAL_OK)
             s->model[0] = '\0';
     }
     cal_probe_config pc = s->pcfg;
@@ -98,6 +98,7 @@ static int s_start(void *self, volatile int *stop, char *err, size_t errn)
         cal_http_tokenizer_open(s->url, s->model[0] ? s->model : NULL, s->pcfg.api_key,
                                 s->tokenize_timeout_ns, &s->tk);
     }
+    cal_http_tokenizer_set_stop(s->tk, stop);
     return CAL_OK;
 }
 
@@ -129,6 +130,12 @@ static int s_ids(void *self, const char *text, int32_t **ids, int *n)
     served *s = self;
     if (!s->tk) return CAL_EABSENT;
     return cal_http_tokenizer_ids(s->tk, text, ids, n);
+}
+
+static const char *s_tokenizer_why(void *self)
+{
+    served *s = self;
+    return cal_http_tokenizer_why(s->tk);
 }
 
 static int s_alive(void *self)
@@ -215,6 +222,7 @@ static void s_destroy(void *self)
     .kind = K, .start = s_start, .stop = s_stop, .send = s_send, .count_tokens = s_count, \
     .count_many = s_count_many, .token_ids = s_ids, \
     .alive = s_alive, .started_ns = s_started, .pid = s_pid, .why_failed = s_why, \
+    .tokenizer_why = s_tokenizer_why, \
     .describe = s_describe, .what = s_what, .destroy = s_destroy }
 static const cal_run_target_ops OPS[3] = {SERVED_OPS("builtin"), SERVED_OPS("url"),
                                           SERVED_OPS("launch")};

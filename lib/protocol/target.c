@@ -23,6 +23,7 @@
 #include "caliper/protocol.h"
 #include "caliper/url.h"
 #include "lib/platform/platform.h"
+#include "lib/util/curl_wait.h"
 
 extern char **environ;
 
@@ -53,9 +54,10 @@ static size_t sink(char *p, size_t sz, size_t nm, void *ud)
 }
 
 /* GET base+path; *status gets the HTTP status (0 when none). body may be
- * NULL. Returns CAL_OK when an answer came back. */
+ * NULL. timeout_ns bounds the whole call; *stop (NULL: none) ends it within
+ * CAL_CURL_WAIT_MS. Returns CAL_OK when an answer came back. */
 static int http_get(const char *base, const char *path, const char *api_key,
-                    int64_t timeout_ns, int *status, cal_buf *body)
+                    int64_t timeout_ns, volatile int *stop, int *status, cal_buf *body)
 {
     char url[URL_MAX + 64];
     snprintf(url, sizeof url, "%s%s", base, path);
@@ -79,7 +81,7 @@ static int http_get(const char *base, const char *path, const char *api_key,
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout_ns / 1000000));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
-    CURLcode cc = curl_easy_perform(c);
+    CURLcode cc = cal_curl_perform(NULL, c, stop, NULL);
     long st = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
     curl_easy_cleanup(c);
@@ -87,11 +89,19 @@ static int http_get(const char *base, const char *path, const char *api_key,
     *status = (int)st;
     if (cc == CURLE_OK) return CAL_OK;
     if (cc == CURLE_OPERATION_TIMEDOUT) return CAL_ETIMEDOUT;
+    if (cc == CURLE_ABORTED_BY_CALLBACK) return CAL_ECANCEL;
+    if (cc == CURLE_OUT_OF_MEMORY) return CAL_ENOMEM;
     return CAL_ECONNECT;
 }
 
 int cal_target_models(const char *base_url, const char *api_key, int64_t timeout_ns,
                       char *id, size_t n, char **raw)
+{
+    return cal_target_models_stop(base_url, api_key, timeout_ns, NULL, id, n, raw);
+}
+
+int cal_target_models_stop(const char *base_url, const char *api_key, int64_t timeout_ns,
+                           volatile int *stop, char *id, size_t n, char **raw)
 {
     if (id && n) id[0] = '\0';
     if (raw) *raw = NULL;
@@ -99,7 +109,7 @@ int cal_target_models(const char *base_url, const char *api_key, int64_t timeout
     cal_buf b = CAL_BUF_INIT(1 << 20);
     int status = 0;
     int rc = http_get(base_url, "/v1/models", api_key, timeout_ns ? timeout_ns : 5000000000LL,
-                      &status, &b);
+                      stop, &status, &b);
     if (rc == CAL_OK && (status < 200 || status > 299)) rc = CAL_EHTTP;
     if (rc == CAL_OK) {
         json_t *j = json_loadb(b.data ? b.data : "", b.len, 0, NULL);
@@ -267,12 +277,13 @@ static int find_listen_url(cal_target *t, const cal_target_config *cfg)
     return found;
 }
 
-static int answers(const char *url)
+static int answers(const char *url, volatile int *stop)
 {
     int st = 0;
-    if (http_get(url, "/health", NULL, 2000000000LL, &st, NULL) == CAL_OK && st >= 200 && st < 300)
+    if (http_get(url, "/health", NULL, 2000000000LL, stop, &st, NULL) == CAL_OK && st >= 200 &&
+        st < 300)
         return 1;
-    if (http_get(url, "/v1/models", NULL, 2000000000LL, &st, NULL) == CAL_OK && st >= 200 &&
+    if (http_get(url, "/v1/models", NULL, 2000000000LL, stop, &st, NULL) == CAL_OK && st >= 200 &&
         st < 300)
         return 1;
     return 0;
@@ -300,7 +311,7 @@ int cal_target_start(const cal_target_config *cfg, cal_target **out, char *err, 
     if (ul > 3 && !strcmp(t->url + ul - 3, "/v1")) t->url[ul -= 3] = '\0';
 
     if (cfg->kind == CAL_TARGET_URL) {
-        if (!answers(t->url)) {
+        if (!answers(t->url, cfg->stop)) {
             char shown[URL_MAX];   /* never print a password given in the URL */
             cal_url_redact(t->url, shown, sizeof shown);
             snprintf(err, errn, "%s does not answer GET /health or /v1/models", shown);
@@ -322,7 +333,7 @@ int cal_target_start(const cal_target_config *cfg, cal_target **out, char *err, 
         if (cfg->stop && *cfg->stop) { rc = CAL_ECANCEL; break; }
         if (reap(t, 0)) { rc = CAL_EIO; break; }
         if (cfg->kind == CAL_TARGET_BUILTIN && !t->url[0]) find_listen_url(t, cfg);
-        if (t->url[0] && answers(t->url)) { rc = CAL_OK; break; }
+        if (t->url[0] && answers(t->url, cfg->stop)) { rc = CAL_OK; break; }
         cal_sleep_ns(50000000LL, cfg->stop);
     }
     if (rc == CAL_OK) {

@@ -23,10 +23,18 @@
 #include "caliper/global.h"
 #include "caliper/probe.h"
 #include "caliper/series.h"
+#include "caliper/workload.h"
 #include "lib/util/conn_guard.h"
+#include "lib/util/curl_wait.h"
 
-#define QUEUE_MAX      (8u << 20)    /* bytes buffered toward a slow client */
-#define QUEUE_HIGH     (1u << 20)    /* above this the upstream read waits */
+/* What one connection buffers toward its client. 260 clients that asked
+ * for a long stream and never read it took the proxy to 676 MB with a
+ * 1 MiB mark (the queue grew by doubling to 2 MiB each); the kernel's send
+ * buffer is bounded too (the guard). 64 KiB is hundreds of tokens of SSE
+ * ahead of a client that reads at all. */
+#define QUEUE_HIGH     (64u << 10)   /* above this the upstream read waits */
+#define QUEUE_MAX      (1u << 20)    /* hard cap: QUEUE_HIGH plus one delivery from libcurl */
+#define SEND_BUFFER_BYTES (64 * 1024) /* SO_SNDBUF of a client connection (doubled by the kernel) */
 #define SSE_EVENT_MAX  (4u << 20)
 #define NONSTREAM_MAX  (16u << 20)   /* non-streaming body kept for its usage */
 #define TOKENIZE_BODY_MAX (64u << 20)
@@ -73,6 +81,7 @@ typedef struct xfer {
     int                headers_done, done, abandoned;
     long               status;
     char               ctype[256];
+    struct MHD_Connection *conn;         /* the client's, for the send deadline */
     CURLcode           cc;
     char               errbuf[CURL_ERROR_SIZE];
     pthread_t          th;
@@ -181,9 +190,12 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
     return atomic_load(&x->px->stopping) ? 1 : 0;
 }
 
-/* POST upstream/tokenize for one text: its token count, or -1. vLLM and
- * caliper serve take {"prompt"}, llama.cpp {"content"}; the first that
- * answers is kept, and a server without the endpoint is not asked again. */
+/* POST upstream/tokenize for one text: its token count, -1 when there is
+ * none, -2 when the call timed out, could not connect or was stopped (the
+ * turn asks no more). vLLM and caliper serve take {"prompt"}, llama.cpp
+ * {"content"}; the first that answers is kept, and a server without the
+ * endpoint is not asked again. Each call has a 30 s deadline on the whole
+ * call (a trickling answer included) and ends within 100 ms of close. */
 static long tokenize_one(cal_proxy *px, CURL *h, const char *text)
 {
     int mode = atomic_load(&px->tokenize_mode);
@@ -205,22 +217,20 @@ static long tokenize_one(cal_proxy *px, CURL *h, const char *text)
         curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, buf_write);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-        CURLcode cc = curl_easy_perform(h);
+        CURLcode cc = cal_curl_perform(NULL, h, NULL, &px->stopping);
         long st = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
         curl_slist_free_all(hd);
         free(body);
         long count = -1;
-        if (cc == CURLE_OK && st == 200) {
-            json_t *j = json_loadb(r.data ? r.data : "", r.len, 0, NULL);
-            json_t *c = json_object_get(j, "count");
-            json_t *toks = json_object_get(j, "tokens");
-            if (json_is_integer(c)) count = (long)json_integer_value(c);
-            else if (json_is_array(toks)) count = (long)json_array_size(toks);
-            json_decref(j);
-        }
+        int got;   /* the one reader of a /tokenize answer (workload.h) */
+        if (cc == CURLE_OK && st == 200 && cal_tokenize_answer(r.data, r.len, &got, NULL, NULL) == CAL_OK)
+            count = got;
         cal_buf_free(&r);
         if (count >= 0) { atomic_store(&px->tokenize_mode, m); return count; }
+        if (cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_ABORTED_BY_CALLBACK ||
+            cc == CURLE_COULDNT_CONNECT)
+            return -2;   /* mode unchanged: a later turn asks again */
         if (cc != CURLE_OK || st == 404 || st == 405 || st >= 500) break;
     }
     if (!mode) atomic_store(&px->tokenize_mode, -1);   /* absent: estimate from now on */
@@ -251,6 +261,7 @@ static void finish_turn(xfer *x)
         for (int k = 0; h && k < CAL_PART_N; k++) {
             if (!x->prefix.part[k].chars) continue;
             long n = tokenize_one(px, h, x->prefix.text[k]);
+            if (n == -2) break;   /* the rest stay estimated */
             if (n >= 0) { x->prefix.part[k].tokens = n; x->prefix.part[k].estimated = 0; }
         }
         if (h) curl_easy_cleanup(h);
@@ -335,7 +346,11 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     xfer *x = cls;
     pthread_mutex_lock(&x->mu);
-    while (!x->q.len && !x->done) pthread_cond_wait(&x->cv, &x->mu);
+    if (!x->q.len && !x->done) {
+        /* waiting for the upstream is no client's fault */
+        cal_guard_reply_waiting(x->px->guard, x->conn);
+        while (!x->q.len && !x->done) pthread_cond_wait(&x->cv, &x->mu);
+    }
     if (!x->q.len) {
         int bad = x->cc != CURLE_OK;
         pthread_mutex_unlock(&x->mu);
@@ -344,6 +359,9 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     size_t n = x->q.len < max ? x->q.len : max;
     memcpy(buf, x->q.data, n);
     cal_buf_consume(&x->q, n);
+    /* the daemon asks for more once the client took what it had: the send
+     * deadline starts again */
+    cal_guard_reply_sending(x->px->guard, x->conn);
     pthread_cond_broadcast(&x->cv);
     pthread_mutex_unlock(&x->mu);
     return (ssize_t)n;
@@ -371,7 +389,8 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
     return MHD_YES;
 }
 
-static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, const char *msg)
+static enum MHD_Result reply_json(cal_proxy *px, struct MHD_Connection *c, unsigned status,
+                                  const char *msg)
 {
     json_t *o = json_pack("{s:{s:s,s:s,s:i}}", "error", "message", msg, "type", "proxy_error",
                           "code", (int)status);
@@ -381,6 +400,7 @@ static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, con
                                                              s ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!r) { free(s); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", "application/json");
+    cal_guard_reply_sending(px->guard, c);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -433,14 +453,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!x->target) {
             x->refused = 1;
             cal_guard_request_in(px->guard, c);   /* answered: the reply is not cut */
-            return reply_json(c, 500, "caliper proxy: out of memory");
+            return reply_json(px, c, 500, "caliper proxy: out of memory");
         }
         if (cal_proxy_target_check(x->target, &x->path_len, why, sizeof why) != CAL_OK) {
             char msg[200];
             snprintf(msg, sizeof msg, "caliper proxy: %s", why);
             x->refused = 1;
             cal_guard_request_in(px->guard, c);
-            return reply_json(c, 400, msg);
+            return reply_json(px, c, 400, msg);
         }
         snprintf(x->path, sizeof x->path, "%.*s", (int)x->path_len, x->target);
         return MHD_YES;
@@ -455,7 +475,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
      * have no deadline here */
     cal_guard_request_in(px->guard, c);
     if (x->th_started || x->refused) return MHD_NO;   /* already answered */
-    if (x->too_big) return reply_json(c, 413, "caliper proxy: the request body is over its cap");
+    if (x->too_big) return reply_json(px, c, 413, "caliper proxy: the request body is over its cap");
     x->wall_ns = cal_wall_ns();
     x->h = curl_easy_init();
     char why[160];
@@ -464,10 +484,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (rc != CAL_OK) {
         if (x->h) curl_easy_cleanup(x->h);
         x->h = NULL;
-        if (rc == CAL_ENOMEM) return reply_json(c, 500, "caliper proxy: out of memory");
+        if (rc == CAL_ENOMEM) return reply_json(px, c, 500, "caliper proxy: out of memory");
         char msg[200];
         snprintf(msg, sizeof msg, "caliper proxy: %s", why);
-        return reply_json(c, 400, msg);
+        return reply_json(px, c, 400, msg);
     }
     MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, x);
     struct curl_slist *l = curl_slist_append(x->hdrs, "Expect:");
@@ -483,7 +503,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (pthread_create(&x->th, NULL, worker, x) != 0) {
         curl_easy_cleanup(x->h);
         x->h = NULL;
-        return reply_json(c, 500, "caliper proxy: cannot start a thread");
+        return reply_json(px, c, 500, "caliper proxy: cannot start a thread");
     }
     x->th_started = 1;
     pthread_mutex_lock(&x->mu);
@@ -498,9 +518,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         char msg[CURL_ERROR_SIZE + 1100];
         snprintf(msg, sizeof msg, "caliper proxy: upstream %s: %s", px->upstream,
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
-        return reply_json(c, 502, msg);
+        return reply_json(px, c, 502, msg);
     }
     atomic_fetch_add(&x->refs, 1);
+    x->conn = c;
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, x,
                                                                reader_free);
     if (!r) { reader_free(x); return MHD_NO; }
@@ -551,6 +572,7 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
     if (!px->cfg.idle_timeout_s) px->cfg.idle_timeout_s = CAL_PROXY_IDLE_S;
     if (px->cfg.header_timeout_ns <= 0) px->cfg.header_timeout_ns = CAL_PROXY_HEADER_NS;
     if (px->cfg.body_timeout_ns <= 0) px->cfg.body_timeout_ns = CAL_PROXY_BODY_NS;
+    if (px->cfg.send_timeout_ns <= 0) px->cfg.send_timeout_ns = CAL_PROXY_SEND_NS;
     size_t ul = strlen(up);
     while (ul > 0 && up[ul - 1] == '/') ul--;
     snprintf(px->upstream, sizeof px->upstream, "%.*s", (int)ul, up);
@@ -571,6 +593,8 @@ int cal_proxy_open(const cal_proxy_config *cfg, cal_proxy **out, char *why, size
      * keeps a few slots free by closing the longest wait for a request. */
     cal_guard_config gc = {.head_ns = px->cfg.header_timeout_ns, .body_ns = px->cfg.body_timeout_ns,
                            .keepalive_ns = (int64_t)px->cfg.idle_timeout_s * 1000000000,
+                           .send_ns = px->cfg.send_timeout_ns,
+                           .send_buffer_bytes = SEND_BUFFER_BYTES,
                            .max_conn = px->cfg.max_connections};
     int grc = cal_guard_open(&gc, &px->guard);
     if (grc == CAL_OK)

@@ -486,10 +486,14 @@ static void flags(cal_comparison *c, const cal_result *const *res, size_t n,
         size_t used = 0;
         f[0] = 0;
         c->age_days[j] = r->created_unix > 0 ? (double)(now - r->created_unix) / 86400.0 : NAN;
+        if (r->protocol_damage[0])   /* first: it is why its ratios are refused */
+            used += (size_t)snprintf(f + used, 256 - used, "its stored protocol is damaged: %.200s",
+                                     r->protocol_damage);
         if (o->stale_s > 0 && r->created_unix > 0 && (double)(now - r->created_unix) > o->stale_s) {
             c->stale[j] = 1;
             used += (size_t)snprintf(f + used, 256 - used,
-                "measured %.0f d ago (older than %.0f d): re-measure before ranking",
+                "%smeasured %.0f d ago (older than %.0f d): re-measure before ranking",
+                used ? "; " : "",
                 c->age_days[j], o->stale_s / 86400.0);
         }
         for (size_t i = 0; i < n && used < 200; i++) {

@@ -30,6 +30,14 @@ static json_t *parse_obj(const char *s)
     return j ? j : json_null();
 }
 static json_t *jreal(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+/* A stored JSON text as its value; one that does not parse as its text (a
+ * string), so an export loses nothing of a damaged row. */
+static json_t *as_stored(const char *s)
+{
+    json_t *j = s ? json_loads(s, JSON_DECODE_ANY, NULL) : NULL;
+    if (!j && s) j = json_string(s);
+    return j ? j : json_null();
+}
 
 /* ---- writing: the cell's protocol columns, then the summary fields ------ */
 typedef struct pcol { const char *name; int type; } pcol;   /* 0 int, 1 real, 2 text */
@@ -164,8 +172,17 @@ int cal_run_export_json(const cal_run_data *d, cal_buf *out)
                                                                  : json_null());
     json_object_set_new(run, "build", r->build ? json_string(r->build) : json_null());
     json_object_set_new(run, "host", parse_obj(r->host_json));
-    json_object_set_new(run, "target", parse_obj(r->target_json));
-    json_object_set_new(run, "protocol", parse_obj(r->protocol_json));
+    /* as stored: a text that is not JSON kept as a string, never lost to
+     * null, and the damage the reader found named beside it */
+    json_object_set_new(run, "target", as_stored(r->target_json));
+    json_object_set_new(run, "protocol", as_stored(r->protocol_json));
+    if (d->proto.n_damaged) {
+        json_t *dm = json_object();
+        json_object_set_new(dm, "field", json_string(d->proto.damaged_field));
+        json_object_set_new(dm, "reason", json_string(d->proto.damaged));
+        json_object_set_new(dm, "fields", json_integer(d->proto.n_damaged));
+        json_object_set_new(run, "protocol_damage", dm);
+    }
     json_object_set_new(run, "telemetry", parse_obj(r->telemetry_json));
     char *vj = cal_verdicts_json(an->verdicts, an->n_verdicts);
     json_object_set_new(run, "verdicts", parse_obj(vj));
@@ -372,8 +389,11 @@ static int data_from_root(const json_t *root, const char *name, cal_run_data *d,
     d->run.started_wall_ns = cal_report_i64(num0(run, "started_unix_s", 0) * 1e9, 0, 9e18, 0);
     d->run.t0_mono_ns = T0_NS;
     d->run.host_json = dump_or_null(json_object_get(run, "host"));
-    d->run.target_json = dump_or_null(json_object_get(run, "target"));
-    d->run.protocol_json = dump_or_null(json_object_get(run, "protocol"));
+    /* a damaged row's text was exported as a string: read it as stored */
+    d->run.target_json = json_is_string(json_object_get(run, "target")) ? dup_str(run, "target")
+                         : dump_or_null(json_object_get(run, "target"));
+    d->run.protocol_json = json_is_string(json_object_get(run, "protocol")) ? dup_str(run, "protocol")
+                           : dump_or_null(json_object_get(run, "protocol"));
     d->run.telemetry_json = dump_or_null(json_object_get(run, "telemetry"));
     d->run.verdicts_json = dump_or_null(json_object_get(run, "verdicts"));
     if ((e = cal_run_data_read_protocol(d))) goto fail;

@@ -14,7 +14,7 @@
 static const char *const FIELD_NAMES[CAL_FPF__N] = {
     "shot kind", "shot range", "rest", "warm-up", "concurrency",
     "request rate", "column", "prompt length", "content", "output policy",
-    "streaming", "API", "probe", "host", "SLO",
+    "streaming", "API", "probe", "host", "SLO", "stored protocol",
 };
 
 void cal_fp_init(cal_fingerprint *fp)
@@ -99,6 +99,10 @@ char *cal_fp_field_value(const cal_fingerprint *fp, cal_fp_field f,
     case CAL_FPF_PROBE:     snprintf(buf, n, "%s", str_or_unknown(fp->probe)); break;
     case CAL_FPF_HOST:      snprintf(buf, n, "%s", str_or_unknown(fp->host)); break;
     case CAL_FPF_SLO:       snprintf(buf, n, "%s", fp->slo[0] ? fp->slo : "none"); break;
+    case CAL_FPF_PROTOCOL:
+        if (fp->damaged[0]) snprintf(buf, n, "damaged (%.*s)", (int)(n > 12 ? n - 12 : 0), fp->damaged);
+        else snprintf(buf, n, "intact");
+        break;
     default:                snprintf(buf, n, "?"); break;
     }
     return buf;
@@ -132,6 +136,7 @@ static int field_equal(const cal_fingerprint *a, const cal_fingerprint *b,
     case CAL_FPF_PROBE:       return !strcmp(a->probe, b->probe);
     case CAL_FPF_HOST:        return !strcmp(a->host, b->host);
     case CAL_FPF_SLO:         return !strcmp(a->slo, b->slo);
+    case CAL_FPF_PROTOCOL:    return !a->damaged[0] && !b->damaged[0];
     default:                  return 1;
     }
 }
@@ -267,5 +272,6 @@ int cal_fingerprint_of(const cal_run_data *d, const size_t *group, size_t n, cal
     cal_fp_probe_of(d->run.build, fp->probe, sizeof fp->probe);
     cal_fp_host_of(d->run.host_json, fp->host, sizeof fp->host);
     cal_fp_set(fp->slo, p->slo);
+    if (p->n_damaged) cal_fp_set(fp->damaged, p->damaged_field);
     return CAL_OK;
 }

@@ -156,6 +156,11 @@ int cal_result_from_run_data(const cal_run_data *d, cal_result **out, char *err,
     cal_analysis_free(&an);
     if (e) goto out;
     cal_fp_set(r->shots_fp.slo, d->proto.slo);
+    if (d->proto.n_damaged) {
+        cal_fp_set(r->shots_fp.damaged, d->proto.damaged_field);
+        snprintf(r->protocol_damage, sizeof r->protocol_damage, "%s%s", d->proto.damaged,
+                 d->proto.n_damaged > 1 ? " (and more)" : "");
+    }
     const char *clk = pick(d, CLOCK_PREF, 4, "MHz"), *pw = pick(d, POWER_PREF, 6, "W");
     for (size_t i = 0; i < d->n_tel && !e; i++) {
         const cal_store_tel_row *tr = &d->tel[i];

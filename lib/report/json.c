@@ -55,6 +55,7 @@ static json_t *fp_to_json(const cal_fingerprint *fp)
     json_object_set_new(o, "probe", json_string(fp->probe));
     json_object_set_new(o, "host", json_string(fp->host));
     if (fp->slo[0]) json_object_set_new(o, "slo", json_string(fp->slo));
+    if (fp->damaged[0]) json_object_set_new(o, "protocol_damaged", json_string(fp->damaged));
     return o;
 }
 
@@ -132,6 +133,8 @@ static json_t *result_to_json(const cal_result *r)
     json_object_set_new(o, "probe", json_string(r->probe));
     json_object_set_new(o, "build", json_string(r->build));
     json_object_set_new(o, "telemetry", json_string(r->telemetry));
+    if (r->protocol_damage[0])
+        json_object_set_new(o, "protocol_damage", json_string(r->protocol_damage));
     json_object_set_new(o, "created_unix", json_integer(r->created_unix));
     char *vj = cal_verdicts_json(r->verdicts, r->n_verdicts);
     json_t *v = vj ? json_loads(vj, 0, NULL) : NULL;
@@ -253,6 +256,7 @@ static int fp_from_json(const json_t *o, cal_fingerprint *fp, char *err, size_t 
     cal_report_jstr(o, "probe", fp->probe, sizeof fp->probe);
     cal_report_jstr(o, "host", fp->host, sizeof fp->host);
     cal_report_jstr(o, "slo", fp->slo, sizeof fp->slo);
+    cal_report_jstr(o, "protocol_damaged", fp->damaged, sizeof fp->damaged);
     return CAL_OK;
 }
 
@@ -272,6 +276,7 @@ int cal_report_own_from_json(const json_t *root, const char *name, cal_result **
     cal_report_jstr(root, "probe", r->probe, sizeof r->probe);
     cal_report_jstr(root, "build", r->build, sizeof r->build);
     cal_report_jstr(root, "telemetry", r->telemetry, sizeof r->telemetry);
+    cal_report_jstr(root, "protocol_damage", r->protocol_damage, sizeof r->protocol_damage);
     r->created_unix = cal_report_i64(cal_report_jnum(root, "created_unix"), 0, 1e13, 0);
     if (!r->label[0]) snprintf(r->label, sizeof r->label, "%s", r->target_name[0] ? r->target_name : name ? name : "result");
     if (!r->id[0] && name) snprintf(r->id, sizeof r->id, "%s", name);

@@ -227,8 +227,41 @@ int cal_protocol_to_json(const cal_protocol *p, char **protocol_json, char **tar
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* Each get_* takes the key out of o (what is left is the extra), and leaves
- * the field as it was when the value has another type. */
+/* A number no JSON reader holds (an integer beyond 64 bits, a real beyond
+ * a double) fails the whole text; it is read again with each such literal
+ * turned into a string behind this mark, so the field alone is damaged. */
+#define OVERSIZED "\x01oversized:"
+
+/* The object being read and the record its damage goes into. */
+typedef struct rd {
+    cal_protocol *p;
+    const char   *obj;   /* "protocol", "target", "protocol.sweep", ... */
+} rd;
+
+/* One damaged field: counted, the first named with its value and what was
+ * expected. The field stays as it was (unknown). */
+static void damaged(rd *r, const char *key, const json_t *v, const char *want)
+{
+    cal_protocol *p = r->p;
+    if (p->n_damaged++) return;
+    char val[128];
+    const char *s = json_string_value(v);
+    if (s && !strncmp(s, OVERSIZED, strlen(OVERSIZED)))
+        snprintf(val, sizeof val, "%.80s (too large to read)", s + strlen(OVERSIZED));
+    else if (!v)   /* a text JSON cannot hold as a string */
+        snprintf(val, sizeof val, "text that is not UTF-8");
+    else {
+        char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        cal_snprintf(val, sizeof val, "%.80s%s", t ? t : "?", t && strlen(t) > 80 ? "..." : "");
+        free(t);
+    }
+    snprintf(p->damaged_field, sizeof p->damaged_field, "%s%s%.40s", r->obj, key[0] ? "." : "", key);
+    cal_snprintf(p->damaged, sizeof p->damaged, "%s: %s is not %s", p->damaged_field, val, want);
+}
+
+/* Each get_* takes the key out of o (what is left is the extra). An absent
+ * key, or null (the writer's "not set" where it has one), leaves the field;
+ * a value of another type or out of range is damage. */
 static json_t *take(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
@@ -238,55 +271,105 @@ static json_t *take(json_t *o, const char *k)
     return v;
 }
 
-static void get_str(json_t *o, const char *k, char *dst, size_t n)
+static void get_str(rd *r, json_t *o, const char *k, char *dst, size_t n)
 {
     json_t *v = take(o, k);
-    if (json_is_string(v)) snprintf(dst, n, "%s", json_string_value(v));
+    if (json_is_string(v) && strncmp(json_string_value(v), OVERSIZED, strlen(OVERSIZED)))
+        snprintf(dst, n, "%s", json_string_value(v));
+    else if (v && !json_is_null(v)) damaged(r, k, v, "a string");
     json_decref(v);
 }
 
-static void get_int(json_t *o, const char *k, int *dst)
+/* An integer in [lo, hi]; -1 is the writer's unknown. */
+static int int_ok(const json_t *v, long long lo, long long hi)
+{
+    if (!json_is_integer(v)) return 0;
+    long long x = json_integer_value(v);
+    return x == -1 || (x >= lo && x <= hi);
+}
+
+static void want_int(char *buf, size_t n, long long lo, long long hi)
+{
+    snprintf(buf, n, "an integer in [%lld, %lld]", lo, hi);
+}
+
+static void get_int(rd *r, json_t *o, const char *k, int *dst, int lo, int hi)
 {
     json_t *v = take(o, k);
-    if (json_is_integer(v) && json_integer_value(v) >= -1 && json_integer_value(v) <= 1000000000)
-        *dst = (int)json_integer_value(v);
+    char w[64];
+    if (int_ok(v, lo, hi)) *dst = (int)json_integer_value(v);
+    else if (v && !json_is_null(v)) { want_int(w, sizeof w, lo, hi); damaged(r, k, v, w); }
     json_decref(v);
 }
 
-static void get_i64(json_t *o, const char *k, int64_t *dst)
+static void get_i64(rd *r, json_t *o, const char *k, int64_t *dst, long long lo, long long hi)
 {
     json_t *v = take(o, k);
-    if (json_is_integer(v)) *dst = (int64_t)json_integer_value(v);
+    char w[64];
+    if (int_ok(v, lo, hi)) *dst = (int64_t)json_integer_value(v);
+    else if (v && !json_is_null(v)) { want_int(w, sizeof w, lo, hi); damaged(r, k, v, w); }
     json_decref(v);
 }
 
-static void get_bool(json_t *o, const char *k, int *dst)
+static void get_bool(rd *r, json_t *o, const char *k, int *dst)
 {
     json_t *v = take(o, k);
     if (json_is_boolean(v)) *dst = json_is_true(v);
+    else if (v && !json_is_null(v)) damaged(r, k, v, "true or false");
     json_decref(v);
 }
 
-/* A number; null reads as `if_null` (a knob not set), another type leaves
- * *dst. */
-static void get_num(json_t *o, const char *k, double *dst, double if_null)
+/* A number in [lo, hi]; null reads as `if_null` (a knob not set). */
+static void get_num(rd *r, json_t *o, const char *k, double *dst, double if_null, double lo,
+                    double hi)
 {
     json_t *v = take(o, k);
-    if (json_is_number(v)) *dst = json_number_value(v);
+    if (json_is_number(v) && json_number_value(v) >= lo && json_number_value(v) <= hi)
+        *dst = json_number_value(v);
     else if (json_is_null(v)) *dst = if_null;
+    else if (v) {
+        char w[80];
+        if (isinf(hi)) cal_snprintf(w, sizeof w, "a number >= %g", lo);
+        else cal_snprintf(w, sizeof w, "a number in [%g, %g]", lo, hi);
+        damaged(r, k, v, w);
+    }
     json_decref(v);
 }
 
-static void get_list(json_t *o, const char *k, int *dst, size_t *n)
+/* A list of integers in [lo, hi] (-1, the recorder's unknown length,
+ * too), at most CAL_PROTO_LIST of them; a damaged entry is left out (and
+ * named: "protocol.concurrency[0]"). */
+static void get_list(rd *r, json_t *o, const char *k, int *dst, size_t *n, int lo, int hi)
 {
     json_t *v = take(o, k);
     size_t i;
     json_t *x;
-    json_array_foreach(v, i, x) {
-        if (*n == CAL_PROTO_LIST) break;
-        if (json_is_integer(x)) dst[(*n)++] = (int)json_integer_value(x);
+    char w[64], key[64];
+    if (v && !json_is_array(v) && !json_is_null(v)) damaged(r, k, v, "a list of integers");
+    else if (json_array_size(v) > CAL_PROTO_LIST) {
+        snprintf(w, sizeof w, "a list of at most %d integers", CAL_PROTO_LIST);
+        damaged(r, k, v, w);
+    } else json_array_foreach(v, i, x) {
+        if (int_ok(x, lo, hi)) {
+            dst[(*n)++] = (int)json_integer_value(x);
+            continue;
+        }
+        snprintf(key, sizeof key, "%.30s[%zu]", k, i);
+        want_int(w, sizeof w, lo, hi);
+        damaged(r, key, x, w);
     }
     json_decref(v);
+}
+
+/* An object, or NULL (absent, null, or damage: another type). The caller
+ * decrefs. */
+static json_t *take_obj(rd *r, json_t *o, const char *k)
+{
+    json_t *v = take(o, k);
+    if (json_is_object(v)) return v;
+    if (v && !json_is_null(v)) damaged(r, k, v, "an object");
+    json_decref(v);
+    return NULL;
 }
 
 /* What is left of o as JSON text, or NULL when nothing is. */
@@ -298,41 +381,39 @@ static int rest_of(json_t *o, char **out)
     return *out ? CAL_OK : CAL_ENOMEM;
 }
 
+#define COUNT_MAX 1000000000          /* shots, tokens, requests: what a run takes */
+#define LIST_MAX  2147483647          /* an int: what a cell's value is held in */
+
 static int read_target(json_t *t, cal_protocol *p)
 {
+    rd r = {p, "target"};
     cal_protocol_target *g = &p->target;
-    get_str(t, "kind", g->kind, sizeof g->kind);
-    get_str(t, "name", g->name, sizeof g->name);
-    get_str(t, "url", g->url, sizeof g->url);
-    get_str(t, "command", g->command, sizeof g->command);
-    get_str(t, "model", g->model, sizeof g->model);
-    get_str(t, "version", g->version, sizeof g->version);
-    get_num(t, "load_s", &g->load_s, NAN);
-    get_str(t, "api", g->api, sizeof g->api);
-    get_str(t, "side", g->side, sizeof g->side);
-    get_str(t, "detail", g->detail, sizeof g->detail);
-    /* a key stored as null is as good as absent: it is written back absent */
-    const char *k;
-    json_t *v;
-    void *tmp;
-    json_object_foreach_safe(t, tmp, k, v)
-        if (json_is_null(v) && (!strcmp(k, "url") || !strcmp(k, "command") || !strcmp(k, "model") ||
-                                !strcmp(k, "version") || !strcmp(k, "name")))
-            json_object_del(t, k);
+    get_str(&r, t, "kind", g->kind, sizeof g->kind);
+    get_str(&r, t, "name", g->name, sizeof g->name);
+    get_str(&r, t, "url", g->url, sizeof g->url);
+    get_str(&r, t, "command", g->command, sizeof g->command);
+    get_str(&r, t, "model", g->model, sizeof g->model);
+    get_str(&r, t, "version", g->version, sizeof g->version);
+    get_num(&r, t, "load_s", &g->load_s, NAN, 0, INFINITY);
+    get_str(&r, t, "api", g->api, sizeof g->api);
+    get_str(&r, t, "side", g->side, sizeof g->side);
+    get_str(&r, t, "detail", g->detail, sizeof g->detail);
     return rest_of(t, &p->target_extra_json);
 }
 
-static void read_noise(json_t *n, cal_protocol_noise *w)
+static void read_noise(json_t *n, cal_protocol *p)
 {
-    if (!json_is_object(n)) return;
+    if (!n) return;
+    rd r = {p, "protocol.noise_prior"};
+    cal_protocol_noise *w = &p->noise;
     w->present = 1;
-    get_str(n, "series", w->series, sizeof w->series);
-    get_int(n, "runs", &w->runs);
-    get_num(n, "shot_sd", &w->shot_sd, NAN);
-    get_num(n, "shot_df", &w->shot_df, 0);
-    get_num(n, "first_sd", &w->first_sd, NAN);
-    get_num(n, "first_df", &w->first_df, 0);
-    get_int(n, "first_left_out", &w->first_left_out);
+    get_str(&r, n, "series", w->series, sizeof w->series);
+    get_int(&r, n, "runs", &w->runs, 0, COUNT_MAX);
+    get_num(&r, n, "shot_sd", &w->shot_sd, NAN, 0, INFINITY);
+    get_num(&r, n, "shot_df", &w->shot_df, 0, 0, INFINITY);
+    get_num(&r, n, "first_sd", &w->first_sd, NAN, 0, INFINITY);
+    get_num(&r, n, "first_df", &w->first_df, 0, 0, INFINITY);
+    get_int(&r, n, "first_left_out", &w->first_left_out, 0, COUNT_MAX);
     /* a pair is a prior only with sd >= 0 and df > 0 */
     if (!(w->shot_sd >= 0 && w->shot_df > 0)) { w->shot_sd = NAN; w->shot_df = 0; }
     if (!(w->first_sd >= 0 && w->first_df > 0)) { w->first_sd = NAN; w->first_df = 0; }
@@ -341,106 +422,143 @@ static void read_noise(json_t *n, cal_protocol_noise *w)
 
 static int read_protocol(json_t *o, cal_protocol *p)
 {
-    get_bool(o, "recorder", &p->recorder);
-    get_int(o, "shots", &p->shots);
-    get_int(o, "warmup", &p->warmup);
-    get_num(o, "rest_s", &p->rest_s, NAN);
-    get_bool(o, "cold", &p->cold);
-    get_num(o, "noise_floor", &p->noise_floor, 0);
-    get_num(o, "equivalence", &p->equivalence, 0);
-    get_list(o, "concurrency", p->concurrency, &p->n_conc);
-    get_num(o, "rate", &p->rate, 0);
-    get_str(o, "arrivals", p->arrivals, sizeof p->arrivals);
-    json_t *v = take(o, "slo");
-    if (json_is_string(v)) snprintf(p->slo, sizeof p->slo, "%s", json_string_value(v));
-    json_decref(v);
-    get_str(o, "goodput_rule", p->goodput_rule, sizeof p->goodput_rule);
-    v = take(o, "sweep");   /* json_is_object evaluates its argument twice */
-    if (json_is_object(v)) {
+    rd r = {p, "protocol"};
+    get_bool(&r, o, "recorder", &p->recorder);
+    get_int(&r, o, "shots", &p->shots, 0, COUNT_MAX);
+    get_int(&r, o, "warmup", &p->warmup, 0, COUNT_MAX);
+    get_num(&r, o, "rest_s", &p->rest_s, NAN, 0, INFINITY);
+    get_bool(&r, o, "cold", &p->cold);
+    get_num(&r, o, "noise_floor", &p->noise_floor, 0, 0, INFINITY);
+    get_num(&r, o, "equivalence", &p->equivalence, 0, 0, INFINITY);
+    get_list(&r, o, "concurrency", p->concurrency, &p->n_conc, 0, LIST_MAX);
+    get_num(&r, o, "rate", &p->rate, 0, 0, INFINITY);
+    get_str(&r, o, "arrivals", p->arrivals, sizeof p->arrivals);
+    get_str(&r, o, "slo", p->slo, sizeof p->slo);
+    get_str(&r, o, "goodput_rule", p->goodput_rule, sizeof p->goodput_rule);
+    json_t *v = take_obj(&r, o, "sweep");
+    if (v) {
+        rd rs = {p, "protocol.sweep"};
         cal_protocol_sweep *w = &p->sweep;
         w->present = 1;
-        get_str(v, "kind", w->kind, sizeof w->kind);
-        get_num(v, "start_rate", &w->start_rate, NAN);
-        get_num(v, "max_rate", &w->max_rate, NAN);
-        get_int(v, "steps", &w->steps);
-        get_num(v, "gain", &w->gain, NAN);
-        get_str(v, "rule", w->rule, sizeof w->rule);
+        get_str(&rs, v, "kind", w->kind, sizeof w->kind);
+        get_num(&rs, v, "start_rate", &w->start_rate, NAN, 0, INFINITY);
+        get_num(&rs, v, "max_rate", &w->max_rate, NAN, 0, INFINITY);
+        get_int(&rs, v, "steps", &w->steps, 0, COUNT_MAX);
+        get_num(&rs, v, "gain", &w->gain, NAN, -INFINITY, INFINITY);
+        get_str(&rs, v, "rule", w->rule, sizeof w->rule);
     }
     json_decref(v);
     v = take(o, "requests");
-    if (json_is_integer(v) && json_integer_value(v) >= 0) p->requests = (long)json_integer_value(v);
+    if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= COUNT_MAX)
+        p->requests = (long)json_integer_value(v);
     else if (json_is_null(v)) p->requests = 0;
+    else if (v) damaged(&r, "requests", v, "an integer in [0, 1000000000] or null");
     json_decref(v);
-    get_num(o, "duration_s", &p->duration_s, 0);
-    get_list(o, "prompt_tokens", p->prompt_tokens, &p->n_prompt);
-    get_str(o, "content", p->content, sizeof p->content);
-    get_bool(o, "unique_prompts", &p->unique_prompts);
-    get_int(o, "max_tokens", &p->max_tokens);
-    get_str(o, "output_policy", p->output_policy, sizeof p->output_policy);
-    get_bool(o, "streaming", &p->streaming);
+    get_num(&r, o, "duration_s", &p->duration_s, 0, 0, INFINITY);
+    get_list(&r, o, "prompt_tokens", p->prompt_tokens, &p->n_prompt, 0, LIST_MAX);
+    get_str(&r, o, "content", p->content, sizeof p->content);
+    get_bool(&r, o, "unique_prompts", &p->unique_prompts);
+    get_int(&r, o, "max_tokens", &p->max_tokens, 0, COUNT_MAX);
+    get_str(&r, o, "output_policy", p->output_policy, sizeof p->output_policy);
+    get_bool(&r, o, "streaming", &p->streaming);
+    /* any 64-bit pattern: seeds from 2^63 are written as negative integers */
     v = take(o, "seed");
     if (json_is_integer(v)) { p->has_seed = 1; p->seed = (uint64_t)json_integer_value(v); }
+    else if (v && !json_is_null(v)) damaged(&r, "seed", v, "an integer in [0, 2^64)");
     json_decref(v);
-    get_bool(o, "ab", &p->ab);
-    get_str(o, "api", p->api, sizeof p->api);
+    get_bool(&r, o, "ab", &p->ab);
+    get_str(&r, o, "api", p->api, sizeof p->api);
     if ((v = take(o, "body"))) {
         p->body_json = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         json_decref(v);
         if (!p->body_json) return CAL_ENOMEM;
     }
-    get_str(o, "order", p->order, sizeof p->order);
-    get_str(o, "keep_chunks", p->keep_chunks, sizeof p->keep_chunks);
-    get_str(o, "percentile_source", p->percentile_source, sizeof p->percentile_source);
-    get_str(o, "duration_rule", p->duration_rule, sizeof p->duration_rule);
-    v = take(o, "dataset");
-    if (json_is_object(v)) {
+    get_str(&r, o, "order", p->order, sizeof p->order);
+    get_str(&r, o, "keep_chunks", p->keep_chunks, sizeof p->keep_chunks);
+    get_str(&r, o, "percentile_source", p->percentile_source, sizeof p->percentile_source);
+    get_str(&r, o, "duration_rule", p->duration_rule, sizeof p->duration_rule);
+    v = take_obj(&r, o, "dataset");
+    if (v) {
+        rd rs = {p, "protocol.dataset"};
         cal_protocol_dataset *d = &p->dataset;
         d->present = 1;
-        get_str(v, "name", d->name, sizeof d->name);
-        get_str(v, "format", d->format, sizeof d->format);
-        get_str(v, "sha256", d->sha256, sizeof d->sha256);
-        get_str(v, "id", d->id, sizeof d->id);
-        get_i64(v, "entries", &d->entries);
-        get_i64(v, "skipped", &d->skipped);
+        get_str(&rs, v, "name", d->name, sizeof d->name);
+        get_str(&rs, v, "format", d->format, sizeof d->format);
+        get_str(&rs, v, "sha256", d->sha256, sizeof d->sha256);
+        get_str(&rs, v, "id", d->id, sizeof d->id);
+        get_i64(&rs, v, "entries", &d->entries, 0, INT64_MAX);
+        get_i64(&rs, v, "skipped", &d->skipped, 0, INT64_MAX);
     }
     json_decref(v);
-    get_str(o, "sampling", p->sampling, sizeof p->sampling);
-    get_str(o, "prompt_len", p->prompt_len, sizeof p->prompt_len);
-    get_str(o, "output_len", p->output_len, sizeof p->output_len);
-    if ((v = take(o, "scenario"))) {
-        if (json_is_object(v) && !(p->scenario_json = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER))) {
-            json_decref(v);
-            return CAL_ENOMEM;
-        }
+    get_str(&r, o, "sampling", p->sampling, sizeof p->sampling);
+    get_str(&r, o, "prompt_len", p->prompt_len, sizeof p->prompt_len);
+    get_str(&r, o, "output_len", p->output_len, sizeof p->output_len);
+    if ((v = take_obj(&r, o, "scenario")) &&
+        !(p->scenario_json = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER))) {
         json_decref(v);
+        return CAL_ENOMEM;
     }
-    v = take(o, "noise_prior");
-    read_noise(v, &p->noise);
+    json_decref(v);
+    v = take_obj(&r, o, "noise_prior");
+    read_noise(v, p);
     json_decref(v);
     return rest_of(o, &p->extra_json);
 }
 
-static json_t *load_object(const char *text, int *bad)
+/* The text as a JSON object; NULL when it is none (the damage noted under
+ * `what`). Literals too large to hold are read as marked strings. */
+static json_t *load_object(const char *text, const char *what, cal_protocol *p)
 {
     if (!text) return NULL;
-    json_t *o = json_loads(text, 0, NULL);
-    if (!json_is_object(o)) { json_decref(o); *bad = 1; return NULL; }
-    return o;
+    json_error_t e;
+    json_t *o = json_loads(text, 0, &e);
+    char *fixed = NULL;
+    for (int tries = 0; !o && tries < 64 && (!strncmp(e.text, "too big", 7) ||
+                                             !strncmp(e.text, "real number overflow", 20));
+         tries++) {
+        const char *src = fixed ? fixed : text;
+        size_t end = (size_t)e.position, len = strlen(src), b;
+        if (end > len) break;
+        for (b = end; b > 0 && strchr("0123456789+-.eE", src[b - 1]); b--) {}
+        if (b == end) break;
+        size_t add = sizeof "\"\\u0001oversized:\"" - 1;
+        char *t = malloc(len + add + 1);
+        if (!t) break;
+        memcpy(t, src, b);
+        size_t k = b + (size_t)sprintf(t + b, "\"\\u0001oversized:");
+        memcpy(t + k, src + b, end - b);
+        k += end - b;
+        t[k++] = '"';
+        memcpy(t + k, src + end, len - end + 1);
+        free(fixed);
+        fixed = t;
+        o = json_loads(fixed, 0, &e);
+    }
+    free(fixed);
+    if (json_is_object(o)) return o;
+    rd r = {p, what};
+    json_t *shown = o ? json_incref(o) : json_string(text);
+    damaged(&r, "", shown, "a JSON object");
+    json_decref(shown);
+    json_decref(o);
+    return NULL;
 }
 
 int cal_protocol_from_json(const char *protocol_json, const char *target_json, cal_protocol *p)
 {
     if (!p) return CAL_EINVAL;
     cal_protocol_init(p);
-    int bad = 0, rc = CAL_OK;
-    json_t *o = load_object(protocol_json, &bad), *t = load_object(target_json, &bad);
-    if (bad) rc = CAL_EINVAL;
-    if (!rc && o) rc = read_protocol(o, p);
+    json_t *o = load_object(protocol_json, "protocol", p);
+    int bad = protocol_json && !o;
+    json_t *t = load_object(target_json, "target", p);
+    bad |= target_json && !t;
+    int rc = CAL_OK;
+    if (o) rc = read_protocol(o, p);
     if (!rc && t) rc = read_target(t, p);
     json_decref(o);
     json_decref(t);
-    if (rc) cal_protocol_clear(p);
-    return rc;
+    if (rc) { cal_protocol_clear(p); return rc; }
+    return bad ? CAL_EINVAL : CAL_OK;
 }
 
 int cal_protocol_merge_json(cal_protocol *p, const char *extra_json)
@@ -506,6 +624,12 @@ int cal_protocol_first_diff(const cal_protocol *a, const cal_protocol *b, int fl
     static const char *const skip_target[] = {"load_s", NULL};
     static const char *const skip_proto[] = {"seed", "noise_prior", NULL};
     int same_run = flags & CAL_PROTOCOL_SAME_RUN;
+    if (a->n_damaged || b->n_damaged) {   /* what it held is not known */
+        snprintf(d->field, sizeof d->field, "%s", a->n_damaged ? a->damaged_field : b->damaged_field);
+        cal_snprintf(d->a, sizeof d->a, "%.110s", a->n_damaged ? a->damaged : "intact");
+        cal_snprintf(d->b, sizeof d->b, "%.110s", b->n_damaged ? b->damaged : "intact");
+        return 1;
+    }
     json_t *ta = target_object(&a->target, a->target_extra_json);
     json_t *tb = target_object(&b->target, b->target_extra_json);
     json_t *pa = protocol_object(a), *pb = protocol_object(b);

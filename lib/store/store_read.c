@@ -240,10 +240,9 @@ static void free_req(cal_req_result *q)
 int cal_run_data_read_protocol(cal_run_data *d)
 {
     cal_protocol_clear(&d->proto);
+    /* a damaged text still loads: the record holds what the rest gave and
+     * names the damage (d->proto.n_damaged), for every reader to show */
     int rc = cal_protocol_from_json(d->run.protocol_json, d->run.target_json, &d->proto);
-    /* a damaged text: read what the other one holds */
-    if (rc == CAL_EINVAL) rc = cal_protocol_from_json(d->run.protocol_json, NULL, &d->proto);
-    if (rc == CAL_EINVAL) rc = cal_protocol_from_json(NULL, d->run.target_json, &d->proto);
     return rc == CAL_ENOMEM ? CAL_ENOMEM : CAL_OK;
 }
 

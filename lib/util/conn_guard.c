@@ -1,7 +1,9 @@
-/* The request deadlines of caliper serve and caliper proxy (see
- * conn_guard.h). Each connection still receiving its request sits on one of
- * three lists (head, kept-alive wait, body) in the order it joined; a list's
- * deadline is the same for all its entries, so only list heads can be due.
+/* The deadlines of caliper serve and caliper proxy (see conn_guard.h). Each
+ * connection still receiving its request sits on one of three lists (head,
+ * kept-alive wait, body), and each reply whose client has not yet taken the
+ * bytes last handed to it on a fourth (send), in the order it joined; a
+ * list's deadline is the same for all its entries, so only list heads can
+ * be due.
  * A thread wakes a few times per shortest deadline and shuts the socket down
  * (shutdown(2), from outside libmicrohttpd): the daemon's own thread then
  * reads end-of-file and closes the connection the ordinary way. A record
@@ -16,12 +18,14 @@
 #include "caliper/clock.h"
 #include "caliper/error.h"
 
-enum { W_HEAD, W_KEEP, W_BODY, W_N, W_NONE = W_N };
+enum { W_HEAD, W_KEEP, W_BODY, W_SEND, W_N, W_NONE = W_N };
+/* why a connection was closed: cal_guard_stats order */
+enum { CL_HEAD, CL_BODY, CL_SEND, CL_EVICT, CL_N };
 
 typedef struct gconn {
     struct gconn *prev, *next;   /* on list w[list], or the free list (next only) */
     int           fd;
-    int           list;          /* W_HEAD.., or W_NONE: request in, or shut */
+    int           list;          /* W_HEAD.., or W_NONE: waiting for the server, or shut */
     int           shut;          /* shut down by the guard; closing */
     int64_t       since_ns;      /* joined its list */
 } gconn;
@@ -40,7 +44,7 @@ struct cal_guard {
     struct { gconn *head, *tail; } w[W_N];
     unsigned         open;          /* tracked connections */
     unsigned         closing;       /* ... of them shut down, not yet closed */
-    atomic_ullong    n_closed[3];   /* cal_guard_stats order */
+    atomic_ullong    n_closed[CL_N];
 };
 
 static void unlink_conn(cal_guard *g, gconn *c)
@@ -66,6 +70,13 @@ static void join_list(cal_guard *g, gconn *c, int k, int64_t now)
 
 static void shut_conn(cal_guard *g, gconn *c, int why)
 {
+    if (c->list == W_SEND) {
+        /* its client is not reading: the close resets the connection, and
+         * the kernel drops what it still holds for it instead of keeping
+         * it (and trying to send it) after the descriptor is gone */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
     unlink_conn(g, c);
     c->shut = 1;
     g->closing++;
@@ -75,9 +86,13 @@ static void shut_conn(cal_guard *g, gconn *c, int why)
 
 /* Keep `reserve` slots free: a new connection the daemon refuses at its
  * limit waits in the listen backlog behind the very sockets that fill it.
- * The longest wait for a request goes first; under honest load that costs
- * one request, as refusing the newest would, and under a flood of slow or
- * silent clients it keeps the server reachable. */
+ * The connection that has gone longest without progress goes first: the
+ * longest wait for a request, or the reply whose client has taken nothing
+ * for the longest time (the newcomer itself, with no wait yet, when no
+ * other connection waits for its client). A reply waiting for the server
+ * is never chosen. Under honest load that costs one request, as refusing
+ * the newest would, and under a flood of slow, silent or non-reading
+ * clients it keeps the server reachable. */
 static void evict_locked(cal_guard *g)
 {
     unsigned keep = g->cfg.max_conn - g->reserve;
@@ -88,7 +103,7 @@ static void evict_locked(cal_guard *g)
             if (h && (!old || h->since_ns < old->since_ns)) old = h;
         }
         if (!old) return;
-        shut_conn(g, old, 2);
+        shut_conn(g, old, CL_EVICT);
     }
 }
 
@@ -100,7 +115,7 @@ static void *reaper(void *arg)
         int64_t now = cal_now_ns();
         for (int k = 0; k < W_N; k++)
             while (g->w[k].head && now - g->w[k].head->since_ns >= g->due_ns[k])
-                shut_conn(g, g->w[k].head, k == W_BODY ? 1 : 0);
+                shut_conn(g, g->w[k].head, k == W_BODY ? CL_BODY : k == W_SEND ? CL_SEND : CL_HEAD);
         pthread_mutex_unlock(&g->mu);
         cal_sleep_ns(g->tick_ns, &g->stop);
     }
@@ -110,7 +125,8 @@ static void *reaper(void *arg)
 int cal_guard_open(const cal_guard_config *c, cal_guard **out)
 {
     *out = NULL;
-    if (!c || c->head_ns <= 0 || c->body_ns <= 0 || c->keepalive_ns <= 0 || !c->max_conn)
+    if (!c || c->head_ns <= 0 || c->body_ns <= 0 || c->keepalive_ns <= 0 || c->send_ns <= 0 ||
+        c->send_buffer_bytes < 0 || !c->max_conn)
         return CAL_EINVAL;
     cal_guard *g = calloc(1, sizeof *g);
     if (!g) return CAL_ENOMEM;
@@ -121,9 +137,11 @@ int cal_guard_open(const cal_guard_config *c, cal_guard **out)
     g->due_ns[W_HEAD] = c->head_ns;
     g->due_ns[W_KEEP] = c->keepalive_ns;
     g->due_ns[W_BODY] = c->body_ns;
+    g->due_ns[W_SEND] = c->send_ns;
     /* a deadline is met within 1/8 of the shortest one, 10 to 200 ms late */
-    int64_t m = c->head_ns < c->body_ns ? c->head_ns : c->body_ns;
-    if (c->keepalive_ns < m) m = c->keepalive_ns;
+    int64_t m = c->head_ns;
+    for (int k = 0; k < W_N; k++)
+        if (g->due_ns[k] < m) m = g->due_ns[k];
     g->tick_ns = m / 8 < 10000000 ? 10000000 : m / 8 > 200000000 ? 200000000 : m / 8;
     /* libmicrohttpd never holds more than max_conn + reserve; lazily touched */
     g->pool_n = (size_t)c->max_conn + 64;
@@ -179,6 +197,11 @@ void cal_guard_notify(void *cls, struct MHD_Connection *c, void **socket_context
         else if (g->pool_used < g->pool_n) r = &g->pool[g->pool_used++];
         if (r && ci) {
             *r = (gconn){.fd = ci->connect_fd, .list = W_NONE};
+            /* what a client that stops reading leaves queued in the kernel:
+             * autotuned, a loopback socket takes megabytes */
+            if (g->cfg.send_buffer_bytes > 0)
+                setsockopt(r->fd, SOL_SOCKET, SO_SNDBUF, &g->cfg.send_buffer_bytes,
+                           sizeof g->cfg.send_buffer_bytes);
             g->open++;
             join_list(g, r, W_HEAD, cal_now_ns());
             *socket_context = r;
@@ -207,7 +230,7 @@ static gconn *record_of(struct MHD_Connection *c)
 
 static void move_to(cal_guard *g, struct MHD_Connection *c, int k)
 {
-    if (!g) return;
+    if (!g || !c) return;
     pthread_mutex_lock(&g->mu);
     gconn *r = record_of(c);
     if (r) {
@@ -220,10 +243,13 @@ static void move_to(cal_guard *g, struct MHD_Connection *c, int k)
 void cal_guard_headers_in(cal_guard *g, struct MHD_Connection *c) { move_to(g, c, W_BODY); }
 void cal_guard_request_in(cal_guard *g, struct MHD_Connection *c) { move_to(g, c, W_NONE); }
 void cal_guard_reply_done(cal_guard *g, struct MHD_Connection *c) { move_to(g, c, W_KEEP); }
+void cal_guard_reply_sending(cal_guard *g, struct MHD_Connection *c) { move_to(g, c, W_SEND); }
+void cal_guard_reply_waiting(cal_guard *g, struct MHD_Connection *c) { move_to(g, c, W_NONE); }
 
 void cal_guard_get_stats(cal_guard *g, cal_guard_stats *out)
 {
-    out->head_deadline = atomic_load(&g->n_closed[0]);
-    out->body_deadline = atomic_load(&g->n_closed[1]);
-    out->evicted = atomic_load(&g->n_closed[2]);
+    out->head_deadline = atomic_load(&g->n_closed[CL_HEAD]);
+    out->body_deadline = atomic_load(&g->n_closed[CL_BODY]);
+    out->send_deadline = atomic_load(&g->n_closed[CL_SEND]);
+    out->evicted = atomic_load(&g->n_closed[CL_EVICT]);
 }

@@ -14,6 +14,13 @@
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
 static int is_eol(char c) { return c == '\n' || c == '\r'; }
 
+/* OWASP's CSV injection: a spreadsheet runs a cell that starts with one of
+ * these as a formula (=HYPERLINK(...), +cmd|calc, @SUM(1+1)). */
+static int formula_start(const char *s)
+{
+    return *s == '=' || *s == '+' || *s == '-' || *s == '@' || *s == '\t' || *s == '\r';
+}
+
 void cal_csv_reader_init(cal_csv_reader *r, const char *text, size_t len,
                          const cal_csv_opts *opts)
 {
@@ -95,6 +102,12 @@ int cal_csv_next(cal_csv_reader *r, size_t *nf, char *why, size_t why_len)
                         r->next_line++;
                     PUT(c);
                     p++;
+                }
+                /* the writer's neutralised text cell ('=...) reads as written */
+                if (used - start >= 2 && r->buf[start] == '\'' && formula_start(r->buf + start + 1) &&
+                    !(r->buf[start + 1] == '\r' && used - start == 2)) {
+                    memmove(r->buf + start, r->buf + start + 1, used - start - 1);
+                    used--;
                 }
                 if (trim && !blanks_sep) while (p < r->end && is_blank(*p)) p++;
                 if (p < r->end && *p != delim && !is_eol(*p) && !(blanks_sep && is_blank(*p)))
@@ -227,32 +240,58 @@ static int needs_quote(const char *s, char delim)
     return 0;
 }
 
-int cal_csv_put(cal_csv_writer *w, const char *s)
+/* A plain decimal number, sign and exponent allowed ("-2.5", "1e-05"): a
+ * spreadsheet reads it as that number, not a formula, so a text cell that
+ * is one is written as it is (a negative value stays a number). */
+static int plain_number(const char *s)
+{
+    if (*s == '+' || *s == '-') s++;
+    int digits = 0;
+    while (*s >= '0' && *s <= '9') s++, digits++;
+    if (*s == '.') for (s++; *s >= '0' && *s <= '9'; s++) digits++;
+    if (!digits) return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-') s++;
+        if (!(*s >= '0' && *s <= '9')) return 0;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    return *s == '\0';
+}
+
+/* A text cell a spreadsheet would run as a formula: written as OWASP
+ * recommends, a ' before it and the whole field quoted. */
+static int neutralise(const char *s) { return formula_start(s) && !plain_number(s); }
+
+static int put_field(cal_csv_writer *w, const char *s, int text)
 {
     char d = w->delim ? w->delim : ',';
     if (w->nfield++ && w_raw(w, &d, 1)) return w->err;
     if (!s) return w->err;
-    if (!needs_quote(s, d)) return w_raw(w, s, strlen(s));
-    w_raw(w, "\"", 1);
+    int quote_mark = text && neutralise(s);
+    if (!quote_mark && !needs_quote(s, d)) return w_raw(w, s, strlen(s));
+    w_raw(w, quote_mark ? "\"'" : "\"", quote_mark ? 2 : 1);
     for (const char *q; (q = strchr(s, '"')); s = q + 1)
         if (w_raw(w, s, (size_t)(q - s) + 1) || w_raw(w, "\"", 1)) return w->err;
     w_raw(w, s, strlen(s));
     return w_raw(w, "\"", 1);
 }
 
+int cal_csv_put(cal_csv_writer *w, const char *s) { return put_field(w, s, 1); }
+
 int cal_csv_put_num(cal_csv_writer *w, double v, int sig)
 {
-    if (!isfinite(v)) return cal_csv_put(w, "");
+    if (!isfinite(v)) return put_field(w, "", 0);
     char t[64];
     cal_snprintf(t, sizeof t, "%.*g", sig > 0 && sig <= 17 ? sig : 6, v);
-    return cal_csv_put(w, t);
+    return put_field(w, t, 0);
 }
 
 int cal_csv_put_int(cal_csv_writer *w, long long v)
 {
     char t[32];
     snprintf(t, sizeof t, "%lld", v);
-    return cal_csv_put(w, t);
+    return put_field(w, t, 0);
 }
 
 int cal_csv_end_row(cal_csv_writer *w)
@@ -265,10 +304,11 @@ int cal_csv_quote(const char *s, char *out, size_t out_len)
 {
     if (!s || !out || out_len == 0) return CAL_EINVAL;
     size_t k = 0;
-    int q = needs_quote(s, ',');
+    int mark = neutralise(s), q = mark || needs_quote(s, ',');
 #define OUT(ch) do { if (k + 1 >= out_len) { out[0] = '\0'; return CAL_ETOOBIG; } \
                      out[k++] = (ch); } while (0)
     if (q) OUT('"');
+    if (mark) OUT('\'');
     for (; *s; s++) {
         if (*s == '"') OUT('"');
         OUT(*s);

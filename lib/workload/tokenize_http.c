@@ -2,7 +2,10 @@
  * are exact in the target's tokens. One curl handle for single calls, and a
  * pool of CAL_TOKENIZE_POOL handles on one curl multi for many texts at
  * once: preparing thousands of prompts is not thousands of round trips in
- * a row. */
+ * a row. Every call has an overall deadline and reads the caller's stop
+ * flag while it waits; after a call times out, cannot connect or is
+ * stopped, the tokenizer answers every later call with that failure at
+ * once, so a run falls back after one deadline, not one per prompt. */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -13,6 +16,8 @@
 #include "caliper/error.h"
 #include "caliper/global.h"
 #include "caliper/workload.h"
+#include "lib/util/c_locale.h"
+#include "lib/util/curl_wait.h"
 
 #define BODY_MAX (16u << 20)   /* one /tokenize answer */
 
@@ -22,11 +27,14 @@ typedef struct slot {
     char   *req;      /* the request body in flight (owned) */
     size_t  index;    /* which text */
     int     busy;
+    char    err[CURL_ERROR_SIZE];
 } slot;
 
 struct cal_http_tokenizer {
     CURL *c;
     cal_buf body;
+    char  err[CURL_ERROR_SIZE];      /* c's */
+    CURLM *single;                   /* c's multi, so a stop ends its wait */
     CURLM *multi;                    /* NULL until count_many first runs */
     slot   pool[CAL_TOKENIZE_POOL];
     struct curl_slist *headers;
@@ -34,6 +42,10 @@ struct cal_http_tokenizer {
     char *model;
     long  timeout_ms;
     int   absent;      /* a 404/405/501 was seen: stop asking */
+    int   failed;      /* a call timed out, could not connect or was stopped:
+                          every later call fails so at once */
+    volatile int *stop;   /* the caller's Ctrl-C flag, or NULL */
+    char  why[256];    /* what the failure was */
 };
 
 static size_t sink(char *p, size_t sz, size_t nm, void *ud)
@@ -41,9 +53,10 @@ static size_t sink(char *p, size_t sz, size_t nm, void *ud)
     return cal_buf_append(ud, p, sz * nm) ? 0 : sz * nm;
 }
 
-static void setup(cal_http_tokenizer *t, CURL *c, cal_buf *body)
+static void setup(cal_http_tokenizer *t, CURL *c, cal_buf *body, char *err)
 {
     curl_easy_setopt(c, CURLOPT_URL, t->url);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, t->headers);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, t->timeout_ms);
@@ -68,7 +81,13 @@ int cal_http_tokenizer_open(const char *base_url, const char *model, const char 
     t->body.max = BODY_MAX;
     t->timeout_ms = ms;
     t->c = curl_easy_init();
-    if (!t->c) { free(t); return CAL_ENOMEM; }
+    t->single = curl_multi_init();
+    if (!t->c || !t->single) {
+        if (t->c) curl_easy_cleanup(t->c);
+        if (t->single) curl_multi_cleanup(t->single);
+        free(t);
+        return CAL_ENOMEM;
+    }
     snprintf(t->url, sizeof t->url, "%s/tokenize", base_url);
     t->model = model ? strdup(model) : NULL;
     t->headers = curl_slist_append(NULL, "Content-Type: application/json");
@@ -77,9 +96,19 @@ int cal_http_tokenizer_open(const char *base_url, const char *model, const char 
         cal_http_tokenizer_close(&t);
         return CAL_ENOMEM;
     }
-    setup(t, t->c, &t->body);
+    setup(t, t->c, &t->body, t->err);
     *out = t;
     return CAL_OK;
+}
+
+void cal_http_tokenizer_set_stop(cal_http_tokenizer *t, volatile int *stop)
+{
+    if (t) t->stop = stop;
+}
+
+const char *cal_http_tokenizer_why(const cal_http_tokenizer *t)
+{
+    return t && t->failed && t->why[0] ? t->why : NULL;
 }
 
 /* {"model":…, "prompt": text, "content": text, "add_special_tokens": false}
@@ -96,81 +125,123 @@ static char *request_body(const cal_http_tokenizer *t, const char *text)
     return body;
 }
 
-/* The answer of one finished call as JSON (*out, the caller decrefs). */
-static int answer(cal_http_tokenizer *t, CURL *c, CURLcode cc, const cal_buf *body, json_t **out)
+/* A transfer that did not finish: what happened, in words a note can
+ * carry, and the failure every later call returns. A trickling answer
+ * gets no low-speed pass: the deadline is on the whole call. */
+static int transfer_failed(cal_http_tokenizer *t, CURL *c, CURLcode cc, const cal_buf *body,
+                           const char *err)
 {
     long st = 0;
-    *out = NULL;
+    curl_off_t connected = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
-    if (cc != CURLE_OK) return CAL_ECONNECT;
+    curl_easy_getinfo(c, CURLINFO_CONNECT_TIME_T, &connected);
+    double secs = (double)t->timeout_ms / 1000.0;
+    int rc;
+    if (cc == CURLE_ABORTED_BY_CALLBACK) {
+        rc = CAL_ECANCEL;
+        cal_snprintf(t->why, sizeof t->why, "stopped while waiting for POST /tokenize");
+    } else if (cc == CURLE_OPERATION_TIMEDOUT && !connected) {
+        rc = CAL_ETIMEDOUT;
+        cal_snprintf(t->why, sizeof t->why, "POST /tokenize could not connect within %g s", secs);
+    } else if (cc == CURLE_OPERATION_TIMEDOUT && !st && !body->len) {
+        rc = CAL_ETIMEDOUT;
+        cal_snprintf(t->why, sizeof t->why, "POST /tokenize timed out after %g s with no answer",
+                     secs);
+    } else if (cc == CURLE_OPERATION_TIMEDOUT) {
+        rc = CAL_ETIMEDOUT;
+        cal_snprintf(t->why, sizeof t->why, "POST /tokenize timed out after %g s: the answer "
+                     "came too slowly (HTTP %ld, %zu bytes of its body in %g s)",
+                     secs, st, body->len, secs);
+    } else if (cc == CURLE_WRITE_ERROR && body->len >= body->max) {
+        rc = CAL_ETOOBIG;
+        cal_snprintf(t->why, sizeof t->why, "the POST /tokenize answer is over %zu bytes",
+                     body->max);
+    } else {
+        rc = CAL_ECONNECT;
+        cal_snprintf(t->why, sizeof t->why, "POST /tokenize failed: %s",
+                     err && err[0] ? err : curl_easy_strerror(cc));
+    }
+    t->failed = rc;
+    return rc;
+}
+
+/* A finished call: CAL_OK when the server answered 2xx (its body in
+ * *body), else what went wrong. */
+static int answer(cal_http_tokenizer *t, CURL *c, CURLcode cc, const cal_buf *body,
+                  const char *err)
+{
+    long st = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+    if (cc != CURLE_OK) return transfer_failed(t, c, cc, body, err);
     if (st == 404 || st == 405 || st == 501) {
         t->absent = 1;
         return CAL_EABSENT;
     }
     if (st < 200 || st > 299) return CAL_EHTTP;
-    *out = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
-    return *out ? CAL_OK : CAL_EPROTO;
-}
-
-static int count_of(const json_t *j, int *n_tokens)
-{
-    json_t *cnt = json_object_get(j, "count");
-    json_t *toks = json_object_get(j, "tokens");
-    if (json_is_integer(cnt)) *n_tokens = (int)json_integer_value(cnt);
-    else if (json_is_array(toks)) *n_tokens = (int)json_array_size(toks);
-    else return CAL_EPROTO;
     return CAL_OK;
 }
 
-/* One call on the single handle. */
-static int call(cal_http_tokenizer *t, const char *text, json_t **out)
+int cal_tokenize_answer(const char *body, size_t len, int *count, int32_t **ids, int *n)
 {
-    *out = NULL;
+    *count = -1;
+    if (ids) { *ids = NULL; *n = 0; }
+    json_t *j = json_loadb(body ? body : "", len, 0, NULL);
+    if (!json_is_object(j)) { json_decref(j); return CAL_EPROTO; }
+    json_t *cnt = json_object_get(j, "count"), *toks = json_object_get(j, "tokens");
+    size_t k = json_array_size(toks);
+    int rc = CAL_OK;
+    if ((!cnt && !toks) || (toks && !json_is_array(toks)) || k > INT32_MAX ||
+        (cnt && !(json_is_integer(cnt) && json_integer_value(cnt) >= 0 &&
+                  json_integer_value(cnt) <= INT32_MAX)) ||
+        (cnt && toks && (size_t)json_integer_value(cnt) != k))
+        rc = CAL_EPROTO;   /* a count that is no count, or that its tokens deny */
+    else
+        *count = cnt ? (int)json_integer_value(cnt) : (int)k;
+    if (rc == CAL_OK && ids && !toks) rc = CAL_EABSENT;   /* a count alone */
+    int32_t *v = NULL;
+    if (rc == CAL_OK && ids && !(v = malloc((k ? k : 1) * sizeof *v))) rc = CAL_ENOMEM;
+    for (size_t i = 0; rc == CAL_OK && toks && i < k; i++) {
+        json_t *e = json_array_get(toks, i);
+        if (json_is_object(e)) e = json_object_get(e, "id");   /* llama.cpp's with_pieces */
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
+            rc = CAL_EPROTO;   /* an id no vocabulary has: the answer is not one */
+        else if (v) v[i] = (int32_t)json_integer_value(e);
+    }
+    json_decref(j);
+    if (rc) { free(v); *count = -1; return rc; }
+    if (ids) { *ids = v; *n = (int)k; }
+    return CAL_OK;
+}
+
+/* One call on the single handle: its body in t->body. */
+static int call(cal_http_tokenizer *t, const char *text)
+{
     if (t->absent) return CAL_EABSENT;
+    if (t->failed) return t->failed;
     char *body = request_body(t, text);
     if (!body) return CAL_ENOMEM;
     cal_buf_reset(&t->body);
+    t->err[0] = '\0';
     curl_easy_setopt(t->c, CURLOPT_POSTFIELDS, body);
-    CURLcode cc = curl_easy_perform(t->c);
+    CURLcode cc = cal_curl_perform(t->single, t->c, t->stop, NULL);
     free(body);
-    return answer(t, t->c, cc, &t->body, out);
+    return answer(t, t->c, cc, &t->body, t->err);
 }
 
 int cal_http_tokenizer_count(void *ud, const char *text, int *n_tokens)
 {
-    json_t *j;
-    int rc = call(ud, text, &j);
-    if (rc == CAL_OK) rc = count_of(j, n_tokens);
-    json_decref(j);
-    return rc;
+    cal_http_tokenizer *t = ud;
+    int rc = call(t, text);
+    return rc ? rc : cal_tokenize_answer(t->body.data, t->body.len, n_tokens, NULL, NULL);
 }
 
 int cal_http_tokenizer_ids(void *ud, const char *text, int32_t **ids, int *n)
 {
+    cal_http_tokenizer *t = ud;
     *ids = NULL;
     *n = 0;
-    json_t *j;
-    int rc = call(ud, text, &j);
-    if (rc) return rc;
-    json_t *toks = json_object_get(j, "tokens");
-    size_t k = json_is_array(toks) ? json_array_size(toks) : 0;
-    if (!json_is_array(toks) || k > (size_t)INT32_MAX) {
-        json_decref(j);
-        return json_is_integer(json_object_get(j, "count")) ? CAL_EABSENT : CAL_EPROTO;
-    }
-    int32_t *v = malloc((k ? k : 1) * sizeof *v);
-    if (!v) { json_decref(j); return CAL_ENOMEM; }
-    for (size_t i = 0; i < k && rc == CAL_OK; i++) {
-        json_t *e = json_array_get(toks, i);
-        if (json_is_object(e)) e = json_object_get(e, "id");   /* llama.cpp's with_pieces */
-        if (!json_is_integer(e)) rc = CAL_EPROTO;
-        else v[i] = (int32_t)json_integer_value(e);
-    }
-    json_decref(j);
-    if (rc) { free(v); return rc; }
-    *ids = v;
-    *n = (int)k;
-    return CAL_OK;
+    int count, rc = call(t, text);
+    return rc ? rc : cal_tokenize_answer(t->body.data, t->body.len, &count, ids, n);
 }
 
 static int pool_open(cal_http_tokenizer *t)
@@ -182,7 +253,7 @@ static int pool_open(cal_http_tokenizer *t)
         slot *s = &t->pool[i];
         s->body.max = BODY_MAX;
         if (!(s->c = curl_easy_init())) return CAL_ENOMEM;
-        setup(t, s->c, &s->body);
+        setup(t, s->c, &s->body, s->err);
         curl_easy_setopt(s->c, CURLOPT_PRIVATE, s);
     }
     return CAL_OK;
@@ -192,6 +263,7 @@ int cal_http_tokenizer_count_many(void *ud, const char *const *texts, size_t n, 
 {
     cal_http_tokenizer *t = ud;
     if (t->absent) return CAL_EABSENT;
+    if (t->failed) return t->failed;
     if (n == 0) return CAL_OK;
     int rc = pool_open(t);
     if (rc) return rc;
@@ -204,6 +276,7 @@ int cal_http_tokenizer_count_many(void *ud, const char *const *texts, size_t n, 
             if (s->busy) continue;
             if (!(s->req = request_body(t, texts[next]))) { rc = CAL_ENOMEM; break; }
             cal_buf_reset(&s->body);
+            s->err[0] = '\0';
             curl_easy_setopt(s->c, CURLOPT_POSTFIELDS, s->req);
             if (curl_multi_add_handle(t->multi, s->c) != CURLM_OK) {
                 free(s->req);
@@ -217,6 +290,19 @@ int cal_http_tokenizer_count_many(void *ud, const char *const *texts, size_t n, 
         }
         if (rc && busy == 0) break;
         if (rc) n = next;      /* a failure: no new calls, wait for those in flight */
+        if (t->stop && *t->stop) {   /* Ctrl-C: leave those in flight */
+            for (int i = 0; i < CAL_TOKENIZE_POOL; i++) {
+                slot *s = &t->pool[i];
+                if (!s->busy) continue;
+                curl_multi_remove_handle(t->multi, s->c);
+                free(s->req);
+                s->req = NULL;
+                s->busy = 0;
+            }
+            t->failed = CAL_ECANCEL;
+            cal_snprintf(t->why, sizeof t->why, "stopped while waiting for POST /tokenize");
+            return CAL_ECANCEL;
+        }
         int running = 0;
         if (curl_multi_perform(t->multi, &running) != CURLM_OK) { if (!rc) rc = CAL_ECONNECT; }
         CURLMsg *m;
@@ -227,10 +313,9 @@ int cal_http_tokenizer_count_many(void *ud, const char *const *texts, size_t n, 
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
             CURLcode cc = m->data.result;
             curl_multi_remove_handle(t->multi, s->c);
-            json_t *j = NULL;
-            int r = answer(t, s->c, cc, &s->body, &j);
-            if (r == CAL_OK) r = count_of(j, &counts[s->index]);
-            json_decref(j);
+            int r = answer(t, s->c, cc, &s->body, s->err);
+            if (r == CAL_OK)
+                r = cal_tokenize_answer(s->body.data, s->body.len, &counts[s->index], NULL, NULL);
             if (r && !rc) rc = r;
             free(s->req);
             s->req = NULL;
@@ -238,7 +323,7 @@ int cal_http_tokenizer_count_many(void *ud, const char *const *texts, size_t n, 
             busy--;
             done++;
         }
-        if (busy > 0 && curl_multi_poll(t->multi, NULL, 0, 100, NULL) != CURLM_OK && !rc)
+        if (busy > 0 && curl_multi_poll(t->multi, NULL, 0, CAL_CURL_WAIT_MS, NULL) != CURLM_OK && !rc)
             rc = CAL_ECONNECT;
         if (rc && busy == 0) break;
     }
@@ -254,6 +339,10 @@ int cal_http_tokenizer_retarget(cal_http_tokenizer *t, const char *base_url)
     for (int i = 0; t->multi && i < CAL_TOKENIZE_POOL; i++)
         if (t->pool[i].c) curl_easy_setopt(t->pool[i].c, CURLOPT_URL, t->url);
     t->absent = 0;
+    if (t->failed != CAL_ECANCEL) {   /* a new engine gets a new chance; a stop stays */
+        t->failed = 0;
+        t->why[0] = '\0';
+    }
     return CAL_OK;
 }
 
@@ -270,6 +359,7 @@ void cal_http_tokenizer_close(cal_http_tokenizer **pt)
         free(s->req);
     }
     if (t->multi) curl_multi_cleanup(t->multi);
+    if (t->single) curl_multi_cleanup(t->single);
     curl_easy_cleanup(t->c);
     curl_slist_free_all(t->headers);
     cal_buf_free(&t->body);

@@ -21,8 +21,8 @@ SERIALIZER=lib/store/protocol_record.c
 ALLOWED_PARSE=(
   'lib/store/store_write.c:    json_t *j = json_loads(target_json, JSON_DECODE_ANY, &e);'
   'lib/store/store_write.c:    if (!j) j = json_loads(target_json, JSON_DECODE_ANY, &e);'
-  'lib/report/export.c:    json_object_set_new(run, "target", parse_obj(r->target_json));'
-  'lib/report/export.c:    json_object_set_new(run, "protocol", parse_obj(r->protocol_json));'
+  'lib/report/export.c:    json_object_set_new(run, "target", as_stored(r->target_json));'
+  'lib/report/export.c:    json_object_set_new(run, "protocol", as_stored(r->protocol_json));'
   'lib/protocol/shard.c:    json_object_set_new(run, "target", jobj_text(r->target_json));'
   'lib/protocol/shard.c:    json_object_set_new(run, "protocol", jobj_text(r->protocol_json));'
 )
@@ -31,7 +31,7 @@ ALLOWED_PARSE=(
 ALLOWED_KEY=(
   'lib/report/json.c:    cal_report_jstr(o, "output_policy", fp->output_policy, sizeof fp->output_policy);'
 )
-PARSE_RE='(json_loads|json_loadb|parse_obj|jobj_text)[[:space:]]*\([^;]*(protocol_json|target_json)'
+PARSE_RE='(json_loads|json_loadb|parse_obj|jobj_text|as_stored)[[:space:]]*\([^;]*(protocol_json|target_json)'
 PROTO_KEYS='noise_prior|noise_floor|equivalence|output_policy|unique_prompts|keep_chunks|shot_sd|shot_df|first_sd|first_df|first_left_out|percentile_source|goodput_rule|duration_rule|prompt_len|output_len|concurrency_fleet'
 KEY_RE="(json_object_get|cal_report_jstr|cal_report_jnum|cal_report_jint|jstr|jnum)[[:space:]]*\\([^;]*\"($PROTO_KEYS)\""
 NOISE_RE='cal_noise_(prior|first|series)_of[[:space:]]*\(|cal_noise_first_left_out[[:space:]]*\('

@@ -239,6 +239,50 @@ if [ -x "$SLOW" ]; then
   done
   check "the 65th connection at --max-connections 64 is answered, 6 rounds ($unanswered unanswered)" \
     [ "$unanswered" -eq 0 ]
+
+  # Readers that never read: 260 clients (more than the 256 slots) ask the
+  # proxy for a 4,000-token stream (about 800 KB) and read nothing; "ready"
+  # means every reader's receive queue is full and still. The guard once
+  # knew only connections waiting for their request, so /v1/models was
+  # closed as it came for as long as the streams ran, and each reader cost
+  # the proxy 2.6 MB (a 1 MiB queue grown to 2 MiB, 1.3 MB of thread-local
+  # engine buffers in its two threads): 676 MB. The send deadline is 2
+  # minutes here: what lets the request in is the eviction of the reply
+  # whose client has taken nothing for the longest time.
+  STREAM='{"prompt":"hi","max_tokens":4000,"stream":true,"ignore_eos":true}'
+  start_serve --preset tiny --context 4096 --pace-ms 1 || not_ok "paced upstream started"
+  start_proxy "$E2E_TMP/proxy9.err" --upstream "$SERVE_URL" --send-timeout 120s
+  P9=$PROXY_URL; X9=${E2E_PIDS[${#E2E_PIDS[@]}-1]}
+  : >"$E2E_TMP/readers.out"
+  "$SLOW" "${P9##*:}" 0 0 0 500 200 260 /v1/completions "$STREAM" >"$E2E_TMP/readers.out" 2>&1 &
+  S9=$!; E2E_PIDS+=("$S9")
+  for i in $(seq 1 2400); do
+    grep -q '^ready' "$E2E_TMP/readers.out" && break; kill -0 $S9 2>/dev/null || break; sleep 0.05
+  done
+  check "260 readers that never read are stalled" grep -q '^ready' "$E2E_TMP/readers.out"
+  for r in 1 2 3; do
+    rm -f "$E2E_TMP/models9.json"
+    res=$(curl -s -m 2 -o "$E2E_TMP/models9.json" -w '%{time_total}' "$P9/v1/models")
+    echo "# GET /v1/models through the proxy answered in $res s with 260 stalled readers, try $r"
+    check "GET /v1/models answers within 2 s while 260 readers stall (try $r)" \
+      jqe '.object == "list" and (.data | length) == 1' "$E2E_TMP/models9.json"
+  done
+  # resident memory, where /proc tells it; a sanitizer's shadow and
+  # redzones are no measure of the proxy's own
+  rss=$(awk '/^VmHWM:/ {print $2}' "/proc/$X9/status" 2>/dev/null)
+  if [ -n "$rss" ] && ! "$CALIPER" --version | grep -q sanitize; then
+    echo "# proxy peak RSS ${rss} kB with 260 stalled readers"
+    check "the proxy holds 260 stalled readers in under 200 MB (peak $((rss / 1024)) MB)" \
+      [ "$rss" -lt 204800 ]
+  fi
+  kill "$S9" "$X9" 2>/dev/null; wait "$S9" "$X9" 2>/dev/null
+  # the send deadline itself: 20 stalled readers are reset after 1 s
+  start_proxy "$E2E_TMP/proxy10.err" --upstream "$SERVE_URL" --send-timeout 1s
+  P10=$PROXY_URL
+  "$SLOW" "${P10##*:}" 0 0 0 500 60 20 /v1/completions "$STREAM" >"$E2E_TMP/readers10.out" 2>&1
+  rc=$?
+  cat "$E2E_TMP/readers10.out"
+  check "the proxy reset every reader that took nothing for --send-timeout 1s" [ "$rc" -eq 0 ]
 else
   not_ok "helper $SLOW is built"
 fi
@@ -258,6 +302,7 @@ bad '--idle-timeout: "0s"' --upstream "$SERVE_URL" --idle-timeout 0s
 bad '--idle-timeout: "1.5s"' --upstream "$SERVE_URL" --idle-timeout 1.5s
 bad '--header-timeout: "0"' --upstream "$SERVE_URL" --header-timeout 0
 bad '--body-timeout: "later"' --upstream "$SERVE_URL" --body-timeout later
+bad '--send-timeout: "0s"' --upstream "$SERVE_URL" --send-timeout 0s
 check "--help documents the limits" sh -c "'$CALIPER' proxy --help | grep -q -- '--max-connections N' && '$CALIPER' proxy --help | grep -q -- '--idle-timeout T'"
 check "--help exits 0" sh -c "'$CALIPER' proxy --help >/dev/null"
 finish

@@ -40,7 +40,8 @@ static const char *MODES =
     "json       a non-streaming JSON body\n"
     "oneshot    the whole stream, head and events, in one write (Content-Length)\n"
     "echo       the raw request (headers and body) back as a JSON answer's text\n"
-    "(.../health and .../v1/models answer normally in every mode; .../tokenize is 404)\n"
+    "(.../health and .../v1/models answer normally in every mode; .../tokenize is 404\n"
+    " but in the tokhang and tokdrip modes below)\n"
     "llama      llama.cpp shape with timings\n"
     "llamahuge  the same, its predicted_ms 1e308 (an absurd server timing)\n"
     "keepdrop   as normal, keep-alive, but the next request on the connection is\n"
@@ -48,7 +49,11 @@ static const char *MODES =
     "keepalive  CRLF line ends, comments, multi-line data\n"
     "pingforever one content chunk, then an SSE comment (\": ping\") every 0.5 s, never\n"
     "           ending: only a whole-request deadline stops it\n"
-    "forever    content chunks as fast as the socket takes them, never ending\n";
+    "forever    content chunks as fast as the socket takes them, never ending\n"
+    "tokhang    .../tokenize reads the request and never answers (prints \"tokenize\n"
+    "           waits\" on stdout first); the rest answers as normal\n"
+    "tokdrip    .../tokenize answers 200 with a count, one byte a second (prints\n"
+    "           \"tokenize drips\"); the rest answers as normal\n";
 
 static void sleep_us(long us)
 {
@@ -198,6 +203,38 @@ static void send_json(int fd, int status, const char *reason, const char *body)
     if (send_str(fd, h) == 0) send_str(fd, body);
 }
 
+/* The /tokenize faults (tokhang, tokdrip): 1 when path's mode is one and
+ * it was served (the connection then closes), 0 otherwise. Each says on
+ * stdout that it has the request, so a test can act while it waits. */
+static int tokenize_fault(int fd, const char *path)
+{
+    char mode[64] = "";
+    sscanf(path, "/%63[^/]", mode);
+    if (!strcmp(mode, "tokhang")) {
+        printf("tokenize waits\n");
+        fflush(stdout);
+        char tmp[256];
+        struct pollfd pf = { fd, POLLIN, 0 };
+        while (poll(&pf, 1, 600000) > 0 && recv(fd, tmp, sizeof tmp, 0) > 0) {}
+        return 1;
+    }
+    if (!strcmp(mode, "tokdrip")) {
+        static const char body[] = "{\"count\":5,\"tokens\":[1,2,3,4,5]}";
+        char h[160];
+        snprintf(h, sizeof h, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                 "Content-Length: %zu\r\n\r\n", sizeof body - 1);
+        printf("tokenize drips\n");
+        fflush(stdout);
+        if (send_str(fd, h)) return 1;
+        for (size_t i = 0; i < sizeof body - 1; i++) {
+            if (send_all(fd, body + i, 1)) return 1;
+            sleep_us(1000000);
+        }
+        return 1;
+    }
+    return 0;
+}
+
 /* Serve one request; returns 1 to keep the connection for another. */
 static int serve(int fd, const char *path, const char *req)
 {
@@ -208,6 +245,7 @@ static int serve(int fd, const char *path, const char *req)
         send_json(fd, 200, "OK", "{\"object\":\"list\",\"data\":[{\"id\":\"m\",\"object\":\"model\"}]}");
         return 1;
     }
+    if (pl >= 9 && !strcmp(path + pl - 9, "/tokenize") && tokenize_fault(fd, path)) return 0;
     if ((pl >= 9 && !strcmp(path + pl - 9, "/tokenize")) || (pl >= 11 && !strcmp(path + pl - 11, "/detokenize"))) {
         send_json(fd, 404, "Not Found", "{\"error\":{\"message\":\"no such endpoint\"}}");
         return 1;
@@ -218,6 +256,7 @@ static int serve(int fd, const char *path, const char *req)
     events e;
     make_events(&e, chat, 1, 1, 0);
     if (!strcmp(mode, "slowfirst")) { sleep_us(300000); strcpy(mode, "normal"); }
+    if (!strcmp(mode, "tokhang") || !strcmp(mode, "tokdrip")) strcpy(mode, "normal");
 
     if (!strcmp(mode, "normal") || !strcmp(mode, "v1")) {
         if (send_str(fd, SSE_CHUNKED) || stream_events(fd, &e, 1, 2000, 1)) return 0;

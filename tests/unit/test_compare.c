@@ -131,6 +131,7 @@ static void test_each_field_refused(void **state)
             case CAL_FPF_API:         cal_fp_set(fp->api, "chat"); break;
             case CAL_FPF_PROBE:       cal_fp_set(fp->probe, "caliper 0.2.0"); break;
             case CAL_FPF_HOST:        cal_fp_set(fp->host, "Apple M2"); break;
+            case CAL_FPF_PROTOCOL:    cal_fp_set(fp->damaged, "protocol.shots"); break;
             default: break;
             }
         }

@@ -263,6 +263,61 @@ static void test_write(void **state)
     expect(1, "\xEF\xBB\xBFx", NULL);
 }
 
+/* CSV injection (OWASP): a text cell a spreadsheet would run as a formula
+ * is written with a ' before it, quoted; numbers, negative ones and text
+ * that is a plain number included, are written as they are; and every cell
+ * reads back as it was. */
+static void test_write_formulas(void **state)
+{
+    (void)state;
+    static const struct { const char *in, *out; } CASES[] = {
+        {"=HYPERLINK(\"http://x\",\"y\")", "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""},
+        {"+cmd|' /C calc'!A0", "\"'+cmd|' /C calc'!A0\""},
+        {"@SUM(1+1)", "\"'@SUM(1+1)\""},
+        {"-2+3", "\"'-2+3\""},
+        {"-", "\"'-\""},
+        {"\tTAB=1", "\"'\tTAB=1\""},
+        {"\r=1", "\"'\r=1\""},
+        {"-2.5", "-2.5"},          /* a negative number stays a number */
+        {"+7", "+7"},
+        {"-1e-05", "-1e-05"},
+        {"-.5", "-.5"},
+        {"a=b", "a=b"},            /* only the first character counts */
+        {"'quoted", "'quoted"},
+    };
+    char all[1024] = "";
+    cal_buf b = CAL_BUF_INIT(0);
+    cal_csv_writer w;
+    cal_csv_writer_buf(&w, &b);
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        char q[128];
+        assert_int_equal(cal_csv_quote(CASES[i].in, q, sizeof q), CAL_OK);
+        assert_string_equal(q, CASES[i].out);
+        strcat(all, i ? "," : "");
+        strcat(all, CASES[i].out);
+        cal_csv_put(&w, CASES[i].in);
+    }
+    cal_csv_end_row(&w);
+    cal_csv_put_num(&w, -0.125, 0);   /* numeric cells: never marked */
+    cal_csv_put_int(&w, -42);
+    assert_int_equal(cal_csv_end_row(&w), CAL_OK);
+    strcat(all, "\n-0.125,-42\n");
+    assert_string_equal(b.data, all);
+    /* caliper's reader gives back what was put */
+    start(b.data, b.len, NULL);
+    size_t nf;
+    char why[128];
+    assert_int_equal(cal_csv_next(&R, &nf, why, sizeof why), CAL_OK);
+    assert_int_equal(nf, sizeof CASES / sizeof CASES[0]);
+    for (size_t i = 0; i < nf; i++) assert_string_equal(R.field[i], CASES[i].in);
+    expect(3, "-0.125", "-42", NULL);   /* the quoted CR was a line */
+    expect_end();
+    cal_buf_free(&b);
+    /* an unquoted '= from elsewhere is read as it is */
+    start("'=x,\"'=y\"\n", 10, NULL);
+    expect(1, "'=x", "=y", NULL);
+}
+
 static void test_read_file(void **state)
 {
     (void)state;
@@ -330,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_read_rfc4180), cmocka_unit_test(test_read_options),
         cmocka_unit_test(test_read_errors),  cmocka_unit_test(test_read_bounds),
         cmocka_unit_test(test_write),        cmocka_unit_test(test_read_file),
+        cmocka_unit_test(test_write_formulas),
         cmocka_unit_test(test_columns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -293,13 +293,82 @@ static void test_form_later_keys(void **state)
     free(pj);
     cal_protocol_clear(&p);
 
-    /* a key of the wrong type is unknown, not a crash or a zero */
+    /* a key of the wrong type is unknown, not a crash or a zero, and the
+     * record says it is damaged, naming the first */
     assert_int_equal(cal_protocol_from_json("{\"max_tokens\":\"64\",\"concurrency\":5}", NULL, &p), CAL_OK);
     assert_int_equal(p.max_tokens, -1);
     assert_int_equal(p.n_conc, 0);
+    assert_int_equal(p.n_damaged, 2);
+    assert_string_equal(p.damaged_field, "protocol.concurrency");
     cal_protocol_clear(&p);
     assert_int_equal(cal_protocol_from_json("[1]", NULL, &p), CAL_EINVAL);
+    assert_int_equal(p.n_damaged, 1);
+    assert_string_equal(p.damaged_field, "protocol");
     assert_int_equal(cal_protocol_from_json("{", NULL, &p), CAL_EINVAL);
+    assert_string_equal(p.damaged, "protocol: \"{\" is not a JSON object");
+}
+
+/* The damage the stored forms never held (issue: each was dropped in
+ * silence): every one is named with its value and what was expected, the
+ * rest of the record still reads, and every form a writer made reads with
+ * no damage. */
+static void test_damage_named(void **state)
+{
+    (void)state;
+    static const struct { const char *json, *field, *text; } CASES[] = {
+        {"{\"shots\":\"five\",\"warmup\":1}", "protocol.shots",
+         "protocol.shots: \"five\" is not an integer in [0, 1000000000]"},
+        {"{\"max_tokens\":-4,\"warmup\":1}", "protocol.max_tokens",
+         "protocol.max_tokens: -4 is not an integer in [0, 1000000000]"},
+        {"{\"concurrency\":[2147483648],\"warmup\":1}", "protocol.concurrency[0]",
+         "protocol.concurrency[0]: 2147483648 is not an integer in [0, 2147483647]"},
+        {"{\"seed\":18446744073709551616,\"warmup\":1}", "protocol.seed",
+         "protocol.seed: 18446744073709551616 (too large to read) is not an integer in [0, 2^64)"},
+        {"{\"rest_s\":1e999,\"warmup\":1}", "protocol.rest_s",
+         "protocol.rest_s: 1e999 (too large to read) is not a number >= 0"},
+        {"{\"rest_s\":-2,\"warmup\":1}", "protocol.rest_s", "protocol.rest_s: -2 is not a number >= 0"},
+        {"{\"streaming\":1,\"warmup\":1}", "protocol.streaming",
+         "protocol.streaming: 1 is not true or false"},
+        {"{\"sweep\":[1],\"warmup\":1}", "protocol.sweep", "protocol.sweep: [1] is not an object"},
+        {"{\"dataset\":{\"entries\":-7},\"warmup\":1}", "protocol.dataset.entries",
+         "protocol.dataset.entries: -7 is not an integer in [0, 9223372036854775807]"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        cal_protocol p;
+        assert_int_equal(cal_protocol_from_json(CASES[i].json, NULL, &p), CAL_OK);
+        assert_int_equal(p.n_damaged, 1);
+        assert_string_equal(p.damaged_field, CASES[i].field);
+        assert_string_equal(p.damaged, CASES[i].text);
+        assert_int_equal(p.warmup, 1);   /* the rest of the record reads */
+        cal_protocol_clear(&p);
+    }
+    /* a big seed the writer wrote (2^64 - 1, stored as -1) is no damage */
+    cal_protocol p;
+    cal_protocol_init(&p);
+    p.shots = 3;
+    p.has_seed = 1;
+    p.seed = UINT64_MAX;
+    char *pj;
+    assert_int_equal(cal_protocol_to_json(&p, &pj, NULL), CAL_OK);
+    cal_protocol q;
+    assert_int_equal(cal_protocol_from_json(pj, NULL, &q), CAL_OK);
+    assert_int_equal(q.n_damaged, 0);
+    assert_true(q.seed == UINT64_MAX);
+    free(pj);
+    cal_protocol_clear(&q);
+    /* bytes that are not UTF-8 are named as such, not shown */
+    assert_int_equal(cal_protocol_from_json("{\"shots\":\xff}", NULL, &q), CAL_EINVAL);
+    assert_string_equal(q.damaged, "protocol: text that is not UTF-8 is not a JSON object");
+    cal_protocol_clear(&q);
+    /* a target that is not JSON: the protocol still reads */
+    assert_int_equal(cal_protocol_from_json("{\"shots\":2}", "nope", &q), CAL_EINVAL);
+    assert_int_equal(q.shots, 2);
+    assert_string_equal(q.damaged_field, "target");
+    /* a damaged record agrees with no other, itself included */
+    cal_protocol_diff d;
+    assert_int_equal(cal_protocol_first_diff(&q, &q, 0, &d), 1);
+    assert_string_equal(d.field, "target");
+    cal_protocol_clear(&q);
 }
 
 static void test_form_targets(void **state)
@@ -402,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_form_first),
         cmocka_unit_test(test_form_noise_prior),
         cmocka_unit_test(test_form_later_keys),
+        cmocka_unit_test(test_damage_named),
         cmocka_unit_test(test_form_targets),
         cmocka_unit_test(test_from_plan),
         cmocka_unit_test(test_first_diff),

@@ -351,6 +351,43 @@ static void test_seam_merge_falls_back(void **state)
     cal_workload_close(&w);
 }
 
+/* The one reader of a /tokenize answer: the shapes servers send read to
+ * their count and ids; what no server sends is refused, not truncated (an
+ * id of 2^31 once read as a negative id, a count of 2^40 as its low bits). */
+static void test_tokenize_answer(void **state)
+{
+    (void)state;
+    static const struct { const char *body; int rc, count, n; } CASES[] = {
+        {"{\"tokens\":[1,2,3],\"count\":3,\"max_model_len\":512}", CAL_OK, 3, 3},
+        {"{\"tokens\":[{\"id\":15043,\"piece\":\"Hello\"},{\"id\":7}]}", CAL_OK, 2, 2},
+        {"{\"count\":5}", CAL_EABSENT, 5, 0},          /* a count alone: no ids */
+        {"{\"count\":3,\"tokens\":[1,2]}", CAL_EPROTO, -1, 0},
+        {"{\"tokens\":[2147483648]}", CAL_EPROTO, -1, 0},
+        {"{\"tokens\":[-1]}", CAL_EPROTO, -1, 0},
+        {"{\"count\":1099511627776}", CAL_EPROTO, -1, 0},
+        {"{\"count\":-2}", CAL_EPROTO, -1, 0},
+        {"{\"count\":\"5\"}", CAL_EPROTO, -1, 0},
+        {"{\"tokens\":{\"id\":1}}", CAL_EPROTO, -1, 0},
+        {"[1,2]", CAL_EPROTO, -1, 0},
+        {"{\"tokens\":[1,", CAL_EPROTO, -1, 0},
+        {"{}", CAL_EPROTO, -1, 0},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        int count = 0, n = -1;
+        int32_t *ids = NULL;
+        int rc = cal_tokenize_answer(CASES[i].body, strlen(CASES[i].body), &count, &ids, &n);
+        assert_int_equal(rc, CASES[i].rc);
+        assert_int_equal(n, CASES[i].n);
+        if (rc == CAL_OK) assert_int_equal(count, CASES[i].count);
+        else assert_null(ids);
+        free(ids);
+        /* the count alone reads wherever a count is there */
+        rc = cal_tokenize_answer(CASES[i].body, strlen(CASES[i].body), &count, NULL, NULL);
+        assert_int_equal(rc, CASES[i].rc == CAL_EABSENT ? CAL_OK : CASES[i].rc);
+        assert_int_equal(count, CASES[i].count);
+    }
+}
+
 static void test_texts(void **state)
 {
     (void)state;
@@ -378,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_exact_most_of_the_time),
         cmocka_unit_test(test_shared_prefix_and_approx),
         cmocka_unit_test(test_texts),
+        cmocka_unit_test(test_tokenize_answer),
         cmocka_unit_test(test_below_the_nonce),
         cmocka_unit_test(test_unreachable_length),
         cmocka_unit_test(test_built_prompts_cost_o1),
