@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/protocol.h"
 #include "caliper/protocol_record.h"
@@ -131,6 +132,11 @@ int cal_shard_write(cal_store *st, int64_t run_id, const cal_shard_info *info, c
     json_object_set_new(sh, "offset_ns", info->offset_uncertainty_ns >= 0 ? json_integer(info->offset_ns) : json_null());
     json_object_set_new(sh, "offset_uncertainty_ns", info->offset_uncertainty_ns >= 0
                                                          ? json_integer(info->offset_uncertainty_ns) : json_null());
+    /* what the merge checks the offset against: the clock's own resolution,
+     * and whether the shards claim one start */
+    json_object_set_new(sh, "clock_resolution_ns", json_integer(cal_clock_resolution_ns()));
+    json_object_set_new(sh, "common_start", info->common_start < 0 ? json_null()
+                                                                   : json_boolean(info->common_start));
     json_object_set_new(root, "shard", sh);
     const cal_run *r = &d->run;
     json_object_set_new(run, "label", r->label ? json_string(r->label) : json_null());
@@ -353,8 +359,46 @@ static int lookup(const char *s, const char *(*name)(int), int n)
 static const char *cell_kind(int i) { return cal_cell_kind_name((cal_cell_kind)i); }
 static const char *shot_kind(int i) { return cal_shot_kind_key((cal_shot_kind)i); }
 
-static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t *nreq,
-                     cal_hist *scratch)
+/* A cell's requests, from the span of its "requests" array in the
+ * document's text: one request's tree at a time, never the array's (a
+ * cell of 600,000 requests decoded as one tree took 9 × its bytes). */
+static int read_reqs(rd *r, const char *text, size_t len, size_t at, size_t i, cal_shard_doc *d,
+                     size_t *nreq)
+{
+    cal_cell *c = &d->data->cells[i];
+    long count = cal_jspan_count(text, len, at, (size_t)CAL_SHARD_MAX_CELL_REQUESTS);
+    if (count < 0) return BAD(r, "%s: cell %zu: requests is not an array", r->name, i);
+    /* a bound before anything is allocated for them; the plan's own is
+     * checked by the merge (cal_shard_planned_requests) */
+    if (count > CAL_SHARD_MAX_CELL_REQUESTS)
+        return BAD(r, "%s: cell %zu: over %ld requests: more than any plan's cell holds", r->name,
+                   i, CAL_SHARD_MAX_CELL_REQUESTS);
+    size_t n = (size_t)count;
+    cal_req_result *q = realloc(d->data->reqs, (*nreq + n + 1) * sizeof *q);
+    if (!q) return CAL_ENOMEM;
+    d->data->reqs = q;
+    c->req_first = *nreq;
+    c->n_requests = (int64_t)n;
+    size_t s0, sl;
+    cal_jspan_open_array(text, len, &at);
+    for (size_t j = 0; j < n; j++) {
+        if (cal_jspan_next(text, len, &at, &s0, &sl) != 1)
+            return BAD(r, "%s: cell %zu, request %zu: not JSON", r->name, i, j);
+        json_error_t je;
+        json_t *a = json_loadb(text + s0, sl, 0, &je);
+        if (!a)
+            return BAD(r, "%s: not JSON (line %zu: %s)", r->name,
+                       cal_jspan_line(text, s0) + (size_t)je.line - 1, je.text);
+        int rc = read_req(r, a, i, j, &q[*nreq]);
+        json_decref(a);
+        (*nreq)++;
+        d->data->n_reqs = *nreq;
+        if (rc) return rc;
+    }
+    return CAL_OK;
+}
+
+static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, cal_hist *scratch)
 {
     cal_cell *c = &d->data->cells[i];
     memset(c, 0, sizeof *c);
@@ -405,20 +449,6 @@ static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t 
     if (rc) return rc;
     d->hists[i].folded = v;
     if ((rc = get_i64(r, o, "chunks_dropped", 0, TS_MAX - 1, &d->hists[i].chunks_dropped))) return rc;
-    const json_t *reqs = json_object_get(o, "requests");
-    if (!json_is_array(reqs)) return BAD(r, "%s: cell %zu: requests is not an array", r->name, i);
-    size_t n = json_array_size(reqs);
-    cal_req_result *q = realloc(d->data->reqs, (*nreq + n + 1) * sizeof *q);
-    if (!q) return CAL_ENOMEM;
-    d->data->reqs = q;
-    c->req_first = *nreq;
-    c->n_requests = (int64_t)n;
-    for (size_t j = 0; j < n; j++) {
-        rc = read_req(r, json_array_get(reqs, j), i, j, &q[*nreq]);
-        (*nreq)++;
-        d->data->n_reqs = *nreq;
-        if (rc) return rc;
-    }
     return CAL_OK;
 }
 
@@ -478,10 +508,22 @@ static int read_info(rd *r, const json_t *sh, cal_shard_info *info)
         (rc = get_int(r, sh, "index", 0, info->count - 1, &info->index)))
         return rc;
     info->offset_uncertainty_ns = -1;
+    info->clock_resolution_ns = 0;
+    info->common_start = -1;
     if (json_is_integer(json_object_get(sh, "offset_ns")) &&
         ((rc = get_i64(r, sh, "offset_ns", -TS_MAX / 4, TS_MAX / 4, &info->offset_ns)) ||
          (rc = get_i64(r, sh, "offset_uncertainty_ns", 0, TS_MAX, &info->offset_uncertainty_ns))))
         return rc;
+    /* absent in documents written before them: unknown */
+    const json_t *res = json_object_get(sh, "clock_resolution_ns"), *cs = json_object_get(sh, "common_start");
+    if (res && !json_is_null(res) &&
+        (rc = get_i64(r, sh, "clock_resolution_ns", 1, 1000000000, &info->clock_resolution_ns)))
+        return rc;
+    if (cs && !json_is_null(cs)) {
+        if (!json_is_boolean(cs))
+            return BAD(r, "%s: \"common_start\" is not true, false or null", r->name);
+        info->common_start = json_is_true(cs);
+    }
     return CAL_OK;
 }
 
@@ -543,15 +585,28 @@ int cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc
             rc = BAD(&r, "%s: cell %zu: not JSON", r.name, i);
             goto out;
         }
+        /* the cell without its requests as one small tree, then its
+         * requests one at a time from their span */
+        size_t rs = 0, rl = 0;
+        int m = cal_jspan_member(text + s0, sl, "requests", &rs, &rl);
+        if (m < 0) {
+            rc = BAD(&r, "%s: cell %zu is not an object", r.name, i);
+            goto out;
+        }
+        if (m == 0) {
+            rc = BAD(&r, "%s: cell %zu: requests is not an array", r.name, i);
+            goto out;
+        }
         json_error_t je;
-        json_t *cell = json_loadb(text + s0, sl, 0, &je);
+        json_t *cell = load_head(text + s0, sl, rs, rl, &je);
         if (!cell) {
             rc = BAD(&r, "%s: not JSON (line %zu: %s)", r.name,
                      cal_jspan_line(text, s0) + (size_t)je.line - 1, je.text);
             goto out;
         }
-        rc = read_cell(&r, cell, i, d, &nreq, scratch);
+        rc = read_cell(&r, cell, i, d, scratch);
         json_decref(cell);
+        if (!rc) rc = read_reqs(&r, text, len, s0 + rs, i, d, &nreq);
         if (rc) goto out;
     }
     ru->n_cells = (int)nc;
@@ -688,6 +743,140 @@ static char *fleet_protocol(cal_shard_doc *const *ds, size_t n, const int64_t *d
     return s;
 }
 
+long cal_shard_planned_requests(const cal_protocol *p, const cal_cell *c)
+{
+    const long most = CAL_RUN_MAX_CELL_REQUESTS;
+    if (!p || !c) return most;
+    if (p->scenario_json) {                    /* a turn: one request per session */
+        json_t *sc = json_loads(p->scenario_json, 0, NULL);
+        json_t *u = json_object_get(sc, "users");
+        if (!json_is_integer(u)) u = json_object_get(sc, "sessions");
+        long n = json_is_integer(u) && json_integer_value(u) > 0 &&
+                         json_integer_value(u) <= most ? (long)json_integer_value(u) : most;
+        json_decref(sc);
+        return n;
+    }
+    if (!(p->duration_s == 0)) return most;    /* a duration, or unknown */
+    if (p->requests > 0) return p->requests;
+    if (p->requests < 0) return most;          /* unknown */
+    if (c->rate > 0) {                         /* cal_arrivals_default_n of Poisson */
+        if (p->arrivals[0] && strncmp(p->arrivals, "poisson", 7)) return most;
+        double n = ceil(4 * c->rate);
+        return n < 8 ? 8 : n > (double)most ? most : (long)n;
+    }
+    long n = 2L * c->concurrency;
+    return n < 8 ? 8 : n > most ? most : n;
+}
+
+/* What else makes N documents one run, each refusal naming the field and
+ * both values: one build, one base seed, no cell fuller than its plan. */
+static int same_run(cal_shard_doc **ds, size_t n, char *why, size_t why_len)
+{
+    const char *b0 = ds[0]->data->run.build;
+    for (size_t i = 1; i < n; i++) {
+        const char *b = ds[i]->data->run.build;
+        if (!b0 != !b || (b0 && strcmp(b0, b)))
+            return cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu was measured by another "
+                           "build: run.build is \"%s\" in shard 1, \"%s\" in shard %zu: not one run",
+                           i + 1, b0 ? b0 : "(none)", b ? b : "(none)", i + 1);
+    }
+    /* each shard's seed is the base seed plus its own offset
+     * (cal_shard_plan): the base is what the user gave, once for all */
+    for (size_t i = 1; i < n; i++) {
+        const cal_protocol *p0 = &ds[0]->data->proto, *pi = &ds[i]->data->proto;
+        uint64_t s0 = p0->seed - (uint64_t)ds[0]->info.index * 1000003u;
+        uint64_t si = pi->seed - (uint64_t)ds[i]->info.index * 1000003u;
+        if (p0->has_seed != pi->has_seed || (p0->has_seed && s0 != si)) {
+            char a[32] = "(none)", b[32] = "(none)";
+            if (p0->has_seed) snprintf(a, sizeof a, "%llu", (unsigned long long)s0);
+            if (pi->has_seed) snprintf(b, sizeof b, "%llu", (unsigned long long)si);
+            return cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu was measured from another "
+                           "seed: the base seed (protocol.seed less the shard's offset) is %s in "
+                           "shard 1, %s in shard %zu: not one run", i + 1, a, b, i + 1);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < ds[i]->data->n_cells; k++) {
+            const cal_cell *c = &ds[i]->data->cells[k];
+            long plan = cal_shard_planned_requests(&ds[i]->data->proto, c);
+            if (c->n_requests > plan)
+                return cal_why(why, why_len, CAL_EPROTO, "merge: shard %zu, cell %zu holds %lld "
+                               "requests where its protocol plans at most %ld (protocol.requests %ld, "
+                               "concurrency %d): not what that plan measured", i + 1, k + 1,
+                               (long long)c->n_requests, plan, ds[i]->data->proto.requests,
+                               c->concurrency);
+        }
+    return CAL_OK;
+}
+
+/* The first cell's start of shard d on the merged clock (shifted by delta);
+ * 0 when it has none. */
+static int64_t first_start(const cal_shard_doc *d, int64_t delta)
+{
+    for (size_t k = 0; k < d->data->n_cells; k++)
+        if (d->data->cells[k].start_ns > 0) return d->data->cells[k].start_ns + delta;
+    return 0;
+}
+
+/* Clocks that cannot be one run's (shard.h, cal_shard_merge). delta: each
+ * shard's shift onto shard 1's clock; measured: every shard has an offset. */
+static int plausible_clocks(cal_shard_doc **ds, size_t n, const int64_t *delta, int measured,
+                            char *why, size_t why_len)
+{
+    for (size_t i = 0; measured && i < n; i++) {
+        const cal_shard_info *f = &ds[i]->info;
+        /* shard 1 is the reference: its offset to itself is 0 */
+        if (i == 0 && (f->offset_ns != 0 || f->offset_uncertainty_ns != 0))
+            return cal_why(why, why_len, CAL_ERANGE, "merge: shard 1 is the reference clock: its "
+                           "shard.offset_ns is %lld (uncertainty %lld ns) where it can only be 0: "
+                           "a damaged document", (long long)f->offset_ns,
+                           (long long)f->offset_uncertainty_ns);
+        int64_t res = f->clock_resolution_ns > 0 ? f->clock_resolution_ns : 1;
+        if (i > 0 && f->offset_uncertainty_ns < res)
+            return cal_why(why, why_len, CAL_ERANGE, "merge: shard %zu's shard.offset_ns %lld is "
+                           "uncertain by %lld ns, below the %lld ns resolution of the clock that "
+                           "measured it: not a measurement", i + 1, (long long)f->offset_ns,
+                           (long long)f->offset_uncertainty_ns, (long long)res);
+        /* the hosts' wall clocks say what the offset is to within their
+         * synchronisation; an hour from that is not a measured offset */
+        const cal_run *r0 = &ds[0]->data->run, *ri = &ds[i]->data->run;
+        double wall = ((double)ri->t0_mono_ns - (double)ri->started_wall_ns) -
+                      ((double)r0->t0_mono_ns - (double)r0->started_wall_ns);
+        double off = (double)f->offset_ns - (double)ds[0]->info.offset_ns;
+        if (i > 0 && fabs(off - wall) > (double)CAL_SHARD_WALL_SKEW_NS)
+            return cal_why(why, why_len, CAL_ERANGE, "merge: shard %zu's shard.offset_ns is %.0f ns "
+                           "where the hosts' wall clocks put it at %.0f ns: %.1f s apart, beyond the "
+                           "%lld s their synchronisation allows: not one run's clocks", i + 1, off,
+                           wall, fabs(off - wall) / 1e9, CAL_SHARD_WALL_SKEW_NS / 1000000000);
+    }
+    /* shards that started together start together on the merged clock: a
+     * wrong offset (or unsynchronised wall clocks) puts them apart */
+    int together = 1;   /* measured offsets come from --mpi, whose ranks start together */
+    for (size_t i = 0; i < n; i++) together &= ds[i]->info.common_start == 1 || measured;
+    int64_t t0 = first_start(ds[0], delta[0]);
+    for (size_t i = 1; together && t0 && i < n; i++) {
+        int64_t ti = first_start(ds[i], delta[i]);
+        double gap = (double)ti - (double)t0;
+        if (ti && fabs(gap) > (double)CAL_SHARD_START_SKEW_NS) {
+            if (measured)
+                return cal_why(why, why_len, CAL_ERANGE, "merge: the shards started together, but "
+                               "shard %zu's shard.offset_ns %lld (uncertainty %lld ns) puts its "
+                               "first cell %.1f s %s shard 1's on the merged clock, beyond the "
+                               "%lld s one start allows: the offset cannot be right", i + 1,
+                               (long long)ds[i]->info.offset_ns,
+                               (long long)ds[i]->info.offset_uncertainty_ns, fabs(gap) / 1e9,
+                               gap < 0 ? "before" : "after", CAL_SHARD_START_SKEW_NS / 1000000000);
+            return cal_why(why, why_len, CAL_ERANGE, "merge: the shards started together "
+                           "(--start-at), but their wall clocks put shard %zu's first cell %.1f s "
+                           "%s shard 1's, beyond the %lld s one start allows: synchronise the "
+                           "hosts' clocks (NTP) or measure the offsets (--mpi)", i + 1,
+                           fabs(gap) / 1e9, gap < 0 ? "before" : "after",
+                           CAL_SHARD_START_SKEW_NS / 1000000000);
+        }
+    }
+    return CAL_OK;
+}
+
 /* Shards measured against another server, model or API, or under another
  * protocol, are not one run: each shard's target and protocol must equal
  * shard 1's, but for what is each shard's own (its seed, derived from the
@@ -726,7 +915,8 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
     }
     /* another server or protocol is named as such before the cells it made
      * are compared */
-    if ((rc = same_measurement(ds, n, why, why_len))) goto done;
+    if ((rc = same_measurement(ds, n, why, why_len)) || (rc = same_run(ds, n, why, why_len)))
+        goto done;
     for (size_t i = 0; i < n; i++) {
         const cal_cell *a = ds[0]->data->cells, *b = ds[i]->data->cells;
         if (ds[i]->data->n_cells != ds[0]->data->n_cells) {
@@ -780,6 +970,10 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
         }
     }
     for (size_t i = 0; i < n; i++) delta[i] += lift;
+    if ((rc = plausible_clocks(ds, n, delta, measured, why, why_len))) {
+        free(delta);
+        goto done;
+    }
     /* and below the store's ceiling */
     for (size_t i = 0; i < n; i++) {
         const cal_run_data *d = ds[i]->data;
@@ -888,6 +1082,11 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
             (rc = cal_store_add_cell(st, run.id, &cells[k], un[k], un_n[k])) ||
             (rc = cal_store_add_cell_hists(st, cells[k].id, hs, src[k])))
             rc = cal_why(why, why_len, rc, "merge: storing cell %zu: %s", k + 1, cal_store_errmsg(st));
+        /* stored: the union's copy goes before the run is loaded back */
+        for (size_t q = 0; q < un_n[k]; q++) free(un[k][q].chunk_ns);
+        free(un[k]);
+        un[k] = NULL;
+        un_n[k] = 0;
     }
     cal_run_status status = rc ? CAL_RUN_FAILED : CAL_RUN_OK;
     for (size_t i = 0; i < n; i++)
