@@ -113,10 +113,13 @@ static json_t *req_json(const cal_req_result *q)
     } else {
         json_array_append_new(a, json_null());
     }
+    /* after the chunks: a document of 17 fields (before it) still reads */
+    json_array_append_new(a, q->cached_tokens >= 0 ? json_integer(q->cached_tokens) : json_null());
     return a;
 }
 enum { RQ_STATUS, RQ_HTTP, RQ_ERROR, RQ_SCHED, RQ_SEND, RQ_FIRST, RQ_LAST, RQ_END, RQ_BYTE,
-       RQ_PTOK, RQ_OTOK, RQ_SRC, RQ_NCHUNK, RQ_SPRE, RQ_SDEC, RQ_SDECTOK, RQ_CHUNKS, RQ_N };
+       RQ_PTOK, RQ_OTOK, RQ_SRC, RQ_NCHUNK, RQ_SPRE, RQ_SDEC, RQ_SDECTOK, RQ_CHUNKS, RQ_N,
+       RQ_CACHED = RQ_N, RQ_N_CACHED };
 
 int cal_shard_write(cal_store *st, int64_t run_id, const cal_shard_info *info, char **out,
                     size_t *out_len)
@@ -162,6 +165,9 @@ int cal_shard_write(cal_store *st, int64_t run_id, const cal_shard_info *info, c
         json_object_set_new(o, "rate", json_real(c->rate));
         json_object_set_new(o, "prompt_tokens", json_integer(c->prompt_tokens));
         json_object_set_new(o, "prompt_exact", json_integer(c->prompt_exact));
+        json_object_set_new(o, "prompt_basis", json_string(cal_prompt_basis_key(c->prompt_basis)));
+        json_object_set_new(o, "prompt_asked", json_integer(c->prompt_asked));
+        json_object_set_new(o, "prompt_offset", json_integer(c->prompt_offset));
         json_object_set_new(o, "content", json_string(c->content));
         json_object_set_new(o, "unique_prompts", json_integer(c->unique_prompts));
         json_object_set_new(o, "max_tokens", json_integer(c->max_tokens));
@@ -290,8 +296,9 @@ static int read_hist(rd *r, const json_t *hs, cal_hist_metric m, cal_shard_hists
 static int read_req(rd *r, const json_t *a, size_t cell, size_t k, cal_req_result *q)
 {
     cal_req_result_init(q);
-    if (!json_is_array(a) || json_array_size(a) != RQ_N)
-        return BAD(r, "%s: cell %zu, request %zu: not an array of %d fields", r->name, cell, k, RQ_N);
+    if (!json_is_array(a) || (json_array_size(a) != RQ_N && json_array_size(a) != RQ_N_CACHED))
+        return BAD(r, "%s: cell %zu, request %zu: not an array of %d or %d fields", r->name, cell, k,
+                   RQ_N, RQ_N_CACHED);
     const char *st = json_string_value(json_array_get(a, RQ_STATUS));
     int s = -1;
     for (int i = 0; st && i < CAL_REQ_N_STATUS; i++)
@@ -324,6 +331,14 @@ static int read_req(rd *r, const json_t *a, size_t cell, size_t k, cal_req_resul
     if (q->n_chunks < 0) return BAD(r, "%s: cell %zu, request %zu: n_chunks < 0", r->name, cell, k);
     const char *src = json_string_value(json_array_get(a, RQ_SRC));
     q->tok_source = src && !strcmp(src, "usage") ? CAL_TOKSRC_USAGE : CAL_TOKSRC_CHUNKS;
+    const json_t *ct = json_array_get(a, RQ_CACHED);   /* NULL in a 17-field document */
+    if (ct && !json_is_null(ct)) {
+        if (!json_is_integer(ct) || json_integer_value(ct) < 0 || json_integer_value(ct) > INT32_MAX ||
+            (q->prompt_tokens >= 0 && json_integer_value(ct) > q->prompt_tokens))
+            return BAD(r, "%s: cell %zu, request %zu: cached_tokens is not a count within the "
+                       "prompt's %d tokens", r->name, cell, k, q->prompt_tokens);
+        q->cached_tokens = (int)json_integer_value(ct);
+    }
     const json_t *e = json_array_get(a, RQ_ERROR);
     if (json_is_string(e) && !(q->error = strdup(json_string_value(e)))) return CAL_ENOMEM;
     const json_t *sp = json_array_get(a, RQ_SPRE), *sd = json_array_get(a, RQ_SDEC);
@@ -438,6 +453,18 @@ static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, cal_his
     c->rate = get_num(o, "rate");
     if (!(c->rate >= 0)) return BAD(r, "%s: cell %zu: rate is not a number >= 0", r->name, i);
     c->send_lag_p99_ms = get_num(o, "send_lag_p99_ms");
+    /* how the length was made (absent before schema 9's documents) */
+    c->prompt_basis = CAL_PROMPT_UNRECORDED;
+    c->prompt_offset = -1;
+    const json_t *pb = json_object_get(o, "prompt_basis");
+    if (pb && (!json_is_string(pb) || cal_prompt_basis_parse(json_string_value(pb), &c->prompt_basis)))
+        return BAD(r, "%s: cell %zu: prompt_basis is not one of caliper's", r->name, i);
+    if (json_object_get(o, "prompt_asked") &&
+        (rc = get_int(r, o, "prompt_asked", 0, INT32_MAX, &c->prompt_asked)))
+        return rc;
+    if (json_object_get(o, "prompt_offset") &&
+        (rc = get_int(r, o, "prompt_offset", -1, INT32_MAX, &c->prompt_offset)))
+        return rc;
     c->sum.clock_mhz_mean = get_num(o, "clock_mhz_mean");
     c->sum.power_w_mean = get_num(o, "power_w_mean");
     if (strcmp(d->itl_source[i], "raw") && strcmp(d->itl_source[i], "histogram"))
@@ -867,9 +894,9 @@ static int plausible_clocks(cal_shard_doc **ds, size_t n, const int64_t *delta, 
                                (long long)ds[i]->info.offset_uncertainty_ns, fabs(gap) / 1e9,
                                gap < 0 ? "before" : "after", CAL_SHARD_START_SKEW_NS / 1000000000);
             return cal_why(why, why_len, CAL_ERANGE, "merge: the shards started together "
-                           "(--start-at), but their wall clocks put shard %zu's first cell %.1f s "
+                           "at one instant, but their wall clocks put shard %zu's first cell %.1f s "
                            "%s shard 1's, beyond the %lld s one start allows: synchronise the "
-                           "hosts' clocks (NTP) or measure the offsets (--mpi)", i + 1,
+                           "hosts' clocks (NTP) or measure their offsets (MPI)", i + 1,
                            fabs(gap) / 1e9, gap < 0 ? "before" : "after",
                            CAL_SHARD_START_SKEW_NS / 1000000000);
         }

@@ -459,7 +459,7 @@ static void test_merge_refuses_another_run(void **state)
     ds[0]->info.common_start = ds[1]->info.common_start = 1;
     ds[1]->data->run.started_wall_ns -= 1000000000000LL;
     assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_ERANGE);
-    assert_non_null(strstr(why, "started together (--start-at), but their wall clocks put shard 2's "
+    assert_non_null(strstr(why, "started together at one instant, but their wall clocks put shard 2's "
                                 "first cell"));
     ds[1]->info.common_start = 0;            /* no common start claimed: nothing to hold them to */
     assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_OK);
