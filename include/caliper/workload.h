@@ -104,6 +104,11 @@ int  cal_http_tokenizer_count_many(void *tokenizer, const char *const *texts, si
 /* The answer's "tokens" (integers, or llama.cpp's {"id":…} objects): a
  * cal_token_ids_fn; CAL_EABSENT when the server sends only "count". */
 int  cal_http_tokenizer_ids(void *tokenizer, const char *text, int32_t **ids, int *n);
+/* The tokens the server adds to a prompt of its own (a BOS): text counted
+ * with "add_special" (and vLLM's "add_special_tokens") true, less without.
+ * A server that ignores the flag gives 0. CAL_EPROTO when the difference is
+ * negative or over 64 (no tokenizer adds that many). */
+int  cal_http_tokenizer_specials(void *tokenizer, const char *text, int *n_special);
 /* Point it at a new base URL (a restarted engine on another port); the
  * workloads that hold it keep working. CAL_ETOOBIG for an over-long URL. */
 int  cal_http_tokenizer_retarget(cal_http_tokenizer *t, const char *base_url);
