@@ -36,6 +36,9 @@ static const char *MODES =
     "           and prefill sleeps 40 us for each token not cached\n"
     "cachellama the same hit as llama.cpp reports it: timings.cache_n\n"
     "cachequiet the same cache and prefill time, its hit reported nowhere\n"
+    "wallK[-tag] a paced stream whose chunks come 10 ms apart for its first K completions,\n"
+    "           then 20 ms apart: a wall that halves the per-request speed (one counter\n"
+    "           per mode name, so each tag is a fresh engine)\n"
     "neg, huge, frac, string, cachedneg, cachedbig\n"
     "           hostile usage: prompt_tokens -5, 1e12, 63.5 or \"64\"; cached_tokens -3 or\n"
     "           more than the prompt\n"
@@ -49,6 +52,24 @@ static const char *MODES =
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static char *g_seen[CACHE_SLOTS];   /* prompts served, for the prefix cache */
 static size_t g_nseen;
+#define WALL_MODES 64
+static struct { char mode[64]; long served; } g_wall[WALL_MODES];   /* completions per wall mode */
+
+/* A wall mode's gap between chunks for its next completion, µs (0: not a
+ * wall mode): 10 ms for its first K, then 20 ms. */
+static long wall_gap_us(const char *mode)
+{
+    long k;
+    if (strncmp(mode, "wall", 4) || sscanf(mode + 4, "%ld", &k) != 1 || k < 0) return 0;
+    pthread_mutex_lock(&g_mu);
+    long n = -1;
+    for (int i = 0; i < WALL_MODES; i++) {
+        if (!g_wall[i].mode[0]) snprintf(g_wall[i].mode, sizeof g_wall[i].mode, "%s", mode);
+        if (!strcmp(g_wall[i].mode, mode)) { n = g_wall[i].served++; break; }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return n >= 0 && n < k ? 10000 : 20000;
+}
 
 static void sleep_us(long us)
 {
@@ -204,6 +225,7 @@ static void complete(int fd, const char *mode, const char *body, int chat)
     }
     long n = (long)strlen(text) + (chat ? TEMPLATE_TOKENS : 0) + (!strcmp(mode, "bos") ? 1 : 0);
     int caching = !strncmp(mode, "cache", 5);
+    long gap = chat && !*text ? 0 : wall_gap_us(mode);
     long cached = caching ? cache_hit(text) : 0;
     if (cached > n) cached = n;
     if (caching) sleep_us(40L * (n - cached));   /* prefill: what was not cached */
@@ -214,6 +236,7 @@ static void complete(int fd, const char *mode, const char *body, int chat)
     if (send_all(fd, h, strlen(h))) { json_decref(j); return; }
     char ev[768];
     for (int i = 0; i < OUT_TOKENS; i++) {
+        if (gap) sleep_us(gap);
         if (chat)
             snprintf(ev, sizeof ev, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"},"
                      "\"finish_reason\":null}]}\n\n", i);
