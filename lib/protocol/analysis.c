@@ -878,8 +878,20 @@ static void telemetry_verdict(const cal_run_data *d, vlist *l)
     cal_verdict *v;
     if (clock || !d->n_cells || !(v = vadd(l, CAL_VK_TELEMETRY))) return;
     v->judged = 0;
-    snprintf(v->text, sizeof v->text, "clock: absent — no clock sensor was read, so a slowdown "
-             "cannot be split into frequency and cycles");
+    /* why no clock: the run's own telemetry record says (off by choice, a
+     * sampler that never started, or sensors that were not there) */
+    json_t *t = d->run.telemetry_json ? json_loads(d->run.telemetry_json, 0, NULL) : NULL;
+    const char *sum = json_string_value(json_object_get(t, "summary"));
+    if (sum && !strncmp(sum, "off", 3))
+        cal_snprintf(v->text, sizeof v->text, "clock: absent — telemetry was %.300s, so a "
+                     "slowdown cannot be split into frequency and cycles", sum);
+    else if (sum && !strncmp(sum, "absent", 6))
+        cal_snprintf(v->text, sizeof v->text, "clock: absent — the telemetry sampler could not "
+                     "start, so a slowdown cannot be split into frequency and cycles");
+    else
+        snprintf(v->text, sizeof v->text, "clock: absent — no clock sensor was read, so a slowdown "
+                 "cannot be split into frequency and cycles");
+    json_decref(t);
 }
 
 /* Stored verdicts the analysis does not recompute: NOTE objects, and plain

@@ -755,7 +755,8 @@ static char *fleet_protocol(cal_shard_doc *const *ds, size_t n, const int64_t *d
                                      : "send lag p99 above 5 ms");
             json_array_append_new(verdicts, json_string(text));
         }
-        if (d->info.offset_uncertainty_ns >= 0 && isfinite(itl_res_ns) &&
+        /* an ITL of 0 (chunks read together) has no resolution to compare */
+        if (d->info.offset_uncertainty_ns >= 0 && isfinite(itl_res_ns) && itl_res_ns > 0 &&
             (double)d->info.offset_uncertainty_ns > itl_res_ns) {
             cal_snprintf(text, sizeof text, "%s: clock offset uncertain by %.1f µs, beyond "
                      "the ITL resolution (%.1f µs): its place on the fleet's timeline is not "

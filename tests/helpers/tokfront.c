@@ -32,6 +32,7 @@ static const char *MODES =
     "nousage    honest /tokenize; the stream carries no usage at all\n"
     "bos        a server that adds a BOS: /tokenize adds it with add_special, usage counts it\n"
     "noempty    honest; a chat request with an empty message is refused (400)\n"
+    "tokfail    /tokenize answers 500: a tokenizer that fails (usage is honest)\n"
     "cache      a prefix cache: usage.prompt_tokens_details.cached_tokens reports its hit,\n"
     "           and prefill sleeps 40 us for each token not cached\n"
     "cachellama the same hit as llama.cpp reports it: timings.cache_n\n"
@@ -282,6 +283,8 @@ static void *conn_main(void *arg)
             else if (!strcmp(rest, "/v1/models"))
                 send_body(fd, 200, "application/json",
                           "{\"object\":\"list\",\"data\":[{\"id\":\"tokfront\",\"object\":\"model\"}]}");
+            else if (!strcmp(rest, "/tokenize") && !strcmp(mode, "tokfail"))
+                send_body(fd, 500, "application/json", "{\"error\":\"tokenizer broke\"}");
             else if (!strcmp(rest, "/tokenize")) tokenize(fd, mode, body);
             else if (!strcmp(rest, "/v1/completions")) complete(fd, mode, body, 0);
             else if (!strcmp(rest, "/v1/chat/completions")) complete(fd, mode, body, 1);
