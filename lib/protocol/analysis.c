@@ -727,8 +727,8 @@ static void prompt_verdicts(const cal_run_data *d, const cal_analysis *a, vlist 
         v->judged = 0;
         v->n = (int)unconf_req;
         cal_snprintf(v->text, sizeof v->text, "prompt lengths (%s tok): exact by /tokenize, not "
-                     "confirmed by the server: it reported no usage.prompt_tokens in %ld requests",
-                     lens[CAL_PROMPT_UNCONFIRMED], unconf_req);
+                     "confirmed by the server: it reported no usable usage.prompt_tokens (none, or "
+                     "not a plausible count) in %ld requests", lens[CAL_PROMPT_UNCONFIRMED], unconf_req);
     }
     static const struct { cal_prompt_basis b; const char *why; } R[] = {
         {CAL_PROMPT_NO_TOKENIZE, "the target has no /tokenize (4 characters per token)"},
@@ -759,7 +759,7 @@ static void prompt_verdicts(const cal_run_data *d, const cal_analysis *a, vlist 
                          from, mixed_counted, mixed_req);
         else
             cal_snprintf(v->text, sizeof v->text, "prompt lengths vary by request (%s): the server "
-                         "reported no usage.prompt_tokens, so they are not known", from);
+                         "reported no usable usage.prompt_tokens, so they are not known", from);
     }
 }
 

@@ -82,6 +82,18 @@ int run_store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size_t 
         cal_cell_hists_init(own);
         for (size_t i = 0; i < kept; i++) cal_cell_hists_add(own, &res[i]);
     }
+    /* a cache cannot serve more of a prompt than the prompt: such a count
+     * is as implausible as a negative one, and kept as unknown */
+    int64_t bad_cache = 0;
+    for (size_t i = 0; i < kept; i++)
+        if (res[i].cached_tokens >= 0 && res[i].prompt_tokens >= 0 &&
+            res[i].cached_tokens > res[i].prompt_tokens) {
+            res[i].cached_tokens = -1;
+            bad_cache++;
+        }
+    if (bad_cache)
+        note(c, s->name, "%s: %lld requests reported more cached tokens than their prompt's: "
+                         "stored as unknown", c->label, (long long)bad_cache);
     cal_summary_compute(res, kept, 0, cell->output_fixed ? cell->max_tokens : 0, &cell->sum);
     if (ps->implausible)   /* the server said something absurd: kept as unknown, said here */
         note(c, s->name, "%s: %lld server usage or timings values lay outside a plausible range "

@@ -49,8 +49,16 @@ static void measure_offset(ctx *c, side *s, const cal_req_result *res, const int
         cal_probe_stats ps;
         memset(&ps, 0, sizeof ps);
         ps.first_fail = -1;
+        /* a template adds less than a whole prompt holds: an empty message
+         * counted past this cell's smallest prompt is no template's count */
+        int least_seen = -1;
+        for (size_t i = 0; i < n; i++)
+            if (res[i].status == CAL_REQ_OK && res[i].prompt_tokens >= 0 &&
+                (least_seen < 0 || res[i].prompt_tokens < least_seen))
+                least_seen = res[i].prompt_tokens;
         if (s->t->ops->send(s->t->self, &rq, 1, &load, &rr, c->stop, NULL, NULL, &ps) == CAL_OK &&
-            rr.status == CAL_REQ_OK && rr.prompt_tokens >= 0) {
+            rr.status == CAL_REQ_OK && rr.prompt_tokens >= 0 &&
+            (least_seen < 0 || rr.prompt_tokens <= least_seen)) {
             k = rr.prompt_tokens;
             snprintf(how, sizeof how, "its chat template: the server's own count of a request "
                      "whose message is empty");

@@ -537,7 +537,10 @@ static int read_info(rd *r, const json_t *sh, cal_shard_info *info)
     info->offset_uncertainty_ns = -1;
     info->clock_resolution_ns = 0;
     info->common_start = -1;
-    if (json_is_integer(json_object_get(sh, "offset_ns")) &&
+    /* absent or null: not measured; anything else must be a measurement
+     * (1e300 was read as "not measured" and the shard aligned by wall clock) */
+    const json_t *off = json_object_get(sh, "offset_ns");
+    if (off && !json_is_null(off) &&
         ((rc = get_i64(r, sh, "offset_ns", -TS_MAX / 4, TS_MAX / 4, &info->offset_ns)) ||
          (rc = get_i64(r, sh, "offset_uncertainty_ns", 0, TS_MAX, &info->offset_uncertainty_ns))))
         return rc;

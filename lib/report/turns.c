@@ -55,7 +55,8 @@ static void turns_fit(const cal_run_data *d, cal_turns *out, const double *x_pro
         out->fit_on = CAL_TURNS_FIT_CACHE_UNKNOWN;
         cal_snprintf(out->fit_text, sizeof out->fit_text, "cannot fit TTFT per prompt token: the "
                      "prefix cache may have served part of each prompt (the server reported no "
-                     "cached tokens, and %.0f–%.0f %% of each turn's prompt had been sent before)",
+                     "usable cached tokens, and %.0f–%.0f %% of each turn's prompt had been sent "
+                     "before)",
                      100 * shared_lo, 100 * shared_hi);
         return;
     }

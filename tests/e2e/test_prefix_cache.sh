@@ -51,6 +51,15 @@ check "the built-in engine: the line is on the whole prompt (it has no prefix ca
   grep -q 'prompt tokens (the built-in engine has no prefix cache' "$T/builtin.out"
 check "... no negative slope printed as a finding" no_negative "$T/builtin.out"
 
+# hostile cache counts: negative, or more than the prompt, are unknown
+for m in cachedneg cachedbig; do
+  "$CALIPER" run --url "$U/$m" "${CHAT[@]}" --db "$T/$m.db" >"$T/$m.out" 2>&1
+  check "$m: no cached count stored beyond its prompt or below 0" \
+    [ "$(sqlite3 "$T/$m.db" "select count(*) from requests where cached_tokens < 0 or cached_tokens > prompt_tokens")" = 0 ]
+  check "$m: and no line fitted on counts it could not have" grep -q 'cannot fit TTFT per prompt token' "$T/$m.out"
+done
+check "more cached than the prompt: said so" grep -q 'requests reported more cached tokens than their prompt' "$T/cachedbig.out"
+
 # a replay of a captured session through the same cache
 python3 - "$T/session.jsonl" <<'PY'
 import json, sys

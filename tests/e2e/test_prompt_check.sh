@@ -61,7 +61,7 @@ check "... and said" grep -q 'it adds 1 token to every prompt (special tokens su
 check "no usage: exact, unconfirmed" \
   [ "$(q nousage "select group_concat(prompt_exact || ':' || prompt_basis) from cells")" = "1:unconfirmed,1:unconfirmed" ]
 check "... the verdict: exact by /tokenize, not confirmed by the server" \
-  grep -q 'exact by /tokenize, not confirmed by the server: it reported no usage.prompt_tokens in 16 requests' "$T/nousage.out"
+  grep -q 'exact by /tokenize, not confirmed by the server: it reported no usable usage.prompt_tokens (none, or not a plausible count) in 16 requests' "$T/nousage.out"
 
 # chat: the template's tokens measured once (an empty message) and said
 CHAT=(--api chat --prompt-tokens 64 --requests 4 --shots 1 --max-tokens 4 --no-telemetry)
@@ -77,6 +77,17 @@ check "chat, an empty message refused: the offset from the first cell, said to b
 "$CALIPER" run --url "$U/short3" "${CHAT[@]}" --db "$T/chatlie.db" >"$T/chatlie.out" 2>&1
 check "chat through a lying /tokenize: the server's 67 where it said 64" \
   grep -q 'the server counted 67 (its 74 less the 7 it adds to every prompt) where /tokenize said 64: 4 of 4 requests' "$T/chatlie.out"
+
+# hostile usage: a negative, a huge, a fractional or a string count is no
+# count: the cell stays exact by /tokenize alone, said so, never "confirmed"
+# and never stored at the hostile count
+for m in neg huge frac string; do
+  "$CALIPER" run --url "$U/$m" --prompt-tokens 64 --requests 4 --shots 1 --max-tokens 4 \
+    --no-telemetry --db "$T/h$m.db" >"$T/h$m.out" 2>&1
+  check "usage.prompt_tokens $m: unconfirmed, its requests' counts unknown" \
+    [ "$(q "h$m" "select prompt_basis || ':' || prompt_tokens || ':' || (select count(*) from requests where prompt_tokens is not null) from cells")" = "unconfirmed:64:0" ]
+done
+check "... the implausible ones counted and said" grep -q 'server usage or timings values lay outside a plausible range' "$T/hneg.out"
 
 # export and show carry the basis
 "$CALIPER" export 1 --json --db "$T/double.db" >"$T/double.json"

@@ -571,6 +571,68 @@ static void test_shard_read_rejects(void **state)
         assert_null(d);
         assert_non_null(strstr(why, "x.json"));
     }
+    /* a hostile document's clock fields: an offset of 1e300 is no integer
+     * (it was read as "not measured"), 2^63 none in range, a resolution of
+     * 0 or a common start that is not a boolean no fact */
+    static const struct { const char *shard, *field; } CLK[] = {
+        {"\"offset_ns\":1e300,\"offset_uncertainty_ns\":100", "offset_ns"},
+        {"\"offset_ns\":9223372036854775807,\"offset_uncertainty_ns\":100", "offset_ns"},
+        {"\"offset_ns\":0,\"offset_uncertainty_ns\":-1", "offset_uncertainty_ns"},
+        {"\"offset_ns\":0,\"offset_uncertainty_ns\":1e300", "offset_uncertainty_ns"},
+        {"\"clock_resolution_ns\":0", "clock_resolution_ns"},
+        {"\"common_start\":\"yes\"", "common_start"},
+    };
+    for (size_t i = 0; i < sizeof CLK / sizeof CLK[0]; i++) {
+        char doc[600];
+        snprintf(doc, sizeof doc, "{\"format\":\"caliper-shard\",\"format_version\":1,\"shard\":"
+                 "{\"index\":0,\"count\":1,%s},\"run\":{\"started_wall_ns\":1,\"t0_mono_ns\":1},"
+                 "\"cells\":[]}", CLK[i].shard);
+        assert_int_equal(cal_shard_read(doc, strlen(doc), "x.json", &d, why, sizeof why), CAL_EPROTO);
+        assert_null(d);
+        if (!strstr(why, CLK[i].field)) fail_msg("%s: %s", CLK[i].shard, why);
+    }
+    /* a cell whose requests claim 2^63 chunks, or a cached count past its
+     * prompt */
+    static const char *const REQ[] = {
+        "[\"ok\",200,null,1,1,2,3,4,0,5,4,\"usage\",0,null,null,-1,null,3]",   /* sound: read */
+        "[\"ok\",200,null,1,1,2,3,4,0,5,4,\"usage\",9223372036854775807,null,null,-1,null]",
+        "[\"ok\",200,null,1,1,2,3,4,0,5,4,\"usage\",0,null,null,-1,null,6]",
+        "[\"ok\",200,null,1,1,2,3,4,0,5,4,\"usage\",0,null,null,-1,null,-2]",
+    };
+    /* valid (empty) histograms, so the requests are what is read and refused */
+    cal_hist *eh = malloc(sizeof *eh);
+    cal_hist_init(eh);
+    uint8_t *blob = NULL;
+    size_t nb = 0;
+    assert_int_equal(cal_hist_encode(eh, &blob, &nb), CAL_OK);
+    char hx[512] = "";
+    for (size_t i = 0; i < nb && 2 * i + 2 < sizeof hx; i++) snprintf(hx + 2 * i, 3, "%02x", blob[i]);
+    free(blob);
+    free(eh);
+    char hs[2400];
+    snprintf(hs, sizeof hs, "{\"ttft\":\"%s\",\"itl\":\"%s\",\"tpot\":\"%s\",\"e2el\":\"%s\"}", hx, hx, hx, hx);
+    for (size_t i = 0; i < sizeof REQ / sizeof REQ[0]; i++) {
+        char doc[4000];
+        snprintf(doc, sizeof doc, "{\"format\":\"caliper-shard\",\"format_version\":1,\"shard\":"
+                 "{\"index\":0,\"count\":1},\"run\":{\"started_wall_ns\":1,\"t0_mono_ns\":1},"
+                 "\"cells\":[{\"seq\":0,\"kind\":\"shots\",\"target\":\"\",\"concurrency\":1,"
+                 "\"rate\":0,\"prompt_tokens\":5,\"prompt_exact\":1,\"content\":\"prose\","
+                 "\"unique_prompts\":1,\"max_tokens\":4,\"output_fixed\":1,\"shot_index\":1,"
+                 "\"shot_kind\":\"warm\",\"rest_before_ns\":0,\"process_age_ns\":-1,\"start_ns\":1,"
+                 "\"end_ns\":5,\"start_wall_ns\":1,\"cpu_ns\":0,\"chunks\":0,\"folded\":0,"
+                 "\"itl_source\":\"raw\",\"hists\":%s,\"chunks_dropped\":0,\"requests\":[%s]}]}",
+                 hs, REQ[i]);
+        int rc = cal_shard_read(doc, strlen(doc), "x.json", &d, why, sizeof why);
+        if (i == 0) {
+            if (rc) fail_msg("a sound request refused: %s", why);
+            assert_int_equal(d->data->reqs[0].cached_tokens, 3);
+            cal_shard_free(&d);
+            continue;
+        }
+        assert_int_equal(rc, CAL_EPROTO);
+        assert_null(d);
+        if (!strstr(why, "request 0")) fail_msg("%s: %s", REQ[i], why);
+    }
 }
 
 int main(void)
