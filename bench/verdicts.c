@@ -459,10 +459,14 @@ static int simulate(int argc, char **argv)
                         "sds >= 0\n", VSIM_MAX_SHOTS, VSIM_MAX_REQ);
         return 2;
     }
+    char bursts[96] = "";
+    if (m.burst_p > 0)
+        snprintf(bursts, sizeof bursts, " · bursts: %.0f %% of shots slowed by |t3| x %.3f",
+                 100 * m.burst_p, m.burst_scale);
     printf("bench/verdicts --simulate · %ld runs a cell · %d measured shots of %d requests · log sd: "
-           "warm shot %.3f, first shot %.3f, request %.3f · bursts: %.0f %% of shots slowed by "
-           "|t3| x %.3f · history: the newest %d runs, each judged as it was stored\n", n, m.shots,
-           m.requests, m.tau, m.first_sd, m.sigma, 100 * m.burst_p, m.burst_scale, VSIM_MAX_ROWS);
+           "warm shot %.3f, first shot %.3f, request %.3f%s · history: the newest %d runs, each "
+           "judged as it was stored\n", n, m.shots, m.requests, m.tau, m.first_sd, m.sigma, bursts,
+           VSIM_MAX_ROWS);
     printf("%-26s %-14s %9s  %9s  %9s  %12s  %11s   %s\n", "history", "prior", "false al.",
            "25 % wall", "10 % wall", "wrong no-wall", "cannot judge", "first-shot sd");
     printf("%-26s %-14s %9s  %9s  %9s  %12s  %11s\n", "", "", "(target ≤5)", "(≥95)", "", "(25 %, ≤5)",

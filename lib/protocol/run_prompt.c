@@ -83,7 +83,8 @@ static void measure_offset(ctx *c, side *s, const cal_req_result *res, const int
             k = 0;
             snprintf(how, sizeof how, "none measured: %s, so none is taken off",
                      chat ? "an empty message was not answered with a count"
-                          : "its /tokenize did not say what it adds");
+                     : s->t->ops->count_specials ? "its /tokenize did not say what it adds"
+                                                 : "the target cannot say what it adds");
         }
     }
     s->offset = k;
