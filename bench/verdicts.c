@@ -14,7 +14,8 @@
  *   usage: verdicts [--caliper PATH] [--url URL] [--series N] [--shots N]
  *                   [--requests N] [--max-tokens N] [--prompt-tokens N]
  *                   [--drops 10,25,50] [--preset NAME] [--db PATH]
- *                   [--quota-period-ms 10]
+ *                   [--quota-period-ms 10] [--serve-args ARGS] [--engine-pid PID]
+ *                   [--rejudge DB]
  *                   [--history-walls K] [--history-steady M] [--history-drop 70]
  * --history-*: the store first holds K series slowed by --history-drop after
  * shot 1 and M steady ones, interleaved, as caliper run stored them (their
@@ -22,6 +23,15 @@
  * same history (its own noise row is removed once judged), and the wrong
  * "no wall larger than X" claims and the "cannot judge" share are printed
  * beside the detection rate.
+ * --serve-args: more flags for the built-in engine (--serve-args "--pace-ms 2":
+ * a paced engine, steady whatever the machine's load). --engine-pid PID: the
+ * process of a --url engine (llama-server), put under the same CPU quota to
+ * measure detection on it. --rejudge DB: no measuring; every series a
+ * calibration stored in DB (steady-*, drop<P>-*) judged by this build's
+ * library, so two builds' judges can be compared on the same requests.
+ * Beside each measured false-alarm rate the simulated one is printed for
+ * the noise measured on those series (their warm and first shots' sd, the
+ * requests' spread, and the bursts: shots more than 3 robust sd slow).
  * --simulate: the three answers' error rates on seeded series and the
  * histories a store accumulates (tests/helpers/verdict_sim.h), with the
  * noise measured here as the model (--tau, --first-sd, --sigma: log sds of
@@ -551,6 +561,7 @@ int main(int argc, char **argv)
     long series = 20, hist_walls = 0, hist_steady = 0;
     double hist_drop = 0.70;
     const char *drops_arg = "10,25,50", *preset = "tiny", *serve_args = NULL, *rejudge = NULL;
+    long engine_pid = 0;   /* --url: the engine's process, to slow it as the built-in one is */
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--caliper")) g_caliper = v;
@@ -566,6 +577,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--preset")) preset = v;
         else if (!strcmp(k, "--serve-args")) serve_args = v;
         else if (!strcmp(k, "--rejudge")) rejudge = v;
+        else if (!strcmp(k, "--engine-pid")) engine_pid = atol(v);
         else if (!strcmp(k, "--db")) g_db = v;
         else if (!strcmp(k, "--history-walls")) hist_walls = atol(v);
         else if (!strcmp(k, "--history-steady")) hist_steady = atol(v);
@@ -600,8 +612,8 @@ int main(int argc, char **argv)
         }
         snprintf(g_url, sizeof g_url, "%s", cal_target_url(t));
     }
-    g_engine = t ? cal_target_pid(t) : 0;
-    int can_slow = t && geteuid() == 0 && quota_setup(cal_target_pid(t)) == 0 && quota_set(0) == 0;
+    g_engine = t ? cal_target_pid(t) : (pid_t)engine_pid;
+    int can_slow = g_engine > 0 && geteuid() == 0 && quota_setup(g_engine) == 0 && quota_set(0) == 0;
     char shots_s[64];
     if (g_shots > 0) snprintf(shots_s, sizeof shots_s, "--warmup %ld --shots %ld", g_warmup < 0 ? 0 : g_warmup, g_shots);
     else snprintf(shots_s, sizeof shots_s, "default shots (--warmup 1 --shots 5)");
@@ -758,8 +770,9 @@ int main(int argc, char **argv)
     if (!strcmp(drops_arg, "0")) {
         printf("detection: not measured (--drops 0)\n");
     } else if (!can_slow) {
-        printf("detection: skipped: %s\n", t ? "no writable cgroup cpu controller (root needed)"
-                                              : "a --url engine is not caliper's to slow down");
+        printf("detection: skipped: %s\n", g_engine > 0 ? "no writable cgroup cpu controller (root needed)"
+                                                        : "a --url engine without --engine-pid is not "
+                                                          "caliper's to slow down");
     } else {
         double smallest = NAN;
         char buf[64];
