@@ -177,7 +177,7 @@ void cal_judge_step_prior(const double *z, size_t n, double tau_within, double t
  * when shot effects are heavy-tailed: Student's t with
  * CAL_JUDGE_SHOT_TAIL_DF df, as real steady series showed (judge.c); never
  * below the normal model's t quantile. */
-#define CAL_JUDGE_SHOT_TAIL_DF 3
+#define CAL_JUDGE_SHOT_TAIL_DF 2
 double cal_judge_heavy_quantile(double two_sided, double df);
 
 /* A comparison of two sides from their per-shot values (one number per
