@@ -11,7 +11,7 @@
  * Every rate is printed with its Wilson 95 % CI. Each series is a real
  * `caliper run --url` whose stored requests are judged by cal_judge_shots,
  * the code behind `caliper run`'s verdict line.
- *   usage: verdicts [--caliper PATH] [--url URL] [--series N] [--shots N]
+ *   usage: verdicts [--caliper PATH] [--url URL] [--series N (40)] [--shots N]
  *                   [--requests N] [--max-tokens N] [--prompt-tokens N]
  *                   [--drops 10,25,50] [--preset NAME] [--db PATH]
  *                   [--quota-period-ms 10] [--serve-args ARGS] [--engine-pid PID]
@@ -558,7 +558,7 @@ int main(int argc, char **argv)
             for (int k = i; k + 1 < argc; k++) argv[k] = argv[k + 1];
             return simulate(argc - 1, argv);
         }
-    long series = 20, hist_walls = 0, hist_steady = 0;
+    long series = 40, hist_walls = 0, hist_steady = 0;
     double hist_drop = 0.70;
     const char *drops_arg = "10,25,50", *preset = "tiny", *serve_args = NULL, *rejudge = NULL;
     long engine_pid = 0;   /* --url: the engine's process, to slow it as the built-in one is */
