@@ -503,7 +503,7 @@ static int rejudge_store(void)
         cal_store_close(&db);
         return 1;
     }
-    size_t fa = 0, n = 0, cannot = 0, faster = 0, nid = 0;
+    size_t fa = 0, fa_pool = 0, n = 0, cannot = 0, faster = 0, nid = 0;
     int64_t *sid = calloc(nr ? nr : 1, sizeof *sid);
     struct drop_tally { int pct; size_t hit, n; } dr[8];
     size_t ndr = 0;
@@ -516,6 +516,7 @@ static int rejudge_store(void)
         if (judge_run(runs[i].id, &v, &v0)) continue;
         if (pct == 0) {
             n++;
+            fa_pool += v0.directional != 0;
             if (sid) sid[nid++] = runs[i].id;
             if (v.directional) {
                 fa++;
@@ -534,8 +535,8 @@ static int rejudge_store(void)
         }
     }
     char extra[160];
-    snprintf(extra, sizeof extra, "; %zu of them 'the first shot was slower'; %zu cannot judge",
-             faster, cannot);
+    snprintf(extra, sizeof extra, "; %zu of them 'the first shot was slower'; %zu cannot judge; "
+             "with --pool-noise %zu", faster, cannot, fa_pool);
     printf("bench/verdicts --rejudge %s (this build's judge on the stored requests)\n", g_db);
     print_rate("false alarms (steady engine)", fa, n, extra);
     if (sid) simulated_beside(sid, nid);
