@@ -11,10 +11,11 @@
  * Every rate is printed with its Wilson 95 % CI. Each series is a real
  * `caliper run --url` whose stored requests are judged by cal_judge_shots,
  * the code behind `caliper run`'s verdict line.
- *   usage: verdicts [--caliper PATH] [--url URL] [--series N] [--shots N]
+ *   usage: verdicts [--caliper PATH] [--url URL] [--series N (40)] [--shots N]
  *                   [--requests N] [--max-tokens N] [--prompt-tokens N]
  *                   [--drops 10,25,50] [--preset NAME] [--db PATH]
- *                   [--quota-period-ms 10]
+ *                   [--quota-period-ms 10] [--serve-args ARGS] [--engine-pid PID]
+ *                   [--rejudge DB]
  *                   [--history-walls K] [--history-steady M] [--history-drop 70]
  * --history-*: the store first holds K series slowed by --history-drop after
  * shot 1 and M steady ones, interleaved, as caliper run stored them (their
@@ -22,6 +23,15 @@
  * same history (its own noise row is removed once judged), and the wrong
  * "no wall larger than X" claims and the "cannot judge" share are printed
  * beside the detection rate.
+ * --serve-args: more flags for the built-in engine (--serve-args "--pace-ms 2":
+ * a paced engine, steady whatever the machine's load). --engine-pid PID: the
+ * process of a --url engine (llama-server), put under the same CPU quota to
+ * measure detection on it. --rejudge DB: no measuring; every series a
+ * calibration stored in DB (steady-*, drop<P>-*) judged by this build's
+ * library, so two builds' judges can be compared on the same requests.
+ * Beside each measured false-alarm rate the simulated one is printed for
+ * the noise measured on those series (their warm and first shots' sd, the
+ * requests' spread, and the bursts: shots more than 3 robust sd slow).
  * --simulate: the three answers' error rates on seeded series and the
  * histories a store accumulates (tests/helpers/verdict_sim.h), with the
  * noise measured here as the model (--tau, --first-sd, --sigma: log sds of
@@ -302,6 +312,98 @@ static int judge_run(int64_t id, cal_judge_verdict *v, cal_judge_verdict *vp)
     return 0;
 }
 
+static void print_rate(const char *what, size_t k, size_t n, const char *extra);
+
+/* The noise of the stored steady runs ids[0..n), measured as the verdict
+ * sees it (each shot's median log per-request speed): the warm shots' sd,
+ * the first measured shot's distance from their mean (root mean square),
+ * the requests' spread within a shot (1.4826 × MAD), and the bursts: the
+ * share of shots more than 3 robust sd slower than their run's median and
+ * how far (mean excess). Returns the runs measured. */
+static size_t measure_noise(const int64_t *ids, size_t n, vsim_model *m)
+{
+    double ss_w = 0, df_w = 0, ss_f = 0, ss_r = 0, df_r = 0, burst = 0, excess = 0;
+    size_t runs = 0, shots = 0;
+    for (size_t i = 0; i < n; i++) {
+        cal_store *db = NULL;
+        cal_run_data *d = NULL;
+        if (ids[i] < 0 || cal_store_open_ex(g_db, CAL_STORE_READONLY, &db, NULL, 0) ||
+            cal_store_load_run(db, ids[i], 0, &d)) {
+            cal_store_close(&db);
+            continue;
+        }
+        double z[CAL_JUDGE_MAX_SHOTS], v[4096];
+        size_t k = 0;
+        for (size_t c = 0; c < d->n_cells && k < CAL_JUDGE_MAX_SHOTS; c++) {
+            const cal_cell *cell = &d->cells[c];
+            if (cell->shot_kind == CAL_SHOT_WARMUP) continue;
+            size_t m2 = 0;
+            for (int64_t j = 0; j < cell->n_requests && m2 < 4096; j++) {
+                const cal_req_result *q = &d->reqs[cell->req_first + (size_t)j];
+                if (q->status == CAL_REQ_OK && q->output_tokens > 0 && q->end_ns > q->send_ns)
+                    v[m2++] = log(q->output_tokens / ((double)(q->end_ns - q->send_ns) / 1e9));
+            }
+            if (m2 < 3) continue;
+            z[k] = cal_stats_median(v, m2);
+            for (size_t j = 0; j < m2; j++) v[j] = fabs(v[j] - z[k]);
+            double sd = 1.4826 * cal_stats_median(v, m2);
+            ss_r += sd * sd * (double)(m2 - 1);
+            df_r += (double)(m2 - 1);
+            m->requests = (int)m2;
+            k++;
+        }
+        cal_run_data_free(&d);
+        cal_store_close(&db);
+        if (k < 3) continue;
+        double mean = 0;
+        for (size_t j = 1; j < k; j++) mean += z[j];
+        mean /= (double)(k - 1);
+        for (size_t j = 1; j < k; j++) ss_w += (z[j] - mean) * (z[j] - mean);
+        df_w += (double)(k - 2);
+        ss_f += (mean - z[0]) * (mean - z[0]);
+        m->shots = (int)k;
+        double zz[CAL_JUDGE_MAX_SHOTS], dev[CAL_JUDGE_MAX_SHOTS];
+        memcpy(zz, z, k * sizeof *z);
+        double med = cal_stats_median(zz, k);
+        for (size_t j = 0; j < k; j++) dev[j] = fabs(z[j] - med);
+        double rsd = 1.4826 * cal_stats_median(dev, k);
+        for (size_t j = 0; j < k; j++, shots++)
+            if (rsd > 0 && z[j] < med - 3 * rsd) { burst++; excess += med - z[j]; }
+        runs++;
+    }
+    if (!runs) return 0;
+    m->tau = df_w > 0 ? sqrt(ss_w / df_w) : 0;
+    /* the first shot's own sd: its distance less the warm mean's share */
+    double f2 = ss_f / (double)runs - m->tau * m->tau / (m->shots > 1 ? m->shots - 1 : 1);
+    m->first_sd = f2 > 0 ? sqrt(f2) : 0;
+    m->sigma = df_r > 0 ? sqrt(ss_r / df_r) : 0;
+    m->burst_p = shots ? burst / (double)shots : 0;
+    /* |t3| has mean 2·√3/π ≈ 1.10: the scale whose bursts average the excess */
+    m->burst_scale = burst > 0 ? excess / burst / 1.10 : 0;
+    return runs;
+}
+
+/* The rate bench/verdicts --simulate gives for the noise measured on these
+ * runs, printed beside the measured one. */
+static void simulated_beside(const int64_t *ids, size_t n)
+{
+    vsim_model m = {0};
+    size_t runs = measure_noise(ids, n, &m);
+    if (runs < 3 || m.shots < 3 || m.requests < 3) return;
+    if (m.shots > VSIM_MAX_SHOTS) m.shots = VSIM_MAX_SHOTS;
+    if (m.requests > VSIM_MAX_REQ) m.requests = VSIM_MAX_REQ;
+    static vsim x;
+    vsim_init(&x, 77, m);
+    vsim_tally t;
+    vsim_tally_runs(&x, 0, 2000, &t);
+    char what[64], extra[240];
+    snprintf(what, sizeof what, "  simulated (2000 seeded series)");
+    snprintf(extra, sizeof extra, " with the noise measured on these %zu runs: warm shot sd %.3f, "
+             "first shot %.3f, request %.3f, bursts %.1f %% of shots x %.3f", runs, m.tau,
+             m.first_sd, m.sigma, 100 * m.burst_p, m.burst_scale);
+    print_rate(what, (size_t)t.wall, (size_t)t.n, extra);
+}
+
 static void print_rate(const char *what, size_t k, size_t n, const char *extra)
 {
     double lo = NAN, hi = NAN;
@@ -357,6 +459,8 @@ static int simulate(int argc, char **argv)
         else if (!strcmp(k, "--tau")) m.tau = atof(v);
         else if (!strcmp(k, "--first-sd")) m.first_sd = atof(v);
         else if (!strcmp(k, "--sigma")) m.sigma = atof(v);
+        else if (!strcmp(k, "--burst-p")) m.burst_p = atof(v);
+        else if (!strcmp(k, "--burst-scale")) m.burst_scale = atof(v);
         else { fprintf(stderr, "verdicts --simulate: unknown flag %s\n", k); return 2; }
     }
     if (n < 10 || m.shots < 3 || m.shots > VSIM_MAX_SHOTS || m.requests < 3 ||
@@ -365,9 +469,13 @@ static int simulate(int argc, char **argv)
                         "sds >= 0\n", VSIM_MAX_SHOTS, VSIM_MAX_REQ);
         return 2;
     }
+    char bursts[96] = "";
+    if (m.burst_p > 0)
+        snprintf(bursts, sizeof bursts, " · bursts: %.0f %% of shots slowed by |t3| x %.3f",
+                 100 * m.burst_p, m.burst_scale);
     printf("bench/verdicts --simulate · %ld runs a cell · %d measured shots of %d requests · log sd: "
-           "warm shot %.3f, first shot %.3f, request %.3f · history: the newest %d runs, each "
-           "judged as it was stored\n", n, m.shots, m.requests, m.tau, m.first_sd, m.sigma,
+           "warm shot %.3f, first shot %.3f, request %.3f%s · history: the newest %d runs, each "
+           "judged as it was stored\n", n, m.shots, m.requests, m.tau, m.first_sd, m.sigma, bursts,
            VSIM_MAX_ROWS);
     printf("%-26s %-14s %9s  %9s  %9s  %12s  %11s   %s\n", "history", "prior", "false al.",
            "25 % wall", "10 % wall", "wrong no-wall", "cannot judge", "first-shot sd");
@@ -381,6 +489,69 @@ static int simulate(int argc, char **argv)
     return 0;
 }
 
+/* Every series a calibration stored in g_db, judged again by this build's
+ * library: steady-* as false alarms, drop<P>-* as detections of a P % cut.
+ * The data are the requests the runs stored; nothing is measured. */
+static int rejudge_store(void)
+{
+    cal_store *db = NULL;
+    cal_run *runs = NULL;
+    size_t nr = 0;
+    if (cal_store_open_ex(g_db, CAL_STORE_READONLY, &db, NULL, 0) != CAL_OK ||
+        cal_store_list_runs(db, 0, &runs, &nr) != CAL_OK) {
+        fprintf(stderr, "verdicts --rejudge: cannot read %s\n", g_db);
+        cal_store_close(&db);
+        return 1;
+    }
+    size_t fa = 0, fa_pool = 0, n = 0, cannot = 0, faster = 0, nid = 0;
+    int64_t *sid = calloc(nr ? nr : 1, sizeof *sid);
+    struct drop_tally { int pct; size_t hit, n; } dr[8];
+    size_t ndr = 0;
+    for (size_t i = nr; i-- > 0;) {   /* oldest first */
+        const char *l = runs[i].label ? runs[i].label : "";
+        int pct = -1;
+        if (!strncmp(l, "steady-", 7)) pct = 0;
+        else if (sscanf(l, "drop%d-", &pct) != 1) continue;
+        cal_judge_verdict v, v0;
+        if (judge_run(runs[i].id, &v, &v0)) continue;
+        if (pct == 0) {
+            n++;
+            fa_pool += v0.directional != 0;
+            if (sid) sid[nid++] = runs[i].id;
+            if (v.directional) {
+                fa++;
+                faster += v.kind == CAL_JUDGE_FASTER;
+                printf("  false alarm: %s: %s\n", l, v.text);
+            }
+            cannot += v.kind == CAL_JUDGE_CANNOT;
+            continue;
+        }
+        size_t k = 0;
+        while (k < ndr && dr[k].pct != pct) k++;
+        if (k == ndr && ndr < 8) dr[ndr++] = (struct drop_tally){pct, 0, 0};
+        if (k < ndr) {
+            dr[k].n++;
+            dr[k].hit += v.kind == CAL_JUDGE_SLOWER || (v.kind == CAL_JUDGE_TREND && v.slope < 0);
+        }
+    }
+    char extra[160];
+    snprintf(extra, sizeof extra, "; %zu of them 'the first shot was slower'; %zu cannot judge; "
+             "with --pool-noise %zu", faster, cannot, fa_pool);
+    printf("bench/verdicts --rejudge %s (this build's judge on the stored requests)\n", g_db);
+    print_rate("false alarms (steady engine)", fa, n, extra);
+    if (sid) simulated_beside(sid, nid);
+    free(sid);
+    for (size_t k = 0; k < ndr; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "detected, %d %% CPU quota cut", dr[k].pct);
+        print_rate(what, dr[k].hit, dr[k].n, NULL);
+    }
+    for (size_t i = 0; i < nr; i++) cal_run_clear(&runs[i]);
+    free(runs);
+    cal_store_close(&db);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -388,9 +559,10 @@ int main(int argc, char **argv)
             for (int k = i; k + 1 < argc; k++) argv[k] = argv[k + 1];
             return simulate(argc - 1, argv);
         }
-    long series = 20, hist_walls = 0, hist_steady = 0;
+    long series = 40, hist_walls = 0, hist_steady = 0;
     double hist_drop = 0.70;
-    const char *drops_arg = "10,25,50", *preset = "tiny";
+    const char *drops_arg = "10,25,50", *preset = "tiny", *serve_args = NULL, *rejudge = NULL;
+    long engine_pid = 0;   /* --url: the engine's process, to slow it as the built-in one is */
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--caliper")) g_caliper = v;
@@ -404,6 +576,9 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--drops")) drops_arg = v;
         else if (!strcmp(k, "--quota-period-ms")) g_period_us = (long)(atof(v) * 1000);
         else if (!strcmp(k, "--preset")) preset = v;
+        else if (!strcmp(k, "--serve-args")) serve_args = v;
+        else if (!strcmp(k, "--rejudge")) rejudge = v;
+        else if (!strcmp(k, "--engine-pid")) engine_pid = atol(v);
         else if (!strcmp(k, "--db")) g_db = v;
         else if (!strcmp(k, "--history-walls")) hist_walls = atol(v);
         else if (!strcmp(k, "--history-steady")) hist_steady = atol(v);
@@ -418,12 +593,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "verdicts: --series >= 2 and --shots >= 2 (or 0: the default protocol)\n");
         return 2;
     }
+    if (rejudge) {
+        g_db = rejudge;
+        return rejudge_store();
+    }
     unlink(g_db);
     cal_target *t = NULL;
     char err[512];
     cli_serve_argv av;   /* outlives the target */
     if (!g_url[0]) {
-        cli_serve_argv_make(&av, g_caliper, preset, "--threads 1");
+        char extra[512];
+        snprintf(extra, sizeof extra, "--threads 1%s%s", serve_args ? " " : "", serve_args ? serve_args : "");
+        cli_serve_argv_make(&av, g_caliper, preset, extra);
         cal_target_config cfg = {.kind = CAL_TARGET_BUILTIN, .argv = av.argv,
                                  .ready_line = cli_serve_ready_line, .preset = preset};
         if (cal_target_start(&cfg, &t, err, sizeof err) != CAL_OK) {
@@ -432,15 +613,18 @@ int main(int argc, char **argv)
         }
         snprintf(g_url, sizeof g_url, "%s", cal_target_url(t));
     }
-    g_engine = t ? cal_target_pid(t) : 0;
-    int can_slow = t && geteuid() == 0 && quota_setup(cal_target_pid(t)) == 0 && quota_set(0) == 0;
+    g_engine = t ? cal_target_pid(t) : (pid_t)engine_pid;
+    int can_slow = g_engine > 0 && geteuid() == 0 && quota_setup(g_engine) == 0 && quota_set(0) == 0;
     char shots_s[64];
     if (g_shots > 0) snprintf(shots_s, sizeof shots_s, "--warmup %ld --shots %ld", g_warmup < 0 ? 0 : g_warmup, g_shots);
     else snprintf(shots_s, sizeof shots_s, "default shots (--warmup 1 --shots 5)");
-    printf("bench/verdicts · %s · protocol: %s --requests %ld --concurrency 1 "
+    printf("bench/verdicts · %s%s%s%s · protocol: %s --requests %ld --concurrency 1 "
            "--prompt-tokens %ld --max-tokens %ld · load average %.1f on %ld CPUs\n",
-           t ? "built-in engine (--threads 1)" : g_url, shots_s, g_requests, g_prompt,
+           t ? "built-in engine (--threads 1" : g_url, t && serve_args ? " " : "",
+           t ? (serve_args ? serve_args : "") : "", t ? ")" : "", shots_s, g_requests, g_prompt,
            g_max_tokens, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
+    if (t) printf("  (engine: caliper serve --preset %s --threads 1%s%s)\n", preset,
+                  serve_args ? " " : "", serve_args ? serve_args : "");
     /* warm the engine: one series whose verdict is not counted */
     run_series("warm-up", 0);
     if (hist_walls > 0 || hist_steady > 0) {
@@ -491,6 +675,7 @@ int main(int argc, char **argv)
              "with --pool-noise %zu", cannot, under,
              n_prior ? cal_stats_median(prior_dfs, n_prior) : NAN, fa0);
     print_rate("false alarms (steady engine)", fa, nfa, extra);
+    simulated_beside(ids, (size_t)series);
     /* the noise caliper measured and stored for this series */
     if (nfa && ids[series - 1] > 0) {
         cal_store *db = NULL;
@@ -586,8 +771,9 @@ int main(int argc, char **argv)
     if (!strcmp(drops_arg, "0")) {
         printf("detection: not measured (--drops 0)\n");
     } else if (!can_slow) {
-        printf("detection: skipped: %s\n", t ? "no writable cgroup cpu controller (root needed)"
-                                              : "a --url engine is not caliper's to slow down");
+        printf("detection: skipped: %s\n", g_engine > 0 ? "no writable cgroup cpu controller (root needed)"
+                                                        : "a --url engine without --engine-pid is not "
+                                                          "caliper's to slow down");
     } else {
         double smallest = NAN;
         char buf[64];

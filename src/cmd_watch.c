@@ -139,7 +139,7 @@ static int read_rss(proc *p, double *rss)
 
 static void print_summary(FILE *f, const char *url, const cal_prom_load *ld, const cal_op_summary *s,
                           const cal_oppoint *op, size_t scrapes, size_t failed, size_t rejected,
-                          double interval_s, const char *verdict)
+                          size_t wait_rejected, double interval_s, const char *verdict)
 {
     char iv[32], tot[32];
     cal_unit_format(CAL_U_TIME, interval_s, 3, iv, sizeof iv);
@@ -150,12 +150,18 @@ static void print_summary(FILE *f, const char *url, const cal_prom_load *ld, con
             scrapes, iv, tot);
     if (failed) fprintf(f, ", %zu failed (their time held the previous reading)", failed);
     if (rejected)
-        fprintf(f, ", %zu rejected: the gauge was NaN, negative or out of its range (their time held the "
-                "previous reading)",
-                rejected);
+        fprintf(f, ", %zu rejected: the gauge was NaN, negative, out of its range or above the %d the "
+                "histogram holds (their time held the previous reading)", rejected,
+                CAL_OP_MAX_RUNNING);
     fprintf(f, "\n");
-    fprintf(f, "  running    mean %.2f  p50 %d  p90 %d  p99 %d  max %d   (time-weighted)\n",
+    fprintf(f, "  running    mean %.2f  p50 %d  p90 %d  p99 %d  max %g   (time-weighted)\n",
             s->mean, s->p50, s->p90, s->p99, s->running_max);
+    /* a gauge that is not a whole count (a recording rule's average): its
+     * readings are kept as read, never rounded into a count it did not say */
+    if (s->fractional)
+        fprintf(f, "  readings   %zu of %zu were not whole numbers (first %g): kept as read; the "
+                "histogram splits each between its two neighbouring counts\n",
+                s->fractional, op->n, s->first_fraction);
     fprintf(f, "  share      ");
     for (int b = 0; b < 5; b++)
         fprintf(f, "%s: %.0f %%%s", cal_op_share_names[b], 100 * s->share[b], b < 4 ? "   " : "\n");
@@ -169,17 +175,27 @@ static void print_summary(FILE *f, const char *url, const cal_prom_load *ld, con
                 100 * w / s->total_s, bar, "########################################");
         rows++;
     }
-    if (s->has_waiting)
-        fprintf(f, "  waiting    %s: mean %.2f  max %.0f  >= 1 waiting %.0f %% of the time\n",
+    if (s->has_waiting) {
+        fprintf(f, "  waiting    %s: mean %.2f  max %g  >= 1 waiting %.0f %% of the time",
                 ld->waiting_name, s->waiting_mean, s->waiting_max, 100 * s->waiting_share);
-    else
+        if (wait_rejected)
+            fprintf(f, " (%zu reading%s rejected: NaN, negative or out of its range; unknown there)",
+                    wait_rejected, wait_rejected == 1 ? "" : "s");
+        fprintf(f, "\n");
+    } else if (wait_rejected) {
+        /* exposed, but no reading was a count: never "not exposed" */
+        fprintf(f, "  waiting    %s: every reading rejected (%zu: NaN, negative or out of its "
+                "range): unknown\n", ld->waiting_name[0] ? ld->waiting_name : "the waiting gauge",
+                wait_rejected);
+    } else {
         fprintf(f, "  waiting    not exposed by this server\n");
+    }
     fprintf(f, "  verdict    %s\n", verdict);
 }
 
 static json_t *summary_json(const char *url, const cal_prom_load *ld, const cal_op_summary *s,
                             const cal_oppoint *op, size_t scrapes, size_t failed, size_t rejected,
-                            double interval_s, double ceiling, const char *verdict, const series *tl, proc *pr,
+                            size_t wait_rejected, double interval_s, double ceiling, const char *verdict, const series *tl, proc *pr,
                             size_t npr, const cal_leak *lk, const int *lk_ok)
 {
     json_t *o = json_object();
@@ -196,7 +212,10 @@ static json_t *summary_json(const char *url, const cal_prom_load *ld, const cal_
     json_object_set_new(r, "p50", json_integer(s->p50));
     json_object_set_new(r, "p90", json_integer(s->p90));
     json_object_set_new(r, "p99", json_integer(s->p99));
-    json_object_set_new(r, "max", json_integer(s->running_max));
+    json_object_set_new(r, "max", s->running_max == floor(s->running_max)
+                                       ? json_integer((json_int_t)s->running_max)
+                                       : json_real(s->running_max));
+    json_object_set_new(r, "fractional_readings", json_integer((json_int_t)s->fractional));
     json_object_set_new(r, "busy_s", json_real(s->busy_s));
     json_object_set_new(r, "percentile_method", json_string("time-weighted inverse CDF"));
     json_t *sh = json_object();
@@ -221,6 +240,12 @@ static json_t *summary_json(const char *url, const cal_prom_load *ld, const cal_
         json_object_set_new(w, "mean", json_real(s->waiting_mean));
         json_object_set_new(w, "max", json_real(s->waiting_max));
         json_object_set_new(w, "share_waiting", json_real(s->waiting_share));
+        json_object_set_new(w, "rejected_readings", json_integer((json_int_t)wait_rejected));
+        json_object_set_new(o, "waiting", w);
+    } else if (wait_rejected) {
+        json_t *w = json_object();
+        json_object_set_new(w, "gauge", json_string(ld->waiting_name));
+        json_object_set_new(w, "rejected_readings", json_integer((json_int_t)wait_rejected));
         json_object_set_new(o, "waiting", w);
     }
     json_object_set_new(o, "ceiling", ceiling > 0 ? json_real(ceiling) : json_null());
@@ -361,7 +386,8 @@ int cmd_watch(int argc, char **argv)
     cli_catch_stop(&g_stop);
 
     cal_prom_load ld = {0}, first = {0};
-    size_t scrapes = 0, failed = 0, rejected = 0;
+    size_t scrapes = 0, failed = 0, rejected = 0, wait_rejected = 0;
+    char wait_name[CAL_PROM_NAME_MAX] = "";
     char why[512];
     int64_t start = cal_now_ns(), step = (int64_t)llround(interval_s * 1e9);
     int64_t end = duration_s > 0 ? start + (int64_t)llround(duration_s * 1e9) : INT64_MAX;
@@ -391,13 +417,34 @@ int cmd_watch(int argc, char **argv)
         /* a NaN, negative or absurd count is no reading at all, not "0 running":
          * the time until the next good one holds the previous reading, as
          * for a failed scrape */
-        if (cal_op_add(&op, t, ld.running, waiting) != CAL_OK) {
+        int arc = cal_op_add(&op, t, ld.running, waiting);
+        if (arc == CAL_ERANGE) {
+            /* a count, but more than the histogram holds: refused, never
+             * clamped into its last bin */
+            rejected++;
+            fprintf(stderr, "caliper watch: reading rejected: %s is %g (%zu label set%s summed), "
+                    "above the %d requests the operating point's histogram holds (%zu rejected "
+                    "so far)\n", ld.running_name, ld.running, ld.running_series,
+                    ld.running_series == 1 ? "" : "s", CAL_OP_MAX_RUNNING, rejected);
+            continue;
+        }
+        if (arc != CAL_OK) {
             rejected++;
             fprintf(stderr, "caliper watch: reading rejected: %s is %g on line %zu, not %s (%zu "
                     "of %zu label set%s; %zu rejected so far)\n", ld.running_name,
                     ld.running_bad_value, ld.running_bad_line, cal_prom_range_text(ld.running_name),
                     ld.running_invalid, ld.running_series, ld.running_series == 1 ? "" : "s", rejected);
             continue;
+        }
+        /* a waiting gauge that is there but not a count is unknown for this
+         * reading, and said so: counted, never "not exposed" */
+        if (ld.has_waiting && ld.waiting_invalid) {
+            wait_rejected++;
+            snprintf(wait_name, sizeof wait_name, "%s", ld.waiting_name);
+            fprintf(stderr, "caliper watch: reading rejected: %s is %g on line %zu, not %s (its "
+                    "time counts as unknown; %zu rejected so far)\n", ld.waiting_name,
+                    ld.waiting_bad_value, ld.waiting_bad_line, cal_prom_range_text(ld.waiting_name),
+                    wait_rejected);
         }
         if (!scrapes) first = ld;
         scrapes++;
@@ -415,13 +462,15 @@ int cmd_watch(int argc, char **argv)
     int64_t stop_t = cal_now_ns();
     if (duration_s > 0 && stop_t > end) stop_t = end;
     cal_op_close(&op, stop_t);
-    if (!ld.has_running || ld.running_invalid) ld = first;
+    if (!ld.has_running || ld.running_invalid || ld.running > CAL_OP_MAX_RUNNING) ld = first;
+    if (!ld.waiting_name[0] && wait_name[0]) snprintf(ld.waiting_name, sizeof ld.waiting_name, "%s", wait_name);
 
     cal_op_summary s;
     if (cal_op_summarize(&op, &s) != CAL_OK) {
         if (rejected)
             exit_code = cli_fail(CMD, "%s: fewer than two valid readings (%zu rejected: the running gauge "
-                                 "was NaN, negative or out of its range)", url, rejected);
+                                 "was NaN, negative, out of its range or above the %d the histogram "
+                                 "holds)", url, rejected, CAL_OP_MAX_RUNNING);
         else
             exit_code = cli_fail(CMD, "%s: fewer than two readings; watch longer", url);
         goto out;
@@ -429,7 +478,8 @@ int cmd_watch(int argc, char **argv)
     if (isnan(ceiling) && ld.has_ceiling) ceiling = ld.ceiling;
     char verdict[512];
     cal_op_verdict(&s, ceiling, verdict, sizeof verdict);
-    print_summary(stdout, url, &ld, &s, &op, scrapes, failed, rejected, interval_s, verdict);
+    print_summary(stdout, url, &ld, &s, &op, scrapes, failed, rejected, wait_rejected, interval_s,
+                  verdict);
     cal_leak lk[MAX_PIDS];
     int lk_ok[MAX_PIDS] = {0};
     for (size_t i = 0; i < npids; i++) {
@@ -451,7 +501,8 @@ int cmd_watch(int argc, char **argv)
                cal_leak_text(&lk[i], txt, sizeof txt));
     }
     if (jsonf) {
-        json_t *o = summary_json(url, &ld, &s, &op, scrapes, failed, rejected, interval_s, ceiling, verdict,
+        json_t *o = summary_json(url, &ld, &s, &op, scrapes, failed, rejected, wait_rejected,
+                                 interval_s, ceiling, verdict,
                                  &tl, pr, npids, lk, lk_ok);
         FILE *f = jf ? jf : stdout;
         if (json_dumpf(o, f, JSON_INDENT(1) | JSON_REAL_PRECISION(9)) != 0 || fputc('\n', f) == EOF)

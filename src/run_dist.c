@@ -131,6 +131,8 @@ int dist_begin(const dist_opts *o, cal_run_plan *plan, dist *d, const char **db)
     }
     d->info.index = i;
     d->info.count = n;
+    /* the merge holds shards that claim one start to it (shard.h) */
+    d->info.common_start = o->start_at_given || o->mpi;
     cal_run_plan full = *plan;
     char why[256];
     if (cal_shard_plan(&full, i, n, plan, why, sizeof why)) {

@@ -49,11 +49,13 @@ typedef enum cal_verdict_kind {
     CAL_VK_COLUMN,         /* which throughput column to read where (SPEC 1.2) */
     CAL_VK_PREFILL_FIT,    /* t(n) = a + b·n over prompt lengths (SPEC 1.4) */
     CAL_VK_TELEMETRY,      /* a telemetry source absent */
+    CAL_VK_PROMPT_CHECK,   /* prompt lengths against the server's own count */
+    CAL_VK_PREFIX_CACHE,   /* TTFT per turn against the tokens the server computed */
     CAL_VK__N
 } cal_verdict_kind;
 /* "note", "shots", "frequency", "power-wall", "ab", "failures",
  * "output-length", "prompt-approx", "client", "column", "prefill-fit",
- * "telemetry". Never NULL. */
+ * "telemetry", "prompt-check", "prefix-cache". Never NULL. */
 const char *cal_verdict_kind_name(cal_verdict_kind k);
 /* Inverse of cal_verdict_kind_name; CAL_EINVAL for anything else. */
 int cal_verdict_kind_parse(const char *s, cal_verdict_kind *out);

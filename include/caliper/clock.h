@@ -9,6 +9,9 @@
 int64_t cal_now_ns(void);
 /* CLOCK_REALTIME, ns since the Unix epoch; for labels only. */
 int64_t cal_wall_ns(void);
+/* The resolution of CLOCK_MONOTONIC here (clock_getres), ns, at least 1:
+ * no interval it measures is known more finely than this. */
+int64_t cal_clock_resolution_ns(void);
 /* CPU time of the calling process (CLOCK_PROCESS_CPUTIME_ID), ns. */
 int64_t cal_process_cpu_ns(void);
 /* CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), ns. */

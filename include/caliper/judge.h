@@ -172,6 +172,14 @@ void cal_judge_step_prior(const double *z, size_t n, double tau_within, double t
                           double prior_sd, double prior_df, double level,
                           cal_judge_verdict *out);
 
+/* The step's critical value at two-sided level two_sided (0.95: the step,
+ * 0.90: the equivalence test's one-sided 95 %) on df degrees of freedom,
+ * when shot effects are heavy-tailed: Student's t with
+ * CAL_JUDGE_SHOT_TAIL_DF df, as real steady series showed (judge.c); never
+ * below the normal model's t quantile. */
+#define CAL_JUDGE_SHOT_TAIL_DF 2
+double cal_judge_heavy_quantile(double two_sided, double df);
+
 /* A comparison of two sides from their per-shot values (one number per
  * shot, value units > 0): the ratio mean_b ÷ mean_a of geometric means with
  * a Welch t CI on the log scale, shots as the replicates. Needs >= 2 shots

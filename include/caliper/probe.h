@@ -127,8 +127,7 @@ typedef struct cal_req_result {
     int      cached_tokens;     /* prompt tokens the server took from its prefix
                                    cache (usage.prompt_tokens_details.cached_tokens,
                                    else llama.cpp's timings.cache_n); -1 when it
-                                   does not say (not stored: the chat scenario and
-                                   replay report it per turn) */
+                                   does not say (stored since schema 9) */
 } cal_req_result;
 /* A result not yet ended: status cancelled, token counts and server timings
  * -1 (unknown), tokens counted from chunks, everything else 0. */

@@ -80,6 +80,8 @@ typedef struct cal_prom_load {
     double running_bad_value;              /* the first such value, */
     size_t running_bad_line;               /* and its line; 0 when none */
     size_t waiting_invalid;                /* the same for waiting */
+    double waiting_bad_value;
+    size_t waiting_bad_line;
     char   running_name[CAL_PROM_NAME_MAX];
     char   waiting_name[CAL_PROM_NAME_MAX];
     char   ceiling_name[CAL_PROM_NAME_MAX];

@@ -373,7 +373,22 @@ typedef struct cal_turn_row {
     double ttft_s[2];          /* median */
     double turn_s[2];          /* mean whole turn */
     double decode_s[2];        /* mean first to last token */
+    double cached_share[2];    /* Σ cached ÷ Σ prompt tokens over the requests whose
+                                  server reported its cache hit; NAN none did */
+    int    cached_n[2];        /* those requests */
 } cal_turn_row;
+
+/* What the per-turn TTFT line stands on (side A, or the only side). */
+typedef enum cal_turns_fit {
+    CAL_TURNS_FIT_NONE = 0,    /* fewer than 2 requests with a TTFT and a length */
+    CAL_TURNS_FIT_PROMPT,      /* on the whole prompt: the built-in engine has no
+                                  prefix cache, or no turn resent a prefix */
+    CAL_TURNS_FIT_NEW,         /* on the tokens the server computed: each
+                                  request's prompt less the cached tokens it
+                                  reported */
+    CAL_TURNS_FIT_CACHE_UNKNOWN /* none: the server reported no cache hits and a
+                                  prefix cache may have served part of each prompt */
+} cal_turns_fit;
 
 typedef struct cal_turns {
     char   scenario[16];       /* "chat", "replay" */
@@ -385,7 +400,14 @@ typedef struct cal_turns {
     int    shots;              /* shots with a pair: the CI's units */
     double formula;            /* the notes' whole-turn speedup from B's TTFT and
                                   decode and the decode speedup; NAN absent */
-    double ttft_slope_ms_per_ktok; /* linear fit of median TTFT on prompt tokens */
+    double ttft_slope_ms_per_ktok; /* the TTFT line's slope, ms per 1000 tokens of
+                                  fit_on; NAN when not shown: only a positive
+                                  slope whose CI excludes 0 is a finding */
+    cal_turns_fit fit_on;      /* which tokens the line is on, or why none */
+    double slope_raw, slope_lo, slope_hi; /* the fitted slope and its 95 % CI, ms per
+                                  1000 tokens (NAN none; lo/hi NAN under 3 points) */
+    int    fit_points;         /* requests behind it */
+    char   fit_text[400];      /* the sentence: the slope, or why none is shown */
     char   describe[200];      /* one line: "chat: 4 users x 6 turns, system+tools 6765 tok" */
 } cal_turns;
 

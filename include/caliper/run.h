@@ -57,6 +57,10 @@ typedef struct cal_run_target_ops {
     /* The token ids of text (*ids malloc'd, the caller frees); CAL_EABSENT
      * when the tokenizer gives counts only. NULL: none. */
     int  (*token_ids)(void *self, const char *text, int32_t **ids, int *n);
+    /* The tokens the server adds to every completions prompt beyond its
+     * text's (a BOS), by its own tokenizer; CAL_EABSENT when it cannot
+     * say. NULL: unknown. (A chat template's are measured by a request.) */
+    int  (*count_specials)(void *self, const char *text, int *n_special);
     /* The plan the run will follow, before the first start (so an
      * in-process engine can size its workers and know the output policy). */
     void (*prepare)(void *self, const struct cal_run_plan *plan);

@@ -41,6 +41,39 @@ const char *cal_shot_kind_key(cal_shot_kind k);
 int cal_shot_kind_parse(const char *s, cal_shot_kind *out);
 const char *cal_column_name(cal_column c);   /* "aggregate", "per-request" */
 
+/* How a cell's prompt length was made and what checked it: the reason a
+ * length is exact or approximate, stored with the cell (schema 9) so every
+ * verdict that explains a length says the true one. */
+typedef enum cal_prompt_basis {
+    CAL_PROMPT_UNRECORDED = 0,   /* stored before the reason was: prompt_exact alone */
+    CAL_PROMPT_CONFIRMED,        /* built with the server's /tokenize, and every
+                                    request's usage.prompt_tokens agreed with it
+                                    (less what the server adds to every prompt) */
+    CAL_PROMPT_UNCONFIRMED,      /* built with /tokenize; the server reported no
+                                    usage.prompt_tokens to confirm it */
+    CAL_PROMPT_SERVER,           /* built with /tokenize, but the server counted
+                                    otherwise: the length is the server's count */
+    CAL_PROMPT_NO_TOKENIZE,      /* the target has no /tokenize: 4 characters a token */
+    CAL_PROMPT_TOKENIZER_FAILED, /* its /tokenize failed: 4 characters a token */
+    CAL_PROMPT_BELOW_SHORTEST,   /* below the nonce line's own tokens: the line alone */
+    CAL_PROMPT_NEAREST,          /* no cut of the text counted the length: the nearest */
+    CAL_PROMPT_MIXED,            /* one length a request (a dataset, drawn lengths):
+                                    each request's is the server's count */
+    CAL_PROMPT_ENGINE,           /* counted by the engine's own tokenizer (in-process) */
+    CAL_PROMPT_ESTIMATED,        /* cut at the content's characters per token and
+                                    corrected once against /tokenize, a prompt a
+                                    request (drawn output lengths) */
+    CAL_PROMPT__N
+} cal_prompt_basis;
+/* "unrecorded", "confirmed", "unconfirmed", "server", "no-tokenize",
+ * "tokenizer-failed", "below-shortest", "nearest", "mixed", "engine",
+ * "estimated"; the first for anything out of range. */
+const char *cal_prompt_basis_key(cal_prompt_basis b);
+/* Inverse of the keys; CAL_EINVAL for anything else. */
+int cal_prompt_basis_parse(const char *s, cal_prompt_basis *out);
+/* 1 when a length of that basis is exact (confirmed, unconfirmed, engine). */
+int cal_prompt_basis_exact(cal_prompt_basis b);
+
 /* Sample series a summary statistic is taken over: per request (or per shot
  * for the aggregate), in the units the names carry. */
 typedef enum cal_series {

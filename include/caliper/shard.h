@@ -37,6 +37,13 @@ typedef struct cal_shard_info {
     int64_t offset_uncertainty_ns; /* half the best round trip; -1: no offset
                                       measured (the clocks are aligned through
                                       each shard's wall clock at its start) */
+    int64_t clock_resolution_ns;   /* the resolution of the clock that took the
+                                      offset and every timestamp (clock_getres;
+                                      cal_shard_write fills it); 0 unknown (an
+                                      older document) */
+    int     common_start;          /* 1: every shard started at one instant
+                                      (--start-at, --mpi); 0 not; -1 unknown
+                                      (an older document) */
 } cal_shard_info;
 
 /* The stored run run_id of st as a shard document (JSON, format
@@ -57,8 +64,11 @@ typedef struct cal_shard_hists {
     int64_t  folded, chunks_dropped;
 } cal_shard_hists;
 
-/* A shard document's cells are checked against this before any is decoded. */
+/* A shard document's cells are checked against this before any is decoded,
+ * and each cell's requests against the second (`run --requests` takes up
+ * to 1,000,000) before they are. */
 #define CAL_SHARD_MAX_CELLS (1 << 20)
+#define CAL_SHARD_MAX_CELL_REQUESTS (1L << 20)
 
 typedef struct cal_shard_doc {
     cal_shard_info  info;
@@ -91,9 +101,18 @@ void cal_shard_free(cal_shard_doc **d);
 
 /* Merge n shard documents (any order; sorted by index here) into one run in
  * st. The shards must be shards 0..n−1 of n of the same plan (same cells in
- * the same order): CAL_EMISMATCH with why otherwise; CAL_ERANGE when a
- * shard's clock is so far from shard 0's that its timestamps would leave
- * the store's range (not one run). Each shard's
+ * the same order), measured by the same build (run.build) from the same
+ * base seed (each shard's seed less its offset, cal_shard_plan), against
+ * the same target under the same protocol: CAL_EMISMATCH with why naming
+ * the field and both values otherwise. A cell holding more requests than
+ * its shard's protocol plans (cal_shard_planned_requests) is CAL_EPROTO.
+ * CAL_ERANGE for clocks that cannot be one run's: shard 1's measured
+ * offset (the reference's) not 0; a measured offset whose uncertainty is
+ * below the resolution of the clock that measured it; a measured offset
+ * more than CAL_SHARD_WALL_SKEW_NS from what the hosts' wall clocks say;
+ * shards that started together (common_start) whose first cells lie more
+ * than CAL_SHARD_START_SKEW_NS apart on the merged clock; or timestamps
+ * that would leave the store's range. Each shard's
  * timestamps are moved onto shard 0's monotonic clock (by the measured
  * offset when every shard has one, else through each shard's wall clock at
  * its start). Each merged cell holds every shard's requests; its summary
@@ -108,6 +127,20 @@ void cal_shard_free(cal_shard_doc **d);
  * (the merged median ITL × CAL_HIST_REL_ERROR). *run_id: the stored run. */
 int cal_shard_merge(cal_store *st, cal_shard_doc *const *docs, size_t n, const char *label,
                     int64_t *run_id, char *why, size_t why_len);
+
+/* The most requests cell c of a shard measured under p may hold: --requests
+ * (the shard's share), max(8, 2 × concurrency) for a closed loop without
+ * it, 4 s of a Poisson rate (at least 8), a chat or replay turn's sessions,
+ * and CAL_RUN_MAX_CELL_REQUESTS where the plan bounds it no tighter (a
+ * --duration cell, another arrival pattern, a field unknown). */
+struct cal_protocol;
+long cal_shard_planned_requests(const struct cal_protocol *p, const cal_cell *c);
+
+/* Bounds of one run's clocks (cal_shard_merge): the shards' first cells
+ * start within this of each other when they started together, and a
+ * measured offset lies within CAL_SHARD_WALL_SKEW_NS of the wall clocks'. */
+#define CAL_SHARD_START_SKEW_NS (60LL * 1000000000)
+#define CAL_SHARD_WALL_SKEW_NS  (3600LL * 1000000000)
 
 /* The client self-check of one shard (the rule of the run analysis: busy
  * more than half its wall clock, or a send-lag p99 above 5 ms). */

@@ -26,7 +26,7 @@
 #include "caliper/probe.h"        /* cal_req_result, cal_req_status */
 #include "caliper/schema.h"       /* cal_field, cal_metric, cal_shot_kind */
 
-#define CAL_STORE_SCHEMA_VERSION 8
+#define CAL_STORE_SCHEMA_VERSION 9
 
 typedef struct cal_store cal_store;
 
@@ -184,9 +184,17 @@ typedef struct cal_cell {
     char    target[16];       /* "" normally; "A" / "B" under --ab */
     int     concurrency;      /* closed loop: in flight; open loop: cap, 0 none */
     double  rate;             /* req/s, 0 = closed loop */
-    int     prompt_tokens;    /* requested prompt length */
-    int     prompt_exact;     /* 1: checked with the server's /tokenize;
-                                 0: approximate (4 chars per token) */
+    int     prompt_tokens;    /* the prompt length: the one asked, or the
+                                 server's count where it disagreed (basis
+                                 CAL_PROMPT_SERVER); 0 mixed */
+    int     prompt_exact;     /* 1: exact (cal_prompt_basis_exact);
+                                 0: approximate (prompt_basis says why) */
+    cal_prompt_basis prompt_basis;  /* how the length was made and checked (schema 9;
+                                 CAL_PROMPT_UNRECORDED before) */
+    int     prompt_asked;     /* CAL_PROMPT_SERVER: the length /tokenize said
+                                 (asked and built); 0 otherwise */
+    int     prompt_offset;    /* tokens the server adds to every prompt (a BOS,
+                                 a chat template), measured once; -1 unknown */
     char    content[16];      /* "code", "prose", "random" */
     int     unique_prompts;   /* 1: a nonce line makes each prompt unique */
     int     max_tokens;

@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include "caliper/stats.h"
 
-#define CAL_OP_MAX_RUNNING 4096   /* running counts above this land in the last bin */
+#define CAL_OP_MAX_RUNNING 65536  /* the largest running count the histogram holds;
+                                     a reading above it is refused, never clamped */
 
 /* A time-weighted histogram of "requests running", held as a step function:
  * each reading holds until the next one (sample and hold). */
@@ -22,20 +23,27 @@ typedef struct cal_oppoint {
     double  waiting_cov_s;  /* seconds where waiting was known */
     double  waiting_max;
     double  running_max;
+    double  running_s;      /* ∫ running dt over the readings as read, request·seconds */
     size_t  n;              /* readings added */
+    size_t  fractional;     /* of those, not whole numbers (an averaged gauge) */
+    double  first_fraction; /* the first such reading, as read; NAN none */
     int64_t last_ns;        /* time of the previous reading */
-    double  last_running, last_waiting;   /* waiting NAN when unknown */
+    double  last_running, last_waiting;   /* as read; waiting NAN when unknown */
 } cal_oppoint;
 
 /* CAL_OK or CAL_ENOMEM. */
 int  cal_op_init(cal_oppoint *op);
 void cal_op_free(cal_oppoint *op);
 /* One reading at t_ns (monotonic; must not go back: CAL_EINVAL). running
- * is rounded to the nearest integer and capped at CAL_OP_MAX_RUNNING; a
- * running that is NaN, infinite or negative is CAL_EINVAL and changes
- * nothing (it is not a count: never read it as 0, "idle"). waiting NAN:
- * not exposed; negative or infinite waiting is taken as unknown. The
- * previous reading's values are credited with the time since it. */
+ * is kept as read: a whole number is credited to its own count, a fraction
+ * (a recording rule's average, 3.7) is split between its two neighbouring
+ * counts in proportion (0.3 of its time at 3, 0.7 at 4), so the histogram's
+ * mean is the readings' mean. A running that is NaN, infinite or negative
+ * is CAL_EINVAL, and one above CAL_OP_MAX_RUNNING is CAL_ERANGE: either
+ * changes nothing (not a count the histogram can hold: never read it as 0,
+ * "idle", nor as the largest count). waiting NAN: not exposed; negative or
+ * infinite waiting is taken as unknown. The previous reading's values are
+ * credited with the time since it. */
 int  cal_op_add(cal_oppoint *op, int64_t t_ns, double running, double waiting);
 /* Credit the last reading up to t_ns (the end of the watch). */
 void cal_op_close(cal_oppoint *op, int64_t t_ns);
@@ -43,7 +51,7 @@ void cal_op_close(cal_oppoint *op, int64_t t_ns);
 typedef struct cal_op_summary {
     double total_s;         /* time covered */
     double busy_s;          /* time with >= 1 running */
-    double mean;            /* time-weighted mean running */
+    double mean;            /* time-weighted mean running, of the readings as read */
     int    p50, p90, p99;   /* time-weighted percentiles: the smallest count c
                                with share of time at <= c >= p (the inverse of
                                the time-weighted CDF) */
@@ -52,7 +60,9 @@ typedef struct cal_op_summary {
                                of the busy time; 0, 0 when never busy */
     double band_share;      /* its share of the busy time */
     double band_share_all;  /* its share of all time */
-    int    running_max;
+    double running_max;     /* the largest reading, as read */
+    size_t fractional;      /* readings that were not whole numbers */
+    double first_fraction;  /* the first of them, as read; NAN none */
     int    has_waiting;
     double waiting_mean;    /* time-weighted, where known */
     double waiting_max;

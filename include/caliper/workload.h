@@ -123,6 +123,11 @@ int  cal_http_tokenizer_ids(void *tokenizer, const char *text, int32_t **ids, in
  * tokens given, an id outside [0, 2^31); CAL_EABSENT when ids are asked
  * and only a count is there; CAL_ENOMEM. *count is -1 on failure. */
 int  cal_tokenize_answer(const char *body, size_t len, int *count, int32_t **ids, int *n);
+/* The tokens the server adds to a prompt of its own (a BOS): text counted
+ * with "add_special" (and vLLM's "add_special_tokens") true, less without.
+ * A server that ignores the flag gives 0. CAL_EPROTO when the difference is
+ * negative or over 64 (no tokenizer adds that many). */
+int  cal_http_tokenizer_specials(void *tokenizer, const char *text, int *n_special);
 /* Point it at a new base URL (a restarted engine on another port); the
  * workloads that hold it keep working. CAL_ETOOBIG for an over-long URL. */
 int  cal_http_tokenizer_retarget(cal_http_tokenizer *t, const char *base_url);

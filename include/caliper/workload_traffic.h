@@ -113,6 +113,9 @@ int  cal_textgen_count(cal_textgen *g, const char *text, int *n);
 /* Characters per token learnt (4 without a counter), and counter calls. */
 double cal_textgen_chars_per_token(const cal_textgen *g);
 int  cal_textgen_calls(const cal_textgen *g);
+/* 1 while it counts with the server's tokenizer; 0 when it estimates at
+ * its characters per token (no tokenizer, or one that answered 404). */
+int  cal_textgen_counting(const cal_textgen *g);
 
 /* ---- sessions of turns: chat scenario and replay ---------------------------- */
 typedef struct cal_turn {

@@ -117,5 +117,6 @@ const cal_req_field cal_req_fields[] = {
     {"server_decode_ms", "ms", -1, "the server's own decode time (llama.cpp predicted_ms); null when none"},
     {"server_decode_tokens", "", -1, "the server's own count of generated tokens (llama.cpp predicted_n); null when none"},
     {"server_decode_tok_s", "tok/s", CAL_S_SERVER_DECODE_TOKS, "(server decode tokens − 1) ÷ server_decode_ms"},
+    {"cached_tokens", "", -1, "prompt tokens the server took from its prefix cache (usage.prompt_tokens_details.cached_tokens, else llama.cpp timings.cache_n); null when it did not say"},
 };
 const size_t cal_req_n_fields = sizeof cal_req_fields / sizeof cal_req_fields[0];

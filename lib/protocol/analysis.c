@@ -16,54 +16,10 @@
 #include "caliper/series.h"
 #include "caliper/stats.h"
 #include "caliper/telemetry.h"
+#include "lib/protocol/analysis_internal.h"
 #include "lib/util/c_locale.h"
 
-#define MAX_VERDICTS 256
 #define FIT_MAX 64   /* prompt lengths in the prefill fit */
-
-/* ---- names -------------------------------------------------------------- */
-
-static const char *const VK_NAMES[CAL_VK__N] = {
-    [CAL_VK_NOTE] = "note", [CAL_VK_SHOTS] = "shots", [CAL_VK_FREQUENCY] = "frequency",
-    [CAL_VK_POWER_WALL] = "power-wall", [CAL_VK_AB] = "ab", [CAL_VK_FAILURES] = "failures",
-    [CAL_VK_OUTPUT_LENGTH] = "output-length", [CAL_VK_PROMPT_APPROX] = "prompt-approx",
-    [CAL_VK_CLIENT] = "client", [CAL_VK_COLUMN] = "column", [CAL_VK_PREFILL_FIT] = "prefill-fit",
-    [CAL_VK_TELEMETRY] = "telemetry",
-};
-
-const char *cal_verdict_kind_name(cal_verdict_kind k)
-{
-    return (unsigned)k < CAL_VK__N ? VK_NAMES[k] : VK_NAMES[CAL_VK_NOTE];
-}
-
-int cal_verdict_kind_parse(const char *s, cal_verdict_kind *out)
-{
-    for (int k = 0; s && k < CAL_VK__N; k++)
-        if (!strcmp(s, VK_NAMES[k])) { *out = (cal_verdict_kind)k; return CAL_OK; }
-    return CAL_EINVAL;
-}
-
-void cal_verdict_init(cal_verdict *v, cal_verdict_kind k)
-{
-    memset(v, 0, sizeof *v);
-    v->kind = k;
-    v->group = -1;
-    v->judged = 1;
-    v->effect = v->lo = v->hi = NAN;
-    for (int i = 0; i < CAL_VERDICT_VALUES; i++) v->values[i] = NAN;
-}
-
-char *cal_verdict_line(const cal_verdict *v, char *buf, size_t n)
-{
-    if (!n) return buf;
-    if (v->cell[0]) {
-        if (v->kind == CAL_VK_FREQUENCY || v->kind == CAL_VK_POWER_WALL)
-            snprintf(buf, n, "%s: %s: %s", v->cell, v->kind == CAL_VK_FREQUENCY ? "clock" : "power",
-                     v->text);
-        else snprintf(buf, n, "%s: %s", v->cell, v->text);
-    } else snprintf(buf, n, "%s", v->text);
-    return buf;
-}
 
 /* ---- groups and quotes ---------------------------------------------------- */
 
@@ -370,21 +326,8 @@ static int clock_share_verdict(const double *tput, const double *clock, size_t n
 
 /* ---- the analysis ---------------------------------------------------------- */
 
-typedef struct vlist { cal_verdict *v; size_t n; } vlist;
-
-static cal_verdict *vadd(vlist *l, cal_verdict_kind k)
-{
-    if (l->n >= MAX_VERDICTS) return NULL;
-    cal_verdict *v = &l->v[l->n++];
-    cal_verdict_init(v, k);
-    return v;
-}
-
-static void for_group(cal_verdict *v, const cal_group *g, size_t gi)
-{
-    v->group = (int)gi;
-    snprintf(v->cell, sizeof v->cell, "%s", g->name);
-}
+#define vadd cal_an_vadd
+#define for_group cal_an_for_group
 
 /* Shot verdict, then the clock (SPEC 1.4) and power checks of a drop. */
 static int group_verdicts(const cal_run_data *d, const cal_group *g, size_t gi, double floor,
@@ -592,10 +535,7 @@ static void run_verdicts(const cal_run_data *d, vlist *l)
                  "does not honour a fixed output length (ignore_eos/min_tokens)",
                  (long long)mism, (long long)ok, fixed);
     }
-    if (approx && d->n_cells && (v = vadd(l, CAL_VK_PROMPT_APPROX)))
-        snprintf(v->text, sizeof v->text, "prompt lengths are approximate: the target has "
-                                          "no /tokenize (4 characters per token), or a length "
-                                          "was below the shortest exact one");
+    (void)approx;   /* why a length is approximate: prompt_verdicts, from each cell's basis */
     /* the client self-check: was the probe the bottleneck? (docs/run.md) */
     int64_t chunks = 0;
     for (size_t i = 0; i < d->n_cells; i++) chunks += d->cells[i].chunks;
@@ -692,9 +632,32 @@ static void prefill_verdict(const cal_run_data *d, const cal_analysis *a, vlist 
     v->values[1] = f.b;
     v->values[2] = f.r2;
     v->n = (int)n;
-    cal_snprintf(v->text, sizeof v->text,
-                 "prefill: fixed cost %.1f ms + %.3f ms per prompt token (R² %.3f over %zu lengths; "
-                 "from TTFT p50, an upper bound on prefill time)", f.a, f.b, f.r2, n);
+    /* a per-token cost is a finding only when it is positive with a CI that
+     * says so: a slope at or below 0 (TTFT fell as prompts grew, or noise)
+     * is no cost, and two lengths give a line but no CI */
+    if (!(f.b > 0) || (f.has_ci && !(f.b_lo > 0))) {
+        v->judged = 0;
+        if (f.has_ci)
+            cal_snprintf(v->text, sizeof v->text, "prefill: no per-token cost shown: TTFT p50 "
+                         "against prompt length has a slope of %.4f ms per token, 95 %% CI %.4f to "
+                         "%.4f, over %zu lengths (one that holds 0 or lies below it is not a cost)",
+                         f.b, f.b_lo, f.b_hi, n);
+        else
+            cal_snprintf(v->text, sizeof v->text, "prefill: no per-token cost shown: TTFT p50 did "
+                         "not grow from the shorter prompt length to the longer (%.4f ms per token "
+                         "over 2 lengths; measure 3 or more for a CI)", f.b);
+        return;
+    }
+    if (f.has_ci)
+        cal_snprintf(v->text, sizeof v->text,
+                     "prefill: fixed cost %.1f ms + %.3f ms per prompt token, 95 %% CI %.3f–%.3f "
+                     "(R² %.3f over %zu lengths; from TTFT p50, an upper bound on prefill time)",
+                     f.a, f.b, f.b_lo, f.b_hi, f.r2, n);
+    else
+        cal_snprintf(v->text, sizeof v->text,
+                     "prefill: fixed cost %.1f ms + %.3f ms per prompt token (a line through 2 "
+                     "lengths, no CI: measure 3 or more; from TTFT p50, an upper bound on prefill "
+                     "time)", f.a, f.b);
 }
 
 /* No clock read: a slowdown cannot be split into frequency and cycles. */
@@ -705,8 +668,20 @@ static void telemetry_verdict(const cal_run_data *d, vlist *l)
     cal_verdict *v;
     if (clock || !d->n_cells || !(v = vadd(l, CAL_VK_TELEMETRY))) return;
     v->judged = 0;
-    snprintf(v->text, sizeof v->text, "clock: absent — no clock sensor was read, so a slowdown "
-             "cannot be split into frequency and cycles");
+    /* why no clock: the run's own telemetry record says (off by choice, a
+     * sampler that never started, or sensors that were not there) */
+    json_t *t = d->run.telemetry_json ? json_loads(d->run.telemetry_json, 0, NULL) : NULL;
+    const char *sum = json_string_value(json_object_get(t, "summary"));
+    if (sum && !strncmp(sum, "off", 3))
+        cal_snprintf(v->text, sizeof v->text, "clock: absent — telemetry was %.300s, so a "
+                     "slowdown cannot be split into frequency and cycles", sum);
+    else if (sum && !strncmp(sum, "absent", 6))
+        cal_snprintf(v->text, sizeof v->text, "clock: absent — the telemetry sampler could not "
+                     "start, so a slowdown cannot be split into frequency and cycles");
+    else
+        snprintf(v->text, sizeof v->text, "clock: absent — no clock sensor was read, so a slowdown "
+                 "cannot be split into frequency and cycles");
+    json_decref(t);
 }
 
 /* Stored verdicts the analysis does not recompute: NOTE objects, and plain
@@ -788,6 +763,7 @@ int cal_analysis_run(const cal_run_data *d, cal_analysis **out)
     one_shot_verdict(d, &l);
     ab_verdicts(d, a, &l);
     run_verdicts(d, &l);
+    cal_an_prompt_verdicts(d, a, &l);
     column_verdict(d, a, &l);
     prefill_verdict(d, a, &l);
     telemetry_verdict(d, &l);

@@ -262,6 +262,8 @@ static int shot_end_locked(cal_recorder *r)
     int pt = s->prompt_tokens > 0 ? s->prompt_tokens : c->prompt_tokens;
     cell->prompt_tokens = pt > 0 ? pt : -1;
     cell->prompt_exact = 1;   /* the engine's own tokenizer counted it */
+    cell->prompt_basis = CAL_PROMPT_ENGINE;
+    cell->prompt_offset = -1;
     snprintf(cell->content, sizeof cell->content, "%s", r->content ? r->content : "");
     cell->unique_prompts = c->unique_prompts;
     cell->max_tokens = s->max_tokens > 0 ? s->max_tokens : c->max_tokens;

@@ -75,6 +75,7 @@ static int open_workloads(ctx *c, side *s)
                                   s->t, &s->tg);
         if (rc && rc != CAL_ENOMEM) {
             tokenizer_failed(c, s, rc);
+            s->wl_failed[0] = 1;
             rc = cal_textgen_open(p->content, NULL, NULL, &s->tg);
         }
         if (rc) run_fail(c, "content: %s", cal_strerror(rc));
@@ -93,6 +94,7 @@ static int open_workloads(ctx *c, side *s)
             wc.count = NULL;
             wc.count_many = NULL;
             wc.token_ids = NULL;
+            s->wl_failed[i] = 1;   /* the cells say so, not "no /tokenize" */
             rc = cal_workload_open(&wc, &s->wl[i]);
         }
         if (rc) {
@@ -248,6 +250,8 @@ int cal_run_series(const cal_run_args *args, cal_run_outcome *out)
     for (int i = 0; i < c.n_sides; i++) {
         c.sides[i].t = args->targets[i];
         c.sides[i].started_ns = -1;
+        c.sides[i].offset = -1;
+        c.sides[i].api = -1;
         if (c.n_sides == 2) snprintf(c.sides[i].name, sizeof c.sides[i].name, "%c", 'A' + i);
     }
     int rc = check_plan(&c);

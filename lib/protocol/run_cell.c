@@ -27,10 +27,16 @@ static void on_end(void *ud, size_t index, cal_req_result *r)
     e->prompts[index] = NULL;
 }
 
-/* Grow the cell's arrays to hold cap requests. */
-static int grow(cal_request **reqs, cal_req_result **res, char ***prompts, size_t *cap, size_t want)
+/* Grow the cell's arrays to hold cap requests (built: each prompt's count
+ * by /tokenize, -1 unknown). */
+static int grow(cal_request **reqs, cal_req_result **res, char ***prompts, int **built,
+                size_t *cap, size_t want)
 {
     if (want <= *cap) return CAL_OK;
+    int *b = realloc(*built, want * sizeof *b);
+    if (!b) return CAL_ENOMEM;
+    *built = b;
+    for (size_t i = *cap; i < want; i++) b[i] = -1;
     cal_request *r = realloc(*reqs, want * sizeof *r);
     if (!r) return CAL_ENOMEM;
     *reqs = r;
@@ -76,6 +82,18 @@ int run_store_cell(ctx *c, side *s, cal_cell *cell, cal_req_result *res, size_t 
         cal_cell_hists_init(own);
         for (size_t i = 0; i < kept; i++) cal_cell_hists_add(own, &res[i]);
     }
+    /* a cache cannot serve more of a prompt than the prompt: such a count
+     * is as implausible as a negative one, and kept as unknown */
+    int64_t bad_cache = 0;
+    for (size_t i = 0; i < kept; i++)
+        if (res[i].cached_tokens >= 0 && res[i].prompt_tokens >= 0 &&
+            res[i].cached_tokens > res[i].prompt_tokens) {
+            res[i].cached_tokens = -1;
+            bad_cache++;
+        }
+    if (bad_cache)
+        note(c, s->name, "%s: %lld requests reported more cached tokens than their prompt's: "
+                         "stored as unknown", c->label, (long long)bad_cache);
     cal_summary_compute(res, kept, 0, cell->output_fixed ? cell->max_tokens : 0, &cell->sum);
     if (ps->implausible)   /* the server said something absurd: kept as unknown, said here */
         note(c, s->name, "%s: %lld server usage or timings values lay outside a plausible range "
@@ -205,11 +223,12 @@ int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
     cal_request *reqs = NULL;
     cal_req_result *res = NULL;
     char **prompts = NULL;
+    int *built = NULL;
     size_t cap = 0, total = 0;
     cal_cell_hists *hists = malloc(sizeof *hists);
     if (!hists) return CAL_ENOMEM;
     cal_keep_begin(&c->keep, hists);
-    int rc = grow(&reqs, &res, &prompts, &cap, n);
+    int rc = grow(&reqs, &res, &prompts, &built, &cap, n);
     if (rc) goto out;
     char load_s[48];
     if (stamped) cal_arrivals_format(&pat, load_s, sizeof load_s);
@@ -266,8 +285,10 @@ int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
                 break;
             }
             reqs[i].max_tokens = p->max_tokens;
+            ntok = -1;
             if (run_per_request(p)) rc = draw_prompt(c, s, c->nonce++, &prompts[i], &reqs[i].max_tokens);
             else rc = cal_workload_prompt(s->wl[pi], c->nonce++, &prompts[i], &ntok);
+            built[i] = ntok;
             if (rc) {
                 run_fail(c, "%s%scounting the tokens of prompt %zu through the target %s failed: %s%s",
                      s->name, s->name[0] ? " " : "", i, run_what(s), cal_strerror(rc),
@@ -372,7 +393,7 @@ int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
         if (want > (double)(CAL_RUN_MAX_CELL_REQUESTS - total))
             want = (double)(CAL_RUN_MAX_CELL_REQUESTS - total);
         n = (size_t)want;
-        rc = grow(&reqs, &res, &prompts, &cap, total + n);
+        rc = grow(&reqs, &res, &prompts, &built, &cap, total + n);
         if (rc) goto out;
     }
     cell.end_ns = cal_now_ns();
@@ -385,7 +406,11 @@ int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
                 cal_req_result_free(&res[i]);
                 continue;
             }
-            if (kept != i) { res[kept] = res[i]; memset(&res[i], 0, sizeof res[i]); }
+            if (kept != i) {
+                res[kept] = res[i];
+                memset(&res[i], 0, sizeof res[i]);
+                built[kept] = built[i];
+            }
             kept++;
         }
     }
@@ -394,10 +419,18 @@ int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
     snprintf(cell.target, sizeof cell.target, "%s", s->name);
     cell.concurrency = load.concurrency;
     cell.rate = closed ? 0 : cal_arrivals_mean_rate(&pat);
+    cell.prompt_offset = -1;
     if (run_per_request(p)) {
         /* mixed lengths: the requests carry their own; the cell says "mixed" (0) */
-        cell.prompt_tokens = p->prompt_len.kind == CAL_LEN_FIXED && !p->dataset ? p->prompt_tokens[0] : 0;
+        int fixed = p->prompt_len.kind == CAL_LEN_FIXED && !p->dataset;
+        cell.prompt_tokens = fixed ? p->prompt_tokens[0] : 0;
         cell.prompt_exact = 0;
+        /* why it is not one exact length, truly: one length a request, or
+         * one length cut at the content's characters per token */
+        cell.prompt_basis = !fixed ? CAL_PROMPT_MIXED
+                            : s->wl_failed[0] ? CAL_PROMPT_TOKENIZER_FAILED
+                            : cal_textgen_counting(s->tg) ? CAL_PROMPT_ESTIMATED
+                                                          : CAL_PROMPT_NO_TOKENIZE;
         snprintf(cell.content, sizeof cell.content, "%s", p->dataset ? "dataset" : cal_content_name(p->content));
         int same = 1;
         for (size_t i = 1; i < kept && same; i++) same = reqs[i].max_tokens == reqs[0].max_tokens;
@@ -406,6 +439,14 @@ int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
     } else {
         cell.prompt_tokens = p->prompt_tokens[pi];
         cell.prompt_exact = cal_workload_exact(s->wl[pi]);
+        /* why the length is what it is; an exact one the server checks */
+        int shortest = cal_workload_shortest_exact(s->wl[pi]);
+        cell.prompt_basis = cell.prompt_exact ? CAL_PROMPT_CONFIRMED
+                            : s->wl_failed[pi] ? CAL_PROMPT_TOKENIZER_FAILED
+                            : shortest == 0 ? CAL_PROMPT_NO_TOKENIZE
+                            : p->prompt_tokens[pi] < shortest ? CAL_PROMPT_BELOW_SHORTEST
+                                                              : CAL_PROMPT_NEAREST;
+        if (cell.prompt_exact) run_prompt_check(c, s, &cell, res, built, kept);
         snprintf(cell.content, sizeof cell.content, "%s", cal_content_name(p->content));
         cell.max_tokens = p->max_tokens;
         cell.output_fixed = !p->free_output;
@@ -421,6 +462,7 @@ out:
     if (res) for (size_t i = 0; i < cap; i++) cal_req_result_free(&res[i]);
     if (prompts) for (size_t i = 0; i < cap; i++) free(prompts[i]);
     free(prompts);
+    free(built);
     free(reqs);
     free(res);
     return rc;

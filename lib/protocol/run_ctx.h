@@ -31,6 +31,11 @@ typedef struct side {
     cal_workload *wl[MAX_LIST];      /* per prompt length */
     int wl_noted[MAX_LIST];          /* its note (prompts counted one by one) was said */
     int tk_noted;                    /* the tokenizer's failure was said */
+    int wl_failed[MAX_LIST];         /* its tokenizer failed: 4 characters a token */
+    /* what the server adds to every prompt beyond its text (a BOS, a chat
+     * template), measured once (run_prompt.c): -1 not yet */
+    int offset, offset_tried;
+    int api;                         /* the target's API: 1 chat, 0 not, -1 not read yet */
     cal_textgen *tg;                 /* prompts of drawn lengths, datasets, turns */
     cal_traffic *tr;                 /* this shot's turns (chat, replay) */
     /* the server's prefix-cache reports per turn index (first CACHE_TURNS) */
@@ -93,6 +98,12 @@ long long run_keep_limit(const cal_run_plan *p);
 int run_cell(ctx *c, side *s, size_t pi, int conc, double rate, int shot,
                     cal_shot_kind kind, int64_t rest_ns, cal_cell_kind ckind);
 int run_turns(ctx *c, side *s, int shot, cal_shot_kind kind, int64_t rest_ns);
+/* run_prompt.c: a cell built with /tokenize, checked against every
+ * request's usage.prompt_tokens (built[i]: request i's count by /tokenize,
+ * -1 unknown); sets the cell's prompt_basis, prompt_tokens (the server's
+ * where it disagreed), prompt_asked and prompt_offset. */
+void run_prompt_check(ctx *c, side *s, cal_cell *cell, const cal_req_result *res,
+                      const int *built, size_t n);
 #define note(c, side, ...) run_note_on(c, side, NULL, __VA_ARGS__)
 
 #endif

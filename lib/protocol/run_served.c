@@ -138,6 +138,13 @@ static const char *s_tokenizer_why(void *self)
     return cal_http_tokenizer_why(s->tk);
 }
 
+static int s_specials(void *self, const char *text, int *n)
+{
+    served *s = self;
+    if (!s->tk) return CAL_EABSENT;
+    return cal_http_tokenizer_specials(s->tk, text, n);
+}
+
 static int s_alive(void *self)
 {
     served *s = self;
@@ -220,7 +227,7 @@ static void s_destroy(void *self)
 /* one ops table per kind, so the kind reads right in events and records */
 #define SERVED_OPS(K) { \
     .kind = K, .start = s_start, .stop = s_stop, .send = s_send, .count_tokens = s_count, \
-    .count_many = s_count_many, .token_ids = s_ids, \
+    .count_many = s_count_many, .token_ids = s_ids, .count_specials = s_specials, \
     .alive = s_alive, .started_ns = s_started, .pid = s_pid, .why_failed = s_why, \
     .tokenizer_why = s_tokenizer_why, \
     .describe = s_describe, .what = s_what, .destroy = s_destroy }

@@ -125,6 +125,17 @@ int run_turns(ctx *c, side *s, int shot, cal_shot_kind kind, int64_t rest_ns)
         cell.concurrency = (int)n;
         cell.prompt_tokens = (int)lround(ptok / (double)n);
         cell.prompt_exact = !cal_traffic_turn(tr, k, order[0])->est;
+        cell.prompt_offset = -1;
+        cell.prompt_basis = cell.prompt_exact ? CAL_PROMPT_CONFIRMED : CAL_PROMPT_NO_TOKENIZE;
+        if (cell.prompt_exact) {
+            /* each session's turn was counted by /tokenize: the server checks it */
+            int *built = malloc(n * sizeof *built);
+            for (size_t i = 0; built && i < n; i++)
+                built[i] = cal_traffic_turn(tr, k, order[i])->prompt_tokens;
+            if (built) run_prompt_check(c, s, &cell, res, built, n);
+            else cell.prompt_basis = CAL_PROMPT_UNCONFIRMED;   /* nothing to check it with */
+            free(built);
+        }
         snprintf(cell.content, sizeof cell.content, "%s", tr->kind);
         cell.unique_prompts = 1;
         cell.max_tokens = same ? reqs[0].max_tokens : 0;

@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "caliper/clock.h"
 #include "caliper/error.h"
 #include "caliper/protocol.h"
 #include "caliper/protocol_record.h"
 #include "caliper/shard.h"
+#include "lib/protocol/shard_internal.h"
 #include "lib/util/c_locale.h"
 #include "lib/util/json_span.h"
 
@@ -17,9 +19,6 @@
 #define FORMAT_VERSION 1
 #define MAX_SHARDS 4096
 #define TS_MAX (INT64_C(1) << 62)
-/* the client self-check thresholds of the run analysis (lib/protocol/analysis.c) */
-#define BUSY_MAX 0.5
-#define LAG_MAX_MS 5.0
 
 /* ---- the plan's share ---------------------------------------------------- */
 
@@ -112,10 +111,13 @@ static json_t *req_json(const cal_req_result *q)
     } else {
         json_array_append_new(a, json_null());
     }
+    /* after the chunks: a document of 17 fields (before it) still reads */
+    json_array_append_new(a, q->cached_tokens >= 0 ? json_integer(q->cached_tokens) : json_null());
     return a;
 }
 enum { RQ_STATUS, RQ_HTTP, RQ_ERROR, RQ_SCHED, RQ_SEND, RQ_FIRST, RQ_LAST, RQ_END, RQ_BYTE,
-       RQ_PTOK, RQ_OTOK, RQ_SRC, RQ_NCHUNK, RQ_SPRE, RQ_SDEC, RQ_SDECTOK, RQ_CHUNKS, RQ_N };
+       RQ_PTOK, RQ_OTOK, RQ_SRC, RQ_NCHUNK, RQ_SPRE, RQ_SDEC, RQ_SDECTOK, RQ_CHUNKS, RQ_N,
+       RQ_CACHED = RQ_N, RQ_N_CACHED };
 
 int cal_shard_write(cal_store *st, int64_t run_id, const cal_shard_info *info, char **out,
                     size_t *out_len)
@@ -131,6 +133,11 @@ int cal_shard_write(cal_store *st, int64_t run_id, const cal_shard_info *info, c
     json_object_set_new(sh, "offset_ns", info->offset_uncertainty_ns >= 0 ? json_integer(info->offset_ns) : json_null());
     json_object_set_new(sh, "offset_uncertainty_ns", info->offset_uncertainty_ns >= 0
                                                          ? json_integer(info->offset_uncertainty_ns) : json_null());
+    /* what the merge checks the offset against: the clock's own resolution,
+     * and whether the shards claim one start */
+    json_object_set_new(sh, "clock_resolution_ns", json_integer(cal_clock_resolution_ns()));
+    json_object_set_new(sh, "common_start", info->common_start < 0 ? json_null()
+                                                                   : json_boolean(info->common_start));
     json_object_set_new(root, "shard", sh);
     const cal_run *r = &d->run;
     json_object_set_new(run, "label", r->label ? json_string(r->label) : json_null());
@@ -156,6 +163,9 @@ int cal_shard_write(cal_store *st, int64_t run_id, const cal_shard_info *info, c
         json_object_set_new(o, "rate", json_real(c->rate));
         json_object_set_new(o, "prompt_tokens", json_integer(c->prompt_tokens));
         json_object_set_new(o, "prompt_exact", json_integer(c->prompt_exact));
+        json_object_set_new(o, "prompt_basis", json_string(cal_prompt_basis_key(c->prompt_basis)));
+        json_object_set_new(o, "prompt_asked", json_integer(c->prompt_asked));
+        json_object_set_new(o, "prompt_offset", json_integer(c->prompt_offset));
         json_object_set_new(o, "content", json_string(c->content));
         json_object_set_new(o, "unique_prompts", json_integer(c->unique_prompts));
         json_object_set_new(o, "max_tokens", json_integer(c->max_tokens));
@@ -284,8 +294,9 @@ static int read_hist(rd *r, const json_t *hs, cal_hist_metric m, cal_shard_hists
 static int read_req(rd *r, const json_t *a, size_t cell, size_t k, cal_req_result *q)
 {
     cal_req_result_init(q);
-    if (!json_is_array(a) || json_array_size(a) != RQ_N)
-        return BAD(r, "%s: cell %zu, request %zu: not an array of %d fields", r->name, cell, k, RQ_N);
+    if (!json_is_array(a) || (json_array_size(a) != RQ_N && json_array_size(a) != RQ_N_CACHED))
+        return BAD(r, "%s: cell %zu, request %zu: not an array of %d or %d fields", r->name, cell, k,
+                   RQ_N, RQ_N_CACHED);
     const char *st = json_string_value(json_array_get(a, RQ_STATUS));
     int s = -1;
     for (int i = 0; st && i < CAL_REQ_N_STATUS; i++)
@@ -318,6 +329,14 @@ static int read_req(rd *r, const json_t *a, size_t cell, size_t k, cal_req_resul
     if (q->n_chunks < 0) return BAD(r, "%s: cell %zu, request %zu: n_chunks < 0", r->name, cell, k);
     const char *src = json_string_value(json_array_get(a, RQ_SRC));
     q->tok_source = src && !strcmp(src, "usage") ? CAL_TOKSRC_USAGE : CAL_TOKSRC_CHUNKS;
+    const json_t *ct = json_array_get(a, RQ_CACHED);   /* NULL in a 17-field document */
+    if (ct && !json_is_null(ct)) {
+        if (!json_is_integer(ct) || json_integer_value(ct) < 0 || json_integer_value(ct) > INT32_MAX ||
+            (q->prompt_tokens >= 0 && json_integer_value(ct) > q->prompt_tokens))
+            return BAD(r, "%s: cell %zu, request %zu: cached_tokens is not a count within the "
+                       "prompt's %d tokens", r->name, cell, k, q->prompt_tokens);
+        q->cached_tokens = (int)json_integer_value(ct);
+    }
     const json_t *e = json_array_get(a, RQ_ERROR);
     if (json_is_string(e) && !(q->error = strdup(json_string_value(e)))) return CAL_ENOMEM;
     const json_t *sp = json_array_get(a, RQ_SPRE), *sd = json_array_get(a, RQ_SDEC);
@@ -353,8 +372,46 @@ static int lookup(const char *s, const char *(*name)(int), int n)
 static const char *cell_kind(int i) { return cal_cell_kind_name((cal_cell_kind)i); }
 static const char *shot_kind(int i) { return cal_shot_kind_key((cal_shot_kind)i); }
 
-static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t *nreq,
-                     cal_hist *scratch)
+/* A cell's requests, from the span of its "requests" array in the
+ * document's text: one request's tree at a time, never the array's (a
+ * cell of 600,000 requests decoded as one tree took 9 × its bytes). */
+static int read_reqs(rd *r, const char *text, size_t len, size_t at, size_t i, cal_shard_doc *d,
+                     size_t *nreq)
+{
+    cal_cell *c = &d->data->cells[i];
+    long count = cal_jspan_count(text, len, at, (size_t)CAL_SHARD_MAX_CELL_REQUESTS);
+    if (count < 0) return BAD(r, "%s: cell %zu: requests is not an array", r->name, i);
+    /* a bound before anything is allocated for them; the plan's own is
+     * checked by the merge (cal_shard_planned_requests) */
+    if (count > CAL_SHARD_MAX_CELL_REQUESTS)
+        return BAD(r, "%s: cell %zu: over %ld requests: more than any plan's cell holds", r->name,
+                   i, CAL_SHARD_MAX_CELL_REQUESTS);
+    size_t n = (size_t)count;
+    cal_req_result *q = realloc(d->data->reqs, (*nreq + n + 1) * sizeof *q);
+    if (!q) return CAL_ENOMEM;
+    d->data->reqs = q;
+    c->req_first = *nreq;
+    c->n_requests = (int64_t)n;
+    size_t s0, sl;
+    cal_jspan_open_array(text, len, &at);
+    for (size_t j = 0; j < n; j++) {
+        if (cal_jspan_next(text, len, &at, &s0, &sl) != 1)
+            return BAD(r, "%s: cell %zu, request %zu: not JSON", r->name, i, j);
+        json_error_t je;
+        json_t *a = json_loadb(text + s0, sl, 0, &je);
+        if (!a)
+            return BAD(r, "%s: not JSON (line %zu: %s)", r->name,
+                       cal_jspan_line(text, s0) + (size_t)je.line - 1, je.text);
+        int rc = read_req(r, a, i, j, &q[*nreq]);
+        json_decref(a);
+        (*nreq)++;
+        d->data->n_reqs = *nreq;
+        if (rc) return rc;
+    }
+    return CAL_OK;
+}
+
+static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, cal_hist *scratch)
 {
     cal_cell *c = &d->data->cells[i];
     memset(c, 0, sizeof *c);
@@ -394,6 +451,18 @@ static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t 
     c->rate = get_num(o, "rate");
     if (!(c->rate >= 0)) return BAD(r, "%s: cell %zu: rate is not a number >= 0", r->name, i);
     c->send_lag_p99_ms = get_num(o, "send_lag_p99_ms");
+    /* how the length was made (absent before schema 9's documents) */
+    c->prompt_basis = CAL_PROMPT_UNRECORDED;
+    c->prompt_offset = -1;
+    const json_t *pb = json_object_get(o, "prompt_basis");
+    if (pb && (!json_is_string(pb) || cal_prompt_basis_parse(json_string_value(pb), &c->prompt_basis)))
+        return BAD(r, "%s: cell %zu: prompt_basis is not one of caliper's", r->name, i);
+    if (json_object_get(o, "prompt_asked") &&
+        (rc = get_int(r, o, "prompt_asked", 0, INT32_MAX, &c->prompt_asked)))
+        return rc;
+    if (json_object_get(o, "prompt_offset") &&
+        (rc = get_int(r, o, "prompt_offset", -1, INT32_MAX, &c->prompt_offset)))
+        return rc;
     c->sum.clock_mhz_mean = get_num(o, "clock_mhz_mean");
     c->sum.power_w_mean = get_num(o, "power_w_mean");
     if (strcmp(d->itl_source[i], "raw") && strcmp(d->itl_source[i], "histogram"))
@@ -405,20 +474,6 @@ static int read_cell(rd *r, const json_t *o, size_t i, cal_shard_doc *d, size_t 
     if (rc) return rc;
     d->hists[i].folded = v;
     if ((rc = get_i64(r, o, "chunks_dropped", 0, TS_MAX - 1, &d->hists[i].chunks_dropped))) return rc;
-    const json_t *reqs = json_object_get(o, "requests");
-    if (!json_is_array(reqs)) return BAD(r, "%s: cell %zu: requests is not an array", r->name, i);
-    size_t n = json_array_size(reqs);
-    cal_req_result *q = realloc(d->data->reqs, (*nreq + n + 1) * sizeof *q);
-    if (!q) return CAL_ENOMEM;
-    d->data->reqs = q;
-    c->req_first = *nreq;
-    c->n_requests = (int64_t)n;
-    for (size_t j = 0; j < n; j++) {
-        rc = read_req(r, json_array_get(reqs, j), i, j, &q[*nreq]);
-        (*nreq)++;
-        d->data->n_reqs = *nreq;
-        if (rc) return rc;
-    }
     return CAL_OK;
 }
 
@@ -478,10 +533,25 @@ static int read_info(rd *r, const json_t *sh, cal_shard_info *info)
         (rc = get_int(r, sh, "index", 0, info->count - 1, &info->index)))
         return rc;
     info->offset_uncertainty_ns = -1;
-    if (json_is_integer(json_object_get(sh, "offset_ns")) &&
+    info->clock_resolution_ns = 0;
+    info->common_start = -1;
+    /* absent or null: not measured; anything else must be a measurement
+     * (1e300 was read as "not measured" and the shard aligned by wall clock) */
+    const json_t *off = json_object_get(sh, "offset_ns");
+    if (off && !json_is_null(off) &&
         ((rc = get_i64(r, sh, "offset_ns", -TS_MAX / 4, TS_MAX / 4, &info->offset_ns)) ||
          (rc = get_i64(r, sh, "offset_uncertainty_ns", 0, TS_MAX, &info->offset_uncertainty_ns))))
         return rc;
+    /* absent in documents written before them: unknown */
+    const json_t *res = json_object_get(sh, "clock_resolution_ns"), *cs = json_object_get(sh, "common_start");
+    if (res && !json_is_null(res) &&
+        (rc = get_i64(r, sh, "clock_resolution_ns", 1, 1000000000, &info->clock_resolution_ns)))
+        return rc;
+    if (cs && !json_is_null(cs)) {
+        if (!json_is_boolean(cs))
+            return BAD(r, "%s: \"common_start\" is not true, false or null", r->name);
+        info->common_start = json_is_true(cs);
+    }
     return CAL_OK;
 }
 
@@ -543,15 +613,28 @@ int cal_shard_read(const char *text, size_t len, const char *name, cal_shard_doc
             rc = BAD(&r, "%s: cell %zu: not JSON", r.name, i);
             goto out;
         }
+        /* the cell without its requests as one small tree, then its
+         * requests one at a time from their span */
+        size_t rs = 0, rl = 0;
+        int m = cal_jspan_member(text + s0, sl, "requests", &rs, &rl);
+        if (m < 0) {
+            rc = BAD(&r, "%s: cell %zu is not an object", r.name, i);
+            goto out;
+        }
+        if (m == 0) {
+            rc = BAD(&r, "%s: cell %zu: requests is not an array", r.name, i);
+            goto out;
+        }
         json_error_t je;
-        json_t *cell = json_loadb(text + s0, sl, 0, &je);
+        json_t *cell = load_head(text + s0, sl, rs, rl, &je);
         if (!cell) {
             rc = BAD(&r, "%s: not JSON (line %zu: %s)", r.name,
                      cal_jspan_line(text, s0) + (size_t)je.line - 1, je.text);
             goto out;
         }
-        rc = read_cell(&r, cell, i, d, &nreq, scratch);
+        rc = read_cell(&r, cell, i, d, scratch);
         json_decref(cell);
+        if (!rc) rc = read_reqs(&r, text, len, s0 + rs, i, d, &nreq);
         if (rc) goto out;
     }
     ru->n_cells = (int)nc;
@@ -577,21 +660,6 @@ void cal_shard_free(cal_shard_doc **pd)
 }
 
 /* ---- merging --------------------------------------------------------------- */
-
-int cal_shard_saturated(const cal_shard_doc *d, double *busy, double *lag)
-{
-    int64_t cpu = 0, wall = 0;
-    double l = 0;
-    for (size_t i = 0; i < d->data->n_cells; i++) {
-        const cal_cell *c = &d->data->cells[i];
-        cpu += c->cpu_ns;
-        wall += c->end_ns > c->start_ns ? c->end_ns - c->start_ns : 0;
-        if (c->send_lag_p99_ms > l) l = c->send_lag_p99_ms;
-    }
-    *busy = wall > 0 ? (double)cpu / (double)wall : NAN;
-    *lag = l;
-    return (wall > 0 && *busy > BUSY_MAX) || l > LAG_MAX_MS;
-}
 
 static void shift(int64_t *t, int64_t by) { if (*t > 0) *t += by; }
 
@@ -673,7 +741,8 @@ static char *fleet_protocol(cal_shard_doc *const *ds, size_t n, const int64_t *d
                                      : "send lag p99 above 5 ms");
             json_array_append_new(verdicts, json_string(text));
         }
-        if (d->info.offset_uncertainty_ns >= 0 && isfinite(itl_res_ns) &&
+        /* an ITL of 0 (chunks read together) has no resolution to compare */
+        if (d->info.offset_uncertainty_ns >= 0 && isfinite(itl_res_ns) && itl_res_ns > 0 &&
             (double)d->info.offset_uncertainty_ns > itl_res_ns) {
             cal_snprintf(text, sizeof text, "%s: clock offset uncertain by %.1f µs, beyond "
                      "the ITL resolution (%.1f µs): its place on the fleet's timeline is not "
@@ -686,25 +755,6 @@ static char *fleet_protocol(cal_shard_doc *const *ds, size_t n, const int64_t *d
     char *s = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(p);
     return s;
-}
-
-/* Shards measured against another server, model or API, or under another
- * protocol, are not one run: each shard's target and protocol must equal
- * shard 1's, but for what is each shard's own (its seed, derived from the
- * shared one, and the noise its own store held; a target's load time). */
-static int same_measurement(cal_shard_doc **ds, size_t n, char *why, size_t why_len)
-{
-    cal_protocol_diff d;
-    for (size_t i = 1; i < n; i++) {
-        if (!cal_protocol_first_diff(&ds[0]->data->proto, &ds[i]->data->proto, CAL_PROTOCOL_SAME_RUN, &d))
-            continue;
-        int target = !strncmp(d.field, "target.", 7);
-        return cal_why(why, why_len, CAL_EMISMATCH, "merge: shard %zu was measured %s: %s is %s in "
-                       "shard 1, %s in shard %zu: not one run", i + 1,
-                       target ? "against another target" : "under another protocol", d.field, d.a,
-                       d.b, i + 1);
-    }
-    return CAL_OK;
 }
 
 int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const char *label,
@@ -726,7 +776,9 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
     }
     /* another server or protocol is named as such before the cells it made
      * are compared */
-    if ((rc = same_measurement(ds, n, why, why_len))) goto done;
+    if ((rc = cal_shard_same_measurement(ds, n, why, why_len)) ||
+        (rc = cal_shard_same_run(ds, n, why, why_len)))
+        goto done;
     for (size_t i = 0; i < n; i++) {
         const cal_cell *a = ds[0]->data->cells, *b = ds[i]->data->cells;
         if (ds[i]->data->n_cells != ds[0]->data->n_cells) {
@@ -780,6 +832,10 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
         }
     }
     for (size_t i = 0; i < n; i++) delta[i] += lift;
+    if ((rc = cal_shard_plausible_clocks(ds, n, delta, measured, why, why_len))) {
+        free(delta);
+        goto done;
+    }
     /* and below the store's ceiling */
     for (size_t i = 0; i < n; i++) {
         const cal_run_data *d = ds[i]->data;
@@ -888,6 +944,11 @@ int cal_shard_merge(cal_store *st, cal_shard_doc *const *in, size_t n, const cha
             (rc = cal_store_add_cell(st, run.id, &cells[k], un[k], un_n[k])) ||
             (rc = cal_store_add_cell_hists(st, cells[k].id, hs, src[k])))
             rc = cal_why(why, why_len, rc, "merge: storing cell %zu: %s", k + 1, cal_store_errmsg(st));
+        /* stored: the union's copy goes before the run is loaded back */
+        for (size_t q = 0; q < un_n[k]; q++) free(un[k][q].chunk_ns);
+        free(un[k]);
+        un[k] = NULL;
+        un_n[k] = 0;
     }
     cal_run_status status = rc ? CAL_RUN_FAILED : CAL_RUN_OK;
     for (size_t i = 0; i < n; i++)

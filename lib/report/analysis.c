@@ -243,9 +243,15 @@ size_t cal_report_verdicts(const cal_result *r, cal_verdict *out, size_t cap)
         v->values[1] = b;
         v->values[2] = r2;
         v->n = (int)np;
-        cal_snprintf(v->text, sizeof v->text,
-                 "prefill: fixed cost %.1f ms + %.3f ms per prompt token (R² %.3f over %zu lengths; "
-                 "from TTFT p50, an upper bound on prefill time)", a, b, r2, np);
+        if (!(b > 0)) {      /* TTFT that fell as prompts grew is no per-token cost */
+            v->judged = 0;
+            cal_snprintf(v->text, sizeof v->text, "prefill: no per-token cost shown: TTFT p50 did "
+                         "not grow with prompt length (%.4f ms per token over %zu lengths)", b, np);
+        } else {
+            cal_snprintf(v->text, sizeof v->text,
+                         "prefill: fixed cost %.1f ms + %.3f ms per prompt token (R² %.3f over %zu "
+                         "lengths; from TTFT p50, an upper bound on prefill time)", a, b, r2, np);
+        }
     }
     if (!have[CAL_VK_TELEMETRY] && !has_clock(r) && (v = add(out, cap, &n, CAL_VK_TELEMETRY))) {
         v->judged = 0;

@@ -47,6 +47,7 @@ static const pcol PCOLS[] = {
     {"unique_prompts", 0}, {"max_tokens", 0}, {"output_fixed", 0}, {"shot_index", 0},
     {"shot_kind", 2}, {"rest_before_s", 1}, {"process_age_s", 1}, {"start_offset_s", 1},
     {"num_prompts", 0}, {"client_cpu_us_per_chunk", 1}, {"send_lag_p99_ms", 1},
+    {"prompt_basis", 2}, {"prompt_asked", 0}, {"prompt_offset", 0},
 };
 #define N_PCOLS (sizeof PCOLS / sizeof PCOLS[0])
 
@@ -75,6 +76,9 @@ static void pvalue(const cal_run_data *d, const cal_cell *c, size_t i, double *v
     case 17: *v = (double)c->n_requests; break;
     case 18: *v = c->chunks ? c->cpu_ns / 1e3 / (double)c->chunks : NAN; break;
     case 19: *v = c->send_lag_p99_ms; break;
+    case 20: *s = cal_prompt_basis_key(c->prompt_basis); break;
+    case 21: *v = c->prompt_asked > 0 ? c->prompt_asked : NAN; break;
+    case 22: *v = c->prompt_offset >= 0 ? c->prompt_offset : NAN; break;
     }
 }
 
@@ -109,6 +113,8 @@ static json_t *request_fact(const char *key, const cal_cell *c, const cal_req_re
     if (!strcmp(key, "server_decode_ms")) return q->server_decode_ms >= 0 ? json_real(q->server_decode_ms) : json_null();
     if (!strcmp(key, "server_decode_tokens"))
         return q->server_decode_tokens >= 0 ? json_integer(q->server_decode_tokens) : json_null();
+    if (!strcmp(key, "cached_tokens"))
+        return q->cached_tokens >= 0 ? json_integer(q->cached_tokens) : json_null();
     return json_null();
 }
 
@@ -199,7 +205,8 @@ int cal_run_export_json(const cal_run_data *d, cal_buf *out)
             pvalue(d, c, k, &v, &s);
             json_object_set_new(o, PCOLS[k].name,
                                 PCOLS[k].type == 2 ? json_string(s ? s : "")
-                                : PCOLS[k].type == 0 ? json_integer((json_int_t)v) : jreal(v));
+                                : PCOLS[k].type == 0 && isfinite(v) ? json_integer((json_int_t)v)
+                                : jreal(v));
         }
         summary_json(o, &c->sum);
         json_t *reqs = json_array();
@@ -358,6 +365,8 @@ static int read_request(const json_t *q, const cal_cell *c, cal_req_result *r)
     double sdm = cal_report_jnum(q, "server_decode_ms");
     r->server_decode_ms = isfinite(sdm) && sdm >= 0 && sdm <= 1e12 ? sdm : -1;
     r->server_decode_tokens = (int)cal_report_jint(q, "server_decode_tokens", -1, 1 << 30, -1);
+    r->cached_tokens = (int)cal_report_jint(q, "cached_tokens", -1, 1 << 30, -1);
+    if (r->cached_tokens > r->prompt_tokens && r->prompt_tokens >= 0) r->cached_tokens = -1;
     r->last_token_ns = r->first_token_ns;
     const json_t *itl = json_object_get(q, "itl_ms");
     size_t n = json_array_size(itl);
@@ -416,6 +425,11 @@ static int data_from_root(const json_t *root, const char *name, cal_run_data *d,
         x->rate = num0(c, "request_rate", 0);
         x->prompt_tokens = (int)cal_report_jint(c, "prompt_tokens", 0, 1 << 30, 0);
         x->prompt_exact = flag(c, "prompt_exact", 0);
+        const json_t *pb = json_object_get(c, "prompt_basis");
+        if (!json_is_string(pb) || cal_prompt_basis_parse(json_string_value(pb), &x->prompt_basis))
+            x->prompt_basis = CAL_PROMPT_UNRECORDED;
+        x->prompt_asked = (int)cal_report_jint(c, "prompt_asked", 0, 1 << 30, 0);
+        x->prompt_offset = (int)cal_report_jint(c, "prompt_offset", -1, 1 << 30, -1);
         cal_report_jstr(c, "content", x->content, sizeof x->content);
         x->unique_prompts = flag(c, "unique_prompts", 1);
         x->max_tokens = (int)cal_report_jint(c, "max_tokens", 0, 1 << 30, 0);

@@ -21,10 +21,80 @@
 
 static double mean_of(const double *x, size_t n) { return n ? cal_stats_mean(x, n) : NAN; }
 
+/* The TTFT line of side A (or the only side) over its requests: on the
+ * tokens the server computed where it reported its cache hits, on the whole
+ * prompt where no prefix could be cached (the built-in engine has no cache;
+ * no turn resent one), and none where a cache may have served part of each
+ * prompt unseen. A slope is a finding only when positive with a CI that
+ * excludes 0: TTFT that falls as prompts grow is the cache, or load, never
+ * a per-token cost. */
+static void turns_fit(const cal_run_data *d, cal_turns *out, const double *x_prompt,
+                      const double *y_prompt, size_t n, const double *x_new,
+                      const double *y_new, size_t n_new, double shared_lo, double shared_hi)
+{
+    out->fit_points = 0;
+    out->slope_raw = out->slope_lo = out->slope_hi = NAN;
+    int builtin = !strcmp(d->proto.target.kind, "builtin");
+    const double *x = NULL, *y = y_prompt;
+    const char *on = "";
+    /* the new tokens where the server reported most requests' hits */
+    if (n_new >= 2 && n_new * 2 >= n) {
+        out->fit_on = CAL_TURNS_FIT_NEW;
+        x = x_new;
+        y = y_new;
+        n = n_new;
+        on = "new prompt tokens (each prompt less the tokens the server's cache served, as it "
+             "reported them)";
+    } else if (builtin || !(shared_hi > 0)) {
+        out->fit_on = n >= 2 ? CAL_TURNS_FIT_PROMPT : CAL_TURNS_FIT_NONE;
+        x = x_prompt;
+        on = builtin ? "prompt tokens (the built-in engine has no prefix cache: each turn "
+                       "prefills its whole prompt)"
+                     : "prompt tokens (no turn resent a prefix a cache could serve)";
+    } else {
+        out->fit_on = CAL_TURNS_FIT_CACHE_UNKNOWN;
+        cal_snprintf(out->fit_text, sizeof out->fit_text, "cannot fit TTFT per prompt token: the "
+                     "prefix cache may have served part of each prompt (the server reported no "
+                     "usable cached tokens, and %.0f–%.0f %% of each turn's prompt had been sent "
+                     "before)",
+                     100 * shared_lo, 100 * shared_hi);
+        return;
+    }
+    cal_linfit f;
+    if (out->fit_on == CAL_TURNS_FIT_NONE || cal_stats_linfit(x, y, n, 0.95, &f) != CAL_OK) {
+        out->fit_on = CAL_TURNS_FIT_NONE;
+        cal_snprintf(out->fit_text, sizeof out->fit_text, "no TTFT line: fewer than 2 requests "
+                     "with a TTFT and distinct lengths");
+        return;
+    }
+    out->fit_points = (int)n;
+    out->slope_raw = f.b * 1e3;   /* y in ms: ms per token, × 1000 tokens */
+    if (f.has_ci) {
+        out->slope_lo = f.b_lo * 1e3;
+        out->slope_hi = f.b_hi * 1e3;
+    }
+    if (f.b > 0 && f.has_ci && f.b_lo > 0) {
+        out->ttft_slope_ms_per_ktok = out->slope_raw;
+        cal_snprintf(out->fit_text, sizeof out->fit_text, "TTFT grows %.1f ms per 1000 %s, 95 %% CI "
+                     "%.1f–%.1f (least squares over %zu requests%s)", out->slope_raw, on,
+                     out->slope_lo, out->slope_hi, n, out->ab ? ", side A" : "");
+    } else if (f.has_ci) {
+        cal_snprintf(out->fit_text, sizeof out->fit_text, "TTFT against %s: no per-token cost "
+                     "shown (slope %.1f ms per 1000, 95 %% CI %.1f to %.1f, over %zu requests%s: "
+                     "one that holds 0 or lies below it is not a cost)", on, out->slope_raw,
+                     out->slope_lo, out->slope_hi, n, out->ab ? ", side A" : "");
+    } else {
+        cal_snprintf(out->fit_text, sizeof out->fit_text, "TTFT against %s: a line through 2 "
+                     "requests has no CI (slope %.1f ms per 1000): no per-token cost shown", on,
+                     out->slope_raw);
+    }
+}
+
 int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
 {
     memset(out, 0, sizeof *out);
     out->speedup = out->lo = out->hi = out->formula = out->ttft_slope_ms_per_ktok = NAN;
+    out->slope_raw = out->slope_lo = out->slope_hi = NAN;
     /* the scenario's own object (workload_traffic.h), opaque to the record */
     json_t *p = d && d->proto.scenario_json ? json_loads(d->proto.scenario_json, 0, NULL) : NULL;
     json_t *sc = p;
@@ -51,11 +121,17 @@ int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
     size_t cap = d->n_reqs + 1;
     double *ttft = malloc(cap * sizeof *ttft), *turn = malloc(cap * sizeof *turn),
            *dec = malloc(cap * sizeof *dec);
+    /* the TTFT line's points (side A / only): each request's prompt, its new
+     * tokens where the server reported its cache hit, and its TTFT in ms */
+    double *fx = malloc(cap * sizeof *fx), *fxn = malloc(cap * sizeof *fxn),
+           *fy = malloc(cap * sizeof *fy), *fyn = malloc(cap * sizeof *fyn);
+    size_t nf = 0, nfn = 0;
+    double sh_lo = NAN, sh_hi = NAN;
     int max_shot = 0;
     for (size_t i = 0; i < d->n_cells; i++)
         if (d->cells[i].shot_index > max_shot) max_shot = d->cells[i].shot_index;
     double *pair = calloc((size_t)(max_shot + 1) * (size_t)nt * 2, sizeof *pair);
-    int rc = out->rows && ttft && turn && dec && pair ? CAL_OK : CAL_ENOMEM;
+    int rc = out->rows && ttft && turn && dec && pair && fx && fxn && fy && fyn ? CAL_OK : CAL_ENOMEM;
     if (rc) goto done;
     for (size_t i = 0; i < (size_t)(max_shot + 1) * (size_t)nt * 2; i++) pair[i] = NAN;
     for (size_t i = 0; i < d->n_cells; i++)
@@ -77,8 +153,14 @@ int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
         r->prompt_tokens = ns ? sp / (double)ns : NAN;
         r->shared_tokens = ns ? ss / (double)ns : NAN;
         r->shared_share = sp > 0 ? ss / sp : NAN;
+        if (isfinite(r->shared_share)) {
+            if (!(r->shared_share >= sh_lo)) sh_lo = r->shared_share;
+            if (!(r->shared_share <= sh_hi)) sh_hi = r->shared_share;
+        }
         for (int side = 0; side < 1 + out->ab; side++) {
             size_t n = 0;
+            double cached = 0, prompted = 0;
+            r->cached_n[side] = 0;
             /* the turn index of a cell: its place among its side's cells of that shot */
             for (size_t ci = 0; ci < d->n_cells; ci++) {
                 const cal_cell *c = &d->cells[ci];
@@ -96,6 +178,22 @@ int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
                     double t = cal_req_sample(rq, CAL_S_TTFT_MS), e = cal_req_sample(rq, CAL_S_E2E_MS);
                     if (!isfinite(t) || !isfinite(e)) continue;
                     double dm = cal_req_decode_ms(rq);
+                    /* the prompt as the server counted it, else the plan's */
+                    double pt = rq->prompt_tokens >= 0 ? rq->prompt_tokens : r->prompt_tokens;
+                    int hit = rq->cached_tokens >= 0 && rq->cached_tokens <= pt;
+                    if (hit) {
+                        r->cached_n[side]++;
+                        cached += rq->cached_tokens;
+                        prompted += pt;
+                    }
+                    if (side == 0 && isfinite(pt)) {
+                        fx[nf] = pt;
+                        fy[nf++] = t;
+                        if (hit) {
+                            fxn[nfn] = pt - rq->cached_tokens;
+                            fyn[nfn++] = t;
+                        }
+                    }
                     ttft[n] = t / 1e3;
                     turn[n] = e / 1e3;
                     dec[n] = isfinite(dm) ? dm / 1e3 : 0;   /* one chunk: no decode time */
@@ -107,24 +205,14 @@ int cal_turns_from_run(const cal_run_data *d, cal_turns *out)
                     pair[((size_t)c->shot_index * (size_t)nt + (size_t)k) * 2 + (size_t)side] = tsum / (double)tn;
             }
             r->n[side] = (int)n;
+            r->cached_share[side] = prompted > 0 ? cached / prompted : NAN;
             r->turn_s[side] = mean_of(turn, n);
             r->decode_s[side] = mean_of(dec, n);
             r->ttft_s[side] = n ? cal_stats_median(ttft, n) : NAN;
         }
     }
-    /* TTFT against prompt tokens: a line through the turns (side A / only) */
-    {
-        double x[1024], y[1024];
-        size_t n = 0;
-        for (int k = 0; k < nt && n < 1024; k++)
-            if (isfinite(out->rows[k].ttft_s[0]) && isfinite(out->rows[k].prompt_tokens)) {
-                x[n] = out->rows[k].prompt_tokens;
-                y[n++] = out->rows[k].ttft_s[0];
-            }
-        cal_linfit f;
-        if (n >= 2 && cal_stats_linfit(x, y, n, 0.95, &f) == CAL_OK)
-            out->ttft_slope_ms_per_ktok = f.b * 1e6;
-    }
+    /* TTFT against the tokens the server computed (side A / only) */
+    turns_fit(d, out, fx, fy, nf, fxn, fyn, nfn, sh_lo, sh_hi);
     if (out->ab) {
         /* whole-turn speedup A ÷ B: the log ratio of each (shot, turn) pair,
          * averaged within its shot; the shots are the units of the CI (the
@@ -179,6 +267,10 @@ done:
     free(turn);
     free(dec);
     free(pair);
+    free(fx);
+    free(fxn);
+    free(fy);
+    free(fyn);
     json_decref(p);
     if (rc) cal_turns_free(out);
     return rc;
@@ -208,30 +300,35 @@ int cal_report_turns_text(FILE *f, const cal_run_data *d)
     if (cal_turns_from_run(d, &t) != CAL_OK) return 0;
     outf(f, "\nper turn (%s; shared = the prompt's tokens an earlier turn already sent):\n",
             t.describe);
+    /* cached: the share of the prompt the server said its prefix cache
+     * served ("—" where it said nothing) */
     if (!t.ab)
-        outf(f, "%5s %10s %10s %7s %10s %11s %11s %4s\n", "turn", "prompt", "shared", "shared",
-                "TTFT", "decode", "whole turn", "n");
+        outf(f, "%5s %10s %10s %7s %7s %10s %11s %11s %4s\n", "turn", "prompt", "shared", "shared",
+                "cached", "TTFT", "decode", "whole turn", "n");
     else
-        outf(f, "%5s %10s %10s %7s %9s %9s %10s %10s %7s\n", "turn", "prompt", "shared", "shared",
-                "TTFT A", "TTFT B", "turn A", "turn B", "A ÷ B");
+        outf(f, "%5s %10s %10s %7s %8s %8s %9s %9s %10s %10s %7s\n", "turn", "prompt", "shared",
+                "shared", "cached A", "cached B", "TTFT A", "TTFT B", "turn A", "turn B", "A ÷ B");
     if (!t.ab)
-        outf(f, "%5s %10s %10s %7s %10s %11s %11s %4s\n", "", "tok", "tok", "%", "median s",
-                "mean s", "mean s", "");
-    else
-        outf(f, "%5s %10s %10s %7s %9s %9s %10s %10s %7s\n", "", "tok", "tok", "%", "median s",
+        outf(f, "%5s %10s %10s %7s %7s %10s %11s %11s %4s\n", "", "tok", "tok", "%", "%",
                 "median s", "mean s", "mean s", "");
+    else
+        outf(f, "%5s %10s %10s %7s %8s %8s %9s %9s %10s %10s %7s\n", "", "tok", "tok", "%", "%", "%",
+                "median s", "median s", "mean s", "mean s", "");
     for (int k = 0; k < t.n_rows; k++) {
         const cal_turn_row *r = &t.rows[k];
         char a[6][32];
         num(a[0], 32, "%.0f", r->prompt_tokens);
         num(a[1], 32, "%.0f", r->shared_tokens);
         num(a[2], 32, "%.1f", 100 * r->shared_share);
+        char ca[2][32];
+        num(ca[0], 32, "%.1f", 100 * r->cached_share[0]);
+        num(ca[1], 32, "%.1f", 100 * r->cached_share[1]);
         if (!t.ab) {
             num(a[3], 32, "%.3f", r->ttft_s[0]);
             num(a[4], 32, "%.3f", r->decode_s[0]);
             num(a[5], 32, "%.3f", r->turn_s[0]);
-            outf(f, "%5d %10s %10s %7s %10s %11s %11s %4d\n", r->turn, a[0], a[1], a[2], a[3],
-                    a[4], a[5], r->n[0]);
+            outf(f, "%5d %10s %10s %7s %7s %10s %11s %11s %4d\n", r->turn, a[0], a[1], a[2], ca[0],
+                    a[3], a[4], a[5], r->n[0]);
         } else {
             char b[3][32];
             num(a[3], 32, "%.3f", r->ttft_s[0]);
@@ -239,13 +336,11 @@ int cal_report_turns_text(FILE *f, const cal_run_data *d)
             num(b[0], 32, "%.3f", r->turn_s[0]);
             num(b[1], 32, "%.3f", r->turn_s[1]);
             num(b[2], 32, "%.3f", r->turn_s[0] / r->turn_s[1]);
-            outf(f, "%5d %10s %10s %7s %9s %9s %10s %10s %7s\n", r->turn, a[0], a[1], a[2], a[3],
-                    a[4], b[0], b[1], b[2]);
+            outf(f, "%5d %10s %10s %7s %8s %8s %9s %9s %10s %10s %7s\n", r->turn, a[0], a[1], a[2],
+                    ca[0], ca[1], a[3], a[4], b[0], b[1], b[2]);
         }
     }
-    if (isfinite(t.ttft_slope_ms_per_ktok))
-        outf(f, "TTFT grows %.1f ms per 1000 prompt tokens across the turns (least squares%s)\n",
-                t.ttft_slope_ms_per_ktok, t.ab ? ", side A" : "");
+    if (t.fit_text[0]) outf(f, "%s\n", t.fit_text);
     if (t.ab) {
         /* "no difference" is claimed only where the CI rules out one larger
          * than the equivalence bound (the 95 % CI: conservative for it) */
@@ -350,7 +445,7 @@ int cal_report_turns_html(const cal_turns *t, cal_buf *b)
     if (!rc) rc = cal_buf_puts(b, "</h3>\n");
     if (!rc) rc = cal_report_turns_svg(t, b);
     if (!rc) rc = cal_buf_puts(b, "<table class=\"turns\"><thead><tr><th>turn</th><th>prompt tok</th>"
-                                  "<th>shared tok</th><th>shared %</th>");
+                                  "<th>shared tok</th><th>shared %</th><th>cached %</th>");
     if (!rc) rc = cal_buf_puts(b, t->ab ? "<th>TTFT A s</th><th>TTFT B s</th><th>turn A s</th>"
                                           "<th>turn B s</th><th>A ÷ B</th>"
                                         : "<th>TTFT s (median)</th><th>decode s</th><th>whole turn s</th><th>n</th>");
@@ -362,20 +457,21 @@ int cal_report_turns_html(const cal_turns *t, cal_buf *b)
         num(a[1], 32, "%.0f", r->shared_tokens);
         num(a[2], 32, "%.1f", 100 * r->shared_share);
         num(a[3], 32, "%.3f", r->ttft_s[0]);
+        num(a[8], 32, "%.1f", 100 * r->cached_share[0]);
         if (t->ab) {
             num(a[4], 32, "%.3f", r->ttft_s[1]);
             num(a[5], 32, "%.3f", r->turn_s[0]);
             num(a[6], 32, "%.3f", r->turn_s[1]);
             num(a[7], 32, "%.3f", r->turn_s[0] / r->turn_s[1]);
             rc = cal_buf_printf(b, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-                                   "<td>%s</td><td>%s</td><td>%s</td></tr>\n", r->turn, a[0], a[1], a[2],
-                                a[3], a[4], a[5], a[6], a[7]);
+                                   "<td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", r->turn, a[0],
+                                a[1], a[2], a[8], a[3], a[4], a[5], a[6], a[7]);
         } else {
             num(a[4], 32, "%.3f", r->decode_s[0]);
             num(a[5], 32, "%.3f", r->turn_s[0]);
             rc = cal_buf_printf(b, "<tr><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-                                   "<td>%s</td><td>%d</td></tr>\n", r->turn, a[0], a[1], a[2], a[3], a[4],
-                                a[5], r->n[0]);
+                                   "<td>%s</td><td>%s</td><td>%d</td></tr>\n", r->turn, a[0], a[1], a[2],
+                                a[8], a[3], a[4], a[5], r->n[0]);
         }
     }
     if (!rc) rc = cal_buf_puts(b, "</tbody></table>\n<figcaption><b>");
@@ -385,9 +481,8 @@ int cal_report_turns_html(const cal_turns *t, cal_buf *b)
                  "(%d (shot, turn) pairs; this run's noise only); the notes' formula from the "
                  "decode speedup alone gives %.3f×.",
                  t->speedup, t->lo, t->hi, t->shots, t->pairs, t->formula);
-    else if (isfinite(t->ttft_slope_ms_per_ktok))
-        cal_snprintf(line, sizeof line, "TTFT grows %.1f ms per 1000 prompt tokens across the turns.",
-                 t->ttft_slope_ms_per_ktok);
+    else if (t->fit_text[0])
+        cal_snprintf(line, sizeof line, "%s.", t->fit_text);
     else
         cal_snprintf(line, sizeof line, "Per turn.");
     if (!rc) rc = svg_esc(b, line);

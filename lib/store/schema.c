@@ -172,6 +172,32 @@ const char *cal_shot_kind_key(cal_shot_kind k)
     return (unsigned)k < N_SHOT_KEYS ? SHOT_KEYS[k] : SHOT_KEYS[CAL_SHOT_UNKNOWN];
 }
 
+static const char *const BASIS_KEYS[CAL_PROMPT__N] = {
+    [CAL_PROMPT_UNRECORDED] = "unrecorded", [CAL_PROMPT_CONFIRMED] = "confirmed",
+    [CAL_PROMPT_UNCONFIRMED] = "unconfirmed", [CAL_PROMPT_SERVER] = "server",
+    [CAL_PROMPT_NO_TOKENIZE] = "no-tokenize", [CAL_PROMPT_TOKENIZER_FAILED] = "tokenizer-failed",
+    [CAL_PROMPT_BELOW_SHORTEST] = "below-shortest", [CAL_PROMPT_NEAREST] = "nearest",
+    [CAL_PROMPT_MIXED] = "mixed", [CAL_PROMPT_ENGINE] = "engine",
+    [CAL_PROMPT_ESTIMATED] = "estimated",
+};
+
+const char *cal_prompt_basis_key(cal_prompt_basis b)
+{
+    return (unsigned)b < CAL_PROMPT__N ? BASIS_KEYS[b] : BASIS_KEYS[CAL_PROMPT_UNRECORDED];
+}
+
+int cal_prompt_basis_parse(const char *s, cal_prompt_basis *out)
+{
+    for (int i = 0; s && i < CAL_PROMPT__N; i++)
+        if (!strcmp(s, BASIS_KEYS[i])) { *out = (cal_prompt_basis)i; return CAL_OK; }
+    return CAL_EINVAL;
+}
+
+int cal_prompt_basis_exact(cal_prompt_basis b)
+{
+    return b == CAL_PROMPT_CONFIRMED || b == CAL_PROMPT_UNCONFIRMED || b == CAL_PROMPT_ENGINE;
+}
+
 /* The human name is the key, except where words read better. */
 const char *cal_shot_kind_name(cal_shot_kind k)
 {

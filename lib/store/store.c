@@ -80,6 +80,14 @@ static const char *const MIGRATIONS[] = {
     /* 8: whether the run's own verdict called a wall (noise.h: such a run's
      * first shot is left out of the first-shot spread) */
     "ALTER TABLE noise ADD COLUMN wall INTEGER;",
+    /* 9: how each cell's prompt length was made and checked (schema.h
+     * cal_prompt_basis), the length /tokenize said where the server's count
+     * replaced it, and what the server adds to every prompt; each request's
+     * prefix-cache hit as the server reported it */
+    ("ALTER TABLE cells ADD COLUMN prompt_basis TEXT;"
+     "ALTER TABLE cells ADD COLUMN prompt_asked INTEGER;"
+     "ALTER TABLE cells ADD COLUMN prompt_offset INTEGER;"
+     "ALTER TABLE requests ADD COLUMN cached_tokens INTEGER;"),
 };
 #define N_MIGRATIONS (sizeof MIGRATIONS / sizeof MIGRATIONS[0])
 
@@ -276,8 +284,9 @@ static int open_readonly(cal_store *st, const char *path, char *why, size_t why_
                        "this build reads up to %d)", path, st->version, (int)N_MIGRATIONS);
     /* An older schema is read as it is, without the columns later
      * migrations add (a writing command migrates it). Every migration so
-     * far only adds columns to cells: one that changes another table must
-     * teach the reads here about it. */
+     * far adds columns: those of cells' summary are found here, the others
+     * (schema 9's prompt columns and requests.cached_tokens) are read by
+     * version in store_sql.c and store_read.c. */
     if (st->version < (int)N_MIGRATIONS && (rc = read_columns(st)) != CAL_OK)
         return cal_why(why, why_len, rc, "%s: cannot read its cells table (%s)", path,
                        rc == CAL_ENOMEM ? "out of memory" : sqlite3_errmsg(st->db));

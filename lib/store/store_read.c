@@ -214,6 +214,13 @@ static int read_cell_row(cal_store *st, sqlite3_stmt *s, cal_cell *c)
             memcpy(p, &v, sizeof v);
         }
     }
+    /* schema 9: how the length was made and checked (NULL before: then
+     * prompt_exact alone says exact or not) */
+    const char *basis = (const char *)sqlite3_column_text(s, k++);
+    if (!basis || cal_prompt_basis_parse(basis, &c->prompt_basis)) c->prompt_basis = CAL_PROMPT_UNRECORDED;
+    int64_t asked = col_opt(s, k++), offset = col_opt(s, k++);
+    c->prompt_asked = asked > 0 && asked <= INT32_MAX ? (int)asked : 0;
+    c->prompt_offset = offset >= 0 && offset <= INT32_MAX ? (int)offset : -1;
     assert(k == sqlite3_column_count(s));
     /* what readers index or subtract with */
     const char *bad = c->n_requests < 0 ? "n_requests"
@@ -301,12 +308,14 @@ static int read_request_row(cal_store *st, sqlite3_stmt *s, const cal_cell *cell
     q->server_prefill_ms = isnan(sp) ? -1 : sp;
     q->server_decode_ms = isnan(sd) ? -1 : sd;
     q->server_decode_tokens = (int)dtok;
+    int64_t ctok = col_opt(s, 16);
+    q->cached_tokens = (int)ctok;
     const char *bad = NULL;
     if (!ts_ok(q->sched_ns, 1) || !ts_ok(q->send_ns, 0) || !ts_ok(q->first_token_ns, 0) ||
         !ts_ok(q->last_token_ns, 0) || !ts_ok(q->end_ns, 0))
         bad = "a timestamp outside [0, 2^62) ns";
     else if (ptok < -1 || ptok > INT32_MAX || otok < -1 || otok > INT32_MAX || dtok < -1 ||
-             dtok > INT32_MAX)
+             dtok > INT32_MAX || ctok < -1 || ctok > INT32_MAX)
         bad = "a token count out of range";
     else if (nch < 0 || nch > INT32_MAX / 4)
         bad = "n_chunks out of range";
@@ -342,8 +351,11 @@ static int load_requests(cal_store *st, cal_run_data *d, int flags)
     const char *sql =
         "SELECT status, http_status, error, sched_ns, send_ns, first_token_ns, last_token_ns,"
         " end_ns, prompt_tokens, output_tokens, token_source, n_chunks, chunks,"
-        " server_prefill_ms, server_decode_ms, server_decode_tokens"
+        " server_prefill_ms, server_decode_ms, server_decode_tokens, %s"
         " FROM requests WHERE cell_id=? ORDER BY idx";
+    char sqlv[512];
+    snprintf(sqlv, sizeof sqlv, sql, st->version >= 9 ? "cached_tokens" : "NULL");
+    sql = sqlv;
     if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) return CAL_ESTORE;
     size_t cap = 0;
     int rc = CAL_OK;

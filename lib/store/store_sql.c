@@ -74,12 +74,16 @@ int cal_st_cell_sql(const cal_store *st, char *sql, size_t n, int select)
         off += (size_t)snprintf(sql + off, n - off, ", %s",
                                 select && st->has_col && !st->has_col[i] ? "NULL"
                                                                          : cal_summary_fields[i].name);
+    /* then schema 9's: how the prompt length was made and checked */
+    if (off < n)
+        off += (size_t)snprintf(sql + off, n - off, "%s", select && st->version < 9
+                                ? ", NULL, NULL, NULL" : ", " CELL_PROMPT_COLS);
     if (off >= n) return CAL_ETOOBIG;
     if (select) {
         off += (size_t)snprintf(sql + off, n - off, " FROM cells WHERE run_id=? ORDER BY seq, id");
     } else {
         off += (size_t)snprintf(sql + off, n - off, ") VALUES (?");
-        for (size_t i = 1; i < CELL_N_FIXED + cal_summary_n_fields && off < n; i++)
+        for (size_t i = 1; i < CELL_N_FIXED + cal_summary_n_fields + CELL_N_PROMPT && off < n; i++)
             off += (size_t)snprintf(sql + off, n - off, ",?");
         if (off < n) off += (size_t)snprintf(sql + off, n - off, ")");
     }

@@ -48,6 +48,8 @@ void cal_st_rollback(cal_store *st);
  * on a read-only handle. CAL_ETOOBIG when sql[n] is too small. */
 int  cal_st_cell_sql(const cal_store *st, char *sql, size_t n, int select);
 #define CELL_N_FIXED 23   /* the columns before the summary's */
+#define CELL_PROMPT_COLS "prompt_basis, prompt_asked, prompt_offset"
+#define CELL_N_PROMPT 3   /* the columns after the summary's (schema 9) */
 
 /* ---- names ------------------------------------------------------------ */
 static const char *const RUN_STATUS[] = {"running", "ok", "interrupted", "failed"};

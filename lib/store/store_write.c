@@ -212,8 +212,9 @@ static int insert_requests(cal_store *st, int64_t cell_id, const cal_req_result 
     const char *sql =
         "INSERT INTO requests (cell_id, idx, status, http_status, error, sched_ns, send_ns,"
         " first_token_ns, last_token_ns, end_ns, prompt_tokens, output_tokens, token_source,"
-        " n_chunks, chunks, server_prefill_ms, server_decode_ms, server_decode_tokens)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+        " n_chunks, chunks, server_prefill_ms, server_decode_ms, server_decode_tokens,"
+        " cached_tokens)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
         cal_st_note(st);
         return CAL_ESTORE;
@@ -247,6 +248,7 @@ static int insert_requests(cal_store *st, int64_t cell_id, const cal_req_result 
         if (q->server_prefill_ms >= 0) bind_real(s, 16, q->server_prefill_ms);
         if (q->server_decode_ms >= 0) bind_real(s, 17, q->server_decode_ms);
         bind_opt(s, 18, q->server_decode_tokens);
+        bind_opt(s, 19, q->cached_tokens);
         if (sqlite3_step(s) != SQLITE_DONE) rc = CAL_ESTORE;
     }
     if (rc) cal_st_note(st);
@@ -296,7 +298,12 @@ int cal_store_add_cell(cal_store *st, int64_t run_id, cal_cell *c,
         if (f->type == CAL_FIELD_INT) bind_i64(s, k++, (int64_t)v);
         else bind_real(s, k++, v);
     }
-    assert(k - 1 == CELL_N_FIXED + (int)cal_summary_n_fields &&
+    bind_text(s, k++, c->prompt_basis != CAL_PROMPT_UNRECORDED ? cal_prompt_basis_key(c->prompt_basis)
+                                                               : NULL);
+    if (c->prompt_asked > 0) bind_i64(s, k, c->prompt_asked);
+    k++;
+    bind_opt(s, k++, c->prompt_offset);
+    assert(k - 1 == CELL_N_FIXED + (int)cal_summary_n_fields + CELL_N_PROMPT &&
            k - 1 == sqlite3_bind_parameter_count(s));
     if (sqlite3_step(s) != SQLITE_DONE) goto out;
     int64_t cell_id = sqlite3_last_insert_rowid(st->db);

@@ -12,6 +12,14 @@ static int64_t read_clock(clockid_t id)
 }
 
 int64_t cal_now_ns(void)         { return read_clock(CLOCK_MONOTONIC); }
+
+int64_t cal_clock_resolution_ns(void)
+{
+    struct timespec ts;
+    if (clock_getres(CLOCK_MONOTONIC, &ts) != 0) return 1;
+    int64_t r = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return r > 0 ? r : 1;
+}
 int64_t cal_wall_ns(void)        { return read_clock(CLOCK_REALTIME); }
 int64_t cal_process_cpu_ns(void) { return read_clock(CLOCK_PROCESS_CPUTIME_ID); }
 int64_t cal_thread_cpu_ns(void)  { return read_clock(CLOCK_THREAD_CPUTIME_ID); }

@@ -18,6 +18,7 @@ int cal_op_init(cal_oppoint *op)
     memset(op, 0, sizeof *op);
     op->w_s = calloc(CAL_OP_MAX_RUNNING + 1, sizeof *op->w_s);
     op->last_waiting = NAN;
+    op->first_fraction = NAN;
     return op->w_s ? CAL_OK : CAL_ENOMEM;
 }
 
@@ -31,7 +32,12 @@ static void credit(cal_oppoint *op, int64_t t_ns)
 {
     if (!op->n || t_ns <= op->last_ns) return;
     double dt = (double)(t_ns - op->last_ns) / 1e9;
-    op->w_s[(size_t)op->last_running] += dt;
+    /* a fraction between its two neighbours, so the histogram's mean is
+     * the readings' own (cal_op_add keeps last_running <= the last bin) */
+    double lo = floor(op->last_running), f = op->last_running - lo;
+    op->w_s[(size_t)lo] += dt * (1 - f);
+    if (f > 0) op->w_s[(size_t)lo + 1] += dt * f;
+    op->running_s += dt * op->last_running;
     op->total_s += dt;
     if (!isnan(op->last_waiting)) {
         op->waiting_cov_s += dt;
@@ -45,13 +51,15 @@ int cal_op_add(cal_oppoint *op, int64_t t_ns, double running, double waiting)
 {
     if (!op->w_s || !isfinite(running) || running < 0 || (op->n && t_ns < op->last_ns))
         return CAL_EINVAL;
+    /* above the last bin: refused, not clamped (1e6 read as 4096 made the
+     * advice "benchmark at concurrency 4096") */
+    if (running > CAL_OP_MAX_RUNNING) return CAL_ERANGE;
     if (!isfinite(waiting) || waiting < 0) waiting = NAN;
     credit(op, t_ns);
-    double r = floor(running + 0.5);
-    if (r > CAL_OP_MAX_RUNNING) r = CAL_OP_MAX_RUNNING;
-    op->last_running = r;
+    if (running != floor(running) && !op->fractional++) op->first_fraction = running;
+    op->last_running = running;
     op->last_waiting = waiting;
-    if (r > op->running_max) op->running_max = r;
+    if (running > op->running_max) op->running_max = running;
     if (!isnan(waiting) && waiting > op->waiting_max) op->waiting_max = waiting;
     op->last_ns = t_ns;
     op->n++;
@@ -75,20 +83,20 @@ int cal_op_summarize(const cal_oppoint *op, cal_op_summary *s)
     memset(s, 0, sizeof *s);
     if (!op->w_s || op->total_s <= 0) return CAL_ENOTFOUND;
     s->total_s = op->total_s;
-    double sum = 0;
     for (int c = 0; c <= CAL_OP_MAX_RUNNING; c++) {
         double w = op->w_s[c];
-        sum += w * c;
         int b = c == 0 ? 0 : c == 1 ? 1 : c <= 4 ? 2 : c <= 8 ? 3 : 4;
         s->share[b] += w;
         if (c >= 1) s->busy_s += w;
     }
     for (int b = 0; b < 5; b++) s->share[b] /= op->total_s;
-    s->mean = sum / op->total_s;
+    s->mean = op->running_s / op->total_s;
     s->p50 = wpct(op, 0.50);
     s->p90 = wpct(op, 0.90);
     s->p99 = wpct(op, 0.99);
-    s->running_max = (int)op->running_max;
+    s->running_max = op->running_max;
+    s->fractional = op->fractional;
+    s->first_fraction = op->first_fraction;
     /* narrowest [lo, hi] within counts >= 1 holding >= 90 % of busy time
      * (two pointers over the histogram; ties go to the lower range) */
     if (s->busy_s > 0) {

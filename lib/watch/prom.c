@@ -563,6 +563,8 @@ static int find_load(find_ctx *c, const char *text, size_t len, const char *runn
         if (w && !out->has_waiting) {
             set(&out->has_waiting, &out->waiting, out->waiting_name, w);
             out->waiting_invalid = w->bad;
+            out->waiting_bad_value = w->bad_value;
+            out->waiting_bad_line = w->bad_line;
         }
         if (ce && !out->has_ceiling) set(&out->has_ceiling, &out->ceiling, out->ceiling_name, ce);
     }

@@ -68,6 +68,7 @@ void cal_textgen_close(cal_textgen **g)
 
 double cal_textgen_chars_per_token(const cal_textgen *g) { return g->cpt; }
 int cal_textgen_calls(const cal_textgen *g) { return g->calls; }
+int cal_textgen_counting(const cal_textgen *g) { return g && g->count != NULL; }
 
 int cal_textgen_count(cal_textgen *g, const char *text, int *n)
 {

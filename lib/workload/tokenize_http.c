@@ -46,6 +46,7 @@ struct cal_http_tokenizer {
                           every later call fails so at once */
     volatile int *stop;   /* the caller's Ctrl-C flag, or NULL */
     char  why[256];    /* what the failure was */
+    int   add_special; /* ask for the special tokens a prompt gets (BOS) too */
 };
 
 static size_t sink(char *p, size_t sz, size_t nm, void *ud)
@@ -111,15 +112,17 @@ const char *cal_http_tokenizer_why(const cal_http_tokenizer *t)
     return t && t->failed && t->why[0] ? t->why : NULL;
 }
 
-/* {"model":…, "prompt": text, "content": text, "add_special_tokens": false}
- * (malloc'd; NULL on ENOMEM). */
+/* {"model":…, "prompt": text, "content": text, "add_special_tokens": false,
+ * "add_special": false} (vLLM's and llama.cpp's names; true while
+ * cal_http_tokenizer_specials asks) (malloc'd; NULL on ENOMEM). */
 static char *request_body(const cal_http_tokenizer *t, const char *text)
 {
     json_t *req = json_object();
     if (t->model) json_object_set_new(req, "model", json_string(t->model));
     json_object_set_new(req, "prompt", json_string(text));
     json_object_set_new(req, "content", json_string(text));
-    json_object_set_new(req, "add_special_tokens", json_false());
+    json_object_set_new(req, "add_special_tokens", json_boolean(t->add_special));
+    json_object_set_new(req, "add_special", json_boolean(t->add_special));
     char *body = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     return body;
@@ -366,4 +369,17 @@ void cal_http_tokenizer_close(cal_http_tokenizer **pt)
     free(t->model);
     free(t);
     *pt = NULL;
+}
+
+int cal_http_tokenizer_specials(void *ud, const char *text, int *n_special)
+{
+    cal_http_tokenizer *t = ud;
+    int with = 0, without = 0;
+    t->add_special = 1;
+    int rc = cal_http_tokenizer_count(t, text, &with);
+    t->add_special = 0;
+    if (rc == CAL_OK) rc = cal_http_tokenizer_count(t, text, &without);
+    if (rc == CAL_OK && (with < without || with - without > 64)) rc = CAL_EPROTO;
+    if (rc == CAL_OK) *n_special = with - without;
+    return rc;
 }

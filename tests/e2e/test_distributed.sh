@@ -130,6 +130,44 @@ check "a shard asking for another model: refused, naming target.model and both m
   refused_naming 6 target.model '"caliper-tiny"' '"caliper-renamed"'
 check "a shard with another max_tokens: refused, naming protocol.max_tokens, 12 and 16" \
   refused_naming 7 protocol.max_tokens 12 16
+# what makes two shards one run beyond target and protocol (x1 and x4
+# merge): one build, one base seed, no cell fuller than its plan, clocks
+# that can be one run's. edit SRC DST PYTHON: x4's document changed by the
+# expression (d is the document)
+edit() {
+  python3 - "$T/$1.json" "$T/$2.json" "$3" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"), separators=(",", ":"))
+PY
+}
+edit x4 x8 'd["run"]["build"] = "caliper 0.0.1 (commit deadbeef, other)"'
+B1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["build"])' "$T/x1.json")
+check "a shard of another build: refused, naming run.build and both builds" \
+  refused_naming 8 run.build "\"$B1\"" '"caliper 0.0.1 (commit deadbeef, other)"'
+edit x4 x9 'd["run"]["protocol"]["seed"] += 1'
+check "a shard from another base seed: refused, naming both (5 and 6)" \
+  refused_naming 9 "the base seed (protocol.seed less the shard's offset)" 5 6
+# 2 planned requests, 10,000 carried: stored "ok" at 459,173 tok/s before
+edit x4 x10 'c = d["cells"][0]; c["requests"] = (c["requests"] * 5000)[:10000]'
+"$CALIPER" merge "$T/x1.json" "$T/x10.json" --db "$T/r10.db" 2>"$T/r10.err"; rc=$?
+check "a cell fuller than its plan: refused (exit $rc), naming both counts" \
+  sh -c "[ $rc = 1 ] && grep -q 'shard 2, cell 1 holds 10000 requests where its protocol plans at most 2' '$T/r10.err'"
+# offsets as --mpi records them, shard 2's 1e12 ns: stored "ok" at
+# 0.016 tok/s instead of 184 before
+edit x1 x11 'd["shard"].update(offset_ns=0, offset_uncertainty_ns=0, common_start=True)'
+edit x4 x12 'd["shard"].update(offset_ns=10**12, offset_uncertainty_ns=100, common_start=True)'
+"$CALIPER" merge "$T/x11.json" "$T/x12.json" --db "$T/r12.db" 2>"$T/r12.err"; rc=$?
+check "an offset of 1e12 ns: refused (exit $rc), naming it and where it puts the shard" \
+  sh -c "[ $rc = 1 ] && grep -q 'shard.offset_ns 1000000000000 (uncertainty 100 ns) puts its first cell [0-9.]* s before shard 1.s' '$T/r12.err'"
+edit x4 x13 'd["shard"].update(offset_ns=0, offset_uncertainty_ns=0, common_start=True)'
+"$CALIPER" merge "$T/x11.json" "$T/x13.json" --db "$T/r13.db" 2>"$T/r13.err"; rc=$?
+check "an offset uncertain by less than its clock's resolution: refused (exit $rc)" \
+  sh -c "[ $rc = 1 ] && grep -q 'uncertain by 0 ns, below the 1 ns resolution of the clock that measured it' '$T/r13.err'"
+edit x4 x14 'd["shard"].update(offset_ns=0, offset_uncertainty_ns=500, common_start=True)'
+check "the same shards with a sound offset merge" \
+  "$CALIPER" merge "$T/x11.json" "$T/x14.json" --db "$T/r14.db"
 "$CALIPER" run "${COMMON[@]}" --shard 4/3 --json x.json >/dev/null 2>&1
 check "--shard 4/3 is a usage error" [ $? = 2 ]
 "$CALIPER" run "${COMMON[@]}" --shard 1/3 >/dev/null 2>&1

@@ -3,7 +3,8 @@
 # shard document or a dataset is counted before it is decoded and decoded an
 # element at a time, so peak RSS stays within a stated multiple of the file:
 #   merge, refused on its cell count:  peak <= largest file + 48 MiB
-#   merge of matching shards:           peak <= 4 x their total + 64 MiB
+#   merge of matching shards:           peak <= 4 x their total + 64 MiB,
+#                                       grown in cells or in one cell's requests
 #   dataset over its item cap:          peak <= file + 48 MiB
 #   ShareGPT dataset read:              peak <= 2 x file + 96 MiB
 # Before, a 74 MB shard of 50,000 cells took 4.3 GB (a ~78 KB histogram set
@@ -76,6 +77,39 @@ check "two shards of 2000 cells merge (exit 0)" [ "$RC" = 0 ]
 check "... every cell stored" [ "$(sqlite3 "$T/g.db" "select count(*) from cells")" = 2000 ]
 under "merge peak within 4 x the shards + 64 MiB" "$PEAK_KB" \
   $(( 4 * ($(kb_of "$T/g1.json") + $(kb_of "$T/g2.json")) + 64 * 1024 ))
+
+# One cell of many requests: a cell is decoded a request at a time, never
+# as one tree (a 101 MB shard of one 600,000-request cell peaked at 901 MB,
+# over this bound). growreq I OUT N: shard I's cell holding N requests (its
+# own, repeated), under a plan of PLAN requests a cell
+growreq() {
+  python3 - "$T/s$1.json" "$T/$2" "$3" "$4" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = int(sys.argv[3])
+d["run"]["protocol"]["requests"] = int(sys.argv[4])
+c = d.pop("cells")[0]
+reqs = c.pop("requests")
+if n > len(reqs):
+    reqs = [reqs[i % len(reqs)] for i in range(n)]
+d["cells"] = []
+head = json.dumps(d, separators=(",", ":"))[:-2]
+c["requests"] = []
+chead = json.dumps(c, separators=(",", ":"))[:-2]
+with open(sys.argv[2], "w") as f:
+    f.write(head + chead)
+    for i, r in enumerate(reqs):
+        f.write(("," if i else "") + json.dumps(r, separators=(",", ":")))
+    f.write("]}]}")
+PY
+}
+growreq 1 r1.json 4 300000
+growreq 2 r2.json 300000 300000
+peak reqs "$CALIPER" merge "$T/r1.json" "$T/r2.json" --db "$T/r.db"
+check "a shard of one 300,000-request cell merges (exit $RC)" [ "$RC" = 0 ] || cat "$T/reqs.err"
+check "... every request stored" [ "$(sqlite3 "$T/r.db" "select n_requests from cells")" = 300004 ]
+under "one cell's requests merge within 4 x the shards + 64 MiB ($(( $(kb_of "$T/r2.json") / 1024 )) MiB shard)" \
+  "$PEAK_KB" $(( 4 * ($(kb_of "$T/r1.json") + $(kb_of "$T/r2.json")) + 64 * 1024 ))
 
 # ---- datasets ------------------------------------------------------------------
 # sharegpt N FILE: N one-question conversations

@@ -36,7 +36,8 @@ else ok "no URL but the measured target's own"; fi
 v=$(grep -bo 'id="verdicts"' $H | head -1 | cut -d: -f1); s=$(grep -bo '<svg ' $H | head -1 | cut -d: -f1)
 [ -n "$v" ] && [ -n "$s" ] && [ "$v" -lt "$s" ] && ok "verdicts before the charts" || not_ok "verdicts first"
 grep -q 'read the per-request column' $H && ok "column verdict" || not_ok "column verdict"
-grep -q 'prefill: fixed cost' $H && ok "prefill fit verdict" || not_ok "prefill fit verdict"
+# a per-token cost is printed only where its CI says so (a loaded machine may not)
+grep -qE 'prefill: (fixed cost|no per-token cost shown)' $H && ok "prefill fit verdict" || not_ok "prefill fit verdict"
 grep -q 'fit: ' $H && ok "fitted line in the legend" || not_ok "fitted line legend"
 grep -q 'time since run start (s)' $H && grep -q 'output (tok/s)' $H && grep -q 'TTFT (ms)' $H &&
   ok "axes carry units" || not_ok "axes carry units"

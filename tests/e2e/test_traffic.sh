@@ -58,7 +58,7 @@ check "a reversed range is a usage error naming the value" grep -q 'uniform:9-3'
   --max-tokens 6 --think-time 0 --stagger 20ms --seed 11 --label chat >"$E2E_TMP/chat.out" 2>&1
 check "chat scenario succeeds" [ $? -eq 0 ]
 sed -n '/^per turn/,$p' "$E2E_TMP/chat.out"
-check "per-turn table has 6 turns" [ "$(sed -n '/^per turn/,/^TTFT grows/p' "$E2E_TMP/chat.out" | grep -cE '^ +[1-6] ')" -eq 6 ]
+check "per-turn table has 6 turns" [ "$(sed -n '/^per turn/,/^TTFT /p' "$E2E_TMP/chat.out" | grep -cE '^ +[1-6] ')" -eq 6 ]
 check "prefix shares agree with the token counts" python3 -c "
 import json,sqlite3,sys
 db=sqlite3.connect(sys.argv[1])
@@ -82,12 +82,16 @@ for k,(cid,) in enumerate(cells):
     assert got==sorted(plan[k]['prompt_tokens']), (k,got,plan[k]['prompt_tokens'])
 share=[sum(t['shared_tokens'])/sum(t['prompt_tokens']) for t in plan]
 assert all(b>a for a,b in zip(share[1:],share[2:])), share" "$DB"
-# the growth is printed (a figure, not asserted: on a shared machine the
-# other users' prefill and the load move a few hundred ms either way)
-check "TTFT against the prefix is fitted" grep -qE '^TTFT grows -?[0-9]+\.[0-9] ms per 1000 prompt tokens' "$E2E_TMP/chat.out"
+# the growth is printed where its CI shows it (a figure, not asserted: on a
+# shared machine the other users' prefill and the load move a few hundred
+# ms either way), on the whole prompt (the built-in engine has no prefix
+# cache), and never as a negative slope
+check "TTFT against the prefix is fitted" \
+  grep -qE '^TTFT (grows [0-9]+\.[0-9] ms per 1000 prompt tokens|against prompt tokens: no per-token cost shown) \(?.*the built-in engine has no prefix cache' "$E2E_TMP/chat.out"
+check "... never a negative slope as a finding" bash -c "! grep -q '^TTFT grows -' '$E2E_TMP/chat.out'"
 check "the run says whether the server reported prefix-cache hits" grep -q 'prefix cache: the built-in engine reported no cached tokens .* in 24 turns' "$E2E_TMP/chat.out"
 check "that note is stored with the run" sh -c "sqlite3 '$DB' \"select verdicts from runs where label='chat'\" | grep -q 'prefix cache: the built-in engine'"
-check "every turn has its 4 users' TTFT" [ "$(sed -n '/^per turn/,/^TTFT grows/p' "$E2E_TMP/chat.out" | grep -cE '^ +[1-6] .* 4$')" -eq 6 ]
+check "every turn has its 4 users' TTFT" [ "$(sed -n '/^per turn/,/^TTFT /p' "$E2E_TMP/chat.out" | grep -cE '^ +[1-6] .* 4$')" -eq 6 ]
 
 "$CALIPER" report chat --db "$DB" -o "$E2E_TMP/chat.html" >/dev/null 2>&1
 check "report has the per-turn chart and its 6 rows" python3 -c "

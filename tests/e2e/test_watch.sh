@@ -81,7 +81,9 @@ import http.server, os, sys, threading
 d = sys.argv[1]
 files = {n: open(os.path.join(d, n), "rb").read()
          for n in ("vllm.prom", "vllm_running_nan.prom", "vllm_running_negative.prom",
-                   "vllm_running_huge.prom", "vllm_running_duplicate.prom")}
+                   "vllm_running_huge.prom", "vllm_running_duplicate.prom",
+                   "vllm_running_million.prom", "vllm_running_fraction.prom",
+                   "vllm_waiting_negative.prom")}
 cycle = ["vllm.prom", "vllm_running_nan.prom", "vllm.prom", "vllm_running_negative.prom"]
 n = {"mixed": 0, "count": 0}
 count_file = sys.argv[2]
@@ -96,6 +98,13 @@ class H(http.server.BaseHTTPRequestHandler):
             body = files["vllm_running_huge.prom"]
         elif self.path == "/dup/metrics":
             body = files["vllm_running_duplicate.prom"]
+        elif self.path == "/million/metrics":   # every other scrape 1e6 running
+            body = files["vllm_running_million.prom" if n["mixed"] % 2 else "vllm.prom"]
+            n["mixed"] += 1
+        elif self.path == "/fraction/metrics":
+            body = files["vllm_running_fraction.prom"]
+        elif self.path == "/waitneg/metrics":
+            body = files["vllm_waiting_negative.prom"]
         elif self.path == "/count/metrics":
             # each scrape counted in a file, written after the answer: the
             # scraper holds every reading before the count passes it
@@ -143,11 +152,34 @@ PY
   check "the JSON counts the same rejected readings" jqe ".rejected_readings == $nrej" "$E2E_TMP/nan.json"
   check "the good readings alone make the histogram: 3 running all the time" \
     jqe '.running.share["0"] == 0 and .running.max == 3 and .running.p50 == 3' "$E2E_TMP/nan.json"
-  check "the summary says readings were rejected" grep -q "$nrej rejected: the gauge was NaN, negative or out of its range" "$E2E_TMP/nan.out"
+  check "the summary says readings were rejected" grep -q "$nrej rejected: the gauge was NaN, negative, out of its range" "$E2E_TMP/nan.out"
   # 1e308 running is a broken exporter, not "4096+ requests"
   "$CALIPER" watch "$FAKE/huge" --interval 50ms --duration 300ms >/dev/null 2>"$E2E_TMP/huge.err"; rc=$?
   check "a running gauge of 1e308 is rejected, naming it and its line" \
     sh -c "[ $rc -eq 1 ] && grep -q 'vllm:num_requests_running is 1e+308 on line 8, not a count in \[0, 1e9\]' '$E2E_TMP/huge.err'"
+  # what the histogram cannot hold is refused and counted, never clamped:
+  # 1e6 running read as 4096 made the advice "benchmark at concurrency 4096"
+  "$CALIPER" watch "$FAKE/million" --interval 50ms --duration 1s --json "$E2E_TMP/mil.json" \
+    >"$E2E_TMP/mil.out" 2>"$E2E_TMP/mil.err"; rc=$?
+  nmil=$(grep -c 'vllm:num_requests_running is 1e+06 (1 label set summed), above the 65536 requests' "$E2E_TMP/mil.err")
+  check "a running gauge of 1e6 is rejected, naming it and the limit ($nmil, rc $rc)" \
+    sh -c "[ $rc -eq 0 ] && [ $nmil -ge 1 ]"
+  check "... counted in the JSON" jqe ".rejected_readings == $nmil" "$E2E_TMP/mil.json"
+  check "... and never the operating point: 3 running, the advice 3" \
+    sh -c "jq -e '.running.max == 3' '$E2E_TMP/mil.json' >/dev/null && grep -q 'benchmark at concurrency 3\$' '$E2E_TMP/mil.out'"
+  # an averaged gauge of 3.7 is shown as read, not as 4
+  "$CALIPER" watch "$FAKE/fraction" --interval 50ms --duration 500ms --json "$E2E_TMP/frac.json" \
+    >"$E2E_TMP/frac.out" 2>/dev/null; rc=$?
+  check "a gauge of 3.7: mean and max as read (rc $rc)" \
+    sh -c "grep -q 'running    mean 3.70 .* max 3.7 ' '$E2E_TMP/frac.out' && jq -e '.running.max == 3.7 and (.running.mean - 3.7 | fabs) < 1e-9' '$E2E_TMP/frac.json' >/dev/null"
+  check "... its readings named as not whole numbers" grep -q 'were not whole numbers (first 3.7): kept as read' "$E2E_TMP/frac.out"
+  # a waiting gauge of -1e308 is there but not a count: rejected, not "not exposed"
+  "$CALIPER" watch "$FAKE/waitneg" --interval 50ms --duration 500ms --json "$E2E_TMP/wn.json" \
+    >"$E2E_TMP/wn.out" 2>"$E2E_TMP/wn.err"; rc=$?
+  check "waiting -1e308: every reading rejected, never 'not exposed' (rc $rc)" \
+    sh -c "grep -q 'waiting    vllm:num_requests_waiting: every reading rejected' '$E2E_TMP/wn.out' && ! grep -q 'not exposed' '$E2E_TMP/wn.out'"
+  check "... each named on stderr with its line" grep -q 'vllm:num_requests_waiting is -1e+308 on line 11, not a count' "$E2E_TMP/wn.err"
+  check "... and counted in the JSON" jqe '.waiting.rejected_readings >= 2' "$E2E_TMP/wn.json"
   # one series listed twice is refused, never summed into 6 running
   "$CALIPER" watch "$FAKE/dup" --interval 50ms --duration 300ms >/dev/null 2>"$E2E_TMP/dup.err"; rc=$?
   check "a series given twice refuses the scrape, naming the metric and both lines" \

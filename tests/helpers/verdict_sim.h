@@ -27,6 +27,11 @@
 typedef struct vsim_model {
     double tau, first_sd, sigma;   /* log sds: warm shot, first shot, request */
     int    shots, requests;        /* measured shots (shot 1 + warm), requests per shot */
+    /* bursts of other work (a shared machine): each shot, the first
+     * included, is hit with probability burst_p and then slowed by
+     * |t₃| × burst_scale on the log scale (heavy-tailed, one-sided: other
+     * work only takes time away). 0: none, the normal model alone */
+    double burst_p, burst_scale;
 } vsim_model;
 
 typedef struct vsim {
@@ -51,6 +56,14 @@ static double vsim_gauss(vsim *x)
 {
     double u = vsim_unif(x), w = vsim_unif(x);
     return sqrt(-2 * log(u)) * cos(2 * M_PI * w);
+}
+
+/* Student's t with 3 df: a normal over the root of a chi-square's mean
+ * (three squared normals). */
+static double vsim_t3(vsim *x)
+{
+    double g = vsim_gauss(x), a = vsim_gauss(x), b = vsim_gauss(x), c = vsim_gauss(x);
+    return g / sqrt((a * a + b * b + c * c) / 3);
 }
 
 static void vsim_init(vsim *x, uint64_t seed, vsim_model m)
@@ -84,6 +97,7 @@ static void vsim_run(vsim *x, double drop, cal_judge_verdict *v)
     for (int j = 0; j < m->shots; j++) {
         double lvl = L + (j ? m->tau : m->first_sd) * vsim_gauss(x);
         if (j) lvl += log1p(-drop);
+        if (m->burst_p > 0 && vsim_unif(x) < m->burst_p) lvl -= fabs(vsim_t3(x)) * m->burst_scale;
         double buf[VSIM_MAX_REQ];
         for (int i = 0; i < m->requests; i++) {
             x->v[j][i] = exp(lvl + m->sigma * vsim_gauss(x));

@@ -317,6 +317,139 @@ static void test_ab(void **state)
     cal_analysis_free(&an);
 }
 
+/* ---- every reason a verdict gives is the condition that produced it ---- */
+
+/* The text of the first verdict of kind k holding needle, or NULL. */
+static const char *said(const cal_analysis *a, cal_verdict_kind k, const char *needle)
+{
+    for (size_t i = 0; i < a->n_verdicts; i++)
+        if (a->verdicts[i].kind == k && strstr(a->verdicts[i].text, needle)) return a->verdicts[i].text;
+    return NULL;
+}
+
+/* One cell of basis b (and its requests' server counts) analysed alone. */
+static cal_analysis *one_basis(fixture *f, cal_prompt_basis b, int exact, int prompt, int asked,
+                               int server_count)
+{
+    fixture_init(f);
+    cal_cell *c = shot(f, 1, 1, CAL_SHOT_WARM, 4, 8, 100, 10, 1);
+    c->prompt_basis = b;
+    c->prompt_exact = exact;
+    c->prompt_tokens = prompt;
+    c->prompt_asked = asked;
+    c->prompt_offset = b == CAL_PROMPT_CONFIRMED || b == CAL_PROMPT_SERVER ? 0 : -1;
+    for (int i = 0; i < 4; i++) f->reqs[i].prompt_tokens = server_count;
+    f->d.proto.shots = 1;
+    cal_analysis *a = NULL;
+    assert_int_equal(cal_analysis_run(&f->d, &a), CAL_OK);
+    return a;
+}
+
+static void test_prompt_reasons(void **state)
+{
+    (void)state;
+    static fixture f;
+    cal_analysis *a;
+    /* each basis gives its own reason, and no other's */
+    static const struct { cal_prompt_basis b; int exact; cal_verdict_kind k; const char *says; } C[] = {
+        {CAL_PROMPT_CONFIRMED, 1, CAL_VK_PROMPT_CHECK, "confirmed by the server's own count (usage.prompt_tokens) in 4 of 4"},
+        {CAL_PROMPT_UNCONFIRMED, 1, CAL_VK_PROMPT_CHECK, "exact by /tokenize, not confirmed by the server"},
+        {CAL_PROMPT_NO_TOKENIZE, 0, CAL_VK_PROMPT_APPROX, "the target has no /tokenize"},
+        {CAL_PROMPT_TOKENIZER_FAILED, 0, CAL_VK_PROMPT_APPROX, "the target's /tokenize failed"},
+        {CAL_PROMPT_BELOW_SHORTEST, 0, CAL_VK_PROMPT_APPROX, "shorter than the unique nonce line"},
+        {CAL_PROMPT_NEAREST, 0, CAL_VK_PROMPT_APPROX, "no cut of the text counted that length"},
+        {CAL_PROMPT_ESTIMATED, 0, CAL_VK_PROMPT_APPROX, "cut at the content's characters per token"},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        a = one_basis(&f, C[i].b, C[i].exact, 64, 0, C[i].b == CAL_PROMPT_UNCONFIRMED ? -1 : 64);
+        if (!said(a, C[i].k, C[i].says)) fail_msg("basis %s: no \"%s\"", cal_prompt_basis_key(C[i].b), C[i].says);
+        /* the reason a dataset run was once given belongs to no other basis */
+        if (C[i].b != CAL_PROMPT_NO_TOKENIZE) assert_null(said(a, CAL_VK_PROMPT_APPROX, "no /tokenize ("));
+        cal_analysis_free(&a);
+    }
+    /* the server's count where it disagreed: per group, with both numbers */
+    a = one_basis(&f, CAL_PROMPT_SERVER, 0, 32, 64, 32);
+    assert_non_null(said(a, CAL_VK_PROMPT_CHECK, "the server counted 32 where /tokenize said 64: 4 of 4 requests"));
+    cal_analysis_free(&a);
+    /* a dataset run: lengths per request, as the server counted them; never
+     * "the target has no /tokenize" (it was told so against a target that
+     * has one) */
+    a = one_basis(&f, CAL_PROMPT_MIXED, 0, 0, 0, 57);
+    assert_non_null(said(a, CAL_VK_PROMPT_APPROX, "vary by request (drawn lengths): each request's length is the server's own count, reported for 4 of 4"));
+    cal_analysis_free(&a);
+    fixture_init(&f);
+    shot(&f, 1, 1, CAL_SHOT_WARM, 4, 8, 100, 10, 1)->prompt_basis = CAL_PROMPT_MIXED;
+    f.cells[0].prompt_exact = 0;
+    f.d.proto.dataset.present = 1;
+    f.d.proto.shots = 1;
+    assert_int_equal(cal_analysis_run(&f.d, &a), CAL_OK);
+    assert_non_null(said(a, CAL_VK_PROMPT_APPROX, "vary by request (the dataset's texts)"));
+    assert_null(said(a, CAL_VK_PROMPT_APPROX, "/tokenize"));
+    cal_analysis_free(&a);
+    /* a run stored before the reason was: a dataset's still reads as one */
+    fixture_init(&f);
+    shot(&f, 1, 1, CAL_SHOT_WARM, 4, 8, 100, 10, 1)->prompt_exact = 0;
+    f.cells[0].prompt_tokens = 0;
+    f.d.proto.dataset.present = 1;
+    f.d.proto.shots = 1;
+    assert_int_equal(cal_analysis_run(&f.d, &a), CAL_OK);
+    assert_non_null(said(a, CAL_VK_PROMPT_APPROX, "vary by request (the dataset's texts)"));
+    assert_null(said(a, CAL_VK_PROMPT_APPROX, "no /tokenize"));
+    cal_analysis_free(&a);
+}
+
+static void test_other_reasons(void **state)
+{
+    (void)state;
+    static fixture f;
+    cal_analysis *a;
+    /* no clock: telemetry off says so, not "no sensor was read" */
+    fixture_init(&f);
+    shot(&f, 1, 1, CAL_SHOT_WARM, 4, 8, 100, 10, 1);
+    f.d.proto.shots = 1;
+    f.d.run.telemetry_json = "{\"sources\":[],\"summary\":\"off (--no-telemetry): clock and power not sampled\"}";
+    assert_int_equal(cal_analysis_run(&f.d, &a), CAL_OK);
+    assert_non_null(said(a, CAL_VK_TELEMETRY, "clock: absent — telemetry was off (--no-telemetry): clock and power not sampled, so a slowdown"));
+    cal_analysis_free(&a);
+    f.d.run.telemetry_json = "{\"sources\":[{\"backend\":\"cpufreq\",\"present\":false}],\"summary\":\"no backend · clock: absent · power: absent\"}";
+    assert_int_equal(cal_analysis_run(&f.d, &a), CAL_OK);
+    assert_non_null(said(a, CAL_VK_TELEMETRY, "no clock sensor was read"));
+    cal_analysis_free(&a);
+    f.d.run.telemetry_json = NULL;
+    /* one shot: cannot judge, and the protocol that would */
+    assert_int_equal(cal_analysis_run(&f.d, &a), CAL_OK);
+    assert_non_null(said(a, CAL_VK_SHOTS, "cannot judge: 1 shot; the default protocol"));
+    cal_analysis_free(&a);
+    /* a prefill line whose TTFT falls as prompts grow is no cost */
+    fixture_init(&f);
+    int lens[] = {64, 128, 256};
+    double ttft[] = {30, 20, 10};
+    for (int i = 0; i < 3; i++) {
+        cal_cell *c = shot(&f, 1, 1, CAL_SHOT_WARM, 4, 8, 100, ttft[i], 1);
+        c->prompt_tokens = lens[i];
+        c->kind = CAL_CELL_PROMPT_SWEEP;
+    }
+    f.d.proto.shots = 1;
+    assert_int_equal(cal_analysis_run(&f.d, &a), CAL_OK);
+    assert_non_null(said(a, CAL_VK_PREFILL_FIT, "prefill: no per-token cost shown"));
+    assert_null(said(a, CAL_VK_PREFILL_FIT, "fixed cost"));
+    cal_analysis_free(&a);
+    /* a slow first measured shot: "a warm-up preceded it" only when one did */
+    for (int warm = 0; warm < 2; warm++) {
+        fixture_init(&f);
+        shot(&f, 1, 1, warm ? CAL_SHOT_WARM : CAL_SHOT_UNKNOWN, 8, 8, 200, 10, 1);
+        for (int k = 2; k <= 5; k++) shot(&f, 1, k, CAL_SHOT_WARM, 8, 8, 100 + k, 10, 1);
+        f.d.proto.shots = 5;
+        assert_int_equal(cal_analysis_run(&f.d, &a), CAL_OK);
+        const cal_verdict *v = find(a, CAL_VK_SHOTS, 0);
+        assert_non_null(v);
+        assert_int_equal(v->direction, 1);
+        if (warm) assert_non_null(strstr(v->text, "although a warm-up preceded it"));
+        else assert_non_null(strstr(v->text, "caliper did not start this engine"));
+        cal_analysis_free(&a);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +459,8 @@ int main(void)
         cmocka_unit_test(test_clock_and_power_verdicts),
         cmocka_unit_test(test_shot_verdict_inputs),
         cmocka_unit_test(test_ab),
+        cmocka_unit_test(test_prompt_reasons),
+        cmocka_unit_test(test_other_reasons),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -383,6 +383,122 @@ static void merge_case(int keep_all)
     rmdir(dir);
 }
 
+/* What makes two shards one run beyond their target and protocol: one
+ * build, one base seed, no cell fuller than its plan, clocks that can be
+ * one run's. Each refusal names the field and both values. */
+static void test_merge_refuses_another_run(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/caliper-test-merge-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char p[2][128], m[128], why[400];
+    cal_shard_doc *ds[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(p[i], sizeof p[i], "%s/s%d.db", dir, i);
+        char *doc = shard_doc(p[i], i, 2, 8, 1, 5000000000LL + i * 123456789LL);
+        assert_int_equal(cal_shard_read(doc, strlen(doc), p[i], &ds[i], why, sizeof why), CAL_OK);
+        free(doc);
+    }
+    snprintf(m, sizeof m, "%s/m.db", dir);
+    cal_store *st;
+    assert_int_equal(cal_store_open(m, &st), CAL_OK);
+    int64_t id = 0;
+    /* another build */
+    ds[0]->data->run.build = strdup("caliper 0.1.0 (commit aaa)");
+    ds[1]->data->run.build = strdup("caliper 0.1.0 (commit bbb)");
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_EMISMATCH);
+    assert_non_null(strstr(why, "run.build is \"caliper 0.1.0 (commit aaa)\" in shard 1, "
+                                "\"caliper 0.1.0 (commit bbb)\" in shard 2"));
+    free(ds[1]->data->run.build);
+    ds[1]->data->run.build = strdup(ds[0]->data->run.build);
+    /* another base seed: each shard's own seed is the base + index × 1000003 */
+    ds[0]->data->proto.has_seed = ds[1]->data->proto.has_seed = 1;
+    ds[0]->data->proto.seed = 7;
+    ds[1]->data->proto.seed = 8 + 1000003;
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_EMISMATCH);
+    assert_non_null(strstr(why, "base seed (protocol.seed less the shard's offset) is 7 in shard 1, "
+                                "8 in shard 2"));
+    ds[1]->data->proto.seed = 7 + 1000003;   /* the same base: each shard's seed may differ */
+    /* a cell fuller than its plan: 2 requests planned, 8 carried */
+    ds[0]->data->proto.requests = ds[1]->data->proto.requests = 2;
+    ds[0]->data->proto.duration_s = ds[1]->data->proto.duration_s = 0;
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_EPROTO);
+    assert_non_null(strstr(why, "shard 1, cell 1 holds 8 requests where its protocol plans at most 2"));
+    ds[0]->data->proto.requests = ds[1]->data->proto.requests = 8;
+    /* clocks: the reference's offset is 0; an offset finer than its clock,
+     * hours from the wall clocks, or putting the shards' common start 1000 s
+     * apart (1e12 ns, 100 ns uncertain: stored "ok" at 0.016 tok/s before) */
+    ds[0]->info.offset_ns = 0;
+    ds[0]->info.offset_uncertainty_ns = 0;
+    ds[1]->info.offset_ns = 1000000000000LL;
+    ds[1]->info.offset_uncertainty_ns = 100;
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_ERANGE);
+    assert_non_null(strstr(why, "shard 2's shard.offset_ns 1000000000000 (uncertainty 100 ns) puts "
+                                "its first cell 999.9 s before shard 1's on the merged clock, "
+                                "beyond the 60 s one start allows"));
+    ds[1]->info.offset_ns = 20000000000000LL;      /* 5.6 h */
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_ERANGE);
+    assert_non_null(strstr(why, "shard 2's shard.offset_ns is 20000000000000 ns where the hosts' wall "
+                                "clocks put it at"));
+    ds[1]->info.offset_ns = 0;
+    ds[1]->info.offset_uncertainty_ns = 0;
+    ds[1]->info.clock_resolution_ns = 1;
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_ERANGE);
+    assert_non_null(strstr(why, "uncertain by 0 ns, below the 1 ns resolution of the clock that "
+                                "measured it"));
+    ds[0]->info.offset_ns = 5;
+    ds[1]->info.offset_uncertainty_ns = 100;
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_ERANGE);
+    assert_non_null(strstr(why, "shard 1 is the reference clock: its shard.offset_ns is 5"));
+    ds[0]->info.offset_ns = 0;
+    /* one run at last: the same host, offset 0 ± 100 ns */
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_OK);
+    /* shards that say they started together (--start-at) but whose wall
+     * clocks put them 1000 s apart */
+    ds[0]->info.offset_uncertainty_ns = ds[1]->info.offset_uncertainty_ns = -1;
+    ds[0]->info.common_start = ds[1]->info.common_start = 1;
+    ds[1]->data->run.started_wall_ns -= 1000000000000LL;
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_ERANGE);
+    assert_non_null(strstr(why, "started together at one instant, but their wall clocks put shard 2's "
+                                "first cell"));
+    ds[1]->info.common_start = 0;            /* no common start claimed: nothing to hold them to */
+    assert_int_equal(cal_shard_merge(st, ds, 2, NULL, &id, why, sizeof why), CAL_OK);
+    cal_store_close(&st);
+    for (int i = 0; i < 2; i++) cal_shard_free(&ds[i]);
+    unlink(m);
+    unlink(p[0]);
+    unlink(p[1]);
+    rmdir(dir);
+}
+
+/* The shard's plan bounds each cell: --requests, else max(8, 2 × concurrency)
+ * closed, 4 s of a Poisson rate, a turn's sessions, else the cell cap. */
+static void test_planned_requests(void **state)
+{
+    (void)state;
+    cal_protocol pr;
+    cal_protocol_init(&pr);
+    cal_cell c;
+    memset(&c, 0, sizeof c);
+    c.concurrency = 3;
+    assert_int_equal(cal_shard_planned_requests(&pr, &c), CAL_RUN_MAX_CELL_REQUESTS);  /* unknown */
+    pr.duration_s = 0;
+    pr.requests = 0;
+    assert_int_equal(cal_shard_planned_requests(&pr, &c), 8);
+    c.concurrency = 40;
+    assert_int_equal(cal_shard_planned_requests(&pr, &c), 80);
+    pr.requests = 2;
+    assert_int_equal(cal_shard_planned_requests(&pr, &c), 2);
+    pr.requests = 0;
+    c.rate = 10;
+    assert_int_equal(cal_shard_planned_requests(&pr, &c), 40);
+    pr.duration_s = 30;
+    assert_int_equal(cal_shard_planned_requests(&pr, &c), CAL_RUN_MAX_CELL_REQUESTS);
+    pr.scenario_json = strdup("{\"scenario\":\"chat\",\"users\":4}");
+    assert_int_equal(cal_shard_planned_requests(&pr, &c), 4);
+    cal_protocol_clear(&pr);
+}
+
 static void test_merge_equals_union(void **state)
 {
     (void)state;
@@ -455,6 +571,68 @@ static void test_shard_read_rejects(void **state)
         assert_null(d);
         assert_non_null(strstr(why, "x.json"));
     }
+    /* a hostile document's clock fields: an offset of 1e300 is no integer
+     * (it was read as "not measured"), 2^63 none in range, a resolution of
+     * 0 or a common start that is not a boolean no fact */
+    static const struct { const char *shard, *field; } CLK[] = {
+        {"\"offset_ns\":1e300,\"offset_uncertainty_ns\":100", "offset_ns"},
+        {"\"offset_ns\":9223372036854775807,\"offset_uncertainty_ns\":100", "offset_ns"},
+        {"\"offset_ns\":0,\"offset_uncertainty_ns\":-1", "offset_uncertainty_ns"},
+        {"\"offset_ns\":0,\"offset_uncertainty_ns\":1e300", "offset_uncertainty_ns"},
+        {"\"clock_resolution_ns\":0", "clock_resolution_ns"},
+        {"\"common_start\":\"yes\"", "common_start"},
+    };
+    for (size_t i = 0; i < sizeof CLK / sizeof CLK[0]; i++) {
+        char doc[600];
+        snprintf(doc, sizeof doc, "{\"format\":\"caliper-shard\",\"format_version\":1,\"shard\":"
+                 "{\"index\":0,\"count\":1,%s},\"run\":{\"started_wall_ns\":1,\"t0_mono_ns\":1},"
+                 "\"cells\":[]}", CLK[i].shard);
+        assert_int_equal(cal_shard_read(doc, strlen(doc), "x.json", &d, why, sizeof why), CAL_EPROTO);
+        assert_null(d);
+        if (!strstr(why, CLK[i].field)) fail_msg("%s: %s", CLK[i].shard, why);
+    }
+    /* a cell whose requests claim 2^63 chunks, or a cached count past its
+     * prompt */
+    static const char *const REQ[] = {
+        "[\"ok\",200,null,1,1,2,3,4,0,5,4,\"usage\",0,null,null,-1,null,3]",   /* sound: read */
+        "[\"ok\",200,null,1,1,2,3,4,0,5,4,\"usage\",9223372036854775807,null,null,-1,null]",
+        "[\"ok\",200,null,1,1,2,3,4,0,5,4,\"usage\",0,null,null,-1,null,6]",
+        "[\"ok\",200,null,1,1,2,3,4,0,5,4,\"usage\",0,null,null,-1,null,-2]",
+    };
+    /* valid (empty) histograms, so the requests are what is read and refused */
+    cal_hist *eh = malloc(sizeof *eh);
+    cal_hist_init(eh);
+    uint8_t *blob = NULL;
+    size_t nb = 0;
+    assert_int_equal(cal_hist_encode(eh, &blob, &nb), CAL_OK);
+    char hx[512] = "";
+    for (size_t i = 0; i < nb && 2 * i + 2 < sizeof hx; i++) snprintf(hx + 2 * i, 3, "%02x", blob[i]);
+    free(blob);
+    free(eh);
+    char hs[2400];
+    snprintf(hs, sizeof hs, "{\"ttft\":\"%s\",\"itl\":\"%s\",\"tpot\":\"%s\",\"e2el\":\"%s\"}", hx, hx, hx, hx);
+    for (size_t i = 0; i < sizeof REQ / sizeof REQ[0]; i++) {
+        char doc[4000];
+        snprintf(doc, sizeof doc, "{\"format\":\"caliper-shard\",\"format_version\":1,\"shard\":"
+                 "{\"index\":0,\"count\":1},\"run\":{\"started_wall_ns\":1,\"t0_mono_ns\":1},"
+                 "\"cells\":[{\"seq\":0,\"kind\":\"shots\",\"target\":\"\",\"concurrency\":1,"
+                 "\"rate\":0,\"prompt_tokens\":5,\"prompt_exact\":1,\"content\":\"prose\","
+                 "\"unique_prompts\":1,\"max_tokens\":4,\"output_fixed\":1,\"shot_index\":1,"
+                 "\"shot_kind\":\"warm\",\"rest_before_ns\":0,\"process_age_ns\":-1,\"start_ns\":1,"
+                 "\"end_ns\":5,\"start_wall_ns\":1,\"cpu_ns\":0,\"chunks\":0,\"folded\":0,"
+                 "\"itl_source\":\"raw\",\"hists\":%s,\"chunks_dropped\":0,\"requests\":[%s]}]}",
+                 hs, REQ[i]);
+        int rc = cal_shard_read(doc, strlen(doc), "x.json", &d, why, sizeof why);
+        if (i == 0) {
+            if (rc) fail_msg("a sound request refused: %s", why);
+            assert_int_equal(d->data->reqs[0].cached_tokens, 3);
+            cal_shard_free(&d);
+            continue;
+        }
+        assert_int_equal(rc, CAL_EPROTO);
+        assert_null(d);
+        if (!strstr(why, "request 0")) fail_msg("%s: %s", REQ[i], why);
+    }
 }
 
 int main(void)
@@ -464,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_merge_and_codec),       cmocka_unit_test(test_keep_budget),
         cmocka_unit_test(test_shard_plan),            cmocka_unit_test(test_merge_equals_union),
         cmocka_unit_test(test_shard_read_rejects),    cmocka_unit_test(test_pool_itl_from_hists),
+        cmocka_unit_test(test_merge_refuses_another_run), cmocka_unit_test(test_planned_requests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

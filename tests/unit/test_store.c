@@ -81,6 +81,10 @@ static void test_open_migrates_and_reopens(void **state)
                      "DROP TABLE noise;"
                      "DROP TABLE cell_hists;"
                      "ALTER TABLE cells DROP COLUMN goodput;"
+                     "ALTER TABLE cells DROP COLUMN prompt_basis;"
+                     "ALTER TABLE cells DROP COLUMN prompt_asked;"
+                     "ALTER TABLE cells DROP COLUMN prompt_offset;"
+                     "ALTER TABLE requests DROP COLUMN cached_tokens;"
                      "DELETE FROM schema_version WHERE version >= 2;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(cal_store_open(p, &st), CAL_OK);
@@ -92,6 +96,10 @@ static void test_open_migrates_and_reopens(void **state)
     assert_true(isnan(d1->cells[0].sum.total_token_throughput));
     assert_true(isnan(d1->cells[0].sum.clock_mhz_min));
     assert_true(isnan(d1->cells[0].sum.goodput));
+    /* schema 9's: how the length was made is not recorded for it */
+    assert_int_equal(d1->cells[0].prompt_basis, CAL_PROMPT_UNRECORDED);
+    assert_int_equal(d1->cells[0].prompt_offset, -1);
+    assert_int_equal(d1->cells[0].prompt_asked, 0);
     cal_run_data_free(&d1);
     cal_store_close(&st);
     assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
@@ -360,6 +368,69 @@ static int64_t make_store(const char *p)
     return run.id;
 }
 
+/* Schema 9: how each cell's prompt length was made and checked, and each
+ * request's cache hit, round-trip; a store of schema 8 still reads, read
+ * only, with them unrecorded. */
+static void test_prompt_basis_and_cache(void **state)
+{
+    (void)state;
+    char *p = tmp_db();
+    cal_store *st;
+    assert_int_equal(cal_store_open(p, &st), CAL_OK);
+    cal_run run = {0};
+    assert_int_equal(cal_store_begin_run(st, &run), CAL_OK);
+    cal_req_result r[3];
+    fill_results(r, 3, 1000000000LL);
+    r[0].cached_tokens = 0;
+    r[1].cached_tokens = 7;
+    r[2].cached_tokens = -1;
+    cal_cell c;
+    memset(&c, 0, sizeof c);
+    cal_summary_init(&c.sum);
+    c.n_requests = 3;
+    c.process_age_ns = -1;
+    c.start_ns = 1000000000LL;
+    c.end_ns = 2000000000LL;
+    c.prompt_tokens = 32;
+    c.prompt_basis = CAL_PROMPT_SERVER;
+    c.prompt_asked = 64;
+    c.prompt_offset = 0;
+    assert_int_equal(cal_store_add_cell(st, run.id, &c, r, 3), CAL_OK);
+    for (int i = 0; i < 3; i++) cal_req_result_free(&r[i]);
+    assert_int_equal(cal_store_finish_run(st, run.id, CAL_RUN_OK, NULL), CAL_OK);
+    cal_run_data *d;
+    assert_int_equal(cal_store_load_run(st, run.id, 0, &d), CAL_OK);
+    assert_int_equal(d->cells[0].prompt_basis, CAL_PROMPT_SERVER);
+    assert_int_equal(d->cells[0].prompt_asked, 64);
+    assert_int_equal(d->cells[0].prompt_offset, 0);
+    assert_int_equal(d->cells[0].prompt_tokens, 32);
+    assert_int_equal(d->reqs[0].cached_tokens, 0);
+    assert_int_equal(d->reqs[1].cached_tokens, 7);
+    assert_int_equal(d->reqs[2].cached_tokens, -1);
+    cal_run_data_free(&d);
+    cal_store_close(&st);
+    /* back to schema 8, then read only: nothing recorded, nothing invented */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE cells DROP COLUMN prompt_basis;"
+                                      "ALTER TABLE cells DROP COLUMN prompt_asked;"
+                                      "ALTER TABLE cells DROP COLUMN prompt_offset;"
+                                      "ALTER TABLE requests DROP COLUMN cached_tokens;"
+                                      "DELETE FROM schema_version WHERE version >= 9;",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    char why[300];
+    assert_int_equal(cal_store_open_ex(p, CAL_STORE_READONLY, &st, why, sizeof why), CAL_OK);
+    assert_int_equal(cal_store_schema_version(st), 8);
+    assert_int_equal(cal_store_load_run(st, run.id, 0, &d), CAL_OK);
+    assert_int_equal(d->cells[0].prompt_basis, CAL_PROMPT_UNRECORDED);
+    assert_int_equal(d->cells[0].prompt_offset, -1);
+    assert_int_equal(d->reqs[1].cached_tokens, -1);
+    cal_run_data_free(&d);
+    cal_store_close(&st);
+    unlink(p);
+}
+
 static unsigned char *slurp(const char *p, size_t *n)
 {
     FILE *f = fopen(p, "rb");
@@ -448,6 +519,10 @@ static void test_readonly_open(void **state)
                      "DROP TABLE noise;"
                      "DROP TABLE cell_hists;"
                      "ALTER TABLE cells DROP COLUMN goodput;"
+                     "ALTER TABLE cells DROP COLUMN prompt_basis;"
+                     "ALTER TABLE cells DROP COLUMN prompt_asked;"
+                     "ALTER TABLE cells DROP COLUMN prompt_offset;"
+                     "ALTER TABLE requests DROP COLUMN cached_tokens;"
                      "DELETE FROM schema_version WHERE version >= 2;", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(cal_store_open_ex(p, CAL_STORE_READONLY, &st, why, sizeof why), CAL_OK);
@@ -758,6 +833,7 @@ int main(void)
         cmocka_unit_test(test_two_writers),
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_readonly_open),
+        cmocka_unit_test(test_prompt_basis_and_cache),
         cmocka_unit_test(test_readonly_directory),
         cmocka_unit_test(test_lying_columns),
         cmocka_unit_test(test_flipped_and_truncated),
