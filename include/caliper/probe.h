@@ -216,6 +216,9 @@ typedef struct cal_probe_stats {
                                    the connections opened ahead (wall) */
     int     connected_ahead;    /* connections opened before start_ns */
     int     used_ahead;         /* requests that went out on one of them */
+    int     handle_resets;      /* curl handles reset between requests: after a
+                                   retried or failed transfer (libcurl 7.x counts
+                                   retries over a handle's life) */
     int     first_wave;         /* requests of the first wave: the first
                                    min(concurrency, n) in request order (0: an
                                    open loop without a cap, unknown) */

@@ -292,6 +292,7 @@ static void merge_stats(job *jobs, int nl, int64_t wall_ns, cal_probe_stats *st)
         st->wait_fallback |= j->st.wait_fallback;
         st->connected_ahead += j->st.connected_ahead;
         st->used_ahead += j->st.used_ahead;
+        st->handle_resets += j->st.handle_resets;
         cal_probe_loop_stats *ls = &st->loop[k];
         ls->requests = (int64_t)j->n;
         ls->chunks = j->st.chunks;

@@ -363,6 +363,7 @@ int cal_probe_loop_run(job *j)
     if (stopped) {                              /* cancel in flight, then unsent */
         const char *why = stopped == 1 ? "cancelled: the run was stopped"
                                        : "cancelled: the load deadline passed";
+        r->ending = 1;
         for (size_t i = 0; i < r->nslots; i++) {
             slot *s = r->slots[i];
             if (s->res) cal_probe_end_now(r, s, CAL_REQ_CANCELLED, why);
@@ -381,6 +382,7 @@ out:
     j->nlags = nlags;
     if (rc && rc != CAL_ECANCEL) {               /* internal failure: end all */
         static const char why[] = "cancelled: probe failure";
+        r->ending = 1;
         for (size_t i = 0; i < r->nslots; i++)
             if (r->slots[i]->res) cal_probe_end_now(r, r->slots[i], CAL_REQ_CANCELLED, why);
         for (; next < n; next++)

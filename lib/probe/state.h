@@ -99,6 +99,9 @@ typedef struct slot {
     int      max_chunks;         /* cal_probe_max_chunks(max_tokens) */
     int      on_free;            /* in run.freel (then res is NULL) */
     int      chunk_cap;
+    int      sends;              /* times libcurl sent this request (its pre-request
+                                    callback): more than one is a retry */
+    int      curl_ok;            /* the transfer ended CURLE_OK */
     char     errbuf[CURL_ERROR_SIZE];
 } slot;
 
@@ -133,6 +136,8 @@ struct run {
     size_t   pend_bytes;         /* waiting event bytes over all slots */
     int      defer;              /* this wakeup found several sockets ready */
     int64_t  next_scan;          /* when the earliest request could time out */
+    int      ending;             /* cancelling what is left: no handle carries
+                                    another request */
     /* connections opened ahead (cal_probe_config.no_connect_ahead): connected
      * sockets to ahead_sa, handed to curl by on_opensocket */
     int     *ahead;              /* [nahead], taken from the top */

@@ -246,6 +246,30 @@ static void test_normal_completions_and_chat(void **state)
     }
 }
 
+/* libcurl 7.x counts a handle's retries over its life and fails the sixth:
+ * a handle whose request went out twice is reset, so 12 requests in a row
+ * over connections the server drops when reused all end ok; a handle whose
+ * request went out once and ended cleanly is kept as it is (a reset and the
+ * options set again cost 4,400 instructions a request). */
+static void test_handle_reset_after_retry_only(void **state)
+{
+    (void)state;
+    cal_req_result res[12];
+    outcome o = run_mode("keepdrop", CAL_API_COMPLETIONS, 12, 1, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 12);
+    /* requests 2..12 each found their reused connection dropped */
+    assert_int_equal(o.st.handle_resets, 11);
+    free_all(res, 12);
+    o = run_mode("normal", CAL_API_COMPLETIONS, 12, 2, 0, 2000, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_OK], 12);
+    assert_int_equal(o.st.handle_resets, 0);
+    free_all(res, 12);
+    o = run_mode("hang", CAL_API_COMPLETIONS, 2, 2, 0, 300, res, NULL, 0, NULL, NULL, NULL);
+    assert_int_equal(o.count[CAL_REQ_TIMEOUT], 2);
+    assert_int_equal(o.st.handle_resets, 2);    /* ended by the probe, not cleanly */
+    free_all(res, 2);
+}
+
 static void test_drip_feed_parses(void **state)
 {
     (void)state;
@@ -1159,6 +1183,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_loops_summary_line),
         cmocka_unit_test(test_loop_backend_choice),
         cmocka_unit_test(test_alloc_failures_walk),
+        cmocka_unit_test(test_handle_reset_after_retry_only),
         cmocka_unit_test(test_against_caliper_serve),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
