@@ -317,6 +317,8 @@ typedef struct result {
     double first_p99;           /* the first wave's send − sched p99 (ms); NAN: floor */
     size_t chunks;
     int errors;
+    int sent, resets;           /* the probe's requests sent, and its curl handles
+                                   reset between them (cal_probe_stats) */
 } result;
 
 static void summarize(samples *s, int64_t t0, int64_t dur_ns, int64_t cpu_ns, result *r)
@@ -449,7 +451,8 @@ static void run_floor(int port, int conc, int64_t dur_ns, int64_t pace_ns, sampl
  * backend used is written to used[8]. */
 static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns, int chunks,
                       const char *backend, int loops, char used[8],
-                      samples *s, int64_t *cpu_ns, int *errors, int64_t *start_ns, double *first_p99)
+                      samples *s, int64_t *cpu_ns, int *errors, int64_t *start_ns, double *first_p99,
+                      int *sent, int *resets)
 {
     cal_probe_config cfg = { .base_url = url, .api = CAL_API_COMPLETIONS, .model = "pace",
                              .keep_send_ns = 1, .keep_chunks = 1, .loops = loops,
@@ -476,7 +479,10 @@ static void run_probe(const char *url, int conc, int64_t dur_ns, int64_t pace_ns
     int rc = cal_probe_run(p, rq, n, &load, res, NULL, NULL, NULL, &st);
     if (rc) fprintf(stderr, "probe: run: %s\n", cal_strerror(rc));
     *errors = 0;
+    *sent = 0;
+    *resets = st.handle_resets;
     for (size_t i = 0; i < n; i++) {
+        *sent += res[i].send_ns > 0;
         if (res[i].status != CAL_REQ_OK && res[i].status != CAL_REQ_CANCELLED && (*errors)++ == 0)
             fprintf(stderr, "probe: request %zu: %s: %s\n", i, cal_req_status_name(res[i].status),
                     res[i].error ? res[i].error : "-");
@@ -579,9 +585,10 @@ static int one_run(const bench_cfg *b, int which, int conc, int pace_ms, int loo
     thread_times(&u0, &s0);
     int64_t start = 0;
     double first_p99 = NAN;
+    int sent = 0, resets = 0;
     if (which == 0) run_floor(port, conc, dur, pace_ns, &s, &cpu, &err);
     else run_probe(base, conc, dur, pace_ns, b->chunks, which == 2 ? "poll" : NULL, loops, used,
-                   &s, &cpu, &err, &start, &first_p99);
+                   &s, &cpu, &err, &start, &first_p99, &sent, &resets);
     thread_times(&u1, &s1);
     int64_t rq1 = runqueue_wait_ns(), wall = cal_now_ns() - t0;
     if (getenv("BENCH_PROBE_VERBOSE") && s.n)
@@ -589,6 +596,8 @@ static int one_run(const bench_cfg *b, int which, int conc, int pace_ms, int loo
                 which == 0 ? "floor" : "probe", (u1 - u0) / (double)s.n, (s1 - s0) / (double)s.n);
     double starved = rq0 >= 0 && rq1 >= 0 ? 100.0 * (double)(rq1 - rq0) / (double)wall : NAN;
     summarize(&s, start > t0 ? start : t0, dur, cpu, r);   /* thirds from the first send */
+    r->sent = sent;
+    r->resets = resets;
     r->first_p99 = first_p99;
     free(s.err_ms); free(s.send_ns);
     long shorts = 0;
@@ -854,6 +863,8 @@ int main(int argc, char **argv)
         /* per client, each repetition's p50, p99, CPU, chunks/s, backlog */
         double m[3][6][16];
         int nm[3] = { 0, 0, 0 };
+        double rat_lo = INFINITY, rat_hi = -INFINITY, cpu_floor = NAN;   /* per rep */
+        long sent = 0, resets = 0;
         for (int rep = 0; rep < reps; rep++) {
             for (int which = 0; which < nclients; which++) {   /* floor, probe, poll: interleaved */
                 if (only >= 0 && which != only) continue;
@@ -866,6 +877,14 @@ int main(int argc, char **argv)
                 m[which][3][k] = r.chunks_s;
                 m[which][4][k] = r.late_p50 - r.early_p50;
                 m[which][5][k] = r.first_p99;
+                if (which == 0) cpu_floor = r.cpu_us;
+                if (which == 1) {
+                    double q = r.cpu_us / cpu_floor;   /* beside the floor just before it */
+                    if (q < rat_lo) rat_lo = q;
+                    if (q > rat_hi) rat_hi = q;
+                    sent += r.sent;
+                    resets += r.resets;
+                }
             }
         }
         if (only >= 0) continue;
@@ -880,6 +899,11 @@ int main(int argc, char **argv)
                md[1][3] >= 0.98 * md[0][3] && md[1][4] < 5 + pace_ms / 2.0 ? ": keeps up" : ": FALLS BEHIND");
         printf("%-6d caliper chunks/s ÷ floor: %.3f; first wave send lag p99 %.3f ms (median of %d)\n",
                conc, md[1][3] / md[0][3], md[1][5], reps);
+        /* The median ratio above mixes two noisy medians; each repetition's
+         * ratio shows the spread a change must exceed. A curl handle reset
+         * after every request (4,400 instructions) would show here first. */
+        printf("%-6d CPU/chunk ÷ floor per repetition %.2f–%.2fx; curl handles reset after %ld of %ld "
+               "requests\n", conc, rat_lo, rat_hi, resets, sent);
         if (poll_too)
             printf("%-6d median of %d, poll(): p99 %.3f ms (%.2fx the floor), CPU %.2f us (%.2fx), "
                    "chunks/s %.3fx, backlog growth %+.1f ms%s\n",
