@@ -346,7 +346,7 @@ static int write_buf(FILE *f, int (*w)(const cal_run_data *, cal_buf *), const c
     return e ? -1 : 0;
 }
 
-int run_view_json(FILE *f, const cal_run_data *d) { return write_buf(f, cal_run_export_json, d); }
+int run_view_json(FILE *f, const cal_run_data *d) { return cal_run_export_json_file(d, f) ? -1 : 0; }
 int run_view_csv(FILE *f, const cal_run_data *d) { return write_buf(f, cal_run_export_csv, d); }
 
 /* ---- the subcommands -------------------------------------------------- */

@@ -526,6 +526,18 @@ static void test_from_run_data(void **state)
     assert_int_equal(cal_run_export_json(&d, &b), CAL_OK);
     assert_non_null(strstr(b.data, "\"schema\""));
     assert_reads_back(r, b.data, b.len, "x.json", 1e-6, 1e-9);
+    /* written to a file as it is formatted: the same bytes */
+    FILE *tf = tmpfile();
+    assert_non_null(tf);
+    assert_int_equal(cal_run_export_json_file(&d, tf), CAL_OK);
+    assert_int_equal(ftell(tf), (long)b.len);
+    rewind(tf);
+    char *fb = malloc(b.len + 1);
+    assert_non_null(fb);
+    assert_int_equal(fread(fb, 1, b.len + 1, tf), b.len);
+    assert_memory_equal(fb, b.data, b.len);
+    free(fb);
+    fclose(tf);
     /* one document family: the export's view is the report's document for
      * the run, and both carry the family's version */
     json_t *exp = json_loadb(b.data, b.len, 0, NULL);
