@@ -902,8 +902,11 @@ int main(int argc, char **argv)
         /* The median ratio above mixes two noisy medians; each repetition's
          * ratio shows the spread a change must exceed. A curl handle reset
          * after every request (4,400 instructions) would show here first. */
-        printf("%-6d CPU/chunk ÷ floor per repetition %.2f–%.2fx; curl handles reset after %ld of %ld "
-               "requests\n", conc, rat_lo, rat_hi, resets, sent);
+        if (rat_lo <= rat_hi)
+            printf("%-6d CPU/chunk ÷ floor per repetition %.2f–%.2fx; ", conc, rat_lo, rat_hi);
+        else
+            printf("%-6d CPU/chunk ÷ floor per repetition: none (a client received no chunk); ", conc);
+        printf("curl handles reset after %ld of %ld requests\n", resets, sent);
         if (poll_too)
             printf("%-6d median of %d, poll(): p99 %.3f ms (%.2fx the floor), CPU %.2f us (%.2fx), "
                    "chunks/s %.3fx, backlog growth %+.1f ms%s\n",
