@@ -54,6 +54,11 @@ typedef struct cal_model_config {
     float    rope_factor;     /* the low frequencies' divisor (Llama 3.2: 32) */
     float    rope_low_freq, rope_high_freq;  /* (1, 4) */
     int      rope_orig_ctx;   /* the context they were trained on (8192) */
+    /* With weights (a GGUF file): 1 holds each matrix in the file's own
+     * format where the engine computes in it and the rows fit its kernels
+     * (cal_gguf_hold, engine/gguf.h), every other matrix in dtype; 0
+     * converts every matrix to dtype. */
+    int      as_stored;
 } cal_model_config;
 
 /* Llama 3's rule (Hugging Face's "llama3" rope_type, as llama.cpp's
@@ -130,6 +135,19 @@ int  cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_token
                      cal_engine **out);
 void cal_engine_close(cal_engine **e);
 const cal_model_config *cal_engine_config(const cal_engine *e);
+/* Bytes the open engine holds: its weights (every matrix in its own format,
+ * norms in F32, each tensor padded to 64 bytes), and its KV cache as
+ * reserved (max_seqs × max_ctx positions; pages are touched only as
+ * positions fill). */
+size_t cal_engine_weight_bytes(const cal_engine *e);
+size_t cal_engine_kv_bytes(const cal_engine *e);
+/* Matrix weights (not bytes) the engine holds in format dtype; 0 for an
+ * unknown value. */
+int64_t cal_engine_params_held(const cal_engine *e, int dtype);
+/* Weight bytes read for one decode token, each matrix in the format the
+ * engine holds it in (cal_model_decode_bytes_per_token for an engine whose
+ * matrices are all in config.dtype). */
+int64_t cal_engine_decode_bytes_per_token(const cal_engine *e);
 
 /* One entry of a step: n_tokens new tokens of the sequence in KV slot `slot`,
  * at positions pos .. pos+n_tokens−1 (a prefill chunk when n_tokens > 1, a

@@ -20,38 +20,67 @@ typedef struct op_prof {
 
 #define PROF_MAX_B 16   /* decode batches profiled one by one: the kernels' range */
 
-/* norms are F32; the matrices are rows in the engine's dtype (kernels.h) */
+/* How a matrix's rows are laid out: the format's own block layout, or
+ * interleaved for an AVX-512 VNNI kernel (q8x.c: Q8_0 rows in fours;
+ * q4kx.c: Q4_K rows in sixteens), packed in place at open. */
+enum { PK_NONE = 0, PK_Q8X, PK_Q4KX };
+
+/* One weight matrix as the engine holds it: n_mat matrices (an MoE
+ * tensor's experts; 1 otherwise) of rows × n_in weights in dt, one after
+ * the other. Each matrix is held in its own format (a GGUF file's, as
+ * stored), so one product reads one format. */
+typedef struct mat {
+    char  *w;                      /* [n_mat][rows] rows of n_in in dt */
+    int    dt;                     /* CAL_DTYPE_* */
+    int    pk;                     /* PK_*: the rows' layout */
+    int    rows, n_in, n_mat;
+    size_t rb;                     /* bytes of one row, in either layout */
+} mat;
+
+/* A product whose output columns come from up to three tensors (Q, K, V;
+ * gate, up): neighbours in one format are one matrix (one pass over their
+ * rows), the others apart; piece i writes output columns col[i] ... */
+typedef struct prod {
+    int n;                         /* matrices, 1..3 */
+    mat m[3];
+    int col[3];                    /* first output column of each */
+    int n_sub;                     /* the tensors: Q, K, V or gate, up */
+    int sub_mat[3], sub_r0[3], sub_rows[3]; /* each tensor's matrix, its
+                                      first row there, and its rows */
+} prod;
+
+/* norms are F32; the matrices each in their own format */
 typedef struct layer {
     float *attn_norm, *ffn_norm;
     float *bqkv;                   /* qwen2: [qkv_ld]; NULL otherwise */
     float *q_norm, *k_norm;        /* qwen3: [head_dim]; NULL otherwise */
-    char  *wqkv, *wo, *w13, *w2, *router;
+    prod   qkv;                    /* Q, K, V rows → [qkv_ld] columns */
+    prod   w13;                    /* gate, up rows → [2·ffn] (per expert) */
+    mat    wo, w2, router;         /* router.w NULL when dense */
 } layer;
 
 struct cal_engine {
     cal_model_config c;
     int   max_seqs, max_step;
     int   hd, qd, kvd, qkv_ld;     /* head_dim, q width, kv width, QKV row */
-    int   dt;                      /* CAL_DTYPE_* of the matrices */
     float embed_scale;             /* see cal_model_weights */
     char  *weights;                /* one allocation holding every tensor */
     size_t weight_bytes;
-    char  *emb, *out;              /* [vocab] rows of dim, in dt */
-    int   q8x;                     /* Q8_0 on AVX-512 VNNI: every matrix is
-                                      held interleaved for the decode kernel
-                                      (q8x.c), in place of the block layout */
-    int   q4kx;                    /* Q4_K on AVX-512 VNNI: the same, rows
-                                      in sixteens (q4kx.c) */
-    char  *rowbuf;                 /* with q8x or q4kx: [threads][dq_rows]
+    mat   emb, out;                /* [vocab] rows of dim; out.w == emb.w when tied */
+    int64_t params_dt[CAL_DTYPE_COUNT]; /* matrix weights held in each format */
+    int   has_pk[3];               /* some matrix is held in layout PK_* */
+    int   row_max;                 /* bytes of the longest row of a packed matrix */
+    char  *rowbuf;                 /* with packed matrices: [threads][dq_rows]
                                       rows in the block layout, unpacked for
-                                      prefill tiles and the embedding lookup */
+                                      prefill tiles and the embedding lookup
+                                      (one row when only Q4_K is packed) */
     float *final_norm;             /* [dim] */
     float *dq;                     /* [threads][dq_rows][max_in]: a dequantized
                                       weight tile for prefill products (not F32) */
     int   dq_rows;
     int   max_in;                  /* the widest product input: max(dim, ffn) */
-    char  *x8;                     /* with q8x, and for Q4_K and Q6_K (as
-                                      Q8_K): [threads][x8_bytes] a decode
+    char  *x8;                     /* with packed Q8_0 matrices, and with Q4_K
+                                      or Q6_K ones (as Q8_K): [threads][x8_bytes] a decode
                                       batch's activations, rounded for it by
                                       each thread once a product */
     size_t x8_bytes;
@@ -59,7 +88,7 @@ struct cal_engine {
     unsigned x8_product;           /* products so far */
     float *xr;                     /* Q8_0: [S][max n_in] activations rounded to
                                       Q8_0 for prefill products; BF16: as
-                                      cal_k_bf16_pairs */
+                                      cal_k_bf16_pairs; packed Q4_K: as Q8_K */
     int   bf16_gemm;               /* BF16 prefill on AVX512_BF16 (dq: its
                                       weight panel) */
     layer *layers;                 /* [n_layers] */
@@ -113,6 +142,11 @@ struct cal_engine {
 /* products of at most this many rows are decode batches (matmul1) */
 #define SMALL_M 16
 #define ATT_GEMM_MIN 8   /* chunks at least this long use GEMM attention */
+
+/* Rows r0 .. r0+count−1 of expert `expert`'s matrix of m in the format's
+ * block layout: m's own memory, or unpacked into buf (weights.c). */
+const void *cal_engine_mat_rows(const mat *m, int expert, int64_t r0, int64_t count,
+                                void *buf);
 
 /* The op names of the profile, by OP_* (step.c). */
 extern const char *const cal_engine_op_names[OP_COUNT];

@@ -743,6 +743,11 @@ int cal_server_open(const cal_server_config *c, cal_server **out, char *why, siz
 int cal_server_port(const cal_server *s) { return s->port; }
 int64_t cal_server_n_params(const cal_server *s) { return s->n_params; }
 
+const cal_engine *cal_server_engine(const cal_server *s)
+{
+    return s->sched ? cal_sched_engine(s->sched) : NULL;
+}
+
 char *cal_server_profile_json(cal_server *s)
 {
     return s->sched ? cal_sched_profile(s->sched) : NULL;

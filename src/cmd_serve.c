@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
@@ -177,64 +178,82 @@ static void on_signal(int sig)
 static int write_profile(const char *path, const char *json);
 
 /* One line on how --model's weights are held: the file's matrices by
- * type (shares of their weights) and whether the engine's format holds
- * them as stored, widened exactly (F32), or rounded; where they are not
- * held as stored, the engine format that would hold the largest share so
- * (one the engine accepts for the file's model mc, its rows whole blocks:
- * a Q4_K_M file 896 wide is mostly Q5_0, which the engine reads but does
- * not hold, and Q8_0). */
-static void held_line(const cal_gguf_model *gm, const cal_model_config *mc, int dtype)
+ * type (shares of their weights) and what the engine does with each (holds
+ * it as stored, widens it exactly to F32, or rounds it to --dtype: the
+ * decision of cal_gguf_hold, tensor by tensor), then the memory: the bytes
+ * the engine holds beside the file's, and the KV cache it reserves. */
+static void held_line(const char *path, const cal_gguf_model *gm, const cal_model_config *mc,
+                      const cal_engine *eng, long max_batch)
 {
     enum { NT = 64 };
-    double by[NT] = {0}, all = 0;
+    /* weights by file type and by the format they are held in */
+    double by[NT][CAL_DTYPE_COUNT], all = 0;
+    memset(by, 0, sizeof by);
+    int nokernel[NT] = {0};
     for (uint64_t i = 0; i < gm->n_tensors; i++) {
         const cal_gguf_tensor *t = &gm->tensors[i];
         if (t->n_dims < 2 || t->type >= NT)
             continue;
         double n = (double)t->ne[0] * (double)t->ne[1] * (double)t->ne[2] * (double)t->ne[3];
-        by[t->type] += n;
+        int h = cal_gguf_hold(t->type, (int64_t)t->ne[0], mc);
+        by[t->type][h] += n;
+        nokernel[t->type] = cal_gguf_dtype_of(t->type) < 0;
         all += n;
     }
     if (all <= 0)
         return;
-    const char *held = cal_dtype_name(dtype);
-    char list[256] = "";
-    int kinds = 0, others = 0, top = -1, best = -1, best_dt = -1;
-    size_t len = 0;
-    for (int k = 0; k < NT; k++) {
-        if (by[k] <= 0)
-            continue;
-        const char *name = cal_gguf_type_name((uint32_t)k);
-        kinds++;
-        others += strcasecmp(name, held) != 0;
-        if (top < 0 || by[k] > by[top])
-            top = k;
-        cal_model_config as = *mc;
-        as.dtype = cal_dtype_parse(name);
-        if (as.dtype > 0 && cal_model_validate(&as, NULL) == CAL_OK &&
-            (best < 0 || by[k] > by[best])) {
-            best = k;
-            best_dt = as.dtype;
+    /* "Q4_K 63 %, Q6_K 37 %": the file's types whose weights went one way */
+    char kept[256] = "", widened[256] = "", rounded[256] = "";
+    size_t lk = 0, lw = 0, lr = 0;
+    for (int k = 0; k < NT; k++)
+        for (int h = 0; h < CAL_DTYPE_COUNT; h++) {
+            if (by[k][h] <= 0)
+                continue;
+            const char *name = cal_gguf_type_name((uint32_t)k);
+            int same = cal_gguf_dtype_of((uint32_t)k) == h;
+            char *buf = same ? kept : h == CAL_DTYPE_F32 ? widened : rounded;
+            size_t *len = same ? &lk : h == CAL_DTYPE_F32 ? &lw : &lr;
+            int w = snprintf(buf + *len, sizeof kept - *len, "%s%s %.0f %%%s", *len ? ", " : "",
+                             name, 100.0 * by[k][h] / all,
+                             !same && h == CAL_DTYPE_F32 && mc->as_stored
+                                 ? nokernel[k] ? " (no kernel for it)" : " (rows its kernels do not take)"
+                                 : "");
+            *len = w > 0 && (size_t)w < sizeof kept - *len ? *len + (size_t)w : sizeof kept - 1;
         }
-        int w = snprintf(list + len, sizeof list - len, "%s%s %.0f %%", kinds > 1 ? ", " : "",
-                         name, 100.0 * by[k] / all);
-        len = w > 0 && (size_t)w < sizeof list - len ? len + (size_t)w : sizeof list - 1;
-    }
-    char offer[96] = "";
-    if (best >= 0 && kinds == 1)
-        snprintf(offer, sizeof offer, "; --dtype %s holds them as stored", cal_dtype_name(best_dt));
-    else if (best >= 0)
-        snprintf(offer, sizeof offer, "; --dtype %s holds the %s share as stored, the rest "
-                 "rounded to it", cal_dtype_name(best_dt),
-                 best == top ? "largest" : cal_gguf_type_name((uint32_t)best));
-    if (!others)
-        fprintf(stderr, "caliper serve: --model: weights held as %s, as stored\n", held);
-    else if (dtype == CAL_DTYPE_F32)
-        fprintf(stderr, "caliper serve: --model: weights held as f32, widened exactly from the "
-                "file's %s%s\n", list, offer);
+    char how[900];
+    const char *fmt = cal_dtype_name(mc->dtype);
+    if (mc->as_stored)
+        snprintf(how, sizeof how, "weights held as stored: %s%s%s", lk ? kept : "none",
+                 lw ? "; widened exactly to f32: " : "", widened);
     else
-        fprintf(stderr, "caliper serve: --model: weights held as %s, the file's %s: what is "
-                "not %s is rounded to it\n", held, list, held);
+        snprintf(how, sizeof how, "weights held as %s (--dtype): %s%s%s%s%s%s%s", fmt,
+                 lk ? kept : "", lk ? " as stored" : "", lk && (lw || lr) ? "; " : "",
+                 widened, lw ? " widened exactly" : "", lw && lr ? "; " : "",
+                 lr ? rounded : "");
+    if (!mc->as_stored && lr)
+        snprintf(how + strlen(how), sizeof how - strlen(how), " rounded to %s", fmt);
+    char b1[32], b2[32], b3[32];
+    struct stat st;
+    double file = stat(path, &st) == 0 ? (double)st.st_size : 0;
+    double held = (double)cal_engine_weight_bytes(eng), kv = (double)cal_engine_kv_bytes(eng);
+    fprintf(stderr, "caliper serve: --model: %s; %s held for a %s file, KV cache %s "
+            "reserved (%ld sequence%s of %d positions, touched as they fill)\n", how,
+            cal_unit_format(CAL_U_BYTES, held, 3, b1, sizeof b1),
+            cal_unit_format(CAL_U_BYTES, file, 3, b2, sizeof b2),
+            cal_unit_format(CAL_U_BYTES, kv, 3, b3, sizeof b3), max_batch,
+            max_batch == 1 ? "" : "s", mc->max_ctx);
+}
+
+/* held_line for the file at path, read again */
+static void print_held(const char *path, const cal_model_config *mc, const cal_engine *eng,
+                       long max_batch)
+{
+    cal_gguf_model gm;
+    char why[256];
+    if (cal_gguf_read_model_file(path, &gm, why, sizeof why) != CAL_OK)
+        return;
+    held_line(path, &gm, mc, eng, max_batch);
+    cal_gguf_model_free(&gm);
 }
 
 /* --op-bench: open the engine alone (no server), time each op by itself,
@@ -286,7 +305,8 @@ int cmd_serve(int argc, char **argv)
     const char *C = "serve";
     const char *gguf_in = NULL, *gguf_out = NULL, *vocab_file = NULL;
     int preset_given = 0;
-    int rc, opt, dtype = CAL_DTYPE_F32, mix = 0, arch = -1, rope_llama3 = 0, tpl_given = 0;
+    int rc, opt, dtype = CAL_DTYPE_F32, dtype_given = 0, mix = 0, arch = -1, rope_llama3 = 0,
+        tpl_given = 0;
     cal_chat_template tpl = {0};
     const char *tpl_from = "caliper's own";
     optind = 1;
@@ -301,9 +321,15 @@ int cmd_serve(int argc, char **argv)
             /* q4_k_m is a file's mixture: the engine holds Q4_K */
             mix = strcasecmp(optarg, "q4_k_m") == 0;
             dtype = mix ? CAL_DTYPE_Q4_K : cal_dtype_parse(optarg);
-            if (dtype < 0)
-                return cli_usage_error(C, "--dtype: \"%s\" is not f32, f16, bf16, q8_0, q4_0, "
-                                       "q4_k, q6_k or q4_k_m", optarg);
+            dtype_given = 1;
+            if (dtype < 0) {
+                char list[160] = "";
+                for (int k = 0, len = 0; k < CAL_DTYPE_COUNT && len < (int)sizeof list; k++)
+                    len += snprintf(list + len, sizeof list - (size_t)len, "%s, ",
+                                    cal_dtype_name(k));
+                return cli_usage_error(C, "--dtype: \"%s\" is not one of %sq4_k_m", optarg,
+                                       list);
+            }
             break;
         case O_CHATTEMPLATE:
             if (cal_tpl_parse(optarg, &tpl) < 0)
@@ -403,7 +429,6 @@ int cmd_serve(int argc, char **argv)
          * family caliper renders, or a refusal naming the flag */
         cal_gguf_model gm;
         if (cal_gguf_read_model_file(gguf_in, &gm, gwhy, sizeof gwhy) == CAL_OK) {
-            held_line(&gm, &sc.model, dtype);
             int trc = CAL_OK;
             if (!tpl_given && gm.chat_template) {
                 trc = !gm.chat_template[0]
@@ -448,14 +473,17 @@ int cmd_serve(int argc, char **argv)
     }
     if (sf.experts == 0) sc.model.top_k = 0;
     if (sf.seed >= 0) sc.model.seed = (uint64_t)sf.seed;
+    /* a file's matrices are held as stored unless --dtype converts them */
     sc.model.dtype = dtype;
+    sc.model.as_stored = gguf_in && !dtype_given;
     if (arch >= 0) sc.model.arch = arch;
     if (rope_llama3)   /* Llama 3.2's rope_scaling */
         sc.model.rope_freqs = 1, sc.model.rope_factor = 32.0f, sc.model.rope_low_freq = 1.0f,
         sc.model.rope_high_freq = 4.0f, sc.model.rope_orig_ctx = 8192;
     if (mix && !gguf_out)
         return cli_usage_error(C, "--dtype: q4_k_m is a file format (--export-gguf); "
-                               "serve its file with --dtype q4_k or f32");
+                               "serve its file as stored (no --dtype), or with --dtype q4_k "
+                               "or f32");
     if (custom) snprintf(sc.model.name, sizeof sc.model.name, "custom");
     const char *why = NULL;
     if (cal_model_validate(&sc.model, &why) != CAL_OK) {
@@ -482,7 +510,11 @@ int cmd_serve(int argc, char **argv)
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: cannot open the engine: %s", cal_strerror(rc));
         char gwhy[512];
-        rc = cal_gguf_export_vocab(eng, gguf_out, mix ? CAL_GGUF_MIX_Q4_K_M : dtype,
+        if (gguf_in)
+            print_held(gguf_in, &sc.model, eng, 1);
+        /* each tensor as the engine holds it: a file held as stored goes
+         * back as it was read */
+        rc = cal_gguf_export_vocab(eng, gguf_out, mix ? CAL_GGUF_MIX_Q4_K_M : CAL_GGUF_AS_HELD,
                                    vocab_file, gwhy, sizeof gwhy);
         long long np = (long long)cal_model_n_params(&sc.model);
         cal_engine_close(&eng);
@@ -491,8 +523,8 @@ int cmd_serve(int argc, char **argv)
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: %s", gwhy);
         fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s, %s)\n", gguf_out,
-                sc.model.name, np, mix ? "q4_k_m" : cal_dtype_name(dtype),
-                cal_arch_name(sc.model.arch));
+                sc.model.name, np, mix ? "q4_k_m" : sc.model.as_stored ? "as stored"
+                : cal_dtype_name(dtype), cal_arch_name(sc.model.arch));
         return CLI_OK;
     }
     if (gguf_in) {
@@ -574,6 +606,8 @@ int cmd_serve(int argc, char **argv)
             return cli_usage_error(C, "%s", reason);
         return cli_fail(C, "%s", reason[0] ? reason : cal_strerror(rc));
     }
+    if (gguf_in && cal_server_engine(srv))
+        print_held(gguf_in, &sc.model, cal_server_engine(srv), max_batch);
     const char *warn = cli_build_warning();
     if (warn) fprintf(stderr, "caliper serve: warning: %s\n", warn);
     int v6 = strchr(host, ':') != NULL;
