@@ -137,8 +137,9 @@ void cal_engine_close(cal_engine **e);
 const cal_model_config *cal_engine_config(const cal_engine *e);
 /* Bytes the open engine holds: its weights (every matrix in its own format,
  * norms in F32, each tensor padded to 64 bytes), and its KV cache as
- * reserved (max_seqs × max_ctx positions; pages are touched only as
- * positions fill). */
+ * reserved (max_seqs × max_ctx positions, each slot's keys and values
+ * rounded up to 2 MiB; pages are touched only as positions fill, a
+ * sequence's in its own slot only). */
 size_t cal_engine_weight_bytes(const cal_engine *e);
 size_t cal_engine_kv_bytes(const cal_engine *e);
 /* Matrix weights (not bytes) the engine holds in format dtype; 0 for an

@@ -92,7 +92,13 @@ struct cal_engine {
     int   bf16_gemm;               /* BF16 prefill on AVX512_BF16 (dq: its
                                       weight panel) */
     layer *layers;                 /* [n_layers] */
-    float *kcache, *vcache;        /* [n_layers][max_seqs][n_kv][max_ctx][hd] */
+    char  *kv;                     /* the KV cache, slot by slot: each slot's
+                                      keys [n_layers][n_kv][max_ctx][hd] then
+                                      its values, each part on whole 2 MiB
+                                      pages, so a sequence touches its own
+                                      slot's pages only */
+    size_t kv_part;                /* bytes of one slot's keys (or values) */
+    size_t kv_map;                 /* bytes mapped (munmap) */
     int   *slot_len;               /* [max_seqs] positions filled */
     float *rope_cos, *rope_sin;    /* [max_ctx][hd/2] */
     float *rope_ff;                /* with rope_freqs: [hd/2] each frequency's

@@ -92,6 +92,10 @@ void cal_engine_embed(cal_engine *e, int32_t tok, float *out);
 struct cal_pool;
 struct cal_pool *cal_engine_pool(cal_engine *e);
 
+/* The memory slot `slot`'s keys and values live in (and no other slot's):
+ * *bytes from *start, whole 2 MiB pages. */
+void cal_engine_kv_slot(const cal_engine *e, int slot, const void **start, size_t *bytes);
+
 /* n bytes on 2 MiB pages where the kernel grants them, as the weights are
  * held (free with free()): bench/engine's read roofline reads such a buffer
  * so that it meets the same page walks as the decode it bounds. */

@@ -305,10 +305,11 @@ static int validate_step(cal_engine *e, const cal_step_entry *en, int n, int *to
     return CAL_OK;
 }
 
-static float *kv_at(const cal_engine *e, float *cache, int l, int slot)
+/* layer l's keys (v 0) or values (v 1) of a slot: [n_kv][max_ctx][hd] */
+static float *kv_at(const cal_engine *e, int v, int l, int slot)
 {
-    return cache + (((size_t)l * e->max_seqs + slot) * e->c.n_kv_heads) *
-                       (size_t)e->c.max_ctx * e->hd;
+    return (float *)(e->kv + ((size_t)slot * 2 + (size_t)v) * e->kv_part) +
+           (size_t)l * e->c.n_kv_heads * (size_t)e->c.max_ctx * e->hd;
 }
 
 /* Attention of a prefill chunk through GEMM, for KV heads g0 .. g1−1. Per KV
@@ -327,8 +328,8 @@ static void attention_chunk(cal_engine *e, int l, const cal_step_entry *s, int r
     float *qp = e->qpack + (size_t)tid * rows * hd;
     float *op = e->opack + (size_t)tid * rows * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    const float *kc = kv_at(e, e->kcache, l, s->slot);
-    const float *vc = kv_at(e, e->vcache, l, s->slot);
+    const float *kc = kv_at(e, 0, l, s->slot);
+    const float *vc = kv_at(e, 1, l, s->slot);
     for (int g = g0; g < g1; g++) {
         const float *kh = kc + (size_t)g * c->max_ctx * hd;
         const float *vh = vc + (size_t)g * c->max_ctx * hd;
@@ -378,8 +379,8 @@ static void att_items(void *a, int tid, int i0, int i1)
     for (int it = i0; it < i1; it++) {
         int i = it / n_kv, g = it % n_kv, row = e->erow[i];
         const cal_step_entry *s = &j->en[i];
-        float *kc = kv_at(e, e->kcache, j->l, s->slot);
-        float *vc = kv_at(e, e->vcache, j->l, s->slot);
+        float *kc = kv_at(e, 0, j->l, s->slot);
+        float *vc = kv_at(e, 1, j->l, s->slot);
         for (int t = 0; t < s->n_tokens; t++) {
             const float *r = e->qkv + (size_t)(row + t) * e->qkv_ld;
             size_t at = ((size_t)g * c->max_ctx + s->pos + t) * e->hd;

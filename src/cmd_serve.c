@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -84,6 +85,8 @@ static void usage(FILE *f)
         "                       connecting, however slowly they trickle (default 10s)\n"
         "  --body-timeout T     the request body within T of the headers (default 60s);\n"
         "                       a reply, a stream included, is never cut by either\n"
+        "  --kv-overcommit      reserve a KV cache (max-batch x context) beyond the host's\n"
+        "                       physical memory; without it serve refuses, naming the sizes\n"
         "  --profile FILE       write the engine's per-op profile JSON at shutdown\n"
         "  --op-bench FILE      no server: run each op of the model alone (same kernels,\n"
         "                       threads and shapes, warm caches), write the timings to\n"
@@ -104,7 +107,7 @@ enum {
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
     O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_MODEL, O_EXPORT,
     O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE, O_HEADTIMEOUT, O_BODYTIMEOUT,
-    O_ARCH, O_ROPESCALING, O_CHATTEMPLATE
+    O_ARCH, O_ROPESCALING, O_CHATTEMPLATE, O_KVOVERCOMMIT
 };
 
 static const struct option OPTS[] = {
@@ -139,6 +142,7 @@ static const struct option OPTS[] = {
     {"arch", required_argument, 0, O_ARCH},
     {"rope-scaling", required_argument, 0, O_ROPESCALING},
     {"chat-template", required_argument, 0, O_CHATTEMPLATE},
+    {"kv-overcommit", no_argument, 0, O_KVOVERCOMMIT},
     {"op-bench", required_argument, 0, O_OPBENCH},
     {"op-bench-tokens", required_argument, 0, O_OBTOKENS},
     {"op-bench-pos", required_argument, 0, O_OBPOS},
@@ -244,6 +248,46 @@ static void held_line(const char *path, const cal_gguf_model *gm, const cal_mode
             max_batch == 1 ? "" : "s", mc->max_ctx);
 }
 
+/* The KV cache the engine would reserve (each slot's keys and values on
+ * whole 2 MiB pages, as engine/weights.c maps them) beside the weights,
+ * against the host's physical memory: beyond it, refused unless
+ * --kv-overcommit asks for it. The cache is only touched as positions
+ * fill, so the reservation itself costs nothing; but a server whose
+ * sequences may fill more than the host holds is one that will swap or be
+ * killed under load, and a file's context_length alone (a 14 MB file
+ * reserved 34.4 GB on a 23.5 GiB host) should not decide that silently. */
+static int check_reservation(const cal_model_config *m, const char *gguf_in, long max_batch,
+                             int overcommit)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || pg <= 0)
+        return 0;   /* the host does not say: nothing to check against */
+    double mem = (double)pages * (double)pg, huge = 2.0 * 1024 * 1024;
+    double per_pos = (double)cal_model_kv_bytes_per_token(m) / 2;  /* keys, or values */
+    double part = ceil(per_pos * m->max_ctx / huge) * huge;
+    double kv = 2 * part * (double)max_batch;
+    struct stat st;
+    double weights = gguf_in && m->as_stored && stat(gguf_in, &st) == 0
+                     ? (double)st.st_size
+                     : (double)cal_model_n_params(m) * cal_dtype_bytes_per_weight(m->dtype);
+    if (overcommit || kv + weights <= mem)
+        return 0;
+    double room = mem - weights;
+    long ctx_fit = room > 0 ? (long)(room / (2 * per_pos * (double)max_batch)) : 0;
+    long seq_fit = room > 0 ? (long)(room / (2 * part)) : 0;
+    char b1[32], b2[32], b3[32];
+    return cli_usage_error("serve", "the KV cache would reserve %s (%ld sequences of %d "
+                           "positions) beside %s of weights, more than this host's %s of "
+                           "memory: serve fewer positions (--context: %ld fit %ld sequences) "
+                           "or sequences (--max-batch: %ld fit %d positions), or reserve it "
+                           "anyway with --kv-overcommit (its pages are touched only as "
+                           "positions fill)",
+                           cal_unit_format(CAL_U_BYTES, kv, 3, b1, sizeof b1), max_batch,
+                           m->max_ctx, cal_unit_format(CAL_U_BYTES, weights, 3, b2, sizeof b2),
+                           cal_unit_format(CAL_U_BYTES, mem, 3, b3, sizeof b3), ctx_fit,
+                           max_batch, seq_fit, m->max_ctx);
+}
+
 /* held_line for the file at path, read again */
 static void print_held(const char *path, const cal_model_config *mc, const cal_engine *eng,
                        long max_batch)
@@ -306,7 +350,7 @@ int cmd_serve(int argc, char **argv)
     const char *gguf_in = NULL, *gguf_out = NULL, *vocab_file = NULL;
     int preset_given = 0;
     int rc, opt, dtype = CAL_DTYPE_F32, dtype_given = 0, mix = 0, arch = -1, rope_llama3 = 0,
-        tpl_given = 0;
+        tpl_given = 0, kv_overcommit = 0;
     cal_chat_template tpl = {0};
     const char *tpl_from = "caliper's own";
     optind = 1;
@@ -331,6 +375,7 @@ int cmd_serve(int argc, char **argv)
                                        list);
             }
             break;
+        case O_KVOVERCOMMIT: kv_overcommit = 1; break;
         case O_CHATTEMPLATE:
             if (cal_tpl_parse(optarg, &tpl) < 0)
                 return cli_usage_error(C, "--chat-template: \"%s\" is not caliper, chatml, "
@@ -545,6 +590,10 @@ int cmd_serve(int argc, char **argv)
                     "cache for %ld sequences\n", sc.model.max_ctx, full,
                     cal_unit_format(CAL_U_BYTES, full, 3, b1, sizeof b1), max_batch);
         }
+    }
+    if (pace_ms == 0 && !op_bench) {
+        rc = check_reservation(&sc.model, gguf_in, max_batch, kv_overcommit);
+        if (rc) return rc;
     }
     char name[128];
     if (!model_name) {
