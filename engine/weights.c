@@ -93,6 +93,10 @@ void *cal_engine_huge_alloc(size_t n)
  * huge pages free, or the runs fit the TLB). */
 static char *kv_alloc(size_t part, int slots, size_t *mapped)
 {
+    /* a shape's product of layers, KV width, positions and slots can pass
+     * what a size_t counts (2^10 · 2^16 · 2^20 · 4 bytes · 2^12 slots) */
+    if (part == 0 || part > (SIZE_MAX - HUGE_PAGE) / 2 / (size_t)slots)
+        return NULL;
     size_t n = part * 2 * (size_t)slots + HUGE_PAGE;
     char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);

@@ -931,6 +931,60 @@ static void test_q4_k_m_as_stored_roundtrip(void **state)
     assert_same_tensors(path, back);
 }
 
+/* A file that changes between the header's check and the load, as a
+ * hostile or careless writer may do: a held-as-stored tensor retyped to
+ * one the engine cannot read, or to another the engine holds (its rows
+ * are then read through F32 into the format planned, never past the row),
+ * or the file cut short. Each is refused or read without a byte out of
+ * place (ASan), never a crash. */
+static void test_file_changed_before_load(void **state)
+{
+    (void)state;
+    cal_model_config c = kq_cfg(CAL_DTYPE_F32), g;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/changing.gguf", dir);
+    int plan[CAL_T_COUNT(2)];
+    mixed_plan(&c, plan);
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, 1, 16, &e), CAL_OK);
+    assert_int_equal(cal_gguf_export_plan(e, path, plan, why, sizeof why), CAL_OK);
+    cal_engine_close(&e);
+    size_t n;
+    uint8_t *orig = slurp(path, &n);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    /* blk.0.attn_v is Q6_K (210 bytes a 256); IQ4_NL is not read */
+    uint8_t *b = malloc(n);
+    assert_non_null(b);
+    memcpy(b, orig, n);
+    after(b, n, "blk.0.attn_v.weight")[4 + 16] = 20;
+    spit(path, b, n);
+    assert_int_not_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    assert_null(e);
+    /* Q6_K to Q4_K (144 bytes a 256): the file still holds the bytes, and
+     * the engine, which plans its formats as it opens, holds it as Q4_K */
+    memcpy(b, orig, n);
+    after(b, n, "blk.0.attn_v.weight")[4 + 16] = CAL_GGUF_Q4_K;
+    spit(path, b, n);
+    int rc = cal_engine_open(&g, 1, 16, &e);
+    if (rc == CAL_OK) {
+        cal_layer_weights w;
+        cal_engine_layer_weights(e, 0, &w);
+        assert_int_equal(w.v.dtype, CAL_DTYPE_Q4_K);
+        cal_engine_close(&e);
+    }
+    /* cut short in the middle of the last tensor */
+    spit(path, orig, n - 1000);
+    assert_int_not_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    assert_null(e);
+    /* and read whole again, it is served */
+    spit(path, orig, n);
+    assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    cal_engine_close(&e);
+    free(b);
+    free(orig);
+}
+
 static void test_read_q4_1(void **state) { read_format(CAL_GGUF_Q4_1, 32, 20); }
 static void test_read_q5_0(void **state) { read_format(CAL_GGUF_Q5_0, 32, 22); }
 static void test_read_q5_1(void **state) { read_format(CAL_GGUF_Q5_1, 32, 24); }
@@ -960,6 +1014,7 @@ int main(void)
         cmocka_unit_test(test_mixed_dense),
         cmocka_unit_test(test_mixed_moe),
         cmocka_unit_test(test_q4_k_m_as_stored_roundtrip),
+        cmocka_unit_test(test_file_changed_before_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
