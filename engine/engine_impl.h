@@ -149,6 +149,11 @@ struct cal_engine {
 #define SMALL_M 16
 #define ATT_GEMM_MIN 8   /* chunks at least this long use GEMM attention */
 
+/* Does a decode product on dt take X rounded to Q8_K (cal_k_kq_round,
+ * cal_k_kq_apply)? The one place the engine asks it: its buffers
+ * (weights.c) and its dispatch (step.c). */
+static inline int cal_takes_q8k(int dt) { return dt == CAL_DTYPE_Q4_K || dt == CAL_DTYPE_Q6_K; }
+
 /* Rows r0 .. r0+count−1 of expert `expert`'s matrix of m in the format's
  * block layout: m's own memory, or unpacked into buf (weights.c). */
 const void *cal_engine_mat_rows(const mat *m, int expert, int64_t r0, int64_t count,

@@ -62,10 +62,6 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
  * 2-4. Two pairs a tile on the pairs' layout, two streams of weights side
  * by side, ran 0.74-0.88x the block kernel at batches 1-4: more than the
  * hardware's prefetch follows; the quads' layout makes them one stream. */
-/* Does dtype's decode product take X rounded to Q8_K (cal_k_kq_round,
- * cal_k_kq_apply)? */
-static int takes_q8k(int dt) { return dt == CAL_DTYPE_Q4_K || dt == CAL_DTYPE_Q6_K; }
-
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                     const mat *M, const char *w, int n_out, int m, float beta, int tid,
                     const uint32_t *xq)
@@ -188,7 +184,7 @@ static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx, 
      * rounded into */
     size_t xb = m > SMALL_M || !e->x8 ? 0
                 : M->pk == PK_Q8X ? cal_k_q8x_xbytes(n_in, m)
-                : takes_q8k(M->dt) ? cal_k_kq_xbytes(n_in, m) : 0;
+                : cal_takes_q8k(M->dt) ? cal_k_kq_xbytes(n_in, m) : 0;
     int x8 = xb > 0 && xb <= e->x8_bytes;
     e->x8_product += x8;
     mm_job j = {e, y, x, M, w, ldy, ldx, n_out, n_in, m, beta, xq, x8, xk};

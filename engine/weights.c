@@ -572,7 +572,9 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         }
     /* interleaved Q8_0 and Q4_K on VNNI; the K-quants: the decode batch's
      * activations rounded to Q8_K once a thread a product */
-    int kq = pd[CAL_DTYPE_Q4_K] > 0 || pd[CAL_DTYPE_Q6_K] > 0;
+    int kq = 0;
+    for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++)
+        kq |= pd[dt] > 0 && cal_takes_q8k(dt);
     if (e->has_pk[PK_Q8X] || kq) {
         size_t a = e->has_pk[PK_Q8X] ? cal_k_q8x_xbytes(max_in, SMALL_M) : 0;
         size_t b = kq ? cal_k_kq_xbytes(max_in, SMALL_M) : 0;

@@ -834,8 +834,8 @@ static void test_forward_mixed_vs_reference(void **state)
         if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
             fail_msg("config: %s", why);
         assert_int_equal(cal_engine_open(&g, 2, 64, &e), CAL_OK);
-        for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++)
-            assert_true(cal_engine_params_held(e, dt) > 0);
+        for (size_t i = 0; i < CAL_T_COUNT(2); i++)
+            assert_true(cal_engine_params_held(e, plan[i]) > 0);
         check_vs_reference(e, 37, 37);
         check_vs_reference(e, 13, 1);
         cal_engine_close(&e);
