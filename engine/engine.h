@@ -138,7 +138,7 @@ const cal_model_config *cal_engine_config(const cal_engine *e);
 /* Bytes the open engine holds: its weights (every matrix in its own format,
  * norms in F32, each tensor padded to 64 bytes), and its KV cache as
  * reserved (max_seqs × max_ctx positions, each slot's keys and values
- * rounded up to 2 MiB; pages are touched only as positions fill, a
+ * rounded up to whole pages, 2 MiB ones from 1 MiB up; pages are touched only as positions fill, a
  * sequence's in its own slot only). */
 size_t cal_engine_weight_bytes(const cal_engine *e);
 size_t cal_engine_kv_bytes(const cal_engine *e);

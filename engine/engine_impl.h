@@ -94,9 +94,10 @@ struct cal_engine {
     layer *layers;                 /* [n_layers] */
     char  *kv;                     /* the KV cache, slot by slot: each slot's
                                       keys [n_layers][n_kv][max_ctx][hd] then
-                                      its values, each part on whole 2 MiB
-                                      pages, so a sequence touches its own
-                                      slot's pages only */
+                                      its values, each part on whole pages
+                                      (2 MiB ones from 1 MiB up), so a
+                                      sequence touches its own slot's pages
+                                      only */
     size_t kv_part;                /* bytes of one slot's keys (or values) */
     size_t kv_map;                 /* bytes mapped (munmap) */
     int   *slot_len;               /* [max_seqs] positions filled */

@@ -93,7 +93,7 @@ struct cal_pool;
 struct cal_pool *cal_engine_pool(cal_engine *e);
 
 /* The memory slot `slot`'s keys and values live in (and no other slot's):
- * *bytes from *start, whole 2 MiB pages. */
+ * *bytes from *start, whole pages (2 MiB ones for a part of 1 MiB or more). */
 void cal_engine_kv_slot(const cal_engine *e, int slot, const void **start, size_t *bytes);
 
 /* n bytes on 2 MiB pages where the kernel grants them, as the weights are

@@ -79,7 +79,8 @@ void *cal_engine_huge_alloc(size_t n)
  * measures), and the reservation is not counted against the host's memory
  * up front (MAP_NORESERVE: serve refuses one beyond physical memory unless
  * asked, and then it is the user's choice). Slot by slot, each slot's keys
- * and then its values on whole 2 MiB pages: a slot's sequence touches its
+ * and then its values on whole pages (2 MiB ones where a slot's part
+ * fills a huge page's worth, 4 KiB below): a slot's sequence touches its
  * own pages only. Laid out layer-major across slots, one 1000-token prompt
  * took RSS to 8.5 GB of a 34.4 GB cache of 16 slots: every huge page it
  * touched held other slots' positions too.
@@ -109,8 +110,10 @@ static char *kv_alloc(size_t part, int slots, size_t *mapped)
         munmap(p, head);
     if (n - head - used)
         munmap((char *)a + used, n - head - used);
-#ifdef MADV_HUGEPAGE
-    madvise((void *)a, used, MADV_HUGEPAGE);
+    /* a slot's part of less than a huge page stays on small pages: on huge
+     * ones it would share a page with its neighbours' */
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    madvise((void *)a, used, part % HUGE_PAGE == 0 ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #endif
     *mapped = used;
     return (char *)a;
@@ -463,8 +466,12 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     if (e->weights)
         place_all(e, dts, e->weights);
     free(dts);
-    e->kv_part = ((size_t)c->n_layers * e->kvd * c->max_ctx * sizeof(float) + HUGE_PAGE - 1) &
-                 ~(size_t)(HUGE_PAGE - 1);
+    /* each slot's keys (and values) on whole pages of their own: 2 MiB
+     * ones from a huge page's worth up (a tiny model's 512 KiB would
+     * otherwise take four times its size), 4 KiB ones below */
+    size_t kv_need = (size_t)c->n_layers * e->kvd * c->max_ctx * sizeof(float);
+    size_t kv_unit = kv_need >= HUGE_PAGE / 2 ? HUGE_PAGE : 4096;
+    e->kv_part = (kv_need + kv_unit - 1) & ~(kv_unit - 1);
     e->kv = kv_alloc(e->kv_part, max_seqs, &e->kv_map);
     e->slot_len = calloc((size_t)max_seqs, sizeof(int));
     e->rope_cos = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));

@@ -255,7 +255,7 @@ static void held_line(const char *path, const cal_gguf_model *gm, const cal_mode
 }
 
 /* The KV cache the engine would reserve (each slot's keys and values on
- * whole 2 MiB pages, as engine/weights.c maps them) beside the weights,
+ * whole pages, as engine/weights.c maps them) beside the weights,
  * against the host's physical memory: beyond it, refused unless
  * --kv-overcommit asks for it. The cache is only touched as positions
  * fill, so the reservation itself costs nothing; but a server whose
@@ -270,7 +270,8 @@ static int check_reservation(const cal_model_config *m, const char *gguf_in, lon
         return 0;   /* the host does not say: nothing to check against */
     double mem = (double)pages * (double)pg, huge = 2.0 * 1024 * 1024;
     double per_pos = (double)cal_model_kv_bytes_per_token(m) / 2;  /* keys, or values */
-    double part = ceil(per_pos * m->max_ctx / huge) * huge;
+    double need = per_pos * m->max_ctx, unit = need >= huge / 2 ? huge : 4096;
+    double part = ceil(need / unit) * unit;
     double kv = 2 * part * (double)max_batch;
     struct stat st;
     double weights = gguf_in && m->as_stored && stat(gguf_in, &st) == 0

@@ -857,7 +857,8 @@ static size_t resident(const void *p, size_t n)
 }
 
 /* The KV cache is laid out slot by slot, each slot's keys and values on
- * whole 2 MiB pages of their own: a sequence touches its own slot's pages
+ * whole pages of their own (2 MiB from a huge page's worth up, 4 KiB
+ * below): a sequence touches its own slot's pages
  * and no other's (laid out layer by layer across slots, a 1000-token
  * prompt in one of 16 slots took RSS to a quarter of the whole cache:
  * each huge page it touched held every slot's positions of a layer).
@@ -875,8 +876,8 @@ static void test_kv_slots_apart(void **state)
     size_t bytes[SLOTS];
     for (int s = 0; s < SLOTS; s++) {
         cal_engine_kv_slot(e, s, &at[s], &bytes[s]);
-        assert_int_equal((uintptr_t)at[s] % (2u << 20), 0);
-        assert_int_equal(bytes[s] % (2u << 20), 0);
+        assert_int_equal((uintptr_t)at[s] % 4096, 0);
+        assert_int_equal(bytes[s] % 4096, 0);
         assert_true(bytes[s] >= (size_t)cal_model_kv_bytes_per_token(&c) * c.max_ctx);
         if (s > 0)
             assert_true((const char *)at[s] >= (const char *)at[s - 1] + bytes[s - 1]);
@@ -895,6 +896,15 @@ static void test_kv_slots_apart(void **state)
             assert_true(r > 0);
         else if (r != 0)
             fail_msg("slot %d: %zu pages resident, no sequence wrote there", s, r);
+    }
+    cal_engine_close(&e);
+    /* a slot of a huge page's worth or more: whole 2 MiB pages */
+    c.max_ctx = 1024;
+    assert_int_equal(cal_engine_open(&c, 2, 16, &e), CAL_OK);
+    for (int s = 0; s < 2; s++) {
+        cal_engine_kv_slot(e, s, &at[s], &bytes[s]);
+        assert_int_equal((uintptr_t)at[s] % (2u << 20), 0);
+        assert_int_equal(bytes[s] % (2u << 20), 0);
     }
     cal_engine_close(&e);
 }
