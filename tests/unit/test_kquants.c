@@ -1,4 +1,4 @@
-/* Unit tests of llama.cpp's 4- and 6-bit formats (engine/kquants.c): blocks
+/* Unit tests of llama.cpp's 4-, 5- and 6-bit formats (engine/kquants.c): blocks
  * built by hand byte by byte decode to the values their layout defines, the
  * quantizers stay within their error bounds, and the vector decode product
  * agrees with the reference dot product at every batch size 1..16, on row
@@ -94,6 +94,37 @@ static void test_q6_k_by_hand(void **state)
     assert_int_equal(cal_k_row_bytes(CAL_DTYPE_Q6_K, 256), 210);
 }
 
+/* Q5_K: Q4_K's scales and nibbles plus bit j of qh[l] as the fifth bit of
+ * element l of sub-block j (ggml's dequantize_row_q5_K) */
+static void test_q5_k_by_hand(void **state)
+{
+    (void)state;
+    cal_q5_k_block b;
+    memset(&b, 0, sizeof b);
+    b.d = 0x3C00;          /* 1.0 */
+    b.dmin = 0x3800;       /* 0.5 */
+    b.scales[0] = 2;       /* sub-block 0: scale 2, min 4 */
+    b.scales[4] = 4;
+    b.scales[9] = 0x11;    /* sub-block 5: scale 33, min 17 (as in the Q4_K case) */
+    b.scales[1] = 2 << 6;
+    b.scales[5] = 1 << 6;
+    b.qs[0] = 0x03;        /* element 0: nibble 3 */
+    b.qh[0] = 1;           /* ... fifth bit (bit 0: sub-block 0): q = 19 */
+    b.qs[64 + 7] = 0x90;   /* sub-block 5, element 7: nibble 9 */
+    b.qh[7] = 1 << 5;      /* bit 5: sub-block 5's fifth bit: q = 25 */
+    b.qh[1] = 1 << 1;      /* sub-block 1, element 1: q = 16 (scale 0: value −dmin·m = 0) */
+    float y[256];
+    cal_k_dequantize_row(CAL_DTYPE_Q5_K, &b, y, 256);
+    assert_true(y[0] == 1.0f * 2 * 19 - 0.5f * 4);       /* 36 */
+    assert_true(y[1] == -2.0f);
+    assert_true(y[167] == 1.0f * 33 * 25 - 0.5f * 17);   /* 816.5 */
+    assert_true(y[160] == -8.5f);
+    assert_true(y[33] == 0.0f);
+    /* the fifth bit of element 7 belongs to sub-block 5 alone */
+    assert_true(y[7] == -2.0f && y[32 * 1 + 7] == 0.0f);
+    assert_int_equal(cal_k_row_bytes(CAL_DTYPE_Q5_K, 512), 352);
+}
+
 /* quantize → dequantize: every weight within the format's worst-case step
  * of its own block, and the round trip of a dequantized row is exact */
 static void check_roundtrip(int dt, double levels)
@@ -133,10 +164,13 @@ static void test_quantizers(void **state)
     check_roundtrip(CAL_DTYPE_Q4_0, 8.0);    /* step = max|x|/8 ≤ range/8 */
     check_roundtrip(CAL_DTYPE_Q4_K, 8.0);
     check_roundtrip(CAL_DTYPE_Q6_K, 30.0);
+    check_roundtrip(CAL_DTYPE_Q5_K, 16.0);
     /* an all-zero block stays zero (no division by a zero scale) */
     float zero[256] = {0}, back[256];
     unsigned char q[256];
-    for (int dt = CAL_DTYPE_Q4_0; dt <= CAL_DTYPE_Q6_K; dt++) {
+    static const int kq[] = {CAL_DTYPE_Q4_0, CAL_DTYPE_Q4_K, CAL_DTYPE_Q5_K, CAL_DTYPE_Q6_K};
+    for (size_t f = 0; f < sizeof kq / sizeof kq[0]; f++) {
+        int dt = kq[f];
         cal_k_quantize_row(dt, zero, q, 256);
         cal_k_dequantize_row(dt, q, back, 256);
         for (int i = 0; i < 256; i++)
@@ -268,6 +302,9 @@ static void test_products_vs_reference(void **state)
     check_vs_ref(CAL_DTYPE_Q6_K, 1, 256);
     check_vs_ref(CAL_DTYPE_Q6_K, 9, 1280);
     check_vs_ref(CAL_DTYPE_Q6_K, 3, 4096);
+    check_vs_ref(CAL_DTYPE_Q5_K, 1, 256);
+    check_vs_ref(CAL_DTYPE_Q5_K, 9, 1280);
+    check_vs_ref(CAL_DTYPE_Q5_K, 3, 4096);
     /* Q4_0's portable path is the reference, bit for bit */
     enum { NO = 5, NI = 512 };
     size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_0, NI);
@@ -442,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_q4_0_by_hand),
         cmocka_unit_test(test_q4_k_by_hand),
         cmocka_unit_test(test_q6_k_by_hand),
+        cmocka_unit_test(test_q5_k_by_hand),
         cmocka_unit_test(test_quantizers),
         cmocka_unit_test(test_q8_k_rounding),
         cmocka_unit_test(test_products_vs_reference),
