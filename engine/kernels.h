@@ -363,6 +363,23 @@ void cal_k_q4kx_pack_inplace(void *m, int n_rows, int n, void *scratch);
 void cal_k_q4kx_rows(const void *m, int n_rows, int r0, int count, int n, void *out);
 int  cal_k_q4kx_apply(float *y, int ldy, const cal_q8_k_block *xq, const void *w, int n_out,
                       int n_in, int m, float beta);
+/* Q5_K (q5kx.c) and Q6_K (q6kx.c) the same way: rows interleaved in
+ * sixteens, the same bytes per row, the last n_rows % 16 in the block
+ * layout; apply is cal_k_kq_apply for the format on packed rows, bit for
+ * bit, any m; −1 and nothing done without AVX-512 VNNI or whole
+ * super-blocks. */
+void cal_k_q5kx_pack(const void *src, void *dst, int n_rows, int n);
+void cal_k_q5kx_unpack(const void *src, void *dst, int n_rows, int n);
+void cal_k_q5kx_pack_inplace(void *m, int n_rows, int n, void *scratch);
+void cal_k_q5kx_rows(const void *m, int n_rows, int r0, int count, int n, void *out);
+int  cal_k_q5kx_apply(float *y, int ldy, const cal_q8_k_block *xq, const void *w, int n_out,
+                      int n_in, int m, float beta);
+void cal_k_q6kx_pack(const void *src, void *dst, int n_rows, int n);
+void cal_k_q6kx_unpack(const void *src, void *dst, int n_rows, int n);
+void cal_k_q6kx_pack_inplace(void *m, int n_rows, int n, void *scratch);
+void cal_k_q6kx_rows(const void *m, int n_rows, int r0, int count, int n, void *out);
+int  cal_k_q6kx_apply(float *y, int ldy, const cal_q8_k_block *xq, const void *w, int n_out,
+                      int n_in, int m, float beta);
 
 /* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
  * this CPU (VNNI: the Q8_0 integer kernel). */
