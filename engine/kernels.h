@@ -381,6 +381,48 @@ void cal_k_q6kx_rows(const void *m, int n_rows, int r0, int count, int n, void *
 int  cal_k_q6kx_apply(float *y, int ldy, const cal_q8_k_block *xq, const void *w, int n_out,
                       int n_in, int m, float beta);
 
+/* ---- every quantized format through one interface (products.c) ----------
+ * How the step multiplies a matrix W [n_out][n_in] held in a quantized
+ * dtype by m rows of X, at any m (decode batches and prefill alike):
+ *  1. at open, cal_k_mm_packed(dtype) says whether this CPU holds the
+ *     format's matrices interleaved for its VNNI kernel (Q8_0, Q4_0, Q4_1,
+ *     Q5_0, Q5_1, Q4_K, Q5_K and Q6_K on AVX-512 VNNI); if so, each matrix
+ *     is converted in place once by cal_k_mm_pack (cal_k_mm_pack_scratch
+ *     bytes of scratch), the same bytes in another order. Readers of whole
+ *     rows in the block layout (the embedding lookup, export, a dequantized
+ *     prefill tile) take them through cal_k_mm_rows, which returns the rows
+ *     in place where the matrix is not packed and unpacks them into out
+ *     (count rows) where it is;
+ *  2. per product, cal_k_mm_xbytes(dtype, n_in, m) bytes of rounded
+ *     activations (64-byte aligned) are filled once by cal_k_mm_round (by
+ *     every thread for itself, or once for all);
+ *  3. any number of pieces of W's rows, each starting on a multiple of 16
+ *     rows of the matrix, are multiplied by cal_k_mm_apply: Y = beta·Y +
+ *     X̂·Wᵀ, beta 0 never reading Y.
+ * cal_k_mm_xbytes is 0 where the format has no integer product on this CPU
+ * at this m: F32, F16 and BF16; Q8_0 without VNNI; and every format without
+ * VNNI at m > CAL_K_MM_DECODE, where SGEMM over dequantized rows is the
+ * faster path. The caller then keeps its own path (cal_k_matmul for decode
+ * batches, SGEMM or cal_k_gemm_bf16 for prefill). Formats of one
+ * cal_k_mm_xkind round X to the same bytes, so a caller may round once for
+ * several matrices that read the same X (Q4_K and Q6_K in a Q4_K_M file).
+ * Numbers: Q8_0 as cal_k_q8x_product; Q4_0, Q4_1, Q5_0, Q5_1 as
+ * cal_k_q32_dot_q8 (Q4_0 therefore on rounded activations, where
+ * cal_k_matmul keeps them in F32); the K-quants as cal_k_kq_dot_q8k; each
+ * the same bits whether packed or not. */
+enum { CAL_K_X_NONE = 0, CAL_K_X_Q8X, CAL_K_X_Q8_1, CAL_K_X_Q8_K };
+#define CAL_K_MM_DECODE 16
+int         cal_k_mm_packed(int dtype);
+size_t      cal_k_mm_pack_scratch(int dtype, int n_in);
+void        cal_k_mm_pack(int dtype, void *w, int n_rows, int n_in, void *scratch);
+const void *cal_k_mm_rows(int dtype, const void *w, int n_rows, int r0, int count, int n_in,
+                          void *out);
+int         cal_k_mm_xkind(int dtype);
+size_t      cal_k_mm_xbytes(int dtype, int n_in, int m);
+void        cal_k_mm_round(int dtype, const float *x, int ldx, int n_in, int m, void *xq);
+void        cal_k_mm_apply(int dtype, float *y, int ldy, const void *xq, const void *w,
+                           int n_out, int n_in, int m, float beta);
+
 /* "avx512+vnni", "avx512" or "portable": the path cal_k_matmul takes on
  * this CPU (VNNI: the Q8_0 integer kernel). */
 const char *cal_k_isa(void);

@@ -378,6 +378,79 @@ static void test_q32x_pack_roundtrip(void **state)
         }
 }
 
+/* ---- one interface for every quantized format (products.c) -------------- */
+
+/* For every quantized format, through cal_k_mm_*: the matrix packed as
+ * cal_k_mm_packed says, rows read back as they were, and the product at
+ * decode and prefill sizes (1, 5, 16, 17, 70: across the 64-row passes)
+ * in pieces of 16 rows equals the format's own definition bit for bit
+ * (Q8_0: cal_k_q8x_product's bits). F32, F16 and BF16 have no such
+ * product, and without VNNI prefill sizes go to the caller's SGEMM. */
+static void test_mm_interface(void **state)
+{
+    (void)state;
+    const int fmts[] = {CAL_DTYPE_Q8_0, CAL_DTYPE_Q4_0, CAL_DTYPE_Q4_1, CAL_DTYPE_Q5_0,
+                        CAL_DTYPE_Q5_1, CAL_DTYPE_Q4_K, CAL_DTYPE_Q5_K, CAL_DTYPE_Q6_K};
+    const int ms[] = {1, 5, 16, 17, 70};
+    enum { ROWS = 37, N = 512 };
+    int vnni = cal_k_have_q8x();
+    for (int dt = CAL_DTYPE_F32; dt <= CAL_DTYPE_BF16; dt++) {
+        assert_int_equal(cal_k_mm_xbytes(dt, N, 1), 0);
+        assert_int_equal(cal_k_mm_packed(dt), 0);
+    }
+    float *x = malloc(sizeof(float) * 70 * N), *w = malloc(sizeof(float) * ROWS * N);
+    float *y = malloc(sizeof(float) * 70 * ROWS), *yr = malloc(sizeof(float) * 70 * ROWS);
+    for (int i = 0; i < 70 * N; i++)
+        x[i] = frand();
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        int dt = fmts[f];
+        size_t rb = cal_k_row_bytes(dt, N);
+        char *a = matrix(dt, ROWS, N, w), *m = malloc(rb * ROWS), *out = malloc(rb * ROWS);
+        memcpy(m, a, rb * ROWS);
+        assert_int_equal(cal_k_mm_packed(dt), vnni);
+        void *scratch = malloc(cal_k_mm_pack_scratch(dt, N) + 1);
+        cal_k_mm_pack(dt, m, ROWS, N, scratch);
+        assert_true(vnni ? memcmp(a, m, rb * 16) != 0 : memcmp(a, m, rb * ROWS) == 0);
+        const void *rows = cal_k_mm_rows(dt, m, ROWS, 3, 30, N, out);
+        assert_memory_equal(rows, a + 3 * rb, 30 * rb);
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+            int mm = ms[mi];
+            size_t xb = cal_k_mm_xbytes(dt, N, mm);
+            int has = vnni || (mm <= CAL_K_MM_DECODE && dt != CAL_DTYPE_Q8_0);
+            assert_int_equal(xb > 0, has);
+            if (!has)
+                continue;
+            void *xq = aligned_alloc(64, (xb + 63) & ~(size_t)63);
+            cal_k_mm_round(dt, x, N, N, mm, xq);
+            for (int r0 = 0; r0 < ROWS; r0 += 16) {
+                int cnt = ROWS - r0 < 16 ? ROWS - r0 : 16;
+                cal_k_mm_apply(dt, y + r0, ROWS, xq, m + (size_t)r0 * rb, cnt, N, mm, 0.0f);
+            }
+            if (dt == CAL_DTYPE_Q8_0) {
+                assert_int_equal(cal_k_q8x_product(yr, ROWS, x, N, m, ROWS, N, mm, 0.0f), 0);
+            } else if (cal_k_is_q32(dt)) {
+                cal_q8_1_block *xr = malloc(cal_k_q32_xbytes(N, mm));
+                cal_k_q32_round(x, N, N, mm, xr);
+                cal_k_q32_apply_portable(dt, yr, ROWS, xr, a, ROWS, N, mm, 0.0f);
+                free(xr);
+            } else {
+                cal_q8_k_block *xr = malloc(cal_k_kq_xbytes(N, mm));
+                cal_k_kq_round(x, N, N, mm, xr);
+                for (int i = 0; i < mm; i++)
+                    for (int r = 0; r < ROWS; r++)
+                        yr[(size_t)i * ROWS + r] = cal_k_kq_dot_q8k(dt, a + r * rb,
+                                                                   xr + (size_t)i * (N / 256), N);
+                free(xr);
+            }
+            if (memcmp(y, yr, sizeof(float) * (size_t)mm * ROWS) != 0)
+                fail_msg("%s at m %d: not the format's own bits", cal_dtype_name(dt), mm);
+            free(xq);
+        }
+        free(a); free(m); free(out); free(scratch);
+    }
+    free(x); free(w); free(y); free(yr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_q8_1_rounding),
         cmocka_unit_test(test_q32_products),
         cmocka_unit_test(test_q32x_pack_roundtrip),
+        cmocka_unit_test(test_mm_interface),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
