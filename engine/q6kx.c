@@ -118,14 +118,24 @@ INLV __m512i bcast4(const int8_t *p)
     return _mm512_set1_epi32(v);
 }
 
+/* qh's bit pair 2g, 2g + 1 of every byte to bits 4, 5 (32-bit shifts: the
+ * mask keeps each byte's own bits) */
+INLV __m512i high2(__m512i qh, int g)
+{
+    __m512i v = g < 2 ? _mm512_slli_epi32(qh, 4 - 2 * g) : _mm512_srli_epi32(qh, 2 * g - 4);
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x30));
+}
+
 /* One group of 16 rows × MB activation rows (row i at x + i·nb): lanes of
  * s[i] = the 16 products. Sub-block j = 8h + 2g + u of a super-block is
  * group g's values 16u .. 16u + 15 in half h: slices t = 4u .. 4u + 3 of
  * ql slice 16h + 8(g % 2) + t (low nibbles for g < 2, high for g ≥ 2) and
- * qh slice 8h + t (bits 2g, 2g + 1). */
+ * qh slice 8h + t (bits 2g, 2g + 1). Groups g and g + 2 share their ql
+ * slices, so they go together: each slice of ql and qh is loaded once for
+ * both. */
 INLV void tile(int MB, const unsigned char *g, const cal_q8_k_block *x, int nb, __m512 *s)
 {
-    const __m512i lo4 = _mm512_set1_epi8(0x0F), b45 = _mm512_set1_epi8(0x30);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
     for (int i = 0; i < MB; i++)
         s[i] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++, g += SB) {
@@ -134,31 +144,35 @@ INLV void tile(int MB, const unsigned char *g, const cal_q8_k_block *x, int nb, 
             isum[i] = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++)
             for (int u = 0; u < 2; u++)
-                for (int gg = 0; gg < 4; gg++) {
-                    int j = 8 * h + 2 * gg + u;
-                    __m512i acc[MBMAX];
-                    for (int i = 0; i < MB; i++)
-                        acc[i] = _mm512_set1_epi32(-32 * x[(size_t)i * nb + b].bsums[j]);
+                for (int gp = 0; gp < 2; gp++) {
+                    int j0 = 8 * h + 2 * gp + u, j1 = j0 + 4;   /* groups gp, gp + 2 */
+                    __m512i a0[MBMAX], a1[MBMAX];
+                    for (int i = 0; i < MB; i++) {
+                        const cal_q8_k_block *xb = &x[(size_t)i * nb + b];
+                        a0[i] = _mm512_set1_epi32(-32 * xb->bsums[j0]);
+                        a1[i] = _mm512_set1_epi32(-32 * xb->bsums[j1]);
+                    }
                     _Pragma("GCC unroll 4")
                     for (int t = 4 * u; t < 4 * u + 4; t++) {
-                        __m512i ql = _mm512_loadu_si512(g + OL + 64 * (16 * h + 8 * (gg % 2) + t));
+                        __m512i ql = _mm512_loadu_si512(g + OL + 64 * (16 * h + 8 * gp + t));
                         __m512i qh = _mm512_loadu_si512(g + OH + 64 * (8 * h + t));
-                        __m512i nib = gg < 2 ? _mm512_and_si512(ql, lo4)
-                                             : _mm512_and_si512(_mm512_srli_epi32(ql, 4), lo4);
-                        /* bits 2gg, 2gg + 1 to bits 4, 5 of each byte */
-                        __m512i hb = gg < 2 ? _mm512_slli_epi32(qh, 4 - 2 * gg)
-                                            : _mm512_srli_epi32(qh, 2 * gg - 4);
-                        __m512i q = _mm512_or_si512(nib, _mm512_and_si512(hb, b45));
-                        for (int i = 0; i < MB; i++)
-                            acc[i] = _mm512_dpbusd_epi32(
-                                acc[i], q,
-                                bcast4(x[(size_t)i * nb + b].qs + 128 * h + 32 * gg + 4 * t));
+                        __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, lo4), high2(qh, gp));
+                        __m512i q1 = _mm512_or_si512(
+                            _mm512_and_si512(_mm512_srli_epi32(ql, 4), lo4), high2(qh, gp + 2));
+                        for (int i = 0; i < MB; i++) {
+                            const int8_t *q8 = x[(size_t)i * nb + b].qs + 128 * h + 4 * t;
+                            a0[i] = _mm512_dpbusd_epi32(a0[i], q0, bcast4(q8 + 32 * gp));
+                            a1[i] = _mm512_dpbusd_epi32(a1[i], q1, bcast4(q8 + 32 * (gp + 2)));
+                        }
                     }
                     /* row l's int8 scale j: byte j % 4 of lane l of vector j / 4 */
-                    __m512i sv = _mm512_loadu_si512(g + OSC + 64 * (j / 4));
-                    __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sv, 24 - 8 * (j % 4)), 24);
+                    __m512i v0 = _mm512_loadu_si512(g + OSC + 64 * (j0 / 4));
+                    __m512i v1 = _mm512_loadu_si512(g + OSC + 64 * (j1 / 4));
+                    __m512i s0 = _mm512_srai_epi32(_mm512_slli_epi32(v0, 24 - 8 * (j0 % 4)), 24);
+                    __m512i s1 = _mm512_srai_epi32(_mm512_slli_epi32(v1, 24 - 8 * (j1 % 4)), 24);
                     for (int i = 0; i < MB; i++)
-                        isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(acc[i], sc));
+                        isum[i] = _mm512_add_epi32(isum[i], _mm512_add_epi32(
+                            _mm512_mullo_epi32(a0[i], s0), _mm512_mullo_epi32(a1[i], s1)));
                 }
         __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + OD)));
         for (int i = 0; i < MB; i++) {
