@@ -8,7 +8,8 @@
  * the vector products (AVX2 on block rows, AVX-512 VNNI on interleaved
  * rows) equal the plain C product bit for bit, which stays within float
  * rounding of a double product over the same dequantized weights and
- * rounded activations. */
+ * rounded activations; an engine in each format exports a GGUF file of its
+ * ggml type that serves back the same matrices and logits. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,8 +17,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <cmocka.h>
+#include "caliper/error.h"
+#include "caliper/gguf.h"
 #include "engine/engine.h"
+#include "engine/gguf.h"
+#include "engine/internal.h"
 #include "engine/kernels.h"
 
 static uint64_t rng = 3232;
@@ -451,6 +458,71 @@ static void test_mm_interface(void **state)
     free(x); free(w); free(y); free(yr);
 }
 
+/* ---- held as stored: GGUF export and load ------------------------------- */
+
+/* An engine in each new format writes its matrices as their ggml type
+ * (and llama.cpp's file type); opened from that file in the same format
+ * the engine holds the writer's matrices byte for byte and gives the same
+ * logits bit for bit; cal_gguf_dtype_of maps the type back. */
+static void test_export_roundtrip(void **state)
+{
+    (void)state;
+    const int fmts[] = {CAL_DTYPE_Q4_1, CAL_DTYPE_Q5_0, CAL_DTYPE_Q5_1, CAL_DTYPE_Q5_K};
+    char dir[] = "/tmp/caliper-test-q32-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        int dt = fmts[f];
+        cal_model_config c, g;
+        assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+        c.dim = 256; c.ffn_dim = 512; c.n_layers = 2; c.n_heads = 4; c.n_kv_heads = 2;
+        c.vocab = 600; c.max_ctx = 64; c.dtype = dt;
+        char path[96], why[256];
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, cal_dtype_name(dt));
+        cal_engine *ea = NULL, *eb = NULL;
+        assert_int_equal(cal_engine_open(&c, 1, 16, &ea), CAL_OK);
+        if (cal_gguf_export(ea, path, dt, why, sizeof why) != CAL_OK)
+            fail_msg("export %s: %s", cal_dtype_name(dt), why);
+        cal_gguf_model m;
+        if (cal_gguf_read_model_file(path, &m, why, sizeof why) != CAL_OK)
+            fail_msg("read: %s", why);
+        const cal_gguf_tensor *t = cal_gguf_find(&m, "blk.1.ffn_down.weight");
+        assert_non_null(t);
+        assert_int_equal(cal_gguf_dtype_of(t->type), dt);
+        assert_int_equal(cal_gguf_type_of(dt), (int64_t)t->type);
+        assert_int_equal(t->bytes, (uint64_t)cal_k_row_bytes(dt, c.ffn_dim) * (uint64_t)c.dim);
+        cal_gguf_model_free(&m);
+        if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+            fail_msg("config: %s", why);
+        g.dtype = dt;
+        assert_int_equal(cal_engine_open(&g, 1, 16, &eb), CAL_OK);
+        size_t rd = cal_k_row_bytes(dt, c.dim), rf = cal_k_row_bytes(dt, c.ffn_dim);
+        int hd = c.dim / c.n_heads, qkv = c.dim + 2 * hd * c.n_kv_heads;
+        for (int l = 0; l < c.n_layers; l++) {
+            cal_layer_weights wa, wb;
+            cal_engine_layer_weights(ea, l, &wa);
+            cal_engine_layer_weights(eb, l, &wb);
+            assert_memory_equal(wa.wqkv, wb.wqkv, rd * (size_t)qkv);
+            assert_memory_equal(wa.wo, wb.wo, rd * (size_t)c.dim);
+            assert_memory_equal(wa.w13, wb.w13, rd * 2 * (size_t)c.ffn_dim);
+            assert_memory_equal(wa.w2, wb.w2, rf * (size_t)c.dim);
+        }
+        int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
+        float *la = malloc(sizeof(float) * 600), *lb = malloc(sizeof(float) * 600);
+        cal_step_entry sa = {0, 0, 7, ids, la}, sb = {0, 0, 7, ids, lb};
+        assert_int_equal(cal_engine_step(ea, &sa, 1), CAL_OK);
+        assert_int_equal(cal_engine_step(eb, &sb, 1), CAL_OK);
+        assert_memory_equal(la, lb, sizeof(float) * 600);
+        free(la); free(lb);
+        cal_engine_close(&ea);
+        cal_engine_close(&eb);
+        unlink(path);
+    }
+    assert_int_equal(cal_gguf_dtype_of(CAL_GGUF_Q4_K), CAL_DTYPE_Q4_K);
+    assert_int_equal(cal_gguf_dtype_of(10), -1);   /* Q2_K: not held */
+    assert_int_equal(cal_gguf_type_of(CAL_DTYPE_COUNT), -1);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -461,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_q32_products),
         cmocka_unit_test(test_q32x_pack_roundtrip),
         cmocka_unit_test(test_mm_interface),
+        cmocka_unit_test(test_export_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
