@@ -1,11 +1,12 @@
-/* caliper reference engine — llama.cpp's 4- and 6-bit weight formats: Q4_0
- * (32 weights a block) and the K-quants Q4_K and Q6_K (256-weight
+/* caliper reference engine — llama.cpp's 4- to 6-bit weight formats: Q4_0
+ * (32 weights a block) and the K-quants Q4_K, Q5_K and Q6_K (256-weight
  * super-blocks), in ggml's byte layouts (ggml-common.h). For each: a plain C
  * quantizer and dequantizer, a reference dot product, and the decode-batch
  * product, vectorised with AVX2 and FMA where the CPU has them (asked at
  * run time, so the file builds for any -march), and the Q8_K rounding of
- * activations on AVX-512. Q4_K on AVX-512 VNNI takes interleaved rows
- * instead (q4kx.c), which reuse the rounding here. */
+ * activations on AVX-512. On AVX-512 VNNI the K-quants take interleaved
+ * rows instead (q4kx.c, q5kx.c, q6kx.c), which reuse the rounding here;
+ * Q4_0's integer product on rounded activations is q32.c's. */
 #include "engine/kernels.h"
 #include "engine/simd.h"
 #include "engine/engine.h"
