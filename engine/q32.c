@@ -97,6 +97,17 @@ static void put_u32(uint8_t *p, uint32_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* (int8_t)v, as llama.cpp's reference quantizers truncate, for every v a
+ * block can give; a value out of int8's range (an infinite 1/d of a range
+ * too small for F32, or a NaN weight), where the C conversion is
+ * undefined, goes to the nearer end (NaN to the low one) */
+static int trunc8(float v)
+{
+    if (!(v > -129.0f))
+        return -128;
+    return v < 128.0f ? (int)v : 127;
+}
+
 /* quantize_row_q4_1_ref, _q5_1_ref: d = (max − min) / (2^bits − 1), m = min,
  * q = (int8_t)((x − min)·(1/d) + 0.5) (a truncation), capped at 15 for Q4_1 */
 static void quant_min(const fmt *f, int bits, const float *x, uint8_t *o)
@@ -111,7 +122,7 @@ static void quant_min(const fmt *f, int bits, const float *x, uint8_t *o)
     put_half(o + f->om, min);
     uint32_t qh = 0;
     for (int j = 0; j < QK / 2; j++) {
-        int a = (int8_t)((x[j] - min) * id + 0.5f), b = (int8_t)((x[j + 16] - min) * id + 0.5f);
+        int a = trunc8((x[j] - min) * id + 0.5f), b = trunc8((x[j + 16] - min) * id + 0.5f);
         if (bits == 4) {
             a = a < 15 ? a : 15;
             b = b < 15 ? b : 15;
@@ -137,7 +148,7 @@ static void quant_q5_0(const float *x, uint8_t *o)
     put_half(o, d);
     uint32_t qh = 0;
     for (int j = 0; j < QK / 2; j++) {
-        int a = (int8_t)(x[j] * id + 16.5f), b = (int8_t)(x[j + 16] * id + 16.5f);
+        int a = trunc8(x[j] * id + 16.5f), b = trunc8(x[j + 16] * id + 16.5f);
         a = a < 31 ? a : 31;
         b = b < 31 ? b : 31;
         o[6 + j] = (uint8_t)((a & 0xF) | (b & 0xF) << 4);

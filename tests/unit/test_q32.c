@@ -211,6 +211,17 @@ static void test_q32_quantizers(void **state)
     float d = fabsf(cal_k_f16_to_f32(b.d));
     for (int j = 0; j < 32; j++)
         assert_true(fabsf(y[j] - x[j]) <= 0.5f * d + 16 * d * 0x1p-10f);
+    /* a range too small for F32's 1/d (d a subnormal, 1/d infinite): no
+     * undefined conversion (make ubsan checks), and the block decodes to
+     * its minimum (d is 0 as a half) */
+    for (int j = 0; j < 32; j++)
+        x[j] = j % 2 ? 1e-38f : 0.0f;
+    for (size_t f = 0; f < NQ32; f++) {
+        cal_k_quantize_row(q32[f], x, q, 32);
+        cal_k_dequantize_row(q32[f], q, y, 32);
+        for (int j = 0; j < 32; j++)
+            assert_true(y[j] == 0.0f);
+    }
     /* an all-zero block stays zero */
     memset(x, 0, sizeof x);
     for (size_t f = 0; f < NQ32; f++) {
