@@ -4,6 +4,7 @@
 #ifndef CALIPER_ENGINE_IMPL_H
 #define CALIPER_ENGINE_IMPL_H
 #include "engine/engine.h"
+#include "engine/kernels.h"
 #include "engine/pool.h"
 #include <stdint.h>
 #include <stddef.h>
@@ -21,9 +22,11 @@ typedef struct op_prof {
 #define PROF_MAX_B 16   /* decode batches profiled one by one: the kernels' range */
 
 /* How a matrix's rows are laid out: the format's own block layout, or
- * interleaved for an AVX-512 VNNI kernel (q8x.c: Q8_0 rows in fours;
- * q4kx.c: Q4_K rows in sixteens), packed in place at open. */
-enum { PK_NONE = 0, PK_Q8X, PK_Q4KX };
+ * interleaved for an AVX-512 VNNI kernel, packed in place at open: Q8_0
+ * rows in fours (q8x.c, its own decode kernel), or any other quantized
+ * format but Q4_0 in sixteens through kernels.h's one interface
+ * (products.c: Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K; cal_held_packed). */
+enum { PK_NONE = 0, PK_Q8X, PK_MM };
 
 /* One weight matrix as the engine holds it: n_mat matrices (an MoE
  * tensor's experts; 1 otherwise) of rows × n_in weights in dt, one after
@@ -153,7 +156,19 @@ struct cal_engine {
 /* Does a decode product on dt take X rounded to Q8_K (cal_k_kq_round,
  * cal_k_kq_apply)? The one place the engine asks it: its buffers
  * (weights.c) and its dispatch (step.c). */
-static inline int cal_takes_q8k(int dt) { return dt == CAL_DTYPE_Q4_K || dt == CAL_DTYPE_Q6_K; }
+/* Whether the engine holds a matrix of format dt interleaved (PK_Q8X or
+ * PK_MM) on this CPU: cal_k_mm_packed, but for Q4_0, whose products keep
+ * X in F32 (cal_k_matmul; tiles of dequantized rows in prefill) rather
+ * than rounding it to Q8_0 as q32.c's kernels do. */
+static inline int cal_held_packed(int dt)
+{
+    return dt != CAL_DTYPE_Q4_0 && cal_k_mm_packed(dt);
+}
+
+static inline int cal_takes_q8k(int dt)
+{
+    return dt == CAL_DTYPE_Q4_K || dt == CAL_DTYPE_Q5_K || dt == CAL_DTYPE_Q6_K;
+}
 
 /* Rows r0 .. r0+count−1 of expert `expert`'s matrix of m in the format's
  * block layout: m's own memory, or unpacked into buf (weights.c). */

@@ -44,20 +44,14 @@ static uint64_t t_elems(const tdesc *t) { return t->ne[0] * t->ne[1] * t->ne[2];
 /* ggml's tensor type of an engine format (cal_gguf_dtype_of: back) */
 static uint32_t ggml_type_of(int dtype)
 {
-    switch (dtype) {
-    case CAL_DTYPE_F16:  return CAL_GGUF_F16;
-    case CAL_DTYPE_BF16: return CAL_GGUF_BF16;
-    case CAL_DTYPE_Q8_0: return CAL_GGUF_Q8_0;
-    case CAL_DTYPE_Q4_0: return CAL_GGUF_Q4_0;
-    case CAL_DTYPE_Q4_K: return CAL_GGUF_Q4_K;
-    case CAL_DTYPE_Q6_K: return CAL_GGUF_Q6_K;
-    default:             return CAL_GGUF_F32;
-    }
+    int64_t t = cal_gguf_type_of(dtype);
+    return t >= 0 ? (uint32_t)t : CAL_GGUF_F32;
 }
 
 /* llama.cpp's general.file_type (LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0,
- * MOSTLY_BF16, MOSTLY_Q4_0, MOSTLY_Q4_K_S, MOSTLY_Q6_K, MOSTLY_Q4_K_M): Q4_K
- * alone is what llama.cpp calls Q4_K_S's main type */
+ * MOSTLY_BF16, MOSTLY_Q4_0, MOSTLY_Q4_K_S, MOSTLY_Q6_K, MOSTLY_Q4_1,
+ * MOSTLY_Q5_0, MOSTLY_Q5_1, MOSTLY_Q5_K_S, MOSTLY_Q4_K_M): Q4_K alone is
+ * what llama.cpp calls Q4_K_S's main type, Q5_K alone Q5_K_S's */
 static uint32_t file_type_of(int dtype)
 {
     switch (dtype) {
@@ -67,6 +61,10 @@ static uint32_t file_type_of(int dtype)
     case CAL_DTYPE_Q4_0: return 2;
     case CAL_DTYPE_Q4_K: return 14;
     case CAL_DTYPE_Q6_K: return 18;
+    case CAL_DTYPE_Q4_1: return 3;
+    case CAL_DTYPE_Q5_0: return 8;
+    case CAL_DTYPE_Q5_1: return 9;
+    case CAL_DTYPE_Q5_K: return 16;
     case CAL_GGUF_MIX_Q4_K_M: return 15;
     default:             return 0;
     }

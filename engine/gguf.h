@@ -40,11 +40,18 @@
 #define CAL_GGUF_AS_HELD 1016
 
 /* The tensor formats the loader reads (engine/gguf_formats.c), by ggml
- * type: the engine's own and Q4_1, Q5_0, Q5_1 and Q5_K, which it widens to
- * F32 (llama.cpp's dequantization) and holds in the engine's format. */
-/* The CAL_DTYPE_* of a ggml type, or -1 where the engine cannot hold it. */
+ * type: every type the engine holds as stored, F32, F16, BF16, Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the file's bytes kept as they
+ * are), widened to F32 (llama.cpp's dequantization) where another format is
+ * asked for. */
+/* The CAL_DTYPE_* that holds a ggml type's tensors as stored, or -1 where
+ * the engine has no such format (IQ*, Q2_K, Q3_K, TQ*, MXFP4 ...): "does the
+ * engine hold this type?" is cal_gguf_dtype_of(type) >= 0. */
 int    cal_gguf_dtype_of(uint32_t type);
-/* 1 where the loader reads tensors of the type. */
+/* The ggml type of a CAL_DTYPE_* (what export writes for it), or -1 for an
+ * unknown value: cal_gguf_dtype_of backwards. */
+int64_t cal_gguf_type_of(int dtype);
+/* 1 where the loader reads tensors of the type (the types held as stored). */
 int    cal_gguf_reads(uint32_t type);
 /* Bytes of a row of n values (whole blocks, sizes from cal_gguf_type_block);
  * 0 for a type not read. */

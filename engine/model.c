@@ -31,8 +31,8 @@ int cal_model_preset(const char *name, cal_model_config *out)
     return CAL_ENOTFOUND;
 }
 
-static const char *const dtype_names[CAL_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8_0",
-                                                                  "q4_0", "q4_k", "q6_k"};
+static const char *const dtype_names[CAL_DTYPE_COUNT] = {
+    "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_1", "q5_0", "q5_1", "q5_k"};
 
 static const char *const arch_names[CAL_ARCH_COUNT] = {"llama", "qwen2", "qwen3", "qwen3moe"};
 

@@ -77,8 +77,9 @@ static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
                         (uint32_t *)dq);
     } else if (m <= SMALL_M) {
         /* interleaved rows have no other kernel (a Q8_0 row is whole
-         * blocks, which is all cal_k_q8x_product asks of it); interleaved
-         * Q4_K never comes here: its e->x8 holds any decode batch */
+         * blocks, which is all cal_k_q8x_product asks of it); the other
+         * interleaved formats never come here: e->x8 holds any decode
+         * batch of theirs */
         if (M->pk == PK_Q8X)
             cal_k_q8x_product(y, ldy, x, ldx, w, n_out, n_in, m, beta);
         else
@@ -114,8 +115,8 @@ typedef struct mm_job {
     const uint32_t *xq;            /* BF16 pairs of x, or NULL */
     int x8;                        /* X rounded once a thread into e->x8: for
                                       the Q8_0 VNNI kernel, or to Q8_K */
-    const cal_q8_k_block *xk;      /* interleaved Q4_K prefill: X rounded to
-                                      Q8_K once for all threads, or NULL */
+    const void *xk;                /* interleaved prefill (but Q8_0's): X
+                                      rounded once for all threads, or NULL */
 } mm_job;
 
 /* rows r0 .. r1−1 of W (r0 a multiple of 16) on thread tid */
@@ -126,23 +127,22 @@ static void mm_rows(void *a, int tid, int r0, int r1)
     const mat *M = j->M;
     const char *w = j->w + (size_t)r0 * M->rb;
     if (j->xk) {
-        cal_k_q4kx_apply(j->y + r0, j->ldy, j->xk, w, r1 - r0, j->n_in, j->m, j->beta);
+        cal_k_mm_apply(M->dt, j->y + r0, j->ldy, j->xk, w, r1 - r0, j->n_in, j->m, j->beta);
     } else if (j->x8) {
         /* each thread rounds X for itself, once a product, before its first
          * piece: as fast as one thread rounding it for all, without the wait */
         char *x8 = e->x8 + (size_t)tid * e->x8_bytes;
         if (e->x8_at[tid] != e->x8_product) {
-            if (M->pk == PK_Q8X)
-                cal_k_q8x_round(j->x, j->ldx, j->n_in, j->m, x8);
+            if (M->pk != PK_NONE)
+                cal_k_mm_round(M->dt, j->x, j->ldx, j->n_in, j->m, x8);
             else
                 cal_k_kq_round(j->x, j->ldx, j->n_in, j->m, (cal_q8_k_block *)x8);
             e->x8_at[tid] = e->x8_product;
         }
         if (M->pk == PK_Q8X)
             cal_k_q8x_apply(j->y + r0, j->ldy, x8, w, r1 - r0, j->n_in, j->m, j->beta);
-        else if (M->pk == PK_Q4KX)
-            cal_k_q4kx_apply(j->y + r0, j->ldy, (const cal_q8_k_block *)x8, w, r1 - r0,
-                             j->n_in, j->m, j->beta);
+        else if (M->pk == PK_MM)
+            cal_k_mm_apply(M->dt, j->y + r0, j->ldy, x8, w, r1 - r0, j->n_in, j->m, j->beta);
         else
             cal_k_kq_apply(M->dt, j->y + r0, j->ldy, (const cal_q8_k_block *)x8, w, r1 - r0,
                            j->n_in, j->m, j->beta);
@@ -171,19 +171,21 @@ static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx, 
         cal_k_bf16_pairs(x, ldx, (uint32_t *)e->xr, m, n_in);
         xq = (const uint32_t *)e->xr;
     }
-    /* interleaved Q4_K: prefill takes the decode kernel too, on X rounded to
-     * Q8_K here, as llama.cpp multiplies K-quants at every batch size; its
+    /* the interleaved formats but Q8_0: prefill takes the decode kernel
+     * too (products.c), on X rounded here once for all threads, as
+     * llama.cpp multiplies quantized formats at every batch size; Q4_K's
      * integer products ran ~2x OpenBLAS SGEMM's multiply-adds a second on
      * the dequantized rows */
-    const cal_q8_k_block *xk = NULL;
-    if (M->pk == PK_Q4KX && m > SMALL_M) {
-        cal_k_kq_round(x, ldx, n_in, m, (cal_q8_k_block *)e->xr);
-        xk = (const cal_q8_k_block *)e->xr;
+    const void *xk = NULL;
+    if (M->pk == PK_MM && m > SMALL_M) {
+        cal_k_mm_round(M->dt, x, ldx, n_in, m, e->xr);
+        xk = e->xr;
     }
     /* the decode kernels that take X rounded, if it fits the buffers it is
-     * rounded into */
+     * rounded into (an interleaved matrix's always does: e->x8 is sized
+     * for each format held) */
     size_t xb = m > SMALL_M || !e->x8 ? 0
-                : M->pk == PK_Q8X ? cal_k_q8x_xbytes(n_in, m)
+                : M->pk != PK_NONE ? cal_k_mm_xbytes(M->dt, n_in, m)
                 : cal_takes_q8k(M->dt) ? cal_k_kq_xbytes(n_in, m) : 0;
     int x8 = xb > 0 && xb <= e->x8_bytes;
     e->x8_product += x8;

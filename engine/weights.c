@@ -249,16 +249,14 @@ static void pack_mat(const mat *m, void *scratch)
 {
     for (int x = 0; x < m->n_mat && m->w; x++) {
         char *w = m->w + (size_t)x * m->rows * m->rb;
-        if (m->pk == PK_Q8X)
-            cal_k_q8x_pack_inplace(w, m->rows, m->n_in, scratch);
-        else if (m->pk == PK_Q4KX)
-            cal_k_q4kx_pack_inplace(w, m->rows, m->n_in, scratch);
+        if (m->pk != PK_NONE)
+            cal_k_mm_pack(m->dt, w, m->rows, m->n_in, scratch);
     }
 }
 
 static int pack_all(cal_engine *e)
 {
-    if (!e->has_pk[PK_Q8X] && !e->has_pk[PK_Q4KX])
+    if (!e->has_pk[PK_Q8X] && !e->has_pk[PK_MM])
         return CAL_OK;
     void *scratch = malloc(16 * (size_t)e->row_max);
     if (!scratch)
@@ -284,13 +282,9 @@ const void *cal_engine_mat_rows(const mat *m, int expert, int64_t r0, int64_t co
                                 void *buf)
 {
     const char *w = m->w + (size_t)expert * m->rows * m->rb;
-    if (m->pk == PK_Q8X)
-        cal_k_q8x_rows(w, m->rows, (int)r0, (int)count, m->n_in, buf);
-    else if (m->pk == PK_Q4KX)
-        cal_k_q4kx_rows(w, m->rows, (int)r0, (int)count, m->n_in, buf);
-    else
+    if (m->pk == PK_NONE)
         return w + (size_t)r0 * m->rb;
-    return buf;
+    return cal_k_mm_rows(m->dt, w, m->rows, (int)r0, (int)count, m->n_in, buf);
 }
 
 const void *cal_engine_rows(const cal_engine *e, const cal_tensor_view *t, int expert,
@@ -330,8 +324,9 @@ void cal_engine_close(cal_engine **pe)
 #define VEC(n) R64((size_t)(n) * sizeof(float))
 
 /* Matrix m: n_mat × rows × n_in weights in dt, at offset *off of base (NULL:
- * only the sizes are worked out), counted in e's totals. Q8_0 and Q4_K
- * matrices are held interleaved where the CPU has AVX-512 VNNI. */
+ * only the sizes are worked out), counted in e's totals. Quantized
+ * matrices are held interleaved where the CPU has AVX-512 VNNI
+ * (cal_held_packed: every quantized format but Q4_0). */
 static void mat_place(cal_engine *e, mat *m, int dt, int rows, int n_in, int n_mat, char *base,
                       size_t *off)
 {
@@ -340,8 +335,7 @@ static void mat_place(cal_engine *e, mat *m, int dt, int rows, int n_in, int n_m
     m->n_in = n_in;
     m->n_mat = n_mat;
     m->rb = cal_k_row_bytes(dt, n_in);
-    m->pk = !cal_k_have_q8x() ? PK_NONE
-            : dt == CAL_DTYPE_Q8_0 ? PK_Q8X : dt == CAL_DTYPE_Q4_K ? PK_Q4KX : PK_NONE;
+    m->pk = !cal_held_packed(dt) ? PK_NONE : dt == CAL_DTYPE_Q8_0 ? PK_Q8X : PK_MM;
     m->w = base ? base + *off : NULL;
     *off += R64((size_t)n_mat * rows * m->rb);
     if (!base) {
@@ -509,14 +503,15 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->seen = calloc((size_t)max_seqs, 1);
     e->sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
     /* The scratch of the formats held (each matrix's own): prefill tiles of
-     * dequantized rows for every format but F32 and interleaved Q4_K (which
-     * prefills on its integer kernel), X rounded for Q8_0, BF16 and
-     * interleaved Q4_K prefill, and for the decode kernels that take X
-     * rounded (interleaved Q8_0; Q4_K and Q6_K as Q8_K) */
+     * dequantized rows for every format but F32 and the interleaved ones
+     * other than Q8_0 (which prefill on their integer kernels), X rounded
+     * for Q8_0, BF16 and interleaved prefill, and for the decode kernels
+     * that take X rounded (interleaved formats; the K-quants as Q8_K) */
     int64_t *pd = e->params_dt;
     int tiles = 0;
     for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++)
-        tiles |= dt != CAL_DTYPE_F32 && pd[dt] > 0 && !(dt == CAL_DTYPE_Q4_K && e->has_pk[PK_Q4KX]);
+        tiles |= dt != CAL_DTYPE_F32 && pd[dt] > 0 &&
+                 !(dt != CAL_DTYPE_Q8_0 && cal_held_packed(dt));
     int max_in = e->max_in;
     /* prefill tiles: about 4 MiB of floats per thread, whole 16-row groups */
     e->dq_rows = ((1 << 20) / max_in) & ~15;
@@ -528,7 +523,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
                    (size_t)e->dq_rows * max_in >= (size_t)16 * (max_in + 1);
     if (tiles)
         e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
-    int want_xr = pd[CAL_DTYPE_Q8_0] > 0 || e->bf16_gemm || e->has_pk[PK_Q4KX];
+    int want_xr = pd[CAL_DTYPE_Q8_0] > 0 || e->bf16_gemm || e->has_pk[PK_MM];
     if (want_xr)
         e->xr = xalloc((size_t)S * max_in * sizeof(float));
     int ok = (!tiles || e->dq) && (!want_xr || e->xr) && e->weights && e->layers &&
@@ -577,15 +572,19 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
             e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
             e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
         }
-    /* interleaved Q8_0 and Q4_K on VNNI; the K-quants: the decode batch's
-     * activations rounded to Q8_K once a thread a product */
-    int kq = 0;
-    for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++)
-        kq |= pd[dt] > 0 && cal_takes_q8k(dt);
-    if (e->has_pk[PK_Q8X] || kq) {
-        size_t a = e->has_pk[PK_Q8X] ? cal_k_q8x_xbytes(max_in, SMALL_M) : 0;
-        size_t b = kq ? cal_k_kq_xbytes(max_in, SMALL_M) : 0;
-        e->x8_bytes = a > b ? a : b;
+    /* the interleaved formats on VNNI, and the K-quants without: the decode
+     * batch's activations rounded once a thread a product, as each
+     * format's kernel takes them (the largest of the formats held) */
+    size_t x8b = 0;
+    for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++) {
+        size_t b = pd[dt] <= 0             ? 0
+                   : cal_held_packed(dt) ? cal_k_mm_xbytes(dt, max_in, SMALL_M)
+                   : cal_takes_q8k(dt)   ? cal_k_kq_xbytes(max_in, SMALL_M) : 0;
+        if (b > x8b)
+            x8b = b;
+    }
+    if (x8b > 0) {
+        e->x8_bytes = x8b;
         e->x8 = xalloc((size_t)e->nt * e->x8_bytes);
         e->x8_at = calloc((size_t)e->nt, sizeof(unsigned));
         if (!e->x8 || !e->x8_at) {
@@ -594,9 +593,9 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         }
     }
     /* unpacked rows of interleaved matrices: prefill tiles of Q8_0 for
-     * each thread; interleaved Q4_K prefills without tiles and unpacks
-     * for the embedding lookup alone (one row) */
-    if (e->has_pk[PK_Q8X] || e->has_pk[PK_Q4KX]) {
+     * each thread; the other interleaved formats prefill without tiles and
+     * unpack for the embedding lookup alone (one row) */
+    if (e->has_pk[PK_Q8X] || e->has_pk[PK_MM]) {
         e->rowbuf = xalloc((e->has_pk[PK_Q8X] ? (size_t)e->nt * e->dq_rows : 1) *
                            (size_t)e->row_max);
         if (!e->rowbuf || pack_all(e) != CAL_OK) {

@@ -112,16 +112,19 @@ typedef struct rmat {
 static int ref_prefill;
 
 /* How a product on M rounds its activations: Q8_0 weights take X rounded
- * to Q8_0 at every batch size; Q4_K and Q6_K take it rounded to Q8_K in
- * decode, and so does interleaved Q4_K (AVX-512 VNNI) in prefill; BF16
- * prefill on AVX512_BF16 rounds it to BF16. Others keep X in F32. */
+ * to Q8_0 at every batch size; the K-quants take it rounded to Q8_K in
+ * decode, and so do they interleaved (AVX-512 VNNI) in prefill; Q4_1, Q5_0
+ * and Q5_1 likewise to Q8_0; BF16 prefill on AVX512_BF16 rounds it to
+ * BF16. Others (Q4_0 among them) keep X in F32. */
 enum { R_NONE, R_Q8_0, R_Q8_K, R_BF16 };
 static int ref_rounding(const rmat *M)
 {
     if (M->dt == CAL_DTYPE_Q8_0)
         return R_Q8_0;
-    if (M->dt == CAL_DTYPE_Q4_K || M->dt == CAL_DTYPE_Q6_K)
-        return !ref_prefill || (M->dt == CAL_DTYPE_Q4_K && M->pk) ? R_Q8_K : R_NONE;
+    if (M->dt == CAL_DTYPE_Q4_K || M->dt == CAL_DTYPE_Q5_K || M->dt == CAL_DTYPE_Q6_K)
+        return !ref_prefill || M->pk ? R_Q8_K : R_NONE;
+    if (M->dt == CAL_DTYPE_Q4_1 || M->dt == CAL_DTYPE_Q5_0 || M->dt == CAL_DTYPE_Q5_1)
+        return !ref_prefill || M->pk ? R_Q8_0 : R_NONE;
     if (M->dt == CAL_DTYPE_BF16 && ref_prefill && cal_k_have_bf16_gemm())
         return R_BF16;
     return R_NONE;
