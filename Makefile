@@ -454,7 +454,8 @@ check-isa: $(BIN)
 # The engine's tests and a short serve + run, under qemu-x86_64 as CPUs
 # without AVX-512 (Nehalem: SSE4.2, the portable kernels; Haswell: AVX2 and
 # FMA), each printing the kernels it chose (scripts/test-portable.sh).
-test-portable: all $(BUILD)/tests/test_kernels $(BUILD)/tests/test_engine
+test-portable: all $(BUILD)/tests/test_kernels $(BUILD)/tests/test_kquants $(BUILD)/tests/test_q32 \
+               $(BUILD)/tests/test_engine
 	@bash scripts/test-portable.sh $(BUILD)
 
 # The source tarball: the committed tree (git archive) plus VERSION's value

@@ -6,9 +6,12 @@
  * llama.cpp's llama-bench on the same weights where make compat built it.
  * Usage: bench/engine [preset] [prefill_tokens] [rounds] [formats]
  * (formats: comma-separated, default f32,f16,bf16,q8_0,q4_0,q4_k,q6_k;
- * also q4_k_m: llama.cpp runs llama.cpp's Q4_K_M mixture, caliper the
- * same file held as Q4_K throughout, its Q6_K tensors rounded to Q4_K,
- * since the engine holds one format).
+ * also q4_k_m: llama.cpp's Q4_K_M mixture, written as a GGUF file and
+ * held as stored, Q4_K and Q6_K, by both engines), or
+ *        bench/engine FILE.gguf[,FILE.gguf…] [prefill_tokens] [rounds]
+ * (GGUF files of one shape, as llama.cpp's tools write them: each held as
+ * stored, as `caliper serve --model` holds it, and llama-bench on the very
+ * file).
  *
  * Every ratio is paired: its two sides alternate step by step, in every
  * round, and the figure printed is the median of the rounds' ratios. On a
@@ -142,7 +145,8 @@ static spread spread_of(const double *v, int n)
 typedef struct fmt_run {
     int dt;
     int mix;               /* q4_k_m: the GGUF is the Q4_K_M mixture */
-    const char *name;      /* the format as given */
+    const char *name;      /* the format as given, or the file's name */
+    const char *path;      /* a GGUF file given, held as stored; NULL: a preset */
     cal_engine *e;
     double bpt;            /* weight bytes per decode token */
     char *rbuf;            /* bpt bytes, read for the roofline */
@@ -296,16 +300,34 @@ static const char *fmt_spread(char *buf, size_t cap, spread s)
     return buf;
 }
 
+/* the widest name of the runs (the tables' first column) */
+static int namew = 5;
+
 int main(int argc, char **argv)
 {
     setlocale(LC_NUMERIC, "C");
     const char *preset = argc > 1 ? argv[1] : "base";
     int n_prefill = argc > 2 ? atoi(argv[2]) : 512;
     int rounds = argc > 3 ? atoi(argv[3]) : 5;
+    /* GGUF files in place of a preset: their own shape and formats */
+    int from_files = strstr(preset, ".gguf") != NULL;
+    static char files[4096];
     char fmts[64];
     snprintf(fmts, sizeof fmts, "%s", argc > 4 ? argv[4] : "f32,f16,bf16,q8_0,q4_0,q4_k,q6_k");
     cal_model_config c;
-    if (cal_model_preset(preset, &c) != CAL_OK) {
+    char why[512];
+    if (from_files) {
+        snprintf(files, sizeof files, "%s", preset);
+        static char first[1024];
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(files, ","), files);
+        if (cal_gguf_model_config(first, &c, why, sizeof why) != CAL_OK) {
+            fprintf(stderr, "bench/engine: %s\n", why);
+            return 2;
+        }
+        const char *base = strrchr(first, '/');
+        preset = base ? base + 1 : first;
+        c.max_ctx = 1 << 20;   /* the positions this bench asks for, set per engine */
+    } else if (cal_model_preset(preset, &c) != CAL_OK) {
         fprintf(stderr, "bench/engine: unknown preset \"%s\"\n", preset);
         return 2;
     }
@@ -315,18 +337,30 @@ int main(int argc, char **argv)
                 n_prefill, rounds, MAXR, c.max_ctx);
         return 2;
     }
-    static fmt_run runs[CAL_DTYPE_COUNT];
+    enum { MAXF = 16 };
+    static fmt_run runs[MAXF];
     int nf = 0;
-    for (char *save = NULL, *t = strtok_r(fmts, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int mix = !strcmp(t, "q4_k_m");
-        int dt = mix ? CAL_DTYPE_Q4_K : cal_dtype_parse(t);
-        if (dt < 0 || nf == CAL_DTYPE_COUNT) {
-            fprintf(stderr, "bench/engine: formats: \"%s\" is not f32, f16, bf16, q8_0, q4_0, "
-                    "q4_k, q6_k or q4_k_m\n", t);
-            return 2;
+    if (from_files) {
+        for (char *save = NULL, *t = strtok_r(files, ",", &save); t && nf < MAXF;
+             t = strtok_r(NULL, ",", &save)) {
+            const char *base = strrchr(t, '/');
+            runs[nf++] = (fmt_run){.dt = -1, .path = t, .name = base ? base + 1 : t};
         }
-        runs[nf++] = (fmt_run){.dt = dt, .mix = mix, .name = mix ? "q4_k_m" : cal_dtype_name(dt)};
+    } else {
+        for (char *save = NULL, *t = strtok_r(fmts, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int mix = !strcmp(t, "q4_k_m");
+            int dt = mix ? CAL_DTYPE_Q4_K : cal_dtype_parse(t);
+            if (dt < 0 || nf == MAXF) {
+                fprintf(stderr, "bench/engine: formats: \"%s\" is not an engine format or "
+                        "q4_k_m\n", t);
+                return 2;
+            }
+            runs[nf++] = (fmt_run){.dt = dt, .mix = mix, .name = mix ? "q4_k_m" : cal_dtype_name(dt)};
+        }
     }
+    for (int i = 0; i < nf; i++)
+        if ((int)strlen(runs[i].name) > namew)
+            namew = (int)strlen(runs[i].name) > 40 ? 40 : (int)strlen(runs[i].name);
     /* OpenBLAS chose its kernels at load time; if it took this CPU for a
      * generic one, run again with the right kernels (measure the engine, not
      * a mis-detected library). */
@@ -350,14 +384,54 @@ int main(int argc, char **argv)
         return 1;
     for (int i = 0; i < n_tok; i++)
         tok[i] = (int32_t)((i * 2654435761u) % (unsigned)c.vocab);
+    /* llama.cpp on the same shape needs its build (make compat) and a GGUF of
+     * this model: the files given, the folder given, or written now into a
+     * temporary one (a few seconds) and removed at the end; say which is
+     * missing rather than print nothing. A q4_k_m run is always a file:
+     * caliper holds the mixture as stored, as llama.cpp does. */
+    char lbin[1024], tmpdir[64] = "", lwhy[1400] = "";
+    int have = find_llama_bench(lbin, sizeof lbin);
+    const char *gguf = from_files ? NULL : getenv("CALIPER_BENCH_GGUF_DIR");
+    int want_tmp = !from_files && !gguf && have;
+    for (int i = 0; i < nf && !from_files && !gguf; i++)
+        want_tmp |= runs[i].mix;
+    if (!have)
+        snprintf(lwhy, sizeof lwhy, "not built (%s absent; make compat builds it)", lbin);
+    if (want_tmp) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/caliper-bench-gguf-XXXXXX");
+        if (mkdtemp(tmpdir)) {
+            gguf = tmpdir;
+        } else {
+            tmpdir[0] = 0;
+            snprintf(lwhy, sizeof lwhy, "no temporary folder for the GGUF files; set "
+                     "CALIPER_BENCH_GGUF_DIR to a folder of %s-<dtype>.gguf files", c.name);
+            have = 0;
+        }
+    }
     for (int i = 0; i < nf; i++) {
         cal_model_config ci = c;
-        ci.dtype = runs[i].dt;
+        if (runs[i].path) {
+            if (cal_gguf_model_config(runs[i].path, &ci, why, sizeof why) != CAL_OK) {
+                fprintf(stderr, "bench/engine: %s\n", why);
+                return 2;
+            }
+            if (ci.dim != c.dim || ci.ffn_dim != c.ffn_dim || ci.n_layers != c.n_layers ||
+                ci.vocab != c.vocab || ci.n_experts != c.n_experts) {
+                fprintf(stderr, "bench/engine: %s: not the shape of the first file\n",
+                        runs[i].path);
+                return 2;
+            }
+            snprintf(runs[i].gguf, sizeof runs[i].gguf, "%s", runs[i].path);
+        } else {
+            ci.dtype = runs[i].dt;
+        }
+        /* the positions this bench uses, not the file's context_length */
+        ci.max_ctx = (n_prefill > fill_max ? n_prefill : fill_max) + MAXB;
         int64_t t0 = cal_now_ns();
         /* MAXB decode slots plus one for the prefill */
         int rc = cal_engine_open(&ci, MAXB + 1, n_prefill > fill_max ? n_prefill : fill_max,
                                  &runs[i].e);
-        if (rc == CAL_EINVAL && argc <= 4) {
+        if (rc == CAL_EINVAL && argc <= 4 && !from_files) {
             /* a default format the preset's shapes do not fit (k-quants
              * need rows in multiples of 256): say so, bench the rest */
             fprintf(stderr, "bench/engine: %s skipped: preset %s does not fit it (%s)\n",
@@ -367,18 +441,41 @@ int main(int argc, char **argv)
             continue;
         }
         if (rc != CAL_OK) {
-            fprintf(stderr, "bench/engine: open %s: %s\n", cal_dtype_name(ci.dtype),
-                    cal_strerror(rc));
+            fprintf(stderr, "bench/engine: open %s: %s\n", runs[i].name, cal_strerror(rc));
             return 1;
         }
-        runs[i].bpt = (double)cal_model_decode_bytes_per_token(&ci);
+        if (!from_files && gguf) {
+            /* the same weights as a GGUF file; q4_k_m: held from it */
+            snprintf(runs[i].gguf, sizeof runs[i].gguf, "%s/%s-%s.gguf", gguf, c.name,
+                     runs[i].name);
+            if (tmpdir[0] && cal_gguf_export(runs[i].e, runs[i].gguf,
+                                             runs[i].mix ? CAL_GGUF_MIX_Q4_K_M : runs[i].dt,
+                                             why, sizeof why) != CAL_OK) {
+                fprintf(stderr, "bench/engine: cannot write %s: %s\n", runs[i].gguf, why);
+                return 1;
+            }
+            if (runs[i].mix) {
+                cal_engine_close(&runs[i].e);
+                cal_model_config cm;
+                if (cal_gguf_model_config(runs[i].gguf, &cm, why, sizeof why) != CAL_OK) {
+                    fprintf(stderr, "bench/engine: %s\n", why);
+                    return 1;
+                }
+                cm.max_ctx = ci.max_ctx;
+                if (cal_engine_open(&cm, MAXB + 1, n_prefill > fill_max ? n_prefill : fill_max,
+                                    &runs[i].e) != CAL_OK) {
+                    fprintf(stderr, "bench/engine: open %s as stored failed\n", runs[i].gguf);
+                    return 1;
+                }
+            }
+        }
+        runs[i].bpt = (double)cal_engine_decode_bytes_per_token(runs[i].e);
         runs[i].rbuf = big_alloc((size_t)runs[i].bpt);
         if (!runs[i].rbuf) {
-            fprintf(stderr, "bench/engine: no memory for the %s roofline\n",
-                    cal_dtype_name(ci.dtype));
+            fprintf(stderr, "bench/engine: no memory for the %s roofline\n", runs[i].name);
             return 1;
         }
-        fprintf(stderr, "bench/engine: %s open in %.2f s\n", cal_dtype_name(ci.dtype),
+        fprintf(stderr, "bench/engine: %s open in %.2f s\n", runs[i].name,
                 (double)(cal_now_ns() - t0) / 1e9);
         for (int s = 0; s < MAXB; s++)
             if (step1(runs[i].e, s, 0, tok + s, CTX0 + s + STEPS, NULL) != CAL_OK) {
@@ -387,40 +484,9 @@ int main(int argc, char **argv)
             }
     }
 
-    /* llama.cpp on the same shape needs its build (make compat) and a GGUF of
-     * this model: the folder given, or written now into a temporary one (a
-     * few seconds) and removed at the end; say which is missing rather than
-     * print nothing */
-    char lbin[1024], tmpdir[64] = "", lwhy[1400] = "";
-    int have = find_llama_bench(lbin, sizeof lbin);
-    const char *gguf = getenv("CALIPER_BENCH_GGUF_DIR");
-    if (!have) {
-        snprintf(lwhy, sizeof lwhy, "not built (%s absent; make compat builds it)", lbin);
-    } else if (!gguf) {
-        snprintf(tmpdir, sizeof tmpdir, "/tmp/caliper-bench-gguf-XXXXXX");
-        if (mkdtemp(tmpdir)) {
-            gguf = tmpdir;
-        } else {
-            tmpdir[0] = 0;
-            snprintf(lwhy, sizeof lwhy, "no temporary folder for the GGUF files; set "
-                     "CALIPER_BENCH_GGUF_DIR to a folder of %s-<dtype>.gguf files", c.name);
-        }
-    }
-    for (int i = 0; i < nf && have && gguf; i++) {
-        snprintf(runs[i].gguf, sizeof runs[i].gguf, "%s/%s-%s.gguf", gguf, c.name,
-                 runs[i].name);
-        char why[256];
-        if (tmpdir[0] && cal_gguf_export(runs[i].e, runs[i].gguf,
-                                         runs[i].mix ? CAL_GGUF_MIX_Q4_K_M : runs[i].dt, why,
-                                         sizeof why) != CAL_OK) {
-            snprintf(lwhy, sizeof lwhy, "cannot write the GGUF files: %s", why);
-            runs[i].gguf[0] = 0;
-            gguf = NULL;
-        }
-    }
-
-    printf("preset %s: %.1f M params, %d engine threads, kernels %s, OpenBLAS %s, "
-           "load average %.2f\n", c.name, cal_model_n_params(&c) / 1e6, threads,
+    printf("%s %s: %.1f M params, %d engine threads, kernels %s, OpenBLAS %s, "
+           "load average %.2f\n", from_files ? "file" : "preset", from_files ? preset : c.name,
+           cal_model_n_params(&c) / 1e6, threads,
            cal_k_isa(), cal_engine_blas_core(), load0);
     if (advice && getenv("OPENBLAS_CORETYPE"))
         printf("note: OPENBLAS_CORETYPE=%s in the environment holds OpenBLAS to %s kernels; this "
@@ -457,7 +523,7 @@ int main(int argc, char **argv)
                         cal_engine_last_error(runs[i].e));
                 return 1;
             }
-            if (runs[i].gguf[0] &&
+            if (have && runs[i].gguf[0] &&
                 !llama_bench(lbin, runs[i].gguf, n_prefill, STEPS * 4, threads, 1,
                              &runs[i].lpp[r], &runs[i].ltg[r]))
                 runs[i].lpp[r] = runs[i].ltg[r] = 0;
@@ -470,8 +536,8 @@ int main(int argc, char **argv)
            "%.1f GB/s (%.1f–%.1f), %d threads; medians of %d rounds; load average %.2f at the "
            "end\n", sg.med / 1e9, n_prefill, f2, c.dim, sg.lo / 1e9, sg.hi / 1e9, sd.med / 1e9,
            sd.lo / 1e9, sd.hi / 1e9, threads, rounds, load1);
-    printf("\n%-5s %8s | %8s %8s %11s | %9s %5s | %8s %8s %8s %8s %8s | %5s %5s %5s %5s\n",
-           "dtype", "MB/tok", "roof", "B1 cold", "% (range)", "pf tok/s", "%", "B1", "B2",
+    printf("\n%-*s %8s | %8s %8s %11s | %9s %5s | %8s %8s %8s %8s %8s | %5s %5s %5s %5s\n",
+           namew, "dtype", "MB/tok", "roof", "B1 cold", "% (range)", "pf tok/s", "%", "B1", "B2",
            "B4", "B8", "B16", "x2", "x4", "x8", "x16");
     spread xs[CAL_DTYPE_COUNT][NB], pcts[CAL_DTYPE_COUNT], roofs[CAL_DTYPE_COUNT];
     double aggm[CAL_DTYPE_COUNT][NB];
@@ -491,8 +557,8 @@ int main(int argc, char **argv)
         char pr[48];
         snprintf(pr, sizeof pr, "%.0f (%.0f–%.0f)", 100 * pcts[i].med, 100 * pcts[i].lo,
                  100 * pcts[i].hi);
-        printf("%-5s %8.1f | %8.1f %8.1f %11s | %9.1f %5.0f | %8.1f %8.1f %8.1f %8.1f %8.1f |"
-               " %5.2f %5.2f %5.2f %5.2f\n", f->name, f->bpt / 1e6,
+        printf("%-*.*s %8.1f | %8.1f %8.1f %11s | %9.1f %5.0f | %8.1f %8.1f %8.1f %8.1f %8.1f |"
+               " %5.2f %5.2f %5.2f %5.2f\n", namew, namew, f->name, f->bpt / 1e6,
                roofs[i].med / f->bpt, spread_of(f->cold, rounds).med, pr,
                spread_of(f->pf, rounds).med,
                100 * spread_of(f->pf_pct, rounds).med, aggm[i][0], aggm[i][1], aggm[i][2],
@@ -507,7 +573,7 @@ int main(int argc, char **argv)
     printf("spread over the rounds (least–greatest):\n");
     for (int i = 0; i < nf; i++) {
         char a[4][48];
-        printf("  %-5s x2 %s, x4 %s, x8 %s, x16 %s\n", runs[i].name,
+        printf("  %-*.*s x2 %s, x4 %s, x8 %s, x16 %s\n", namew, namew, runs[i].name,
                fmt_spread(a[0], sizeof a[0], xs[i][1]),
                fmt_spread(a[1], sizeof a[1], xs[i][2]),
                fmt_spread(a[2], sizeof a[2], xs[i][3]),
@@ -532,11 +598,11 @@ int main(int argc, char **argv)
         const char *bad = NULL;
         if (cal_f_batching_gain(roofs[i].med, bw1, b1, b8, &pred, &fp, &bp, &bad) != CAL_OK ||
             cal_f_batching_gain(bw8, bw1, b1, b8, &meas, &fm, &bm, &bad) != CAL_OK) {
-            printf("  %-5s: not computable (%s)\n", f->name, bad ? bad : "?");
+            printf("  %-*.*s: not computable (%s)\n", namew, namew, f->name, bad ? bad : "?");
             continue;
         }
-        printf("  %-5s: bytes/token %.1f MB at 1, %.1f MB at 8; bandwidth used %.1f GB/s at 1,"
-               " %.1f GB/s at 8\n", f->name, b1 / 1e6, b8 / 1e6, bw1 / 1e9,
+        printf("  %-*.*s: bytes/token %.1f MB at 1, %.1f MB at 8; bandwidth used %.1f GB/s at 1,"
+               " %.1f GB/s at 8\n", namew, namew, f->name, b1 / 1e6, b8 / 1e6, bw1 / 1e9,
                bw8 / 1e9);
         printf("         predicted if 8 fed the read roofline: %.2f = %.2f x %.2f;"
                " measured %.2f = %.2f (bandwidth) x %.2f (bytes)\n", pred, fp, bp, meas, fm, bm);
@@ -545,13 +611,13 @@ int main(int argc, char **argv)
                b1 / 1e6, b8 / 1e6);
     }
 
-    if (!have || !gguf) {
+    if (!have) {
         printf("\nllama-bench: %s\n", lwhy);
     } else {
         printf("\nside by side with llama.cpp on the same weights, each round right after "
                "caliper's (%s -p %d -n %d -t %d -r 1; load average %.2f):\n", lbin, n_prefill,
                STEPS * 4, threads, loadavg());
-        printf("%-5s | %9s %9s %17s | %9s %9s %17s\n", "dtype", "pf tok/s", "llama.cpp",
+        printf("%-*s | %9s %9s %17s | %9s %9s %17s\n", namew, "dtype", "pf tok/s", "llama.cpp",
                "ratio (range)", "B1 tok/s", "llama.cpp", "ratio (range)");
         for (int i = 0; i < nf; i++) {
             const fmt_run *f = &runs[i];
@@ -565,11 +631,11 @@ int main(int argc, char **argv)
                     rt[n++] = f->agg[r][0] / f->ltg[r];
                 }
             if (n == 0) {
-                printf("%-5s | llama-bench failed on %s\n", f->name, f->gguf);
+                printf("%-*.*s | llama-bench failed on %s\n", namew, namew, f->name, f->gguf);
                 continue;
             }
             char a[48], b[48];
-            printf("%-5s | %9.1f %9.1f %17s | %9.1f %9.1f %17s\n", f->name,
+            printf("%-*.*s | %9.1f %9.1f %17s | %9.1f %9.1f %17s\n", namew, namew, f->name,
                    spread_of(f->pf, rounds).med, spread_of(lp, n).med,
                    fmt_spread(a, sizeof a, spread_of(rp, n)), aggm[i][0],
                    spread_of(lt, n).med, fmt_spread(b, sizeof b, spread_of(rt, n)));
@@ -577,10 +643,9 @@ int main(int argc, char **argv)
         printf("(ratio: caliper ÷ llama.cpp, the median of the rounds' ratios, each of figures "
                "taken one right after the other)\n");
         for (int i = 0; i < nf; i++)
-            if (runs[i].mix)
-                printf("(q4_k_m: llama.cpp runs the Q4_K_M file; caliper holds the same weights as "
-                       "Q4_K throughout, its Q6_K tensors rounded to Q4_K: %.1f MB per token against "
-                       "the file's mixture)\n", runs[i].bpt / 1e6);
+            if (runs[i].mix || runs[i].path)
+                printf("(%s: both engines hold the file's tensors as stored: %.1f MB of weights "
+                       "per token)\n", runs[i].name, runs[i].bpt / 1e6);
     }
     if (tmpdir[0]) {
         for (int i = 0; i < nf; i++)

@@ -1,7 +1,8 @@
 /* caliper reference engine — a decoder-only transformer computed for real on
  * the CPU (RMSNorm, RoPE, grouped-query attention over a KV cache, SwiGLU MLP,
  * and a Qwen3-MoE style mixture of experts; dense layers in the llama, qwen2
- * or qwen3 architecture), weights in F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K
+ * or qwen3 architecture), weights in F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q4_K, Q5_K or Q6_K
  * generated deterministically from a seed. Decode-sized products (≤ 16 rows)
  * run the engine's own kernels, one weight pass for the whole batch; larger
  * ones go through OpenBLAS (other formats dequantized a tile at a time).
@@ -54,6 +55,11 @@ typedef struct cal_model_config {
     float    rope_factor;     /* the low frequencies' divisor (Llama 3.2: 32) */
     float    rope_low_freq, rope_high_freq;  /* (1, 4) */
     int      rope_orig_ctx;   /* the context they were trained on (8192) */
+    /* With weights (a GGUF file): 1 holds each matrix in the file's own
+     * format where the engine computes in it and the rows fit its kernels
+     * (cal_gguf_hold, engine/gguf.h), every other matrix in dtype; 0
+     * converts every matrix to dtype. */
+    int      as_stored;
 } cal_model_config;
 
 /* Llama 3's rule (Hugging Face's "llama3" rope_type, as llama.cpp's
@@ -86,17 +92,22 @@ int  cal_arch_parse(const char *s);
  * needs dim and ffn_dim divisible by 32 (so do F16 and BF16, for the vector
  * kernels). Products sum in F32 over the dequantized weights. */
 enum { CAL_DTYPE_F32 = 0, CAL_DTYPE_F16, CAL_DTYPE_BF16, CAL_DTYPE_Q8_0, CAL_DTYPE_Q4_0,
-       CAL_DTYPE_Q4_K, CAL_DTYPE_Q6_K, CAL_DTYPE_COUNT };
-/* Q4_0 (32 weights in 18 bytes), Q4_K (256 in 144) and Q6_K (256 in 210) are
- * llama.cpp's layouts too (engine/kernels.h); Q4_0 needs dim and ffn_dim
- * divisible by 32, Q4_K and Q6_K by 256. Their products take X in F32.
- * "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"; NULL for an unknown
- * value. */
+       CAL_DTYPE_Q4_K, CAL_DTYPE_Q6_K, CAL_DTYPE_Q4_1, CAL_DTYPE_Q5_0, CAL_DTYPE_Q5_1,
+       CAL_DTYPE_Q5_K, CAL_DTYPE_COUNT };
+/* Q4_0 (32 weights in 18 bytes), Q4_1 (in 20), Q5_0 (22), Q5_1 (24), Q4_K
+ * (256 in 144), Q5_K (256 in 176) and Q6_K (256 in 210) are llama.cpp's
+ * layouts too (engine/kernels.h), as GGUF files store them; the 32-weight
+ * ones need dim and ffn_dim divisible by 32, the K-quants by 256. Their
+ * products round X as llama.cpp's do (kernels.h: Q8_0 blocks for the
+ * 32-weight formats, Q8_K for the K-quants), except Q4_0's decode-sized
+ * cal_k_matmul, which takes X in F32.
+ * "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_1", "q5_0",
+ * "q5_1", "q5_k"; NULL for an unknown value. */
 const char *cal_dtype_name(int dtype);
 /* The CAL_DTYPE_* named s (case-insensitive), or −1. */
 int  cal_dtype_parse(const char *s);
-/* Bytes per weight: 4, 2, 2, 34/32, 18/32, 144/256, 210/256. 0 for an
- * unknown value. */
+/* Bytes per weight: 4, 2, 2, 34/32, 18/32, 144/256, 210/256, 20/32, 22/32,
+ * 24/32, 176/256. 0 for an unknown value. */
 double cal_dtype_bytes_per_weight(int dtype);
 /* The row length every matrix of a format must be a multiple of: whole
  * blocks, and 32 for F16 and BF16 (their vector kernels' step). */
@@ -130,6 +141,20 @@ int  cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_token
                      cal_engine **out);
 void cal_engine_close(cal_engine **e);
 const cal_model_config *cal_engine_config(const cal_engine *e);
+/* Bytes the open engine holds: its weights (every matrix in its own format,
+ * norms in F32, each tensor padded to 64 bytes), and its KV cache as
+ * reserved (max_seqs × max_ctx positions, each slot's keys and values
+ * rounded up to whole pages, 2 MiB ones from 1 MiB up; pages are touched only as positions fill, a
+ * sequence's in its own slot only). */
+size_t cal_engine_weight_bytes(const cal_engine *e);
+size_t cal_engine_kv_bytes(const cal_engine *e);
+/* Matrix weights (not bytes) the engine holds in format dtype; 0 for an
+ * unknown value. */
+int64_t cal_engine_params_held(const cal_engine *e, int dtype);
+/* Weight bytes read for one decode token, each matrix in the format the
+ * engine holds it in (cal_model_decode_bytes_per_token for an engine whose
+ * matrices are all in config.dtype). */
+int64_t cal_engine_decode_bytes_per_token(const cal_engine *e);
 
 /* One entry of a step: n_tokens new tokens of the sequence in KV slot `slot`,
  * at positions pos .. pos+n_tokens−1 (a prefill chunk when n_tokens > 1, a

@@ -88,6 +88,10 @@ size_t cal_k_row_bytes(int dtype, int n)
     case CAL_DTYPE_Q4_0: return (size_t)(n / CAL_Q4_0_BLOCK) * sizeof(cal_q4_0_block);
     case CAL_DTYPE_Q4_K: return (size_t)(n / CAL_QK_K) * sizeof(cal_q4_k_block);
     case CAL_DTYPE_Q6_K: return (size_t)(n / CAL_QK_K) * sizeof(cal_q6_k_block);
+    case CAL_DTYPE_Q4_1: return (size_t)(n / CAL_QK4_1) * sizeof(cal_q4_1_block);
+    case CAL_DTYPE_Q5_0: return (size_t)(n / CAL_QK5_0) * sizeof(cal_q5_0_block);
+    case CAL_DTYPE_Q5_1: return (size_t)(n / CAL_QK5_1) * sizeof(cal_q5_1_block);
+    case CAL_DTYPE_Q5_K: return (size_t)(n / CAL_QK_K) * sizeof(cal_q5_k_block);
     default:             return 0;
     }
 }
@@ -98,9 +102,13 @@ int cal_k_block_elems(int dtype)
     case CAL_DTYPE_F32:
     case CAL_DTYPE_F16:
     case CAL_DTYPE_BF16: return 1;
-    case CAL_DTYPE_Q8_0: return CAL_Q8_0_BLOCK;
-    case CAL_DTYPE_Q4_0: return CAL_Q4_0_BLOCK;
+    case CAL_DTYPE_Q8_0:
+    case CAL_DTYPE_Q4_0:
+    case CAL_DTYPE_Q4_1:
+    case CAL_DTYPE_Q5_0:
+    case CAL_DTYPE_Q5_1: return 32;
     case CAL_DTYPE_Q4_K:
+    case CAL_DTYPE_Q5_K:
     case CAL_DTYPE_Q6_K: return CAL_QK_K;
     default:             return 0;
     }

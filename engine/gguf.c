@@ -30,35 +30,28 @@ typedef struct tdesc {
     int      n_dims;
     uint64_t ne[3];      /* ne[0] the row length */
     int      is_norm;    /* 1-D: stays F32 */
+    int      kind;       /* a matrix's index in a plan of formats (CAL_T_*) */
     int      dtype;      /* the engine's format of these rows (norms: F32) */
-    char    *data;       /* engine memory: the first row of the engine matrix
-                            (of expert 0) that holds these rows */
-    int64_t  stride;     /* rows between experts (3-D), 0 otherwise */
-    int64_t  rows_skip;  /* where these rows start in that matrix (a fused
-                            tensor's Q, K, V or gate, up) */
-    int64_t  m_rows;     /* the rows of that matrix (of one expert) */
+    cal_tensor_view v;   /* a matrix: where the engine holds its rows */
+    float   *vec;        /* a norm or bias: the engine's F32 vector */
     float    scale;      /* token_embd only: the engine's embedding scale */
 } tdesc;
 
 #define MAX_TENSORS(c) (4 + (c)->n_layers * 15)
 
+static uint64_t t_elems(const tdesc *t) { return t->ne[0] * t->ne[1] * t->ne[2]; }
+
 /* ggml's tensor type of an engine format (cal_gguf_dtype_of: back) */
 static uint32_t ggml_type_of(int dtype)
 {
-    switch (dtype) {
-    case CAL_DTYPE_F16:  return CAL_GGUF_F16;
-    case CAL_DTYPE_BF16: return CAL_GGUF_BF16;
-    case CAL_DTYPE_Q8_0: return CAL_GGUF_Q8_0;
-    case CAL_DTYPE_Q4_0: return CAL_GGUF_Q4_0;
-    case CAL_DTYPE_Q4_K: return CAL_GGUF_Q4_K;
-    case CAL_DTYPE_Q6_K: return CAL_GGUF_Q6_K;
-    default:             return CAL_GGUF_F32;
-    }
+    int64_t t = cal_gguf_type_of(dtype);
+    return t >= 0 ? (uint32_t)t : CAL_GGUF_F32;
 }
 
 /* llama.cpp's general.file_type (LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0,
- * MOSTLY_BF16, MOSTLY_Q4_0, MOSTLY_Q4_K_S, MOSTLY_Q6_K, MOSTLY_Q4_K_M): Q4_K
- * alone is what llama.cpp calls Q4_K_S's main type */
+ * MOSTLY_BF16, MOSTLY_Q4_0, MOSTLY_Q4_K_S, MOSTLY_Q6_K, MOSTLY_Q4_1,
+ * MOSTLY_Q5_0, MOSTLY_Q5_1, MOSTLY_Q5_K_S, MOSTLY_Q4_K_M): Q4_K alone is
+ * what llama.cpp calls Q4_K_S's main type, Q5_K alone Q5_K_S's */
 static uint32_t file_type_of(int dtype)
 {
     switch (dtype) {
@@ -68,9 +61,31 @@ static uint32_t file_type_of(int dtype)
     case CAL_DTYPE_Q4_0: return 2;
     case CAL_DTYPE_Q4_K: return 14;
     case CAL_DTYPE_Q6_K: return 18;
+    case CAL_DTYPE_Q4_1: return 3;
+    case CAL_DTYPE_Q5_0: return 8;
+    case CAL_DTYPE_Q5_1: return 9;
+    case CAL_DTYPE_Q5_K: return 16;
     case CAL_GGUF_MIX_Q4_K_M: return 15;
     default:             return 0;
     }
+}
+
+/* general.file_type of a file whose tensors are in fdt[nt]: that of the
+ * format holding the most weights, or Q4_K_M's for Q4_K with Q6_K beside
+ * it */
+static int mixed_file_type(const tdesc *t, const int *fdt, int nt)
+{
+    double by[CAL_DTYPE_COUNT] = {0};
+    for (int i = 0; i < nt; i++)
+        if (!t[i].is_norm)
+            by[fdt[i]] += (double)t_elems(&t[i]);
+    int top = 0;
+    for (int k = 1; k < CAL_DTYPE_COUNT; k++)
+        if (by[k] > by[top])
+            top = k;
+    if (top == CAL_DTYPE_Q4_K && by[CAL_DTYPE_Q6_K] > 0)
+        return CAL_GGUF_MIX_Q4_K_M;
+    return top;
 }
 
 /* llama.cpp's use_more_bits: the first and last eighth of the layers and
@@ -81,7 +96,8 @@ static int more_bits(int layer, int n_layers)
            (layer - n_layers / 8) % 3 == 2;
 }
 
-/* The format a tensor is written in. A plain format: every matrix in it.
+/* The format a tensor is written in. CAL_GGUF_AS_HELD: the engine's own.
+ * A plain format: every matrix in it.
  * CAL_GGUF_MIX_Q4_K_M, llama.cpp's Q4_K_M rule reduced to the tensors
  * caliper has: Q6_K for output.weight and for attn_v and ffn_down (their
  * experts too) of the layers more_bits picks, Q4_K for the rest. */
@@ -89,6 +105,8 @@ static int tensor_dtype(const tdesc *t, int dtype, int n_layers)
 {
     if (t->is_norm)
         return CAL_DTYPE_F32;
+    if (dtype == CAL_GGUF_AS_HELD)
+        return t->dtype;
     if (dtype != CAL_GGUF_MIX_Q4_K_M)
         return dtype;
     if (!strcmp(t->name, "output.weight"))
@@ -103,100 +121,98 @@ static int tensor_dtype(const tdesc *t, int dtype, int n_layers)
 }
 
 /* The tensors of c, in the order they are written, pointing into e's weights
- * (or NULL data when e is NULL: names and shapes only). Returns the count. */
+ * (or no data when e is NULL: names, shapes and kinds only). Returns the
+ * count. */
 static int tensor_list(const cal_model_config *c, const cal_gguf_source *e, tdesc *t)
 {
     int n = 0, d = c->dim, hd = c->dim / c->n_heads, qd = c->dim;
     int kvd = hd * c->n_kv_heads, f = c->ffn_dim, E = c->n_experts;
-    cal_model_weights mw = {0};
+    cal_model_weights mw;
+    memset(&mw, 0, sizeof mw);
     if (e)
         e->weights(e->engine, &mw);
-    /* fused tensors (Q, K, V; gate, up) are row ranges of one engine matrix:
-     * skip rows into it, of m_rows rows (0: the tensor's own) */
-#define ADD(nm, nd, a, b, cc, norm, ptr, strd, skip, mrows) do { \
+    /* a matrix: its view in the engine; a vector: its floats */
+#define ADD(nm, nd, a, b, cc, knd, view, vp) do { \
         tdesc *x = &t[n++]; memset(x, 0, sizeof *x); \
         snprintf(x->name, sizeof x->name, "%s", nm); x->n_dims = nd; \
-        x->ne[0] = a; x->ne[1] = b; x->ne[2] = cc; x->is_norm = norm; \
-        x->dtype = norm ? CAL_DTYPE_F32 : mw.dtype; \
-        x->data = (char *)(ptr); x->stride = strd; x->rows_skip = skip; \
-        x->m_rows = (mrows) != 0 ? (mrows) : (strd) != 0 ? (strd) : (b); \
+        x->ne[0] = a; x->ne[1] = b; x->ne[2] = cc; x->is_norm = (knd) < 0; \
+        x->kind = knd; x->v = view; x->vec = (float *)(vp); \
+        x->dtype = x->is_norm ? CAL_DTYPE_F32 : x->v.dtype; \
         x->scale = 1.0f; } while (0)
-    /* the engine's weights are its own mutable memory; the accessors hand
-     * them out const for the tests, the loader writes through them */
-    ADD("token_embd.weight", 2, d, c->vocab, 1, 0, mw.embedding, 0, 0, 0);
+    static const cal_tensor_view none;
+#define VEC(nm, a, p) ADD(nm, 1, a, 1, 1, -1, none, p)
+    ADD("token_embd.weight", 2, d, c->vocab, 1, CAL_T_EMB, mw.embedding, NULL);
     t[n - 1].scale = e ? mw.embed_scale : 1.0f;
-    ADD("output_norm.weight", 1, d, 1, 1, 1, mw.final_norm, 0, 0, 0);
-    ADD("output.weight", 2, d, c->vocab, 1, 0, mw.output, 0, 0, 0);
+    VEC("output_norm.weight", d, mw.final_norm);
+    ADD("output.weight", 2, d, c->vocab, 1, CAL_T_OUT, mw.output, NULL);
     if (c->rope_freqs)   /* llama.cpp's layer 0 holds it, the others share it */
-        ADD("rope_freqs.weight", 1, hd / 2, 1, 1, 1, mw.rope_freqs, 0, 0, 0);
+        VEC("rope_freqs.weight", hd / 2, mw.rope_freqs);
     for (int l = 0; l < c->n_layers; l++) {
-        cal_layer_weights w = {0};
+        cal_layer_weights w;
+        memset(&w, 0, sizeof w);
         if (e)
             e->layer_weights(e->engine, l, &w);
         char nm[64];
 #define NM(s) (snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, s), nm)
-        int64_t qkv = qd + 2 * (int64_t)kvd;
-        ADD(NM("attn_norm"), 1, d, 1, 1, 1, w.attn_norm, 0, 0, 0);
-        ADD(NM("attn_q"), 2, d, qd, 1, 0, w.wqkv, 0, 0, qkv);
-        ADD(NM("attn_k"), 2, d, kvd, 1, 0, w.wqkv, 0, qd, qkv);
-        ADD(NM("attn_v"), 2, d, kvd, 1, 0, w.wqkv, 0, qd + kvd, qkv);
-        ADD(NM("attn_output"), 2, qd, d, 1, 0, w.wo, 0, 0, 0);
+#define K(k) (int)CAL_T_AT(l, k)
+        VEC(NM("attn_norm"), d, w.attn_norm);
+        ADD(NM("attn_q"), 2, d, qd, 1, K(CAL_T_Q), w.q, NULL);
+        ADD(NM("attn_k"), 2, d, kvd, 1, K(CAL_T_K), w.k, NULL);
+        ADD(NM("attn_v"), 2, d, kvd, 1, K(CAL_T_V), w.v, NULL);
+        ADD(NM("attn_output"), 2, qd, d, 1, K(CAL_T_O), w.o, NULL);
         if (c->arch == CAL_ARCH_QWEN2) {
             /* the biases are one engine vector: Q's, then K's, then V's */
 #define NMB(s) (snprintf(nm, sizeof nm, "blk.%d.%s.bias", l, s), nm)
 #define AT(k) (w.bqkv ? w.bqkv + (k) : NULL)
-            ADD(NMB("attn_q"), 1, qd, 1, 1, 1, AT(0), 0, 0, 0);
-            ADD(NMB("attn_k"), 1, kvd, 1, 1, 1, AT(qd), 0, 0, 0);
-            ADD(NMB("attn_v"), 1, kvd, 1, 1, 1, AT(qd + kvd), 0, 0, 0);
+            VEC(NMB("attn_q"), qd, AT(0));
+            VEC(NMB("attn_k"), kvd, AT(qd));
+            VEC(NMB("attn_v"), kvd, AT(qd + kvd));
 #undef AT
 #undef NMB
         } else if (CAL_ARCH_QK_NORM(c->arch)) {
-            ADD(NM("attn_q_norm"), 1, hd, 1, 1, 1, w.q_norm, 0, 0, 0);
-            ADD(NM("attn_k_norm"), 1, hd, 1, 1, 1, w.k_norm, 0, 0, 0);
+            VEC(NM("attn_q_norm"), hd, w.q_norm);
+            VEC(NM("attn_k_norm"), hd, w.k_norm);
         }
-        ADD(NM("ffn_norm"), 1, d, 1, 1, 1, w.ffn_norm, 0, 0, 0);
+        VEC(NM("ffn_norm"), d, w.ffn_norm);
         if (E > 0) {
-            ADD(NM("ffn_gate_inp"), 2, d, E, 1, 0, w.router, 0, 0, 0);
-            ADD(NM("ffn_gate_exps"), 3, d, f, E, 0, w.w13, (int64_t)2 * f, 0, 0);
-            ADD(NM("ffn_up_exps"), 3, d, f, E, 0, w.w13, (int64_t)2 * f, f, 0);
-            ADD(NM("ffn_down_exps"), 3, f, d, E, 0, w.w2, (int64_t)d, 0, 0);
+            ADD(NM("ffn_gate_inp"), 2, d, E, 1, K(CAL_T_ROUTER), w.router, NULL);
+            ADD(NM("ffn_gate_exps"), 3, d, f, E, K(CAL_T_GATE), w.gate, NULL);
+            ADD(NM("ffn_up_exps"), 3, d, f, E, K(CAL_T_UP), w.up, NULL);
+            ADD(NM("ffn_down_exps"), 3, f, d, E, K(CAL_T_DOWN), w.down, NULL);
         } else {
-            ADD(NM("ffn_gate"), 2, d, f, 1, 0, w.w13, 0, 0, (int64_t)2 * f);
-            ADD(NM("ffn_up"), 2, d, f, 1, 0, w.w13, 0, f, (int64_t)2 * f);
-            ADD(NM("ffn_down"), 2, f, d, 1, 0, w.w2, 0, 0, 0);
+            ADD(NM("ffn_gate"), 2, d, f, 1, K(CAL_T_GATE), w.gate, NULL);
+            ADD(NM("ffn_up"), 2, d, f, 1, K(CAL_T_UP), w.up, NULL);
+            ADD(NM("ffn_down"), 2, f, d, 1, K(CAL_T_DOWN), w.down, NULL);
         }
+#undef K
 #undef NM
     }
+#undef VEC
 #undef ADD
     return n;
 }
 
-static uint64_t t_elems(const tdesc *t) { return t->ne[0] * t->ne[1] * t->ne[2]; }
-
-/* Row `row` of expert `expert` of t in the engine, in t->dtype. */
-/* The engine matrix of expert `expert` that t's rows are part of. */
-static char *t_matrix(const tdesc *t, uint64_t expert)
+/* Rows r .. r+count−1 of expert x of matrix t where the engine holds them,
+ * in t->dtype's block layout (the loader writes them there before the
+ * engine interleaves its matrices for the VNNI kernels); a vector's
+ * floats. */
+static char *t_row(const tdesc *t, uint64_t x, uint64_t r)
 {
-    int64_t rows = t->stride ? (int64_t)expert * t->stride : (int64_t)(expert * t->ne[1]);
-    return t->data + (size_t)rows * cal_k_row_bytes(t->dtype, (int)t->ne[0]);
-}
-
-/* Row `row` of expert `expert` of t in the engine, in t->dtype (the loader
- * writes it there, before a Q8_0 engine interleaves its matrices). */
-static char *t_row(const tdesc *t, uint64_t expert, uint64_t row)
-{
-    return t_matrix(t, expert) +
-           (size_t)(t->rows_skip + (int64_t)row) * cal_k_row_bytes(t->dtype, (int)t->ne[0]);
+    if (t->is_norm)
+        return (char *)(t->vec + r * t->ne[0]);
+    return (char *)t->v.m + (size_t)x * t->v.mat_bytes +
+           (size_t)(t->v.r0 + (int64_t)r) * cal_k_row_bytes(t->dtype, (int)t->ne[0]);
 }
 
 /* The same row as the engine holds it now, in the block layout of
- * t->dtype: read through the engine's rows function from its matrix (a Q8_0 engine
- * holds its matrices interleaved), unpacked into buf where need be. */
-static const char *t_read(const cal_gguf_source *e, const tdesc *t, uint64_t expert, uint64_t row,
+ * t->dtype, read through the engine's rows function (a matrix it holds
+ * interleaved is unpacked into buf) */
+static const char *t_read(const cal_gguf_source *e, const tdesc *t, uint64_t x, uint64_t r,
                           char *buf)
 {
-    return e->rows(e->engine, t_matrix(t, expert), t->m_rows, t->rows_skip + (int64_t)row, 1,
-                           (int)t->ne[0], buf);
+    if (t->is_norm)
+        return t_row(t, x, r);
+    return e->rows(e->engine, &t->v, (int)x, (int64_t)r, 1, buf);
 }
 
 /* ---- export ----------------------------------------------------------- */
@@ -360,15 +376,20 @@ static void write_byte_vocab(wbuf *w, const cal_model_config *c)
     kv_bool(w, "tokenizer.ggml.add_space_prefix", 0);
 }
 
-int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const cal_vocab *v,
-                   char *why, size_t why_len)
+/* cal_gguf_write, each matrix in plan[its CAL_T_* kind] where plan is
+ * not NULL */
+static int write_gguf(const cal_gguf_source *e, const char *path, int dtype, const int *plan,
+                      const cal_vocab *v, char *why, size_t why_len)
 {
     if (!e || !path)
         return cal_why(why, why_len, CAL_EINVAL, "export: no engine or path");
-    if ((dtype < 0 || dtype >= CAL_DTYPE_COUNT) && dtype != CAL_GGUF_MIX_Q4_K_M)
+    if ((dtype < 0 || dtype >= CAL_DTYPE_COUNT) && dtype != CAL_GGUF_MIX_Q4_K_M &&
+        dtype != CAL_GGUF_AS_HELD)
         return cal_why(why, why_len, CAL_EINVAL, "dtype: %d is not an engine format", dtype);
     const cal_model_config *c = e->config;
-    int blk = cal_k_block_elems(dtype == CAL_GGUF_MIX_Q4_K_M ? CAL_DTYPE_Q4_K : dtype);
+    /* the formats the engine holds fit its rows already */
+    int blk = dtype == CAL_GGUF_AS_HELD ? 1
+              : cal_k_block_elems(dtype == CAL_GGUF_MIX_Q4_K_M ? CAL_DTYPE_Q4_K : dtype);
     if (blk > 1 && (c->dim % blk || c->ffn_dim % blk))
         return cal_why(why, why_len, CAL_EINVAL, "dtype: %s needs rows of a multiple of "
                        "%d values (dim %d, ffn %d)", dtype == CAL_GGUF_MIX_Q4_K_M ? "q4_k_m"
@@ -383,10 +404,28 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const 
     if (!t)
         return cal_why(why, why_len, CAL_ENOMEM, "export: out of memory");
     int nt = tensor_list(c, e, t);
+    /* each tensor's format in the file */
+    int *fdt = malloc((size_t)nt * sizeof *fdt);
+    if (!fdt) {
+        free(t);
+        return cal_why(why, why_len, CAL_ENOMEM, "export: out of memory");
+    }
+    for (int i = 0; i < nt; i++) {
+        fdt[i] = t[i].is_norm || !plan ? tensor_dtype(&t[i], dtype, c->n_layers) : plan[t[i].kind];
+        if (fdt[i] < 0 || fdt[i] >= CAL_DTYPE_COUNT ||
+            t[i].ne[0] % (uint64_t)cal_dtype_row_unit(fdt[i]) != 0) {
+            int rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: format %d does not take "
+                             "rows of %" PRIu64 " values", t[i].name, fdt[i], t[i].ne[0]);
+            free(fdt);
+            free(t);
+            return rc;
+        }
+    }
     char tmp[4096 + 16];
     int rc = CAL_OK;
     FILE *f = open_replacement(path, tmp, sizeof tmp, why, why_len, &rc);
     if (!f) {
+        free(fdt);
         free(t);
         return rc;
     }
@@ -412,7 +451,8 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const 
     kv_str(&w, "general.architecture", an);
     kv_str(&w, "general.name", name);
     kv_u32(&w, "general.alignment", ALIGN);
-    kv_u32(&w, "general.file_type", file_type_of(dtype));
+    kv_u32(&w, "general.file_type", file_type_of(dtype != CAL_GGUF_AS_HELD ? dtype
+                                                  : mixed_file_type(t, fdt, nt)));
     kv_u32(&w, (snprintf(key, sizeof key, "%s.context_length", an), key), (uint32_t)c->max_ctx);
     kv_u32(&w, (snprintf(key, sizeof key, "%s.embedding_length", an), key), (uint32_t)c->dim);
     kv_u32(&w, (snprintf(key, sizeof key, "%s.block_count", an), key), (uint32_t)c->n_layers);
@@ -440,14 +480,13 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const 
     /* tensor directory */
     uint64_t off = 0;
     for (int i = 0; i < nt; i++) {
-        int fdt = tensor_dtype(&t[i], dtype, c->n_layers);
         w_str(&w, t[i].name);
         w_u32(&w, (uint32_t)t[i].n_dims);
         for (int d = 0; d < t[i].n_dims; d++)
             w_u64(&w, t[i].ne[d]);
-        w_u32(&w, ggml_type_of(fdt));
+        w_u32(&w, ggml_type_of(fdt[i]));
         w_u64(&w, off);
-        off += t_elems(&t[i]) / t[i].ne[0] * cal_k_row_bytes(fdt, (int)t[i].ne[0]);
+        off += t_elems(&t[i]) / t[i].ne[0] * cal_k_row_bytes(fdt[i], (int)t[i].ne[0]);
         off = (off + ALIGN - 1) / ALIGN * ALIGN;
     }
     static const uint8_t zeros[ALIGN];
@@ -467,25 +506,26 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const 
         free(fr);
         fclose(f);
         unlink(tmp);
+        free(fdt);
         free(t);
         return cal_why(why, why_len, CAL_ENOMEM, "export: out of memory");
     }
     uint64_t start = w.pos;
     for (int i = 0; i < nt && !w.err; i++) {
-        int fdt = tensor_dtype(&t[i], dtype, c->n_layers), n = (int)t[i].ne[0];
+        int ft = fdt[i], n = (int)t[i].ne[0];
         for (uint64_t x = 0; x < t[i].ne[2]; x++)
             for (uint64_t r = 0; r < t[i].ne[1]; r++) {
                 const char *src = t[i].is_norm ? t_row(&t[i], x, r)
                                                : t_read(e, &t[i], x, r, raw);
-                if (fdt == t[i].dtype && t[i].scale == 1.0f) {
+                if (ft == t[i].dtype && t[i].scale == 1.0f) {
                     /* the engine's own rows: written as they are */
-                    w_bytes(&w, src, cal_k_row_bytes(fdt, n));
+                    w_bytes(&w, src, cal_k_row_bytes(ft, n));
                     continue;
                 }
                 cal_k_dequantize_row(t[i].dtype, src, fr, n);
                 for (int k = 0; k < n; k++)
                     fr[k] *= t[i].scale;
-                if (fdt == CAL_DTYPE_F16) {
+                if (ft == CAL_DTYPE_F16) {
                     for (int k = 0; k < n; k++) {
                         uint16_t h = cal_k_f32_to_f16(fr[k]);
                         row[2 * k] = (uint8_t)h;
@@ -494,15 +534,16 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const 
                 } else {
                     /* F32, BF16 and Q8_0 blocks in this (little-endian)
                      * machine's layout, which is ggml's */
-                    cal_k_quantize_row(fdt, fr, row, n);
+                    cal_k_quantize_row(ft, fr, row, n);
                 }
-                w_bytes(&w, row, cal_k_row_bytes(fdt, n));
+                w_bytes(&w, row, cal_k_row_bytes(ft, n));
             }
         w_bytes(&w, zeros, (size_t)((ALIGN - (w.pos - start) % ALIGN) % ALIGN));
     }
     free(row);
     free(raw);
     free(fr);
+    free(fdt);
     free(t);
     if (!w.err && (fflush(f) != 0 || fsync(fileno(f)) != 0))
         w.err = errno ? errno : EIO;
@@ -517,6 +558,20 @@ int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const 
     return CAL_OK;
 }
 
+
+int cal_gguf_write(const cal_gguf_source *e, const char *path, int dtype, const cal_vocab *v,
+                   char *why, size_t why_len)
+{
+    return write_gguf(e, path, dtype, NULL, v, why, why_len);
+}
+
+int cal_gguf_write_plan(const cal_gguf_source *e, const char *path, const int *plan,
+                        char *why, size_t why_len)
+{
+    if (!plan)
+        return cal_why(why, why_len, CAL_EINVAL, "export: no plan");
+    return write_gguf(e, path, CAL_GGUF_AS_HELD, plan, NULL, why, why_len);
+}
 
 /* ---- import: is this a GGUF caliper can serve? --------------------------- */
 
@@ -767,9 +822,12 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
     }
     /* caliper's export of a tied model: its one matrix as output.weight,
      * token_embd that matrix scaled; held once, as the model that wrote it
-     * held it, while the key still describes the file (else the two are
-     * served apart, as llama.cpp serves them) */
+     * held it, while the key still describes the file: the two in one
+     * format, one within its rounding of the other (else the two are
+     * served apart, each as stored, as llama.cpp serves them) */
     if (rc == CAL_OK && !c.tied_embeddings && m.embed_scale > 0 &&
+        cal_gguf_find(&m, "token_embd.weight")->type ==
+            cal_gguf_find(&m, "output.weight")->type &&
         scaled_tied(path, &m, c.dim, c.vocab, (float)m.embed_scale)) {
         c.tied_embeddings = 1;
         c.embed_scale = (float)m.embed_scale;
@@ -779,13 +837,134 @@ int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
                   sizeof c.weights - 1);
     if (rc == CAL_OK) {
         snprintf(c.weights, sizeof c.weights, "%s", path);
+        c.as_stored = 1;
         *out = c;
     }
     cal_gguf_model_free(&m);
     return rc;
 }
 
-/* ---- load -------------------------------------------------------------- */
+/* ---- load ------------------------------------------------------------ */
+
+int cal_gguf_hold(uint32_t type, int64_t n_in, const cal_model_config *c)
+{
+    int dt = cal_gguf_dtype_of(type);
+    if (!c->as_stored || dt < 0 || n_in % cal_dtype_row_unit(dt) != 0)
+        return c->dtype;
+    return dt;
+}
+
+/* The file's tensor that holds the rows of t, or NULL where the engine
+ * reads none (the tied model's second name: a file without output.weight
+ * keeps the matrix in token_embd; caliper's scaled export keeps it in
+ * output.weight, token_embd its rows scaled) */
+static const cal_gguf_tensor *source_tensor(const cal_gguf_model *m, const cal_model_config *c,
+                                            const tdesc *t)
+{
+    const char *skip = !c->tied_embeddings ? NULL
+                       : c->embed_scale > 0 ? "token_embd.weight" : "output.weight";
+    if (skip && !strcmp(t->name, skip))
+        return NULL;
+    return cal_gguf_find(m, t->name);
+}
+
+int cal_gguf_held_dtypes(const cal_model_config *c, int *dts, char *why, size_t why_len)
+{
+    cal_gguf_model m;
+    char w[200];
+    int rc = cal_gguf_read_model_file(c->weights, &m, w, sizeof w);
+    if (rc != CAL_OK)
+        return cal_why(why, why_len, rc, "%s: %s", c->weights, w);
+    tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
+    if (!t) {
+        cal_gguf_model_free(&m);
+        return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
+    }
+    int nt = tensor_list(c, NULL, t);
+    for (size_t i = 0; i < CAL_T_COUNT(c->n_layers); i++)
+        dts[i] = c->dtype;
+    for (int i = 0; i < nt && rc == CAL_OK; i++) {
+        if (t[i].is_norm)
+            continue;
+        const cal_gguf_tensor *g = source_tensor(&m, c, &t[i]);
+        if (!g)
+            continue;
+        if (g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2]) {
+            rc = cal_why(why, why_len, CAL_EINVAL, "%s: tensor %s changed since the header "
+                         "was checked", c->weights, t[i].name);
+            break;
+        }
+        dts[t[i].kind] = cal_gguf_hold(g->type, (int64_t)g->ne[0], c);
+    }
+    /* a tied model's one matrix */
+    if (c->tied_embeddings)
+        dts[CAL_T_EMB] = dts[CAL_T_OUT] = c->embed_scale > 0 ? dts[CAL_T_OUT] : dts[CAL_T_EMB];
+    free(t);
+    cal_gguf_model_free(&m);
+    return rc;
+}
+
+/* n bytes at off of fd into p, however many reads it takes; 0, or −1 with
+ * errno set (EIO where the file ends first) */
+static int read_at(int fd, void *p, size_t n, uint64_t off)
+{
+    char *b = p;
+    while (n > 0) {
+        ssize_t r = pread(fd, b, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = EIO;
+            return -1;
+        }
+        b += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* Reading rows: straight into the engine's memory where it holds them as
+ * stored (no second copy of the file in memory: read, not mapped), else a
+ * run of them at a time through buf, each widened to F32 by llama.cpp's
+ * dequantization and stored in the engine's format. */
+enum { LOAD_BUF = 1 << 20 };
+/* the buffer: at least one row of the widest format (F32) */
+static size_t load_buf_bytes(int max_in)
+{
+    return (size_t)max_in * 4 > LOAD_BUF ? (size_t)max_in * 4 : LOAD_BUF;
+}
+
+static int load_tensor(int fd, const cal_gguf_tensor *g, const tdesc *t, char *buf, float *fr)
+{
+    int n = (int)t->ne[0], fdt = t->is_norm ? (g->type == CAL_GGUF_F32 ? CAL_DTYPE_F32 : -1)
+                                           : cal_gguf_dtype_of(g->type);
+    size_t frb = cal_gguf_row_bytes(g->type, n);
+    uint64_t rows = t->ne[1], per = load_buf_bytes(n) / frb;
+    for (uint64_t x = 0; x < t->ne[2]; x++) {
+        uint64_t off = g->offset + x * rows * frb;
+        if (fdt == t->dtype) {
+            /* a tensor's rows lie one after the other in the engine too */
+            if (read_at(fd, t_row(t, x, 0), rows * frb, off) != 0)
+                return -1;
+            continue;
+        }
+        for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+            uint64_t k = rows - r0 < per ? rows - r0 : per;
+            if (read_at(fd, buf, k * frb, off + r0 * frb) != 0)
+                return -1;
+            for (uint64_t r = 0; r < k; r++) {
+                cal_gguf_row_f32(g->type, (const uint8_t *)buf + r * frb, fr, n);
+                if (t->is_norm)
+                    memcpy(t_row(t, x, r0 + r), fr, sizeof(float) * (size_t)n);
+                else
+                    cal_k_quantize_row(t->dtype, fr, t_row(t, x, r0 + r), n);
+            }
+        }
+    }
+    return 0;
+}
 
 int cal_gguf_read_weights(const cal_gguf_source *e, char *why, size_t why_len)
 {
@@ -805,59 +984,42 @@ int cal_gguf_read_weights(const cal_gguf_source *e, char *why, size_t why_len)
         cal_gguf_model_free(&m);
         return rc;
     }
-    size_t size = (size_t)st.st_size;
-    const uint8_t *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        cal_gguf_model_free(&m);
-        return cal_why(why, why_len, CAL_EIO, "%s: mmap: %s", path, strerror(errno));
-    }
+    uint64_t size = (uint64_t)st.st_size;
     tdesc *t = calloc((size_t)MAX_TENSORS(c), sizeof *t);
-    if (!t) {
-        munmap((void *)map, size);
+    int max_in = c->dim > c->ffn_dim ? c->dim : c->ffn_dim;
+    char *buf = malloc(load_buf_bytes(max_in));
+    float *fr = malloc((size_t)max_in * sizeof *fr);
+    if (!t || !buf || !fr) {
+        free(t);
+        free(buf);
+        free(fr);
+        close(fd);
         cal_gguf_model_free(&m);
         return cal_why(why, why_len, CAL_ENOMEM, "out of memory");
     }
     int nt = tensor_list(c, e, t);
-    /* tied: a file without output.weight has the matrix in token_embd; one
-     * with caliper.embedding_scale has it in output.weight (token_embd is
-     * it scaled, as cal_gguf_model_config checked) */
-    const char *skip = !c->tied_embeddings ? NULL
-                       : c->embed_scale > 0 ? "token_embd.weight" : "output.weight";
-    rc = CAL_OK;
     for (int i = 0; i < nt && rc == CAL_OK; i++) {
         const char *nm = t[i].name;
-        if (skip && !strcmp(nm, skip))
+        if (!cal_gguf_find(&m, nm) && !strcmp(nm, "output.weight") && c->tied_embeddings)
             continue;
-        const cal_gguf_tensor *g = cal_gguf_find(&m, nm);
-        if (!g || !cal_gguf_reads(g->type) ||
+        const cal_gguf_tensor *g = source_tensor(&m, c, &t[i]);
+        if (!g && cal_gguf_find(&m, nm))
+            continue;   /* the tied model's second name */
+        size_t frb = g ? cal_gguf_row_bytes(g->type, (int)t[i].ne[0]) : 0;
+        if (!g || !cal_gguf_reads(g->type) || frb == 0 ||
             g->ne[0] != t[i].ne[0] || g->ne[1] != t[i].ne[1] || g->ne[2] != t[i].ne[2] ||
-            g->offset + g->bytes > size) {
+            g->offset > size || t[i].ne[1] * t[i].ne[2] > (size - g->offset) / frb) {
             rc = cal_why(why, why_len, CAL_EINVAL, "%s: tensor %s changed since the header "
                       "was checked", path, nm);
             break;
         }
-        const uint8_t *src = map + g->offset;
-        int n = (int)t[i].ne[0], fdt = cal_gguf_dtype_of(g->type);
-        size_t frb = cal_gguf_row_bytes(g->type, n);
-        float *fr = malloc((size_t)n * sizeof *fr);
-        if (!fr) { rc = cal_why(why, why_len, CAL_ENOMEM, "out of memory"); break; }
-        /* the file's row as it is when it is in the engine's format (--dtype),
-         * else through F32 */
-        for (uint64_t x = 0; x < t[i].ne[2]; x++)
-            for (uint64_t r = 0; r < t[i].ne[1]; r++) {
-                const uint8_t *s = src + (x * t[i].ne[1] + r) * frb;
-                if (fdt == t[i].dtype) {
-                    memcpy(t_row(&t[i], x, r), s, frb);
-                    continue;
-                }
-                cal_gguf_row_f32(g->type, s, fr, n);
-                cal_k_quantize_row(t[i].dtype, fr, t_row(&t[i], x, r), n);
-            }
-        free(fr);
+        if (load_tensor(fd, g, &t[i], buf, fr) != 0)
+            rc = cal_why(why, why_len, CAL_EIO, "%s: tensor %s: %s", path, nm, strerror(errno));
     }
     free(t);
-    munmap((void *)map, size);
+    free(buf);
+    free(fr);
+    close(fd);
     cal_gguf_model_free(&m);
     return rc;
 }

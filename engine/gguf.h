@@ -34,12 +34,24 @@
  * layers, Q4_K for the other matrices). Not an engine format. */
 #define CAL_GGUF_MIX_Q4_K_M 1015
 
+/* dtype for cal_gguf_export: each tensor in the format the engine holds it
+ * in (a file's Q4_K_M mixture held as stored is written back as it was
+ * read). Not an engine format. */
+#define CAL_GGUF_AS_HELD 1016
+
 /* The tensor formats the loader reads (engine/gguf_formats.c), by ggml
- * type: the engine's own and Q4_1, Q5_0, Q5_1 and Q5_K, which it widens to
- * F32 (llama.cpp's dequantization) and holds in the engine's format. */
-/* The CAL_DTYPE_* of a ggml type, or -1 where the engine cannot hold it. */
+ * type: every type the engine holds as stored, F32, F16, BF16, Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the file's bytes kept as they
+ * are), widened to F32 (llama.cpp's dequantization) where another format is
+ * asked for. */
+/* The CAL_DTYPE_* that holds a ggml type's tensors as stored, or -1 where
+ * the engine has no such format (IQ*, Q2_K, Q3_K, TQ*, MXFP4 ...): "does the
+ * engine hold this type?" is cal_gguf_dtype_of(type) >= 0. */
 int    cal_gguf_dtype_of(uint32_t type);
-/* 1 where the loader reads tensors of the type. */
+/* The ggml type of a CAL_DTYPE_* (what export writes for it), or -1 for an
+ * unknown value: cal_gguf_dtype_of backwards. */
+int64_t cal_gguf_type_of(int dtype);
+/* 1 where the loader reads tensors of the type (the types held as stored). */
 int    cal_gguf_reads(uint32_t type);
 /* Bytes of a row of n values (whole blocks, sizes from cal_gguf_type_block);
  * 0 for a type not read. */
@@ -76,8 +88,8 @@ typedef struct cal_gguf_source {
     const cal_engine *engine;
     void (*weights)(const cal_engine *e, cal_model_weights *m);
     void (*layer_weights)(const cal_engine *e, int layer, cal_layer_weights *w);
-    const void *(*rows)(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
-                        int64_t count, int n_in, void *buf);
+    const void *(*rows)(const cal_engine *e, const cal_tensor_view *t, int expert,
+                        int64_t r, int64_t count, void *buf);
 } cal_gguf_source;
 /* cal_gguf_export's writer (v NULL: the byte vocabulary) and the loader
  * cal_engine_open uses (same contracts as cal_gguf_export_vocab and
@@ -86,6 +98,15 @@ struct cal_vocab;
 int cal_gguf_write(const cal_gguf_source *s, const char *path, int dtype,
                    const struct cal_vocab *v, char *why, size_t why_len);
 int cal_gguf_read_weights(const cal_gguf_source *s, char *why, size_t why_len);
+/* The writer with each matrix in plan[its CAL_T_* index] (engine/internal.h;
+ * CAL_T_COUNT(n_layers) entries), the byte vocabulary: any mixture of the
+ * engine's formats, as llama.cpp's quantizer writes them. CAL_EINVAL naming
+ * the tensor whose rows a planned format does not take. */
+int cal_gguf_write_plan(const cal_gguf_source *s, const char *path, const int *plan,
+                        char *why, size_t why_len);
+/* The same for an open engine. */
+int cal_gguf_export_plan(const cal_engine *e, const char *path, const int *plan, char *why,
+                         size_t why_len);
 
 /* Read path's header into *out (weights = path, seed 0, name "gguf"), after
  * checking that caliper can serve it: architecture llama, qwen2, qwen3 or
@@ -101,10 +122,23 @@ int cal_gguf_read_weights(const cal_gguf_source *s, char *why, size_t why_len);
 int cal_gguf_model_config(const char *path, cal_model_config *out, char *why,
                           size_t why_len);
 
+/* The format the engine holds a file's tensor of ggml type `type` with rows
+ * of n_in values in: with c->as_stored, the file's own where the engine
+ * has that format (cal_gguf_dtype_of) and the rows fit its kernels
+ * (cal_dtype_row_unit); else, and for every tensor without as_stored,
+ * c->dtype. */
+int cal_gguf_hold(uint32_t type, int64_t n_in, const cal_model_config *c);
+/* The format of each matrix of c's file (c->weights) as the engine holds
+ * it: dts[CAL_T_COUNT(n_layers)], indexed as engine/internal.h's CAL_T_*
+ * (a tied model's one matrix under both CAL_T_EMB and CAL_T_OUT).
+ * CAL_EINVAL / CAL_EIO with why. */
+int cal_gguf_held_dtypes(const cal_model_config *c, int *dts, char *why, size_t why_len);
+
 /* Fill an open engine's weights from c->weights (cal_engine_open does, in
- * weights.c). The file is mapped read-only; rows already in the engine's
- * format are copied, others converted through F32. CAL_EIO / CAL_EINVAL
- * with why. */
+ * weights.c), each tensor in the format the engine holds it in: rows
+ * already in it are read straight into place, others widened to F32 as
+ * llama.cpp dequantizes them and converted. CAL_EIO / CAL_EINVAL with
+ * why. */
 int cal_gguf_load_weights(cal_engine *e, char *why, size_t why_len);
 
 

@@ -1,11 +1,12 @@
-/* caliper reference engine — llama.cpp's 4- and 6-bit weight formats: Q4_0
- * (32 weights a block) and the K-quants Q4_K and Q6_K (256-weight
+/* caliper reference engine — llama.cpp's 4- to 6-bit weight formats: Q4_0
+ * (32 weights a block) and the K-quants Q4_K, Q5_K and Q6_K (256-weight
  * super-blocks), in ggml's byte layouts (ggml-common.h). For each: a plain C
  * quantizer and dequantizer, a reference dot product, and the decode-batch
  * product, vectorised with AVX2 and FMA where the CPU has them (asked at
  * run time, so the file builds for any -march), and the Q8_K rounding of
- * activations on AVX-512. Q4_K on AVX-512 VNNI takes interleaved rows
- * instead (q4kx.c), which reuse the rounding here. */
+ * activations on AVX-512. On AVX-512 VNNI the K-quants take interleaved
+ * rows instead (q4kx.c, q5kx.c, q6kx.c), which reuse the rounding here;
+ * Q4_0's integer product on rounded activations is q32.c's. */
 #include "engine/kernels.h"
 #include "engine/simd.h"
 #include "engine/engine.h"
@@ -21,10 +22,18 @@
 _Static_assert(sizeof(cal_q4_0_block) == 18, "block_q4_0 is 18 bytes in GGUF");
 _Static_assert(sizeof(cal_q4_k_block) == 144, "block_q4_K is 144 bytes in GGUF");
 _Static_assert(sizeof(cal_q6_k_block) == 210, "block_q6_K is 210 bytes in GGUF");
+_Static_assert(sizeof(cal_q5_k_block) == 176, "block_q5_K is 176 bytes in GGUF");
 
 int cal_k_is_kq(int dtype)
 {
-    return dtype == CAL_DTYPE_Q4_0 || dtype == CAL_DTYPE_Q4_K || dtype == CAL_DTYPE_Q6_K;
+    return dtype == CAL_DTYPE_Q4_0 || dtype == CAL_DTYPE_Q4_K || dtype == CAL_DTYPE_Q5_K ||
+           dtype == CAL_DTYPE_Q6_K;
+}
+
+/* the K-quants: 256-weight super-blocks, Q8_K activations */
+static int is_k(int dtype)
+{
+    return dtype == CAL_DTYPE_Q4_K || dtype == CAL_DTYPE_Q5_K || dtype == CAL_DTYPE_Q6_K;
 }
 
 /* ---- Q4_0: value = d · (q − 8), q the nibble; element j of a block is the
@@ -147,6 +156,64 @@ static void deq_q4_k(const cal_q4_k_block *b, float *y)
     }
 }
 
+/* ---- Q5_K: Q4_K with a fifth bit per weight, bit j of qh[l] for element l
+ * of sub-block j ------------------------------------------------------------ */
+
+/* Q4_K's plain quantizer with 31 steps per sub-block range */
+static void quant_q5_k(const float *x, cal_q5_k_block *o)
+{
+    float step[8], off[8], smax = 0, omax = 0;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0, hi = 0;
+        for (int i = 0; i < 32; i++) {
+            lo = fminf(lo, x[32 * j + i]);
+            hi = fmaxf(hi, x[32 * j + i]);
+        }
+        step[j] = (hi - lo) / 31.0f;
+        off[j] = -lo;
+        smax = fmaxf(smax, step[j]);
+        omax = fmaxf(omax, off[j]);
+    }
+    o->d = cal_k_f32_to_f16(smax / 63.0f);
+    o->dmin = cal_k_f32_to_f16(omax / 63.0f);
+    float d = cal_k_f16_to_f32(o->d), dmin = cal_k_f16_to_f32(o->dmin);
+    int sc[8], m[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = d > 0 ? clampi((int)ceilf(step[j] / d - 1e-4f), 0, 63) : 0;
+        m[j] = dmin > 0 ? clampi((int)lrintf(off[j] / dmin), 0, 63) : 0;
+    }
+    q4k_pack_scales(sc, m, o->scales);
+    memset(o->qh, 0, sizeof o->qh);
+    for (int j = 0; j < 8; j++) {
+        float s = d * (float)sc[j], mn = dmin * (float)m[j], is = s > 0 ? 1.0f / s : 0.0f;
+        uint8_t *q = o->qs + 32 * (j / 2);
+        for (int i = 0; i < 32; i++) {
+            int v = clampi((int)lrintf((x[32 * j + i] + mn) * is), 0, 31);
+            q[i] = (uint8_t)(j % 2 == 0 ? (v & 0xF) : (q[i] | (v & 0xF) << 4));
+            o->qh[i] = (uint8_t)(o->qh[i] | (v >> 4) << j);
+        }
+    }
+}
+
+/* q (0..31) of element i of sub-block j */
+static int q5k_get(const cal_q5_k_block *b, int j, int i)
+{
+    int nib = b->qs[32 * (j / 2) + i];
+    return (j % 2 ? nib >> 4 : nib & 0xF) | ((b->qh[i] >> j) & 1) << 4;
+}
+
+static void deq_q5_k(const cal_q5_k_block *b, float *y)
+{
+    float d = cal_k_f16_to_f32(b->d), dmin = cal_k_f16_to_f32(b->dmin);
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        q4k_scale_min(b->scales, j, &sc, &m);
+        float s = d * (float)sc, mn = dmin * (float)m;
+        for (int i = 0; i < 32; i++)
+            y[32 * j + i] = s * (float)q5k_get(b, j, i) - mn;
+    }
+}
+
 /* ---- Q6_K: 16 sub-blocks of 16, value = d·scales[j]·(q − 32), q 6 bits:
  * the low 4 in ql, the high 2 in qh. Each 128-weight half h has ql[64h ..],
  * qh[32h ..]; its weight 32g + l (g < 4, l < 32) takes ql[64h + 32(g%2) + l]
@@ -217,6 +284,9 @@ void cal_k_kq_quantize_row(int dtype, const float *src, void *dst, int n)
     else if (dtype == CAL_DTYPE_Q6_K)
         for (int b = 0; b < n / CAL_QK_K; b++)
             quant_q6_k(src + (size_t)b * CAL_QK_K, (cal_q6_k_block *)dst + b);
+    else if (dtype == CAL_DTYPE_Q5_K)
+        for (int b = 0; b < n / CAL_QK_K; b++)
+            quant_q5_k(src + (size_t)b * CAL_QK_K, (cal_q5_k_block *)dst + b);
 }
 
 void cal_k_kq_dequantize_row(int dtype, const void *src, float *dst, int n)
@@ -230,6 +300,9 @@ void cal_k_kq_dequantize_row(int dtype, const void *src, float *dst, int n)
     else if (dtype == CAL_DTYPE_Q6_K)
         for (int b = 0; b < n / CAL_QK_K; b++)
             deq_q6_k((const cal_q6_k_block *)src + b, dst + (size_t)b * CAL_QK_K);
+    else if (dtype == CAL_DTYPE_Q5_K)
+        for (int b = 0; b < n / CAL_QK_K; b++)
+            deq_q5_k((const cal_q5_k_block *)src + b, dst + (size_t)b * CAL_QK_K);
 }
 
 float cal_k_kq_dot_ref(int dtype, const void *row, const float *x, int n)
@@ -313,6 +386,26 @@ static float dot_q4_k_q8(const cal_q4_k_block *w, const cal_q8_k_block *x, int n
     return s;
 }
 
+static float dot_q5_k_q8(const cal_q5_k_block *w, const cal_q8_k_block *x, int nb)
+{
+    float s = 0;
+    for (int b = 0; b < nb; b++) {
+        int isum = 0, imin = 0;
+        for (int j = 0; j < 8; j++) {
+            int sc, m, t = 0;
+            q4k_scale_min(w[b].scales, j, &sc, &m);
+            const int8_t *q8 = x[b].qs + 32 * j;
+            for (int i = 0; i < 32; i++)
+                t += q5k_get(&w[b], j, i) * q8[i];
+            isum += sc * t;
+            imin += m * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        }
+        float d = cal_k_f16_to_f32(w[b].d), dmin = cal_k_f16_to_f32(w[b].dmin);
+        s += x[b].d * (d * (float)isum - dmin * (float)imin);
+    }
+    return s;
+}
+
 static float dot_q6_k_q8(const cal_q6_k_block *w, const cal_q8_k_block *x, int nb)
 {
     float s = 0;
@@ -335,6 +428,8 @@ float cal_k_kq_dot_q8k(int dtype, const void *row, const cal_q8_k_block *x, int 
         return dot_q4_k_q8(row, x, n / CAL_QK_K);
     if (dtype == CAL_DTYPE_Q6_K)
         return dot_q6_k_q8(row, x, n / CAL_QK_K);
+    if (dtype == CAL_DTYPE_Q5_K)
+        return dot_q5_k_q8(row, x, n / CAL_QK_K);
     return 0.0f;
 }
 
@@ -559,6 +654,54 @@ INL2 void rowq_q4_k(int MB, const cal_q4_k_block *w, const cal_q8_k_block *x, in
     }
 }
 
+/* One Q5_K row × MB rows of Q8_K: rowq_q4_k with each value's fifth bit
+ * (bit 2p of qh[l] for the low nibbles of pair p, bit 2p + 1 for the high
+ * ones) moved to bit 4 by one shift of the 32 qh bytes; values 0..31, at
+ * most 2·31·127 a pair, no saturation. */
+INL2 void rowq_q5_k(int MB, const cal_q5_k_block *w, const cal_q8_k_block *x, int nb, float *s)
+{
+    for (int i = 0; i < MB; i++)
+        s[i] = 0;
+    const __m256i m4 = _mm256_set1_epi8(0xF), b4 = _mm256_set1_epi8(0x10);
+    for (int b = 0; b < nb; b++) {
+        __m256i sm = _mm256_cvtepu8_epi16(q4k_unpack(w[b].scales));
+        __m256i sc = _mm256_permute2x128_si256(sm, sm, 0x00);
+        __m128i mins = _mm256_extracti128_si256(sm, 1);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
+        __m256i sumi[8];
+        for (int i = 0; i < MB; i++)
+            sumi[i] = _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * p));
+            /* bit 2p to bit 4, and bit 2p + 1 (16-bit shifts: the mask keeps
+             * each byte's own bit) */
+            __m256i h0 = p < 2 ? _mm256_slli_epi16(qh, 4 - 2 * p) : _mm256_srli_epi16(qh, 2 * p - 4);
+            __m256i h1 = p < 2 ? _mm256_slli_epi16(qh, 3 - 2 * p) : _mm256_srli_epi16(qh, 2 * p - 3);
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4), _mm256_and_si256(h0, b4));
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                                         _mm256_and_si256(h1, b4));
+            __m256i slo = bcast16(sc, 2 * p), shi = bcast16(sc, 2 * p + 1);
+            for (int i = 0; i < MB; i++) {
+                const int8_t *q8 = x[(size_t)i * nb + b].qs + 64 * p;
+                __m256i t0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
+                __m256i t1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+                t0 = _mm256_madd_epi16(t0, slo);
+                t1 = _mm256_madd_epi16(t1, shi);
+                sumi[i] = _mm256_add_epi32(sumi[i], _mm256_add_epi32(t0, t1));
+            }
+        }
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        for (int i = 0; i < MB; i++) {
+            const cal_q8_k_block *xb = &x[(size_t)i * nb + b];
+            __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);
+            __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            int isum, imin;
+            hsum2_i32(sumi[i], _mm_madd_epi16(mins, pair), &isum, &imin);
+            s[i] += xb->d * (d * (float)isum - dmin * (float)imin);
+        }
+    }
+}
+
 /* One Q6_K row × MB rows of Q8_K: q = 0..63 unpacked once per super-block,
  * maddubs (at most 2·63·127) and madd with the int8 scales, and the offset
  * 32 taken off once as 32·Σ_j scale_j·bsum_j. */
@@ -623,11 +766,11 @@ typedef void (*rowq_fn)(const void *w, const cal_q8_k_block *x, int nb, float *s
     { rowq_##FMT(MB, w, x, nb, s); }
 #define ROWQ8(FMT) ROWQ(FMT, 1) ROWQ(FMT, 2) ROWQ(FMT, 3) ROWQ(FMT, 4) ROWQ(FMT, 5)    \
                    ROWQ(FMT, 6) ROWQ(FMT, 7) ROWQ(FMT, 8)
-ROWQ8(q4_k) ROWQ8(q6_k)
+ROWQ8(q4_k) ROWQ8(q5_k) ROWQ8(q6_k)
 #define TABQ(FMT) {rq_##FMT##_1, rq_##FMT##_2, rq_##FMT##_3, rq_##FMT##_4, rq_##FMT##_5, \
                    rq_##FMT##_6, rq_##FMT##_7, rq_##FMT##_8}
-/* [Q4_K, Q6_K][MB − 1] */
-static const rowq_fn rowsq_avx2[2][8] = {TABQ(q4_k), TABQ(q6_k)};
+/* [Q4_K, Q5_K, Q6_K][MB − 1] */
+static const rowq_fn rowsq_avx2[3][8] = {TABQ(q4_k), TABQ(q5_k), TABQ(q6_k)};
 
 /* m rows in chunks of at most 8, as even as they go */
 static void matmul_avx2(float *y, int ldy, const float *x, int ldx, const void *w, int n_out,
@@ -653,7 +796,7 @@ static void matmul_avx2(float *y, int ldy, const float *x, int ldx, const void *
 static void products_avx2(int dtype, float *y, int ldy, const cal_q8_k_block *xq, int nb,
                           const void *w, int n_out, int mg, float beta)
 {
-    int f = dtype == CAL_DTYPE_Q4_K ? 0 : 1;
+    int f = dtype == CAL_DTYPE_Q4_K ? 0 : dtype == CAL_DTYPE_Q5_K ? 1 : 2;
     size_t rb = cal_k_row_bytes(dtype, nb * CAL_QK_K);
     int nch = (mg + 7) / 8;
     for (int r = 0; r < n_out; r++) {
@@ -727,7 +870,7 @@ static q8_products best_products(void)
 void cal_k_kq_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
                               const void *w, int n_out, int n_in, int m, float beta)
 {
-    if (dtype == CAL_DTYPE_Q4_K || dtype == CAL_DTYPE_Q6_K) {
+    if (is_k(dtype)) {
         kq_q8_matmul(products_plain, dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
         return;
     }

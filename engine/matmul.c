@@ -54,8 +54,14 @@ void cal_k_quantize_row(int dtype, const float *src, void *dst, int n)
         break;
     case CAL_DTYPE_Q4_0:
     case CAL_DTYPE_Q4_K:
+    case CAL_DTYPE_Q5_K:
     case CAL_DTYPE_Q6_K:
         cal_k_kq_quantize_row(dtype, src, dst, n);
+        break;
+    case CAL_DTYPE_Q4_1:
+    case CAL_DTYPE_Q5_0:
+    case CAL_DTYPE_Q5_1:
+        cal_k_q32_quantize_row(dtype, src, dst, n);
         break;
     default:
         break;
@@ -86,8 +92,14 @@ void cal_k_dequantize_row_portable(int dtype, const void *src, float *dst, int n
         break;
     case CAL_DTYPE_Q4_0:
     case CAL_DTYPE_Q4_K:
+    case CAL_DTYPE_Q5_K:
     case CAL_DTYPE_Q6_K:
         cal_k_kq_dequantize_row(dtype, src, dst, n);
+        break;
+    case CAL_DTYPE_Q4_1:
+    case CAL_DTYPE_Q5_0:
+    case CAL_DTYPE_Q5_1:
+        cal_k_q32_dequantize_row(dtype, src, dst, n);
         break;
     default:
         break;
@@ -117,8 +129,13 @@ enum { PCHUNK = 256, PROWS = 16 };
 void cal_k_matmul_portable(int dtype, float *y, int ldy, const float *x, int ldx,
                            const void *w, int n_out, int n_in, int m, float beta)
 {
-    if (dtype == CAL_DTYPE_Q4_K || dtype == CAL_DTYPE_Q6_K) {   /* on Q8_K activations */
+    if (dtype == CAL_DTYPE_Q4_K || dtype == CAL_DTYPE_Q5_K || dtype == CAL_DTYPE_Q6_K) {
+        /* on Q8_K activations */
         cal_k_kq_matmul_portable(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        return;
+    }
+    if (dtype != CAL_DTYPE_Q4_0 && cal_k_is_q32(dtype)) {   /* on Q8_0 activations */
+        cal_k_q32_matmul_portable(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
         return;
     }
     size_t rb = cal_k_row_bytes(dtype, n_in);
@@ -569,6 +586,10 @@ void cal_k_matmul(int dtype, float *y, int ldy, const float *x, int ldx, const v
         return;
     if (cal_k_is_kq(dtype)) {   /* kquants.c: its own AVX2 choice */
         cal_k_kq_matmul(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+        return;
+    }
+    if (cal_k_is_q32(dtype)) {  /* q32.c: the same */
+        cal_k_q32_matmul(dtype, y, ldy, x, ldx, w, n_out, n_in, m, beta);
         return;
     }
 #if HAVE_X86

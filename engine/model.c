@@ -12,11 +12,11 @@
 /* ---- shapes ------------------------------------------------------------ */
 
 static const cal_model_config presets[] = {
-    /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed dtype weights embed_scale arch */
-    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0},
-    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0},
-    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0},
-    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0},
+    /* name    dim layers heads kv  ffn   experts topk vocab   ctx  tied theta    eps   seed dtype weights embed_scale arch rope… as_stored */
+    {"tiny",   128, 4,  4,  2,  384,  0, 0, 4096,   512,  1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0, 0},
+    {"small",  512, 8,  8,  4,  1408, 0, 0, 32000,  1024, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0, 0},
+    {"base",   768, 12, 12, 4,  2048, 0, 0, 32000,  2048, 1, 10000.0f,   1e-5f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0, 0},
+    {"moe",    512, 8,  8,  4,  1024, 8, 2, 151936, 2048, 1, 1000000.0f, 1e-6f, 42, CAL_DTYPE_F32, "", 0, CAL_ARCH_LLAMA, 0, 0, 0, 0, 0, 0},
 };
 
 int cal_model_preset(const char *name, cal_model_config *out)
@@ -31,8 +31,8 @@ int cal_model_preset(const char *name, cal_model_config *out)
     return CAL_ENOTFOUND;
 }
 
-static const char *const dtype_names[CAL_DTYPE_COUNT] = {"f32", "f16", "bf16", "q8_0",
-                                                                  "q4_0", "q4_k", "q6_k"};
+static const char *const dtype_names[CAL_DTYPE_COUNT] = {
+    "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_1", "q5_0", "q5_1", "q5_k"};
 
 static const char *const arch_names[CAL_ARCH_COUNT] = {"llama", "qwen2", "qwen3", "qwen3moe"};
 

@@ -36,7 +36,6 @@ typedef struct bench {
     float *logits;          /* [vocab] */
     float *cos_t, *sin_t;   /* [hd/2] */
     void  *sscratch;
-    char  *erow;            /* one embedding row in the dtype's block layout */
     int32_t *tok;           /* [T] */
     int   n_act, per_exp;   /* MoE: experts that get tokens, tokens each */
     uint64_t rng;
@@ -56,17 +55,8 @@ static float *fa(size_t n)
 static void op_embedding(bench *b)
 {
     int d = b->c->dim;
-    for (int t = 0; t < b->T; t++) {
-        float *xr = b->x + (size_t)t * d;
-        /* as the step reads it: unpacked first where the engine holds Q8_0
-         * interleaved */
-        cal_k_dequantize_row(b->M.dtype,
-                             cal_engine_rows(b->e, b->M.embedding, b->c->vocab, b->tok[t], 1,
-                                             d, b->erow),
-                             xr, d);
-        for (int k = 0; k < d; k++)
-            xr[k] *= CAL_ENGINE_EMBED_SCALE;
-    }
+    for (int t = 0; t < b->T; t++)
+        cal_engine_embed(b->e, b->tok[t], b->x + (size_t)t * d);
 }
 
 static void op_norm(bench *b)
@@ -81,11 +71,11 @@ static void op_dense(bench *b)
 {
     cal_engine *e = b->e;
     int d = b->c->dim, f = b->c->ffn_dim, T = b->T;
-    cal_engine_matmul(e, b->qkv, b->qkv_ld, b->xn, d, b->L.wqkv, b->qkv_ld, d, T, 0.0f);
-    cal_engine_matmul(e, b->x, d, b->att, b->qd, b->L.wo, d, b->qd, T, 1.0f);
+    cal_engine_product(e, CAL_MM_QKV, 0, 0, b->qkv, b->qkv_ld, b->xn, d, T, 0.0f);
+    cal_engine_product(e, CAL_MM_O, 0, 0, b->x, d, b->att, b->qd, T, 1.0f);
     if (b->c->n_experts == 0) {
-        cal_engine_matmul(e, b->h13, 2 * f, b->xn, d, b->L.w13, 2 * f, d, T, 0.0f);
-        cal_engine_matmul(e, b->x, d, b->act, f, b->L.w2, d, f, T, 1.0f);
+        cal_engine_product(e, CAL_MM_W13, 0, 0, b->h13, 2 * f, b->xn, d, T, 0.0f);
+        cal_engine_product(e, CAL_MM_W2, 0, 0, b->x, d, b->act, f, T, 1.0f);
     }
 }
 
@@ -138,7 +128,7 @@ static void op_activation(bench *b)
 static void op_router(bench *b)
 {
     int E = b->c->n_experts, k = b->c->top_k, d = b->c->dim;
-    cal_engine_matmul(b->e, b->rlog, E, b->xn, d, b->L.router, E, d, b->T, 0.0f);
+    cal_engine_product(b->e, CAL_MM_ROUTER, 0, 0, b->rlog, E, b->xn, d, b->T, 0.0f);
     for (int t = 0; t < b->T; t++)
         cal_k_route_topk(b->rlog + (size_t)t * E, E, k, b->rprobs, b->topi + (size_t)t * k,
                          b->topw + (size_t)t * k);
@@ -150,13 +140,10 @@ static void op_experts(bench *b)
 {
     int d = b->c->dim, f = b->c->ffn_dim, m = b->per_exp;
     for (int x = 0; x < b->n_act; x++) {
-        const char *w13 = (const char *)b->L.w13 +
-                          (size_t)x * 2 * f * cal_k_row_bytes(b->L.dtype, d);
-        const char *w2 = (const char *)b->L.w2 + (size_t)x * d * cal_k_row_bytes(b->L.dtype, f);
-        cal_engine_matmul(b->e, b->h13, 2 * f, b->xn, d, w13, 2 * f, d, m, 0.0f);
+        cal_engine_product(b->e, CAL_MM_W13, 0, x, b->h13, 2 * f, b->xn, d, m, 0.0f);
         for (int i = 0; i < m; i++)
             cal_k_swiglu(b->act + (size_t)i * f, b->h13 + (size_t)i * 2 * f, b->h13 + (size_t)i * 2 * f + f, f);
-        cal_engine_matmul(b->e, b->gout, d, b->act, f, w2, d, f, m, 0.0f);
+        cal_engine_product(b->e, CAL_MM_W2, 0, x, b->gout, d, b->act, f, m, 0.0f);
     }
 }
 
@@ -164,7 +151,7 @@ static void op_logits(bench *b)
 {
     int d = b->c->dim;
     cal_k_rmsnorm(b->xn, b->x, b->M.final_norm, d, b->c->norm_eps);
-    cal_engine_matmul(b->e, b->logits, b->c->vocab, b->xn, d, b->M.output, b->c->vocab, d, 1, 0.0f);
+    cal_engine_product(b->e, CAL_MM_LOGITS, 0, 0, b->logits, b->c->vocab, b->xn, d, 1, 0.0f);
 }
 
 static void op_sampling(bench *b)
@@ -198,18 +185,12 @@ static int time_op(bench *b, void (*fn)(bench *), int reps, int64_t *ns, int64_t
     return CAL_OK;
 }
 
-/* weights at bpw bytes each (the engine's dtype), activations in and out F32 */
-static double mm_bytes_w(double bpw, double n_out, double n_in, double m)
-{
-    return bpw * n_out * n_in + 4.0 * m * (n_in + n_out);
-}
-
 static void free_bench(bench *b)
 {
     free(b->x); free(b->xn); free(b->qkv); free(b->att); free(b->h13); free(b->act);
     free(b->gout); free(b->kc); free(b->vc); free(b->scores); free(b->rlog); free(b->rprobs);
     free(b->topi); free(b->topw); free(b->logits); free(b->cos_t); free(b->sin_t);
-    free(b->sscratch); free(b->tok); free(b->erow);
+    free(b->sscratch); free(b->tok);
 }
 
 int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
@@ -261,12 +242,11 @@ int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
     b.sin_t = fa((size_t)b.hd / 2);
     b.sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
     b.tok = calloc((size_t)T, sizeof(int32_t));
-    b.erow = malloc(cal_k_row_bytes(c->dtype, d));
     int64_t *ns = malloc(sizeof(int64_t) * (size_t)o->reps);
     json_t *root = json_object(), *ops = json_array();
     if (!b.x || !b.xn || !b.qkv || !b.att || !b.h13 || !b.act || !b.gout || !b.kc || !b.vc ||
         !b.scores || !b.rlog || !b.rprobs || !b.topi || !b.topw || !b.logits || !b.cos_t ||
-        !b.sin_t || !b.sscratch || !b.tok || !b.erow || !ns || !root || !ops) {
+        !b.sin_t || !b.sscratch || !b.tok || !ns || !root || !ops) {
         free_bench(&b);
         free(ns);
         json_decref(root);
@@ -284,32 +264,36 @@ int cal_engine_opbench(cal_engine *e, const cal_opbench_opts *o, char **json)
         np += b.pos + t + 1;
     int nproj = E > 0 ? 2 : 4;
     double proj_flops = 2.0 * T * b.qkv_ld * d + 2.0 * T * d * b.qd;
-    double bpw = cal_dtype_bytes_per_weight(c->dtype);
-#define mm_bytes(n_out, n_in, m) mm_bytes_w(bpw, n_out, n_in, m)
-    double proj_bytes = mm_bytes(b.qkv_ld, d, T) + mm_bytes(d, b.qd, T);
+    /* weights in each matrix's own format, activations in and out in F32 */
+#define wb(kind) cal_engine_product_bytes(e, kind, 0)
+#define io(n_out, n_in, m) (4.0 * (m) * ((double)(n_in) + (n_out)))
+    double proj_bytes = wb(CAL_MM_QKV) + io(b.qkv_ld, d, T) + wb(CAL_MM_O) + io(d, b.qd, T);
     if (E == 0) {
         proj_flops += 2.0 * T * 2 * f * d + 2.0 * T * d * f;
-        proj_bytes += mm_bytes(2 * f, d, T) + mm_bytes(d, f, T);
+        proj_bytes += wb(CAL_MM_W13) + io(2 * f, d, T) + wb(CAL_MM_W2) + io(d, f, T);
     }
+    size_t erb = cal_k_row_bytes(b.M.embedding.dtype, d);
     struct {
         const char *name;
         void (*fn)(bench *);
         int on, per;
         double flops, bytes;
     } OPS[] = {
-        {"embedding", op_embedding, 1, 1, 0, T * ((double)cal_k_row_bytes(c->dtype, d) + 4.0 * d)},
+        {"embedding", op_embedding, 1, 1, 0, T * ((double)erb + 4.0 * d)},
         {"norm", op_norm, 1, 1, 4.0 * T * d, 4.0 * (2.0 * T * d + d)},
         {"rope", op_rope, 1, 1, 6.0 * T * (b.qd + b.kvd) / 2, 8.0 * T * (b.qd + b.kvd)},
         {"attention", op_attention, 1, 1, 4.0 * b.qd * np, 4.0 * 2 * b.kvd * np},
         {"dense_proj", op_dense, 1, nproj, proj_flops, proj_bytes},
         {"activation", op_activation, E == 0, 1, 4.0 * T * f, 12.0 * T * f},
-        {"moe_router", op_router, E > 0, 1, 2.0 * T * E * d, mm_bytes(E, d, T)},
+        {"moe_router", op_router, E > 0, 1, 2.0 * T * E * d, wb(CAL_MM_ROUTER) + io(E, d, T)},
         {"moe_experts", op_experts, E > 0, 1, 2.0 * b.n_act * b.per_exp * 3.0 * d * f,
-         b.n_act * (mm_bytes(2 * f, d, b.per_exp) + mm_bytes(d, f, b.per_exp))},
-        {"logits", op_logits, 1, 1, 2.0 * c->vocab * d, mm_bytes(c->vocab, d, 1)},
+         b.n_act * (wb(CAL_MM_W13) + io(2 * f, d, b.per_exp) + wb(CAL_MM_W2) +
+                    io(d, f, b.per_exp))},
+        {"logits", op_logits, 1, 1, 2.0 * c->vocab * d, wb(CAL_MM_LOGITS) + io(c->vocab, d, 1)},
         {"sampling", op_sampling, 1, 1, 0, 4.0 * c->vocab},
     };
-#undef mm_bytes
+#undef wb
+#undef io
     int rc = CAL_OK;
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
         if (!OPS[i].on)

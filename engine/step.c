@@ -63,37 +63,41 @@ static inline void prof_add(cal_engine *e, int op, int64_t t0, double flops,
  * by side, ran 0.74-0.88x the block kernel at batches 1-4: more than the
  * hardware's prefetch follows; the quads' layout makes them one stream. */
 static void matmul1(cal_engine *e, float *y, int ldy, const float *x, int ldx,
-                    const char *w, int n_out, int n_in, int m, float beta, int tid,
+                    const mat *M, const char *w, int n_out, int m, float beta, int tid,
                     const uint32_t *xq)
 {
+    int n_in = M->n_in;
     /* thread tid's tile of dequantized rows (and of unpacked interleaved rows) */
     float *dq = e->dq ? e->dq + (size_t)tid * e->dq_rows * e->max_in : NULL;
-    char *rowbuf = e->rowbuf ? e->rowbuf + (size_t)tid * e->dq_rows *
-                                               cal_k_row_bytes(e->dt, e->max_in)
-                             : NULL;
+    char *rowbuf = e->rowbuf && e->has_pk[PK_Q8X]
+                       ? e->rowbuf + (size_t)tid * e->dq_rows * e->row_max : NULL;
     if (xq) {
         /* BF16 prefill on AVX512_BF16: X rounded to BF16 pairs (matmul_p) */
         cal_k_gemm_bf16(y, ldy, xq, m, (const uint16_t *)w, n_out, n_in, beta,
                         (uint32_t *)dq);
     } else if (m <= SMALL_M) {
         /* interleaved rows have no other kernel (a Q8_0 row is whole
-         * blocks, which is all cal_k_q8x_product asks of it); interleaved
-         * Q4_K never comes here: its e->x8 holds any decode batch */
-        if (e->q8x)
+         * blocks, which is all cal_k_q8x_product asks of it); the other
+         * interleaved formats never come here: e->x8 holds any decode
+         * batch of theirs */
+        if (M->pk == PK_Q8X)
             cal_k_q8x_product(y, ldy, x, ldx, w, n_out, n_in, m, beta);
         else
-            cal_k_matmul(e->dt, y, ldy, x, ldx, w, n_out, n_in, m, beta);
-    } else if (e->dt == CAL_DTYPE_F32) {
+            cal_k_matmul(M->dt, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+    } else if (M->dt == CAL_DTYPE_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n_out, n_in, 1.0f,
                     x, ldx, (const float *)w, n_in, beta, y, ldy);
     } else {
-        size_t rb = cal_k_row_bytes(e->dt, n_in);
+        /* w is a piece of whole quads (and the matrix's last rows): its own
+         * matrix of n_out rows to the unpacking */
+        mat piece = *M;
+        piece.w = (char *)w;
+        piece.rows = n_out;
         for (int r0 = 0; r0 < n_out; r0 += e->dq_rows) {
             int nr = n_out - r0 < e->dq_rows ? n_out - r0 : e->dq_rows;
-            /* w is a piece of whole quads (and the matrix's last rows) */
-            const char *t = cal_engine_rows(e, w, n_out, r0, nr, n_in, rowbuf);
+            const char *t = cal_engine_mat_rows(&piece, 0, r0, nr, rowbuf);
             for (int r = 0; r < nr; r++)
-                cal_k_dequantize_row(e->dt, t + (size_t)r * rb, dq + (size_t)r * n_in, n_in);
+                cal_k_dequantize_row(M->dt, t + (size_t)r * M->rb, dq + (size_t)r * n_in, n_in);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nr, n_in, 1.0f,
                         x, ldx, dq, n_in, beta, y + r0, ldy);
         }
@@ -104,14 +108,15 @@ typedef struct mm_job {
     cal_engine *e;
     float *y;
     const float *x;
-    const char *w;
+    const mat *M;
+    const char *w;                 /* the expert's matrix */
     int ldy, ldx, n_out, n_in, m;
     float beta;
     const uint32_t *xq;            /* BF16 pairs of x, or NULL */
     int x8;                        /* X rounded once a thread into e->x8: for
                                       the Q8_0 VNNI kernel, or to Q8_K */
-    const cal_q8_k_block *xk;      /* interleaved Q4_K prefill: X rounded to
-                                      Q8_K once for all threads, or NULL */
+    const void *xk;                /* interleaved prefill (but Q8_0's): X
+                                      rounded once for all threads, or NULL */
 } mm_job;
 
 /* rows r0 .. r1−1 of W (r0 a multiple of 16) on thread tid */
@@ -119,37 +124,40 @@ static void mm_rows(void *a, int tid, int r0, int r1)
 {
     const mm_job *j = a;
     cal_engine *e = j->e;
-    const char *w = j->w + (size_t)r0 * cal_k_row_bytes(e->dt, j->n_in);
+    const mat *M = j->M;
+    const char *w = j->w + (size_t)r0 * M->rb;
     if (j->xk) {
-        cal_k_q4kx_apply(j->y + r0, j->ldy, j->xk, w, r1 - r0, j->n_in, j->m, j->beta);
+        cal_k_mm_apply(M->dt, j->y + r0, j->ldy, j->xk, w, r1 - r0, j->n_in, j->m, j->beta);
     } else if (j->x8) {
         /* each thread rounds X for itself, once a product, before its first
          * piece: as fast as one thread rounding it for all, without the wait */
         char *x8 = e->x8 + (size_t)tid * e->x8_bytes;
         if (e->x8_at[tid] != e->x8_product) {
-            if (e->q8x)
-                cal_k_q8x_round(j->x, j->ldx, j->n_in, j->m, x8);
+            if (M->pk != PK_NONE)
+                cal_k_mm_round(M->dt, j->x, j->ldx, j->n_in, j->m, x8);
             else
                 cal_k_kq_round(j->x, j->ldx, j->n_in, j->m, (cal_q8_k_block *)x8);
             e->x8_at[tid] = e->x8_product;
         }
-        if (e->q8x)
+        if (M->pk == PK_Q8X)
             cal_k_q8x_apply(j->y + r0, j->ldy, x8, w, r1 - r0, j->n_in, j->m, j->beta);
-        else if (e->q4kx)
-            cal_k_q4kx_apply(j->y + r0, j->ldy, (const cal_q8_k_block *)x8, w, r1 - r0,
-                             j->n_in, j->m, j->beta);
+        else if (M->pk == PK_MM)
+            cal_k_mm_apply(M->dt, j->y + r0, j->ldy, x8, w, r1 - r0, j->n_in, j->m, j->beta);
         else
-            cal_k_kq_apply(e->dt, j->y + r0, j->ldy, (const cal_q8_k_block *)x8, w, r1 - r0,
+            cal_k_kq_apply(M->dt, j->y + r0, j->ldy, (const cal_q8_k_block *)x8, w, r1 - r0,
                            j->n_in, j->m, j->beta);
     } else
-        matmul1(j->e, j->y + r0, j->ldy, j->x, j->ldx, w, r1 - r0, j->n_in, j->m, j->beta,
-                tid, j->xq);
+        matmul1(e, j->y + r0, j->ldy, j->x, j->ldx, M, w, r1 - r0, j->m, j->beta, tid, j->xq);
 }
 
-static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
-                     const char *w, int n_out, int n_in, int m, float beta)
+/* Y[m][M.rows] (row stride ldy) = beta·Y + X[m][M.n_in] · Wᵀ, W expert
+ * `expert`'s matrix of M in M's own format */
+static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx, const mat *M,
+                     int expert, int m, float beta)
 {
-    if (e->dt == CAL_DTYPE_Q8_0 && m > SMALL_M) {
+    int n_out = M->rows, n_in = M->n_in;
+    const char *w = M->w + (size_t)expert * M->rows * M->rb;
+    if (M->dt == CAL_DTYPE_Q8_0 && m > SMALL_M) {
         /* Q8_0 multiplies Q8_0 activations at every batch size, as the
          * decode kernel does (and llama.cpp): round them once here */
         for (int i = 0; i < m; i++)
@@ -158,52 +166,98 @@ static void matmul_p(cal_engine *e, float *y, int ldy, const float *x, int ldx,
         ldx = n_in;
     }
     const uint32_t *xq = NULL;
-    if (e->dt == CAL_DTYPE_BF16 && m > SMALL_M && e->bf16_gemm) {
+    if (M->dt == CAL_DTYPE_BF16 && m > SMALL_M && e->bf16_gemm) {
         /* BF16 × BF16 products, as llama.cpp's: X rounded once for all threads */
         cal_k_bf16_pairs(x, ldx, (uint32_t *)e->xr, m, n_in);
         xq = (const uint32_t *)e->xr;
     }
-    /* interleaved Q4_K: prefill takes the decode kernel too, on X rounded to
-     * Q8_K here, as llama.cpp multiplies K-quants at every batch size; its
+    /* the interleaved formats but Q8_0: prefill takes the decode kernel
+     * too (products.c), on X rounded here once for all threads, as
+     * llama.cpp multiplies quantized formats at every batch size; Q4_K's
      * integer products ran ~2x OpenBLAS SGEMM's multiply-adds a second on
      * the dequantized rows */
-    const cal_q8_k_block *xk = NULL;
-    if (e->q4kx && m > SMALL_M) {
-        cal_k_kq_round(x, ldx, n_in, m, (cal_q8_k_block *)e->xr);
-        xk = (const cal_q8_k_block *)e->xr;
+    const void *xk = NULL;
+    if (M->pk == PK_MM && m > SMALL_M) {
+        cal_k_mm_round(M->dt, x, ldx, n_in, m, e->xr);
+        xk = e->xr;
     }
-    /* the VNNI decode kernel, if X fits the buffers it is rounded into */
+    /* the decode kernels that take X rounded, if it fits the buffers it is
+     * rounded into (an interleaved matrix's always does: e->x8 is sized
+     * for each format held) */
     size_t xb = m > SMALL_M || !e->x8 ? 0
-                : e->q8x ? cal_k_q8x_xbytes(n_in, m) : cal_k_kq_xbytes(n_in, m);
+                : M->pk != PK_NONE ? cal_k_mm_xbytes(M->dt, n_in, m)
+                : cal_takes_q8k(M->dt) ? cal_k_kq_xbytes(n_in, m) : 0;
     int x8 = xb > 0 && xb <= e->x8_bytes;
     e->x8_product += x8;
-    mm_job j = {e, y, x, w, ldy, ldx, n_out, n_in, m, beta, xq, x8, xk};
+    mm_job j = {e, y, x, M, w, ldy, ldx, n_out, n_in, m, beta, xq, x8, xk};
     if (e->nt == 1 || (double)n_out * n_in * m < 65536.0 || n_out < 32)
         mm_rows(&j, 0, 0, n_out);
     else
         cal_pool_for(e->pool, n_out, 16, mm_rows, &j);
 }
-#define matmul(y, ldy, x, ldx, w, n_out, n_in, m, beta) \
-    matmul_p(e, y, ldy, x, ldx, w, n_out, n_in, m, beta)
 
-void cal_engine_matmul(cal_engine *e, float *y, int ldy, const float *x, int ldx,
-                       const void *w, int n_out, int n_in, int m, float beta)
+/* every matrix of P, each into its own columns of Y */
+static void prod_run(cal_engine *e, float *y, int ldy, const float *x, int ldx, const prod *P,
+                     int expert, int m, float beta)
 {
-    matmul_p(e, y, ldy, x, ldx, w, n_out, n_in, m, beta);
+    for (int i = 0; i < P->n; i++)
+        matmul_p(e, y + P->col[i], ldy, x, ldx, &P->m[i], expert, m, beta);
+}
+
+/* weights in their formats, activations in and out in F32 */
+static double mat_bytes_m(const mat *M, int m)
+{
+    return (double)M->rows * (double)M->rb + 4.0 * (double)m * (M->n_in + M->rows);
+}
+
+static double prod_bytes(const prod *P, int m)
+{
+    double b = 0;
+    for (int i = 0; i < P->n; i++)
+        b += mat_bytes_m(&P->m[i], m) - (i > 0 ? 4.0 * m * P->m[i].n_in : 0);
+    return b;
+}
+
+void cal_engine_product(cal_engine *e, int kind, int l, int expert, float *y, int ldy,
+                        const float *x, int ldx, int m, float beta)
+{
+    const layer *L = &e->layers[kind == CAL_MM_LOGITS ? 0 : l];
+    switch (kind) {
+    case CAL_MM_QKV:    prod_run(e, y, ldy, x, ldx, &L->qkv, 0, m, beta); break;
+    case CAL_MM_O:      matmul_p(e, y, ldy, x, ldx, &L->wo, 0, m, beta); break;
+    case CAL_MM_W13:    prod_run(e, y, ldy, x, ldx, &L->w13, expert, m, beta); break;
+    case CAL_MM_W2:     matmul_p(e, y, ldy, x, ldx, &L->w2, expert, m, beta); break;
+    case CAL_MM_ROUTER: if (L->router.w) matmul_p(e, y, ldy, x, ldx, &L->router, 0, m, beta); break;
+    default:            matmul_p(e, y, ldy, x, ldx, &e->out, 0, m, beta); break;
+    }
+}
+
+double cal_engine_product_bytes(const cal_engine *e, int kind, int l)
+{
+    const layer *L = &e->layers[kind == CAL_MM_LOGITS ? 0 : l];
+    switch (kind) {
+    case CAL_MM_QKV:    return prod_bytes(&L->qkv, 0);
+    case CAL_MM_O:      return mat_bytes_m(&L->wo, 0);
+    case CAL_MM_W13:    return prod_bytes(&L->w13, 0);
+    case CAL_MM_W2:     return mat_bytes_m(&L->w2, 0);
+    case CAL_MM_ROUTER: return L->router.w ? mat_bytes_m(&L->router, 0) : 0;
+    default:            return mat_bytes_m(&e->out, 0);
+    }
+}
+
+void cal_engine_embed(cal_engine *e, int32_t tok, float *out)
+{
+    /* through the main thread's tile, free between products */
+    int d = e->c.dim;
+    cal_k_dequantize_row(e->emb.dt, cal_engine_mat_rows(&e->emb, 0, tok, 1, e->rowbuf), out, d);
+    for (int k = 0; k < d; k++)
+        out[k] *= e->embed_scale;
 }
 
 cal_pool *cal_engine_pool(cal_engine *e)
 {
     return e->pool;
 }
-
-/* weights in the dtype, activations in and out in F32 */
-static double mm_bytes_dt(int dt, int n_out, int n_in, int m)
-{
-    return (double)n_out * (double)cal_k_row_bytes(dt, n_in) +
-           4.0 * (double)m * (n_in + n_out);
-}
-#define mm_bytes(n_out, n_in, m) mm_bytes_dt(e->dt, n_out, n_in, m)
 
 static int fail(cal_engine *e, const char *fmt, ...)
 {
@@ -249,10 +303,11 @@ static int validate_step(cal_engine *e, const cal_step_entry *en, int n, int *to
     return CAL_OK;
 }
 
-static float *kv_at(const cal_engine *e, float *cache, int l, int slot)
+/* layer l's keys (v 0) or values (v 1) of a slot: [n_kv][max_ctx][hd] */
+static float *kv_at(const cal_engine *e, int v, int l, int slot)
 {
-    return cache + (((size_t)l * e->max_seqs + slot) * e->c.n_kv_heads) *
-                       (size_t)e->c.max_ctx * e->hd;
+    return (float *)(e->kv + ((size_t)slot * 2 + (size_t)v) * e->kv_part) +
+           (size_t)l * e->c.n_kv_heads * (size_t)e->c.max_ctx * e->hd;
 }
 
 /* Attention of a prefill chunk through GEMM, for KV heads g0 .. g1−1. Per KV
@@ -271,8 +326,8 @@ static void attention_chunk(cal_engine *e, int l, const cal_step_entry *s, int r
     float *qp = e->qpack + (size_t)tid * rows * hd;
     float *op = e->opack + (size_t)tid * rows * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    const float *kc = kv_at(e, e->kcache, l, s->slot);
-    const float *vc = kv_at(e, e->vcache, l, s->slot);
+    const float *kc = kv_at(e, 0, l, s->slot);
+    const float *vc = kv_at(e, 1, l, s->slot);
     for (int g = g0; g < g1; g++) {
         const float *kh = kc + (size_t)g * c->max_ctx * hd;
         const float *vh = vc + (size_t)g * c->max_ctx * hd;
@@ -322,8 +377,8 @@ static void att_items(void *a, int tid, int i0, int i1)
     for (int it = i0; it < i1; it++) {
         int i = it / n_kv, g = it % n_kv, row = e->erow[i];
         const cal_step_entry *s = &j->en[i];
-        float *kc = kv_at(e, e->kcache, j->l, s->slot);
-        float *vc = kv_at(e, e->vcache, j->l, s->slot);
+        float *kc = kv_at(e, 0, j->l, s->slot);
+        float *vc = kv_at(e, 1, j->l, s->slot);
         for (int t = 0; t < s->n_tokens; t++) {
             const float *r = e->qkv + (size_t)(row + t) * e->qkv_ld;
             size_t at = ((size_t)g * c->max_ctx + s->pos + t) * e->hd;
@@ -366,7 +421,7 @@ static void moe(cal_engine *e, const layer *L, int T)
     const cal_model_config *c = &e->c;
     int E = c->n_experts, k = c->top_k, d = c->dim, f = c->ffn_dim;
     int64_t t0 = cal_now_ns();
-    matmul(e->rlogits, E, e->xn, d, L->router, E, d, T, 0.0f);
+    matmul_p(e, e->rlogits, E, e->xn, d, &L->router, 0, T, 0.0f);
     memset(e->ecount, 0, sizeof(int) * (size_t)E);
     for (int t = 0; t < T; t++) {
         int *ti = e->topi + (size_t)t * k;
@@ -379,7 +434,7 @@ static void moe(cal_engine *e, const layer *L, int T)
             e->ecount[x]++;
         }
     }
-    prof_add(e, OP_ROUTER, t0, 2.0 * T * E * d, mm_bytes(E, d, T));
+    prof_add(e, OP_ROUTER, t0, 2.0 * T * E * d, mat_bytes_m(&L->router, T));
 
     t0 = cal_now_ns();
     double flops = 0, bytes = 0;
@@ -391,17 +446,15 @@ static void moe(cal_engine *e, const layer *L, int T)
         const float *wt = e->ewt + (size_t)x * e->max_step;
         for (int i = 0; i < m; i++)
             memcpy(e->gin + (size_t)i * d, e->xn + (size_t)rows[i] * d, sizeof(float) * d);
-        const char *w13 = L->w13 + (size_t)x * 2 * f * cal_k_row_bytes(e->dt, d);
-        const char *w2 = L->w2 + (size_t)x * d * cal_k_row_bytes(e->dt, f);
-        matmul(e->h13, 2 * f, e->gin, d, w13, 2 * f, d, m, 0.0f);
+        prod_run(e, e->h13, 2 * f, e->gin, d, &L->w13, x, m, 0.0f);
         for (int i = 0; i < m; i++)
             cal_k_swiglu(e->act + (size_t)i * f, e->h13 + (size_t)i * 2 * f,
                          e->h13 + (size_t)i * 2 * f + f, f);
-        matmul(e->gout, d, e->act, f, w2, d, f, m, 0.0f);
+        matmul_p(e, e->gout, d, e->act, f, &L->w2, x, m, 0.0f);
         for (int i = 0; i < m; i++)
             cal_k_axpy(e->x + (size_t)rows[i] * d, wt[i], e->gout + (size_t)i * d, d);
         flops += 2.0 * m * 3.0 * d * f;
-        bytes += mm_bytes(2 * f, d, m) + mm_bytes(d, f, m);
+        bytes += prod_bytes(&L->w13, m) + mat_bytes_m(&L->w2, m);
     }
     prof_add(e, OP_EXPERTS, t0, flops, bytes);
 }
@@ -484,20 +537,12 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
 
     int64_t t0 = cal_now_ns();
     int row = 0;
-    size_t erb = cal_k_row_bytes(e->dt, d);
     for (int i = 0; i < n_en; i++)
         for (int j = 0; j < en[i].n_tokens; j++, row++) {
-            float *xr = e->x + (size_t)row * d;
             e->rowpos[row] = en[i].pos + j;
-            /* through the main thread's tile, free between products */
-            cal_k_dequantize_row(e->dt,
-                                 cal_engine_rows(e, e->emb, c->vocab, en[i].tokens[j], 1, d,
-                                                 e->rowbuf),
-                                 xr, d);
-            for (int k = 0; k < d; k++)
-                xr[k] *= e->embed_scale;
+            cal_engine_embed(e, en[i].tokens[j], e->x + (size_t)row * d);
         }
-    prof_add(e, OP_EMBED, t0, 0, (double)T * ((double)erb + 4.0 * d));
+    prof_add(e, OP_EMBED, t0, 0, (double)T * ((double)e->emb.rb + 4.0 * d));
 
     for (int l = 0; l < c->n_layers; l++) {
         const layer *L = &e->layers[l];
@@ -506,8 +551,8 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
         prof_add(e, OP_NORM, t0, 4.0 * T * d, 4.0 * (2.0 * T * d + d));
 
         t0 = cal_now_ns();
-        matmul(e->qkv, e->qkv_ld, e->xn, d, L->wqkv, e->qkv_ld, d, T, 0.0f);
-        prof_add(e, OP_PROJ, t0, 2.0 * T * e->qkv_ld * d, mm_bytes(e->qkv_ld, d, T));
+        prod_run(e, e->qkv, e->qkv_ld, e->xn, d, &L->qkv, 0, T, 0.0f);
+        prof_add(e, OP_PROJ, t0, 2.0 * T * e->qkv_ld * d, prod_bytes(&L->qkv, T));
 
         t0 = cal_now_ns();
         rows_l(e, ROWS_ROPE, T, NULL, L);
@@ -517,8 +562,8 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
         attention(e, l, en, n_en);
 
         t0 = cal_now_ns();
-        matmul(e->x, d, e->att, e->qd, L->wo, d, e->qd, T, 1.0f);
-        prof_add(e, OP_PROJ, t0, 2.0 * T * d * e->qd, mm_bytes(d, e->qd, T));
+        matmul_p(e, e->x, d, e->att, e->qd, &L->wo, 0, T, 1.0f);
+        prof_add(e, OP_PROJ, t0, 2.0 * T * d * e->qd, mat_bytes_m(&L->wo, T));
 
         t0 = cal_now_ns();
         rows(e, ROWS_NORM, T, L->ffn_norm);
@@ -528,14 +573,14 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
             moe(e, L, T);
         } else {
             t0 = cal_now_ns();
-            matmul(e->h13, 2 * f, e->xn, d, L->w13, 2 * f, d, T, 0.0f);
-            prof_add(e, OP_PROJ, t0, 2.0 * T * 2 * f * d, mm_bytes(2 * f, d, T));
+            prod_run(e, e->h13, 2 * f, e->xn, d, &L->w13, 0, T, 0.0f);
+            prof_add(e, OP_PROJ, t0, 2.0 * T * 2 * f * d, prod_bytes(&L->w13, T));
             t0 = cal_now_ns();
             rows(e, ROWS_SWIGLU, T, NULL);
             prof_add(e, OP_ACT, t0, 4.0 * T * f, 12.0 * T * f);
             t0 = cal_now_ns();
-            matmul(e->x, d, e->act, f, L->w2, d, f, T, 1.0f);
-            prof_add(e, OP_PROJ, t0, 2.0 * T * d * f, mm_bytes(d, f, T));
+            matmul_p(e, e->x, d, e->act, f, &L->w2, 0, T, 1.0f);
+            prof_add(e, OP_PROJ, t0, 2.0 * T * d * f, mat_bytes_m(&L->w2, T));
         }
     }
 
@@ -555,15 +600,14 @@ int cal_engine_step(cal_engine *e, const cal_step_entry *en, int n_en)
     if (nl > 0) {
         t0 = cal_now_ns();
         if (nl == 1) {
-            matmul(en[e->lrow[0]].logits, c->vocab, e->lhid, d, e->out, c->vocab, d, 1,
-                   0.0f);
+            matmul_p(e, en[e->lrow[0]].logits, c->vocab, e->lhid, d, &e->out, 0, 1, 0.0f);
         } else {
-            matmul(e->lout, c->vocab, e->lhid, d, e->out, c->vocab, d, nl, 0.0f);
+            matmul_p(e, e->lout, c->vocab, e->lhid, d, &e->out, 0, nl, 0.0f);
             for (int i = 0; i < nl; i++)
                 memcpy(en[e->lrow[i]].logits, e->lout + (size_t)i * c->vocab,
                        sizeof(float) * (size_t)c->vocab);
         }
-        prof_add(e, OP_LOGITS, t0, 2.0 * nl * c->vocab * d, mm_bytes(c->vocab, d, nl));
+        prof_add(e, OP_LOGITS, t0, 2.0 * nl * c->vocab * d, mat_bytes_m(&e->out, nl));
     }
     for (int i = 0; i < n_en; i++)
         e->slot_len[en[i].slot] = en[i].pos + en[i].n_tokens;
@@ -680,9 +724,24 @@ char *cal_engine_profile_json(const cal_engine *e)
     json_object_set_new(model, "vocab", json_integer(c->vocab));
     json_object_set_new(model, "max_ctx", json_integer(c->max_ctx));
     json_object_set_new(model, "n_params", json_integer(cal_model_n_params(c)));
-    json_object_set_new(model, "dtype", json_string(cal_dtype_name(c->dtype)));
+    /* the formats the matrices are held in, the largest share first:
+     * "q4_k+q6_k" for a Q4_K_M file held as stored */
+    char dts[96] = "";
+    int used[CAL_DTYPE_COUNT] = {0};
+    for (size_t len = 0;;) {
+        int best = -1;
+        for (int k = 0; k < CAL_DTYPE_COUNT; k++)
+            if (!used[k] && e->params_dt[k] > 0 && (best < 0 || e->params_dt[k] > e->params_dt[best]))
+                best = k;
+        if (best < 0 || len + 8 >= sizeof dts)
+            break;
+        used[best] = 1;
+        len += (size_t)snprintf(dts + len, sizeof dts - len, "%s%s", len ? "+" : "",
+                                cal_dtype_name(best));
+    }
+    json_object_set_new(model, "dtype", json_string(dts));
     json_object_set_new(model, "decode_bytes_per_token",
-                        json_integer(cal_model_decode_bytes_per_token(c)));
+                        json_integer(cal_engine_decode_bytes_per_token(e)));
     int64_t covered = 0;
     for (int i = 0; i < OP_COUNT; i++) {
         const op_prof *p = &e->prof[i];

@@ -73,27 +73,59 @@ void *cal_engine_huge_alloc(size_t n)
     return p;
 }
 
-/* The KV cache: calloc hands large blocks over as untouched zero pages, so
- * the process's resident memory grows with the positions actually cached
- * (what a context-length memory fit measures), in 2 MiB steps where the
- * kernel grants huge pages. A decode step reads a short run of rows from
- * each sequence's KV head in every layer; on 4 KiB pages each run costs its
- * own page walks, and their TLB misses slow the weights' stream as well.
- * In-process A/B on base Q8_0, 17 slots, batch 8: the step 1.13-1.19x
- * faster on 2 MiB pages in four runs (attention 0.91-0.95 -> 0.66-0.81
- * ms), within 2 % in four others (the kernel had no huge pages free, or
- * the runs fit the TLB). The calloc'd block's whole 2 MiB pages are asked
- * for. */
+/* The KV cache is mapped, not allocated: its pages are zero and untouched
+ * until a position is written, so the process's resident memory grows
+ * with the positions actually cached (what a context-length memory fit
+ * measures), and the reservation is not counted against the host's memory
+ * up front (MAP_NORESERVE: serve refuses one beyond physical memory unless
+ * asked, and then it is the user's choice). Slot by slot, each slot's keys
+ * and then its values on whole pages (2 MiB ones where a slot's part
+ * fills a huge page's worth, 4 KiB below): a slot's sequence touches its
+ * own pages only. Laid out layer-major across slots, one 1000-token prompt
+ * took RSS to 8.5 GB of a 34.4 GB cache of 16 slots: every huge page it
+ * touched held other slots' positions too.
+ *
+ * The pages are 2 MiB where the kernel grants them. A decode step reads a
+ * short run of rows from each sequence's KV head in every layer; on 4 KiB
+ * pages each run costs its own page walks, and their TLB misses slow the
+ * weights' stream as well. In-process A/B on base Q8_0, 17 slots, batch 8:
+ * the step 1.13-1.19x faster on 2 MiB pages in four runs (attention
+ * 0.91-0.95 -> 0.66-0.81 ms), within 2 % in four others (the kernel had no
+ * huge pages free, or the runs fit the TLB). */
+static char *kv_alloc(size_t part, int slots, size_t *mapped)
+{
+    /* a shape's product of layers, KV width, positions and slots can pass
+     * what a size_t counts (2^10 · 2^16 · 2^20 · 4 bytes · 2^12 slots) */
+    if (part == 0 || part > (SIZE_MAX - HUGE_PAGE) / 2 / (size_t)slots)
+        return NULL;
+    size_t n = part * 2 * (size_t)slots + HUGE_PAGE;
+    char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    /* start on a 2 MiB boundary; the slack at both ends goes back */
+    uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    size_t head = (size_t)(a - (uintptr_t)p), used = part * 2 * (size_t)slots;
+    if (head)
+        munmap(p, head);
+    if (n - head - used)
+        munmap((char *)a + used, n - head - used);
+    /* a slot's part of less than a huge page stays on small pages: on huge
+     * ones it would share a page with its neighbours' */
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    madvise((void *)a, used, part % HUGE_PAGE == 0 ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#endif
+    *mapped = used;
+    return (char *)a;
+}
+
+/* 64-byte aligned and left as the allocator gives it (not written, so a
+ * large one stays untouched until used): scratch as long as the context
+ * (attention scores) whose far end a short prompt never reaches, always
+ * written before it is read */
 static void *lazy_alloc(size_t n)
 {
-    void *p = calloc(n ? n : 1, 1);
-#ifdef MADV_HUGEPAGE
-    uintptr_t huge = HUGE_PAGE, a = ((uintptr_t)p + huge - 1) & ~(huge - 1),
-              b = ((uintptr_t)p + n) & ~(huge - 1);
-    if (p && b > a)
-        madvise((void *)a, b - a, MADV_HUGEPAGE);
-#endif
-    return p;
+    return aligned_alloc(64, ((n + 63) & ~(size_t)63) ? (n + 63) & ~(size_t)63 : 64);
 }
 
 const cal_model_config *cal_engine_config(const cal_engine *e)
@@ -145,16 +177,20 @@ static void fill_job_run(cal_engine *e, void *p, int64_t n, int dt, uint64_t key
     fill_job j = {p, n, dt, key, std, mean};
     cal_pool_run(e->pool, fill_part, &j);
 }
-/* a matrix of rows × n_in in the engine's dtype; a norm vector in F32 */
-#define fill(p, rows, n_in, key, std) \
-    fill_job_run(e, p, (int64_t)(rows) * (n_in), e->dt, key, 0.0f, std)
+/* rows × n_in weights of matrix m from its row r0 on (m's format); a norm
+ * vector in F32 */
+#define fill(m, r0, rows, key, std)                                                        \
+    fill_job_run(e, (m)->w + (size_t)(r0) * (m)->rb, (int64_t)(rows) * (m)->n_in, (m)->dt, \
+                 key, 0.0f, std)
 #define fill_norm(p, n, key) fill_job_run(e, p, n, CAL_DTYPE_F32, key, 1.0f, 0.1f)
 
 /* Weights are a pure function of (shape, seed): each tensor has its own key
  * derived from the seed and the tensor's index. Fan-in scaling keeps each
  * projection's output near unit variance; residual branches are damped by
  * 1/sqrt(2·layers) so the stream stays bounded at any depth. Other formats
- * store the F32 values rounded to the format. */
+ * store the F32 values rounded to the format. Synthetic weights are in one
+ * format, so Q, K and V are one matrix, and so are gate and up (all experts
+ * one after the other). */
 static void generate(cal_engine *e)
 {
     const cal_model_config *c = &e->c;
@@ -164,26 +200,24 @@ static void generate(cal_engine *e)
     float emb_std = 2.0f / sqrtf((float)c->dim);
     float branch = 1.0f / sqrtf(2.0f * c->n_layers);
     int64_t d = c->dim, f = c->ffn_dim;
-    fill(e->emb, c->vocab, d, KEY(), emb_std);
+    fill(&e->emb, 0, c->vocab, KEY(), emb_std);
     uint64_t out_key = KEY();
     if (!c->tied_embeddings)
-        fill(e->out, c->vocab, d, out_key, emb_std);
+        fill(&e->out, 0, c->vocab, out_key, emb_std);
     fill_norm(e->final_norm, d, KEY());
     int ne = c->n_experts > 0 ? c->n_experts : 1;
-    size_t rb = cal_k_row_bytes(e->dt, (int)d);
     for (int l = 0; l < c->n_layers; l++) {
         layer *L = &e->layers[l];
         fill_norm(L->attn_norm, d, KEY());
         uint64_t kq = KEY();
-        fill(L->wqkv, e->qd + e->kvd, d, kq, QK_GAIN / sqrtf((float)d));
-        fill(L->wqkv + (size_t)(e->qd + e->kvd) * rb, e->kvd, d, kq ^ 1,
-             1.0f / sqrtf((float)d));
-        fill(L->wo, d, e->qd, KEY(), branch / sqrtf((float)e->qd));
+        fill(&L->qkv.m[0], 0, e->qd + e->kvd, kq, QK_GAIN / sqrtf((float)d));
+        fill(&L->qkv.m[0], e->qd + e->kvd, e->kvd, kq ^ 1, 1.0f / sqrtf((float)d));
+        fill(&L->wo, 0, d, KEY(), branch / sqrtf((float)e->qd));
         fill_norm(L->ffn_norm, d, KEY());
-        fill(L->w13, ne * 2 * f, d, KEY(), 1.0f / sqrtf((float)d));
-        fill(L->w2, ne * d, f, KEY(), branch / sqrtf((float)f));
-        if (L->router)
-            fill(L->router, c->n_experts, d, KEY(), 1.0f / sqrtf((float)d));
+        fill(&L->w13.m[0], 0, ne * 2 * f, KEY(), 1.0f / sqrtf((float)d));
+        fill(&L->w2, 0, ne * d, KEY(), branch / sqrtf((float)f));
+        if (L->router.w)
+            fill(&L->router, 0, c->n_experts, KEY(), 1.0f / sqrtf((float)d));
     }
     /* the qwen tensors after all of llama's, so the weights the
      * architectures share are the same for a seed */
@@ -209,52 +243,57 @@ static void generate(cal_engine *e)
  * multiple of 4 rows of one. */
 /* Q4_K alike (q4kx.c), rows in sixteens, every product starting on a
  * multiple of 16 rows of a matrix; a matrix's last rows % 16 keep the
- * block layout. */
+ * block layout. Each matrix by its own format: a file's Q4_K_M mixture
+ * packs its Q4_K matrices and leaves its Q6_K ones as they are. */
+static void pack_mat(const mat *m, void *scratch)
+{
+    for (int x = 0; x < m->n_mat && m->w; x++) {
+        char *w = m->w + (size_t)x * m->rows * m->rb;
+        if (m->pk != PK_NONE)
+            cal_k_mm_pack(m->dt, w, m->rows, m->n_in, scratch);
+    }
+}
+
 static int pack_all(cal_engine *e)
 {
-    const cal_model_config *c = &e->c;
-    int64_t d = c->dim, f = c->ffn_dim;
-    int ne = c->n_experts > 0 ? c->n_experts : 1;
-    int q4 = e->dt == CAL_DTYPE_Q4_K;
-    void *scratch = malloc((q4 ? 16 : 4) * cal_k_row_bytes(e->dt, e->max_in));
+    if (!e->has_pk[PK_Q8X] && !e->has_pk[PK_MM])
+        return CAL_OK;
+    void *scratch = malloc(16 * (size_t)e->row_max);
     if (!scratch)
         return CAL_ENOMEM;
-#define PACK(p, rows, n_in)                                                         \
-    (q4 ? cal_k_q4kx_pack_inplace : cal_k_q8x_pack_inplace)(p, (int)(rows), (int)(n_in), \
-                                                           scratch)
-    PACK(e->emb, c->vocab, d);
-    if (!c->tied_embeddings)
-        PACK(e->out, c->vocab, d);
-    for (int l = 0; l < c->n_layers; l++) {
+    pack_mat(&e->emb, scratch);
+    if (!e->c.tied_embeddings)
+        pack_mat(&e->out, scratch);
+    for (int l = 0; l < e->c.n_layers; l++) {
         layer *L = &e->layers[l];
-        PACK(L->wqkv, e->qkv_ld, d);
-        PACK(L->wo, d, e->qd);
-        for (int x = 0; x < ne; x++) {
-            PACK(L->w13 + (size_t)x * 2 * f * cal_k_row_bytes(e->dt, (int)d), 2 * f, d);
-            PACK(L->w2 + (size_t)x * d * cal_k_row_bytes(e->dt, (int)f), d, f);
-        }
-        if (L->router)
-            PACK(L->router, c->n_experts, d);
+        for (int i = 0; i < L->qkv.n; i++)
+            pack_mat(&L->qkv.m[i], scratch);
+        for (int i = 0; i < L->w13.n; i++)
+            pack_mat(&L->w13.m[i], scratch);
+        pack_mat(&L->wo, scratch);
+        pack_mat(&L->w2, scratch);
+        pack_mat(&L->router, scratch);
     }
-#undef PACK
     free(scratch);
-    if (q4)
-        e->q4kx = 1;
-    else
-        e->q8x = 1;
     return CAL_OK;
 }
 
-const void *cal_engine_rows(const cal_engine *e, const void *m, int64_t n_rows, int64_t r0,
-                            int64_t count, int n_in, void *buf)
+const void *cal_engine_mat_rows(const mat *m, int expert, int64_t r0, int64_t count,
+                                void *buf)
 {
-    if (e->q8x)
-        cal_k_q8x_rows(m, (int)n_rows, (int)r0, (int)count, n_in, buf);
-    else if (e->q4kx)
-        cal_k_q4kx_rows(m, (int)n_rows, (int)r0, (int)count, n_in, buf);
-    else
-        return (const char *)m + (size_t)r0 * cal_k_row_bytes(e->dt, n_in);
-    return buf;
+    const char *w = m->w + (size_t)expert * m->rows * m->rb;
+    if (m->pk == PK_NONE)
+        return w + (size_t)r0 * m->rb;
+    return cal_k_mm_rows(m->dt, w, m->rows, (int)r0, (int)count, m->n_in, buf);
+}
+
+const void *cal_engine_rows(const cal_engine *e, const cal_tensor_view *t, int expert,
+                            int64_t r, int64_t count, void *buf)
+{
+    (void)e;
+    mat m = {(char *)t->m, t->dtype, t->packed, (int)t->m_rows, t->n_in, t->n_mats,
+             cal_k_row_bytes(t->dtype, t->n_in)};
+    return cal_engine_mat_rows(&m, expert, t->r0 + r, count, buf);
 }
 
 void cal_engine_close(cal_engine **pe)
@@ -262,7 +301,9 @@ void cal_engine_close(cal_engine **pe)
     if (!pe || !*pe)
         return;
     cal_engine *e = *pe;
-    free(e->weights); free(e->rowbuf); free(e->x8); free(e->x8_at); free(e->layers); free(e->kcache); free(e->vcache);
+    free(e->weights); free(e->rowbuf); free(e->x8); free(e->x8_at); free(e->layers);
+    if (e->kv)
+        munmap(e->kv, e->kv_map);
     free(e->slot_len); free(e->rope_cos); free(e->rope_sin); free(e->rope_ff);
     free(e->x); free(e->xn); free(e->qkv); free(e->att); free(e->h13);
     free(e->act); free(e->scores); free(e->gin); free(e->gout);
@@ -276,6 +317,95 @@ void cal_engine_close(cal_engine **pe)
     }
     free(e);
     *pe = NULL;
+}
+
+/* every tensor rounded up to 64 bytes so each starts cache-line aligned */
+#define R64(n) ((((size_t)(n)) + 63) & ~(size_t)63)
+#define VEC(n) R64((size_t)(n) * sizeof(float))
+
+/* Matrix m: n_mat × rows × n_in weights in dt, at offset *off of base (NULL:
+ * only the sizes are worked out), counted in e's totals. Quantized
+ * matrices are held interleaved where the CPU has AVX-512 VNNI
+ * (cal_held_packed: every quantized format but Q4_0). */
+static void mat_place(cal_engine *e, mat *m, int dt, int rows, int n_in, int n_mat, char *base,
+                      size_t *off)
+{
+    m->dt = dt;
+    m->rows = rows;
+    m->n_in = n_in;
+    m->n_mat = n_mat;
+    m->rb = cal_k_row_bytes(dt, n_in);
+    m->pk = !cal_held_packed(dt) ? PK_NONE : dt == CAL_DTYPE_Q8_0 ? PK_Q8X : PK_MM;
+    m->w = base ? base + *off : NULL;
+    *off += R64((size_t)n_mat * rows * m->rb);
+    if (!base) {
+        e->params_dt[dt] += (int64_t)n_mat * rows * n_in;
+        e->has_pk[m->pk] = 1;
+        size_t rm = cal_k_row_bytes(dt, e->max_in);
+        if (m->pk != PK_NONE && rm > (size_t)e->row_max)
+            e->row_max = (int)rm;
+    }
+}
+
+/* Product P of n_sub tensors (rows[i] rows each, in dts[i]) over n_in
+ * inputs: neighbours in one format share a matrix. */
+static void prod_place(cal_engine *e, prod *P, const int *dts, const int *rows, int n_sub,
+                       int n_in, int n_mat, char *base, size_t *off)
+{
+    int grows[3] = {0}, gdt[3] = {0};
+    P->n = 0;
+    P->n_sub = n_sub;
+    for (int i = 0, col = 0; i < n_sub; col += rows[i], i++) {
+        if (P->n == 0 || gdt[P->n - 1] != dts[i]) {
+            gdt[P->n] = dts[i];
+            P->col[P->n++] = col;
+        }
+        P->sub_mat[i] = P->n - 1;
+        P->sub_r0[i] = grows[P->n - 1];
+        P->sub_rows[i] = rows[i];
+        grows[P->n - 1] += rows[i];
+    }
+    for (int i = 0; i < P->n; i++)
+        mat_place(e, &P->m[i], gdt[i], grows[i], n_in, n_mat, base, off);
+}
+
+/* Every tensor's place in one allocation, in the order the file lists
+ * them; base NULL: the bytes in all (and the engine's totals). */
+static size_t place_all(cal_engine *e, const int *dts, char *base)
+{
+    const cal_model_config *c = &e->c;
+    int d = c->dim, f = c->ffn_dim, V = c->vocab;
+    int ne = c->n_experts > 0 ? c->n_experts : 1;
+    int bias = c->arch == CAL_ARCH_QWEN2, qkn = CAL_ARCH_QK_NORM(c->arch);
+    size_t off = 0;
+#define TAKE(n) (off += (n), base ? (void *)(base + off - (n)) : NULL)
+    mat_place(e, &e->emb, dts[CAL_T_EMB], V, d, 1, base, &off);
+    if (c->tied_embeddings)
+        e->out = e->emb;
+    else
+        mat_place(e, &e->out, dts[CAL_T_OUT], V, d, 1, base, &off);
+    e->final_norm = TAKE(VEC(d));
+    for (int l = 0; l < c->n_layers; l++) {
+        layer *L = &e->layers[l];
+        const int *t = dts + CAL_T_AT(l, 0);
+        L->attn_norm = TAKE(VEC(d));
+        prod_place(e, &L->qkv, (int[]){t[CAL_T_Q], t[CAL_T_K], t[CAL_T_V]},
+                   (int[]){e->qd, e->kvd, e->kvd}, 3, d, 1, base, &off);
+        mat_place(e, &L->wo, t[CAL_T_O], d, e->qd, 1, base, &off);
+        L->ffn_norm = TAKE(VEC(d));
+        prod_place(e, &L->w13, (int[]){t[CAL_T_GATE], t[CAL_T_UP]}, (int[]){f, f}, 2, d, ne,
+                   base, &off);
+        mat_place(e, &L->w2, t[CAL_T_DOWN], d, f, ne, base, &off);
+        if (c->n_experts > 0)
+            mat_place(e, &L->router, t[CAL_T_ROUTER], c->n_experts, d, 1, base, &off);
+        else
+            memset(&L->router, 0, sizeof L->router);
+        L->bqkv = bias ? TAKE(VEC(e->qkv_ld)) : NULL;
+        L->q_norm = qkn ? TAKE(VEC(e->hd)) : NULL;
+        L->k_norm = qkn ? TAKE(VEC(e->hd)) : NULL;
+    }
+#undef TAKE
+    return off;
 }
 
 int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens,
@@ -302,27 +432,41 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->qkv_ld = e->qd + 2 * e->kvd;
 
     int64_t d = c->dim, f = c->ffn_dim, V = c->vocab;
-    int ne = c->n_experts > 0 ? c->n_experts : 1;
-    e->dt = c->dtype;
     e->max_in = (int)(d > f ? d : f);
-    /* every tensor rounded up to 64 bytes so each starts cache-line aligned;
-     * a matrix is rows × n_in in the dtype */
-#define R64(n) ((((size_t)(n)) + 63) & ~(size_t)63)
-#define MAT(rows, n_in) R64((size_t)(rows) * cal_k_row_bytes(e->dt, (int)(n_in)))
-#define VEC(n) R64((size_t)(n) * sizeof(float))
-    int bias = c->arch == CAL_ARCH_QWEN2, qkn = CAL_ARCH_QK_NORM(c->arch);
-    size_t per_layer = VEC(d) * 2 + (bias ? VEC(e->qkv_ld) : 0) + (qkn ? 2 * VEC(e->hd) : 0) +
-                       MAT(e->qkv_ld, d) + MAT(d, e->qd) +
-                       MAT((int64_t)ne * 2 * f, d) + MAT((int64_t)ne * d, f) +
-                       (c->n_experts > 0 ? MAT(c->n_experts, d) : 0);
-    e->weight_bytes = MAT(V, d) * (c->tied_embeddings ? 1 : 2) + VEC(d) +
-                      per_layer * (size_t)c->n_layers;
-    /* every weight is written by generate(): no need to zero them first */
-    e->weights = cal_engine_huge_alloc(e->weight_bytes);
+    /* each matrix's format: a GGUF file's own where the engine holds it as
+     * stored, else the config's */
+    size_t n_t = CAL_T_COUNT(c->n_layers);
+    int *dts = malloc(n_t * sizeof *dts);
     e->layers = calloc((size_t)c->n_layers, sizeof(layer));
-    int64_t kv_floats = (int64_t)c->n_layers * max_seqs * e->kvd * c->max_ctx;
-    e->kcache = lazy_alloc((size_t)kv_floats * sizeof(float));
-    e->vcache = lazy_alloc((size_t)kv_floats * sizeof(float));
+    if (!dts || !e->layers) {
+        free(dts);
+        cal_engine_close(&e);
+        return CAL_ENOMEM;
+    }
+    for (size_t i = 0; i < n_t; i++)
+        dts[i] = c->dtype;
+    if (c->weights[0] && c->as_stored) {
+        int prc = cal_gguf_held_dtypes(c, dts, e->err, sizeof e->err);
+        if (prc != CAL_OK) {
+            free(dts);
+            cal_engine_close(&e);
+            return prc;
+        }
+    }
+    e->weight_bytes = place_all(e, dts, NULL);
+    /* every weight is written by generate() or the loader: no need to zero
+     * them first */
+    e->weights = cal_engine_huge_alloc(e->weight_bytes);
+    if (e->weights)
+        place_all(e, dts, e->weights);
+    free(dts);
+    /* each slot's keys (and values) on whole pages of their own: 2 MiB
+     * ones from a huge page's worth up (a tiny model's 512 KiB would
+     * otherwise take four times its size), 4 KiB ones below */
+    size_t kv_need = (size_t)c->n_layers * e->kvd * c->max_ctx * sizeof(float);
+    size_t kv_unit = kv_need >= HUGE_PAGE / 2 ? HUGE_PAGE : 4096;
+    e->kv_part = (kv_need + kv_unit - 1) & ~(kv_unit - 1);
+    e->kv = kv_alloc(e->kv_part, max_seqs, &e->kv_map);
     e->slot_len = calloc((size_t)max_seqs, sizeof(int));
     e->rope_cos = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));
     e->rope_sin = xalloc((size_t)c->max_ctx * (e->hd / 2) * sizeof(float));
@@ -348,7 +492,7 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     int group = c->n_heads / c->n_kv_heads;
     e->att_nb = ATT_ROWS / group > 16 ? ATT_ROWS / group : 16;
     size_t rows = (size_t)e->att_nb * group;
-    e->scores = xalloc((size_t)e->nt * rows * c->max_ctx * sizeof(float));
+    e->scores = lazy_alloc((size_t)e->nt * rows * c->max_ctx * sizeof(float));
     e->qpack = xalloc((size_t)e->nt * rows * e->hd * sizeof(float));
     e->opack = xalloc((size_t)e->nt * rows * e->hd * sizeof(float));
     e->lhid = xalloc((size_t)(nl * d) * sizeof(float));
@@ -358,27 +502,32 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     e->erow = calloc((size_t)max_seqs, sizeof(int));
     e->seen = calloc((size_t)max_seqs, 1);
     e->sscratch = malloc(cal_sample_scratch_bytes(c->vocab));
-    /* Q4_K on AVX-512 VNNI: rows interleaved (pack_all), prefill included */
-    int q4x = e->dt == CAL_DTYPE_Q4_K && cal_k_have_q8x();
-    if (e->dt != CAL_DTYPE_F32) {
-        /* prefill tiles: about 4 MiB of floats per thread, whole 16-row groups */
-        int max_in = e->max_in;
-        e->dq_rows = ((1 << 20) / max_in) & ~15;
-        if (e->dq_rows < 16)
-            e->dq_rows = 16;
-        if (e->dq_rows > 512)
-            e->dq_rows = 512;
-        /* interleaved Q4_K (below) prefills on its integer kernel: no
-         * dequantized tile, X rounded to Q8_K (292 bytes per 256) in xr */
-        if (!q4x)
-            e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
-        if (e->dt == CAL_DTYPE_Q8_0 || e->dt == CAL_DTYPE_BF16 || q4x)
-            e->xr = xalloc((size_t)S * max_in * sizeof(float));
-        e->bf16_gemm = e->dt == CAL_DTYPE_BF16 && cal_k_have_bf16_gemm() &&
-                       (size_t)e->dq_rows * max_in >= (size_t)16 * (max_in + 1);
-    }
-    int ok = (e->dt == CAL_DTYPE_F32 || q4x || e->dq) && (e->dt != CAL_DTYPE_Q8_0 || e->xr) && (e->dt != CAL_DTYPE_BF16 || e->xr) &&
-             (!q4x || e->xr) && e->weights && e->layers && e->kcache && e->vcache && e->slot_len &&
+    /* The scratch of the formats held (each matrix's own): prefill tiles of
+     * dequantized rows for every format but F32 and the interleaved ones
+     * other than Q8_0 (which prefill on their integer kernels), X rounded
+     * for Q8_0, BF16 and interleaved prefill, and for the decode kernels
+     * that take X rounded (interleaved formats; the K-quants as Q8_K) */
+    int64_t *pd = e->params_dt;
+    int tiles = 0;
+    for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++)
+        tiles |= dt != CAL_DTYPE_F32 && pd[dt] > 0 &&
+                 !(dt != CAL_DTYPE_Q8_0 && cal_held_packed(dt));
+    int max_in = e->max_in;
+    /* prefill tiles: about 4 MiB of floats per thread, whole 16-row groups */
+    e->dq_rows = ((1 << 20) / max_in) & ~15;
+    if (e->dq_rows < 16)
+        e->dq_rows = 16;
+    if (e->dq_rows > 512)
+        e->dq_rows = 512;
+    e->bf16_gemm = pd[CAL_DTYPE_BF16] > 0 && cal_k_have_bf16_gemm() &&
+                   (size_t)e->dq_rows * max_in >= (size_t)16 * (max_in + 1);
+    if (tiles)
+        e->dq = xalloc((size_t)e->nt * e->dq_rows * max_in * sizeof(float));
+    int want_xr = pd[CAL_DTYPE_Q8_0] > 0 || e->bf16_gemm || e->has_pk[PK_MM];
+    if (want_xr)
+        e->xr = xalloc((size_t)S * max_in * sizeof(float));
+    int ok = (!tiles || e->dq) && (!want_xr || e->xr) && e->weights && e->layers &&
+             e->kv && e->slot_len &&
              e->rope_cos && e->rope_sin && e->x && e->xn && e->qkv && e->att &&
              e->h13 && e->act && e->scores && e->qpack && e->opack && e->lhid && e->lout && e->lrow &&
              e->seen && e->sscratch && e->rowpos && e->erow;
@@ -400,29 +549,6 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
         cal_engine_close(&e);
         return CAL_ENOMEM;
     }
-
-    char *p = e->weights;
-#define TAKE(n) (p += (n), (void *)(p - (n)))
-    e->emb = TAKE(MAT(V, d));
-    e->out = c->tied_embeddings ? e->emb : TAKE(MAT(V, d));
-    e->final_norm = TAKE(VEC(d));
-    for (int l = 0; l < c->n_layers; l++) {
-        layer *L = &e->layers[l];
-        L->attn_norm = TAKE(VEC(d));
-        L->wqkv = TAKE(MAT(e->qkv_ld, d));
-        L->wo = TAKE(MAT(d, e->qd));
-        L->ffn_norm = TAKE(VEC(d));
-        L->w13 = TAKE(MAT((int64_t)ne * 2 * f, d));
-        L->w2 = TAKE(MAT((int64_t)ne * d, f));
-        L->router = c->n_experts > 0 ? TAKE(MAT(c->n_experts, d)) : NULL;
-        L->bqkv = bias ? TAKE(VEC(e->qkv_ld)) : NULL;
-        L->q_norm = qkn ? TAKE(VEC(e->hd)) : NULL;
-        L->k_norm = qkn ? TAKE(VEC(e->hd)) : NULL;
-    }
-#undef TAKE
-#undef MAT
-#undef VEC
-#undef R64
     e->embed_scale = c->embed_scale > 0.0f ? c->embed_scale
                      : c->weights[0] ? 1.0f : CAL_ENGINE_EMBED_SCALE;
     if (c->weights[0]) {
@@ -446,21 +572,33 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
             e->rope_cos[(size_t)pos * half + i] = (float)cos(pos * fr);
             e->rope_sin[(size_t)pos * half + i] = (float)sin(pos * fr);
         }
-    /* Q8_0 and Q4_K on VNNI: interleaved rows; the K-quants: the decode
-     * batch's activations rounded to Q8_K once a thread a product */
-    int kq = e->dt == CAL_DTYPE_Q4_K || e->dt == CAL_DTYPE_Q6_K;
-    int packed = e->dt == CAL_DTYPE_Q8_0 ? cal_k_have_q8x() : q4x;
-    if (packed || kq) {
-        e->x8_bytes = kq ? cal_k_kq_xbytes(e->max_in, SMALL_M)
-                         : cal_k_q8x_xbytes(e->max_in, SMALL_M);
+    /* the interleaved formats on VNNI, and the K-quants without: the decode
+     * batch's activations rounded once a thread a product, as each
+     * format's kernel takes them (the largest of the formats held) */
+    size_t x8b = 0;
+    for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++) {
+        size_t b = pd[dt] <= 0             ? 0
+                   : cal_held_packed(dt) ? cal_k_mm_xbytes(dt, max_in, SMALL_M)
+                   : cal_takes_q8k(dt)   ? cal_k_kq_xbytes(max_in, SMALL_M) : 0;
+        if (b > x8b)
+            x8b = b;
+    }
+    if (x8b > 0) {
+        e->x8_bytes = x8b;
         e->x8 = xalloc((size_t)e->nt * e->x8_bytes);
         e->x8_at = calloc((size_t)e->nt, sizeof(unsigned));
-        /* interleaved Q4_K unpacks for the embedding lookup alone (its
-         * prefill takes no tiles): one row */
-        if (packed)
-            e->rowbuf = xalloc((q4x ? 1 : (size_t)e->nt * e->dq_rows) *
-                               cal_k_row_bytes(e->dt, e->max_in));
-        if (!e->x8 || !e->x8_at || (packed && (!e->rowbuf || pack_all(e) != CAL_OK))) {
+        if (!e->x8 || !e->x8_at) {
+            cal_engine_close(&e);
+            return CAL_ENOMEM;
+        }
+    }
+    /* unpacked rows of interleaved matrices: prefill tiles of Q8_0 for
+     * each thread; the other interleaved formats prefill without tiles and
+     * unpack for the embedding lookup alone (one row) */
+    if (e->has_pk[PK_Q8X] || e->has_pk[PK_MM]) {
+        e->rowbuf = xalloc((e->has_pk[PK_Q8X] ? (size_t)e->nt * e->dq_rows : 1) *
+                           (size_t)e->row_max);
+        if (!e->rowbuf || pack_all(e) != CAL_OK) {
             cal_engine_close(&e);
             return CAL_ENOMEM;
         }
@@ -469,11 +607,67 @@ int cal_engine_open(const cal_model_config *c, int max_seqs, int max_step_tokens
     return CAL_OK;
 }
 
+size_t cal_engine_weight_bytes(const cal_engine *e) { return e ? e->weight_bytes : 0; }
+
+size_t cal_engine_kv_bytes(const cal_engine *e)
+{
+    return e ? e->kv_map : 0;
+}
+
+void cal_engine_kv_slot(const cal_engine *e, int slot, const void **start, size_t *bytes)
+{
+    *start = e->kv + (size_t)slot * 2 * e->kv_part;
+    *bytes = 2 * e->kv_part;
+}
+
+int64_t cal_engine_params_held(const cal_engine *e, int dtype)
+{
+    return e && dtype >= 0 && dtype < CAL_DTYPE_COUNT ? e->params_dt[dtype] : 0;
+}
+
+/* bytes of one expert's matrix of m */
+static int64_t mat_bytes(const mat *m) { return (int64_t)m->rows * (int64_t)m->rb; }
+
+int64_t cal_engine_decode_bytes_per_token(const cal_engine *e)
+{
+    if (!e)
+        return 0;
+    const cal_model_config *c = &e->c;
+    int64_t b = mat_bytes(&e->out) + (int64_t)e->emb.rb, k = c->n_experts > 0 ? c->top_k : 1;
+    for (int l = 0; l < c->n_layers; l++) {
+        const layer *L = &e->layers[l];
+        for (int i = 0; i < L->qkv.n; i++)
+            b += mat_bytes(&L->qkv.m[i]);
+        b += mat_bytes(&L->wo) + k * mat_bytes(&L->w2);
+        for (int i = 0; i < L->w13.n; i++)
+            b += k * mat_bytes(&L->w13.m[i]);
+        if (L->router.w)
+            b += mat_bytes(&L->router);
+    }
+    /* the F32 vectors, as cal_model_decode_bytes_per_token counts them */
+    int64_t extra = c->arch == CAL_ARCH_QWEN2 ? e->qkv_ld
+                    : CAL_ARCH_QK_NORM(c->arch) ? 2 * e->hd : 0;
+    return b + ((int64_t)c->n_layers * (2 * c->dim + extra) + c->dim) * (int64_t)sizeof(float);
+}
+
+/* the view of matrix m's rows r0 .. r0+rows−1 */
+static cal_tensor_view view_of(const mat *m, int64_t r0, int64_t rows)
+{
+    if (!m->w)
+        return (cal_tensor_view){0};
+    return (cal_tensor_view){m->w, m->dt, m->pk, m->n_in, m->rows, r0, rows, m->n_mat,
+                             (size_t)m->rows * m->rb};
+}
+
+static cal_tensor_view view_sub(const prod *P, int i)
+{
+    return view_of(&P->m[P->sub_mat[i]], P->sub_r0[i], P->sub_rows[i]);
+}
+
 void cal_engine_weights(const cal_engine *e, cal_model_weights *m)
 {
-    m->dtype = e->dt;
-    m->embedding = e->emb;
-    m->output = e->out;
+    m->embedding = view_of(&e->emb, 0, e->c.vocab);
+    m->output = view_of(&e->out, 0, e->c.vocab);
     m->final_norm = e->final_norm;
     m->rope_freqs = e->rope_ff;
     m->n_layers = e->c.n_layers;
@@ -483,14 +677,16 @@ void cal_engine_weights(const cal_engine *e, cal_model_weights *m)
 void cal_engine_layer_weights(const cal_engine *e, int l, cal_layer_weights *w)
 {
     const layer *L = &e->layers[l];
-    w->dtype = e->dt;
     w->attn_norm = L->attn_norm;
-    w->wqkv = L->wqkv;
-    w->wo = L->wo;
+    w->q = view_sub(&L->qkv, 0);
+    w->k = view_sub(&L->qkv, 1);
+    w->v = view_sub(&L->qkv, 2);
+    w->o = view_of(&L->wo, 0, L->wo.rows);
     w->ffn_norm = L->ffn_norm;
-    w->w13 = L->w13;
-    w->w2 = L->w2;
-    w->router = L->router;
+    w->gate = view_sub(&L->w13, 0);
+    w->up = view_sub(&L->w13, 1);
+    w->down = view_of(&L->w2, 0, L->w2.rows);
+    w->router = view_of(&L->router, 0, L->router.rows);
     w->bqkv = L->bqkv;
     w->q_norm = L->q_norm;
     w->k_norm = L->k_norm;
@@ -508,6 +704,15 @@ int cal_gguf_export(const cal_engine *e, const char *path, int dtype, char *why,
                     size_t why_len)
 {
     return cal_gguf_export_vocab(e, path, dtype, NULL, why, why_len);
+}
+
+int cal_gguf_export_plan(const cal_engine *e, const char *path, const int *plan, char *why,
+                         size_t why_len)
+{
+    if (!e)
+        return cal_why(why, why_len, CAL_EINVAL, "export: no engine or path");
+    cal_gguf_source s = source_of(e);
+    return cal_gguf_write_plan(&s, path, plan, why, why_len);
 }
 
 int cal_gguf_export_vocab(const cal_engine *e, const char *path, int dtype,

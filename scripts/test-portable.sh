@@ -2,7 +2,7 @@
 # `make test-portable`: the binary built here, run as CPUs without AVX-512
 # under qemu-x86_64 (Debian's qemu-user; its TCG has no AVX-512 at all, so a
 # stray AVX-512 instruction is SIGILL). For each CPU model: the engine's
-# kernel, K-quant and engine tests (CAL_EMULATED_CPU tells those that check
+# kernel, K-quant, 32-weight format and engine tests (CAL_EMULATED_CPU tells those that check
 # an AVX-512 VNNI kernel to check its refusal instead), then `caliper serve --preset tiny` and a 4-request
 # `caliper run` against it, both under qemu, and the kernels serve chose,
 # checked against what the model has: Nehalem (SSE4.2: plain C throughout),
@@ -22,7 +22,7 @@ models=("Nehalem|decode portable, element-wise portable, bf16 prefill portable"
 for m in "${models[@]}"; do
   cpu=${m%%|*}; want=${m#*|}
   q=(qemu-x86_64 -cpu "$cpu")
-  for t in test_kernels test_kquants test_engine; do
+  for t in test_kernels test_kquants test_q32 test_engine; do
     if CAL_EMULATED_CPU=$cpu "${q[@]}" "$root/$build/tests/$t" >"$E2E_TMP/$t.$cpu.log" 2>&1; then
       ok "$cpu: $t ($(grep -o '[0-9]* test(s) run' "$E2E_TMP/$t.$cpu.log"))"
     else

@@ -818,6 +818,11 @@ int cal_server_port(const cal_server *s) { return s->port; }
 int64_t cal_server_n_params(const cal_server *s) { return s->n_params; }
 const char *cal_server_vocab_note(const cal_server *s) { return cal_tok_note(s->tok); }
 
+const cal_engine *cal_server_engine(const cal_server *s)
+{
+    return s->sched ? cal_sched_engine(s->sched) : NULL;
+}
+
 char *cal_server_profile_json(cal_server *s)
 {
     return s->sched ? cal_sched_profile(s->sched) : NULL;

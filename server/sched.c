@@ -401,6 +401,8 @@ void cal_sched_release(cal_sched *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+const cal_engine *cal_sched_engine(const cal_sched *s) { return s->eng; }
+
 char *cal_sched_profile(cal_sched *s)
 {
     char *p = NULL;

@@ -63,6 +63,9 @@ int  cal_sched_submit(cal_sched *s, cal_job *j);
 void cal_sched_release(cal_sched *s);
 /* The engine's per-op profile JSON (malloc'd), fetched between steps. */
 char *cal_sched_profile(cal_sched *s);
+/* The engine the scheduler thread owns (for questions that read only what
+ * open set: its held bytes). */
+const cal_engine *cal_sched_engine(const cal_sched *s);
 /* Stop: every queued or running job ends (finish "abort") and is woken;
  * the thread is joined. Idempotent. */
 void cal_sched_stop(cal_sched *s);

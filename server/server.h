@@ -56,6 +56,10 @@ int64_t cal_server_n_params(const cal_server *s);
 /* What the vocabulary's file had wrong and what is used instead
  * (cal_tok_note); "" when nothing was. */
 const char *cal_server_vocab_note(const cal_server *s);
+/* The engine behind the server, to ask what it holds (cal_engine_weight_bytes,
+ * cal_engine_kv_bytes); NULL in pacing mode. Owned by the server; only
+ * read-only questions between steps are safe. */
+const cal_engine *cal_server_engine(const cal_server *s);
 /* The engine's per-op profile JSON, malloc'd (caller frees); NULL in pacing
  * mode or on ENOMEM. Safe while serving (taken between engine steps). */
 char *cal_server_profile_json(cal_server *s);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "caliper/clock.h"
 #include "caliper/error.h"
@@ -48,7 +50,9 @@ static void usage(FILE *f)
         "                       q6_k (llama.cpp's block layouts; q4_k and q6_k need --dim and\n"
         "                       --ffn multiples of 256); same weights as f32, rounded to the\n"
         "                       format. q4_k_m (--export-gguf only): llama.cpp's mixture,\n"
-        "                       Q6_K for output and some attn_v/ffn_down, Q4_K elsewhere\n"
+        "                       Q6_K for output and some attn_v/ffn_down, Q4_K elsewhere.\n"
+        "                       With --model: convert every matrix to F (default: each\n"
+        "                       held as the file stores it)\n"
         "  --arch A             llama (default), qwen2 (QKV biases), qwen3 (Q/K head norms),\n"
         "                       dense; qwen3moe (qwen3 with experts: --preset moe)\n"
         "  --chat-template T    how chat messages become the prompt: caliper (its own),\n"
@@ -58,14 +62,18 @@ static void usage(FILE *f)
         "  --rope-scaling llama3  Llama 3's RoPE frequency factors (Llama 3.2's: factor\n"
         "                       32, low 1, high 4, original context 8192; llama only)\n"
         "  --model-name NAME    the served model id (default caliper-PRESET)\n"
-        "  --model FILE.gguf    serve a GGUF file's weights (llama, qwen2, qwen3, qwen3moe;\n"
-        "                       F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K, and Q4_1, Q5_0,\n"
-        "                       Q5_1 or Q5_K widened and held in --dtype; the byte vocabulary\n"
-        "                       --export-gguf writes, or a SentencePiece or BPE one); only\n"
+        "  --model FILE.gguf    serve a GGUF file's weights (llama, qwen2, qwen3, qwen3moe),\n"
+        "                       each matrix held as the file stores it, mixed as llama.cpp's\n"
+        "                       mixtures are (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), or\n"
+        "                       widened exactly to F32 where the engine has no kernel for\n"
+        "                       the format (Q4_1, Q5_0, Q5_1, Q5_K); one line names each\n"
+        "                       and the memory held; the byte vocabulary --export-gguf\n"
+        "                       writes, or a SentencePiece or BPE one; only\n"
         "                       --context and --dtype of the shape flags apply; a longer\n"
         "                       context_length than 4096 is held to 4096 positions unless\n"
         "                       --context says otherwise (the KV cache grows with it)\n"
-        "  --export-gguf FILE   write the model as a GGUF file llama.cpp loads, in --dtype,\n"
+        "  --export-gguf FILE   write the model as a GGUF file llama.cpp loads, each tensor\n"
+        "                       as the engine holds it (--dtype; --model's file as stored),\n"
         "                       and exit\n"
         "server:\n"
         "  --host ADDR          bind address (default 127.0.0.1: loopback only)\n"
@@ -86,6 +94,8 @@ static void usage(FILE *f)
         "                       a reply, a stream included, is never cut by either\n"
         "  --send-timeout T     a reply whose client takes none of its bytes for T is\n"
         "                       reset (default 30s); waiting for the engine never counts\n"
+        "  --kv-overcommit      reserve a KV cache (max-batch x context) beyond the host's\n"
+        "                       physical memory; without it serve refuses, naming the sizes\n"
         "  --profile FILE       write the engine's per-op profile JSON at shutdown\n"
         "  --op-bench FILE      no server: run each op of the model alone (same kernels,\n"
         "                       threads and shapes, warm caches), write the timings to\n"
@@ -106,7 +116,7 @@ enum {
     O_VOCAB, O_CONTEXT, O_SEED, O_HOST, O_PORT, O_MAXBATCH, O_MAXQUEUE, O_THREADS,
     O_PROFILE, O_PACE, O_MODELNAME, O_CHUNK, O_MAXBODY, O_HTTPTHREADS, O_MAXCONN, O_MODEL, O_EXPORT,
     O_OPBENCH, O_OBTOKENS, O_OBPOS, O_OBREPS, O_HELP, O_DTYPE, O_HEADTIMEOUT, O_BODYTIMEOUT, O_SENDTIMEOUT,
-    O_ARCH, O_ROPESCALING, O_CHATTEMPLATE
+    O_ARCH, O_ROPESCALING, O_CHATTEMPLATE, O_KVOVERCOMMIT
 };
 
 static const struct option OPTS[] = {
@@ -142,6 +152,7 @@ static const struct option OPTS[] = {
     {"arch", required_argument, 0, O_ARCH},
     {"rope-scaling", required_argument, 0, O_ROPESCALING},
     {"chat-template", required_argument, 0, O_CHATTEMPLATE},
+    {"kv-overcommit", no_argument, 0, O_KVOVERCOMMIT},
     {"op-bench", required_argument, 0, O_OPBENCH},
     {"op-bench-tokens", required_argument, 0, O_OBTOKENS},
     {"op-bench-pos", required_argument, 0, O_OBPOS},
@@ -181,64 +192,123 @@ static void on_signal(int sig)
 static int write_profile(const char *path, const char *json);
 
 /* One line on how --model's weights are held: the file's matrices by
- * type (shares of their weights) and whether the engine's format holds
- * them as stored, widened exactly (F32), or rounded; where they are not
- * held as stored, the engine format that would hold the largest share so
- * (one the engine accepts for the file's model mc, its rows whole blocks:
- * a Q4_K_M file 896 wide is mostly Q5_0, which the engine reads but does
- * not hold, and Q8_0). */
-static void held_line(const cal_gguf_model *gm, const cal_model_config *mc, int dtype)
+ * type (shares of their weights) and what the engine does with each (holds
+ * it as stored, widens it exactly to F32, or rounds it to --dtype: the
+ * decision of cal_gguf_hold, tensor by tensor), then the memory: the bytes
+ * the engine holds beside the file's, and the KV cache it reserves. */
+static void held_line(const char *path, const cal_gguf_model *gm, const cal_model_config *mc,
+                      const cal_engine *eng, long max_batch)
 {
     enum { NT = 64 };
-    double by[NT] = {0}, all = 0;
+    /* weights by file type and by the format they are held in */
+    double by[NT][CAL_DTYPE_COUNT], all = 0;
+    memset(by, 0, sizeof by);
+    int nokernel[NT] = {0};
     for (uint64_t i = 0; i < gm->n_tensors; i++) {
         const cal_gguf_tensor *t = &gm->tensors[i];
         if (t->n_dims < 2 || t->type >= NT)
             continue;
         double n = (double)t->ne[0] * (double)t->ne[1] * (double)t->ne[2] * (double)t->ne[3];
-        by[t->type] += n;
+        int h = cal_gguf_hold(t->type, (int64_t)t->ne[0], mc);
+        by[t->type][h] += n;
+        nokernel[t->type] = cal_gguf_dtype_of(t->type) < 0;
         all += n;
     }
     if (all <= 0)
         return;
-    const char *held = cal_dtype_name(dtype);
-    char list[256] = "";
-    int kinds = 0, others = 0, top = -1, best = -1, best_dt = -1;
-    size_t len = 0;
-    for (int k = 0; k < NT; k++) {
-        if (by[k] <= 0)
-            continue;
-        const char *name = cal_gguf_type_name((uint32_t)k);
-        kinds++;
-        others += strcasecmp(name, held) != 0;
-        if (top < 0 || by[k] > by[top])
-            top = k;
-        cal_model_config as = *mc;
-        as.dtype = cal_dtype_parse(name);
-        if (as.dtype > 0 && cal_model_validate(&as, NULL) == CAL_OK &&
-            (best < 0 || by[k] > by[best])) {
-            best = k;
-            best_dt = as.dtype;
+    /* "Q4_K 63 %, Q6_K 37 %": the file's types whose weights went one way */
+    char kept[256] = "", widened[256] = "", rounded[256] = "";
+    size_t lk = 0, lw = 0, lr = 0;
+    for (int k = 0; k < NT; k++)
+        for (int h = 0; h < CAL_DTYPE_COUNT; h++) {
+            if (by[k][h] <= 0)
+                continue;
+            const char *name = cal_gguf_type_name((uint32_t)k);
+            int same = cal_gguf_dtype_of((uint32_t)k) == h;
+            char *buf = same ? kept : h == CAL_DTYPE_F32 ? widened : rounded;
+            size_t *len = same ? &lk : h == CAL_DTYPE_F32 ? &lw : &lr;
+            int w = snprintf(buf + *len, sizeof kept - *len, "%s%s %.0f %%%s", *len ? ", " : "",
+                             name, 100.0 * by[k][h] / all,
+                             !same && h == CAL_DTYPE_F32 && mc->as_stored
+                                 ? nokernel[k] ? " (no kernel for it)" : " (rows its kernels do not take)"
+                                 : "");
+            *len = w > 0 && (size_t)w < sizeof kept - *len ? *len + (size_t)w : sizeof kept - 1;
         }
-        int w = snprintf(list + len, sizeof list - len, "%s%s %.0f %%", kinds > 1 ? ", " : "",
-                         name, 100.0 * by[k] / all);
-        len = w > 0 && (size_t)w < sizeof list - len ? len + (size_t)w : sizeof list - 1;
-    }
-    char offer[96] = "";
-    if (best >= 0 && kinds == 1)
-        snprintf(offer, sizeof offer, "; --dtype %s holds them as stored", cal_dtype_name(best_dt));
-    else if (best >= 0)
-        snprintf(offer, sizeof offer, "; --dtype %s holds the %s share as stored, the rest "
-                 "rounded to it", cal_dtype_name(best_dt),
-                 best == top ? "largest" : cal_gguf_type_name((uint32_t)best));
-    if (!others)
-        fprintf(stderr, "caliper serve: --model: weights held as %s, as stored\n", held);
-    else if (dtype == CAL_DTYPE_F32)
-        fprintf(stderr, "caliper serve: --model: weights held as f32, widened exactly from the "
-                "file's %s%s\n", list, offer);
+    char how[900];
+    const char *fmt = cal_dtype_name(mc->dtype);
+    if (mc->as_stored)
+        snprintf(how, sizeof how, "weights held as stored: %s%s%s", lk ? kept : "none",
+                 lw ? "; widened exactly to f32: " : "", widened);
     else
-        fprintf(stderr, "caliper serve: --model: weights held as %s, the file's %s: what is "
-                "not %s is rounded to it\n", held, list, held);
+        snprintf(how, sizeof how, "weights held as %s (--dtype): %s%s%s%s%s%s%s", fmt,
+                 lk ? kept : "", lk ? " as stored" : "", lk && (lw || lr) ? "; " : "",
+                 widened, lw ? " widened exactly" : "", lw && lr ? "; " : "",
+                 lr ? rounded : "");
+    if (!mc->as_stored && lr)
+        snprintf(how + strlen(how), sizeof how - strlen(how), " rounded to %s", fmt);
+    char b1[32], b2[32], b3[32];
+    struct stat st;
+    double file = stat(path, &st) == 0 ? (double)st.st_size : 0;
+    double held = (double)cal_engine_weight_bytes(eng), kv = (double)cal_engine_kv_bytes(eng);
+    fprintf(stderr, "caliper serve: --model: %s; %s held for a %s file, KV cache %s "
+            "reserved (%ld sequence%s of %d positions, touched as they fill)\n", how,
+            cal_unit_format(CAL_U_BYTES, held, 3, b1, sizeof b1),
+            cal_unit_format(CAL_U_BYTES, file, 3, b2, sizeof b2),
+            cal_unit_format(CAL_U_BYTES, kv, 3, b3, sizeof b3), max_batch,
+            max_batch == 1 ? "" : "s", mc->max_ctx);
+}
+
+/* The KV cache the engine would reserve (each slot's keys and values on
+ * whole pages, as engine/weights.c maps them) beside the weights,
+ * against the host's physical memory: beyond it, refused unless
+ * --kv-overcommit asks for it. The cache is only touched as positions
+ * fill, so the reservation itself costs nothing; but a server whose
+ * sequences may fill more than the host holds is one that will swap or be
+ * killed under load, and a file's context_length alone (a 14 MB file
+ * reserved 34.4 GB on a 23.5 GiB host) should not decide that silently. */
+static int check_reservation(const cal_model_config *m, const char *gguf_in, long max_batch,
+                             int overcommit)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || pg <= 0)
+        return 0;   /* the host does not say: nothing to check against */
+    double mem = (double)pages * (double)pg, huge = 2.0 * 1024 * 1024;
+    double per_pos = (double)cal_model_kv_bytes_per_token(m) / 2;  /* keys, or values */
+    double need = per_pos * m->max_ctx, unit = need >= huge / 2 ? huge : 4096;
+    double part = ceil(need / unit) * unit;
+    double kv = 2 * part * (double)max_batch;
+    struct stat st;
+    double weights = gguf_in && m->as_stored && stat(gguf_in, &st) == 0
+                     ? (double)st.st_size
+                     : (double)cal_model_n_params(m) * cal_dtype_bytes_per_weight(m->dtype);
+    if (overcommit || kv + weights <= mem)
+        return 0;
+    double room = mem - weights;
+    long ctx_fit = room > 0 ? (long)(room / (2 * per_pos * (double)max_batch)) : 0;
+    long seq_fit = room > 0 ? (long)(room / (2 * part)) : 0;
+    char b1[32], b2[32], b3[32];
+    return cli_usage_error("serve", "the KV cache would reserve %s (%ld sequences of %d "
+                           "positions) beside %s of weights, more than this host's %s of "
+                           "memory: serve fewer positions (--context: %ld fit %ld sequences) "
+                           "or sequences (--max-batch: %ld fit %d positions), or reserve it "
+                           "anyway with --kv-overcommit (its pages are touched only as "
+                           "positions fill)",
+                           cal_unit_format(CAL_U_BYTES, kv, 3, b1, sizeof b1), max_batch,
+                           m->max_ctx, cal_unit_format(CAL_U_BYTES, weights, 3, b2, sizeof b2),
+                           cal_unit_format(CAL_U_BYTES, mem, 3, b3, sizeof b3), ctx_fit,
+                           max_batch, seq_fit, m->max_ctx);
+}
+
+/* held_line for the file at path, read again */
+static void print_held(const char *path, const cal_model_config *mc, const cal_engine *eng,
+                       long max_batch)
+{
+    cal_gguf_model gm;
+    char why[256];
+    if (cal_gguf_read_model_file(path, &gm, why, sizeof why) != CAL_OK)
+        return;
+    held_line(path, &gm, mc, eng, max_batch);
+    cal_gguf_model_free(&gm);
 }
 
 /* --op-bench: open the engine alone (no server), time each op by itself,
@@ -290,7 +360,8 @@ int cmd_serve(int argc, char **argv)
     const char *C = "serve";
     const char *gguf_in = NULL, *gguf_out = NULL, *vocab_file = NULL;
     int preset_given = 0;
-    int rc, opt, dtype = CAL_DTYPE_F32, mix = 0, arch = -1, rope_llama3 = 0, tpl_given = 0;
+    int rc, opt, dtype = CAL_DTYPE_F32, dtype_given = 0, mix = 0, arch = -1, rope_llama3 = 0,
+        tpl_given = 0, kv_overcommit = 0;
     cal_chat_template tpl = {0};
     const char *tpl_from = "caliper's own";
     optind = 1;
@@ -305,10 +376,17 @@ int cmd_serve(int argc, char **argv)
             /* q4_k_m is a file's mixture: the engine holds Q4_K */
             mix = strcasecmp(optarg, "q4_k_m") == 0;
             dtype = mix ? CAL_DTYPE_Q4_K : cal_dtype_parse(optarg);
-            if (dtype < 0)
-                return cli_usage_error(C, "--dtype: \"%s\" is not f32, f16, bf16, q8_0, q4_0, "
-                                       "q4_k, q6_k or q4_k_m", optarg);
+            dtype_given = 1;
+            if (dtype < 0) {
+                char list[160] = "";
+                for (int k = 0, len = 0; k < CAL_DTYPE_COUNT && len < (int)sizeof list; k++)
+                    len += snprintf(list + len, sizeof list - (size_t)len, "%s, ",
+                                    cal_dtype_name(k));
+                return cli_usage_error(C, "--dtype: \"%s\" is not one of %sq4_k_m", optarg,
+                                       list);
+            }
             break;
+        case O_KVOVERCOMMIT: kv_overcommit = 1; break;
         case O_CHATTEMPLATE:
             if (cal_tpl_parse(optarg, &tpl) < 0)
                 return cli_usage_error(C, "--chat-template: \"%s\" is not caliper, chatml, "
@@ -410,7 +488,6 @@ int cmd_serve(int argc, char **argv)
          * family caliper renders, or a refusal naming the flag */
         cal_gguf_model gm;
         if (cal_gguf_read_model_file(gguf_in, &gm, gwhy, sizeof gwhy) == CAL_OK) {
-            held_line(&gm, &sc.model, dtype);
             int trc = CAL_OK;
             if (!tpl_given && gm.chat_template) {
                 trc = gm.chat_template_len > CAL_GGUF_TEMPLATE_MAX
@@ -459,14 +536,17 @@ int cmd_serve(int argc, char **argv)
     }
     if (sf.experts == 0) sc.model.top_k = 0;
     if (sf.seed >= 0) sc.model.seed = (uint64_t)sf.seed;
+    /* a file's matrices are held as stored unless --dtype converts them */
     sc.model.dtype = dtype;
+    sc.model.as_stored = gguf_in && !dtype_given;
     if (arch >= 0) sc.model.arch = arch;
     if (rope_llama3)   /* Llama 3.2's rope_scaling */
         sc.model.rope_freqs = 1, sc.model.rope_factor = 32.0f, sc.model.rope_low_freq = 1.0f,
         sc.model.rope_high_freq = 4.0f, sc.model.rope_orig_ctx = 8192;
     if (mix && !gguf_out)
         return cli_usage_error(C, "--dtype: q4_k_m is a file format (--export-gguf); "
-                               "serve its file with --dtype q4_k or f32");
+                               "serve its file as stored (no --dtype), or with --dtype q4_k "
+                               "or f32");
     if (custom) snprintf(sc.model.name, sizeof sc.model.name, "custom");
     const char *why = NULL;
     if (cal_model_validate(&sc.model, &why) != CAL_OK) {
@@ -493,7 +573,11 @@ int cmd_serve(int argc, char **argv)
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: cannot open the engine: %s", cal_strerror(rc));
         char gwhy[512];
-        rc = cal_gguf_export_vocab(eng, gguf_out, mix ? CAL_GGUF_MIX_Q4_K_M : dtype,
+        if (gguf_in)
+            print_held(gguf_in, &sc.model, eng, 1);
+        /* each tensor as the engine holds it: a file held as stored goes
+         * back as it was read */
+        rc = cal_gguf_export_vocab(eng, gguf_out, mix ? CAL_GGUF_MIX_Q4_K_M : CAL_GGUF_AS_HELD,
                                    vocab_file, gwhy, sizeof gwhy);
         long long np = (long long)cal_model_n_params(&sc.model);
         cal_engine_close(&eng);
@@ -502,8 +586,8 @@ int cmd_serve(int argc, char **argv)
         if (rc != CAL_OK)
             return cli_fail(C, "--export-gguf: %s", gwhy);
         fprintf(stderr, "caliper serve: wrote %s (%s, %lld params, %s, %s)\n", gguf_out,
-                sc.model.name, np, mix ? "q4_k_m" : cal_dtype_name(dtype),
-                cal_arch_name(sc.model.arch));
+                sc.model.name, np, mix ? "q4_k_m" : sc.model.as_stored ? "as stored"
+                : cal_dtype_name(dtype), cal_arch_name(sc.model.arch));
         return CLI_OK;
     }
     if (gguf_in) {
@@ -524,6 +608,10 @@ int cmd_serve(int argc, char **argv)
                     "cache for %ld sequences\n", sc.model.max_ctx, full,
                     cal_unit_format(CAL_U_BYTES, full, 3, b1, sizeof b1), max_batch);
         }
+    }
+    if (pace_ms == 0 && !op_bench) {
+        rc = check_reservation(&sc.model, gguf_in, max_batch, kv_overcommit);
+        if (rc) return rc;
     }
     char name[128];
     if (!model_name) {
@@ -586,6 +674,8 @@ int cmd_serve(int argc, char **argv)
             return cli_usage_error(C, "%s", reason);
         return cli_fail(C, "%s", reason[0] ? reason : cal_strerror(rc));
     }
+    if (gguf_in && cal_server_engine(srv))
+        print_held(gguf_in, &sc.model, cal_server_engine(srv), max_batch);
     const char *warn = cli_build_warning();
     if (warn) fprintf(stderr, "caliper serve: warning: %s\n", warn);
     int v6 = strchr(host, ':') != NULL;

@@ -8,7 +8,8 @@
  *   next_token MODEL.gguf PROMPTS.txt [K [DTYPE]]  one prompt per line; "\n"
  *                                              in a line stands for a newline;
  *                                              DTYPE: the engine's format of
- *                                              the weights (default f32) */
+ *                                              every matrix (default: each
+ *                                              held as the file stores it) */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,7 +34,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "next_token: %s\n", why);
         return 1;
     }
-    if (argc > 4 && (c.dtype = cal_dtype_parse(argv[4])) < 0) {
+    /* DTYPE converts every matrix, as serve's --dtype; without it each is
+     * held as the file stores it */
+    if (argc > 4 && (c.as_stored = 0, c.dtype = cal_dtype_parse(argv[4])) < 0) {
         fprintf(stderr, "next_token: DTYPE \"%s\" is not an engine format\n", argv[4]);
         return 2;
     }

@@ -2,6 +2,8 @@
 """Compare the F32 tensors of two GGUF files by name, value by value.
 
 usage: same_tensors.py A.gguf B.gguf
+       same_tensors.py --raw A.gguf B.gguf   tensors of any type: the same
+                                             types, shapes and bytes
 
 A GGUF reader of its own (the format's header, key-values skipped, tensor
 directory; no numpy), so the check does not go through caliper's reader.
@@ -60,7 +62,45 @@ def tensors(path):
     return r.f, start, {name: (dims, t, off) for name, dims, t, off in info}
 
 
+# ggml's block layouts: type -> (values per block, bytes per block)
+BLOCK = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
+         8: (32, 34), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176),
+         14: (256, 210), 30: (1, 2)}
+
+
+def raw(pa, pb):
+    fa, sa, ta = tensors(pa)
+    fb, sb, tb = tensors(pb)
+    bad = 0
+    if set(ta) != set(tb):
+        print("not the same tensors: only in A %s, only in B %s"
+              % (sorted(set(ta) - set(tb)), sorted(set(tb) - set(ta))))
+        bad += 1
+    nbytes = 0
+    for name in sorted(set(ta) & set(tb)):
+        (da, ya, oa), (db, yb, ob) = ta[name], tb[name]
+        if da != db or ya != yb or ya not in BLOCK:
+            print("%s: shape %s type %d vs shape %s type %d" % (name, da, ya, db, yb))
+            bad += 1
+            continue
+        n = 1
+        for d in da:
+            n *= d
+        per, by = BLOCK[ya]
+        size = n // per * by
+        fa.seek(sa + oa)
+        fb.seek(sb + ob)
+        if fa.read(size) != fb.read(size):
+            print("%s: the bytes differ (type %d)" % (name, ya))
+            bad += 1
+        nbytes += size
+    print("# %d tensors, %d bytes compared; %d differ" % (len(set(ta) & set(tb)), nbytes, bad))
+    return 1 if bad else 0
+
+
 def main():
+    if sys.argv[1] == "--raw":
+        return raw(sys.argv[2], sys.argv[3])
     fa, sa, ta = tensors(sys.argv[1])
     fb, sb, tb = tensors(sys.argv[2])
     bad = 0

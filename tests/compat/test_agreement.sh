@@ -39,13 +39,11 @@ agree() { # NAME PRESET DTYPE TOL [serve flags: --arch, shape]
   if [[ $tol == x* ]]; then
     "$NEXT_TOKEN" "$f" "$PROMPTS" 5 q8_0 >"$E2E_TMP/$name.q8" 2>>"$E2E_TMP/$name.cal.err" \
       || { not_ok "$name: caliper's Q8_0 path on the file"; cat "$E2E_TMP/$name.cal.err"; return; }
-    # measured from the F32 path, whichever path is under test
-    local base="$E2E_TMP/$name.cal"
-    if [ -n "${CAL_DTYPE:-}" ]; then
-      base="$E2E_TMP/$name.f32"
-      "$NEXT_TOKEN" "$f" "$PROMPTS" 5 >"$base" 2>>"$E2E_TMP/$name.cal.err" \
-        || { not_ok "$name: caliper's F32 path on the file"; cat "$E2E_TMP/$name.cal.err"; return; }
-    fi
+    # measured from the F32 path (every matrix widened exactly, activations
+    # kept in F32), whichever path is under test
+    local base="$E2E_TMP/$name.f32"
+    "$NEXT_TOKEN" "$f" "$PROMPTS" 5 f32 >"$base" 2>>"$E2E_TMP/$name.cal.err" \
+      || { not_ok "$name: caliper's F32 path on the file"; cat "$E2E_TMP/$name.cal.err"; return; }
     local s; s=$(python3 "$COMPAT_DIR/sensitivity.py" "$base" "$E2E_TMP/$name.q8")
     local k=${tol#x}
     tol=$(python3 -c "import sys; print('%.4g' % max(float(sys.argv[1]) * float(sys.argv[2]), 1e-3))" "$k" "$s")
@@ -72,18 +70,29 @@ quantized() { # NAME F32FILE: $QUANT by llama.cpp's own quantizer, read exactly
   "$LLAMA_BIN/llama-quantize" --override-kv caliper.embedding_scale=float:1 "$f" "$q" "$QUANT" \
     >"$E2E_TMP/$name.quant" 2>&1 \
     || { not_ok "$name: llama-quantize $QUANT"; tail -5 "$E2E_TMP/$name.quant"; return 1; }
-  # the formats llama.cpp chose, as caliper serve names them
-  local held; held=$("$CALIPER" serve --model "$q" --port 0 --export-gguf "$E2E_TMP/$name.back.gguf" \
-                     --dtype f32 2>&1 | grep -o "widened exactly from the file's .*")
-  local want types=${held%%;*}
-  types=${types#*file\'s }
+  # the formats llama.cpp chose, as caliper serve names them: held as
+  # stored where the engine has the format and the rows fit its kernels,
+  # the others widened exactly to F32
+  local held; held=$("$CALIPER" serve --model "$q" --port 0 --export-gguf "$E2E_TMP/$name.held.gguf" \
+                     2>&1 | grep -o "weights held as stored: .*")
+  echo "# $name: ${held%%; [0-9]* MB held*}"
+  local want types=${held#weights held as stored: }
+  types=${types%% MB held*}
   for want in $WANT_TYPES; do
-    check "$name: llama-quantize $QUANT wrote $want tensors ($types)" grep -qw "$want" <<<"$types"
+    check "$name: llama-quantize $QUANT wrote $want tensors ($want named at startup)" grep -qw "$want" <<<"$types"
   done
-  # the engine format offered is one the rows fit (224 is not whole Q4_K
-  # blocks) holding the largest share it can: Q8_0's
-  check "$name: serve offers --dtype q8_0 for the file's Q8_0 share" \
-    grep -q -- "--dtype q8_0 holds the Q8_0 share as stored" <<<"$held"
+  for want in ${WANT_STORED:-}; do
+    check "$name: its $want tensors are held as stored" grep -qE "held as stored: ([A-Z0-9_]+ [0-9]+ %, )*$want [0-9]+ %" <<<"$held"
+  done
+  # what caliper holds, written back: llama.cpp's file, tensor for tensor,
+  # bit for bit where held as stored (the widened ones go back as F32)
+  if [ -z "${WIDENED:-}" ]; then
+    python3 "$COMPAT_DIR/same_tensors.py" --raw "$q" "$E2E_TMP/$name.held.gguf" >"$E2E_TMP/$name.same-held"
+    check "$name: held as stored and written back, every tensor is llama.cpp's bit for bit ($(tail -1 "$E2E_TMP/$name.same-held" | sed 's/^# //'))" \
+      [ $? -eq 0 ]
+  fi
+  "$CALIPER" serve --model "$q" --port 0 --export-gguf "$E2E_TMP/$name.back.gguf" --dtype f32 \
+    >/dev/null 2>&1 || { not_ok "$name: caliper widens the file to F32"; return 1; }
   # llama.cpp's own dequantization of every tensor, against caliper's
   # loader: bit for bit
   "$LLAMA_BIN/llama-quantize" --allow-requantize "$q" "$E2E_TMP/$name.deq.gguf" F32 \
@@ -94,7 +103,7 @@ quantized() { # NAME F32FILE: $QUANT by llama.cpp's own quantizer, read exactly
   grep -v '^#' "$E2E_TMP/$name.same" | head -5
   check "$name: caliper reads every tensor as llama.cpp dequantizes it ($(tail -1 "$E2E_TMP/$name.same" | sed 's/^# //'))" \
     [ $rc -eq 0 ]
-  rm -f "$E2E_TMP/$name.deq.gguf" "$E2E_TMP/$name.back.gguf"
+  rm -f "$E2E_TMP/$name.deq.gguf" "$E2E_TMP/$name.back.gguf" "$E2E_TMP/$name.held.gguf"
 }
 
 greedy() { # caliper serve --model and llama-server continue prompts alike
@@ -130,41 +139,50 @@ agree llama3rope-f32 tiny f32 1e-4 --rope-scaling llama3 "${KQ[@]}"
 eff=$(python3 "$COMPAT_DIR/sensitivity.py" "$E2E_TMP/llama3rope-f32.cal" "$E2E_TMP/llama-f32.cal")
 check "the RoPE factors move caliper's probabilities by $eff, 10x the tolerance or more" \
   python3 -c "import sys; assert float(sys.argv[1]) >= 1e-3" "$eff"
-# Quantized files: caliper multiplies the file's exact weights by F32
-# activations; llama.cpp's CPU kernels round the activations first (to Q8_0
-# blocks of 32 for Q8_0 weights, to Q8_K blocks of 256 for Q4_K and Q6_K).
-# So the bound is the file's own sensitivity to that rounding, measured on
-# caliper's side (sensitivity.py: the same file through caliper's Q8_0 path,
-# which rounds activations to Q8_0 as llama.cpp does), times a factor: 2.5
-# for Q8_0, where the two roundings are the same kind; 8 for Q4_K_M, whose
-# Q8_K rounding (one scale per 256 values) is coarser than the Q8_0 that
-# measures it. Measured on 4 architectures x 24 prompts: llama-server within
-# 0.5-1.1x of the sensitivity on Q8_0 and 1.4-5.3x on Q4_K_M. The top-5 ids
-# must agree in every case.
-#
-# Then caliper's own Q4_K path on a Q4_K file (the format `serve --model`
-# holds a Q4_K_M file in): activations rounded to Q8_K in every product, the
-# rows interleaved on AVX-512 VNNI (engine/q4kx.c), as llama.cpp's kernels
-# do. The integer products are the same on both sides; the scales are not
-# rounded the same way (llama.cpp: −127/max, caliper: 1/(max/127)), nor
-# are the sums added in the same order, so an activation now and then
-# rounds the other way: the same bound as Q4_K_M. Measured: 1.6e-2 to
-# 8.0e-2, against 1.6e-2 to 2.0e-1 for caliper's F32 path on the same files.
+# Quantized files, held as stored: each product takes its matrix's own
+# kernel, and both engines round the activations first (to Q8_0 blocks of
+# 32 for Q8_0 weights, to Q8_K blocks of 256 for Q4_K and Q6_K). They do
+# not compute the rounding's scale the same way (llama.cpp: −127/max,
+# caliper: 1/(max/127)), nor add the sums in the same order, so an
+# activation now and then rounds the other way. So the bound is the file's
+# own sensitivity to activation rounding, measured on caliper's side
+# (sensitivity.py: the same file through caliper's F32 path and its Q8_0
+# path), times a factor: 2.5 for Q8_0, where the two roundings are the same
+# kind; 8 for Q4_K_M, whose Q8_K rounding (one scale per 256 values) is
+# coarser than the Q8_0 that measures it. The top-5 ids must agree in every
+# case. A Q4_K_M file is Q4_K and Q6_K, held as such (Q, K and V split by
+# format in the layers whose attn_v is Q6_K); then a Q4_K file converted to
+# Q4_K by the engine's --dtype path (next_token's DTYPE), which must give
+# the file's own Q4_K (interleaved on AVX-512 VNNI, engine/q4kx.c).
 for arch in llama qwen2 qwen3 qwen3moe; do
   pre=tiny; extra=(); [ $arch = qwen3moe ] && { pre=moe; extra=(--vocab 4096); }
   agree "$arch-q8_0" $pre q8_0 x2.5 --arch "$arch" "${KQ[@]}" "${extra[@]}"
   agree "$arch-q4_k_m" $pre q4_k_m x8 --arch "$arch" "${KQ[@]}" "${extra[@]}"
   CAL_DTYPE=q4_k agree "$arch-q4_k" $pre q4_k x8 --arch "$arch" "${KQ[@]}" "${extra[@]}"
 done
-# Files llama.cpp's own quantizer wrote, on a width that is not whole
-# super-blocks (224; Qwen2.5 0.5B's is 896): there it falls back from Q4_K
-# to Q5_0, from Q5_K to Q5_1 and from Q6_K to Q8_0, so a real Q4_K_M file
-# of such a model is mostly Q5_0. The ffn_down rows (512) stay K-quants.
-# caliper holds them in F32, widened exactly (checked bit for bit against
-# llama.cpp's dequantization); llama.cpp rounds the activations to Q8_0 or
-# Q8_K in each product, so the bound is Q4_K_M's.
+# Files llama.cpp's own quantizer wrote. First a Q4_K_M file of a width in
+# whole super-blocks: Q4_K and Q6_K (output.weight, and attn_v and ffn_down
+# of some layers, so Q, K and V are split by format), held as stored by
+# caliper's engine and written back bit for bit; both engines round the
+# activations to Q8_K for every product (llama.cpp with −127/max, caliper
+# with 1/(max/127), so now and then one rounds the other way), and the
+# bound is Q4_K_M's.
+WANT_TYPES="Q4_K Q6_K" WANT_STORED="Q4_K Q6_K" QUANT=Q4_K_M \
+  agree llama-256-q4_k_m tiny f32 x8 "${KQ[@]}"
+WANT_TYPES="Q4_0 Q6_K" WANT_STORED="Q4_0 Q6_K" QUANT=Q4_0 \
+  agree llama-256-q4_0 tiny f32 x8 "${KQ[@]}"
+# Then on a width that is not whole super-blocks (224; Qwen2.5 0.5B's is
+# 896): there llama.cpp falls back from Q4_K to Q5_0, from Q5_K to Q5_1 and
+# from Q6_K to Q8_0, so a real Q4_K_M file of such a model is mostly Q5_0.
+# The ffn_down rows (512) stay K-quants. caliper holds what it has kernels
+# for as stored (Q8_0, Q4_K, Q6_K) and widens the rest exactly to F32
+# (checked bit for bit against llama.cpp's dequantization); llama.cpp
+# rounds the activations to Q8_0 or Q8_K in each product, so the bound is
+# Q4_K_M's.
 QS=(--dim 224 --heads 7 --kv-heads 1 --ffn 512 --layers 2 --arch qwen2)
-WANT_TYPES="Q5_0 Q8_0 Q4_K Q6_K" QUANT=Q4_K_M agree qwen2-224-q4_k_m tiny f32 x8 "${QS[@]}"
-WANT_TYPES="Q5_1 Q8_0 Q5_K Q6_K" QUANT=Q5_K_M agree qwen2-224-q5_k_m tiny f32 x8 "${QS[@]}"
-WANT_TYPES="Q4_1" QUANT=Q4_1 agree qwen2-224-q4_1 tiny f32 x8 "${QS[@]}"
+WIDENED=1 WANT_TYPES="Q5_0 Q8_0 Q4_K Q6_K" WANT_STORED="Q8_0 Q4_K Q6_K" QUANT=Q4_K_M \
+  agree qwen2-224-q4_k_m tiny f32 x8 "${QS[@]}"
+WIDENED=1 WANT_TYPES="Q5_1 Q8_0 Q5_K Q6_K" WANT_STORED="Q8_0 Q6_K" QUANT=Q5_K_M \
+  agree qwen2-224-q5_k_m tiny f32 x8 "${QS[@]}"
+WIDENED=1 WANT_TYPES="Q4_1" QUANT=Q4_1 agree qwen2-224-q4_1 tiny f32 x8 "${QS[@]}"
 finish

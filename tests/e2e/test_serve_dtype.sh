@@ -5,9 +5,9 @@
 # a usage error that names the flag.
 . "$(dirname "$0")/lib.sh"
 
-"$CALIPER" serve --dtype q4_1 >/dev/null 2>"$E2E_TMP/err"; rc=$?
-check "--dtype q4_1 exits 2" [ "$rc" -eq 2 ]
-check "--dtype q4_1 names the flag and the value" grep -q -- '--dtype: "q4_1"' "$E2E_TMP/err"
+"$CALIPER" serve --dtype q2_k >/dev/null 2>"$E2E_TMP/err"; rc=$?
+check "--dtype q2_k exits 2" [ "$rc" -eq 2 ]
+check "--dtype q2_k names the flag and the value" grep -q -- '--dtype: "q2_k"' "$E2E_TMP/err"
 "$CALIPER" serve --dtype q8_0 --dim 80 --heads 4 --kv-heads 2 >/dev/null 2>"$E2E_TMP/err"; rc=$?
 check "q8_0 with dim 80 (not whole 32-weight blocks) exits 2" [ "$rc" -eq 2 ]
 check "q8_0 with dim 80: the block rule named" \

@@ -52,28 +52,36 @@ if start_serve --model tiny.gguf; then
   check "the export served back counts the preset's parameters ($got = $want)" [ "$got" = "$want" ]
   check "the listening line says so too" grep -q "model tiny.gguf, $want params" "$(serve_log)"
   check "an F32 file is held as stored, and serve says so" \
-    grep -q "weights held as f32, as stored" "$(serve_log)"
+    grep -q "weights held as stored: F32 100 %;" "$(serve_log)"
   kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 else not_ok "serve --model tiny.gguf starts"; fi
 
-# how a quantized file's weights are held is said at startup: widened
-# exactly to the default F32, naming the file's types and the flag that
-# holds them as stored; or rounded, naming what is
+# A quantized file's matrices are held as stored, each in its own format
+# (a Q4_K_M file: Q4_K and Q6_K), and the startup line names them with
+# their shares, the bytes held beside the file's and the KV cache; --dtype
+# converts, and the line says what was widened or rounded.
 "$CALIPER" serve --preset tiny --dim 256 --ffn 512 --heads 4 --kv-heads 2 --layers 2 \
   --export-gguf mix.gguf --dtype q4_k_m 2>"$T/err"
-for d in f32 q4_k; do
-  if start_serve --model mix.gguf $([ $d = q4_k ] && echo --dtype q4_k); then
+for d in stored f32 q4_k; do
+  if start_serve --model mix.gguf $([ $d != stored ] && echo --dtype $d); then
     line=$(grep "weights held as" "$(serve_log)")
     echo "# $d: $line"
-    if [ $d = f32 ]; then
-      check "Q4_K_M served in F32: widened exactly, the file's types and shares named" \
-        grep -qE "held as f32, widened exactly from the file's Q4_K [0-9]+ %, Q6_K [0-9]+ %" <<<"$line"
-      check "... and --dtype q4_k offered for the largest share" \
-        grep -q -- "--dtype q4_k holds the largest share as stored" <<<"$line"
-    else
-      check "Q4_K_M served in Q4_K: the Q6_K share is said to be rounded" \
-        grep -q "held as q4_k, the file's Q4_K .*: what is not q4_k is rounded to it" <<<"$line"
-    fi
+    case $d in
+    stored)
+      check "Q4_K_M served as stored: the file's types and shares named" \
+        grep -qE "held as stored: Q4_K [0-9]+ %, Q6_K [0-9]+ %; " <<<"$line"
+      held=$(sed -n 's/.*; \([0-9.]*\) MB held for a \([0-9.]*\) MB file, KV cache .* reserved (16 sequences of 512 positions.*/\1 \2/p' <<<"$line")
+      check "... with the bytes held, within 1.05x of the file's ($held MB)" python3 -c '
+import sys; h, f = map(float, sys.argv[1:3]); assert 0.5 * f < h <= 1.05 * f' $held
+      check "... and the profile names both formats" \
+        grep -q '"dtype": "q4_k+q6_k"' <(curl -sf --max-time 60 "$SERVE_URL/profile");;
+    f32)
+      check "Q4_K_M served in F32 by --dtype: widened exactly, the file's types and shares named" \
+        grep -qE "held as f32 \(--dtype\): Q4_K [0-9]+ %, Q6_K [0-9]+ % widened exactly;" <<<"$line";;
+    q4_k)
+      check "Q4_K_M served in Q4_K by --dtype: the Q6_K share is said to be rounded" \
+        grep -qE "held as q4_k \(--dtype\): Q4_K [0-9]+ % as stored; Q6_K [0-9]+ % rounded to q4_k;" <<<"$line";;
+    esac
     kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
   else not_ok "serve --model mix.gguf ($d) starts"; fi
 done
@@ -132,7 +140,8 @@ if start_serve --model long.gguf; then
 else not_ok "serve --model long.gguf starts"; fi
 if start_serve --model long.gguf --context 8192 --max-batch 2; then
   check "--context 8192 raises it" [ "$(models_field "$SERVE_URL" max_model_len)" = 8192 ]
-  check "and nothing is said of a KV cache of 8 MiB" [ -z "$(grep -i 'KV cache' "$(serve_log)")" ]
+  check "the KV cache of 2 x 8192 positions is named, and no more" \
+    [ "$(grep -ci 'KV cache' "$(serve_log)")" = 1 ] && grep -q "2 sequences of 8192 positions" "$(serve_log)"
   kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null
 else not_ok "serve --model long.gguf --context 8192 starts"; fi
 

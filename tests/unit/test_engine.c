@@ -9,10 +9,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
 #include <cmocka.h>
 #include <jansson.h>
 #include "caliper/error.h"
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "engine/internal.h"
 #include "engine/kernels.h"
 
@@ -95,48 +98,60 @@ static void ref_rope_neox(double *v, int n_heads, int hd, int pos, double theta)
         }
 }
 
-/* y[out] = W[out][in] · x[in] */
-/* set while the reference models a Q8_0 engine: its products take the
- * activations rounded to Q8_0 (kernels.h), and so does the reference */
-static int ref_q8_0;
-/* set while the reference models a BF16 engine's prefill step (m > 16) on a
- * CPU with AVX512_BF16: the layers' products take the activations rounded
- * to BF16 (cal_k_gemm_bf16); the logits of the last token (m = 1) do not */
-static int ref_bf16;
-/* set while the reference models a Q4_K or Q6_K engine's decode-sized
- * products (m <= 16), and all of a Q4_K engine's products where it holds
- * the rows interleaved (AVX-512 VNNI: prefill takes the same kernel): their
- * activations rounded to Q8_K (kquants.c); ref_kq_decode says whether the
- * layers' products are rounded too (the logits of the last token always
- * are) */
-static int ref_q8_k, ref_kq_decode;
+/* One matrix of the engine, dequantized, with the format it is held in:
+ * every product takes its activations as the engine's kernel for that
+ * format does (kernels.h), so the reference rounds them the same way. */
+typedef struct rmat {
+    float *w;                /* [n_mats][rows][n_in] */
+    int dt, pk, rows, n_in;
+} rmat;
 
-static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n_in)
+/* set while the reference models a prefill chunk (the layers' products of
+ * more than 16 rows), clear for decode-sized products and the logits of
+ * the last token */
+static int ref_prefill;
+
+/* How a product on M rounds its activations: Q8_0 weights take X rounded
+ * to Q8_0 at every batch size; the K-quants take it rounded to Q8_K in
+ * decode, and so do they interleaved (AVX-512 VNNI) in prefill; Q4_1, Q5_0
+ * and Q5_1 likewise to Q8_0; BF16 prefill on AVX512_BF16 rounds it to
+ * BF16. Others (Q4_0 among them) keep X in F32. */
+enum { R_NONE, R_Q8_0, R_Q8_K, R_BF16 };
+static int ref_rounding(const rmat *M)
 {
+    if (M->dt == CAL_DTYPE_Q8_0)
+        return R_Q8_0;
+    if (M->dt == CAL_DTYPE_Q4_K || M->dt == CAL_DTYPE_Q5_K || M->dt == CAL_DTYPE_Q6_K)
+        return !ref_prefill || M->pk ? R_Q8_K : R_NONE;
+    if (M->dt == CAL_DTYPE_Q4_1 || M->dt == CAL_DTYPE_Q5_0 || M->dt == CAL_DTYPE_Q5_1)
+        return !ref_prefill || M->pk ? R_Q8_0 : R_NONE;
+    if (M->dt == CAL_DTYPE_BF16 && ref_prefill && cal_k_have_bf16_gemm())
+        return R_BF16;
+    return R_NONE;
+}
+
+/* y[n_out] = W · x[n_in], W rows r0 .. r0+n_out−1 of matrix (expert) x of M */
+static void ref_mv_at(double *y, const rmat *M, int expert, int r0, const double *x0, int n_out)
+{
+    int n_in = M->n_in;
+    const float *w = M->w + ((size_t)expert * M->rows + (size_t)r0) * n_in;
     double xr[4096];
     const double *x = x0;
-    if (ref_q8_0) {
+    int how = ref_rounding(M);
+    if (how != R_NONE) {
         float f[4096];
         assert_true(n_in <= 4096);
         for (int i = 0; i < n_in; i++)
             f[i] = (float)x0[i];
-        cal_k_q8_0_round(f, f, n_in);
+        if (how == R_Q8_0)
+            cal_k_q8_0_round(f, f, n_in);
+        else if (how == R_Q8_K)
+            cal_k_q8_k_round(f, f, n_in);
+        else
+            for (int i = 0; i < n_in; i++)
+                f[i] = cal_k_bf16_to_f32(cal_k_f32_to_bf16(f[i]));
         for (int i = 0; i < n_in; i++)
             xr[i] = f[i];
-        x = xr;
-    } else if (ref_q8_k) {
-        float f[4096];
-        assert_true(n_in <= 4096);
-        for (int i = 0; i < n_in; i++)
-            f[i] = (float)x0[i];
-        cal_k_q8_k_round(f, f, n_in);
-        for (int i = 0; i < n_in; i++)
-            xr[i] = f[i];
-        x = xr;
-    } else if (ref_bf16) {
-        assert_true(n_in <= 4096);
-        for (int i = 0; i < n_in; i++)
-            xr[i] = cal_k_bf16_to_f32(cal_k_f32_to_bf16((float)x0[i]));
         x = xr;
     }
     for (int o = 0; o < n_out; o++) {
@@ -145,6 +160,11 @@ static void ref_mv(double *y, const float *w, const double *x0, int n_out, int n
             s += (double)w[(size_t)o * n_in + i] * x[i];
         y[o] = s;
     }
+}
+
+static void ref_mv(double *y, const rmat *M, int expert, const double *x)
+{
+    ref_mv_at(y, M, expert, 0, x, M->rows);
 }
 
 static double silu(double g) { return g / (1.0 + exp(-g)); }
@@ -170,30 +190,26 @@ static void ref_topk(const double *probs, int n, int k, int *idx, double *w)
     }
 }
 
-/* rows × n_in weights of engine e, in matrices of `per` rows (an MoE
- * tensor's experts), dequantized into a new F32 array: read through
- * cal_engine_rows, as the engine may hold Q8_0 interleaved */
-static float *deqm(const cal_engine *e, const void *w, int64_t rows, int n_in, int64_t per)
+/* Tensor t of engine e, every expert, dequantized into a new F32 array:
+ * read through cal_engine_rows, as the engine may hold rows interleaved */
+static rmat rdeq(const cal_engine *e, const cal_tensor_view *t)
 {
-    int dt = cal_engine_config(e)->dtype;
-    float *o = malloc(sizeof(float) * (size_t)(rows * n_in));
-    size_t rb = cal_k_row_bytes(dt, n_in);
-    char *blk = malloc((size_t)per * rb);
-    assert_non_null(o);
+    (void)e;
+    rmat M = {NULL, t->dtype, t->packed, (int)t->rows, t->n_in};
+    assert_non_null(t->m);
+    size_t rb = cal_k_row_bytes(t->dtype, t->n_in);
+    M.w = malloc(sizeof(float) * (size_t)t->n_mats * (size_t)t->rows * (size_t)t->n_in);
+    char *blk = malloc((size_t)t->rows * rb);
+    assert_non_null(M.w);
     assert_non_null(blk);
-    for (int64_t m0 = 0; m0 < rows; m0 += per) {
-        const char *got = cal_engine_rows(e, (const char *)w + (size_t)m0 * rb, per, 0, per,
-                                          n_in, blk);
-        for (int64_t r = 0; r < per; r++)
-            cal_k_dequantize_row(dt, got + (size_t)r * rb, o + (m0 + r) * n_in, n_in);
+    for (int x = 0; x < t->n_mats; x++) {
+        const char *got = cal_engine_rows(e, t, x, 0, t->rows, blk);
+        for (int64_t r = 0; r < t->rows; r++)
+            cal_k_dequantize_row(t->dtype, got + (size_t)r * rb,
+                                 M.w + ((size_t)x * t->rows + (size_t)r) * t->n_in, t->n_in);
     }
     free(blk);
-    return o;
-}
-
-static float *deq(const cal_engine *e, const void *w, int64_t rows, int n_in)
-{
-    return deqm(e, w, rows, n_in, rows);
+    return M;
 }
 
 /* The whole model, token by token, in double, straight from the weights
@@ -214,26 +230,25 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
     double *h13 = calloc((size_t)2 * f, sizeof(double)), *a = calloc((size_t)f, sizeof(double));
     double *r = calloc((size_t)(c->n_experts + 1), sizeof(double));
     assert_non_null(K); assert_non_null(V); assert_non_null(sc);
-    int dt = mw.dtype, ne_all = c->n_experts > 0 ? c->n_experts : 1;
-    ref_q8_0 = dt == CAL_DTYPE_Q8_0;
-    int kq = dt == CAL_DTYPE_Q4_K || dt == CAL_DTYPE_Q6_K;
-    ref_q8_k = kq && ref_kq_decode;
-    float *emb = deq(e, mw.embedding, c->vocab, d);
-    float *outw = deq(e, mw.output, c->vocab, d);
+    rmat emb = rdeq(e, &mw.embedding), outw = rdeq(e, &mw.output);
     for (int p = 0; p < n; p++) {
         for (int i = 0; i < d; i++)
-            x[i] = (double)emb[(size_t)tok[p] * d + i] * CAL_ENGINE_EMBED_SCALE;
+            x[i] = (double)emb.w[(size_t)tok[p] * d + i] * mw.embed_scale;
         for (int l = 0; l < L; l++) {
-            cal_layer_weights lw, w;
+            cal_layer_weights lw;
             cal_engine_layer_weights(e, l, &lw);
-            w = lw;
-            w.wqkv = deq(e, lw.wqkv, qd + 2 * kvd, d);
-            w.wo = deq(e, lw.wo, d, qd);
-            w.w13 = deqm(e, lw.w13, (int64_t)ne_all * 2 * f, d, 2 * f);
-            w.w2 = deqm(e, lw.w2, (int64_t)ne_all * d, f, d);
-            w.router = lw.router ? deq(e, lw.router, c->n_experts, d) : NULL;
-            ref_rmsnorm(xn, x, w.attn_norm, d, c->norm_eps);
-            ref_mv(qkv, w.wqkv, xn, qd + 2 * kvd, d);
+            rmat wq = rdeq(e, &lw.q), wk = rdeq(e, &lw.k), wv = rdeq(e, &lw.v);
+            rmat wo = rdeq(e, &lw.o), wg = rdeq(e, &lw.gate), wu = rdeq(e, &lw.up);
+            rmat wd = rdeq(e, &lw.down);
+            rmat wr = {0};
+            if (c->n_experts > 0)
+                wr = rdeq(e, &lw.router);
+            else
+                assert_null(lw.router.m);
+            ref_rmsnorm(xn, x, lw.attn_norm, d, c->norm_eps);
+            ref_mv(qkv, &wq, 0, xn);
+            ref_mv(qkv + qd, &wk, 0, xn);
+            ref_mv(qkv + qd + kvd, &wv, 0, xn);
             if (c->arch == CAL_ARCH_QWEN2) {
                 assert_non_null(lw.bqkv);
                 for (int i = 0; i < qd + 2 * kvd; i++)
@@ -241,7 +256,7 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
             } else {
                 assert_null(lw.bqkv);
             }
-            if (c->arch == CAL_ARCH_QWEN3) {
+            if (CAL_ARCH_QK_NORM(c->arch)) {
                 assert_non_null(lw.q_norm);
                 for (int h = 0; h < H + KV; h++)
                     ref_rmsnorm(qkv + h * hd, qkv + h * hd, h < H ? lw.q_norm : lw.k_norm,
@@ -274,39 +289,37 @@ static void ref_forward(const cal_engine *e, const int32_t *tok, int n, double *
                     att[h * hd + i] = s;
                 }
             }
-            ref_mv(o, w.wo, att, d, qd);
+            ref_mv(o, &wo, 0, att);
             for (int i = 0; i < d; i++)
                 x[i] += o[i];
-            ref_rmsnorm(xn, x, w.ffn_norm, d, c->norm_eps);
+            ref_rmsnorm(xn, x, lw.ffn_norm, d, c->norm_eps);
             int ne = c->n_experts > 0 ? c->top_k : 1;
             int idx[64] = {0};
             double wt[64] = {1.0};
             if (c->n_experts > 0) {
-                ref_mv(r, w.router, xn, c->n_experts, d);
+                ref_mv(r, &wr, 0, xn);
                 ref_softmax(r, c->n_experts);
                 ref_topk(r, c->n_experts, c->top_k, idx, wt);
             }
             for (int k = 0; k < ne; k++) {
-                const float *w13 = (const float *)w.w13 + (size_t)idx[k] * 2 * f * d;
-                const float *w2 = (const float *)w.w2 + (size_t)idx[k] * d * f;
-                ref_mv(h13, w13, xn, 2 * f, d);
+                ref_mv(h13, &wg, idx[k], xn);
+                ref_mv(h13 + f, &wu, idx[k], xn);
                 for (int i = 0; i < f; i++)
                     a[i] = silu(h13[i]) * h13[f + i];
-                ref_mv(o, w2, a, d, f);
+                ref_mv(o, &wd, idx[k], a);
                 for (int i = 0; i < d; i++)
                     x[i] += wt[k] * o[i];
             }
-            free((void *)w.wqkv); free((void *)w.wo); free((void *)w.w13);
-            free((void *)w.w2); free((void *)w.router);
+            free(wq.w); free(wk.w); free(wv.w); free(wo.w); free(wg.w); free(wu.w);
+            free(wd.w); free(wr.w);
         }
     }
     ref_rmsnorm(xn, x, mw.final_norm, d, c->norm_eps);
-    ref_bf16 = 0;
-    ref_q8_k = kq;
-    ref_mv(logits, outw, xn, c->vocab, d);
-    ref_q8_0 = 0;
-    ref_q8_k = 0;
-    free(emb); free(outw);
+    int prefill = ref_prefill;
+    ref_prefill = 0;   /* the logits of the last token: a decode-sized product */
+    ref_mv(logits, &outw, 0, xn);
+    ref_prefill = prefill;
+    free(emb.w); free(outw.w);
     free(K); free(V); free(x); free(xn); free(qkv); free(att); free(o); free(sc);
     free(h13); free(a); free(r);
 }
@@ -530,11 +543,11 @@ static void check_vs_reference(cal_engine *e, int n, int chunk)
         int m = n - p < chunk ? n - p : chunk;
         assert_int_equal(run(e, 0, p, t + p, m, lg), CAL_OK);
     }
-    int bf16_prefill = cal_engine_config(e)->dtype == CAL_DTYPE_BF16 && chunk > 16 &&
-                       (n % chunk == 0 || n % chunk > 16) && cal_k_have_bf16_gemm();
-    ref_bf16 = bf16_prefill;
-    ref_kq_decode = chunk <= 16 ||
-                    (cal_engine_config(e)->dtype == CAL_DTYPE_Q4_K && cal_k_have_q8x());
+    /* the layers' products run as prefill where the chunk holds more
+     * than 16 rows */
+    ref_prefill = chunk > 16 && (n % chunk == 0 || n % chunk > 16);
+    int bf16_prefill = ref_prefill && cal_engine_params_held(e, CAL_DTYPE_BF16) > 0 &&
+                       cal_k_have_bf16_gemm();
     ref_forward(e, t, n, ref);
     double err = max_err(lg, ref, V);
     /* BF16 activations: the reference rounds its own (double) activations,
@@ -554,14 +567,16 @@ static void check_vs_reference(cal_engine *e, int n, int chunk)
      * the tiny preset; allow 2^-5 of the range (0.2). A wrong block, scale
      * or lane moves them by the range itself, and test_kernels holds each
      * Q8_0 product to the double product of the same rounded activations. */
-    int dtc = cal_engine_config(e)->dtype;
     /* Q4_K and Q6_K round their decode products' activations to Q8_K: the
      * same flips now and then */
-    int q8 = dtc == CAL_DTYPE_Q8_0 || dtc == CAL_DTYPE_Q4_K || dtc == CAL_DTYPE_Q6_K;
-    double bound = bf16_prefill ? 0x1p-8 * span : q8 ? 0x1p-5 * span : 2e-4;
+    int q8 = cal_engine_params_held(e, CAL_DTYPE_Q8_0) > 0 ||
+             cal_engine_params_held(e, CAL_DTYPE_Q4_K) > 0 ||
+             cal_engine_params_held(e, CAL_DTYPE_Q6_K) > 0;
+    double bound = q8 ? 0x1p-5 * span : bf16_prefill ? 0x1p-8 * span : 2e-4;
     if (!(err < bound))
         fail_msg("max logit error %.3g over bound %.3g (n %d, chunk %d, dtype %s)", err, bound,
                  n, chunk, cal_dtype_name(cal_engine_config(e)->dtype));
+    ref_prefill = 0;
     /* the logits are not degenerate: they spread over a real range */
     double lo = ref[0], hi = ref[0];
     for (int i = 1; i < V; i++) {
@@ -587,27 +602,25 @@ static void test_forward_tiny_vs_reference(void **state)
  * format's rounding as the model actually sees it */
 static double weight_rounding(const cal_engine *q, const cal_engine *f)
 {
-    const cal_model_config *c = cal_engine_config(f);
-    int d = c->dim, ff = c->ffn_dim, kvd = c->n_kv_heads * (d / c->n_heads);
     cal_layer_weights a, b;
     cal_engine_layer_weights(q, 0, &a);
     cal_engine_layer_weights(f, 0, &b);
     cal_model_weights ma, mb;
     cal_engine_weights(q, &ma);
     cal_engine_weights(f, &mb);
-    const void *ta[] = {a.wqkv, a.wo, a.w13, a.w2, ma.embedding};
-    const void *tb[] = {b.wqkv, b.wo, b.w13, b.w2, mb.embedding};
-    int64_t rows[] = {d + 2 * kvd, d, 2 * ff, d, c->vocab};
-    int cols[] = {d, d, d, ff, d};
+    const cal_tensor_view *ta[] = {&a.q, &a.k, &a.v, &a.o, &a.gate, &a.up, &a.down,
+                                   &ma.embedding};
+    const cal_tensor_view *tb[] = {&b.q, &b.k, &b.v, &b.o, &b.gate, &b.up, &b.down,
+                                   &mb.embedding};
     double e2 = 0, w2 = 0;
-    for (int t = 0; t < 5; t++) {
-        float *x = deq(q, ta[t], rows[t], cols[t]);
-        const float *y = tb[t];
-        for (int64_t i = 0; i < rows[t] * cols[t]; i++) {
-            e2 += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
-            w2 += (double)y[i] * y[i];
+    for (int t = 0; t < 8; t++) {
+        rmat x = rdeq(q, ta[t]), y = rdeq(f, tb[t]);
+        for (int64_t i = 0; i < (int64_t)ta[t]->rows * ta[t]->n_in; i++) {
+            e2 += ((double)x.w[i] - y.w[i]) * ((double)x.w[i] - y.w[i]);
+            w2 += (double)y.w[i] * y.w[i];
         }
-        free(x);
+        free(x.w);
+        free(y.w);
     }
     return sqrt(e2 / w2);
 }
@@ -717,7 +730,7 @@ static void test_forward_qwen_vs_reference(void **state)
     cal_layer_weights ll;
     cal_engine_layer_weights(e, 1, &ll);
     float *wo = malloc(cal_k_row_bytes(CAL_DTYPE_F32, c.dim) * (size_t)c.dim);
-    memcpy(wo, ll.wo, cal_k_row_bytes(CAL_DTYPE_F32, c.dim) * (size_t)c.dim);
+    memcpy(wo, ll.o.m, cal_k_row_bytes(CAL_DTYPE_F32, c.dim) * (size_t)c.dim);
     cal_engine_close(&e);
     for (int arch = CAL_ARCH_QWEN2; arch <= CAL_ARCH_QWEN3; arch++)
         for (int dt = CAL_DTYPE_F32; dt <= CAL_DTYPE_Q4_K; dt += CAL_DTYPE_Q4_K) {
@@ -727,7 +740,7 @@ static void test_forward_qwen_vs_reference(void **state)
             check_vs_reference(e, 13, 1);
             if (dt == CAL_DTYPE_F32) {
                 cal_engine_layer_weights(e, 1, &ll);
-                assert_memory_equal(ll.wo, wo, sizeof(float) * (size_t)c.dim * c.dim);
+                assert_memory_equal(ll.o.m, wo, sizeof(float) * (size_t)c.dim * c.dim);
                 assert_int_equal(run(e, 0, 0, t, 9, lg), CAL_OK);
                 double diff = 0;
                 for (int i = 0; i < 1024; i++)
@@ -781,6 +794,121 @@ static void test_forward_moe_vs_reference(void **state)
     assert_int_equal(cal_engine_open(&c, 2, 32, &e), CAL_OK);
     check_vs_reference(e, 20, 20);
     check_vs_reference(e, 9, 3);
+    cal_engine_close(&e);
+}
+
+/* A file whose matrices are held in seven formats at once, as stored (a
+ * Q4_K_M file is such a mixture, of two): each product takes its own
+ * matrix's kernel and rounds its activations as that format does, and the
+ * Q, K, V and gate, up products split where their formats differ. Against
+ * the reference over the same dequantized weights, each product rounding
+ * as its format does: a prefill chunk and token by token, dense and MoE
+ * (an expert's gate and up apart). */
+static void test_forward_mixed_vs_reference(void **state)
+{
+    (void)state;
+    enum { F32 = CAL_DTYPE_F32, F16 = CAL_DTYPE_F16, B16 = CAL_DTYPE_BF16, Q8 = CAL_DTYPE_Q8_0,
+           Q40 = CAL_DTYPE_Q4_0, Q4K = CAL_DTYPE_Q4_K, Q6K = CAL_DTYPE_Q6_K };
+    static const int layer[2][CAL_T_KINDS] = {
+        /* Q    K    V    O    gate up   down router */
+        {Q4K, Q8,  Q6K, F16, Q40, B16, Q6K, Q8},
+        {F32, F32, Q4K, Q8,  Q6K, Q6K, Q4K, B16},
+    };
+    char path[] = "/tmp/caliper-mixed-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (int experts = 0; experts <= 1; experts++) {
+        cal_model_config c = kq_shape(CAL_DTYPE_F32, CAL_ARCH_LLAMA), g;
+        if (experts)
+            c.n_experts = 4, c.top_k = 2;
+        int plan[CAL_T_COUNT(2)];
+        plan[CAL_T_EMB] = Q8;
+        plan[CAL_T_OUT] = Q6K;
+        for (int l = 0; l < 2; l++)
+            for (int k = 0; k < CAL_T_KINDS; k++)
+                plan[CAL_T_AT(l, k)] = layer[l][k];
+        cal_engine *e = NULL;
+        char why[256];
+        assert_int_equal(cal_engine_open(&c, 1, 16, &e), CAL_OK);
+        if (cal_gguf_export_plan(e, path, plan, why, sizeof why) != CAL_OK)
+            fail_msg("export: %s", why);
+        cal_engine_close(&e);
+        if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+            fail_msg("config: %s", why);
+        assert_int_equal(cal_engine_open(&g, 2, 64, &e), CAL_OK);
+        for (size_t i = 0; i < CAL_T_COUNT(2); i++)
+            assert_true(cal_engine_params_held(e, plan[i]) > 0);
+        check_vs_reference(e, 37, 37);
+        check_vs_reference(e, 13, 1);
+        cal_engine_close(&e);
+    }
+    unlink(path);
+}
+
+/* resident pages of n bytes from p (page-aligned) */
+static size_t resident(const void *p, size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), np = (n + pg - 1) / pg, r = 0;
+    unsigned char *v = malloc(np);
+    assert_non_null(v);
+    assert_int_equal(mincore((void *)p, n, v), 0);
+    for (size_t i = 0; i < np; i++)
+        r += v[i] & 1;
+    free(v);
+    return r;
+}
+
+/* The KV cache is laid out slot by slot, each slot's keys and values on
+ * whole pages of their own (2 MiB from a huge page's worth up, 4 KiB
+ * below): a sequence touches its own slot's pages
+ * and no other's (laid out layer by layer across slots, a 1000-token
+ * prompt in one of 16 slots took RSS to a quarter of the whole cache:
+ * each huge page it touched held every slot's positions of a layer).
+ * Nothing is resident before a position is written. */
+static void test_kv_slots_apart(void **state)
+{
+    (void)state;
+    cal_model_config c;
+    assert_int_equal(cal_model_preset("tiny", &c), CAL_OK);
+    c.max_ctx = 64;
+    enum { SLOTS = 8 };
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, SLOTS, 64, &e), CAL_OK);
+    const void *at[SLOTS];
+    size_t bytes[SLOTS];
+    for (int s = 0; s < SLOTS; s++) {
+        cal_engine_kv_slot(e, s, &at[s], &bytes[s]);
+        assert_int_equal((uintptr_t)at[s] % 4096, 0);
+        assert_int_equal(bytes[s] % 4096, 0);
+        assert_true(bytes[s] >= (size_t)cal_model_kv_bytes_per_token(&c) * c.max_ctx);
+        if (s > 0)
+            assert_true((const char *)at[s] >= (const char *)at[s - 1] + bytes[s - 1]);
+        assert_int_equal(resident(at[s], bytes[s]), 0);
+    }
+    assert_int_equal(cal_engine_kv_bytes(e), bytes[0] * SLOTS);
+    int32_t t[40];
+    prompt(t, 40, c.vocab, 11);
+    assert_int_equal(run(e, 5, 0, t, 40, NULL), CAL_OK);
+    /* a decode batch of slots 1 and 6 */
+    cal_step_entry b[2] = {{1, 0, 1, t, NULL}, {6, 0, 1, t + 1, NULL}};
+    assert_int_equal(cal_engine_step(e, b, 2), CAL_OK);
+    for (int s = 0; s < SLOTS; s++) {
+        size_t r = resident(at[s], bytes[s]);
+        if (s == 5 || s == 1 || s == 6)
+            assert_true(r > 0);
+        else if (r != 0)
+            fail_msg("slot %d: %zu pages resident, no sequence wrote there", s, r);
+    }
+    cal_engine_close(&e);
+    /* a slot of a huge page's worth or more: whole 2 MiB pages */
+    c.max_ctx = 1024;
+    assert_int_equal(cal_engine_open(&c, 2, 16, &e), CAL_OK);
+    for (int s = 0; s < 2; s++) {
+        cal_engine_kv_slot(e, s, &at[s], &bytes[s]);
+        assert_int_equal((uintptr_t)at[s] % (2u << 20), 0);
+        assert_int_equal(bytes[s] % (2u << 20), 0);
+    }
     cal_engine_close(&e);
 }
 
@@ -1214,6 +1342,8 @@ int main(void)
         cmocka_unit_test(test_forward_formats_vs_reference),
         cmocka_unit_test(test_forward_kquants_vs_reference),
         cmocka_unit_test(test_forward_qwen_vs_reference),
+        cmocka_unit_test(test_forward_mixed_vs_reference),
+        cmocka_unit_test(test_kv_slots_apart),
         cmocka_unit_test(test_profile_by_batch),
         cmocka_unit_test(test_prefill_chunk_equals_tokenwise),
         cmocka_unit_test(test_batched_equals_alone),

@@ -75,6 +75,42 @@ static void logits_of(const cal_model_config *c, const int32_t *ids, int n, floa
     cal_engine_close(&e);
 }
 
+/* tensor a of engine ea and b of eb hold the same rows, byte for byte in
+ * their format's block layout, in the same format and shape */
+static void assert_same_tensor(const cal_engine *ea, const cal_tensor_view *a,
+                               const cal_engine *eb, const cal_tensor_view *b)
+{
+    assert_int_equal(a->dtype, b->dtype);
+    assert_int_equal(a->rows, b->rows);
+    assert_int_equal(a->n_in, b->n_in);
+    assert_int_equal(a->n_mats, b->n_mats);
+    size_t rb = cal_k_row_bytes(a->dtype, a->n_in) * (size_t)a->rows;
+    char *ba = malloc(rb), *bb = malloc(rb);
+    assert_non_null(ba);
+    assert_non_null(bb);
+    for (int x = 0; x < a->n_mats; x++)
+        assert_memory_equal(cal_engine_rows(ea, a, x, 0, a->rows, ba),
+                            cal_engine_rows(eb, b, x, 0, b->rows, bb), rb);
+    free(ba);
+    free(bb);
+}
+
+/* every matrix of layer l the same in both engines */
+static void assert_same_layer(const cal_engine *ea, const cal_engine *eb, int l)
+{
+    cal_layer_weights wa, wb;
+    cal_engine_layer_weights(ea, l, &wa);
+    cal_engine_layer_weights(eb, l, &wb);
+    assert_same_tensor(ea, &wa.q, eb, &wb.q);
+    assert_same_tensor(ea, &wa.k, eb, &wb.k);
+    assert_same_tensor(ea, &wa.v, eb, &wb.v);
+    assert_same_tensor(ea, &wa.o, eb, &wb.o);
+    assert_same_tensor(ea, &wa.gate, eb, &wb.gate);
+    assert_same_tensor(ea, &wa.up, eb, &wb.up);
+    assert_same_tensor(ea, &wa.down, eb, &wb.down);
+    assert_memory_equal(wa.attn_norm, wb.attn_norm, sizeof(float) * (size_t)wa.q.n_in);
+}
+
 static void roundtrip(int experts)
 {
     cal_model_config c = small_cfg(experts), g;
@@ -153,25 +189,17 @@ static void roundtrip_format(int dtype, uint32_t ggml_type)
     if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
         fail_msg("config: %s", why);
     g.dtype = dtype;
+    g.as_stored = 0;
     cal_engine *ea = NULL, *eb = NULL;
     assert_int_equal(cal_engine_open(&c, 1, 16, &ea), CAL_OK);
     assert_int_equal(cal_engine_open(&g, 1, 16, &eb), CAL_OK);
-    size_t rd = cal_k_row_bytes(dtype, c.dim), rf = cal_k_row_bytes(dtype, c.ffn_dim);
-    int hd = c.dim / c.n_heads, qkv = c.dim + 2 * hd * c.n_kv_heads;
-    for (int l = 0; l < c.n_layers; l++) {
-        cal_layer_weights wa, wb;
-        cal_engine_layer_weights(ea, l, &wa);
-        cal_engine_layer_weights(eb, l, &wb);
-        assert_memory_equal(wa.wqkv, wb.wqkv, rd * (size_t)qkv);
-        assert_memory_equal(wa.wo, wb.wo, rd * (size_t)c.dim);
-        assert_memory_equal(wa.w13, wb.w13, rd * 2 * (size_t)c.ffn_dim);
-        assert_memory_equal(wa.w2, wb.w2, rf * (size_t)c.dim);
-        assert_memory_equal(wa.attn_norm, wb.attn_norm, sizeof(float) * (size_t)c.dim);
-    }
+    size_t rd = cal_k_row_bytes(dtype, c.dim);
+    for (int l = 0; l < c.n_layers; l++)
+        assert_same_layer(ea, eb, l);
     cal_model_weights ma, mb;
     cal_engine_weights(ea, &ma);
     cal_engine_weights(eb, &mb);
-    assert_memory_equal(ma.output, mb.output, rd * (size_t)c.vocab);
+    assert_same_tensor(ea, &ma.output, eb, &mb.output);
     float *ra = malloc(sizeof(float) * (size_t)c.dim), *rb = malloc(sizeof(float) * (size_t)c.dim);
     char *blk = malloc(rd);
     assert_non_null(ra);
@@ -179,10 +207,8 @@ static void roundtrip_format(int dtype, uint32_t ggml_type)
     assert_non_null(blk);
     /* one step: 2^-8 of the value (BF16); 1/127 of the block's largest (Q8_0) */
     for (int v = 0; v < c.vocab; v++) {
-        cal_k_dequantize_row(dtype, cal_engine_rows(ea, ma.embedding, c.vocab, v, 1, c.dim, blk),
-                             ra, c.dim);
-        cal_k_dequantize_row(dtype, cal_engine_rows(eb, mb.embedding, c.vocab, v, 1, c.dim, blk),
-                             rb, c.dim);
+        cal_k_dequantize_row(dtype, cal_engine_rows(ea, &ma.embedding, 0, v, 1, blk), ra, c.dim);
+        cal_k_dequantize_row(dtype, cal_engine_rows(eb, &mb.embedding, 0, v, 1, blk), rb, c.dim);
         for (int k = 0; k < c.dim; k++) {
             float want = ra[k] * ma.embed_scale, step = fabsf(want) * 0x1p-8f;
             if (dtype == CAL_DTYPE_Q8_0) {
@@ -206,6 +232,7 @@ static void roundtrip_format(int dtype, uint32_t ggml_type)
     float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
     logits_of(&c, ids, 6, a);
     g.dtype = CAL_DTYPE_F32;
+    g.as_stored = 0;
     logits_of(&g, ids, 6, b);
     double maxd = 0, maxa = 0;
     for (int i = 0; i < c.vocab; i++) {
@@ -263,20 +290,12 @@ static void roundtrip_kq(int dtype, uint32_t ggml_type)
         fail_msg("config: %s", why);
     assert_int_equal(g.tied_embeddings, 1);
     g.dtype = dtype;
+    g.as_stored = 0;
     cal_engine *ea = NULL, *eb = NULL;
     assert_int_equal(cal_engine_open(&c, 1, 16, &ea), CAL_OK);
     assert_int_equal(cal_engine_open(&g, 1, 16, &eb), CAL_OK);
-    size_t rd = cal_k_row_bytes(dtype, c.dim), rf = cal_k_row_bytes(dtype, c.ffn_dim);
-    int hd = c.dim / c.n_heads, qkv = c.dim + 2 * hd * c.n_kv_heads;
-    for (int l = 0; l < c.n_layers; l++) {
-        cal_layer_weights wa, wb;
-        cal_engine_layer_weights(ea, l, &wa);
-        cal_engine_layer_weights(eb, l, &wb);
-        assert_memory_equal(wa.wqkv, wb.wqkv, rd * (size_t)qkv);
-        assert_memory_equal(wa.wo, wb.wo, rd * (size_t)c.dim);
-        assert_memory_equal(wa.w13, wb.w13, rd * 2 * (size_t)c.ffn_dim);
-        assert_memory_equal(wa.w2, wb.w2, rf * (size_t)c.dim);
-    }
+    for (int l = 0; l < c.n_layers; l++)
+        assert_same_layer(ea, eb, l);
     cal_engine_close(&ea);
     cal_engine_close(&eb);
     int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
@@ -285,6 +304,7 @@ static void roundtrip_kq(int dtype, uint32_t ggml_type)
     logits_of(&g, ids, 7, b);
     assert_memory_equal(a, b, sizeof(float) * (size_t)c.vocab);
     g.dtype = CAL_DTYPE_F32;
+    g.as_stored = 0;
     logits_of(&g, ids, 7, b);
     /* the same weights; Q4_K and Q6_K round the activations of their
      * decode-sized products (7 rows here) to Q8_K, F32 does not: that
@@ -327,6 +347,7 @@ static void roundtrip_arch(int arch, int dtype)
     assert_int_equal(g.n_experts, c.n_experts);
     assert_int_equal(g.top_k, c.top_k);
     g.dtype = dtype;
+    g.as_stored = 0;
     int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
     float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
     logits_of(&c, ids, 7, a);
@@ -385,6 +406,7 @@ static void test_roundtrip_q4_k_m(void **state)
     if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
         fail_msg("config: %s", why);
     g.dtype = CAL_DTYPE_F32;
+    g.as_stored = 0;
     int32_t ids[7] = {72, 101, 108, 599, 7, 256, 32};
     float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
     logits_of(&c, ids, 7, a);
@@ -539,8 +561,8 @@ static void test_scaled_tie_checked(void **state)
     assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
     cal_model_weights w;
     cal_engine_weights(e, &w);
-    assert_true(w.output != w.embedding);
-    assert_true(((const float *)w.embedding)[5 * 64 + 7] == v);   /* the file's value */
+    assert_true(w.output.m != w.embedding.m);
+    assert_true(((const float *)w.embedding.m)[5 * 64 + 7] == v);   /* the file's value */
     cal_engine_close(&e);
 }
 
@@ -672,11 +694,13 @@ static void read_format(uint32_t type, int block, int bytes)
     if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
         fail_msg("config: %s", why);
     g.dtype = CAL_DTYPE_F32;
+    g.as_stored = 0;
     cal_engine *e = NULL;
     assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
     cal_layer_weights w;
     cal_engine_layer_weights(e, 1, &w);
-    const float *got = w.w2;
+    const float *got = w.down.m;
+    assert_int_equal(w.down.dtype, CAL_DTYPE_F32);
     size_t row_bytes = (size_t)(n_in / block) * (size_t)bytes, bad = 0;
     for (int r = 0; r < rows; r++)
         for (int i = 0; i < n_in; i++) {
@@ -687,6 +711,282 @@ static void read_format(uint32_t type, int block, int bytes)
     assert_int_equal(bad, 0);
     cal_engine_close(&e);
     free(b);
+}
+
+/* ---- each matrix in its own format ---------------------------------------- */
+
+/* A mixture no quantizer writes but any file may hold: every engine format
+ * somewhere, Q, K and V in three formats in layer 0 (K and V split from Q,
+ * and from each other), Q and K in one and V in another in layer 1, gate
+ * and up apart in layer 0 and together in layer 1, token_embd and output
+ * apart. */
+static void mixed_plan(const cal_model_config *c, int *plan)
+{
+    enum { F32 = CAL_DTYPE_F32, F16 = CAL_DTYPE_F16, B16 = CAL_DTYPE_BF16, Q8 = CAL_DTYPE_Q8_0,
+           Q40 = CAL_DTYPE_Q4_0, Q4K = CAL_DTYPE_Q4_K, Q6K = CAL_DTYPE_Q6_K };
+    static const int layer[2][CAL_T_KINDS] = {
+        /* Q    K    V    O    gate up   down router */
+        {Q4K, Q8,  Q6K, F16, Q40, B16, Q6K, Q8},
+        {F32, F32, Q4K, Q8,  Q6K, Q6K, Q4K, B16},
+    };
+    plan[CAL_T_EMB] = Q8;
+    plan[CAL_T_OUT] = Q6K;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < CAL_T_KINDS; k++)
+            plan[CAL_T_AT(l, k)] = k == CAL_T_ROUTER && c->n_experts == 0
+                                   ? c->dtype : layer[l % 2][k];   /* no router */
+}
+
+/* the file's bytes of tensor name, and its type */
+static const uint8_t *file_tensor(const uint8_t *file, const cal_gguf_model *m, const char *name,
+                                  uint32_t *type, uint64_t *bytes)
+{
+    const cal_gguf_tensor *t = cal_gguf_find(m, name);
+    if (!t)
+        fail_msg("tensor %s is missing", name);
+    *type = t->type;
+    *bytes = t->bytes;
+    return file + t->offset;
+}
+
+/* Every tensor of files a and b: the same names, types, shapes and bytes. */
+static void assert_same_tensors(const char *a, const char *b)
+{
+    cal_gguf_model ma, mb;
+    char why[256];
+    if (cal_gguf_read_model_file(a, &ma, why, sizeof why) != CAL_OK ||
+        cal_gguf_read_model_file(b, &mb, why, sizeof why) != CAL_OK)
+        fail_msg("read: %s", why);
+    size_t na, nb;
+    uint8_t *fa = slurp(a, &na), *fb = slurp(b, &nb);
+    assert_int_equal(ma.n_tensors, mb.n_tensors);
+    for (uint64_t i = 0; i < ma.n_tensors; i++) {
+        const cal_gguf_tensor *t = &ma.tensors[i];
+        uint32_t ty;
+        uint64_t by;
+        const uint8_t *p = file_tensor(fb, &mb, t->name, &ty, &by);
+        if (ty != t->type || by != t->bytes || memcmp(fa + t->offset, p, by) != 0)
+            fail_msg("%s: type %u, %llu bytes in %s; type %u, %llu bytes in %s%s", t->name,
+                     t->type, (unsigned long long)t->bytes, a, ty, (unsigned long long)by, b,
+                     ty == t->type && by == t->bytes ? ", the bytes differ" : "");
+    }
+    free(fa);
+    free(fb);
+    cal_gguf_model_free(&ma);
+    cal_gguf_model_free(&mb);
+}
+
+/* A file whose matrices are in seven formats, mixed as the plan says, is
+ * held as stored: each tensor in the file's format, its rows the file's
+ * bytes (read through the engine, unpacked where it interleaves them), the
+ * fused Q/K/V and gate/up split where their formats differ, the bytes
+ * held within the file's tensor bytes plus 64 a tensor, and an export of
+ * what it holds gives every tensor back bit for bit. --dtype's conversion
+ * (as_stored 0) widens them all to F32 exactly. */
+static void mixed(int experts)
+{
+    cal_model_config c = kq_cfg(CAL_DTYPE_F32), g;
+    if (experts)
+        c.n_experts = 4, c.top_k = 2;
+    char path[128], back[128], why[256];
+    snprintf(path, sizeof path, "%s/mixed%d.gguf", dir, experts);
+    snprintf(back, sizeof back, "%s/mixed%d-back.gguf", dir, experts);
+    int plan[CAL_T_COUNT(2)];
+    mixed_plan(&c, plan);
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, 1, 16, &e), CAL_OK);
+    if (cal_gguf_export_plan(e, path, plan, why, sizeof why) != CAL_OK)
+        fail_msg("export: %s", why);
+    cal_engine_close(&e);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    assert_int_equal(g.as_stored, 1);
+    assert_int_equal(g.tied_embeddings, 0);   /* token_embd and output in two formats */
+    int held[CAL_T_COUNT(2)];
+    if (cal_gguf_held_dtypes(&g, held, why, sizeof why) != CAL_OK)
+        fail_msg("held: %s", why);
+    assert_memory_equal(held, plan, sizeof plan);
+    assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+
+    cal_gguf_model m;
+    assert_int_equal(cal_gguf_read_model_file(path, &m, why, sizeof why), CAL_OK);
+    size_t n;
+    uint8_t *file = slurp(path, &n);
+    uint64_t tensor_bytes = 0;
+    for (uint64_t i = 0; i < m.n_tensors; i++)
+        tensor_bytes += m.tensors[i].bytes;
+    size_t wb = cal_engine_weight_bytes(e);
+    print_message("mixed%d: %zu bytes held for %llu bytes of tensors\n", experts, wb,
+                  (unsigned long long)tensor_bytes);
+    assert_true(wb >= tensor_bytes && wb <= tensor_bytes + 64 * m.n_tensors);
+    int64_t all = 0;
+    for (int dt = 0; dt < CAL_DTYPE_COUNT; dt++) {
+        int planned = 0;
+        for (size_t i = 0; i < CAL_T_COUNT(2); i++)
+            planned |= plan[i] == dt;
+        /* every format of the plan is there, and no other */
+        assert_int_equal(cal_engine_params_held(e, dt) > 0, planned);
+        all += cal_engine_params_held(e, dt);
+    }
+    assert_int_equal(all, cal_model_n_params(&g) - (cal_model_n_params(&g) -
+                     (int64_t)c.vocab * c.dim * 2 - (int64_t)c.n_layers *
+                     ((c.dim + 2 * (c.dim / c.n_heads) * c.n_kv_heads) * c.dim + c.dim * c.dim +
+                      (int64_t)(experts ? c.n_experts : 1) * 3 * c.dim * c.ffn_dim +
+                      (experts ? c.n_experts * c.dim : 0))));
+    /* each tensor: the file's format and the file's bytes */
+    cal_model_weights mw;
+    cal_engine_weights(e, &mw);
+    const cal_tensor_view *tv[2 + 2 * CAL_T_KINDS];
+    const char *names[2 + 2 * CAL_T_KINDS];
+    int nv = 0;
+    tv[nv] = &mw.embedding; names[nv++] = "token_embd.weight";
+    tv[nv] = &mw.output; names[nv++] = "output.weight";
+    cal_layer_weights lw[2];
+    char nm[2][CAL_T_KINDS][48];
+    static const char *const dense[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate",
+                                        "ffn_up", "ffn_down", NULL};
+    static const char *const moe[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                      "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps",
+                                      "ffn_gate_inp"};
+    for (int l = 0; l < 2; l++) {
+        cal_engine_layer_weights(e, l, &lw[l]);
+        const cal_tensor_view *v[] = {&lw[l].q, &lw[l].k, &lw[l].v, &lw[l].o, &lw[l].gate,
+                                      &lw[l].up, &lw[l].down, &lw[l].router};
+        for (int k = 0; k < CAL_T_KINDS; k++) {
+            if (!(experts ? moe : dense)[k])
+                continue;
+            snprintf(nm[l][k], sizeof nm[l][k], "blk.%d.%s.weight", l, (experts ? moe : dense)[k]);
+            tv[nv] = v[k];
+            names[nv++] = nm[l][k];
+        }
+    }
+    for (int i = 0; i < nv; i++) {
+        uint32_t ty;
+        uint64_t by;
+        const uint8_t *want = file_tensor(file, &m, names[i], &ty, &by);
+        assert_int_equal(cal_gguf_dtype_of(ty), tv[i]->dtype);
+        size_t per = cal_k_row_bytes(tv[i]->dtype, tv[i]->n_in) * (size_t)tv[i]->rows;
+        assert_int_equal(per * (size_t)tv[i]->n_mats, by);
+        char *buf = malloc(per);
+        assert_non_null(buf);
+        for (int x = 0; x < tv[i]->n_mats; x++)
+            if (memcmp(cal_engine_rows(e, tv[i], x, 0, tv[i]->rows, buf), want + (size_t)x * per,
+                       per) != 0)
+                fail_msg("%s (expert %d): the engine's rows are not the file's", names[i], x);
+        free(buf);
+    }
+    /* layer 0's Q, K and V are three matrices, layer 1's Q and K one */
+    assert_true(lw[0].q.m != lw[0].k.m && lw[0].k.m != lw[0].v.m);
+    assert_true(lw[1].q.m == lw[1].k.m && lw[1].k.r0 == lw[1].q.rows && lw[1].v.m != lw[1].q.m);
+    assert_true(lw[0].gate.m != lw[0].up.m && lw[1].gate.m == lw[1].up.m);
+    /* what it holds, written back: the very file's tensors */
+    assert_int_equal(cal_gguf_export(e, back, CAL_GGUF_AS_HELD, why, sizeof why), CAL_OK);
+    cal_engine_close(&e);
+    assert_same_tensors(path, back);
+
+    /* the same file widened to F32: each value the format's */
+    int32_t ids[9] = {72, 101, 108, 599, 7, 256, 32, 300, 1};
+    float *a = malloc(sizeof(float) * (size_t)c.vocab), *b = malloc(sizeof(float) * (size_t)c.vocab);
+    logits_of(&g, ids, 9, a);
+    g.as_stored = 0;
+    g.dtype = CAL_DTYPE_F32;
+    assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    cal_engine_weights(e, &mw);
+    assert_int_equal(mw.output.dtype, CAL_DTYPE_F32);
+    assert_int_equal(cal_engine_params_held(e, CAL_DTYPE_F32), all);
+    cal_engine_close(&e);
+    logits_of(&g, ids, 9, b);
+    /* the F32 engine keeps X in F32 where the mixed one rounds it for its
+     * Q8_0, Q4_K and Q6_K products: close, not equal */
+    double d = max_rel_diff(a, b, c.vocab);
+    print_message("mixed%d as stored and widened: max logit difference %.3g of the largest\n",
+                  experts, d);
+    assert_true(d > 0 && d < 0.1);
+    free(a);
+    free(b);
+    free(file);
+    cal_gguf_model_free(&m);
+}
+
+static void test_mixed_dense(void **state) { (void)state; mixed(0); }
+static void test_mixed_moe(void **state) { (void)state; mixed(1); }
+
+/* caliper's own Q4_K_M export held as stored: Q4_K and Q6_K, and back to
+ * the same tensors bit for bit */
+static void test_q4_k_m_as_stored_roundtrip(void **state)
+{
+    (void)state;
+    cal_model_config c = kq_cfg(CAL_DTYPE_F32), g;
+    char path[128], back[128], why[256];
+    snprintf(path, sizeof path, "%s/kqm.gguf", dir);
+    snprintf(back, sizeof back, "%s/kqm-back.gguf", dir);
+    export_to(&c, path, CAL_GGUF_MIX_Q4_K_M);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    assert_true(cal_engine_params_held(e, CAL_DTYPE_Q4_K) > 0);
+    assert_true(cal_engine_params_held(e, CAL_DTYPE_Q6_K) > 0);
+    assert_int_equal(cal_engine_params_held(e, CAL_DTYPE_Q4_K) +
+                     cal_engine_params_held(e, CAL_DTYPE_Q6_K),
+                     cal_model_n_params(&g) - (int64_t)g.n_layers * 2 * g.dim - g.dim);
+    assert_int_equal(cal_gguf_export(e, back, CAL_GGUF_AS_HELD, why, sizeof why), CAL_OK);
+    cal_engine_close(&e);
+    assert_same_tensors(path, back);
+}
+
+/* A file that changes between the header's check and the load, as a
+ * hostile or careless writer may do: a held-as-stored tensor retyped to
+ * one the engine cannot read, or to another the engine holds (its rows
+ * are then read through F32 into the format planned, never past the row),
+ * or the file cut short. Each is refused or read without a byte out of
+ * place (ASan), never a crash. */
+static void test_file_changed_before_load(void **state)
+{
+    (void)state;
+    cal_model_config c = kq_cfg(CAL_DTYPE_F32), g;
+    char path[128], why[256];
+    snprintf(path, sizeof path, "%s/changing.gguf", dir);
+    int plan[CAL_T_COUNT(2)];
+    mixed_plan(&c, plan);
+    cal_engine *e = NULL;
+    assert_int_equal(cal_engine_open(&c, 1, 16, &e), CAL_OK);
+    assert_int_equal(cal_gguf_export_plan(e, path, plan, why, sizeof why), CAL_OK);
+    cal_engine_close(&e);
+    size_t n;
+    uint8_t *orig = slurp(path, &n);
+    if (cal_gguf_model_config(path, &g, why, sizeof why) != CAL_OK)
+        fail_msg("config: %s", why);
+    /* blk.0.attn_v is Q6_K (210 bytes a 256); IQ4_NL is not read */
+    uint8_t *b = malloc(n);
+    assert_non_null(b);
+    memcpy(b, orig, n);
+    after(b, n, "blk.0.attn_v.weight")[4 + 16] = 20;
+    spit(path, b, n);
+    assert_int_not_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    assert_null(e);
+    /* Q6_K to Q4_K (144 bytes a 256): the file still holds the bytes, and
+     * the engine, which plans its formats as it opens, holds it as Q4_K */
+    memcpy(b, orig, n);
+    after(b, n, "blk.0.attn_v.weight")[4 + 16] = CAL_GGUF_Q4_K;
+    spit(path, b, n);
+    int rc = cal_engine_open(&g, 1, 16, &e);
+    if (rc == CAL_OK) {
+        cal_layer_weights w;
+        cal_engine_layer_weights(e, 0, &w);
+        assert_int_equal(w.v.dtype, CAL_DTYPE_Q4_K);
+        cal_engine_close(&e);
+    }
+    /* cut short in the middle of the last tensor */
+    spit(path, orig, n - 1000);
+    assert_int_not_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    assert_null(e);
+    /* and read whole again, it is served */
+    spit(path, orig, n);
+    assert_int_equal(cal_engine_open(&g, 1, 16, &e), CAL_OK);
+    cal_engine_close(&e);
+    free(b);
+    free(orig);
 }
 
 static void test_read_q4_1(void **state) { read_format(CAL_GGUF_Q4_1, 32, 20); }
@@ -715,6 +1015,10 @@ int main(void)
         cmocka_unit_test(test_read_q5_0),
         cmocka_unit_test(test_read_q5_1),
         cmocka_unit_test(test_read_q5_k),
+        cmocka_unit_test(test_mixed_dense),
+        cmocka_unit_test(test_mixed_moe),
+        cmocka_unit_test(test_q4_k_m_as_stored_roundtrip),
+        cmocka_unit_test(test_file_changed_before_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -134,10 +134,13 @@ static void check_product(int dt, int path, int n_out, int n_in)
     for (int i = 0; i < 16; i++) {
         float *xi = xh + (size_t)i * n_in;
         memcpy(xi, x + (size_t)i * n_in, sizeof(float) * (size_t)n_in);
-        if (dt == CAL_DTYPE_Q8_0)
+        /* the activations as each format's product takes them: Q8_0 blocks
+         * (Q8_0, and the other 32-weight formats but Q4_0's F32 path), Q8_K
+         * (the K-quants) */
+        if (dt == CAL_DTYPE_Q8_0 || (dt != CAL_DTYPE_Q4_0 && cal_k_is_q32(dt)))
             cal_k_q8_0_round(xi, xi, n_in);
-        else if (dt == CAL_DTYPE_Q4_K || dt == CAL_DTYPE_Q6_K)
-            cal_k_q8_k_round(xi, xi, n_in);   /* their decode products' activations */
+        else if (cal_k_block_elems(dt) == CAL_QK_K)
+            cal_k_q8_k_round(xi, xi, n_in);
     }
     for (int r = 0; r < n_out; r++) {
         cal_k_quantize_row(dt, w + (size_t)r * n_in, ws + (size_t)r * rb, n_in);
@@ -460,7 +463,15 @@ static void test_dtype_names(void **state)
         assert_int_equal(cal_dtype_parse(cal_dtype_name(i)), i);
     assert_int_equal(cal_dtype_parse("Q8_0"), CAL_DTYPE_Q8_0);
     assert_int_equal(cal_dtype_parse("Q4_K"), CAL_DTYPE_Q4_K);
-    assert_int_equal(cal_dtype_parse("q4_1"), -1);
+    assert_int_equal(cal_dtype_parse("q4_1"), CAL_DTYPE_Q4_1);
+    assert_int_equal(cal_dtype_parse("Q5_K"), CAL_DTYPE_Q5_K);
+    assert_int_equal(cal_dtype_parse("q2_k"), -1);
+    assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q4_1) == 20.0 / 32);
+    assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q5_0) == 22.0 / 32);
+    assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q5_1) == 24.0 / 32);
+    assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q5_K) == 176.0 / 256);
+    assert_int_equal(cal_dtype_row_unit(CAL_DTYPE_Q5_0), 32);
+    assert_int_equal(cal_dtype_row_unit(CAL_DTYPE_Q5_K), 256);
     assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q4_0) == 18.0 / 32);
     assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q4_K) == 144.0 / 256);
     assert_true(cal_dtype_bytes_per_weight(CAL_DTYPE_Q6_K) == 210.0 / 256);

@@ -1,8 +1,9 @@
-/* Unit tests of llama.cpp's 4- and 6-bit formats (engine/kquants.c): blocks
- * built by hand byte by byte decode to the values their layout defines, the
- * quantizers stay within their error bounds, and the vector decode product
- * agrees with the reference dot product at every batch size 1..16, on row
- * counts with odd tails. */
+/* Unit tests of llama.cpp's 4-, 5- and 6-bit formats (engine/kquants.c,
+ * q4kx.c, q5kx.c, q6kx.c): blocks built by hand byte by byte decode to the
+ * values their layout defines, the quantizers stay within their error
+ * bounds, the vector decode product agrees with the reference dot product
+ * at every batch size 1..16, on row counts with odd tails, and the
+ * interleaved products equal the block ones bit for bit. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,6 +95,37 @@ static void test_q6_k_by_hand(void **state)
     assert_int_equal(cal_k_row_bytes(CAL_DTYPE_Q6_K, 256), 210);
 }
 
+/* Q5_K: Q4_K's scales and nibbles plus bit j of qh[l] as the fifth bit of
+ * element l of sub-block j (ggml's dequantize_row_q5_K) */
+static void test_q5_k_by_hand(void **state)
+{
+    (void)state;
+    cal_q5_k_block b;
+    memset(&b, 0, sizeof b);
+    b.d = 0x3C00;          /* 1.0 */
+    b.dmin = 0x3800;       /* 0.5 */
+    b.scales[0] = 2;       /* sub-block 0: scale 2, min 4 */
+    b.scales[4] = 4;
+    b.scales[9] = 0x11;    /* sub-block 5: scale 33, min 17 (as in the Q4_K case) */
+    b.scales[1] = 2 << 6;
+    b.scales[5] = 1 << 6;
+    b.qs[0] = 0x03;        /* element 0: nibble 3 */
+    b.qh[0] = 1;           /* ... fifth bit (bit 0: sub-block 0): q = 19 */
+    b.qs[64 + 7] = 0x90;   /* sub-block 5, element 7: nibble 9 */
+    b.qh[7] = 1 << 5;      /* bit 5: sub-block 5's fifth bit: q = 25 */
+    b.qh[1] = 1 << 1;      /* sub-block 1, element 1: q = 16 (scale 0: value −dmin·m = 0) */
+    float y[256];
+    cal_k_dequantize_row(CAL_DTYPE_Q5_K, &b, y, 256);
+    assert_true(y[0] == 1.0f * 2 * 19 - 0.5f * 4);       /* 36 */
+    assert_true(y[1] == -2.0f);
+    assert_true(y[167] == 1.0f * 33 * 25 - 0.5f * 17);   /* 816.5 */
+    assert_true(y[160] == -8.5f);
+    assert_true(y[33] == 0.0f);
+    /* the fifth bit of element 7 belongs to sub-block 5 alone */
+    assert_true(y[7] == -2.0f && y[32 * 1 + 7] == 0.0f);
+    assert_int_equal(cal_k_row_bytes(CAL_DTYPE_Q5_K, 512), 352);
+}
+
 /* quantize → dequantize: every weight within the format's worst-case step
  * of its own block, and the round trip of a dequantized row is exact */
 static void check_roundtrip(int dt, double levels)
@@ -133,10 +165,13 @@ static void test_quantizers(void **state)
     check_roundtrip(CAL_DTYPE_Q4_0, 8.0);    /* step = max|x|/8 ≤ range/8 */
     check_roundtrip(CAL_DTYPE_Q4_K, 8.0);
     check_roundtrip(CAL_DTYPE_Q6_K, 30.0);
+    check_roundtrip(CAL_DTYPE_Q5_K, 16.0);
     /* an all-zero block stays zero (no division by a zero scale) */
     float zero[256] = {0}, back[256];
     unsigned char q[256];
-    for (int dt = CAL_DTYPE_Q4_0; dt <= CAL_DTYPE_Q6_K; dt++) {
+    static const int kq[] = {CAL_DTYPE_Q4_0, CAL_DTYPE_Q4_K, CAL_DTYPE_Q5_K, CAL_DTYPE_Q6_K};
+    for (size_t f = 0; f < sizeof kq / sizeof kq[0]; f++) {
+        int dt = kq[f];
         cal_k_quantize_row(dt, zero, q, 256);
         cal_k_dequantize_row(dt, q, back, 256);
         for (int i = 0; i < 256; i++)
@@ -268,6 +303,9 @@ static void test_products_vs_reference(void **state)
     check_vs_ref(CAL_DTYPE_Q6_K, 1, 256);
     check_vs_ref(CAL_DTYPE_Q6_K, 9, 1280);
     check_vs_ref(CAL_DTYPE_Q6_K, 3, 4096);
+    check_vs_ref(CAL_DTYPE_Q5_K, 1, 256);
+    check_vs_ref(CAL_DTYPE_Q5_K, 9, 1280);
+    check_vs_ref(CAL_DTYPE_Q5_K, 3, 4096);
     /* Q4_0's portable path is the reference, bit for bit */
     enum { NO = 5, NI = 512 };
     size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_0, NI);
@@ -337,48 +375,70 @@ static void test_q8_k_rounding_avx512(void **state)
     free(x);
 }
 
-static char *q4_k_matrix(int rows, int n)
+/* The interleaved K-quant layouts: Q4_K (q4kx.c), Q5_K (q5kx.c), Q6_K
+ * (q6kx.c), by the same contract */
+typedef struct kx_fns {
+    int dt;
+    const char *name;
+    void (*pack)(const void *, void *, int, int);
+    void (*unpack)(const void *, void *, int, int);
+    void (*pack_inplace)(void *, int, int, void *);
+    void (*rows)(const void *, int, int, int, int, void *);
+    int (*apply)(float *, int, const cal_q8_k_block *, const void *, int, int, int, float);
+} kx_fns;
+static const kx_fns kx[] = {
+    {CAL_DTYPE_Q4_K, "Q4_K", cal_k_q4kx_pack, cal_k_q4kx_unpack, cal_k_q4kx_pack_inplace,
+     cal_k_q4kx_rows, cal_k_q4kx_apply},
+    {CAL_DTYPE_Q5_K, "Q5_K", cal_k_q5kx_pack, cal_k_q5kx_unpack, cal_k_q5kx_pack_inplace,
+     cal_k_q5kx_rows, cal_k_q5kx_apply},
+    {CAL_DTYPE_Q6_K, "Q6_K", cal_k_q6kx_pack, cal_k_q6kx_unpack, cal_k_q6kx_pack_inplace,
+     cal_k_q6kx_rows, cal_k_q6kx_apply},
+};
+
+static char *kq_matrix(int dt, int rows, int n)
 {
-    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_K, n);
+    size_t rb = cal_k_row_bytes(dt, n);
     char *m = malloc(rb * (size_t)rows);
     float *w = malloc(sizeof(float) * (size_t)n);
     for (int r = 0; r < rows; r++) {
         for (int k = 0; k < n; k++)
             w[k] = frand() * (k % 9 == 0 ? 2.0f : 0.3f) + (r % 3 == 0 ? 0.1f : 0.0f);
-        cal_k_quantize_row(CAL_DTYPE_Q4_K, w, m + (size_t)r * rb, n);
+        cal_k_quantize_row(dt, w, m + (size_t)r * rb, n);
     }
     free(w);
     return m;
 }
 
-/* Interleaved Q4_K (q4kx.c) unpacks to the block layout bit for bit, in
- * place or not, whole or row by row, for row counts with and without a
- * tail of block rows. */
-static void test_q4kx_pack_roundtrip(void **state)
+/* Interleaved rows unpack to the block layout bit for bit, in place or
+ * not, whole or row by row, for row counts with and without a tail of
+ * block rows. */
+static void test_kx_pack_roundtrip(void **state)
 {
     (void)state;
     const int shapes[][2] = {{1, 256}, {15, 512}, {16, 256}, {17, 768}, {48, 256}, {37, 1024}};
-    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
-        int rows = shapes[t][0], n = shapes[t][1];
-        size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_K, n), bytes = rb * (size_t)rows;
-        char *a = q4_k_matrix(rows, n), *p = malloc(bytes), *b = malloc(bytes);
-        char *scratch = malloc(16 * rb), *out = malloc(bytes);
-        cal_k_q4kx_pack(a, p, rows, n);
-        /* the grouped part is reordered: a lane is not the row's bytes */
-        if (rows >= 16)
-            assert_true(memcmp(a, p, 16 * rb) != 0);
-        cal_k_q4kx_unpack(p, b, rows, n);
-        assert_memory_equal(a, b, bytes);
-        memcpy(b, a, bytes);
-        cal_k_q4kx_pack_inplace(b, rows, n, scratch);
-        assert_memory_equal(p, b, bytes);
-        for (int r0 = 0; r0 < rows; r0 += 5) {
-            int cnt = rows - r0 < 7 ? rows - r0 : 7;
-            cal_k_q4kx_rows(p, rows, r0, cnt, n, out);
-            assert_memory_equal(out, a + (size_t)r0 * rb, (size_t)cnt * rb);
+    for (size_t f = 0; f < sizeof kx / sizeof kx[0]; f++)
+        for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+            const kx_fns *k = &kx[f];
+            int rows = shapes[t][0], n = shapes[t][1];
+            size_t rb = cal_k_row_bytes(k->dt, n), bytes = rb * (size_t)rows;
+            char *a = kq_matrix(k->dt, rows, n), *p = malloc(bytes), *b = malloc(bytes);
+            char *scratch = malloc(16 * rb), *out = malloc(bytes);
+            k->pack(a, p, rows, n);
+            /* the grouped part is reordered: a lane is not the row's bytes */
+            if (rows >= 16)
+                assert_true(memcmp(a, p, 16 * rb) != 0);
+            k->unpack(p, b, rows, n);
+            assert_memory_equal(a, b, bytes);
+            memcpy(b, a, bytes);
+            k->pack_inplace(b, rows, n, scratch);
+            assert_memory_equal(p, b, bytes);
+            for (int r0 = 0; r0 < rows; r0 += 5) {
+                int cnt = rows - r0 < 7 ? rows - r0 : 7;
+                k->rows(p, rows, r0, cnt, n, out);
+                assert_memory_equal(out, a + (size_t)r0 * rb, (size_t)cnt * rb);
+            }
+            free(a); free(p); free(b); free(scratch); free(out);
         }
-        free(a); free(p); free(b); free(scratch); free(out);
-    }
 }
 
 /* The interleaved product is the block product bit for bit (and so
@@ -386,17 +446,12 @@ static void test_q4kx_pack_roundtrip(void **state)
  * beta 0 and 0.5, a matrix with a tail of block rows, and pieces starting
  * at multiples of 16 as the engine's threads take them. Inputs that are
  * not whole super-blocks are refused. */
-static void test_q4kx_product(void **state)
+static void check_kx_product(const kx_fns *k)
 {
-    (void)state;
-    if (!have_vnni("interleaved Q4_K product")) {
-        assert_int_equal(cal_k_q4kx_apply(NULL, 1, NULL, NULL, 16, 256, 1, 0.0f), -1);
-        return;
-    }
     enum { ROWS = 53, N = 768, M = 20 };
-    size_t rb = cal_k_row_bytes(CAL_DTYPE_Q4_K, N);
-    char *ws = q4_k_matrix(ROWS, N), *wx = malloc(rb * ROWS);
-    cal_k_q4kx_pack(ws, wx, ROWS, N);
+    size_t rb = cal_k_row_bytes(k->dt, N);
+    char *ws = kq_matrix(k->dt, ROWS, N), *wx = malloc(rb * ROWS);
+    k->pack(ws, wx, ROWS, N);
     float *x = malloc(sizeof(float) * M * N);
     for (int i = 0; i < M * N; i++)
         x[i] = frand() * (i % 11 == 0 ? 4.0f : 1.0f);
@@ -408,14 +463,16 @@ static void test_q4kx_product(void **state)
             float beta = pass ? 0.5f : 0.0f;
             for (int i = 0; i < M * ROWS; i++)
                 y[i] = yb[i] = pass ? 2.0f : NAN;
-            assert_int_equal(cal_k_q4kx_apply(y, ROWS, xq, wx, ROWS, N, m, beta), 0);
-            cal_k_kq_apply(CAL_DTYPE_Q4_K, yb, ROWS, xq, ws, ROWS, N, m, beta);
+            assert_int_equal(k->apply(y, ROWS, xq, wx, ROWS, N, m, beta), 0);
+            cal_k_kq_apply(k->dt, yb, ROWS, xq, ws, ROWS, N, m, beta);
             for (int i = 0; i < m; i++)
                 for (int r = 0; r < ROWS; r++) {
-                    float exact = cal_k_kq_dot_q8k(CAL_DTYPE_Q4_K, ws + r * rb,
+                    float exact = cal_k_kq_dot_q8k(k->dt, ws + r * rb,
                                                    xq + (size_t)i * (N / 256), N);
                     float got = y[(size_t)i * ROWS + r];
-                    assert_true(got == (pass ? 1.0f + exact : exact));
+                    if (got != (pass ? 1.0f + exact : exact))
+                        fail_msg("%s m %d row %d: %.9g, not %.9g", k->name, m, r, got,
+                                 pass ? 1.0f + exact : exact);
                     assert_true(got == yb[(size_t)i * ROWS + r]);
                 }
             for (int r = 0; r < ROWS && m < M; r++)   /* rows beyond m untouched */
@@ -424,16 +481,28 @@ static void test_q4kx_product(void **state)
         }
     /* in pieces of 16 rows (the last one 5): the same bits */
     float *part = malloc(sizeof(float) * 3 * ROWS);
-    assert_int_equal(cal_k_q4kx_apply(y, ROWS, xq, wx, ROWS, N, 3, 0.0f), 0);
+    assert_int_equal(k->apply(y, ROWS, xq, wx, ROWS, N, 3, 0.0f), 0);
     for (int r0 = 0; r0 < ROWS; r0 += 16) {
         int cnt = ROWS - r0 < 16 ? ROWS - r0 : 16;
-        assert_int_equal(cal_k_q4kx_apply(part + r0, ROWS, xq, wx + (size_t)r0 * rb, cnt, N, 3,
-                                          0.0f), 0);
+        assert_int_equal(k->apply(part + r0, ROWS, xq, wx + (size_t)r0 * rb, cnt, N, 3, 0.0f),
+                         0);
     }
     assert_memory_equal(part, y, sizeof(float) * 3 * ROWS);
-    assert_int_equal(cal_k_q4kx_apply(y, ROWS, xq, wx, ROWS, N + 16, 1, 0.0f), -1);
+    assert_int_equal(k->apply(y, ROWS, xq, wx, ROWS, N + 16, 1, 0.0f), -1);
     assert_int_equal(cal_k_kq_xbytes(N + 16, 1), 0);
     free(ws); free(wx); free(x); free(xq); free(y); free(yb); free(part);
+}
+
+static void test_kx_product(void **state)
+{
+    (void)state;
+    for (size_t f = 0; f < sizeof kx / sizeof kx[0]; f++) {
+        if (!have_vnni("interleaved K-quant products")) {
+            assert_int_equal(kx[f].apply(NULL, 1, NULL, NULL, 16, 256, 1, 0.0f), -1);
+            continue;
+        }
+        check_kx_product(&kx[f]);
+    }
 }
 
 int main(void)
@@ -442,12 +511,13 @@ int main(void)
         cmocka_unit_test(test_q4_0_by_hand),
         cmocka_unit_test(test_q4_k_by_hand),
         cmocka_unit_test(test_q6_k_by_hand),
+        cmocka_unit_test(test_q5_k_by_hand),
         cmocka_unit_test(test_quantizers),
         cmocka_unit_test(test_q8_k_rounding),
         cmocka_unit_test(test_products_vs_reference),
         cmocka_unit_test(test_q8_k_rounding_avx512),
-        cmocka_unit_test(test_q4kx_pack_roundtrip),
-        cmocka_unit_test(test_q4kx_product),
+        cmocka_unit_test(test_kx_pack_roundtrip),
+        cmocka_unit_test(test_kx_product),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
