@@ -19,6 +19,7 @@
  * lane's integer sum is the block's, and its float step is row l's own,
  * the same operations as the plain C product: bit for bit the same
  * numbers. A matrix's last n_rows % 16 rows keep the block layout. */
+#include "tbuf.h"
 #include "engine/kernels.h"
 #include "engine/engine.h"
 #include "engine/simd.h"
@@ -420,7 +421,6 @@ static float ref_dot(int dtype, const uint8_t *row, const float *x, int n)
  * rows that fit it (a row too long for it takes a buffer of its own; without
  * memory for that, nothing is written and the F32 reference answers) */
 enum { XCAP = 2048 };   /* blocks: 16 rows of 4096, 96 KiB */
-static _Thread_local cal_q8_1_block xown[XCAP];
 
 static void matmul_with(int portable, int dtype, float *y, int ldy, const float *x, int ldx,
                         const void *w, int n_out, int n_in, int m, float beta)
@@ -428,8 +428,8 @@ static void matmul_with(int portable, int dtype, float *y, int ldy, const float 
     int nb = n_in / QK;
     if (nb == 0 || n_out < 1)
         return;
-    int g = XCAP / nb;
-    cal_q8_1_block *buf = xown, *heap = NULL;
+    cal_q8_1_block *buf = cal_tbuf(CAL_TBUF_Q32, sizeof *buf * XCAP), *heap = NULL;
+    int g = buf ? XCAP / nb : 0;
     if (g == 0) {
         heap = malloc(sizeof *heap * (size_t)nb);
         if (!heap) {

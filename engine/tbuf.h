@@ -7,7 +7,7 @@
 #define CALIPER_ENGINE_TBUF_H
 #include <stddef.h>
 
-enum { CAL_TBUF_KQ, CAL_TBUF_Q8X, CAL_TBUF_XQ, CAL_TBUF_N };
+enum { CAL_TBUF_KQ, CAL_TBUF_Q8X, CAL_TBUF_XQ, CAL_TBUF_Q32, CAL_TBUF_N };
 
 /* This thread's buffer `id` (CAL_TBUF_*) of `bytes` (every call with one id
  * passes the same size), 64-byte aligned, contents left from its last use;
