@@ -9,40 +9,7 @@
 #include "caliper/error.h"
 #include "engine/engine.h"
 #include "engine/vocab.h"
-
-/* llama.cpp's tokenizer_st_partition: every special token in turn, longest
- * first, cuts each text fragment at its leftmost occurrences. f and g hold
- * 2n + 1 fragments. */
-static size_t tc_ref_split(const cal_vocab *v, const char *t, size_t n, int ps, cal_frag *f,
-                           cal_frag *g)
-{
-    size_t nf = n ? 1 : 0;
-    f[0] = (cal_frag){-1, 0, n};
-    for (int k = 0; k < v->n_special; k++) {
-        int32_t id = v->special[k];
-        if (!ps && (v->type[id] == CAL_TT_CONTROL || v->type[id] == CAL_TT_UNKNOWN))
-            continue;
-        const char *tx = v->pool + v->off[id];
-        size_t tl = v->len[id], ng = 0;
-        for (size_t i = 0; i < nf; i++) {
-            if (f[i].id >= 0) { g[ng++] = f[i]; continue; }
-            size_t off = f[i].off, len = f[i].len;
-            for (;;) {
-                const char *m = tl <= len ? memmem(t + off, len, tx, tl) : NULL;
-                if (!m) { g[ng++] = (cal_frag){-1, off, len}; break; }
-                size_t at = (size_t)(m - t);
-                if (at > off) g[ng++] = (cal_frag){-1, off, at - off};
-                g[ng++] = (cal_frag){id, at, tl};
-                len = off + len - (at + tl);
-                off = at + tl;
-                if (!len) break;
-            }
-        }
-        memcpy(f, g, ng * sizeof *f);
-        nf = ng;
-    }
-    return nf;
-}
+#include "tests/helpers/special_split_ref.h"
 
 /* cal_special_split(v, t[n]) must cut exactly as the reference does. */
 static void tc_same_split(const cal_vocab *v, const char *t, size_t n, int ps)
@@ -56,7 +23,7 @@ static void tc_same_split(const cal_vocab *v, const char *t, size_t n, int ps)
         free(tmp);
         return;   /* out of memory: nothing to compare */
     }
-    size_t nw = tc_ref_split(v, t, n, ps, want, tmp);
+    size_t nw = ref_split(v, t, n, ps, want, tmp);
     if (ng != nw) __builtin_trap();
     for (size_t i = 0; i < nw; i++)
         if (got[i].id != want[i].id || got[i].off != want[i].off || got[i].len != want[i].len)

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine/vocab.h"
 #include "tests/unit/vocab_gguf.h"
+#include "tests/helpers/special_split_ref.h"
 
 #define DATA_DIR "tests/data/vocab"
 
@@ -239,40 +240,6 @@ static void test_bad_files(void **s)
     assert_non_null(strstr(why, "gpt3"));
     assert_int_equal(cal_tok_open_gguf("/nonexistent/v.gguf", &t, why, sizeof why),
                      CAL_ENOTFOUND);
-}
-
-/* llama.cpp's tokenizer_st_partition as it is written: every special
- * token in turn, longest first, cuts each text fragment left at its
- * leftmost occurrences. Quadratic, and the reference. f holds 2n+1. */
-static size_t ref_split(const cal_vocab *v, const char *t, size_t n, int ps, cal_frag *f,
-                        cal_frag *g)
-{
-    size_t nf = n ? 1 : 0;
-    f[0] = (cal_frag){-1, 0, n};
-    for (int k = 0; k < v->n_special; k++) {
-        int32_t id = v->special[k];
-        if (!ps && (v->type[id] == CAL_TT_CONTROL || v->type[id] == CAL_TT_UNKNOWN))
-            continue;
-        const char *tx = v->pool + v->off[id];
-        size_t tl = v->len[id], ng = 0;
-        for (size_t i = 0; i < nf; i++) {
-            if (f[i].id >= 0) { g[ng++] = f[i]; continue; }
-            size_t off = f[i].off, len = f[i].len;
-            for (;;) {
-                const char *m = tl <= len ? memmem(t + off, len, tx, tl) : NULL;
-                if (!m) { g[ng++] = (cal_frag){-1, off, len}; break; }
-                size_t at = (size_t)(m - t);
-                if (at > off) g[ng++] = (cal_frag){-1, off, at - off};
-                g[ng++] = (cal_frag){id, at, tl};
-                len = off + len - (at + tl);
-                off = at + tl;
-                if (!len) break;
-            }
-        }
-        memcpy(f, g, ng * sizeof *f);
-        nf = ng;
-    }
-    return nf;
 }
 
 /* Special tokens that nest, overlap and repeat a text, control and
