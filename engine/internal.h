@@ -4,6 +4,7 @@
 #ifndef CALIPER_ENGINE_INTERNAL_H
 #define CALIPER_ENGINE_INTERNAL_H
 #include "engine/engine.h"
+#include <stdio.h>
 
 /* The embedding row enters the residual stream scaled by this. With tied
  * embeddings an unscaled row would make every token vote for itself in the
@@ -100,5 +101,13 @@ void cal_engine_kv_slot(const cal_engine *e, int slot, const void **start, size_
  * held (free with free()): bench/engine's read roofline reads such a buffer
  * so that it meets the same page walks as the decode it bounds. */
 void *cal_engine_huge_alloc(size_t n);
+
+/* A new file beside path (engine/file_replace.c), to be renamed over it
+ * once complete, so a reader never sees half a file and a failure leaves the
+ * old one as it was. An existing path that is not a regular file is
+ * refused, naming what it is. The name is written to tmp[tmp_len]; NULL
+ * with *rc and why set on failure. */
+FILE *cal_open_replacement(const char *path, char *tmp, size_t tmp_len, char *why, size_t why_len,
+                           int *rc);
 
 #endif
