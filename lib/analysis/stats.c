@@ -6,6 +6,7 @@
 #include <string.h>
 #include "caliper/error.h"
 #include "caliper/stats.h"
+#include "lib/util/rng.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -201,20 +202,12 @@ int cal_stats_t_welch(const double *a, size_t na, const double *b, size_t nb,
 
 /* ---- bootstrap ---------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [0, n) without modulo bias (rejection of the short last run). */
 static size_t uniform_index(uint64_t *s, size_t n)
 {
     uint64_t lim = UINT64_MAX - UINT64_MAX % (uint64_t)n;
     uint64_t r;
-    do r = splitmix64(s); while (r >= lim);
+    do r = cal_splitmix64(s); while (r >= lim);
     return (size_t)(r % (uint64_t)n);
 }
 

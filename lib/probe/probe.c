@@ -502,7 +502,7 @@ int cal_probe_run(cal_probe *p, const cal_request *reqs, size_t n,
             size_t at = off[k] + cnt[k]++;
             if (load->from_start && rq[at].sched_ns) rq[at].sched_ns = sat_add(rq[at].sched_ns, t0);
             if (open_loop) {       /* one Poisson stream over the run, as one loop draws it */
-                double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
+                double u = (double)(cal_splitmix64(&seed) >> 11) * 0x1.0p-53;
                 arrival += cal_span_ns(-log1p(-u) / load->rate);
                 if (!rq[at].sched_ns) rq[at].sched_ns = arrival;
             }

@@ -292,7 +292,7 @@ int cal_probe_loop_run(job *j)
         while (next < n) {
             if (!have_sched) {
                 if (open_loop) {
-                    double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
+                    double u = (double)(cal_splitmix64(&seed) >> 11) * 0x1.0p-53;
                     arrival += cal_span_ns(-log1p(-u) / load->rate);
                     next_sched = reqs[next].sched_ns ? reqs[next].sched_ns + j->sched_base : arrival;
                 } else if (r->in_flight < cap) {

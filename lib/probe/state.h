@@ -14,6 +14,7 @@
 #include "caliper/buf.h"
 #include "caliper/probe.h"
 #include "loop.h"
+#include "lib/util/rng.h"
 
 #define MAX_EVENT_BYTES   ((size_t)1 << 20)   /* one SSE event */
 #define MAX_ERROR_BYTES   ((size_t)4096)      /* kept error body */
@@ -51,15 +52,6 @@ struct cal_probe {
     struct curl_slist *headers;
     const cal_loop_ops *loop_ops; /* the event-loop backend (CALIPER_LOOP) */
 };
-
-/* splitmix64: a small seeded generator for Poisson arrivals */
-static inline uint64_t next_u64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 static inline int64_t sat_add(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
 

@@ -10,6 +10,7 @@
 #include "caliper/error.h"
 #include "caliper/units.h"
 #include "lib/util/c_locale.h"
+#include "lib/util/rng.h"
 
 /* A rate: a positive-or-zero count per second, at most the guard. */
 static int parse_rate(const char *what, const char *s, int zero_ok, double *out, char *err,
@@ -151,15 +152,6 @@ void cal_arrival_gen_init(cal_arrival_gen *g, const cal_arrivals *a, uint64_t se
     g->rng = seed;
 }
 
-/* splitmix64 (Steele, Lea, Flood 2014): a small seeded stream */
-static uint64_t next_u64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 /* The time at which the integrated rate reaches `area` (the inverse of
  * cal_arrivals_expected for the Poisson kinds). */
 static double ramp_time(const cal_arrivals *a, double area)
@@ -181,7 +173,7 @@ int64_t cal_arrival_next_ns(cal_arrival_gen *g)
     uint64_t k = g->k++;
     if (a->kind == CAL_ARR_BURST)
         return cal_span_ns((double)(k / (uint64_t)a->burst) * a->every_s);
-    double u = (double)(next_u64(&g->rng) >> 11) * 0x1.0p-53;
+    double u = (double)(cal_splitmix64(&g->rng) >> 11) * 0x1.0p-53;
     g->area += -log1p(-u);
     double t = a->kind == CAL_ARR_RAMP ? ramp_time(a, g->area) : g->area / a->rate;
     return cal_span_ns(t);

@@ -14,6 +14,7 @@
 #include "caliper/run.h"
 #include "caliper/stats.h"
 #include "inproc_json.h"
+#include "lib/util/rng.h"
 
 #define MAX_CHUNKS (4 << 20)      /* the probe's cap: more is a stream error */
 #define OPEN_LOOP_WORKERS 64      /* rate cells without a cap */
@@ -105,15 +106,6 @@ int cal_inproc_token(cal_inproc_stream *s, int n_tokens)
 void cal_inproc_fail(cal_inproc_stream *s, const char *msg)
 {
     if (s && msg) snprintf(s->msg, sizeof s->msg, "%s", msg);
-}
-
-/* splitmix64, as the probe draws Poisson arrivals */
-static uint64_t next_u64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
 }
 
 typedef struct worker { batch *b; int idx; } worker;
@@ -241,7 +233,7 @@ static int ip_send(void *self, const cal_request *reqs, size_t n, const cal_load
         uint64_t seed = load->seed;
         int64_t a = b.t0;
         for (size_t i = 0; i < n; i++) {
-            double u = (double)(next_u64(&seed) >> 11) * 0x1.0p-53;
+            double u = (double)(cal_splitmix64(&seed) >> 11) * 0x1.0p-53;
             a += (int64_t)(-log1p(-u) / load->rate * 1e9);
             b.arrival[i] = reqs[i].sched_ns ? reqs[i].sched_ns : a;
         }

@@ -9,16 +9,9 @@
 #include "lib/util/c_locale.h"
 #include "caliper/error.h"
 #include "caliper/workload_traffic.h"
+#include "lib/util/rng.h"
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static double unit(uint64_t *s) { return (double)(splitmix(s) >> 11) * 0x1.0p-53; }
+static double unit(uint64_t *s) { return (double)(cal_splitmix64(s) >> 11) * 0x1.0p-53; }
 
 /* A whole number in [1, max] that ends at *end. */
 static int num(const char *s, char **end, int max, long *v)
@@ -102,7 +95,7 @@ int cal_lendist_draw(const cal_lendist *d, uint64_t *state)
 {
     switch (d->kind) {
     case CAL_LEN_UNIFORM:
-        return d->lo + (int)(splitmix(state) % (uint64_t)(d->hi - d->lo + 1));
+        return d->lo + (int)(cal_splitmix64(state) % (uint64_t)(d->hi - d->lo + 1));
     case CAL_LEN_NORMAL: {
         /* Box–Muller; clipped so a long tail cannot ask for a prompt the
          * plan never meant (and never below one token) */

@@ -7,6 +7,7 @@
 #include "lib/util/c_locale.h"
 #include "caliper/error.h"
 #include "caliper/workload.h"
+#include "lib/util/rng.h"
 
 /* The texts live in data/ as plain files; the assembler embeds them so the
  * binary needs no data directory at run time. (Built from the repo root.) */
@@ -85,14 +86,6 @@ int cal_content_parse(const char *s, cal_content *out)
     return CAL_EINVAL;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* Random lower-case words of 2–9 letters with occasional punctuation: text
  * no tokenizer has a merge for, so every token is paid for. */
 static char random_text[24576];
@@ -106,10 +99,10 @@ const char *cal_content_text(cal_content c, size_t *len)
             uint64_t s = 20261130;
             size_t k = 0;
             while (k + 12 < sizeof random_text) {
-                int wl = 2 + (int)(splitmix(&s) % 8);
+                int wl = 2 + (int)(cal_splitmix64(&s) % 8);
                 for (int i = 0; i < wl; i++)
-                    random_text[k++] = (char)('a' + splitmix(&s) % 26);
-                uint64_t r = splitmix(&s) % 16;
+                    random_text[k++] = (char)('a' + cal_splitmix64(&s) % 26);
+                uint64_t r = cal_splitmix64(&s) % 16;
                 if (r == 0) random_text[k++] = '.';
                 else if (r == 1) random_text[k++] = ',';
                 random_text[k++] = r == 2 ? '\n' : ' ';
@@ -132,7 +125,7 @@ static int nonce_line(const cal_workload *w, uint64_t index, char *out, size_t n
         return 0;
     }
     uint64_t s = w->cfg.seed ^ (index * 0x9e3779b97f4a7c15ULL);
-    uint64_t h = splitmix(&s);
+    uint64_t h = cal_splitmix64(&s);
     for (int i = 0; i < 8; i++, h /= 26) out[i] = (char)('a' + h % 26);
     out[8] = '\n';
     out[9] = '\0';

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "caliper/gate.h"
+#include "lib/util/rng.h"
 
 typedef struct gsim_model {
     double tau;          /* shot-to-shot sd of the machine state (log) */
@@ -41,10 +42,7 @@ typedef struct gsim {
 
 static double gsim_unif(gsim *x)
 {
-    uint64_t z = (x->seed += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    uint64_t z = cal_splitmix64(&x->seed);
     return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
 }
 

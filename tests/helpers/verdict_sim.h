@@ -19,6 +19,7 @@
 #include "caliper/judge.h"
 #include "caliper/noise.h"
 #include "caliper/stats.h"
+#include "lib/util/rng.h"
 
 #define VSIM_MAX_SHOTS 16
 #define VSIM_MAX_REQ   64
@@ -45,10 +46,7 @@ typedef struct vsim {
 
 static double vsim_unif(vsim *x)
 {
-    uint64_t z = (x->seed += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    uint64_t z = cal_splitmix64(&x->seed);
     return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
 }
 

@@ -23,6 +23,7 @@
 #include "caliper/telemetry.h"
 #include "lib/report/report_internal.h"
 #include "tests/helpers/verdict_sim.h"
+#include "lib/util/rng.h"
 
 #define NEAR(got, want, tol) assert_true(fabs((got) - (want)) <= (tol))
 #define MAXS 16
@@ -32,10 +33,7 @@
 static uint64_t g_seed;
 static double unif(void)
 {
-    uint64_t z = (g_seed += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    uint64_t z = cal_splitmix64(&g_seed);
     return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
 }
 static double gauss(void) { return sqrt(-2 * log(unif())) * cos(2 * M_PI * unif()); }
@@ -1098,10 +1096,7 @@ static void test_bursty_false_alarms(void **state)
  * simulation of the statistic with Student-t (2 df) shot effects. */
 static double sim_unif(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    uint64_t z = cal_splitmix64(s);
     return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
 }
 static double sim_gauss(uint64_t *s) { return sqrt(-2 * log(sim_unif(s))) * cos(2 * M_PI * sim_unif(s)); }
