@@ -349,10 +349,15 @@ static int write_gguf(const cal_gguf_source *e, const char *path, int dtype, con
     }
     for (int i = 0; i < nt; i++) {
         fdt[i] = t[i].is_norm || !plan ? tensor_dtype(&t[i], dtype, c->n_layers) : plan[t[i].kind];
+        /* the file's own rule: whole blocks of the format (F32, F16 and
+         * BF16 take any row, a tiny model's 2 values included) */
         if (fdt[i] < 0 || fdt[i] >= CAL_DTYPE_COUNT ||
-            t[i].ne[0] % (uint64_t)cal_dtype_row_unit(fdt[i]) != 0) {
-            int rc = cal_why(why, why_len, CAL_EINVAL, "tensor %s: format %d does not take "
-                             "rows of %" PRIu64 " values", t[i].name, fdt[i], t[i].ne[0]);
+            t[i].ne[0] % (uint64_t)cal_k_block_elems(fdt[i]) != 0) {
+            int rc = fdt[i] < 0 || fdt[i] >= CAL_DTYPE_COUNT
+                     ? cal_why(why, why_len, CAL_EINVAL, "tensor %s: no format %d", t[i].name, fdt[i])
+                     : cal_why(why, why_len, CAL_EINVAL, "tensor %s: %s takes rows of a multiple "
+                               "of %d values, not %" PRIu64, t[i].name, cal_dtype_name(fdt[i]),
+                               cal_k_block_elems(fdt[i]), t[i].ne[0]);
             free(fdt);
             free(t);
             return rc;

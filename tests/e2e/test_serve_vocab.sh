@@ -102,4 +102,16 @@ check "--model with --vocab FILE: exit 2 naming --vocab" sh -c "[ $rc = 2 ] && g
 printf 'not a gguf' >junk.gguf
 "$CALIPER" serve --preset tiny --vocab "$E2E_TMP/junk.gguf" --export-gguf x.gguf >/dev/null 2>junk.err; rc=$?
 check "--vocab with a file that is not GGUF: exit 2 naming it" sh -c "[ $rc = 2 ] && grep -q 'junk.gguf' junk.err"
+# The byte vocabulary past 1,000,000 tokens, as the hardening issue made it
+# with caliper's own exporter: id 1000000 is "[1000000]", 9 bytes (once
+# written into 8-byte slots). A 2-wide F32 model must export (F32 takes a
+# row of any length) and serve it back, reading the widest ids whole.
+"$CALIPER" serve --preset tiny --vocab 1000001 --dim 2 --heads 1 --kv-heads 1 --ffn 1 \
+  --layers 1 --export-gguf big.gguf >big.out 2>&1
+check "a 1,000,001-token byte vocabulary exports at --dim 2" [ -s big.gguf ]
+start_serve --model "$E2E_TMP/big.gguf" --max-batch 1 || not_ok "serve --model of a 1,000,001-token byte vocabulary"
+det=$(curl -s "$SERVE_URL/detokenize" -d '{"tokens":[1000000,999999,259]}')
+check "/detokenize reads the widest ids whole ($det)" \
+  sh -c "printf '%s' '$det' | grep -q '\[1000000\]\[999999\]\[259\]'"
+kill "$SERVE_PID" 2>/dev/null; wait "$SERVE_PID" 2>/dev/null
 finish
