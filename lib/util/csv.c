@@ -104,8 +104,11 @@ int cal_csv_next(cal_csv_reader *r, size_t *nf, char *why, size_t why_len)
                     p++;
                 }
                 /* the writer's neutralised text cell ('=...) reads as written */
-                if (used - start >= 2 && r->buf[start] == '\'' && formula_start(r->buf + start + 1) &&
-                    !(r->buf[start + 1] == '\r' && used - start == 2)) {
+                /* ('' before a formula start is a text that began with ' itself) */
+                size_t j = start + 1;
+                while (j < used && r->buf[j] == '\'') j++;
+                if (used - start >= 2 && r->buf[start] == '\'' && j < used &&
+                    formula_start(r->buf + j)) {
                     memmove(r->buf + start, r->buf + start + 1, used - start - 1);
                     used--;
                 }
@@ -260,8 +263,17 @@ static int plain_number(const char *s)
 }
 
 /* A text cell a spreadsheet would run as a formula: written as OWASP
- * recommends, a ' before it and the whole field quoted. */
-static int neutralise(const char *s) { return formula_start(s) && !plain_number(s); }
+ * recommends, a ' before it and the whole field quoted; a text that already
+ * starts with ' before such a character gets one more, so the reader, which
+ * drops one, gives back what was written. */
+static int neutralise(const char *s)
+{
+    if (*s == '\'') {   /* ' then a formula start: one ' more, so the reader's drop gives it back */
+        while (*s == '\'') s++;
+        return formula_start(s);
+    }
+    return formula_start(s) && !plain_number(s);
+}
 
 static int put_field(cal_csv_writer *w, const char *s, int text)
 {
