@@ -42,6 +42,7 @@
 #include "caliper/gate.h"
 #include "caliper/stats.h"
 #include "caliper/store.h"
+#include "bench/proc_clock.h"
 #include "tests/helpers/gate_sim.h"
 
 /* docs/ci.md's default protocol for the gate */
@@ -126,29 +127,6 @@ static void quota_teardown(void)
     quota_set(1);
     rmdir(g_cg);   /* empty once the engines are gone */
     rmdir(g_cg_a);
-}
-
-static double proc_cpu_s(pid_t pid)
-{
-    char p[64], b[1024];
-    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(p, "r");
-    if (!f) return NAN;
-    size_t n = fread(b, 1, sizeof b - 1, f);
-    fclose(f);
-    b[n] = 0;
-    char *q = strrchr(b, ')');
-    unsigned long ut = 0, st = 0;
-    if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return NAN;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static double loadavg(void)

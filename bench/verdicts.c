@@ -60,6 +60,7 @@
 #include "caliper/report.h"
 #include "caliper/stats.h"
 #include "caliper/store.h"
+#include "bench/proc_clock.h"
 #include "tests/helpers/verdict_sim.h"
 
 static const char *g_caliper = "build/caliper", *g_db = "/tmp/caliper-verdicts.db";
@@ -150,30 +151,7 @@ static void quota_teardown(void)
     rmdir(g_cg);
 }
 
-/* the engine's CPU time so far, seconds (utime + stime of all its threads) */
 static pid_t g_engine;
-static double engine_cpu_s(void)
-{
-    char p[64], b[1024];
-    snprintf(p, sizeof p, "/proc/%d/stat", (int)g_engine);
-    FILE *f = fopen(p, "r");
-    if (!f) return NAN;
-    size_t n = fread(b, 1, sizeof b - 1, f);
-    fclose(f);
-    b[n] = 0;
-    char *q = strrchr(b, ')');
-    unsigned long ut = 0, st = 0;
-    if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return NAN;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---- one series: a caliper run, slowed after shot 1 by `drop` ------------
  * The quota is a share of what the engine used during shot 1 (its CPU time
@@ -226,11 +204,11 @@ static int64_t run_series(const char *label, double drop)
         if (!strncmp(line, "caliper run: ", 13)) snprintf(last, sizeof last, "%s", line);
         if (!strncmp(line, "caliper run: run ", strlen("caliper run: run ")) ||
             (warm > 0 && !strncmp(line, warm_done, strlen(warm_done)))) {
-            c0 = engine_cpu_s();
+            c0 = proc_cpu_s(g_engine);
             w0 = now_s();
         }
         if (!slowed && drop > 0 && !strncmp(line, first_done, strlen(first_done))) {
-            double share = (engine_cpu_s() - c0) / (now_s() - w0);
+            double share = (proc_cpu_s(g_engine) - c0) / (now_s() - w0);
             if (!(share > 0.05 && share <= 1)) share = 1;
             g_share_sum += share;
             g_share_n++;
